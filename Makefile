@@ -1,0 +1,59 @@
+# Triton, the hard way. `make lab` to learn, `make test` to check everything CI checks.
+#   make lab [PORT=8888]        install what is missing into .venv, start JupyterLab on notebooks/
+#   make test                   install what is missing, run everything CI runs (CPU is fine)
+#   make notebooks [FORCE=1]    regenerate notebooks/ from solutions/ (edited notebooks are kept unless FORCE=1)
+#   make bench                  GPU only: time every lesson's kernels against PyTorch, write results/
+#   make present [PORT=8888]    JupyterLab on solutions/ with large fonts, for projecting
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu installs a small CPU-only torch on a machine with no GPU.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PORT   ?= 8888
+IP     ?= 127.0.0.1
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST := $(PY) -m pytest -p no:cacheprovider
+
+.PHONY: install lab test test-unit test-notebooks test-browser notebooks bench present clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found " + sys.version.split()[0] + "): set PYTHON=python3.11")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(if $(TORCH_INDEX),$(PY) -m pip install -q --index-url $(TORCH_INDEX) $$(grep '^torch==' requirements.txt))
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $@
+	@echo "installed into $(VENV): $$($(PY) -c 'import torch, triton; print("torch", torch.__version__, "/ triton", triton.__version__)')"
+
+lab: install
+	@echo "Starting JupyterLab on notebooks/ — open the http://$(IP):$(PORT)/lab?token=… URL printed below."
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=$(IP) --port=$(PORT) $(if $(DISPLAY),,--no-browser)
+
+present: install
+	@echo "Presenter mode: JupyterLab on solutions/ with large fonts (settings in present/)."
+	JUPYTERLAB_SETTINGS_DIR=$(CURDIR)/present/settings $(VENV)/bin/jupyter lab --notebook-dir=solutions \
+		--ip=$(IP) --port=$(PORT) $(if $(DISPLAY),,--no-browser)
+
+notebooks: install
+	$(PY) -m utils.notebooks $(if $(FORCE),--force)
+
+test: install test-unit test-notebooks test-browser
+
+test-unit: install
+	$(PYTEST) -n 2 tests --ignore=tests/test_browser.py
+
+test-notebooks: install
+	$(PYTEST) -n 2 --dist loadfile --nbval-lax --nbval-current-env solutions
+
+test-browser: install
+	-@bash scripts/install-chromium.sh
+	$(PYTEST) tests/test_browser.py
+
+bench: install
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache results/browser

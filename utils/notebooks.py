@@ -1,0 +1,210 @@
+"""Participant notebooks, generated from the solution notebooks.
+
+Each ``### BEGIN SOLUTION`` / ``### END SOLUTION`` region becomes ``# YOUR CODE HERE`` and a stub that keeps the
+cell valid Python: ``pass`` inside a ``@triton.jit`` function (the GPU compiler rejects ``raise``),
+``raise NotImplementedError`` elsewhere, and *Your answer here* in markdown. Cells tagged ``solution-only`` are
+dropped; outputs and execution counts are cleared.
+
+A learner's edits are never lost silently: every generated notebook records a hash of its cells, and a notebook
+whose cells no longer match that hash is left alone unless ``force=True``, which first saves a backup beside it.
+
+    python -m utils.notebooks            # regenerate notebooks/ from solutions/
+    python -m utils.notebooks --check    # exit 1 if notebooks/ is not what the generator makes
+    python -m utils.notebooks --force    # also overwrite edited notebooks (a .bak copy is kept)
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
+END = re.compile(r"^\s*### END SOLUTION\s*$")
+META_KEY = "triton_hard_way"
+
+
+class MarkerError(ValueError):
+    """Unbalanced or nested solution markers."""
+
+
+class EditedNotebookError(RuntimeError):
+    """A participant notebook was edited since it was generated."""
+
+
+def _inside_jit(lines: list[str], begin: int, indent: str) -> bool:
+    """Whether line ``begin`` sits in the body of a function decorated with something ending in ``jit``."""
+    for i in range(begin - 1, -1, -1):
+        line = lines[i]
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        own = len(line) - len(stripped)
+        if own < len(indent) and stripped.startswith(("def ", "async def ")):
+            j = i - 1
+            while j >= 0 and lines[j].lstrip().startswith("@"):
+                if re.search(r"\bjit\b", lines[j]):
+                    return True
+                j -= 1
+            return False
+    return False
+
+
+def strip_solutions(source: str, cell_type: str = "code", where: str = "") -> str:
+    """Replaces every solution region of one cell's source by a stub."""
+    lines = source.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = BEGIN.match(lines[i])
+        if END.match(lines[i]):
+            raise MarkerError(f"{where}: '### END SOLUTION' at line {i + 1} without a BEGIN before it")
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        indent = m.group(1)
+        j = i + 1
+        while j < len(lines) and not END.match(lines[j]):
+            if BEGIN.match(lines[j]):
+                raise MarkerError(f"{where}: '### BEGIN SOLUTION' at line {j + 1} inside another region "
+                                  f"(opened at line {i + 1})")
+            j += 1
+        if j == len(lines):
+            raise MarkerError(f"{where}: '### BEGIN SOLUTION' at line {i + 1} is never closed by '### END SOLUTION'")
+        if cell_type == "markdown":
+            out.append("*Your answer here.*")
+        else:
+            stub = "pass" if _inside_jit(lines, i, indent) else "raise NotImplementedError"
+            out += [f"{indent}# YOUR CODE HERE", f"{indent}{stub}"]
+        i = j + 1
+    return "\n".join(out)
+
+
+def _cells_hash(nb) -> str:
+    h = hashlib.sha256()
+    for cell in nb.cells:
+        h.update(cell.cell_type.encode() + b"\0" + cell.source.encode() + b"\1")
+    return h.hexdigest()
+
+
+def participant_copy(solution: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """The participant version of one solution notebook (a new object; the solution is not changed)."""
+    nb = copy.deepcopy(solution)
+    cells = []
+    for k, cell in enumerate(nb.cells):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "solution-only" in tags:
+            continue
+        where = f"{name}, cell {k}"
+        if cell.cell_type in ("code", "markdown"):
+            new = strip_solutions(cell.source, cell.cell_type, where)
+            if cell.cell_type == "code" and new != cell.source and "%" not in new and "!" not in new:
+                try:
+                    compile(new, where, "exec")
+                except SyntaxError as e:
+                    raise MarkerError(f"{where}: the stubbed cell is not valid Python ({e})") from e
+            cell.source = new
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.pop("id", None)
+        cells.append(cell)
+    nb.cells = cells
+    nb.metadata.pop("widgets", None)
+    nb.metadata[META_KEY] = {"generated_from": f"solutions/{name}",
+                             "note": "generated by `make notebooks`: edit the solution, not this file"}
+    nb.metadata[META_KEY]["cells_sha256"] = _cells_hash(nb)
+    return nb
+
+
+def _dumps(nb) -> str:
+    nb.nbformat, nb.nbformat_minor = 4, 5
+    for k, cell in enumerate(nb.cells):  # stable ids keep regeneration byte-for-byte reproducible
+        cell["id"] = f"cell-{k:03d}"
+    return nbformat.writes(nb) + "\n"
+
+
+def is_edited(path: Path) -> bool:
+    """True when the notebook at ``path`` differs from what the generator wrote there (or it wrote nothing)."""
+    nb = nbformat.read(path, as_version=4)
+    recorded = nb.metadata.get(META_KEY, {}).get("cells_sha256")
+    return recorded is None or recorded != _cells_hash(nb)
+
+
+def render(src_dir: Path) -> dict[str, str]:
+    """File name -> participant notebook text, for every notebook in ``src_dir``."""
+    out = {}
+    for path in sorted(src_dir.glob("*.ipynb")):
+        solution = nbformat.read(path, as_version=4)
+        out[path.name] = _dumps(participant_copy(solution, path.name))
+    return out
+
+
+def generate(src_dir: Path = ROOT / "solutions", dst_dir: Path = ROOT / "notebooks", force: bool = False,
+             log=print) -> list[Path]:
+    """Writes participant notebooks; refuses (EditedNotebookError) to overwrite edited ones unless ``force``."""
+    rendered = render(src_dir)
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    edited = [dst_dir / n for n, text in rendered.items()
+              if (dst_dir / n).exists() and (dst_dir / n).read_text() != text and is_edited(dst_dir / n)]
+    if edited and not force:
+        names = ", ".join(p.name for p in edited)
+        raise EditedNotebookError(
+            f"not regenerating: {names} changed since they were generated (your work?). Copy them somewhere "
+            f"safe, or regenerate with `make notebooks FORCE=1`, which keeps a .bak copy of each.")
+    written = []
+    for name, text in rendered.items():
+        path = dst_dir / name
+        if path.exists() and path.read_text() == text:
+            continue
+        if path in edited:
+            backup = path.with_name(f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+            backup.write_bytes(path.read_bytes())
+            log(f"kept your edited {path.name} as {backup.name}")
+        path.write_text(text)
+        written.append(path)
+        log(f"wrote {path.relative_to(dst_dir.parent) if dst_dir.parent in path.parents else path}")
+    return written
+
+
+def differences(src_dir: Path = ROOT / "solutions", dst_dir: Path = ROOT / "notebooks") -> list[str]:
+    """Names of participant notebooks that are missing, stale, or present without a solution."""
+    rendered = render(src_dir)
+    bad = [n for n, text in rendered.items()
+           if not (dst_dir / n).exists() or (dst_dir / n).read_text() != text]
+    bad += [p.name for p in dst_dir.glob("*.ipynb") if p.name not in rendered]
+    return sorted(bad)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Generate participant notebooks from solutions.")
+    parser.add_argument("--check", action="store_true", help="only report whether notebooks/ is up to date")
+    parser.add_argument("--force", action="store_true", help="overwrite edited notebooks, keeping a .bak copy")
+    args = parser.parse_args(argv)
+    if args.check:
+        bad = differences()
+        if bad:
+            print("notebooks/ is not what `make notebooks` generates from solutions/: " + ", ".join(bad))
+            return 1
+        print("notebooks/ is up to date with solutions/")
+        return 0
+    try:
+        written = generate(force=args.force)
+    except (EditedNotebookError, MarkerError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not written:
+        print("notebooks/ already up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
