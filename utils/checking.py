@@ -133,8 +133,9 @@ def _hint_unwritten(unwritten: torch.Tensor, shape) -> str:
                 "pass the output tensor it returns? (The skeleton's stub writes nothing.)")
     k = _is_suffix(flat)
     if k:
-        return (f"The last {k} elements were never written: the grid does not cover the whole array. Launch "
-                f"triton.cdiv(n, BLOCK_SIZE) programs (rounding up), not n // BLOCK_SIZE.")
+        return (f"The last {k} elements were never written: the programs do not reach the end of the array. Launch "
+                f"triton.cdiv(n, BLOCK_SIZE) programs (rounding up), not n // BLOCK_SIZE, and give each program the "
+                f"offsets pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE).")
     if len(shape) >= 2:
         rows = _as_rows(unwritten)
         full_rows = rows.all(dim=1)
@@ -167,6 +168,16 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype) -> str:
         if k and bool(rows[:, -k:].any(dim=1).all()):
             return (f"The last {k} columns are wrong in every row: the column tail is not masked, or masked loads "
                     f"fill with the wrong value (use other=-inf before a max, other=0 before a sum).")
+    if len(shape) >= 2:
+        o, r = _as_rows(out64), _as_rows(ref64)
+        ratio = o / r
+        usable = r.abs() > 1e-12
+        if bool(usable.all(dim=1).all()):
+            spread = (ratio.max(dim=1).values - ratio.min(dim=1).values).abs().max()
+            if float(spread) < 1e-3 * float(ratio.abs().max()):
+                return ("Each row is off by a constant factor: the normaliser (a row sum) is wrong. If masked-off "
+                        "lanes are loaded with other=0, exp(0 - max) adds to the sum: load them with other=-inf "
+                        "(exp(-inf) = 0), or sum with the mask applied.")
     k = _is_suffix(flat_bad)
     if k:
         return (f"Only the last {k} elements are wrong: the tail block is not masked, or masked with the wrong "

@@ -1,0 +1,116 @@
+"""`make bench`: every lesson's solution kernels against their PyTorch baselines, in one run, on one GPU.
+
+    python -m bench [--only 03 05] [--out results]
+
+Each ``bench/lessonNN.py`` defines ``run(ceil) -> list[dict]``: one row per comparison, both sides timed in this
+run. This driver measures the GPU's ceilings first (copy bandwidth, matmul rates), adds ratios and the fraction of
+the roof each kernel reaches, and writes ``bench.csv``, ``bench.md`` and ``roofline.png`` with the GPU and versions.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = ("03", "04", "05", "06")
+
+
+def _fmt(x, digits=3):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
+
+
+def enrich(rows, ceil):
+    """Adds GB/s, TFLOP/s, the ratio to the baseline and the fraction of the roof measured in this run."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        ms, bytes_, flops = r["ms"], r.get("bytes"), r.get("flops")
+        r["GB/s"] = bytes_ / ms / 1e6 if bytes_ else None
+        r["TFLOP/s"] = flops / ms / 1e9 if flops else None
+        r["ratio"] = r["baseline_ms"] / ms if r.get("baseline_ms") else None
+        peak = ceil.tflops.get(r["dtype"]) or max(ceil.tflops.values())
+        bound = min(peak, (flops / bytes_) * ceil.bandwidth_gbs / 1e3) if flops and bytes_ else None
+        if bound and r["TFLOP/s"] and (flops / bytes_) * ceil.bandwidth_gbs / 1e3 > peak:
+            r["roof %"] = 100 * r["TFLOP/s"] / bound  # compute-bound: fraction of the matmul rate measured here
+        elif r["GB/s"]:
+            r["roof %"] = 100 * r["GB/s"] / ceil.bandwidth_gbs  # memory-bound: fraction of copy bandwidth
+        else:
+            r["roof %"] = None
+        out.append(r)
+    return out
+
+
+def markdown(rows, header: str) -> str:
+    cols = ["lesson", "op", "shape", "dtype", "ms", "GB/s", "TFLOP/s", "baseline", "baseline_ms", "ratio", "roof %"]
+    lines = [header, "", "| " + " | ".join(c if c != "ratio" else "× baseline" for c in cols) + " |",
+             "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=list(LESSONS), help="lessons to run, e.g. --only 04 05")
+    parser.add_argument("--out", default=str(ROOT / "results"), help="folder for bench.csv, bench.md, roofline.png")
+    args = parser.parse_args(argv)
+
+    from utils import setup
+
+    env = setup(quiet=True)
+    if not env.is_gpu:
+        print("make bench needs an NVIDIA GPU: here kernels would run in Triton's interpreter on the CPU, where "
+              f"timings mean nothing ({env.reason}). Run it on a GPU machine.", file=sys.stderr)
+        return 2
+    import pandas as pd
+
+    from utils import roofline
+
+    print(env.describe())
+    ceil = roofline.measure_ceilings()
+    print(f"ceilings measured here: copy {ceil.bandwidth_gbs:.0f} GB/s; "
+          + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in ceil.tflops.items()))
+    rows = []
+    for lesson in args.only:
+        try:
+            module = importlib.import_module(f"bench.lesson{lesson}")
+        except ModuleNotFoundError:
+            print(f"lesson {lesson}: no bench/lesson{lesson}.py yet, skipped")
+            continue
+        t0 = time.time()
+        got = module.run(ceil)
+        print(f"lesson {lesson}: {len(got)} comparisons in {time.time() - t0:.0f} s")
+        rows += got
+    rows = enrich(rows, ceil)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    meta = {"gpu": env.gpu_name, "torch": env.versions["torch"], "triton": env.versions["triton"],
+            "python": platform.python_version(), "date": stamp,
+            "copy GB/s": round(ceil.bandwidth_gbs, 1)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame([{**meta, **r} for r in rows])
+    frame.to_csv(out / "bench.csv", index=False)
+    header = (f"Measured by `make bench` on **{env.gpu_name}** ({stamp}), torch {meta['torch']}, triton "
+              f"{meta['triton']}. Ceilings measured in the same run: copy {ceil.bandwidth_gbs:.0f} GB/s (read + "
+              f"write), matmul " + ", ".join(f"{k} {v:.0f}" for k, v in ceil.tflops.items()) + " TFLOP/s. "
+              "`× baseline` = baseline time / Triton time (above 1: Triton is faster); `roof %` = share of the copy "
+              "bandwidth (memory-bound ops) or of the measured matmul rate (compute-bound ops).")
+    (out / "bench.md").write_text(markdown(rows, header))
+    points = [roofline.point(f"{r['op']} {r['shape']} {r['dtype']}", r.get("flops") or 0, r.get("bytes") or 1, r["ms"])
+              for r in rows if r.get("flops")]
+    fig = roofline.plot(points, ceil, precision="bf16", title=f"make bench on {env.gpu_name}")
+    fig.savefig(out / "roofline.png", dpi=110, bbox_inches="tight")
+    print(markdown(rows, header))
+    print(f"wrote {out / 'bench.csv'}, {out / 'bench.md'}, {out / 'roofline.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

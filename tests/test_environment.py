@@ -1,0 +1,41 @@
+"""The Makefile's pinned set (requirements.txt) and environment.yml install the same packages."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pins(lines):
+    out = {}
+    for line in lines:
+        line = line.split("#")[0].strip().lstrip("- ").strip()
+        m = re.fullmatch(r"([A-Za-z0-9_.\-\[\]]+)==([^\s;]+)", line)
+        if m:
+            out[m.group(1).lower()] = m.group(2)
+    return out
+
+
+def test_environment_yml_pins_what_requirements_txt_pins():
+    req = pins((ROOT / "requirements.txt").read_text().splitlines())
+    text = (ROOT / "environment.yml").read_text()
+    env = pins(text.split("- pip:", 1)[1].splitlines())
+    assert req, "requirements.txt pins nothing"
+    assert env == req
+    assert re.search(r"^\s*-\s*python=3\.1[1-9]", text, re.M), "environment.yml must pin Python 3.11+"
+    assert "-e ." in text, "environment.yml must install the utils package"
+    assert "defaults" not in text and "anaconda" not in text, "only conda-forge: the defaults channel is deprecated"
+
+
+def test_every_requirement_is_pinned_exactly():
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            assert "==" in line, f"unpinned requirement: {line}"
+
+
+def test_makefile_installs_requirements_and_the_package():
+    make = (ROOT / "Makefile").read_text()
+    assert "-r requirements.txt" in make and "-e ." in make
+    for target in ("lab:", "test:", "bench:", "notebooks:", "present:"):
+        assert re.search(rf"^{target}", make, re.M), target
+    assert (ROOT / ".ci" / "run").read_text().strip().endswith("make test")

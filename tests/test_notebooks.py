@@ -1,0 +1,130 @@
+"""utils.notebooks: participant copies are generated faithfully, and a learner's edits are never lost silently."""
+import json
+
+import nbformat
+import pytest
+import torch
+import triton
+import triton.language as tl  # noqa: F401  (the stubbed kernel below refers to tl)
+
+from utils import notebooks as gen
+from utils.mode import current
+
+KERNEL_CELL = '''@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    ### BEGIN SOLUTION
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+    ### END SOLUTION'''
+
+LAUNCHER_CELL = '''def add(x, y):
+    ### BEGIN SOLUTION
+    return x + y
+    ### END SOLUTION'''
+
+
+def solution_nb(extra_cells=()):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# 99 — Test lesson\nPredict: ### BEGIN SOLUTION\n"),
+        nbformat.v4.new_code_cell(KERNEL_CELL, metadata={"tags": ["export", "exercise"]}),
+        nbformat.v4.new_code_cell(LAUNCHER_CELL, metadata={"tags": ["export", "exercise"]}),
+        nbformat.v4.new_markdown_cell("Your prediction:\n### BEGIN SOLUTION\nmemory-bound\n### END SOLUTION"),
+        nbformat.v4.new_code_cell("print('instructor only')", metadata={"tags": ["solution-only"]}),
+        *extra_cells,
+    ]
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="something")]
+    nb.cells[1].execution_count = 7
+    return nb
+
+
+def test_strip_inside_jit_uses_pass_elsewhere_raise():
+    kernel = gen.strip_solutions(KERNEL_CELL)
+    assert "    # YOUR CODE HERE\n    pass" in kernel and "tl.store" not in kernel
+    launcher = gen.strip_solutions(LAUNCHER_CELL)
+    assert "    # YOUR CODE HERE\n    raise NotImplementedError" in launcher and "x + y" not in launcher
+    top = gen.strip_solutions("a = 1\n### BEGIN SOLUTION\nb = a * 2\n### END SOLUTION\nprint(b)")
+    assert top == "a = 1\n# YOUR CODE HERE\nraise NotImplementedError\nprint(b)"
+    assert gen.strip_solutions("x\n### BEGIN SOLUTION\nsecret\n### END SOLUTION", "markdown") == "x\n*Your answer here.*"
+
+
+def test_pass_stub_is_not_fooled_by_a_jit_function_above():
+    src = "@triton.jit\ndef k(x):\n    pass\n\ndef f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
+    assert "raise NotImplementedError" in gen.strip_solutions(src)
+
+
+def test_stubbed_kernel_compiles_and_writes_nothing():
+    namespace = {"triton": triton, "tl": tl}
+    exec(compile(gen.strip_solutions(KERNEL_CELL), "<stub>", "exec"), namespace)  # noqa: S102
+    out = torch.full((10,), float("nan"), device=current().device)
+    x = torch.ones(10, device=current().device)
+    namespace["add_kernel"][(1,)](x, x, out, 10, BLOCK_SIZE=16)
+    assert bool(torch.isnan(out).all())
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("### BEGIN SOLUTION\nx = 1", "never closed"),
+    ("x = 1\n### END SOLUTION", "without a BEGIN"),
+    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n### END SOLUTION", "inside another region"),
+])
+def test_unbalanced_markers_fail_loudly(bad, message):
+    with pytest.raises(gen.MarkerError, match=message):
+        gen.strip_solutions(bad, where="lesson, cell 3")
+
+
+def test_participant_copy_clears_outputs_and_drops_solution_only_cells():
+    solution = solution_nb()
+    copy = gen.participant_copy(solution, "99_test.ipynb")
+    assert len(copy.cells) == len(solution.cells) - 1
+    assert all(c.get("outputs", []) == [] and c.get("execution_count") is None for c in copy.cells
+               if c.cell_type == "code")
+    assert "memory-bound" not in json.dumps(copy) and "instructor only" not in json.dumps(copy)
+    assert solution.cells[1].execution_count == 7  # the solution itself is untouched
+    assert copy.cells[1].metadata["tags"] == ["export", "exercise"]
+
+
+def write_solution(folder, nb, name="99_test.ipynb"):
+    folder.mkdir(exist_ok=True)
+    nbformat.write(nb, folder / name)
+
+
+def test_regeneration_is_reproducible_and_refuses_to_destroy_edits(tmp_path):
+    src, dst = tmp_path / "solutions", tmp_path / "notebooks"
+    write_solution(src, solution_nb())
+    assert [p.name for p in gen.generate(src, dst, log=lambda *_: None)] == ["99_test.ipynb"]
+    first = (dst / "99_test.ipynb").read_text()
+    assert gen.generate(src, dst, log=lambda *_: None) == []  # nothing changed, nothing written
+    assert gen.differences(src, dst) == []
+
+    # the learner works in the notebook, then the course is updated
+    nb = nbformat.read(dst / "99_test.ipynb", as_version=4)
+    nb.cells[2].source = "def add(x, y):\n    return x.add(y)  # my answer"
+    nbformat.write(nb, dst / "99_test.ipynb")
+    write_solution(src, solution_nb([nbformat.v4.new_markdown_cell("A new takeaway.")]))
+    assert gen.is_edited(dst / "99_test.ipynb")
+    with pytest.raises(gen.EditedNotebookError, match="99_test.ipynb"):
+        gen.generate(src, dst, log=lambda *_: None)
+    assert "my answer" in (dst / "99_test.ipynb").read_text()
+
+    gen.generate(src, dst, force=True, log=lambda *_: None)
+    backups = list(dst.glob("99_test.ipynb.*.bak"))
+    assert len(backups) == 1 and "my answer" in backups[0].read_text()
+    assert "A new takeaway." in (dst / "99_test.ipynb").read_text() and first != (dst / "99_test.ipynb").read_text()
+
+
+def test_running_a_notebook_is_not_editing_it(tmp_path):
+    src, dst = tmp_path / "solutions", tmp_path / "notebooks"
+    write_solution(src, solution_nb())
+    gen.generate(src, dst, log=lambda *_: None)
+    nb = nbformat.read(dst / "99_test.ipynb", as_version=4)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="ran it")]
+    nb.cells[1].execution_count = 3
+    nbformat.write(nb, dst / "99_test.ipynb")
+    assert not gen.is_edited(dst / "99_test.ipynb")
+
+
+def test_committed_notebooks_are_what_the_generator_makes():
+    assert gen.ROOT.joinpath("solutions").is_dir()
+    assert list(gen.ROOT.joinpath("solutions").glob("*.ipynb")), "no solution notebooks found"
+    assert gen.differences() == [], "run `make notebooks` and commit notebooks/"
