@@ -77,6 +77,7 @@ def setup(quiet: bool = False, seed: int | None = 0) -> Env:
     global _ENV
     if _ENV is None:
         _ENV = _detect()
+        _enable_colab_widgets()
     if seed is not None:
         import torch
 
@@ -84,6 +85,17 @@ def setup(quiet: bool = False, seed: int | None = 0) -> Env:
     if not quiet:
         print(_ENV.describe())
     return _ENV
+
+
+def _enable_colab_widgets() -> None:
+    """Colab shows ipywidgets 8 only through its custom widget manager."""
+    if "google.colab" in sys.modules:
+        try:
+            from google.colab import output
+
+            output.enable_custom_widget_manager()
+        except Exception:  # an older Colab: widgets may not render, everything else works
+            pass
 
 
 def _detect() -> Env:
