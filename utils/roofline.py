@@ -1,0 +1,516 @@
+"""The roofline model: how fast an op *can* run, from two numbers of the GPU and two counts of the op.
+
+A GPU has a memory roof (bytes per second from HBM) and a compute roof (FLOPs per second, one per precision).
+An op that does ``flops`` while moving ``bytes`` has *arithmetic intensity* ``I = flops / bytes`` (FLOP/byte), and
+can at best reach::
+
+    attainable TFLOP/s = min(peak TFLOP/s, I * bandwidth GB/s / 1000)
+
+The two roofs meet at the *ridge point* ``I* = peak FLOP/s / bandwidth bytes/s``: below it an op is memory-bound
+(faster memory traffic is the only way up), above it compute-bound.
+
+* :data:`GPUS` / :func:`lookup` — datasheet peaks of common GPUs, each with its source;
+* :func:`measure_ceilings` / :func:`ceilings` — the roofs of *this* GPU, measured (a big copy; big matmuls), or
+  from the table when there is no GPU;
+* :func:`point`, :func:`attainable`, :func:`ridge`, :func:`summary`, :func:`plot` — placing ops under the roofs;
+* :func:`check_exercise` — checks for lesson 01's counting exercises.
+"""
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, field
+
+#: precisions with a compute roof, in the order they are drawn
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """Datasheet peaks of one GPU. TFLOP/s are *dense* (no 2:4 sparsity); tensor-core rates with FP32 accumulate."""
+
+    name: str
+    patterns: tuple[str, ...]  # matched as whole words, case-insensitively, against torch's device name
+    bandwidth_gbs: float
+    fp32: float  # non-tensor FP32
+    tf32: float
+    fp16: float
+    bf16: float
+    sms: int
+    l2_mb: float
+    source: str
+
+    @property
+    def tflops(self) -> dict[str, float]:
+        return {p: getattr(self, p) for p in PRECISIONS}
+
+
+_A100 = "NVIDIA A100 Tensor Core GPU datasheet (sparsity figures halved)"
+_H100 = "NVIDIA H100 Tensor Core GPU datasheet (sparsity figures halved)"
+
+#: Datasheet figures. Vendors print tensor-core peaks "with sparsity" (2x); these are the dense halves.
+GPUS: tuple[GPUSpec, ...] = (
+    GPUSpec("T4", ("T4",), 320, 8.1, 8.1, 65, 8.1, 40, 4,
+            "NVIDIA T4 datasheet (Turing has no TF32 or BF16 tensor cores: both run at the FP32 rate)"),
+    GPUSpec("L4", ("L4",), 300, 30.3, 60, 121, 121, 58, 48,
+            "NVIDIA L4 datasheet (sparsity figures halved)"),
+    GPUSpec("A10", ("A10",), 600, 31.2, 62.5, 125, 125, 72, 6,
+            "NVIDIA A10 datasheet (sparsity figures halved)"),
+    GPUSpec("A10G", ("A10G",), 600, 35, 35, 70, 70, 80, 6,
+            "no NVIDIA datasheet: AWS G5's A10G as published by AWS and in Baseten's 'A10 vs A10G' comparison "
+            "(80 SMs at 1.71 GHz, half-rate tensor cores)"),
+    GPUSpec("A100 40GB", ("A100-SXM4-40GB", "A100-PCIE-40GB", "A100 40GB"), 1555, 19.5, 156, 312, 312, 108, 40,
+            _A100),
+    GPUSpec("A100 80GB SXM", ("A100-SXM4-80GB", "A100 SXM", "A100"), 2039, 19.5, 156, 312, 312, 108, 40, _A100),
+    GPUSpec("A100 80GB PCIe", ("A100 80GB PCIe", "A100-PCIE-80GB"), 1935, 19.5, 156, 312, 312, 108, 40, _A100),
+    GPUSpec("H100 SXM", ("H100 80GB HBM3", "H100 SXM", "H100"), 3350, 67, 494.7, 989.4, 989.4, 132, 50, _H100),
+    GPUSpec("H100 PCIe", ("H100 PCIe",), 2000, 51, 378, 756, 756, 114, 50, _H100),
+    GPUSpec("H100 NVL", ("H100 NVL",), 3900, 60, 417.5, 835.5, 835.5, 132, 50, _H100),
+    GPUSpec("H200", ("H200",), 4800, 67, 494.7, 989.4, 989.4, 132, 50,
+            "NVIDIA H200 Tensor Core GPU datasheet, SXM (sparsity figures halved)"),
+    GPUSpec("RTX 3090", ("RTX 3090",), 936, 35.6, 35.6, 71, 71, 82, 6,
+            "NVIDIA Ampere GA102 GPU architecture whitepaper (GeForce: FP16/BF16 with FP32 accumulate)"),
+    GPUSpec("RTX 4090", ("RTX 4090",), 1008, 82.6, 82.6, 165.2, 165.2, 128, 72,
+            "NVIDIA Ada Lovelace GPU architecture whitepaper (GeForce: FP16/BF16 with FP32 accumulate)"),
+)
+
+#: what the roofline shows when there is no GPU to measure
+ILLUSTRATION = "H100 SXM"
+
+
+def lookup(name: str | None) -> GPUSpec | None:
+    """The table's row for a device name such as torch's ``"NVIDIA H100 80GB HBM3"``; None when unknown.
+
+    Patterns match whole words, case-insensitively, and the longest matching pattern wins, so ``"NVIDIA A10G"``
+    is the A10G (not the A10) and ``"NVIDIA L40S"`` is not an L4.
+    """
+    if not name:
+        return None
+    best, best_len = None, 0
+    for spec in GPUS:
+        for pat in (spec.name,) + spec.patterns:
+            if re.search(r"(?<![A-Za-z0-9])" + re.escape(pat) + r"(?![A-Za-z0-9])", name, re.IGNORECASE):
+                if len(pat) > best_len:
+                    best, best_len = spec, len(pat)
+    return best
+
+
+def spec_table():
+    """The table as a DataFrame: bandwidth, dense TFLOP/s per precision, ridge points, and the source of each row."""
+    import pandas as pd
+
+    rows = []
+    for s in GPUS:
+        row = {"gpu": s.name, "GB/s": s.bandwidth_gbs}
+        row.update({f"{p} TFLOP/s": getattr(s, p) for p in PRECISIONS})
+        row["bf16 ridge FLOP/B"] = round(s.bf16 * 1e3 / s.bandwidth_gbs)
+        row.update({"SMs": s.sms, "L2 MB": s.l2_mb, "source": s.source})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# -- the ceilings of this GPU -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The roofs: memory bandwidth (GB/s) and compute peaks (TFLOP/s per precision), and where they come from."""
+
+    bandwidth_gbs: float
+    tflops: dict
+    gpu: str
+    source: str
+    measured: bool = False
+    spec: GPUSpec | None = field(default=None, compare=False)
+
+    def ridge(self, precision: str = "bf16") -> float:
+        """FLOP/byte where the memory roof meets the ``precision`` compute roof."""
+        return ridge(self, precision)
+
+    def __str__(self) -> str:
+        peaks = ", ".join(f"{p} {t:,.0f}" for p, t in self.tflops.items())
+        return f"{self.gpu} — memory {self.bandwidth_gbs:,.0f} GB/s; {peaks} TFLOP/s ({self.source})"
+
+
+def from_spec(spec: GPUSpec, source: str | None = None) -> Ceilings:
+    return Ceilings(bandwidth_gbs=spec.bandwidth_gbs, tflops=dict(spec.tflops), gpu=spec.name,
+                    source=source or f"datasheet: {spec.source}", measured=False, spec=spec)
+
+
+def _progress(items, desc: str):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return items
+    return tqdm(items, desc=desc, leave=False)
+
+
+def measure_ceilings(matmul_n: int = 8192, copy_mib: int = 1024) -> Ceilings:
+    """Measures this GPU's roofs with :mod:`utils.timing`: what a well-tuned library actually reaches.
+
+    * memory: ``y.copy_(x)`` of ``copy_mib`` MiB (capped at 1/8 of the GPU's memory); bytes = read + write = 2x;
+    * compute: ``torch.matmul`` of ``matmul_n``-square matrices; FLOPs = 2 n^3. fp32 runs with TF32 off, tf32 with
+      it on (fp32 inputs, tensor cores rounding them to 10-bit mantissas); bf16 only where the GPU supports it.
+
+    These sit below the datasheet peaks (typically 80-95%): the datasheet is a clock rate times unit counts, the
+    measurement is what real code gets. Raises RuntimeError without a CUDA device.
+    """
+    import torch
+
+    from . import timing
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("measure_ceilings() needs a CUDA GPU; use ceilings() for the datasheet numbers")
+    props = torch.cuda.get_device_properties(0)
+    nbytes = min(copy_mib * 2**20, props.total_memory // 8)
+    jobs = ["memory", "fp32", "tf32", "fp16"] + (["bf16"] if torch.cuda.is_bf16_supported() else [])
+    bandwidth, peaks = None, {}
+    old_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for job in _progress(jobs, "measuring this GPU's roofs"):
+            if job == "memory":
+                x = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").fill_(1.0)
+                y = torch.empty_like(x)
+                t = timing.bench(lambda: y.copy_(x), bytes=2 * x.nbytes, label="copy")
+                bandwidth = t.gbps
+                del x, y
+                continue
+            dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+                     "bf16": torch.bfloat16}[job]
+            torch.backends.cuda.matmul.allow_tf32 = job == "tf32"
+            a = torch.randn(matmul_n, matmul_n, device="cuda", dtype=dtype)
+            b = torch.randn(matmul_n, matmul_n, device="cuda", dtype=dtype)
+            t = timing.bench(lambda: torch.matmul(a, b), flops=2 * matmul_n**3, label=f"matmul {job}")
+            peaks[job] = t.tflops
+            del a, b
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old_tf32
+        torch.cuda.empty_cache()
+    spec = lookup(props.name)
+    return Ceilings(bandwidth_gbs=bandwidth, tflops=peaks, gpu=props.name, measured=True, spec=spec,
+                    source=f"measured here: copy of {nbytes / 2**20:,.0f} MiB, torch.matmul {matmul_n}^3")
+
+
+_MEASURED: Ceilings | None = None
+
+
+def ceilings(measure: bool = True) -> Ceilings:
+    """This GPU's roofs: measured once per process on a GPU (``measure=True``), else from the datasheet table.
+
+    Without a GPU (or for a GPU not in the table) it shows an H100 SXM's datasheet numbers, labelled
+    "for illustration", so the pictures still make sense.
+    """
+    global _MEASURED
+    from .mode import current
+
+    env = current()
+    if not env.is_gpu:
+        return from_spec(lookup(ILLUSTRATION),
+                         source=f"datasheet of an {ILLUSTRATION}, for illustration: no GPU here")
+    if measure:
+        if _MEASURED is None:
+            _MEASURED = measure_ceilings()
+        return _MEASURED
+    spec = lookup(env.gpu_name)
+    if spec is None:
+        return from_spec(lookup(ILLUSTRATION), source=f"{env.gpu_name} is not in the table: datasheet of an "
+                                                      f"{ILLUSTRATION}, for illustration")
+    return from_spec(spec)
+
+
+def vs_datasheet(ceilings: Ceilings):
+    """Measured roofs next to the datasheet's (when the GPU is in the table): roof, measured, datasheet, %."""
+    import pandas as pd
+
+    spec = ceilings.spec
+    units = {"memory": "GB/s", **{p: "TFLOP/s" for p in PRECISIONS}}
+    rows = []
+    for roof, unit in units.items():
+        have = ceilings.bandwidth_gbs if roof == "memory" else ceilings.tflops.get(roof)
+        sheet = None if spec is None else (spec.bandwidth_gbs if roof == "memory" else getattr(spec, roof))
+        measured = have if ceilings.measured else None
+        rows.append({"roof": roof, "unit": unit, "measured": measured, "datasheet": sheet,
+                     "% of datasheet": None if measured is None or not sheet else 100 * measured / sheet})
+    return pd.DataFrame(rows)
+
+
+# -- roofline arithmetic ----------------------------------------------------------------------------------------
+
+def _peak(ceilings: Ceilings, precision: str) -> float:
+    if precision not in ceilings.tflops:
+        raise KeyError(f"no {precision} roof for {ceilings.gpu}; it has {', '.join(ceilings.tflops)}")
+    return ceilings.tflops[precision]
+
+
+def ridge(ceilings: Ceilings, precision: str = "bf16") -> float:
+    """Arithmetic intensity (FLOP/byte) where the roofs meet: peak FLOP/s / bandwidth bytes/s."""
+    return _peak(ceilings, precision) * 1e12 / (ceilings.bandwidth_gbs * 1e9)
+
+
+def attainable(intensity: float, ceilings: Ceilings, precision: str = "bf16") -> float:
+    """The roofline: the best TFLOP/s an op of this intensity can reach, min(peak, intensity x bandwidth)."""
+    return min(_peak(ceilings, precision), intensity * ceilings.bandwidth_gbs / 1e3)
+
+
+def point(label: str, flops: float, bytes: float, ms: float | None = None) -> dict:
+    """One op on the roofline: its intensity, and its achieved TFLOP/s when ``ms`` was measured (else None).
+
+    A point with ``tflops=None`` is a prediction: :func:`plot` draws it as a dashed line at its intensity.
+    """
+    if bytes <= 0:
+        raise ValueError(f"{label}: bytes must be positive (got {bytes})")
+    return {"label": label, "intensity": flops / bytes, "tflops": None if ms is None else flops / ms / 1e9,
+            "flops": flops, "bytes": bytes, "ms": ms}
+
+
+def summary(points, ceilings: Ceilings, precision: str = "bf16"):
+    """A table of the points: intensity, which roof limits them, the best time the roofline allows, and (when
+    measured) the time taken and the fraction of the roof reached."""
+    import pandas as pd
+
+    r = ridge(ceilings, precision)
+    rows = []
+    for p in points:
+        best = attainable(p["intensity"], ceilings, precision)
+        best_ms = p["flops"] / best / 1e9 if p["flops"] else p["bytes"] / ceilings.bandwidth_gbs / 1e6
+        rows.append({"op": p["label"], "FLOP/B": p["intensity"],
+                     "bound": "memory" if p["intensity"] < r else "compute",
+                     "roofline ms": best_ms, "measured ms": p["ms"],
+                     "% of roof": None if p["ms"] is None else 100 * best_ms / p["ms"]})
+    return pd.DataFrame(rows)
+
+
+# -- the picture ------------------------------------------------------------------------------------------------
+
+_COLOURS = {"fp32": "#7f7f7f", "tf32": "#9467bd", "fp16": "#2ca02c", "bf16": "#d62728"}
+
+
+def _label(ax, text, x, y, x_lo, x_hi):
+    """A point's label below it, to the right (to the left near the right edge, so it stays in the axes)."""
+    right_side = math.log(x / x_lo) / math.log(x_hi / x_lo) > 0.7
+    ax.annotate(text, (x, y), xytext=(-7 if right_side else 7, -8), textcoords="offset points", va="top",
+                ha="right" if right_side else "left", fontsize=11,
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+
+
+def plot(points, ceilings: Ceilings, precision: str = "bf16", ax=None, title: str | None = None):
+    """A log-log roofline: the memory roof, one compute roof per precision (``precision``'s drawn bold, with its
+    ridge point marked), measured points at (intensity, TFLOP/s), predictions (``tflops`` None) as dashed
+    vertical lines at their intensity with an open circle where the roof caps them.
+
+    Returns the matplotlib Figure; end a notebook cell with it to show it.
+    """
+    import matplotlib.pyplot as plt
+
+    if precision not in ceilings.tflops:  # e.g. bf16 on a T4: show the nearest roof there is, and say so
+        fallback = "fp16" if "fp16" in ceilings.tflops else next(iter(ceilings.tflops))
+        title = title or f"(no {precision} roof on this GPU: {fallback} shown)"
+        precision = fallback
+    points = [p for p in points if p["intensity"] > 0]  # an op with no FLOPs (a copy) has no place on a log axis
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(9, 5.5), layout="constrained")
+    else:
+        fig = ax.figure
+    bw = ceilings.bandwidth_gbs
+    ridges = {p: ridge(ceilings, p) for p in ceilings.tflops}
+    xs = [p["intensity"] for p in points]
+    x_lo = min([0.1] + [x / 3 for x in xs])
+    x_hi = max([max(ridges.values()) * 10] + [x * 3 for x in xs])
+    top = max(ceilings.tflops.values())
+
+    # -- roofs
+    x_mem = max(ridges.values())
+    ax.plot([x_lo, x_mem], [x_lo * bw / 1e3, x_mem * bw / 1e3], color="#1f77b4", lw=2.5,
+            label=f"memory: {bw:,.0f} GB/s", gid="roof:memory")
+    for p, peak in ceilings.tflops.items():
+        bold = p == precision
+        ax.plot([ridges[p], x_hi], [peak, peak], color=_COLOURS.get(p, "black"), lw=2.5 if bold else 1.2,
+                alpha=1 if bold else 0.6, ls="-" if bold else "--", label=f"{p}: {peak:,.0f} TFLOP/s",
+                gid=f"roof:{p}")
+    r = ridges[precision]
+    ax.plot([r], [ceilings.tflops[precision]], "o", color=_COLOURS.get(precision, "black"), ms=9, zorder=5,
+            gid="ridge")
+    ax.axvline(r, color=_COLOURS.get(precision, "black"), ls=":", lw=1.5, gid="ridge-line")
+
+    # -- ops
+    measured = [p for p in points if p["tflops"] is not None]
+    if measured:
+        ax.scatter([p["intensity"] for p in measured], [p["tflops"] for p in measured], s=60, color="black",
+                   zorder=6, label="measured", gid="measured")
+        for p in measured:
+            _label(ax, p["label"], p["intensity"], p["tflops"], x_lo, x_hi)
+    y_lo = min([x_lo * bw / 1e3 / 3] + [p["tflops"] / 3 for p in measured if p["tflops"] > 0])
+    ax.text(r, y_lo * 1.3, f" ridge ({precision}): {r:,.0f} FLOP/B", rotation=90, va="bottom", ha="left",
+            fontsize=10, color=_COLOURS.get(precision, "black"))
+    for p in points:
+        if p["tflops"] is None:  # where it would sit: somewhere on this line, at best on the roof
+            best = attainable(p["intensity"], ceilings, precision)
+            ax.axvline(p["intensity"], color="black", ls="--", lw=1, alpha=0.6, gid="predicted")
+            ax.plot([p["intensity"]], [best], "o", mfc="white", mec="black", ms=8, zorder=6, gid="at-best")
+            _label(ax, p["label"], p["intensity"], best, x_lo, x_hi)
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, top * 2.5)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)", fontsize=12)
+    ax.set_ylabel("TFLOP/s", fontsize=12)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=10)
+    head = f"Roofline — {ceilings.gpu} ({'measured' if ceilings.measured else 'datasheet'})"
+    ax.set_title(head + (f"\n{title}" if title else ""), fontsize=13)
+    if own:
+        plt.close(fig)  # shown once, as the cell's value, not a second time by the inline backend
+    return fig
+
+
+# -- checks for lesson 01's exercises ---------------------------------------------------------------------------
+
+def _meta(shape, dtype):
+    import torch
+
+    return torch.empty(shape, dtype=dtype, device="meta")  # shapes and dtypes, no data: enough to count bytes
+
+
+def _dtypes():
+    import torch
+
+    return [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8]
+
+
+def _same(got, want, rtol=1e-9) -> bool:
+    try:
+        return math.isclose(float(got), float(want), rel_tol=rtol, abs_tol=0.0)
+    except (TypeError, ValueError):
+        return False
+
+
+def _fake_ceilings(rng) -> Ceilings:
+    bw = rng.uniform(200, 5000)
+    peaks = {p: rng.uniform(5, 1000) for p in PRECISIONS}
+    return Ceilings(bandwidth_gbs=bw, tflops=peaks, gpu="a made-up GPU", source="made up for the check")
+
+
+def _case_vector_add_bytes(fn, rng):
+    n = rng.choice([1, 7, 1000, rng.randrange(2, 10**7), 2**20 + 3])
+    dtype = rng.choice(_dtypes())
+    x, y, out = _meta(n, dtype), _meta(n, dtype), _meta(n, dtype)
+    want = x.nbytes + y.nbytes + out.nbytes  # read x, read y, write out
+    itemsize = x.element_size()
+    got = fn(n, itemsize)
+    hints = {2 * n * itemsize: "that is two arrays' worth: count the write of out as well as the reads of x and y.",
+             3 * n: "that counts elements; the question is bytes (multiply by itemsize)."}
+    return f"vector_add_bytes({n}, {itemsize})", got, want, hints
+
+
+def _case_vector_add_flops(fn, rng):
+    n = rng.choice([1, 13, 4096, rng.randrange(2, 10**8)])
+    got = fn(n)
+    hints = {2 * n: "an addition is one FLOP; there is no multiply here.",
+             3 * n: "that is the number of elements moved, not the number of additions."}
+    return f"vector_add_flops({n})", got, n, hints
+
+
+def _mnk(rng):
+    return (rng.choice([1, 3, 16, rng.randrange(2, 5000)]), rng.randrange(1, 5000), rng.randrange(1, 5000))
+
+
+def _case_matmul_flops(fn, rng):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    M, N, K = _mnk(rng)
+    with FlopCounterMode(display=False) as counter:  # PyTorch's own count, on meta tensors: nothing is computed
+        _meta((M, K), _dtypes()[0]) @ _meta((K, N), _dtypes()[0])
+    want = counter.get_total_flops()
+    got = fn(M, N, K)
+    hints = {M * N * K: "each multiply-add is two FLOPs (a multiply and an add).",
+             2 * M * N: "each of the M*N outputs needs K multiply-adds."}
+    return f"matmul_flops(M={M}, N={N}, K={K})", got, want, hints
+
+
+def _case_matmul_bytes(fn, rng):
+    M, N, K = _mnk(rng)
+    dtype = rng.choice(_dtypes()[:4])
+    a, b, c = _meta((M, K), dtype), _meta((K, N), dtype), _meta((M, N), dtype)
+    want = a.nbytes + b.nbytes + c.nbytes  # the minimum: read A and B once, write C once
+    itemsize = a.element_size()
+    got = fn(M, N, K, itemsize)
+    hints = {(M * K + K * N) * itemsize: "count the write of C (M x N) too.",
+             M * K + K * N + M * N: "that counts elements; multiply by itemsize for bytes.",
+             3 * M * N * itemsize: "A is M x K and B is K x N: they are not M x N unless K = N = M."}
+    return f"matmul_bytes(M={M}, N={N}, K={K}, itemsize={itemsize})", got, want, hints
+
+
+def _case_arithmetic_intensity(fn, rng):
+    flops, nbytes = rng.randrange(1, 10**12), rng.randrange(1, 10**10)
+    got = fn(flops, nbytes)
+    return (f"arithmetic_intensity(flops={flops}, nbytes={nbytes})", got, flops / nbytes,
+            {nbytes / flops: "upside down: intensity is FLOPs per byte."})
+
+
+def _case_ridge_point(fn, rng):
+    c = _fake_ceilings(rng)
+    prec = rng.choice(PRECISIONS)
+    want = ridge(c, prec)
+    got = fn(c, prec)
+    units = "units: TFLOP/s is 1e12 FLOP/s and GB/s is 1e9 bytes/s, so the ratio needs a factor 1000."
+    hints = {want / 1e3: units, want * 1e3: units, 1 / want: "upside down: the ridge is FLOP/s divided by bytes/s."}
+    for other in PRECISIONS:
+        if c.tflops[other] != c.tflops[prec]:
+            hints.setdefault(ridge(c, other), "use the roof of the precision asked for, ceilings.tflops[precision].")
+    return (f"ridge_point(ceilings with {c.bandwidth_gbs:.0f} GB/s and {c.tflops[prec]:.0f} {prec} TFLOP/s, "
+            f"{prec!r})", got, want, hints)
+
+
+def _case_is_memory_bound(fn, rng):
+    c = _fake_ceilings(rng)
+    prec = rng.choice(PRECISIONS)
+    r = ridge(c, prec)
+    intensity = r * rng.choice([rng.uniform(0.01, 0.9), rng.uniform(1.1, 100)])
+    nbytes = rng.randrange(10**3, 10**9)
+    flops = intensity * nbytes
+    want = intensity < r
+    got = fn(flops, nbytes, c, prec)
+    hints = {not want: "the comparison is the wrong way round: below the ridge point the memory roof is the "
+                       "lower one, so the op is memory-bound."}
+    return (f"is_memory_bound(flops={flops:.3g}, nbytes={nbytes}, ceilings with ridge {r:.1f} FLOP/B, {prec!r}) "
+            f"[intensity {intensity:.1f}]", got, want, hints)
+
+
+_EXERCISES = {
+    "vector_add_bytes": _case_vector_add_bytes,
+    "vector_add_flops": _case_vector_add_flops,
+    "matmul_flops": _case_matmul_flops,
+    "matmul_bytes": _case_matmul_bytes,
+    "arithmetic_intensity": _case_arithmetic_intensity,
+    "ridge_point": _case_ridge_point,
+    "is_memory_bound": _case_is_memory_bound,
+}
+
+
+def check_exercise(name: str, fn, trials: int = 20) -> None:
+    """Calls the learner's ``fn`` on fresh random cases (including size 1) and compares with a count taken from
+    real (meta) tensors or PyTorch's FLOP counter; raises AssertionError naming the case, or prints one line."""
+    if name not in _EXERCISES:
+        raise KeyError(f"no check for {name!r}; there are checks for {', '.join(_EXERCISES)}")
+    rng = random.Random()
+    for _ in range(trials):
+        call, got, want, hints = _EXERCISES[name](fn, rng)
+        if got is None:
+            raise AssertionError(f"{call} returned None: did the function forget to `return` its answer?")
+        if isinstance(want, bool):
+            ok = isinstance(got, bool) or type(got).__name__ == "bool_"
+            if not ok:
+                raise AssertionError(f"{call} returned {got!r} ({type(got).__name__}); it should return True or "
+                                     f"False (a comparison such as a < b gives one).")
+            ok = bool(got) == want
+        else:
+            ok = _same(got, want)
+        if not ok:
+            hint = next((h for wrong, h in hints.items() if not isinstance(want, bool) and _same(got, wrong)), None)
+            if isinstance(want, bool):
+                hint = hints.get(bool(got))
+            raise AssertionError(f"{call} returned {got!r}, expected {want!r}."
+                                 + (f"\nHint: {hint}" if hint else ""))
+    print(f"✓ {name} agrees with the reference on {trials} random cases.")
