@@ -3,7 +3,7 @@
 #   make test                   install what is missing, run everything CI runs (CPU is fine)
 #   make notebooks [FORCE=1]    regenerate notebooks/ from solutions/ (edited notebooks are kept unless FORCE=1)
 #   make bench                  GPU only: time every lesson's kernels against PyTorch, write results/
-#   make present [PORT=8888]    JupyterLab on solutions/ with large fonts, for projecting
+#   make present [PORT=8888]    JupyterLab on a copy of solutions/ with large fonts, for projecting
 # TORCH_INDEX=https://download.pytorch.org/whl/cpu installs a small CPU-only torch on a machine with no GPU.
 
 PYTHON ?= python3
@@ -13,6 +13,8 @@ IP     ?= 127.0.0.1
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST := $(PY) -m pytest -p no:cacheprovider
+# Jupyter refuses to start as root (common in containers) unless told
+ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: install lab test test-unit test-notebooks test-browser notebooks bench present clean
 
@@ -30,12 +32,14 @@ $(STAMP): requirements.txt pyproject.toml
 
 lab: install
 	@echo "Starting JupyterLab on notebooks/ — open the http://$(IP):$(PORT)/lab?token=… URL printed below."
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=$(IP) --port=$(PORT) $(if $(DISPLAY),,--no-browser)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=$(IP) --port=$(PORT) $(if $(DISPLAY),,--no-browser) $(ROOT_OK)
 
 present: install
-	@echo "Presenter mode: JupyterLab on solutions/ with large fonts (settings in present/)."
-	JUPYTERLAB_SETTINGS_DIR=$(CURDIR)/present/settings $(VENV)/bin/jupyter lab --notebook-dir=solutions \
-		--ip=$(IP) --port=$(PORT) $(if $(DISPLAY),,--no-browser)
+	@echo "Presenter mode: a copy of solutions/ in build/present (so the outputs you make are not saved into the"
+	@echo "course's sources), with the large fonts of present/settings."
+	mkdir -p build/present && cp -u solutions/*.ipynb build/present/
+	JUPYTERLAB_SETTINGS_DIR=$(CURDIR)/present/settings $(VENV)/bin/jupyter lab --notebook-dir=build/present \
+		--ip=$(IP) --port=$(PORT) $(if $(DISPLAY),,--no-browser) $(ROOT_OK)
 
 notebooks: install
 	$(PY) -m utils.notebooks $(if $(FORCE),--force)

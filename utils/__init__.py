@@ -5,5 +5,6 @@ modules), notebooks (participant copies), hints and explorers (widgets).
 """
 from .checking import check, nan_empty, nan_like, require, require_same_shape
 from .mode import Env, setup
+from . import hints  # noqa: E402  (so `utils.hints.answer(...)` works after `import utils`)
 
 __all__ = ["setup", "Env", "check", "nan_empty", "nan_like", "require", "require_same_shape"]
