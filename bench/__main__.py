@@ -48,7 +48,7 @@ def enrich(rows, ceil):
 
 
 def markdown(rows, header: str) -> str:
-    cols = ["lesson", "op", "shape", "dtype", "ms", "GB/s", "TFLOP/s", "baseline", "baseline_ms", "ratio", "roof %"]
+    cols = ["lesson", "op", "shape", "dtype", "impl", "ms", "GB/s", "TFLOP/s", "baseline", "baseline_ms", "ratio", "roof %"]
     lines = [header, "", "| " + " | ".join(c if c != "ratio" else "× baseline" for c in cols) + " |",
              "|" + "---|" * len(cols)]
     for r in rows:
