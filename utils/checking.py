@@ -35,6 +35,8 @@ TOLERANCES = {
                                          "4.9e-4 relative"),
     torch.bfloat16: Tolerance(1e-2, 1.6e-2, "bf16 keeps 8 significant bits: rounding the result alone costs up to "
                                             "3.9e-3 relative"),
+    torch.int32: Tolerance(0, 0, "integers are exact"),
+    torch.int64: Tolerance(0, 0, "integers are exact"),
 }
 
 
