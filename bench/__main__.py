@@ -47,6 +47,29 @@ def enrich(rows, ceil):
     return out
 
 
+def roofline_figure(rows, ceil, title):
+    """Every measured kernel on the roofline, one colour per op (rows repeat a kernel once per baseline)."""
+    import matplotlib
+
+    from utils import roofline
+
+    points = {}
+    for r in rows:
+        key = (r["op"], r["shape"], r["dtype"], r["impl"])
+        if r.get("flops") and r.get("bytes") and key not in points:
+            points[key] = roofline.point("", r["flops"], r["bytes"], r["ms"])
+    fig = roofline.plot(list(points.values()), ceil, precision="bf16", title=title)
+    ax = fig.axes[0]
+    ops = sorted({key[0] for key in points})
+    colours = matplotlib.colormaps["tab10"]
+    for i, op in enumerate(ops):
+        mine = [p for key, p in points.items() if key[0] == op]
+        ax.scatter([p["intensity"] for p in mine], [p["tflops"] for p in mine], s=55, color=colours(i % 10),
+                   edgecolor="black", linewidth=0.5, zorder=7, label=op)
+    ax.legend(loc="upper left", fontsize=9, ncol=2)
+    return fig
+
+
 def markdown(rows, header: str) -> str:
     cols = ["lesson", "op", "shape", "dtype", "impl", "ms", "GB/s", "TFLOP/s", "baseline", "baseline_ms", "ratio", "roof %"]
     lines = [header, "", "| " + " | ".join(c if c != "ratio" else "× baseline" for c in cols) + " |",
@@ -92,7 +115,8 @@ def main(argv=None) -> int:
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     meta = {"gpu": env.gpu_name, "torch": env.versions["torch"], "triton": env.versions["triton"],
             "python": platform.python_version(), "date": stamp,
-            "copy GB/s": round(ceil.bandwidth_gbs, 1)}
+            "copy GB/s": round(ceil.bandwidth_gbs, 1),
+            **{f"{k} TFLOP/s (matmul)": round(v, 1) for k, v in ceil.tflops.items()}}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([{**meta, **r} for r in rows])
@@ -103,9 +127,7 @@ def main(argv=None) -> int:
               "`× baseline` = baseline time / Triton time (above 1: Triton is faster); `roof %` = share of the copy "
               "bandwidth (memory-bound ops) or of the measured matmul rate (compute-bound ops).")
     (out / "bench.md").write_text(markdown(rows, header))
-    points = [roofline.point(f"{r['op']} {r['shape']} {r['dtype']}", r.get("flops") or 0, r.get("bytes") or 1, r["ms"])
-              for r in rows if r.get("flops")]
-    fig = roofline.plot(points, ceil, precision="bf16", title=f"make bench on {env.gpu_name}")
+    fig = roofline_figure(rows, ceil, f"make bench on {env.gpu_name}")
     fig.savefig(out / "roofline.png", dpi=110, bbox_inches="tight")
     print(markdown(rows, header))
     print(f"wrote {out / 'bench.csv'}, {out / 'bench.md'}, {out / 'roofline.png'}")

@@ -1,6 +1,6 @@
 """Lesson 06 for `make bench`: the solution's kernels and the assembled Llama layer, prefill, bf16.
 
-- RMSNorm on 8192 x 2048 (the B=8, T=1024 layer's activations) against a copy of the same bytes (the ceiling for an
+- RMSNorm on 8192 x 2048 (the B=8, T=1024 layer's activations) and 65536 x 2048 (256 MB, past L2) against a copy of the same bytes (the ceiling for an
   op that reads its input once and writes its output once) and against the unfused PyTorch reference;
   bytes = read + write of x (the weight is 4 KB).
 - RoPE (q and k of the 1B layer) against Hugging Face's apply_rotary_pos_emb; SwiGLU against F.silu(g) * u.
@@ -11,7 +11,9 @@
   flops = 4 B H T^2 D, halved when causal.
 - The whole layer (TinyLlama-1.1B shape) at (B=1, T=2048) and (B=8, T=1024) against transformers'
   LlamaDecoderLayer with the same weights, eager ("sdpa" attention, HF's default) and under torch.compile
-  (dynamic=False, compiled and warmed up before timing). flops = the projections' and attention's (layer_costs).
+  (dynamic=False, compiled and warmed up before timing); and once more with both sides in CUDA graphs (ours captured
+  with torch.cuda.graph, HF's compiled with mode="reduce-overhead"), which removes launch overhead from both.
+  flops = the projections' and attention's (layer_costs).
 """
 import torch
 import torch.nn.functional as F
@@ -35,13 +37,14 @@ def kernels(L) -> list[dict]:
     rows = []
     args = L.LLAMA_1B
     # -- RMSNorm: against a copy of the same bytes, and against the unfused reference
-    x = torch.randn(8192, args.dim, device="cuda", dtype=DTYPE)
     w = torch.randn(args.dim, device="cuda", dtype=DTYPE)
-    nbytes = 2 * x.nbytes
-    ours = _ms(lambda: L.rmsnorm(x, w))
-    shape = f"M=8192 C={args.dim}"
-    rows.append(_row("rmsnorm", shape, ours, "copy (same bytes)", _ms(lambda: x.clone()), nbytes))
-    rows.append(_row("rmsnorm", shape, ours, "PyTorch (unfused)", _ms(lambda: L.rmsnorm_ref(x, w, 1e-6)), nbytes))
+    for M in (8192, 65536):  # the layer's activations (32 MB, partly L2-resident) and a 256 MB, HBM-bound one
+        x = torch.randn(M, args.dim, device="cuda", dtype=DTYPE)
+        nbytes = 2 * x.nbytes
+        ours = _ms(lambda: L.rmsnorm(x, w))
+        shape = f"M={M} C={args.dim}"
+        rows.append(_row("rmsnorm", shape, ours, "copy (same bytes)", _ms(lambda: x.clone()), nbytes))
+        rows.append(_row("rmsnorm", shape, ours, "PyTorch (unfused)", _ms(lambda: L.rmsnorm_ref(x, w, 1e-6)), nbytes))
     r = torch.randn_like(x)  # with the residual add fused: read x and r, write the sum and the norm
     rows.append(_row("residual + rmsnorm", shape, _ms(lambda: L.rmsnorm(x, w, residual=r)),
                      "PyTorch x + r, then rmsnorm (unfused)", _ms(lambda: L.rmsnorm_ref(x, w, 1e-6, residual=r)),
@@ -79,6 +82,20 @@ def kernels(L) -> list[dict]:
     return rows
 
 
+def _graphed(fn):
+    """fn captured once in a CUDA graph (after warm-up on a side stream, as torch.cuda.graph asks); returns replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def layer(L) -> list[dict]:
     rows = []
     args = L.LLAMA_1B
@@ -98,7 +115,17 @@ def layer(L) -> list[dict]:
                          nbytes, flops))
         rows.append(_row("llama layer", shape, ours, "HF torch.compile",
                          _ms(lambda: L.hf_forward(compiled, x, cos, sin)), nbytes, flops))
-        del hf, compiled
+        # -- both sides with CUDA graphs: launch overhead gone, only GPU time left
+        torch.compiler.reset()
+        graphed_hf = torch.compile(hf, mode="reduce-overhead", dynamic=False)
+        for _ in range(3):  # record and warm the graph outside the timing
+            L.hf_forward(graphed_hf, x, cos, sin)
+        row = _row("llama layer", shape, _ms(_graphed(lambda: L.llama_layer(x, w, args, cos, sin, L.TRITON_OPS))),
+                   "HF torch.compile (reduce-overhead: CUDA graph)", _ms(lambda: L.hf_forward(graphed_hf, x, cos, sin)),
+                   nbytes, flops)
+        row["impl"] = "triton (CUDA graph)"
+        rows.append(row)
+        del hf, compiled, graphed_hf
     return rows
 
 

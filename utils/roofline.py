@@ -287,6 +287,8 @@ _COLOURS = {"fp32": "#7f7f7f", "tf32": "#9467bd", "fp16": "#2ca02c", "bf16": "#d
 
 def _label(ax, text, x, y, x_lo, x_hi):
     """A point's label below it, to the right (to the left near the right edge, so it stays in the axes)."""
+    if not text:
+        return
     right_side = math.log(x / x_lo) / math.log(x_hi / x_lo) > 0.7
     ax.annotate(text, (x, y), xytext=(-7 if right_side else 7, -8), textcoords="offset points", va="top",
                 ha="right" if right_side else "left", fontsize=11,
