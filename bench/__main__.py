@@ -26,6 +26,26 @@ def _fmt(x, digits=3):
     return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
 
 
+def plain_copy_gbs(nbytes: int = 1 << 30, copies: int = 50) -> float:
+    """Copy bandwidth without the harness: CUDA events around back-to-back 1 GiB copies (best of three), as a
+    cross-check of utils.roofline's measured ceiling."""
+    import torch
+
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(copies):
+            dst.copy_(src)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / copies)
+    return 2 * nbytes / best / 1e6
+
+
 def enrich(rows, ceil):
     """Adds GB/s, TFLOP/s, the ratio to the baseline and the fraction of the roof measured in this run."""
     out = []
@@ -98,6 +118,7 @@ def main(argv=None) -> int:
 
     print(env.describe())
     ceil = roofline.measure_ceilings()
+    plain = plain_copy_gbs()
     print(f"ceilings measured here: copy {ceil.bandwidth_gbs:.0f} GB/s; "
           + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in ceil.tflops.items()))
     rows = []
@@ -115,7 +136,7 @@ def main(argv=None) -> int:
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     meta = {"gpu": env.gpu_name, "torch": env.versions["torch"], "triton": env.versions["triton"],
             "python": platform.python_version(), "date": stamp,
-            "copy GB/s": round(ceil.bandwidth_gbs, 1),
+            "copy GB/s": round(ceil.bandwidth_gbs, 1), "plain torch copy GB/s": round(plain, 1),
             **{f"{k} TFLOP/s (matmul)": round(v, 1) for k, v in ceil.tflops.items()}}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -123,7 +144,9 @@ def main(argv=None) -> int:
     frame.to_csv(out / "bench.csv", index=False)
     header = (f"Measured by `make bench` on **{env.gpu_name}** ({stamp}), torch {meta['torch']}, triton "
               f"{meta['triton']}. Ceilings measured in the same run: copy {ceil.bandwidth_gbs:.0f} GB/s (read + "
-              f"write), matmul " + ", ".join(f"{k} {v:.0f}" for k, v in ceil.tflops.items()) + " TFLOP/s. "
+              f"write; a plain loop of torch copies timed with CUDA events gives {plain:.0f} GB/s, "
+              f"{100 * ceil.bandwidth_gbs / plain:.1f}% of it), matmul "
+              + ", ".join(f"{k} {v:.0f}" for k, v in ceil.tflops.items()) + " TFLOP/s. "
               "`× baseline` = baseline time / Triton time (above 1: Triton is faster); `roof %` = share of the copy "
               "bandwidth (memory-bound ops) or of the measured matmul rate (compute-bound ops).")
     (out / "bench.md").write_text(markdown(rows, header))
