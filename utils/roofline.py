@@ -137,14 +137,6 @@ def from_spec(spec: GPUSpec, source: str | None = None) -> Ceilings:
                     source=source or f"datasheet: {spec.source}", measured=False, spec=spec)
 
 
-def _progress(items, desc: str):
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return items
-    return tqdm(items, desc=desc, leave=False)
-
-
 def measure_ceilings(matmul_n: int = 8192, copy_mib: int = 1024) -> Ceilings:
     """Measures this GPU's roofs with :mod:`utils.timing`: what a well-tuned library actually reaches.
 
@@ -167,7 +159,7 @@ def measure_ceilings(matmul_n: int = 8192, copy_mib: int = 1024) -> Ceilings:
     bandwidth, peaks = None, {}
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
-        for job in _progress(jobs, "measuring this GPU's roofs"):
+        for job in timing.progress(jobs, "measuring this GPU's roofs"):
             if job == "memory":
                 x = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").fill_(1.0)
                 y = torch.empty_like(x)

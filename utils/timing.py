@@ -223,14 +223,16 @@ def compare(impls: dict[str, Callable[[], object]], *, bytes: float | None = Non
         raise ValueError("compare() needs at least one implementation: {'name': lambda: ...}")
     if _declines():
         return None
-    timings = {name: bench(fn, bytes=bytes, flops=flops, label=name) for name, fn in impls.items()}
+    timings = {name: bench(fn, bytes=bytes, flops=flops, label=name)
+               for name, fn in progress(list(impls.items()), label or "timing")}
     df = _table(timings, baseline)
     if label:
         df.attrs["label"] = label
     return df
 
 
-def _progress(items, desc: str):
+def progress(items, desc: str):
+    """``items`` with a progress bar (tqdm: text in a terminal, a widget in a notebook) for anything slow."""
     try:
         from tqdm.auto import tqdm
     except ImportError:  # tqdm is a dependency of the course; without it there is just no bar
@@ -252,7 +254,7 @@ def sweep(make_impls: Callable[[object], dict], sizes, *, bytes_fn: Callable | N
     if _declines():
         return None
     frames = []
-    for size in _progress(list(sizes), "sizes"):
+    for size in progress(list(sizes), "sizes"):
         impls = make_impls(size)
         df = compare(impls, bytes=None if bytes_fn is None else bytes_fn(size),
                      flops=None if flops_fn is None else flops_fn(size), baseline=baseline)
