@@ -48,6 +48,8 @@ def plain_copy_gbs(nbytes: int = 1 << 30, copies: int = 50) -> float:
 
 def enrich(rows, ceil):
     """Adds GB/s, TFLOP/s, the ratio to the baseline and the fraction of the roof measured in this run."""
+    from utils import roofline
+
     out = []
     for r in rows:
         r = dict(r)
@@ -55,12 +57,11 @@ def enrich(rows, ceil):
         r["GB/s"] = bytes_ / ms / 1e6 if bytes_ else None
         r["TFLOP/s"] = flops / ms / 1e9 if flops else None
         r["ratio"] = r["baseline_ms"] / ms if r.get("baseline_ms") else None
-        peak = ceil.tflops.get(r["dtype"]) or max(ceil.tflops.values())
-        bound = min(peak, (flops / bytes_) * ceil.bandwidth_gbs / 1e3) if flops and bytes_ else None
-        if bound and r["TFLOP/s"] and (flops / bytes_) * ceil.bandwidth_gbs / 1e3 > peak:
-            r["roof %"] = 100 * r["TFLOP/s"] / bound  # compute-bound: fraction of the matmul rate measured here
+        if r["TFLOP/s"] and bytes_ and r["dtype"] in ceil.tflops:
+            # the roofline's bound at this intensity: copy bandwidth below the ridge, the matmul rate above it
+            r["roof %"] = 100 * r["TFLOP/s"] / roofline.attainable(flops / bytes_, ceil, r["dtype"])
         elif r["GB/s"]:
-            r["roof %"] = 100 * r["GB/s"] / ceil.bandwidth_gbs  # memory-bound: fraction of copy bandwidth
+            r["roof %"] = 100 * r["GB/s"] / ceil.bandwidth_gbs
         else:
             r["roof %"] = None
         out.append(r)

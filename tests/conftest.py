@@ -1,6 +1,4 @@
 """Every test process decides GPU or interpreter before any kernel is defined."""
-import os
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -8,4 +6,3 @@ matplotlib.use("Agg")
 from utils import setup  # noqa: E402
 
 ENV = setup(quiet=True)
-os.environ.setdefault("PYTHONHASHSEED", "0")
