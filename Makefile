@@ -1,7 +1,8 @@
 # Triton, the hard way. `make lab` to learn, `make test` to check everything CI checks.
 #   make lab [PORT=8888]        install what is missing into .venv, start JupyterLab on notebooks/
 #   make test                   install what is missing, run everything CI runs (CPU is fine)
-#   make notebooks [FORCE=1]    regenerate notebooks/ from solutions/ (edited notebooks are kept unless FORCE=1)
+#   make notebooks [FORCE=1]    regenerate notebooks/ and lessons/ from solutions/ (edited notebooks are kept unless FORCE=1)
+#   make format                 ruff-format the code and the solutions' code cells, then regenerate
 #   make bench                  GPU only: time every lesson's kernels against PyTorch, write results/
 #   make present [PORT=8888]    JupyterLab on a copy of solutions/ with large fonts, for projecting
 # TORCH_INDEX=https://download.pytorch.org/whl/cpu installs a small CPU-only torch on a machine with no GPU.
@@ -16,7 +17,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 # Jupyter refuses to start as root (common in containers) unless told
 ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: install lab test test-unit test-notebooks test-browser notebooks bench present clean
+.PHONY: install lab test lint format test-unit test-notebooks test-browser notebooks bench present clean
 
 install: $(STAMP)
 
@@ -44,7 +45,18 @@ present: install
 notebooks: install
 	$(PY) -m utils.notebooks $(if $(FORCE),--force)
 
-test: install test-unit test-notebooks test-browser
+test: install lint test-unit test-notebooks test-browser
+
+# the generated lessons/ are checked with the rest: a notebook's exported code must be as clean as any module
+LINTED := utils lessons bench tests solutions
+lint: install
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+
+format: install
+	$(VENV)/bin/ruff check --fix $(LINTED)
+	$(VENV)/bin/ruff format $(LINTED)
+	$(PY) -m utils.notebooks
 
 test-unit: install
 	$(PYTEST) -n 2 tests --ignore=tests/test_browser.py

@@ -6,6 +6,7 @@ Each ``bench/lessonNN.py`` defines ``run(ceil) -> list[dict]``: one row per comp
 run. This driver measures the GPU's ceilings first (copy bandwidth, matmul rates), adds ratios and the fraction of
 the roof each kernel reaches, and writes ``bench.csv``, ``bench.md`` and ``roofline.png`` with the GPU and versions.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,16 +86,41 @@ def roofline_figure(rows, ceil, title):
     colours = matplotlib.colormaps["tab10"]
     for i, op in enumerate(ops):
         mine = [p for key, p in points.items() if key[0] == op]
-        ax.scatter([p["intensity"] for p in mine], [p["tflops"] for p in mine], s=55, color=colours(i % 10),
-                   edgecolor="black", linewidth=0.5, zorder=7, label=op)
+        ax.scatter(
+            [p["intensity"] for p in mine],
+            [p["tflops"] for p in mine],
+            s=55,
+            color=colours(i % 10),
+            edgecolor="black",
+            linewidth=0.5,
+            zorder=7,
+            label=op,
+        )
     ax.legend(loc="upper left", fontsize=9, ncol=2)
     return fig
 
 
 def markdown(rows, header: str) -> str:
-    cols = ["lesson", "op", "shape", "dtype", "impl", "ms", "GB/s", "TFLOP/s", "baseline", "baseline_ms", "ratio", "roof %"]
-    lines = [header, "", "| " + " | ".join(c if c != "ratio" else "× baseline" for c in cols) + " |",
-             "|" + "---|" * len(cols)]
+    cols = [
+        "lesson",
+        "op",
+        "shape",
+        "dtype",
+        "impl",
+        "ms",
+        "GB/s",
+        "TFLOP/s",
+        "baseline",
+        "baseline_ms",
+        "ratio",
+        "roof %",
+    ]
+    lines = [
+        header,
+        "",
+        "| " + " | ".join(c if c != "ratio" else "× baseline" for c in cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
     return "\n".join(lines) + "\n"
@@ -110,8 +136,11 @@ def main(argv=None) -> int:
 
     env = setup(quiet=True)
     if not env.is_gpu:
-        print("make bench needs an NVIDIA GPU: here kernels would run in Triton's interpreter on the CPU, where "
-              f"timings mean nothing ({env.reason}). Run it on a GPU machine.", file=sys.stderr)
+        print(
+            "make bench needs an NVIDIA GPU: here kernels would run in Triton's interpreter on the CPU, where "
+            f"timings mean nothing ({env.reason}). Run it on a GPU machine.",
+            file=sys.stderr,
+        )
         return 2
     import pandas as pd
 
@@ -120,8 +149,10 @@ def main(argv=None) -> int:
     print(env.describe())
     ceil = roofline.measure_ceilings()
     plain = plain_copy_gbs()
-    print(f"ceilings measured here: copy {ceil.bandwidth_gbs:.0f} GB/s; "
-          + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in ceil.tflops.items()))
+    print(
+        f"ceilings measured here: copy {ceil.bandwidth_gbs:.0f} GB/s; "
+        + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in ceil.tflops.items())
+    )
     rows = []
     for lesson in args.only:
         try:
@@ -135,21 +166,30 @@ def main(argv=None) -> int:
         rows += got
     rows = enrich(rows, ceil)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    meta = {"gpu": env.gpu_name, "torch": env.versions["torch"], "triton": env.versions["triton"],
-            "python": platform.python_version(), "date": stamp,
-            "copy GB/s": round(ceil.bandwidth_gbs, 1), "plain torch copy GB/s": round(plain, 1),
-            **{f"{k} TFLOP/s (matmul)": round(v, 1) for k, v in ceil.tflops.items()}}
+    meta = {
+        "gpu": env.gpu_name,
+        "torch": env.versions["torch"],
+        "triton": env.versions["triton"],
+        "python": platform.python_version(),
+        "date": stamp,
+        "copy GB/s": round(ceil.bandwidth_gbs, 1),
+        "plain torch copy GB/s": round(plain, 1),
+        **{f"{k} TFLOP/s (matmul)": round(v, 1) for k, v in ceil.tflops.items()},
+    }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([{**meta, **r} for r in rows])
     frame.to_csv(out / "bench.csv", index=False)
-    header = (f"Measured by `make bench` on **{env.gpu_name}** ({stamp}), torch {meta['torch']}, triton "
-              f"{meta['triton']}. Ceilings measured in the same run: copy {ceil.bandwidth_gbs:.0f} GB/s (read + "
-              f"write; a plain loop of torch copies timed with CUDA events gives {plain:.0f} GB/s, "
-              f"{100 * ceil.bandwidth_gbs / plain:.1f}% of it), matmul "
-              + ", ".join(f"{k} {v:.0f}" for k, v in ceil.tflops.items()) + " TFLOP/s. "
-              "`× baseline` = baseline time / Triton time (above 1: Triton is faster); `roof %` = share of the copy "
-              "bandwidth (memory-bound ops) or of the measured matmul rate (compute-bound ops).")
+    header = (
+        f"Measured by `make bench` on **{env.gpu_name}** ({stamp}), torch {meta['torch']}, triton "
+        f"{meta['triton']}. Ceilings measured in the same run: copy {ceil.bandwidth_gbs:.0f} GB/s (read + "
+        f"write; a plain loop of torch copies timed with CUDA events gives {plain:.0f} GB/s, "
+        f"{100 * ceil.bandwidth_gbs / plain:.1f}% of it), matmul "
+        + ", ".join(f"{k} {v:.0f}" for k, v in ceil.tflops.items())
+        + " TFLOP/s. "
+        "`× baseline` = baseline time / Triton time (above 1: Triton is faster); `roof %` = share of the copy "
+        "bandwidth (memory-bound ops) or of the measured matmul rate (compute-bound ops)."
+    )
     (out / "bench.md").write_text(markdown(rows, header))
     fig = roofline_figure(rows, ceil, f"make bench on {env.gpu_name}")
     fig.savefig(out / "roofline.png", dpi=110, bbox_inches="tight")

@@ -3,6 +3,7 @@
 bytes = 3 * n * 4 (read x, read y, write out), flops = n (one addition per element). Both sides are timed here,
 in the same run, with utils.timing.bench (median, L2 flushed between repetitions).
 """
+
 import torch
 
 from utils.lessons import load
@@ -18,8 +19,19 @@ def run(ceil) -> list[dict]:
         nbytes = 3 * n * x.element_size()  # read x, read y, write out
         triton_t = bench(lambda: add(x, y), bytes=nbytes, flops=n, label="triton add")
         torch_t = bench(lambda: torch.add(x, y), bytes=nbytes, flops=n, label="torch.add")
-        rows.append({"lesson": "03", "op": "vector add", "shape": f"2^{log2n}", "dtype": "fp32", "impl": "triton",
-                     "ms": triton_t.ms, "baseline": "torch.add", "baseline_ms": torch_t.ms, "bytes": nbytes,
-                     "flops": n})
-        del x, y
+        rows.append(
+            {
+                "lesson": "03",
+                "op": "vector add",
+                "shape": f"2^{log2n}",
+                "dtype": "fp32",
+                "impl": "triton",
+                "ms": triton_t.ms,
+                "baseline": "torch.add",
+                "baseline_ms": torch_t.ms,
+                "bytes": nbytes,
+                "flops": n,
+            }
+        )
+        x = y = None  # free the memory before the next size
     return rows

@@ -6,6 +6,7 @@ predicts, and rows longer than one block (the online kernel). bytes = 2 * M * N 
 once: the op's minimum, credited to every implementation); flops = 5 * M * N (max, subtract, exp, sum, divide).
 torch.compile is compiled afresh for each shape (dynamic=False) and warmed up before it is timed.
 """
+
 import torch
 
 from utils.lessons import load
@@ -21,8 +22,18 @@ def _softmax_torch(x):
 
 def _row(shape, dtype, ms, baseline, baseline_ms, element_size):
     M, N = shape
-    return {"lesson": "04", "op": "softmax", "shape": f"{M}x{N}", "dtype": dtype, "impl": "triton", "ms": ms,
-            "baseline": baseline, "baseline_ms": baseline_ms, "bytes": 2 * M * N * element_size, "flops": 5 * M * N}
+    return {
+        "lesson": "04",
+        "op": "softmax",
+        "shape": f"{M}x{N}",
+        "dtype": dtype,
+        "impl": "triton",
+        "ms": ms,
+        "baseline": baseline,
+        "baseline_ms": baseline_ms,
+        "bytes": 2 * M * N * element_size,
+        "flops": 5 * M * N,
+    }
 
 
 def run(ceil) -> list[dict]:

@@ -13,6 +13,7 @@ The ladder rows time every step of the lesson at 4096^3 (naive, tiled in row-maj
 against the same cuBLAS call; the fused-epilogue rows time matmul(a, b, bias, "gelu") against PyTorch's
 gelu(a @ b + bias), three kernels.
 """
+
 from __future__ import annotations
 
 SQUARE = [(n, n, n) for n in (1024, 2048, 4096, 8192)]
@@ -34,8 +35,12 @@ def run(ceil) -> list[dict]:
 
     lesson = load("05")
     impls = {"triton": lesson.matmul, "triton persistent+TMA": lesson.matmul_persistent}
-    ladder = {"ladder 1: naive": lesson.matmul_naive, "ladder 2: tiled, row-major": lesson.matmul_tiled,
-              "ladder 3: grouped order": lesson.matmul_grouped, "ladder 4: autotuned": lesson.matmul_autotuned}
+    ladder = {
+        "ladder 1: naive": lesson.matmul_naive,
+        "ladder 2: tiled, row-major": lesson.matmul_tiled,
+        "ladder 3: grouped order": lesson.matmul_grouped,
+        "ladder 4: autotuned": lesson.matmul_autotuned,
+    }
     rows = []
     for dtype_name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
         for M, N, K in SQUARE + LLM:
@@ -46,14 +51,27 @@ def run(ceil) -> list[dict]:
             for fn in impls_here.values():
                 fn(a, b)  # compile and autotune before timing anything
             before = timing.bench(lambda: torch.matmul(a, b), flops=flops, bytes=nbytes, label=CUBLAS)
-            timed = {impl: timing.bench(lambda: fn(a, b), flops=flops, bytes=nbytes, label=impl)
-                     for impl, fn in impls_here.items()}
+            timed = {
+                impl: timing.bench(lambda: fn(a, b), flops=flops, bytes=nbytes, label=impl)
+                for impl, fn in impls_here.items()
+            }
             after = timing.bench(lambda: torch.matmul(a, b), flops=flops, bytes=nbytes, label=CUBLAS)
             for impl, t in timed.items():
-                rows.append({"lesson": "05", "op": "matmul", "shape": _shape(M, N, K), "dtype": dtype_name,
-                             "impl": impl, "ms": t.ms, "baseline": CUBLAS, "baseline_ms": (before.ms + after.ms) / 2,
-                             "bytes": nbytes, "flops": flops})
-            del a, b
+                rows.append(
+                    {
+                        "lesson": "05",
+                        "op": "matmul",
+                        "shape": _shape(M, N, K),
+                        "dtype": dtype_name,
+                        "impl": impl,
+                        "ms": t.ms,
+                        "baseline": CUBLAS,
+                        "baseline_ms": (before.ms + after.ms) / 2,
+                        "bytes": nbytes,
+                        "flops": flops,
+                    }
+                )
+            a = b = None  # free the memory before the next shape
         for M, N, K in FUSED:
             a = torch.randn(M, K, device="cuda", dtype=dtype)
             b = torch.randn(K, N, device="cuda", dtype=dtype)
@@ -63,11 +81,21 @@ def run(ceil) -> list[dict]:
             before = timing.bench(lambda: lesson.matmul_torch(a, b, bias, "gelu"), flops=flops, bytes=nbytes)
             t = timing.bench(lambda: lesson.matmul(a, b, bias, "gelu"), flops=flops, bytes=nbytes)
             after = timing.bench(lambda: lesson.matmul_torch(a, b, bias, "gelu"), flops=flops, bytes=nbytes)
-            rows.append({"lesson": "05", "op": "matmul+bias+gelu", "shape": _shape(M, N, K), "dtype": dtype_name,
-                         "impl": "triton, fused epilogue", "ms": t.ms,
-                         "baseline": "torch gelu(a @ b + bias), 3 kernels", "baseline_ms": (before.ms + after.ms) / 2,
-                         "bytes": nbytes, "flops": flops})
-            del a, b, bias
+            rows.append(
+                {
+                    "lesson": "05",
+                    "op": "matmul+bias+gelu",
+                    "shape": _shape(M, N, K),
+                    "dtype": dtype_name,
+                    "impl": "triton, fused epilogue",
+                    "ms": t.ms,
+                    "baseline": "torch gelu(a @ b + bias), 3 kernels",
+                    "baseline_ms": (before.ms + after.ms) / 2,
+                    "bytes": nbytes,
+                    "flops": flops,
+                }
+            )
+            a = b = bias = None
         torch.cuda.empty_cache()
     return rows
 

@@ -1,7 +1,8 @@
 """Lesson 06 for `make bench`: the solution's kernels and the assembled Llama layer, prefill, bf16.
 
-- RMSNorm on 8192 x 2048 (the B=8, T=1024 layer's activations) and 65536 x 2048 (256 MB, past L2) against a copy of the same bytes (the ceiling for an
-  op that reads its input once and writes its output once) and against the unfused PyTorch reference;
+- RMSNorm on 8192 x 2048 (the B=8, T=1024 layer's activations) and 65536 x 2048 (256 MB, past L2) against a copy
+  of the same bytes (the ceiling for an op that reads its input once and writes its output once) and against the
+  unfused PyTorch reference;
   bytes = read + write of x (the weight is 4 KB).
 - RoPE (q and k of the 1B layer) against Hugging Face's apply_rotary_pos_emb; SwiGLU against F.silu(g) * u.
 - RMSNorm with the residual add fused (reads x and r, writes the sum and the norm) against x + r then the reference.
@@ -15,6 +16,7 @@
   with torch.cuda.graph, HF's compiled with mode="reduce-overhead"), which removes launch overhead from both.
   flops = the projections' and attention's (layer_costs).
 """
+
 import torch
 import torch.nn.functional as F
 
@@ -25,8 +27,18 @@ DTYPE = torch.bfloat16
 
 
 def _row(op, shape, ms, baseline, baseline_ms, nbytes=None, flops=None):
-    return {"lesson": "06", "op": op, "shape": shape, "dtype": "bf16", "impl": "triton", "ms": ms,
-            "baseline": baseline, "baseline_ms": baseline_ms, "bytes": nbytes, "flops": flops}
+    return {
+        "lesson": "06",
+        "op": op,
+        "shape": shape,
+        "dtype": "bf16",
+        "impl": "triton",
+        "ms": ms,
+        "baseline": baseline,
+        "baseline_ms": baseline_ms,
+        "bytes": nbytes,
+        "flops": flops,
+    }
 
 
 def _ms(fn):
@@ -46,9 +58,16 @@ def kernels(L) -> list[dict]:
         rows.append(_row("rmsnorm", shape, ours, "copy (same bytes)", _ms(lambda: x.clone()), nbytes))
         rows.append(_row("rmsnorm", shape, ours, "PyTorch (unfused)", _ms(lambda: L.rmsnorm_ref(x, w, 1e-6)), nbytes))
     r = torch.randn_like(x)  # with the residual add fused: read x and r, write the sum and the norm
-    rows.append(_row("residual + rmsnorm", shape, _ms(lambda: L.rmsnorm(x, w, residual=r)),
-                     "PyTorch x + r, then rmsnorm (unfused)", _ms(lambda: L.rmsnorm_ref(x, w, 1e-6, residual=r)),
-                     2 * nbytes))
+    rows.append(
+        _row(
+            "residual + rmsnorm",
+            shape,
+            _ms(lambda: L.rmsnorm(x, w, residual=r)),
+            "PyTorch x + r, then rmsnorm (unfused)",
+            _ms(lambda: L.rmsnorm_ref(x, w, 1e-6, residual=r)),
+            2 * nbytes,
+        )
+    )
     # -- RoPE on q and k, against HF's apply_rotary_pos_emb on its (B, heads, T, D) layout
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
@@ -57,28 +76,59 @@ def kernels(L) -> list[dict]:
     cos, sin = L.rope_tables(T, D, dtype=DTYPE)
     qt, kt = q.transpose(1, 2), k.transpose(1, 2)
     nbytes = 2 * (q.numel() + k.numel()) * 2 + 2 * cos.nbytes
-    rows.append(_row("rope q+k", f"B={B} T={T} H={H} KV={KV} D={D}", _ms(lambda: L.rope(q, k, cos, sin)),
-                     "HF apply_rotary_pos_emb", _ms(lambda: apply_rotary_pos_emb(qt, kt, cos, sin)), nbytes))
+    rows.append(
+        _row(
+            "rope q+k",
+            f"B={B} T={T} H={H} KV={KV} D={D}",
+            _ms(lambda: L.rope(q, k, cos, sin)),
+            "HF apply_rotary_pos_emb",
+            _ms(lambda: apply_rotary_pos_emb(qt, kt, cos, sin)),
+            nbytes,
+        )
+    )
     # -- SwiGLU
     gu = torch.randn(8192, 2 * args.ffn_dim, device="cuda", dtype=DTYPE)
     g, u = gu.chunk(2, dim=-1)
     nbytes = gu.nbytes * 3 // 2
-    rows.append(_row("swiglu", f"M=8192 F={args.ffn_dim}", _ms(lambda: L.swiglu(gu)), "PyTorch silu(g) * u",
-                     _ms(lambda: F.silu(g) * u), nbytes))
+    rows.append(
+        _row(
+            "swiglu",
+            f"M=8192 F={args.ffn_dim}",
+            _ms(lambda: L.swiglu(gu)),
+            "PyTorch silu(g) * u",
+            _ms(lambda: F.silu(g) * u),
+            nbytes,
+        )
+    )
     # -- attention: D = 128 (the targets), and the 1B layer's own D = 64 with grouped-query heads
-    for B, T, H, KV, D in [(1, 2048, 32, 32, 128), (1, 4096, 32, 32, 128), (8, 1024, 32, 32, 128),
-                           (1, 2048, 32, 4, 128), (1, 2048, 32, 4, 64), (8, 1024, 32, 4, 64)]:
+    for B, T, H, KV, D in [
+        (1, 2048, 32, 32, 128),
+        (1, 4096, 32, 32, 128),
+        (8, 1024, 32, 32, 128),
+        (1, 2048, 32, 4, 128),
+        (1, 2048, 32, 4, 64),
+        (8, 1024, 32, 4, 64),
+    ]:
         q, k, v = L._qkv(B, T, H, KV, D, DTYPE)
         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
         nbytes = 2 * (2 * q.numel() + 2 * k.numel())
         for causal in (True, False):
+
             def sdpa():
                 return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=KV != H)
 
             shape = f"B={B} H={H} KV={KV} T={T} D={D}"
-            rows.append(_row("attention causal" if causal else "attention", shape,
-                             _ms(lambda: L.attention(q, k, v, causal=causal)), f"SDPA ({L.sdpa_backend(sdpa)})",
-                             _ms(sdpa), nbytes, L.attention_flops(B, H, T, D, causal)))
+            rows.append(
+                _row(
+                    "attention causal" if causal else "attention",
+                    shape,
+                    _ms(lambda: L.attention(q, k, v, causal=causal)),
+                    f"SDPA ({L.sdpa_backend(sdpa)})",
+                    _ms(sdpa),
+                    nbytes,
+                    L.attention_flops(B, H, T, D, causal),
+                )
+            )
     return rows
 
 
@@ -111,21 +161,37 @@ def layer(L) -> list[dict]:
         flops, nbytes = sum(c[1] for c in costs), sum(c[2] for c in costs)
         ours = _ms(lambda: L.llama_layer(x, w, args, cos, sin, L.TRITON_OPS))
         shape = f"B={B} T={T} (TinyLlama-1.1B layer)"
-        rows.append(_row("llama layer", shape, ours, "HF eager", _ms(lambda: L.hf_forward(hf, x, cos, sin)),
-                         nbytes, flops))
-        rows.append(_row("llama layer", shape, ours, "HF torch.compile",
-                         _ms(lambda: L.hf_forward(compiled, x, cos, sin)), nbytes, flops))
+        rows.append(
+            _row("llama layer", shape, ours, "HF eager", _ms(lambda: L.hf_forward(hf, x, cos, sin)), nbytes, flops)
+        )
+        rows.append(
+            _row(
+                "llama layer",
+                shape,
+                ours,
+                "HF torch.compile",
+                _ms(lambda: L.hf_forward(compiled, x, cos, sin)),
+                nbytes,
+                flops,
+            )
+        )
         # -- both sides with CUDA graphs: launch overhead gone, only GPU time left
         torch.compiler.reset()
         graphed_hf = torch.compile(hf, mode="reduce-overhead", dynamic=False)
         for _ in range(3):  # record and warm the graph outside the timing
             L.hf_forward(graphed_hf, x, cos, sin)
-        row = _row("llama layer", shape, _ms(_graphed(lambda: L.llama_layer(x, w, args, cos, sin, L.TRITON_OPS))),
-                   "HF torch.compile (reduce-overhead: CUDA graph)", _ms(lambda: L.hf_forward(graphed_hf, x, cos, sin)),
-                   nbytes, flops)
+        row = _row(
+            "llama layer",
+            shape,
+            _ms(_graphed(lambda: L.llama_layer(x, w, args, cos, sin, L.TRITON_OPS))),
+            "HF torch.compile (reduce-overhead: CUDA graph)",
+            _ms(lambda: L.hf_forward(graphed_hf, x, cos, sin)),
+            nbytes,
+            flops,
+        )
         row["impl"] = "triton (CUDA graph)"
         rows.append(row)
-        del hf, compiled, graphed_hf
+        hf = compiled = graphed_hf = None
     return rows
 
 

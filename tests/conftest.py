@@ -1,4 +1,5 @@
 """Every test process decides GPU or interpreter before any kernel is defined."""
+
 import matplotlib
 
 matplotlib.use("Agg")

@@ -1,12 +1,14 @@
 """The `make bench` driver's arithmetic, and its refusal to time anything without a GPU."""
+
 import pytest
 
 from bench.__main__ import enrich, main
 from utils import roofline
 from utils.mode import current
 
-CEIL = roofline.Ceilings(bandwidth_gbs=4000.0, tflops={"fp32": 50.0, "bf16": 800.0}, gpu="test GPU",
-                         source="made up", measured=True)  # bf16 ridge: 800e12 / 4000e9 = 200 FLOP/B
+CEIL = roofline.Ceilings(
+    bandwidth_gbs=4000.0, tflops={"fp32": 50.0, "bf16": 800.0}, gpu="test GPU", source="made up", measured=True
+)  # bf16 ridge: 800e12 / 4000e9 = 200 FLOP/B
 
 
 def row(**kw):

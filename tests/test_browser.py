@@ -11,6 +11,7 @@ Screenshots go to ``results/browser/``.
 It drives the system's Chromium (``bash scripts/install-chromium.sh``; or CHROMIUM=/path/to/chromium), never a
 browser downloaded by Playwright, and skips with the reason when there is none.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,8 +35,16 @@ from utils.notebooks import participant_copy
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "results" / "browser"
 LESSON = "02"  # the lesson with an ipywidgets slider
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 RUN_TIMEOUT_S = 240  # the whole lesson under Triton's interpreter, on 2 CPU cores
 
 pytestmark = pytest.mark.slow
@@ -45,8 +54,10 @@ def _chromium() -> str:
     for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    pytest.skip("no Chromium found (tried $CHROMIUM, /usr/bin/chromium, /usr/bin/chromium-browser): run "
-                "`bash scripts/install-chromium.sh`, or set CHROMIUM=/path/to/chromium")
+    pytest.skip(
+        "no Chromium found (tried $CHROMIUM, /usr/bin/chromium, /usr/bin/chromium-browser): run "
+        "`bash scripts/install-chromium.sh`, or set CHROMIUM=/path/to/chromium"
+    )
 
 
 def _free_port() -> int:
@@ -64,7 +75,7 @@ def _json5_lite(text: str):
 
 SETUP = "from utils import setup\nenv = setup()"
 IMPORTS = "import torch\nimport triton\nimport triton.language as tl\n\nimport utils"
-KERNEL = '''\
+KERNEL = """\
 @triton.jit
 def double_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     ### BEGIN SOLUTION
@@ -76,7 +87,7 @@ def double_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
 def double(x):
     out = utils.nan_like(x)
     double_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK_SIZE=128)
-    return out'''
+    return out"""
 CHECK = "x = torch.randn(1000, device=env.device)\nutils.check(double(x), 2 * x.double())"
 WIDGET = "import ipywidgets as widgets\n\nwidgets.IntSlider(value=128, min=32, max=1024, description='BLOCK_SIZE')"
 
@@ -84,14 +95,17 @@ WIDGET = "import ipywidgets as widgets\n\nwidgets.IntSlider(value=128, min=32, m
 def _stand_in_lesson() -> nbformat.NotebookNode:
     """A small lesson of the real shape, used until solutions/02_* exists."""
     v4 = nbformat.v4
-    nb = v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                                  "language": "python"}})
-    nb.cells = [v4.new_markdown_cell("# 02 — Stand-in lesson for the browser test"),
-                v4.new_code_cell(SETUP),
-                v4.new_code_cell(IMPORTS, metadata={"tags": ["export"]}),
-                v4.new_code_cell(KERNEL, metadata={"tags": ["export", "exercise"]}),
-                v4.new_code_cell(CHECK, metadata={"tags": ["check"]}),
-                v4.new_code_cell(WIDGET)]
+    nb = v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}}
+    )
+    nb.cells = [
+        v4.new_markdown_cell("# 02 — Stand-in lesson for the browser test"),
+        v4.new_code_cell(SETUP),
+        v4.new_code_cell(IMPORTS, metadata={"tags": ["export"]}),
+        v4.new_code_cell(KERNEL, metadata={"tags": ["export", "exercise"]}),
+        v4.new_code_cell(CHECK, metadata={"tags": ["check"]}),
+        v4.new_code_cell(WIDGET),
+    ]
     return nb
 
 
@@ -128,11 +142,22 @@ def lab(workdir):
     """A JupyterLab server on a free port; yields (base_url, token, folder)."""
     root, _ = workdir
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-           f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}"]
+    env = {
+        **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--ServerApp.token={token}",
+        f"--ServerApp.root_dir={root}",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers and CI often run as root
     log = open(root / "jupyterlab.log", "w")
@@ -167,8 +192,12 @@ def browser():
     with sync_api.sync_playwright() as pw:
         # A persistent context is how Playwright takes a fresh --user-data-dir of our choosing.
         context = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": 1400, "height": 900})
+            str(profile),
+            executable_path=chromium,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 900},
+        )
         try:
             yield context
         finally:
@@ -177,6 +206,7 @@ def browser():
 
 
 # -- driving the page ---------------------------------------------------------------------------------------------
+
 
 def _kernels_idle(base: str, token: str) -> bool:
     with urllib.request.urlopen(f"{base}/api/kernels?token={token}", timeout=5) as r:
@@ -199,7 +229,8 @@ def _notebook_page(context, base, token, filename):
         if dialog.count():
             dialog.first.click()
         page.wait_for_function(
-            "document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'", timeout=90_000)
+            "document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'", timeout=90_000
+        )
         yield page
     finally:
         page.close()
@@ -234,9 +265,13 @@ def _save_and_read(page, path: Path) -> nbformat.NotebookNode:
 
 def _errors(nb) -> list[tuple[int, list[str], str]]:
     """(cell index, tags, exception name) of every error output."""
-    return [(k, cell.metadata.get("tags", []), out.ename)
-            for k, cell in enumerate(nb.cells) if cell.cell_type == "code"
-            for out in cell.outputs if out.output_type == "error"]
+    return [
+        (k, cell.metadata.get("tags", []), out.ename)
+        for k, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        for out in cell.outputs
+        if out.output_type == "error"
+    ]
 
 
 def _not_run(nb) -> list[int]:
@@ -256,6 +291,7 @@ def _renders(page, nb):
 
 # -- the tests ----------------------------------------------------------------------------------------------------
 
+
 def test_solution_runs_all_cells_without_error(browser, lab, workdir):
     base, token, root = lab
     _, name = workdir
@@ -265,10 +301,12 @@ def test_solution_runs_all_cells_without_error(browser, lab, workdir):
         _renders(page, nb)
 
         # the presenter settings reached the page
-        themes = _json5_lite((ROOT / "present" / "settings" / "@jupyterlab" / "apputils-extension" /
-                              "themes.jupyterlab-settings").read_text())
-        font = page.evaluate("getComputedStyle(document.documentElement)"
-                             ".getPropertyValue('--jp-code-font-size')")
+        themes = _json5_lite(
+            (
+                ROOT / "present" / "settings" / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
+            ).read_text()
+        )
+        font = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--jp-code-font-size')")
         assert font.strip() == themes["overrides"]["code-font-size"]
         assert page.locator(".jp-CodeCell .cm-lineNumbers").count() > 0, "line numbers are off"
 
@@ -313,8 +351,11 @@ def test_participant_copy_fails_only_in_check_and_exercise_cells(browser, lab, w
 
     assert not _not_run(ran), f"cells {_not_run(ran)} never ran"
     allowed = {"check": {"AssertionError", "NotImplementedError"}, "exercise": {"NotImplementedError"}}
-    unexpected = [(k, tags, ename) for k, tags, ename in _errors(ran)
-                  if not any(ename in allowed[t] for t in tags if t in allowed)]
+    unexpected = [
+        (k, tags, ename)
+        for k, tags, ename in _errors(ran)
+        if not any(ename in allowed[t] for t in tags if t in allowed)
+    ]
     assert not unexpected, f"errors outside check/exercise cells (cell, tags, exception): {unexpected}"
     failed = {k for k, _, _ in _errors(ran)}
     checks = [k for k, cell in enumerate(ran.cells) if "check" in cell.metadata.get("tags", [])]

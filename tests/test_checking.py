@@ -1,10 +1,11 @@
 """utils.checking: each classic mistake, planted in a real kernel, fails the check with the hint that names it."""
+
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-from utils import check, nan_empty, require, require_same_shape
+from utils import check, nan_empty, refuses, require, require_same_shape
 from utils.mode import current
 
 DEV = current().device
@@ -15,6 +16,7 @@ def rand(*shape, dtype=torch.float32):
 
 
 # -- kernels: one right, one per classic mistake -----------------------------------------------------------------
+
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
@@ -38,8 +40,18 @@ def add_kernel_wrong_size(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
-def scale_rows_kernel(x_ptr, out_ptr, N, stride_xm, stride_xn, stride_om, stride_on, ROW_STRIDE_BUG: tl.constexpr,
-                      SWAP_BUG: tl.constexpr, BLOCK_N: tl.constexpr):
+def scale_rows_kernel(
+    x_ptr,
+    out_ptr,
+    N,
+    stride_xm,
+    stride_xn,
+    stride_om,
+    stride_on,
+    ROW_STRIDE_BUG: tl.constexpr,
+    SWAP_BUG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
@@ -64,8 +76,18 @@ def softmax_kernel(x_ptr, out_ptr, N, stride_m, OTHER: tl.constexpr, BLOCK_N: tl
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, FP16_ACC: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def matmul_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    FP16_ACC: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -89,13 +111,23 @@ def launch_add(kernel, n, grid_fn=triton.cdiv, block=128):
 
 def scale_rows(x, **bugs):
     out = nan_empty(x.shape, x.dtype, DEV)
-    scale_rows_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), out.stride(0), out.stride(1),
-                                     ROW_STRIDE_BUG=bugs.get("row_stride", False), SWAP_BUG=bugs.get("swap", False),
-                                     BLOCK_N=triton.next_power_of_2(x.shape[1]))
+    scale_rows_kernel[(x.shape[0],)](
+        x,
+        out,
+        x.shape[1],
+        x.stride(0),
+        x.stride(1),
+        out.stride(0),
+        out.stride(1),
+        ROW_STRIDE_BUG=bugs.get("row_stride", False),
+        SWAP_BUG=bugs.get("swap", False),
+        BLOCK_N=triton.next_power_of_2(x.shape[1]),
+    )
     return out
 
 
 # -- the right kernel passes; each mistake fails with its hint ---------------------------------------------------
+
 
 @pytest.mark.parametrize("n", [1, 1000, 4097])
 def test_correct_kernel_passes(n, capsys):
@@ -168,6 +200,7 @@ def test_nothing_written():
 
 # -- mismatches that are not about values ------------------------------------------------------------------------
 
+
 def test_shape_dtype_and_missing_return():
     ref = torch.zeros(3, 4, dtype=torch.float64)
     with pytest.raises(AssertionError, match=r"shape \(4, 3\)"):
@@ -199,6 +232,7 @@ def test_default_tolerance_separates_one_rounding_from_two_roundings():
 
 # -- launcher input validation ------------------------------------------------------------------------------------
 
+
 def test_require_messages():
     x = rand(4, 6)
     require(x, "x", dtype=(torch.float32, torch.float16), ndim=2, shape=(None, 6))
@@ -220,3 +254,50 @@ def test_require_messages():
 def test_require_cpu_tensor_on_gpu():
     with pytest.raises(ValueError, match=r"on cpu.*x\.cuda\(\)"):
         require(torch.zeros(3), "x")
+
+
+# -- suspects, refusals, and behaving as an older GPU -----------------------------------------------------------
+
+
+def test_a_suspected_mistake_is_named_when_the_result_matches_it():
+    x = torch.randn(4, 8, dtype=torch.float64, device=current().device)
+    ref = x.softmax(dim=-1)
+    no_scale = (2 * x).softmax(dim=-1)
+    with pytest.raises(AssertionError, match="forgot the scale"):
+        check(no_scale.clone(), ref, suspects={"a different mistake": ref * 3, "forgot the scale": no_scale})
+    with pytest.raises(AssertionError) as e:  # no suspect matches: the general hint, not a suspect's
+        check(ref * 0.5 + 1, ref, suspects={"forgot the scale": no_scale})
+    assert "forgot the scale" not in str(e.value)
+
+
+def test_refuses_passes_only_when_every_bad_input_raises_a_clear_error(capsys):
+    def launcher(x):
+        if x < 0:
+            raise ValueError("x must be >= 0")
+        if x == 0:
+            raise IndexError("crashed inside the kernel")
+        return x
+
+    refuses({"a negative x": lambda: launcher(-1)})
+    assert "✓ refuses a negative x: x must be >= 0" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match=r"(?s)zero: failed with IndexError.*one: accepted"):
+        refuses({"zero": lambda: launcher(0), "one": lambda: launcher(1), "minus": lambda: launcher(-1)})
+    with pytest.raises(ValueError):
+        refuses({})
+
+
+def test_behaving_as_an_older_gpu(monkeypatch):
+    from utils import mode
+
+    monkeypatch.delenv(mode.AS_VAR, raising=False)
+    assert mode._capability_override((9, 0)) == (9, 0)
+    monkeypatch.setenv(mode.AS_VAR, "7.5")
+    assert mode._capability_override((9, 0)) == (7, 5)
+    for bad in ("9.5", "7.0", "sm80"):  # newer than the GPU, older than the course supports, not a number
+        monkeypatch.setenv(mode.AS_VAR, bad)
+        with pytest.raises(ValueError, match=mode.AS_VAR):
+            mode._capability_override((9, 0))
+    t4 = mode.Env(device="cuda", interpret=False, capability=(7, 5), real_capability=(9, 0))
+    assert t4.emulated and not t4.supports_tma
+    assert mode.Env(device="cuda", interpret=False, capability=(9, 0), real_capability=(9, 0)).supports_tma
+    assert not mode.Env(device="cpu", interpret=True).supports_tma

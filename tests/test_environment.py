@@ -1,4 +1,5 @@
 """The Makefile's pinned set (requirements.txt) and environment.yml install the same packages."""
+
 import re
 from pathlib import Path
 

@@ -3,6 +3,7 @@
 ipywidgets.interactive swallows exceptions raised by its callback outside IPython (it only logs them), so the tests
 look at ``.result``, which changes only when a call succeeds, and also call ``.f`` directly.
 """
+
 import ipywidgets as widgets
 import pytest
 
@@ -22,6 +23,7 @@ def tail_width(fig):
 
 
 # -- grid_explorer -------------------------------------------------------------------------------------------------
+
 
 def test_grid_explorer_builds_and_draws_its_start():
     w = explorers.grid_explorer(n=37, BLOCK_SIZE=8, element=21)
@@ -52,11 +54,11 @@ def test_grid_explorer_callback_follows_the_sliders():
 
 # -- tile_explorer -------------------------------------------------------------------------------------------------
 
+
 def test_tile_explorer_builds_and_draws_all_tiles_by_default():
     w = explorers.tile_explorer(M=300, N=330, BLOCK_M=32, BLOCK_N=32)
     c = controls(w)
-    assert set(c) == {"M (rows of C)", "N (columns of C)", "BLOCK_M", "BLOCK_N", "GROUP_M",
-                      "programs started (upto)"}
+    assert set(c) == {"M (rows of C)", "N (columns of C)", "BLOCK_M", "BLOCK_N", "GROUP_M", "programs started (upto)"}
     total = pictures.cdiv(300, 32) * pictures.cdiv(330, 32)
     assert c["programs started (upto)"].max == total == c["programs started (upto)"].value
     labels = [t for t in w.result.axes[0].texts if t.get_gid() == "order"]
@@ -88,8 +90,12 @@ def test_tile_explorer_refuses_a_group_that_is_not_a_count(GROUP_M):
 
 # -- roofline ------------------------------------------------------------------------------------------------------
 
-TOY = Ceilings(bandwidth_gbs=1000.0, tflops={"fp32": 10.0, "tf32": 50.0, "fp16": 100.0, "bf16": 100.0},
-               gpu="toy GPU", source="made up for the test")
+TOY = Ceilings(
+    bandwidth_gbs=1000.0,
+    tflops={"fp32": 10.0, "tf32": 50.0, "fp16": 100.0, "bf16": 100.0},
+    gpu="toy GPU",
+    source="made up for the test",
+)
 
 
 def test_roofline_reading_by_hand():

@@ -1,4 +1,5 @@
 """utils.hints: answers come from the solution notebooks as they are now, and fail clearly for unknown names."""
+
 from __future__ import annotations
 
 import ast
@@ -11,6 +12,7 @@ import pytest
 
 import utils.hints as hints
 import utils.lessons as lessons
+import utils.notebooks as notebooks
 
 KERNEL = '''\
 @triton.jit
@@ -22,11 +24,11 @@ def scale_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
     ### END SOLUTION'''
 
-HELPER = '''\
+HELPER = """\
 def double(values):
     ### BEGIN SOLUTION
     return [{factor} * v for v in values]
-    ### END SOLUTION'''
+    ### END SOLUTION"""
 
 
 def _write_lesson(folder, factor=2):
@@ -36,8 +38,9 @@ def _write_lesson(folder, factor=2):
         nbformat.v4.new_markdown_cell("# 99 — Fake\n```python\ndef double(values): return None\n```"),
         nbformat.v4.new_code_cell("!echo a shell escape: not Python, skipped"),
         nbformat.v4.new_code_cell("import triton\nimport triton.language as tl\n\n\n" + KERNEL),
-        nbformat.v4.new_code_cell(f"BLOCK_SIZE = 128\n\n\n{HELPER.format(factor=factor)}",
-                                  metadata={"tags": ["export"]}),
+        nbformat.v4.new_code_cell(
+            f"BLOCK_SIZE = 128\n\n\n{HELPER.format(factor=factor)}", metadata={"tags": ["export"]}
+        ),
     ]
     nbformat.write(nb, folder / "99_fake.ipynb")
 
@@ -48,16 +51,17 @@ def _unmarked(src: str) -> str:
 
 @pytest.fixture
 def fake_solutions(tmp_path, monkeypatch):
-    """utils.lessons pointed at a solutions folder in tmp_path holding lesson 99."""
+    """utils.lessons pointed at a solutions folder in tmp_path holding lesson 99, and its generated module."""
     _write_lesson(tmp_path)
-    real_notebook_path = lessons.notebook_path
-    monkeypatch.setattr(lessons, "ROOT", tmp_path.parent)
+    modules = tmp_path / "lessons"
+    notebooks.write_modules(tmp_path, modules, log=lambda *_: None)
+    real_notebook_path, real_module_path = lessons.notebook_path, lessons.module_path
     monkeypatch.setattr(lessons, "SOLUTIONS", tmp_path)
     monkeypatch.setattr(lessons, "notebook_path", lambda lesson, folder=tmp_path: real_notebook_path(lesson, folder))
-    monkeypatch.setattr(lessons, "_LOADED", {})
+    monkeypatch.setattr(lessons, "module_path", lambda lesson, folder=modules: real_module_path(lesson, folder))
     monkeypatch.setattr(hints, "_in_ipython", lambda: False)
     yield tmp_path
-    sys.modules.pop("lesson_99_fake", None)  # put there by lessons.load
+    sys.modules.pop("_lessons_lessons_l99_fake", None)  # put there by lessons.load
 
 
 def test_answer_prints_the_solution_source_without_markers(fake_solutions, capsys):
@@ -89,7 +93,7 @@ def test_answer_in_a_notebook_displays_highlighted_markdown(fake_solutions, monk
     monkeypatch.setattr(hints, "_in_ipython", lambda: True)
     monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append((obj, raw)))
     assert hints.answer("99", "scale_kernel") is None  # nothing returned: the cell does not echo it twice
-    (bundle, raw), = shown
+    ((bundle, raw),) = shown
     assert raw and set(bundle) == {"text/markdown", "text/plain"}
     md = bundle["text/markdown"]
     fence = re.search(r"^(`{3,})python$", md, re.M).group(1)
@@ -135,32 +139,52 @@ def _hint_calls():
     return sorted(calls)
 
 
-@pytest.mark.parametrize("where, kind, lesson, name", _hint_calls() or [pytest.param(
-    None, None, None, None, marks=pytest.mark.skip(reason="no solution notebook calls answer()/checkpoint() yet"))])
+@pytest.mark.parametrize(
+    "where, kind, lesson, name",
+    _hint_calls()
+    or [
+        pytest.param(
+            None,
+            None,
+            None,
+            None,
+            marks=pytest.mark.skip(reason="no solution notebook calls answer()/checkpoint() yet"),
+        )
+    ],
+)
 def test_every_hint_in_the_solutions_resolves(where, kind, lesson, name):
     source = lessons.solution_source(lesson, name)  # KeyError names the lesson and the missing definition
     assert name in source
     if kind == "checkpoint":
-        exported = lessons.export_source(lesson)
+        exported = lessons.module_path(lesson).read_text()
         assert re.search(rf"^(def|class) {name}\b|^{name}\s*[:=]", exported, re.M), (
             f"{where} calls checkpoint({lesson!r}, {name!r}) but lesson {lesson} defines {name} in a cell not "
-            f"tagged export, so checkpoint cannot return it")
+            f"tagged export, so checkpoint cannot return it"
+        )
 
 
 def test_lessons_that_point_at_utils_hints_can_reach_it():
     """A learner types `utils.hints.answer(...)` where the lesson says so: `utils.hints` must exist by then."""
     probe = "import utils; print(hasattr(utils, 'hints'))"
-    exposed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                             cwd=lessons.ROOT).stdout.strip() == "True"
+    exposed = (
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=lessons.ROOT
+        ).stdout.strip()
+        == "True"
+    )
     unreachable = []
     for path in sorted(lessons.SOLUTIONS.glob("*.ipynb")):
         cells = nbformat.read(path, as_version=4).cells
         mentions = any("utils.hints." in cell.source for cell in cells)
-        imports = any(re.search(r"^\s*(import utils\.hints|from utils import .*\bhints\b)", cell.source, re.M)
-                      for cell in cells if cell.cell_type == "code")
+        imports = any(
+            re.search(r"^\s*(import utils\.hints|from utils import .*\bhints\b)", cell.source, re.M)
+            for cell in cells
+            if cell.cell_type == "code"
+        )
         if mentions and not (exposed or imports):
             unreachable.append(path.stem)
     assert not unreachable, (
         f"{', '.join(unreachable)} tell the learner to call utils.hints.answer/checkpoint, but `import utils` does "
         f"not import utils.hints and no code cell of theirs does: add `from . import hints` to utils/__init__.py "
-        f"(or `import utils.hints` to the lessons' import cell)")
+        f"(or `import utils.hints` to the lessons' import cell)"
+    )

@@ -3,6 +3,7 @@
 Sizes are tiny under the interpreter and large on a GPU, up to 2**27 + 3 elements; inputs are fresh random numbers
 each time and outputs start full of NaN, so an element the kernel never wrote cannot pass.
 """
+
 import pytest
 import torch
 
@@ -14,8 +15,10 @@ ENV = current()
 lesson = load("03")
 
 SIZES = ENV.pick(cpu=[1, 2, 31, 1000, 4097, 98_433], gpu=[1, 2, 31, 1000, 4097, 98_433, 2**24 + 7, 2**27 + 3])
-DTYPES = ENV.pick(cpu=[torch.float32, torch.float16],  # the interpreter has no bfloat16
-                  gpu=[torch.float32, torch.float16, torch.bfloat16])
+DTYPES = ENV.pick(
+    cpu=[torch.float32, torch.float16],  # the interpreter has no bfloat16
+    gpu=[torch.float32, torch.float16, torch.bfloat16],
+)
 
 
 def _inputs(n, dtype=torch.float32):
@@ -32,8 +35,7 @@ def test_add_fp32_matches_fp64_reference(n):
 @pytest.mark.parametrize("n", [1, 1000, 98_433])
 def test_add_each_dtype(n, dtype):
     x, y = _inputs(n, dtype)
-    utils.check(lesson.add(x, y, out=utils.nan_like(x)), x.double() + y.double(), name=f"add n={n} {dtype}",
-                quiet=True)
+    utils.check(lesson.add(x, y, out=utils.nan_like(x)), x.double() + y.double(), name=f"add n={n} {dtype}", quiet=True)
 
 
 @pytest.mark.parametrize("BLOCK_SIZE, num_warps", [(128, 1), (1024, 4), (4096, 16), (16384, 8)])
@@ -69,8 +71,11 @@ BAD = {
     "integers": (lambda x: lesson.add(x.int(), x.int()), TypeError, "dtype"),
     "float64": (lambda x: lesson.add(x.double(), x.double()), TypeError, "dtype"),
     "wrong out shape": (lambda x: lesson.add(x, x, out=torch.empty(999, device=ENV.device)), ValueError, "shape"),
-    "wrong out dtype": (lambda x: lesson.add(x, x, out=torch.empty(1000, device=ENV.device, dtype=torch.float16)),
-                        TypeError, "dtype"),
+    "wrong out dtype": (
+        lambda x: lesson.add(x, x, out=torch.empty(1000, device=ENV.device, dtype=torch.float16)),
+        TypeError,
+        "dtype",
+    ),
 }
 
 

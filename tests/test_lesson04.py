@@ -4,6 +4,7 @@ and the launcher's refusals.
 The reference is softmax_ref in fp64, cross-checked against torch.softmax; inputs are fresh random numbers each
 time and outputs start full of NaN. On a GPU the shapes reach 2**15 + 3 rows and a row of 2**20 + 1 elements.
 """
+
 import pytest
 import torch
 
@@ -14,17 +15,40 @@ from utils.mode import current
 ENV = current()
 lesson = load("04")
 
-DTYPES = ENV.pick(cpu=[torch.float32, torch.float16],  # the interpreter has no bfloat16
-                  gpu=[torch.float32, torch.float16, torch.bfloat16])
+DTYPES = ENV.pick(
+    cpu=[torch.float32, torch.float16],  # the interpreter has no bfloat16
+    gpu=[torch.float32, torch.float16, torch.bfloat16],
+)
 
 # (M, N): rows that fit one block (N <= MAX_BLOCK_SIZE)
-ONE_BLOCK = ENV.pick(cpu=[(1, 1), (5, 1), (2, 2), (3, 1000), (37, 781), (1, 4096), (2, 129)],
-                     gpu=[(1, 1), (5, 1), (2, 2), (3, 1000), (1823, 781), (1, 16384), (4099, 4095), (3, 16383),
-                          (65539, 1000), (2**15 + 3, 4093)])
+ONE_BLOCK = ENV.pick(
+    cpu=[(1, 1), (5, 1), (2, 2), (3, 1000), (37, 781), (1, 4096), (2, 129)],
+    gpu=[
+        (1, 1),
+        (5, 1),
+        (2, 2),
+        (3, 1000),
+        (1823, 781),
+        (1, 16384),
+        (4099, 4095),
+        (3, 16383),
+        (65539, 1000),
+        (2**15 + 3, 4093),
+    ],
+)
 # (M, N, BLOCK_SIZE): rows read in several blocks; None = the launcher's choice for rows past MAX_BLOCK_SIZE
-ONLINE = ENV.pick(cpu=[(1, 1, 16), (4, 127, 16), (3, 1000, 128), (2, 3001, 1024), (2, 256, 128)],
-                  gpu=[(1, 1, 16), (4, 127, 16), (3, 1000, 128), (1000, 3001, 1024), (7, 100_003, None),
-                       (3, 2**20 + 1, None), (64, 65536, None)])
+ONLINE = ENV.pick(
+    cpu=[(1, 1, 16), (4, 127, 16), (3, 1000, 128), (2, 3001, 1024), (2, 256, 128)],
+    gpu=[
+        (1, 1, 16),
+        (4, 127, 16),
+        (3, 1000, 128),
+        (1000, 3001, 1024),
+        (7, 100_003, None),
+        (3, 2**20 + 1, None),
+        (64, 65536, None),
+    ],
+)
 
 
 def _ref(x):
@@ -55,12 +79,12 @@ def test_long_rows_take_the_online_kernel():
 
 def _special_rows(N, device):
     x = torch.randn(7, N, device=device)
-    x[1, ::3] = float("-inf")             # scattered -inf, as an attention mask writes
-    x[2, : N // 2] = float("-inf")        # a -inf prefix: whole blocks of it for the online kernel
-    x[3, :-1] = float("-inf")             # a single finite value: exactly 1 there
+    x[1, ::3] = float("-inf")  # scattered -inf, as an attention mask writes
+    x[2, : N // 2] = float("-inf")  # a -inf prefix: whole blocks of it for the online kernel
+    x[3, :-1] = float("-inf")  # a single finite value: exactly 1 there
     x[4] = (x[4] * 1e4).clamp(-6e4, 6e4)  # exp(x) alone overflows; fits fp16
-    x[5] = float("-inf")                  # nothing but -inf: NaN, as torch.softmax gives
-    x[6, -1] = float("-inf")              # -inf in the tail block only
+    x[5] = float("-inf")  # nothing but -inf: NaN, as torch.softmax gives
+    x[6, -1] = float("-inf")  # -inf in the tail block only
     return x
 
 
@@ -104,10 +128,12 @@ BAD = {
     "integers": (lambda x: lesson.softmax(x.int()), TypeError, "dtype"),
     "float64": (lambda x: lesson.softmax(x.double()), TypeError, "dtype"),
     "columns not contiguous": (lambda x: lesson.softmax(x.t()), ValueError, "stride"),
-    "wrong out shape": (lambda x: lesson.softmax(x, out=torch.empty(8, 99, device=ENV.device)), ValueError,
-                        "shape"),
-    "wrong out dtype": (lambda x: lesson.softmax(x, out=torch.empty(8, 100, device=ENV.device,
-                                                                    dtype=torch.float16)), TypeError, "dtype"),
+    "wrong out shape": (lambda x: lesson.softmax(x, out=torch.empty(8, 99, device=ENV.device)), ValueError, "shape"),
+    "wrong out dtype": (
+        lambda x: lesson.softmax(x, out=torch.empty(8, 100, device=ENV.device, dtype=torch.float16)),
+        TypeError,
+        "dtype",
+    ),
 }
 
 

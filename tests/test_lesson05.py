@@ -5,6 +5,7 @@ inputs, into outputs pre-filled with NaN, with the lesson's own tolerance (fp32 
 sqrt(K), TF32 for fp32 inputs on the GPU, one rounding of the output). Shapes are tiny under the interpreter, which
 runs tl.dot slowly, and large and awkward on the GPU (no size a multiple of a block, a single row, a single column).
 """
+
 import math
 
 import pytest
@@ -25,9 +26,14 @@ AWKWARD = ENV.pick(cpu=(37, 45, 70), gpu=(1000, 1337, 999))
 EDGES = ENV.pick(cpu=[(1, 29, 33), (20, 1, 17)], gpu=[(1, 4096, 4096), (777, 1, 1000)])
 CASES = [(AWKWARD, d) for d in DTYPES] + [(s, ENV.dtype) for s in EDGES]
 #: TMA needs rows on 16-byte boundaries: N and K multiples of 8 (M is free); with and without the epilogue
-TMA_CASES = ENV.pick(cpu=[((37, 40, 72), torch.float16, True), ((1, 24, 40), torch.float16, False)],
-                     gpu=[((1000, 1336, 1000), torch.bfloat16, True), ((1000, 1336, 1000), torch.float16, False),
-                          ((1, 4096, 4096), torch.bfloat16, False)])
+TMA_CASES = ENV.pick(
+    cpu=[((37, 40, 72), torch.float16, True), ((1, 24, 40), torch.float16, False)],
+    gpu=[
+        ((1000, 1336, 1000), torch.bfloat16, True),
+        ((1000, 1336, 1000), torch.float16, False),
+        ((1, 4096, 4096), torch.bfloat16, False),
+    ],
+)
 # On the GPU every new shape, dtype or epilogue compiles each autotuning configuration: the cases are chosen so
 # that each launcher meets every dtype and every degenerate shape, without compiling every combination.
 
@@ -50,12 +56,18 @@ def _check(fn, shape, dtype, bias=False, activation=None, **kw):
     extra = {k: v for k, v in (("bias", bias_t), ("activation", activation)) if v is not None}
     out = fn(a, b, **extra, out=utils.nan_empty((M, N), dtype), **kw)
     scale = math.sqrt(K) * a.float().pow(2).mean().sqrt().item() * b.float().pow(2).mean().sqrt().item()
-    utils.check(out, L.matmul_ref(a, b, bias_t, activation), **L.matmul_tolerance(dtype, K, scale), quiet=True,
-                name=f"{fn.__name__} {M}x{N}x{K} {dtype}")
+    utils.check(
+        out,
+        L.matmul_ref(a, b, bias_t, activation),
+        **L.matmul_tolerance(dtype, K, scale),
+        quiet=True,
+        name=f"{fn.__name__} {M}x{N}x{K} {dtype}",
+    )
     return out
 
 
 # -- each rung of the ladder -------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("case", CASES[:1] + CASES[-2:] if ENV.interpret else CASES, ids=_name)
 def test_naive(case):
@@ -89,8 +101,9 @@ def test_persistent_tma(case):
 def test_every_autotune_config(index):
     """The autotuner may pick any configuration for some shape: each must be right, not just the fastest here."""
     config = L.MATMUL_CONFIGS[index]
-    _check(L.matmul_grouped, AWKWARD, ENV.dtype, **config.kwargs, num_warps=config.num_warps,
-           num_stages=config.num_stages)
+    _check(
+        L.matmul_grouped, AWKWARD, ENV.dtype, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages
+    )
 
 
 @pytest.mark.skipif(ENV.interpret, reason="one configuration under the interpreter")
@@ -122,6 +135,7 @@ def test_tile_order_ref_is_row_major_for_one_row_per_group():
 
 # -- the tolerance is a real test: it catches the mistakes it is meant to catch -----------------------------------
 
+
 def _drop_last_k(a, b, out):
     """A matmul that forgot the last element of K (a classic tail-mask bug)."""
     return L.matmul(a[:, :-1].contiguous(), b[:-1].contiguous(), out=out)
@@ -131,7 +145,7 @@ def _fp16_accumulator(a, b, out):
     """A matmul that accumulates in the inputs' precision instead of fp32."""
     acc = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     for k in range(a.shape[1]):
-        acc += a[:, k:k + 1] * b[k:k + 1, :]
+        acc += a[:, k : k + 1] * b[k : k + 1, :]
     return out.copy_(acc)
 
 
@@ -151,6 +165,7 @@ def test_tolerance_grows_like_sqrt_k():
 
 
 # -- launcher input validation ---------------------------------------------------------------------------------
+
 
 def _ab(M=8, N=4, K=16, dtype=None):
     dtype = dtype or ENV.dtype

@@ -6,6 +6,7 @@ with NaN) through the notebook's own check_* helpers, so the tests and the lesso
 (interpreter) everything is fp32 and tiny, head dims 16 and 32; on a GPU the dtype is bf16 (and fp16) with head
 dims 64 and 128 and the TinyLlama-1.1B layer shape (hidden 2048, 32 heads, 4 KV heads, FFN 5632).
 """
+
 import pytest
 import torch
 
@@ -18,18 +19,38 @@ L = load("06")
 
 DTYPES = ENV.pick(cpu=[torch.float32], gpu=[torch.bfloat16, torch.float16])  # the interpreter has no bfloat16
 
-RMSNORM = ENV.pick(cpu=[(1, 1), (1, 7), (9, 64), (3, 129)],
-                   gpu=[(1, 1), (1, 7), (333, 2048), (4099, 2048), (97, 5000), (2, 8192)])
+RMSNORM = ENV.pick(
+    cpu=[(1, 1), (1, 7), (9, 64), (3, 129)], gpu=[(1, 1), (1, 7), (333, 2048), (4099, 2048), (97, 5000), (2, 8192)]
+)
 # (B, T, H, KV, D)
-ROPE = ENV.pick(cpu=[(1, 1, 1, 1, 16), (2, 13, 4, 2, 16), (3, 9, 3, 1, 32), (1, 40, 8, 8, 16)],
-                gpu=[(1, 1, 32, 4, 128), (2, 333, 32, 4, 128), (3, 77, 12, 4, 64), (1, 2048, 32, 32, 128)])
+ROPE = ENV.pick(
+    cpu=[(1, 1, 1, 1, 16), (2, 13, 4, 2, 16), (3, 9, 3, 1, 32), (1, 40, 8, 8, 16)],
+    gpu=[(1, 1, 32, 4, 128), (2, 333, 32, 4, 128), (3, 77, 12, 4, 64), (1, 2048, 32, 32, 128)],
+)
 # (B, T, H, KV, D, causal): T = 1, T below one block, T not a multiple of BLOCK_M or BLOCK_N, exact multiples
 ATTENTION = ENV.pick(
-    cpu=[(1, 1, 2, 1, 16, True), (1, 1, 2, 2, 16, False), (2, 37, 4, 2, 16, True), (2, 37, 4, 2, 16, False),
-         (1, 64, 4, 4, 32, True), (1, 48, 2, 1, 32, False), (1, 16, 4, 1, 16, True), (3, 33, 6, 3, 16, True)],
-    gpu=[(1, 1, 8, 2, 128, True), (1, 1, 4, 4, 64, False), (2, 333, 8, 2, 128, True), (2, 300, 8, 2, 128, False),
-         (1, 1024, 32, 4, 128, True), (1, 1000, 4, 4, 64, True), (1, 77, 4, 1, 64, False),
-         (2, 256, 8, 8, 64, False), (1, 130, 4, 2, 128, True)])
+    cpu=[
+        (1, 1, 2, 1, 16, True),
+        (1, 1, 2, 2, 16, False),
+        (2, 37, 4, 2, 16, True),
+        (2, 37, 4, 2, 16, False),
+        (1, 64, 4, 4, 32, True),
+        (1, 48, 2, 1, 32, False),
+        (1, 16, 4, 1, 16, True),
+        (3, 33, 6, 3, 16, True),
+    ],
+    gpu=[
+        (1, 1, 8, 2, 128, True),
+        (1, 1, 4, 4, 64, False),
+        (2, 333, 8, 2, 128, True),
+        (2, 300, 8, 2, 128, False),
+        (1, 1024, 32, 4, 128, True),
+        (1, 1000, 4, 4, 64, True),
+        (1, 77, 4, 1, 64, False),
+        (2, 256, 8, 8, 64, False),
+        (1, 130, 4, 2, 128, True),
+    ],
+)
 SWIGLU = ENV.pick(cpu=[(1, 1), (5, 70), (3, 1500)], gpu=[(1, 1), (333, 5632), (7, 3000), (8192, 5632)])
 
 
@@ -78,13 +99,15 @@ def test_swiglu(M, N, dtype):
 
 # -- the references themselves --------------------------------------------------------------------------------
 
+
 def test_attention_ref_matches_torch_sdpa():
     B, T, H, KV, D = 2, 19, 4, 2, 16
     q = torch.randn(B, T, H, D, dtype=torch.float64)
     k, v = torch.randn(B, T, KV, D, dtype=torch.float64), torch.randn(B, T, KV, D, dtype=torch.float64)
     for causal in (True, False):
         want = torch.nn.functional.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal, enable_gqa=True)
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal, enable_gqa=True
+        )
         # attention_ref takes its softmax in fp32 (as the kernels do), so it agrees to fp32's precision, not fp64's
         torch.testing.assert_close(L.attention_ref(q, k, v, causal), want.transpose(1, 2), rtol=1e-5, atol=1e-6)
 
@@ -94,12 +117,19 @@ def test_rope_tables_match_transformers():
     T = 50
     cos, sin = L.rope_tables(T, args.head_dim, args.rope_theta)
     hf_cos, hf_sin = L.hf_rope_tables(args, 1, T, torch.float32)
-    utils.check(cos, hf_cos, atol=1e-6, rtol=1e-6, reason="the same fp32 formula; sin/cos of angles up to 50 rad "
-                "computed by possibly different library code", quiet=True)
+    utils.check(
+        cos,
+        hf_cos,
+        atol=1e-6,
+        rtol=1e-6,
+        reason="the same fp32 formula; sin/cos of angles up to 50 rad computed by possibly different library code",
+        quiet=True,
+    )
     utils.check(sin, hf_sin, atol=1e-6, rtol=1e-6, reason="as for cos", quiet=True)
 
 
 # -- the assembled layer against Hugging Face --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
 @pytest.mark.parametrize("B, T", ENV.pick(cpu=[(2, 21), (1, 1), (1, 64)], gpu=[(2, 333), (1, 1), (1, 1024)]))
@@ -112,6 +142,7 @@ def test_reference_layer_matches_transformers():
 
 
 # -- planted bugs: each check must be able to fail ---------------------------------------------------------------
+
 
 def _swapped_swiglu(gate_up, out=None):
     up, gate = gate_up.chunk(2, dim=-1)  # gate and up the wrong way round
@@ -140,10 +171,17 @@ def _rmsnorm_sum_not_returned(x, weight, eps, residual=None, out=None, sum_out=N
     return normed, residual  # the residual stream without the attention output added
 
 
-@pytest.mark.parametrize("bug", [{"swiglu": _swapped_swiglu}, {"attention": _non_causal_attention},
-                                 {"rope": _rope_without_k}, {"rmsnorm": _rmsnorm_by_mean},
-                                 {"rmsnorm": _rmsnorm_sum_not_returned}],
-                         ids=["swapped-gate-up", "not-causal", "k-not-rotated", "layernorm", "residual-dropped"])
+@pytest.mark.parametrize(
+    "bug",
+    [
+        {"swiglu": _swapped_swiglu},
+        {"attention": _non_causal_attention},
+        {"rope": _rope_without_k},
+        {"rmsnorm": _rmsnorm_by_mean},
+        {"rmsnorm": _rmsnorm_sum_not_returned},
+    ],
+    ids=["swapped-gate-up", "not-causal", "k-not-rotated", "layernorm", "residual-dropped"],
+)
 def test_layer_check_catches_planted_bugs(bug):
     with pytest.raises(AssertionError):
         L.check_layer(L.TRITON_OPS._replace(**bug), quiet=True)
@@ -151,8 +189,9 @@ def test_layer_check_catches_planted_bugs(bug):
 
 def test_attention_check_catches_a_missing_mask():
     with pytest.raises(AssertionError):
-        L.check_attention(_non_causal_attention, shapes=[ENV.pick(cpu=(1, 37, 2, 1, 16, True),
-                                                                   gpu=(1, 333, 8, 2, 128, True))])
+        L.check_attention(
+            _non_causal_attention, shapes=[ENV.pick(cpu=(1, 37, 2, 1, 16, True), gpu=(1, 333, 8, 2, 128, True))]
+        )
 
 
 def test_attention_check_catches_wrong_gqa_mapping():
@@ -166,6 +205,7 @@ def test_attention_check_catches_wrong_gqa_mapping():
 
 
 # -- launchers refuse bad inputs with a message ----------------------------------------------------------------
+
 
 def test_launchers_refuse_bad_inputs():
     dev, dtype = ENV.device, L.lesson_dtype()

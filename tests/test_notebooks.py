@@ -1,4 +1,5 @@
 """utils.notebooks: participant copies are generated faithfully, and a learner's edits are never lost silently."""
+
 import importlib.util
 import json
 
@@ -9,18 +10,18 @@ import torch
 from utils import notebooks as gen
 from utils.mode import current
 
-KERNEL_CELL = '''@triton.jit
+KERNEL_CELL = """@triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     ### BEGIN SOLUTION
     offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-    ### END SOLUTION'''
+    ### END SOLUTION"""
 
-LAUNCHER_CELL = '''def add(x, y):
+LAUNCHER_CELL = """def add(x, y):
     ### BEGIN SOLUTION
     return x + y
-    ### END SOLUTION'''
+    ### END SOLUTION"""
 
 
 def solution_nb(extra_cells=()):
@@ -45,7 +46,9 @@ def test_strip_inside_jit_uses_pass_elsewhere_raise():
     assert "    # YOUR CODE HERE\n    raise NotImplementedError" in launcher and "x + y" not in launcher
     top = gen.strip_solutions("a = 1\n### BEGIN SOLUTION\nb = a * 2\n### END SOLUTION\nprint(b)")
     assert top == "a = 1\n# YOUR CODE HERE\nraise NotImplementedError\nprint(b)"
-    assert gen.strip_solutions("x\n### BEGIN SOLUTION\nsecret\n### END SOLUTION", "markdown") == "x\n*Your answer here.*"
+    assert (
+        gen.strip_solutions("x\n### BEGIN SOLUTION\nsecret\n### END SOLUTION", "markdown") == "x\n*Your answer here.*"
+    )
 
 
 def test_pass_stub_is_not_fooled_by_a_jit_function_above():
@@ -66,11 +69,14 @@ def test_stubbed_kernel_compiles_and_writes_nothing(tmp_path):
     assert bool(torch.isnan(out).all())
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("### BEGIN SOLUTION\nx = 1", "never closed"),
-    ("x = 1\n### END SOLUTION", "without a BEGIN"),
-    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n### END SOLUTION", "inside another region"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("### BEGIN SOLUTION\nx = 1", "never closed"),
+        ("x = 1\n### END SOLUTION", "without a BEGIN"),
+        ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n### END SOLUTION", "inside another region"),
+    ],
+)
 def test_unbalanced_markers_fail_loudly(bad, message):
     with pytest.raises(gen.MarkerError, match=message):
         gen.strip_solutions(bad, where="lesson, cell 3")
@@ -80,8 +86,9 @@ def test_participant_copy_clears_outputs_and_drops_solution_only_cells():
     solution = solution_nb()
     copy = gen.participant_copy(solution, "99_test.ipynb")
     assert len(copy.cells) == len(solution.cells) - 1
-    assert all(c.get("outputs", []) == [] and c.get("execution_count") is None for c in copy.cells
-               if c.cell_type == "code")
+    assert all(
+        c.get("outputs", []) == [] and c.get("execution_count") is None for c in copy.cells if c.cell_type == "code"
+    )
     assert "memory-bound" not in json.dumps(copy) and "instructor only" not in json.dumps(copy)
     assert solution.cells[1].execution_count == 7  # the solution itself is untouched
     assert copy.cells[1].metadata["tags"] == ["export", "exercise"]
@@ -98,6 +105,8 @@ def test_regeneration_is_reproducible_and_refuses_to_destroy_edits(tmp_path):
     assert [p.name for p in gen.generate(src, dst, log=lambda *_: None)] == ["99_test.ipynb"]
     first = (dst / "99_test.ipynb").read_text()
     assert gen.generate(src, dst, log=lambda *_: None) == []  # nothing changed, nothing written
+    assert gen.differences(src, dst) == ["lessons/l99_test.py"]  # not written yet
+    gen.write_modules(src, tmp_path / "lessons", log=lambda *_: None)
     assert gen.differences(src, dst) == []
 
     # the learner works in the notebook, then the course is updated
@@ -106,13 +115,17 @@ def test_regeneration_is_reproducible_and_refuses_to_destroy_edits(tmp_path):
     nbformat.write(nb, dst / "99_test.ipynb")
     write_solution(src, solution_nb([nbformat.v4.new_markdown_cell("A new takeaway.")]))
     assert gen.is_edited(dst / "99_test.ipynb")
-    with pytest.raises(gen.EditedNotebookError, match="99_test.ipynb"):
-        gen.generate(src, dst, log=lambda *_: None)
+    said = []
+    assert gen.generate(src, dst, log=said.append) == []  # the learner's work is kept, and that is no error
     assert "my answer" in (dst / "99_test.ipynb").read_text()
+    assert any("99_test.ipynb" in line and "FORCE=1" in line for line in said), said
 
-    gen.generate(src, dst, force=True, log=lambda *_: None)
-    backups = list(dst.glob("99_test.ipynb.*.bak"))
+    gen.generate(src, dst, force=True, log=said.append)
+    backups = list(dst.glob("99_test.backup-*.ipynb"))
     assert len(backups) == 1 and "my answer" in backups[0].read_text()
+    nbformat.read(backups[0], as_version=4)  # still a notebook JupyterLab opens
+    assert any(backups[0].name in line and "rename" in line for line in said), said
+    assert gen.differences(src, dst) == []  # a backup is no stale notebook (the exports did not change)
     assert "A new takeaway." in (dst / "99_test.ipynb").read_text() and first != (dst / "99_test.ipynb").read_text()
 
 
@@ -130,4 +143,38 @@ def test_running_a_notebook_is_not_editing_it(tmp_path):
 def test_committed_notebooks_are_what_the_generator_makes():
     assert gen.ROOT.joinpath("solutions").is_dir()
     assert list(gen.ROOT.joinpath("solutions").glob("*.ipynb")), "no solution notebooks found"
-    assert gen.differences() == [], "run `make notebooks` and commit notebooks/"
+    assert gen.differences() == [], "run `make notebooks` and commit notebooks/ and lessons/"
+
+
+def test_lesson_modules_are_the_export_cells(tmp_path):
+    src = tmp_path / "solutions"
+    write_solution(src, solution_nb())
+    text = gen.module_source(src / "99_test.ipynb")
+    assert text.splitlines()[0].startswith("# Generated by `make notebooks` from ") and "99_test.ipynb" in text
+    assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
+    nb = nbformat.read(src / "99_test.ipynb", as_version=4)
+    exported = [c.source for c in nb.cells if "export" in c.metadata.get("tags", [])]
+    assert exported, "the test notebook must have export cells"
+    for cell in exported:  # every exported line is there, in order; nothing from other cells
+        for line in cell.splitlines():
+            if "SOLUTION" not in line:
+                assert line in text
+    compile(text, "l99_test.py", "exec")
+    written = gen.write_modules(src, tmp_path / "lessons", log=lambda *_: None)
+    assert [p.name for p in written] == ["l99_test.py"]
+    (tmp_path / "lessons" / "l42_gone.py").write_text("# its notebook was deleted\n")
+    gen.write_modules(src, tmp_path / "lessons", log=lambda *_: None)
+    assert sorted(p.name for p in (tmp_path / "lessons").iterdir()) == ["l99_test.py"]
+
+
+def test_lessons_import_as_plain_modules_without_jupyter():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from lessons.l05_matmul import matmul; from utils.lessons import load; "
+        "assert load('05').matmul is matmul; assert 'nbformat' not in sys.modules and 'IPython' not in sys.modules; "
+        "import utils.lessons, inspect; assert 'tempfile' not in inspect.getsource(utils.lessons)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=gen.ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

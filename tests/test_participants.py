@@ -4,6 +4,7 @@
 - a cell tagged ``exercise`` may raise NotImplementedError (its stub), nothing else;
 - every other cell must run cleanly, so a learner who skips an exercise can still read and run the rest.
 """
+
 from pathlib import Path
 
 import nbformat
@@ -18,8 +19,9 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_participant_notebook_fails_only_in_checks(path):
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, allow_errors=True, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=600, allow_errors=True, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     problems, checks = [], 0
     for k, cell in enumerate(nb.cells):
         if cell.cell_type != "code":

@@ -1,4 +1,5 @@
 """utils.pictures.grids: the arithmetic of program ids and tiles, and pictures that draw exactly that arithmetic."""
+
 import random
 
 import matplotlib.pyplot as plt
@@ -6,8 +7,18 @@ import numpy as np
 import pytest
 
 from utils import pictures
-from utils.pictures import (block_offsets, cdiv, live_blocks, masked_lanes, n_programs, owner, program_grid,
-                            tile_grid, tile_of, tile_order)
+from utils.pictures import (
+    block_offsets,
+    cdiv,
+    live_blocks,
+    masked_lanes,
+    n_programs,
+    owner,
+    program_grid,
+    tile_grid,
+    tile_of,
+    tile_order,
+)
 from utils.pictures.grids import MAX_TILE_LABELS, shown_programs
 
 
@@ -18,6 +29,7 @@ def by_gid(fig, gid, kind="any"):
 
 
 # -- 1-D arithmetic ----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("BLOCK_SIZE", [1, 2, 8, 64, 100])
 def test_every_element_has_exactly_one_owner_whose_offsets_hold_it(BLOCK_SIZE):
@@ -44,8 +56,16 @@ def test_cdiv_rounds_up_and_counts_the_masked_tail():
     assert (n_programs(1025, 1024), masked_lanes(1025, 1024)) == (2, 1023)
 
 
-@pytest.mark.parametrize("bad", [lambda: owner(-1, 8), lambda: owner(3, 0), lambda: n_programs(0, 8),
-                                 lambda: n_programs(8, -2), lambda: owner(2.5, 8)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda: owner(-1, 8),
+        lambda: owner(3, 0),
+        lambda: n_programs(0, 8),
+        lambda: n_programs(8, -2),
+        lambda: owner(2.5, 8),
+    ],
+)
 def test_bad_sizes_are_refused(bad):
     with pytest.raises(ValueError):
         bad()
@@ -66,6 +86,7 @@ def test_shown_programs_elides_the_middle_but_keeps_the_last_and_the_asked():
 
 # -- 2-D arithmetic ----------------------------------------------------------------------------------------------
 
+
 def test_tile_order_row_major_is_reading_order():
     order = tile_order(100, 70, 32, 16)  # 4 x 5 tiles, both edges partial
     assert order.shape == (4, 5)
@@ -74,11 +95,7 @@ def test_tile_order_row_major_is_reading_order():
 
 def test_grouped_order_by_hand():
     # 5 rows x 3 columns of tiles, GROUP_M=2: groups of 2 tile rows swept column by column; the last group has 1 row
-    want = np.array([[0, 2, 4],
-                     [1, 3, 5],
-                     [6, 8, 10],
-                     [7, 9, 11],
-                     [12, 13, 14]])
+    want = np.array([[0, 2, 4], [1, 3, 5], [6, 8, 10], [7, 9, 11], [12, 13, 14]])
     assert (tile_order(5 * 16, 3 * 16, 16, 16, GROUP_M=2) == want).all()
     assert tile_of(13, 80, 48, 16, 16, GROUP_M=2) == (4, 1)
 
@@ -101,8 +118,8 @@ def test_grouped_order_extremes_and_permutation():
 def test_live_blocks_show_why_grouping_helps_l2():
     rm = tile_order(9 * 32, 9 * 32, 32, 32)
     gr = tile_order(9 * 32, 9 * 32, 32, 32, GROUP_M=3)
-    assert live_blocks(rm, 9) == ([0], list(range(9)))        # 1 + 9 = 10 blocks for 9 tiles
-    assert live_blocks(gr, 9) == ([0, 1, 2], [0, 1, 2])       # 3 + 3 = 6 blocks for the same 9 tiles
+    assert live_blocks(rm, 9) == ([0], list(range(9)))  # 1 + 9 = 10 blocks for 9 tiles
+    assert live_blocks(gr, 9) == ([0, 1, 2], [0, 1, 2])  # 3 + 3 = 6 blocks for the same 9 tiles
     assert live_blocks(gr, 1) == ([0], [0])
 
 
@@ -112,6 +129,7 @@ def test_tile_of_refuses_a_pid_outside_the_grid():
 
 
 # -- program_grid --------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n, BLOCK_SIZE", [(37, 8), (1, 4), (32, 8), (100, 32), (5, 1)])
 def test_program_grid_shows_every_offset_and_the_masked_tail(n, BLOCK_SIZE):
@@ -168,6 +186,7 @@ def test_program_grid_draws_into_a_given_axes():
 
 # -- tile_grid -----------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("GROUP_M", [None, 2, 3])
 def test_tile_grid_labels_equal_tile_order(GROUP_M):
     M, N, BM, BN = 150, 100, 32, 32  # 5 x 4 tiles; the last row and column are partial
@@ -180,8 +199,9 @@ def test_tile_grid_labels_equal_tile_order(GROUP_M):
     for t in labels:
         x, y = t.get_position()
         assert int(t.get_text()) == order[int(y // BM), int(x // BN)]
-    partial = sum(1 for m in range(order.shape[0]) for n in range(order.shape[1])
-                  if (m + 1) * BM > M or (n + 1) * BN > N)
+    partial = sum(
+        1 for m in range(order.shape[0]) for n in range(order.shape[1]) if (m + 1) * BM > M or (n + 1) * BN > N
+    )
     assert partial == 5 + 4 - 1
     assert len(by_gid(fig, "overhang", "patches")) == partial
     # partial tiles stop at the matrix edge

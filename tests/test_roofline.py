@@ -1,5 +1,6 @@
 """utils.roofline: ridge and attainable arithmetic, the datasheet table, lookup by device name, the picture, the
 fallback without a GPU, and the checks of lesson 01's exercises (each must reject the classic wrong answers)."""
+
 from __future__ import annotations
 
 import random
@@ -19,6 +20,7 @@ def _ceilings(bw=None, peaks=None):
 
 
 # -- arithmetic -------------------------------------------------------------------------------------------------
+
 
 def test_ridge_point():
     c = _ceilings(bw=2000, peaks={"bf16": 500, "fp32": 50})
@@ -86,23 +88,26 @@ def test_table_is_complete():
     assert len(rl.spec_table()) == len(rl.GPUS)
 
 
-@pytest.mark.parametrize("device_name, expected", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"),
-    ("NVIDIA H100 PCIe", "H100 PCIe"),
-    ("NVIDIA H200", "H200"),
-    ("Tesla T4", "T4"),
-    ("NVIDIA L4", "L4"),
-    ("NVIDIA A10G", "A10G"),
-    ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
-    ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"),
-    ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
-    ("NVIDIA GeForce RTX 3090", "RTX 3090"),
-    ("NVIDIA GeForce RTX 4090", "RTX 4090"),
-    ("nvidia h100 pcie", "H100 PCIe"),
-    ("NVIDIA L40S", None),  # not an L4
-    ("NVIDIA GeForce GTX 1080", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "device_name, expected",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H200", "H200"),
+        ("Tesla T4", "T4"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA A10G", "A10G"),
+        ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+        ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"),
+        ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
+        ("NVIDIA GeForce RTX 3090", "RTX 3090"),
+        ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+        ("nvidia h100 pcie", "H100 PCIe"),
+        ("NVIDIA L40S", None),  # not an L4
+        ("NVIDIA GeForce GTX 1080", None),
+        (None, None),
+    ],
+)
 def test_lookup(device_name, expected):
     spec = rl.lookup(device_name)
     assert (spec.name if spec else None) == expected
@@ -122,6 +127,7 @@ def test_ceilings_without_a_gpu_are_an_h100_for_illustration():
 
 # -- the picture ------------------------------------------------------------------------------------------------
 
+
 def _gids(ax, kind):
     return [a.get_gid() for a in getattr(ax, kind)]
 
@@ -129,8 +135,11 @@ def _gids(ax, kind):
 def test_plot_draws_roofs_ridge_and_points():
     assert matplotlib.get_backend().lower() == "agg"
     c = rl.from_spec(rl.lookup("H100 SXM"))
-    pts = [rl.point("add", 2**26, 12 * 2**26, ms=0.3), rl.point("matmul", 2 * 4096**3, 6 * 4096**2, ms=0.2),
-           rl.point("softmax (predicted)", 5 * 2**24, 8 * 2**24)]
+    pts = [
+        rl.point("add", 2**26, 12 * 2**26, ms=0.3),
+        rl.point("matmul", 2 * 4096**3, 6 * 4096**2, ms=0.2),
+        rl.point("softmax (predicted)", 5 * 2**24, 8 * 2**24),
+    ]
     fig = rl.plot(pts, c, precision="bf16", title="test")
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
@@ -183,6 +192,7 @@ def test_memory_hierarchy_picture():
 
 # -- lesson 01's checks -----------------------------------------------------------------------------------------
 
+
 def vector_add_bytes(n, itemsize):
     return 3 * n * itemsize
 
@@ -211,8 +221,18 @@ def is_memory_bound(flops, nbytes, ceilings, precision):
     return arithmetic_intensity(flops, nbytes) < ridge_point(ceilings, precision)
 
 
-RIGHT = {f.__name__: f for f in (vector_add_bytes, vector_add_flops, matmul_flops, matmul_bytes,
-                                 arithmetic_intensity, ridge_point, is_memory_bound)}
+RIGHT = {
+    f.__name__: f
+    for f in (
+        vector_add_bytes,
+        vector_add_flops,
+        matmul_flops,
+        matmul_bytes,
+        arithmetic_intensity,
+        ridge_point,
+        is_memory_bound,
+    )
+}
 
 WRONG = [
     ("vector_add_bytes", lambda n, s: 2 * n * s, "write of out"),

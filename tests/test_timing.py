@@ -3,6 +3,7 @@
 The GPU timer itself is replaced by a fake (``_measure``) so that all of this runs on the CPU; the fake returns
 known times, so every number below is computed from inputs the test chose, never copied from a previous run.
 """
+
 from __future__ import annotations
 
 import random
@@ -32,6 +33,7 @@ def _fn():
 
 
 # -- units ------------------------------------------------------------------------------------------------------
+
 
 def test_units():
     # 1 GB moved in 1 ms is 1,000 GB/s; 1 TFLOP done in 1 s (1000 ms) is 1 TFLOP/s
@@ -75,6 +77,7 @@ def test_summary_statistics():
 
 # -- declining under the interpreter ----------------------------------------------------------------------------
 
+
 def test_declines_on_the_cpu_once(monkeypatch, capsys):
     from utils.mode import current
 
@@ -97,6 +100,7 @@ def test_declines_on_the_cpu_once(monkeypatch, capsys):
 
 
 # -- tables -----------------------------------------------------------------------------------------------------
+
 
 def test_compare_table_and_speedup(fake_gpu):
     ms = {"torch": random.uniform(0.5, 2), "triton": random.uniform(0.5, 2), "naive": random.uniform(2, 5)}

@@ -3,8 +3,20 @@
 mode (GPU or interpreter), checking (feedback that teaches), timing, roofline, pictures, lessons (solutions as
 modules), notebooks (participant copies), hints and explorers (widgets).
 """
-from .checking import check, nan_empty, nan_like, require, require_same_shape
-from .mode import Env, setup
-from . import hints  # noqa: E402  (so `utils.hints.answer(...)` works after `import utils`)
 
-__all__ = ["setup", "Env", "check", "nan_empty", "nan_like", "require", "require_same_shape"]
+from . import hints  # so that `utils.hints.answer(...)` works after `import utils`
+from .checking import check, nan_empty, nan_like, refuses, require, require_same_shape
+from .mode import Env, dtype_name, setup
+
+__all__ = [
+    "hints",
+    "setup",
+    "Env",
+    "dtype_name",
+    "check",
+    "nan_empty",
+    "nan_like",
+    "refuses",
+    "require",
+    "require_same_shape",
+]

@@ -9,11 +9,14 @@ Three tools:
   for it, and on failure raises ``AssertionError`` with what is wrong, where, and a hint for the classic mistakes.
 * :func:`require` validates a launcher's inputs and raises a ``ValueError``/``TypeError`` saying how to fix them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+
+from .mode import dtype_name
 
 #: elements of hidden NaN canaries after every buffer made by nan_empty (one big block of the largest BLOCK_SIZE)
 GUARD = 8192
@@ -29,12 +32,15 @@ class Tolerance:
 #: default tolerances for an element-wise result compared with an fp64 reference
 TOLERANCES = {
     torch.float64: Tolerance(1e-10, 1e-10, "fp64 reference arithmetic; only summation order differs"),
-    torch.float32: Tolerance(1e-5, 1e-5, "fp32 keeps 24 significant bits (≈6e-8 per rounding); sums reordered "
-                                         "across a block cost a few ulp"),
-    torch.float16: Tolerance(1e-3, 2e-3, "fp16 keeps 11 significant bits: rounding the result alone costs up to "
-                                         "4.9e-4 relative"),
-    torch.bfloat16: Tolerance(1e-2, 1.6e-2, "bf16 keeps 8 significant bits: rounding the result alone costs up to "
-                                            "3.9e-3 relative"),
+    torch.float32: Tolerance(
+        1e-5, 1e-5, "fp32 keeps 24 significant bits (≈6e-8 per rounding); sums reordered across a block cost a few ulp"
+    ),
+    torch.float16: Tolerance(
+        1e-3, 2e-3, "fp16 keeps 11 significant bits: rounding the result alone costs up to 4.9e-4 relative"
+    ),
+    torch.bfloat16: Tolerance(
+        1e-2, 1.6e-2, "bf16 keeps 8 significant bits: rounding the result alone costs up to 3.9e-3 relative"
+    ),
     torch.int32: Tolerance(0, 0, "integers are exact"),
     torch.int64: Tolerance(0, 0, "integers are exact"),
 }
@@ -48,10 +54,12 @@ def default_tolerance(dtype: torch.dtype) -> Tolerance:
 
 # -- allocation -------------------------------------------------------------------------------------------------
 
+
 def nan_empty(shape, dtype=torch.float32, device=None) -> torch.Tensor:
     """A contiguous tensor of ``shape`` full of NaN, followed in memory by :data:`GUARD` NaN canaries."""
     if device is None:
         from .mode import current
+
         device = current().device
     shape = tuple(shape) if not isinstance(shape, int) else (shape,)
     numel = 1
@@ -78,6 +86,7 @@ def _canaries(out: torch.Tensor):
 
 
 # -- describing where ------------------------------------------------------------------------------------------
+
 
 def _fmt_list(idx, limit=6) -> str:
     idx = [int(i) for i in idx]
@@ -109,7 +118,7 @@ def _is_suffix(mask_flat: torch.Tensor) -> int:
     k = int(mask_flat.sum())
     if k == 0 or k == n:
         return 0
-    return k if bool(mask_flat[n - k:].all()) else 0
+    return k if bool(mask_flat[n - k :].all()) else 0
 
 
 def _where(bad: torch.Tensor, shape) -> str:
@@ -121,35 +130,48 @@ def _where(bad: torch.Tensor, shape) -> str:
         rows = torch.nonzero(_as_rows(bad).any(dim=1)).flatten()
         cols = torch.nonzero(_as_rows(bad).any(dim=0)).flatten()
         n_rows, n_cols = _as_rows(bad).shape
-        where += (f"; rows {_fmt_list(rows)} ({len(rows)} of {n_rows} rows)"
-                  f"; columns {_fmt_list(cols)} ({len(cols)} of {n_cols} columns)")
+        where += (
+            f"; rows {_fmt_list(rows)} ({len(rows)} of {n_rows} rows)"
+            f"; columns {_fmt_list(cols)} ({len(cols)} of {n_cols} columns)"
+        )
     return where
 
 
 # -- the classic mistakes ---------------------------------------------------------------------------------------
 
+
 def _hint_unwritten(unwritten: torch.Tensor, shape) -> str:
     flat = unwritten.reshape(-1)
     if bool(flat.all()):
-        return ("Nothing was written. Does the kernel call tl.store on the output pointer, and does the launcher "
-                "pass the output tensor it returns? (The skeleton's stub writes nothing.)")
+        return (
+            "Nothing was written. Does the kernel call tl.store on the output pointer, and does the launcher "
+            "pass the output tensor it returns? (The skeleton's stub writes nothing.)"
+        )
     k = _is_suffix(flat)
     if k:
-        return (f"The last {k} elements were never written: the programs do not reach the end of the array. Launch "
-                f"triton.cdiv(n, BLOCK_SIZE) programs (rounding up), not n // BLOCK_SIZE, and give each program the "
-                f"offsets pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE).")
+        return (
+            f"The last {k} elements were never written: the programs do not reach the end of the array. Launch "
+            f"triton.cdiv(n, BLOCK_SIZE) programs (rounding up), not n // BLOCK_SIZE, and give each program the "
+            f"offsets pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)."
+        )
     if len(shape) >= 2:
         rows = _as_rows(unwritten)
         full_rows = rows.all(dim=1)
         if bool((rows.any(dim=1) == full_rows).all()):
-            return ("Whole rows were never written: the grid has too few programs along the rows, or program_id "
-                    "is mapped to the wrong row.")
+            return (
+                "Whole rows were never written: the grid has too few programs along the rows, or program_id "
+                "is mapped to the wrong row."
+            )
         full_cols = rows.all(dim=0)
         if bool((rows.any(dim=0) == full_cols).all()):
-            return ("Whole columns were never written: the column blocks do not cover N. Use triton.cdiv(N, "
-                    "BLOCK_N) column blocks, or a BLOCK_SIZE of triton.next_power_of_2(N) for a row per program.")
-    return ("Scattered elements were never written: the offsets skip elements. Offsets should be "
-            "pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE), and the row offset should use the row's stride.")
+            return (
+                "Whole columns were never written: the column blocks do not cover N. Use triton.cdiv(N, "
+                "BLOCK_N) column blocks, or a BLOCK_SIZE of triton.next_power_of_2(N) for a row per program."
+            )
+    return (
+        "Scattered elements were never written: the offsets skip elements. Offsets should be "
+        "pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE), and the row offset should use the row's stride."
+    )
 
 
 def _hint_wrong(out64, ref64, bad, shape, out_dtype) -> str:
@@ -157,19 +179,25 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype) -> str:
     # swapped strides: a square result that equals the reference transposed
     if len(shape) == 2 and shape[0] == shape[1] and shape[0] > 1:
         if torch.allclose(out64, ref64.T, rtol=1e-2, atol=1e-2, equal_nan=True):
-            return ("The result equals the reference transposed: the row and column strides are swapped "
-                    "(stride_xm belongs with the row index, stride_xn with the column index).")
+            return (
+                "The result equals the reference transposed: the row and column strides are swapped "
+                "(stride_xm belongs with the row index, stride_xn with the column index)."
+            )
     if len(shape) >= 2:
         rows = _as_rows(bad)
         if rows.shape[0] > 1 and not bool(rows[0].any()) and bool(rows[1:].any(dim=1).all()):
-            return ("Row 0 is right but every later row is wrong: the row offset probably uses the wrong stride "
-                    "(for example N or BLOCK_SIZE where the tensor's stride(0) belongs — a view of a wider "
-                    "tensor has a row stride larger than N).")
+            return (
+                "Row 0 is right but every later row is wrong: the row offset probably uses the wrong stride "
+                "(for example N or BLOCK_SIZE where the tensor's stride(0) belongs — a view of a wider "
+                "tensor has a row stride larger than N)."
+            )
         cols = rows.any(dim=0)
         k = _is_suffix(cols)
         if k and bool(rows[:, -k:].any(dim=1).all()):
-            return (f"The last {k} columns are wrong in every row: the column tail is not masked, or masked loads "
-                    f"fill with the wrong value (use other=-inf before a max, other=0 before a sum).")
+            return (
+                f"The last {k} columns are wrong in every row: the column tail is not masked, or masked loads "
+                f"fill with the wrong value (use other=-inf before a max, other=0 before a sum)."
+            )
     if len(shape) >= 2:
         o, r = _as_rows(out64), _as_rows(ref64)
         ratio = o / r
@@ -177,49 +205,98 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype) -> str:
         if bool(usable.all(dim=1).all()):
             spread = (ratio.max(dim=1).values - ratio.min(dim=1).values).abs().max()
             if float(spread) < 1e-3 * float(ratio.abs().max()):
-                return ("Each row is off by a constant factor: the normaliser (a row sum) is wrong. If masked-off "
-                        "lanes are loaded with other=0, exp(0 - max) adds to the sum: load them with other=-inf "
-                        "(exp(-inf) = 0), or sum with the mask applied.")
+                return (
+                    "Each row is off by a constant factor: the normaliser (a row sum) is wrong. If masked-off "
+                    "lanes are loaded with other=0, exp(0 - max) adds to the sum: load them with other=-inf "
+                    "(exp(-inf) = 0), or sum with the mask applied."
+                )
     k = _is_suffix(flat_bad)
     if k:
-        return (f"Only the last {k} elements are wrong: the tail block is not masked, or masked with the wrong "
-                f"bound. Use mask = offsets < n on both tl.load and tl.store.")
+        return (
+            f"Only the last {k} elements are wrong: the tail block is not masked, or masked with the wrong "
+            f"bound. Use mask = offsets < n on both tl.load and tl.store."
+        )
     rel = float(torch.linalg.vector_norm(out64 - ref64) / torch.linalg.vector_norm(ref64).clamp_min(1e-30))
     if out_dtype in (torch.float16, torch.bfloat16) and rel < 5e-2:
-        return (f"The values are close but not close enough (relative error {rel:.1e}), across the whole result: "
-                f"a precision problem. Accumulate in fp32 (tl.zeros(..., dtype=tl.float32)) and cast to "
-                f"{str(out_dtype).replace('torch.', '')} once, when storing.")
-    return ("Wrong values in many places. Run the kernel on a tiny input (a few elements, a 2x3 matrix) and compare "
-            "it with the reference by eye; check the formula, the offsets and which pointer each load uses.")
+        return (
+            f"The values are close but not close enough (relative error {rel:.1e}), across the whole result: "
+            f"a precision problem. Accumulate in fp32 (tl.zeros(..., dtype=tl.float32)) and cast to "
+            f"{dtype_name(out_dtype)} once, when storing."
+        )
+    return (
+        "Wrong values in many places. Run the kernel on a tiny input (a few elements, a 2x3 matrix) and compare "
+        "it with the reference by eye; check the formula, the offsets and which pointer each load uses."
+    )
+
+
+def _suspect(out64, suspects, rtol, atol) -> str | None:
+    """The hint of the first suspected mistake whose reference ``out`` matches, if any."""
+    for hint, wrong_ref in (suspects or {}).items():
+        wrong64 = torch.as_tensor(wrong_ref).detach().to("cpu", torch.float64)
+        if wrong64.shape == out64.shape and bool(
+            torch.isclose(out64, wrong64, rtol=rtol, atol=atol, equal_nan=True).all()
+        ):
+            return hint
+    return None
 
 
 # -- the check --------------------------------------------------------------------------------------------------
 
-def check(out, ref, *, atol: float | None = None, rtol: float | None = None, reason: str | None = None,
-          dtype: torch.dtype | None = None, name: str = "output", quiet: bool = False) -> None:
+
+def check(
+    out,
+    ref,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+    reason: str | None = None,
+    dtype: torch.dtype | None = None,
+    name: str = "output",
+    quiet: bool = False,
+    suspects: dict | None = None,
+) -> None:
     """Checks ``out`` against ``ref``; raises AssertionError that teaches, or prints one line on success.
 
     ``ref`` should be computed in higher precision (fp64, or fp32 for fp16/bf16 results). ``dtype`` is the dtype
     ``out`` must have (default: ``ref``'s unless ``ref`` is fp64 or fp32 and ``out`` is lower precision).
     ``atol``/``rtol`` default to the tolerance of ``out``'s dtype; pass ``reason`` with any other tolerance.
+
+    ``suspects`` names the lesson's classic mistakes: ``{hint: the reference computed as if that mistake were made}``
+    (e.g. ``{"the 1/sqrt(D) scale is missing": attention_ref(q, k, v, scale=1.0)}``). When ``out`` is wrong but
+    matches one of them within the tolerance, that hint is the one given.
     """
+    __tracebackhide__ = True  # IPython and pytest show the learner the message, not this function's source
     if not isinstance(out, torch.Tensor):
-        raise AssertionError(f"{name} should be a torch.Tensor but is {type(out).__name__}"
-                             + (" — did the launcher forget to `return out`?" if out is None else "."))
+        raise AssertionError(
+            f"{name} should be a torch.Tensor but is {type(out).__name__}"
+            + (" — did the launcher forget to `return out`?" if out is None else ".")
+        )
     ref = torch.as_tensor(ref)
     from .mode import current
+
     env = current()
     if out.device.type != env.device:
-        raise AssertionError(f"{name} is on {out.device.type} but the kernels here run on {env.device}: allocate "
-                             f"it on the inputs' device (torch.empty_like(x) or device=x.device).")
+        raise AssertionError(
+            f"{name} is on {out.device.type} but the kernels here run on {env.device}: allocate "
+            f"it on the inputs' device (torch.empty_like(x) or device=x.device)."
+        )
     if tuple(out.shape) != tuple(ref.shape):
-        raise AssertionError(f"{name} has shape {tuple(out.shape)} but the reference has {tuple(ref.shape)}: check "
-                             f"how the launcher allocates the output.")
+        raise AssertionError(
+            f"{name} has shape {tuple(out.shape)} but the reference has {tuple(ref.shape)}: check "
+            f"how the launcher allocates the output."
+        )
     if dtype is not None and out.dtype != dtype:
-        raise AssertionError(f"{name} has dtype {out.dtype} but should be {dtype}: allocate it with that dtype "
-                             f"(and cast in the kernel with .to(out_ptr.dtype.element_ty) before storing).")
-    if dtype is None and out.dtype != ref.dtype and not (out.dtype.is_floating_point and ref.dtype.is_floating_point
-                                                         and ref.element_size() > out.element_size()):
+        raise AssertionError(
+            f"{name} has dtype {out.dtype} but should be {dtype}: allocate it with that dtype "
+            f"(and cast in the kernel with .to(out_ptr.dtype.element_ty) before storing)."
+        )
+    if (
+        dtype is None
+        and out.dtype != ref.dtype
+        and not (
+            out.dtype.is_floating_point and ref.dtype.is_floating_point and ref.element_size() > out.element_size()
+        )
+    ):
         raise AssertionError(f"{name} has dtype {out.dtype} but the reference has {ref.dtype}.")
 
     if atol is None or rtol is None:
@@ -242,16 +319,20 @@ def check(out, ref, *, atol: float | None = None, rtol: float | None = None, rea
             problems.append(
                 f"The kernel wrote {int(clobbered.sum())} element(s) past the end of {name} (up to "
                 f"{int(torch.nonzero(clobbered)[-1]) + 1} elements beyond it). Hint: mask the stores, "
-                f"tl.store(ptr + offsets, value, mask=offsets < n), so the last block stops at the end.")
+                f"tl.store(ptr + offsets, value, mask=offsets < n), so the last block stops at the end."
+            )
 
     unwritten = torch.isnan(out64) & ~torch.isnan(ref64)
     if bool(unwritten.any()):
-        problems.append(f"{name} has elements that were never written (still NaN): {_where(unwritten, shape)}.\n"
-                        f"Hint: {_hint_unwritten(unwritten, shape)}")
+        problems.append(
+            f"{name} has elements that were never written (still NaN): {_where(unwritten, shape)}.\n"
+            f"Hint: {_hint_unwritten(unwritten, shape)}"
+        )
     else:
         close = torch.isclose(out64, ref64, rtol=rtol, atol=atol, equal_nan=True)
         bad = ~close
         if bool(bad.any()):
+            hint = _suspect(out64, suspects, rtol, atol) or _hint_wrong(out64, ref64, bad, shape, out.dtype)
             diff = (out64 - ref64).abs().masked_fill(~bad, 0)
             worst = int(torch.argmax(diff.reshape(-1)))
             wi = _index(worst, shape)
@@ -259,15 +340,49 @@ def check(out, ref, *, atol: float | None = None, rtol: float | None = None, rea
                 f"{name} differs from the reference: {_where(bad, shape)}.\n"
                 f"Worst at index {wi}: got {out64.reshape(-1)[worst].item():.6g}, expected "
                 f"{ref64.reshape(-1)[worst].item():.6g} (tolerance atol={atol:g}, rtol={rtol:g}: {reason}).\n"
-                f"Hint: {_hint_wrong(out64, ref64, bad, shape, out.dtype)}")
+                f"Hint: {hint}"
+            )
     if problems:
         raise AssertionError("\n".join(problems))
     if not quiet:
-        print(f"✓ {name} matches the reference: shape {shape}, {str(out.dtype).replace('torch.', '')}, "
-              f"atol={atol:g}, rtol={rtol:g} ({reason}).")
+        print(
+            f"✓ {name} matches the reference: shape {shape}, {dtype_name(out.dtype)}, "
+            f"atol={atol:g}, rtol={rtol:g} ({reason})."
+        )
+
+
+def refuses(calls: dict, *, errors=(ValueError, TypeError), quiet: bool = False) -> None:
+    """Each of ``calls`` (``{"what is wrong": lambda: launcher(bad input)}``) must raise one of ``errors``.
+
+    Prints what each refusal said (a learner reads whether the message helps); raises AssertionError naming every
+    bad input that was accepted, or that failed with another kind of error (a crash inside Triton is no refusal).
+    """
+    __tracebackhide__ = True
+    if not calls:
+        raise ValueError("refuses() needs at least one call to try")
+    problems = []
+    for what, call in calls.items():
+        try:
+            call()
+        except errors as e:
+            if not quiet:
+                print(f"✓ refuses {what}: {e}")
+        except Exception as e:  # noqa: BLE001 - any other failure is reported, not raised
+            problems.append(
+                f"{what}: failed with {type(e).__name__} ({e}) instead of a clear "
+                f"{' or '.join(x.__name__ for x in errors)} raised by the launcher before any launch"
+            )
+        else:
+            problems.append(
+                f"{what}: accepted. Validate the inputs in the launcher (utils.require) and raise a "
+                f"ValueError or TypeError that says how to fix them"
+            )
+    if problems:
+        raise AssertionError("bad inputs that were not refused:\n- " + "\n- ".join(problems))
 
 
 # -- launcher input validation ----------------------------------------------------------------------------------
+
 
 def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, contiguous: bool = True) -> None:
     """Raises a ValueError/TypeError that says how to fix a launcher input; does nothing when it is fine.
@@ -277,17 +392,22 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}.")
     from .mode import current
+
     want = current().device
     if t.device.type != want:
         fix = f"{name}.cuda()" if want == "cuda" else f"{name}.cpu()"
-        raise ValueError(f"{name} is on {t.device.type}, but the kernels run on {want}: move it with {fix} "
-                         f"(or create it with device='{want}').")
+        raise ValueError(
+            f"{name} is on {t.device.type}, but the kernels run on {want}: move it with {fix} "
+            f"(or create it with device='{want}')."
+        )
     if dtype is not None:
         ok = dtype if isinstance(dtype, tuple) else (dtype,)
         if t.dtype not in ok:
-            names = " or ".join(str(d).replace("torch.", "") for d in ok)
-            raise TypeError(f"{name} has dtype {str(t.dtype).replace('torch.', '')}, but this kernel takes {names}: "
-                            f"convert it with {name}.to(torch.{str(ok[0]).replace('torch.', '')}).")
+            names = " or ".join(dtype_name(d) for d in ok)
+            raise TypeError(
+                f"{name} has dtype {dtype_name(t.dtype)}, but this kernel takes {names}: "
+                f"convert it with {name}.to(torch.{dtype_name(ok[0])})."
+            )
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s) but has shape {tuple(t.shape)}.")
     if shape is not None:
@@ -295,12 +415,16 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
             want_s = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
             raise ValueError(f"{name} has shape {tuple(t.shape)} but must be {want_s}.")
     if contiguous and not t.is_contiguous():
-        raise ValueError(f"{name} is a non-contiguous view (shape {tuple(t.shape)}, strides {t.stride()}): call "
-                         f"{name}.contiguous() first.")
+        raise ValueError(
+            f"{name} is a non-contiguous view (shape {tuple(t.shape)}, strides {t.stride()}): call "
+            f"{name}.contiguous() first."
+        )
 
 
 def require_same_shape(a, b, names=("x", "y")) -> None:
     """Raises ValueError when two inputs that must match element for element do not."""
     if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(f"{names[0]} has shape {tuple(a.shape)} but {names[1]} has shape {tuple(b.shape)}; "
-                         f"they must match (this kernel does not broadcast).")
+        raise ValueError(
+            f"{names[0]} has shape {tuple(a.shape)} but {names[1]} has shape {tuple(b.shape)}; "
+            f"they must match (this kernel does not broadcast)."
+        )

@@ -12,6 +12,7 @@ The widget's ``.f`` is the function it calls with the slider values and ``.resul
 Figure; for the roofline, a dict with the reading and the Figure), so a test can drive it without a browser.
 Sliders redraw when released (``continuous_update=False``): the picture takes a moment to draw.
 """
+
 from __future__ import annotations
 
 import ipywidgets as widgets
@@ -44,18 +45,21 @@ def _powers_of_two(lo: int, hi: int) -> list[int]:
 
 
 def _int_slider(value, lo, hi, description):
-    return widgets.IntSlider(value=value, min=lo, max=hi, description=description, continuous_update=False,
-                             style=_STYLE, layout=_WIDE)
+    return widgets.IntSlider(
+        value=value, min=lo, max=hi, description=description, continuous_update=False, style=_STYLE, layout=_WIDE
+    )
 
 
 def _pow2_slider(value, options, description):
     if value not in options:
         raise ValueError(f"{description} must be one of {options}, got {value!r}")
-    return widgets.SelectionSlider(options=options, value=value, description=description, continuous_update=False,
-                                   style=_STYLE, layout=_WIDE)
+    return widgets.SelectionSlider(
+        options=options, value=value, description=description, continuous_update=False, style=_STYLE, layout=_WIDE
+    )
 
 
 # -- 1-D: program ids over an array ----------------------------------------------------------------------------
+
 
 def grid_explorer(n: int = 37, BLOCK_SIZE: int = 8, element: int | None = None, max_n: int = 4096):
     """Sliders for ``n`` and ``BLOCK_SIZE`` (powers of two) and an element index; draws
@@ -80,8 +84,16 @@ def grid_explorer(n: int = 37, BLOCK_SIZE: int = 8, element: int | None = None, 
 
 # -- 2-D: tiles of a matmul in launch order --------------------------------------------------------------------
 
-def tile_explorer(M: int = 300, N: int = 330, BLOCK_M: int = 32, BLOCK_N: int = 32, GROUP_M: int | None = None,
-                  upto: int | None = None, max_size: int = 2048):
+
+def tile_explorer(
+    M: int = 300,
+    N: int = 330,
+    BLOCK_M: int = 32,
+    BLOCK_N: int = 32,
+    GROUP_M: int | None = None,
+    upto: int | None = None,
+    max_size: int = 2048,
+):
     """Sliders for ``M``, ``N``, ``BLOCK_M``, ``BLOCK_N``, ``GROUP_M`` (none = row-major) and ``upto`` (how many
     programs have started); draws :func:`utils.pictures.tile_grid`, with the blocks of A and B the first ``upto``
     programs read. ``upto`` at its maximum shows every program."""
@@ -121,6 +133,7 @@ def tile_explorer(M: int = 300, N: int = 330, BLOCK_M: int = 32, BLOCK_N: int = 
 
 # -- the roofline ----------------------------------------------------------------------------------------------
 
+
 def _fmt_time(ms: float) -> str:
     if ms < 1e-3:
         return f"{ms * 1e6:.3g} ns"
@@ -131,8 +144,9 @@ def _fmt_time(ms: float) -> str:
     return f"{ms / 1e3:.3g} s"
 
 
-def roofline_reading(intensity: float, ceilings, precision: str = "bf16", *, flops: float | None = None,
-                     bytes: float | None = None) -> dict:
+def roofline_reading(
+    intensity: float, ceilings, precision: str = "bf16", *, flops: float | None = None, bytes: float | None = None
+) -> dict:
     """What the roofline says about an op of arithmetic ``intensity`` (FLOP/byte) that does ``flops`` FLOPs or
     moves ``bytes`` bytes (give one; the other follows from the intensity).
 
@@ -151,24 +165,41 @@ def roofline_reading(intensity: float, ceilings, precision: str = "bf16", *, flo
     ridge = roofline.ridge(ceilings, precision)
     memory_ms = bytes / (ceilings.bandwidth_gbs * 1e9) * 1e3
     compute_ms = flops / (ceilings.tflops[precision] * 1e12) * 1e3
-    return {"bound": "memory" if intensity < ridge else "compute", "ridge": ridge,
-            "tflops": roofline.attainable(intensity, ceilings, precision), "flops": flops, "bytes": bytes,
-            "memory_ms": memory_ms, "compute_ms": compute_ms, "best_ms": max(memory_ms, compute_ms)}
+    return {
+        "bound": "memory" if intensity < ridge else "compute",
+        "ridge": ridge,
+        "tflops": roofline.attainable(intensity, ceilings, precision),
+        "flops": flops,
+        "bytes": bytes,
+        "memory_ms": memory_ms,
+        "compute_ms": compute_ms,
+        "best_ms": max(memory_ms, compute_ms),
+    }
 
 
 def _describe(r: dict, ceilings, precision: str) -> str:
-    roof = (f"The memory roof binds: {r['flops']:.3g} FLOPs need {r['bytes']:.3g} bytes, and moving them takes "
+    roof = (
+        (
+            f"The memory roof binds: {r['flops']:.3g} FLOPs need {r['bytes']:.3g} bytes, and moving them takes "
             f"{_fmt_time(r['memory_ms'])} at {ceilings.bandwidth_gbs:,.0f} GB/s (the math alone: "
-            f"{_fmt_time(r['compute_ms'])})") if r["bound"] == "memory" else (
+            f"{_fmt_time(r['compute_ms'])})"
+        )
+        if r["bound"] == "memory"
+        else (
             f"The {precision} compute roof binds: {r['flops']:.3g} FLOPs take {_fmt_time(r['compute_ms'])} at "
             f"{ceilings.tflops[precision]:,.0f} TFLOP/s (moving the {r['bytes']:.3g} bytes alone: "
-            f"{_fmt_time(r['memory_ms'])})")
-    return (f"{ceilings.gpu}, {precision}: ridge point at {r['ridge']:,.1f} FLOP/byte. {roof}.\n"
-            f"Best possible: {r['tflops']:,.3g} TFLOP/s, {_fmt_time(r['best_ms'])}.")
+            f"{_fmt_time(r['memory_ms'])})"
+        )
+    )
+    return (
+        f"{ceilings.gpu}, {precision}: ridge point at {r['ridge']:,.1f} FLOP/byte. {roof}.\n"
+        f"Best possible: {r['tflops']:,.3g} TFLOP/s, {_fmt_time(r['best_ms'])}."
+    )
 
 
-def roofline_explorer(intensity: float = 10.0, precision: str = "bf16", gpu: str | None = None,
-                      work: float = 1e12, unit: str = "FLOPs"):
+def roofline_explorer(
+    intensity: float = 10.0, precision: str = "bf16", gpu: str | None = None, work: float = 1e12, unit: str = "FLOPs"
+):
     """A point on a GPU's roofline: sliders for the arithmetic intensity (log scale) and the amount of work (in
     FLOPs or bytes), dropdowns for the precision and the GPU (the datasheet table of :mod:`utils.roofline`; on a
     GPU also "this GPU (measured)", measured the first time it is chosen). Says which roof binds and the best
@@ -188,15 +219,34 @@ def roofline_explorer(intensity: float = 10.0, precision: str = "bf16", gpu: str
     if precision not in roofline.PRECISIONS:
         raise ValueError(f"precision must be one of {roofline.PRECISIONS}, got {precision!r}")
 
-    intensity_w = widgets.FloatLogSlider(value=intensity, base=10, min=-2, max=4, step=0.05,
-                                         description="intensity (FLOP/byte)", readout_format=".3g",
-                                         continuous_update=False, style=_STYLE, layout=_WIDE)
-    work_w = widgets.FloatLogSlider(value=work, base=10, min=3, max=16, step=0.1, description="work",
-                                    readout_format=".3g", continuous_update=False, style=_STYLE, layout=_WIDE)
-    unit_w = widgets.ToggleButtons(options=["FLOPs", "bytes"], value=unit, description="work counted in",
-                                   style=_STYLE)
-    precision_w = widgets.Dropdown(options=list(roofline.PRECISIONS), value=precision, description="precision",
-                                   style=_STYLE)
+    intensity_w = widgets.FloatLogSlider(
+        value=intensity,
+        base=10,
+        min=-2,
+        max=4,
+        step=0.05,
+        description="intensity (FLOP/byte)",
+        readout_format=".3g",
+        continuous_update=False,
+        style=_STYLE,
+        layout=_WIDE,
+    )
+    work_w = widgets.FloatLogSlider(
+        value=work,
+        base=10,
+        min=3,
+        max=16,
+        step=0.1,
+        description="work",
+        readout_format=".3g",
+        continuous_update=False,
+        style=_STYLE,
+        layout=_WIDE,
+    )
+    unit_w = widgets.ToggleButtons(options=["FLOPs", "bytes"], value=unit, description="work counted in", style=_STYLE)
+    precision_w = widgets.Dropdown(
+        options=list(roofline.PRECISIONS), value=precision, description="precision", style=_STYLE
+    )
     gpu_w = widgets.Dropdown(options=names, value=gpu, description="GPU", style=_STYLE)
 
     def ceilings_of(name):
@@ -215,12 +265,21 @@ def roofline_explorer(intensity: float = 10.0, precision: str = "bf16", gpu: str
         text = _describe(r, c, precision)
         fig = roofline.plot([op], c, precision=precision)
         ax = fig.axes[0]
-        ax.plot([intensity], [r["tflops"]], marker="*", markersize=18, color="gold", markeredgecolor="black",
-                linestyle="none", zorder=7, label=f"best possible: {r['tflops']:,.3g} TFLOP/s", gid="best")
+        ax.plot(
+            [intensity],
+            [r["tflops"]],
+            marker="*",
+            markersize=18,
+            color="gold",
+            markeredgecolor="black",
+            linestyle="none",
+            zorder=7,
+            label=f"best possible: {r['tflops']:,.3g} TFLOP/s",
+            gid="best",
+        )
         ax.legend(loc="upper left", fontsize=10)
         print(text)
         _show(fig)
         return {**r, "text": text, "figure": fig}
 
-    return widgets.interactive(draw, intensity=intensity_w, work=work_w, unit=unit_w, precision=precision_w,
-                               gpu=gpu_w)
+    return widgets.interactive(draw, intensity=intensity_w, work=work_w, unit=unit_w, precision=precision_w, gpu=gpu_w)

@@ -11,15 +11,16 @@ A learner who fell behind does not need to finish an exercise to do the next one
 
     add_kernel, add = utils.hints.checkpoint("03", "add_kernel", "add")
 
-returns the reference kernel and launcher, ready to call, in place of their own.
+returns the reference kernel and launcher, ready to call, in place of their own (``utils.lessons.checkpoint``,
+the same function).
 """
+
 from __future__ import annotations
 
 import re
 import sys
 
-from .lessons import checkpoint as _checkpoint
-from .lessons import solution_source
+from .lessons import checkpoint, solution_source
 
 __all__ = ["answer", "checkpoint"]
 
@@ -51,28 +52,3 @@ def answer(lesson: str, name: str) -> None:
         display({"text/markdown": markdown, "text/plain": plain}, raw=True)
     else:
         print(plain)
-
-
-def checkpoint(lesson: str, *names: str):
-    """The reference versions of ``names`` from lesson ``lesson``, to carry on when you fell behind.
-
-    Every later step of a lesson (and every later lesson) only needs the names it uses to exist. If your kernel
-    does not pass its check yet and you would rather move on than fall further behind, take the reference one::
-
-        add_kernel, add = utils.hints.checkpoint("03", "add_kernel", "add")   # several names -> a tuple
-        softmax = utils.hints.checkpoint("04", "softmax")                      # one name -> that object
-
-    and run the next cells as if you had written them. Come back to your own version later: your cell is still
-    there, and re-running it puts your definition back.
-
-    On a GPU, a kernel that has already run keeps the ``@triton.jit`` helpers it was compiled with. When you take
-    a helper that your kernels have already called, take those kernels' launchers too, so nothing stale runs::
-
-        tile_dot, matmul_tiled = utils.hints.checkpoint("05", "tile_dot", "matmul_tiled")
-
-    Kernels defined further down compile on their first call and pick up the helper you took. Under the
-    interpreter nothing is compiled, and this does not arise.
-
-    Raises ``AttributeError`` for a name the lesson does not export (see its cells tagged ``export``).
-    """
-    return _checkpoint(lesson, *names)

@@ -1,22 +1,22 @@
-"""The solution notebooks as importable modules: the one source of every kernel, reference and launcher.
+"""The lessons' code as modules: ``lessons/lNN_name.py``, generated from the ``export`` cells of each solution.
 
-``load("05")`` runs the cells tagged ``export`` of ``solutions/05_*.ipynb`` as a module, so a later lesson, a
-benchmark or a test uses exactly the code the lesson teaches. ``checkpoint`` hands a learner who fell behind the
-reference answers; ``solution_source`` shows one of them.
+``load("05")`` imports ``lessons.l05_matmul``; ``checkpoint`` hands a learner who fell behind the reference
+answers; ``solution_source`` shows one of them as the solution notebook has it now (for ``utils.hints.answer``).
 """
+
 from __future__ import annotations
 
 import ast
-import hashlib
+import importlib
 import importlib.util
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
+LESSONS = ROOT / "lessons"
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 
@@ -29,6 +29,66 @@ def notebook_path(lesson: str, folder: Path = SOLUTIONS) -> Path:
     return hits[0]
 
 
+def module_path(lesson: str, folder: Path = LESSONS) -> Path:
+    """``"05"`` -> ``lessons/l05_matmul.py``."""
+    hits = sorted(folder.glob(f"l{lesson}*.py"))
+    if len(hits) != 1:
+        have = ", ".join(p.stem for p in sorted(folder.glob("l[0-9]*.py")))
+        raise FileNotFoundError(
+            f"no single lesson module matches {lesson!r} in {folder} (modules: {have or 'none'}). The modules are "
+            f"generated from solutions/ by `make notebooks`."
+        )
+    return hits[0]
+
+
+def load(lesson: str):
+    """The lesson's module (``lessons.lNN_name``), imported once per process like any other module."""
+    path = module_path(lesson)
+    if path.parent == LESSONS:
+        return importlib.import_module(f"lessons.{path.stem}")
+    # a lessons folder elsewhere (the tests' fake lessons): imported from its file under a private name
+    name = f"_lessons_{path.parent.name}_{path.stem}"
+    if name not in sys.modules:
+        from .mode import current
+
+        current()  # the interpreter must be decided before any @triton.jit function is defined
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def checkpoint(lesson: str, *names: str):
+    """The reference versions of ``names`` from lesson ``lesson``, to carry on when you fell behind.
+
+    Every later step of a lesson (and every later lesson) only needs the names it uses to exist. If your kernel
+    does not pass its check yet and you would rather move on than fall further behind, take the reference one::
+
+        add_kernel, add = utils.hints.checkpoint("03", "add_kernel", "add")   # several names -> a tuple
+        softmax = utils.hints.checkpoint("04", "softmax")                      # one name -> that object
+
+    and run the next cells as if you had written them. Come back to your own version later: your cell is still
+    there, and re-running it puts your definition back.
+
+    On a GPU, a kernel that has already run keeps the ``@triton.jit`` helpers it was compiled with. When you take
+    a helper that your kernels have already called, take those kernels' launchers too, so nothing stale runs::
+
+        tile_dot, matmul_tiled = utils.hints.checkpoint("05", "tile_dot", "matmul_tiled")
+
+    Kernels defined further down compile on their first call and pick up the helper you took. Under the
+    interpreter nothing is compiled, and this does not arise.
+
+    Raises ``AttributeError`` for a name the lesson does not export (see its cells tagged ``export``).
+    """
+    module = load(lesson)
+    missing = [n for n in names if not hasattr(module, n)]
+    if missing:
+        raise AttributeError(f"lesson {lesson} exports no {', '.join(missing)} (only cells tagged 'export' are)")
+    values = tuple(getattr(module, n) for n in names)
+    return values[0] if len(values) == 1 else values
+
+
 def _cells(path: Path):
     return json.loads(path.read_text())["cells"]
 
@@ -36,58 +96,6 @@ def _cells(path: Path):
 def _source(cell) -> str:
     src = cell["source"]
     return "".join(src) if isinstance(src, list) else src
-
-
-def export_source(lesson: str) -> str:
-    """The code of the lesson's ``export`` cells, markers dropped, joined in order."""
-    parts = []
-    for cell in _cells(notebook_path(lesson)):
-        if cell["cell_type"] == "code" and "export" in cell.get("metadata", {}).get("tags", []):
-            lines = [line for line in _source(cell).splitlines() if not MARKER.match(line)]
-            parts.append("\n".join(lines))
-    return "\n\n\n".join(parts) + "\n"
-
-
-_LOADED: dict[str, object] = {}
-
-
-def load(lesson: str):
-    """Imports the lesson's exported definitions as a module (cached per process)."""
-    from .mode import current
-
-    current()  # the interpreter must be decided before any @triton.jit function is defined
-    path = notebook_path(lesson)
-    src = export_source(lesson)
-    key = path.stem
-    if key in _LOADED:
-        return _LOADED[key]
-    # Triton reads a kernel's source with inspect.getsource, so the module lives in a real file.
-    digest = hashlib.sha1(src.encode()).hexdigest()[:12]
-    folder = Path(tempfile.gettempdir()) / "triton-hard-way"
-    folder.mkdir(exist_ok=True)
-    file = folder / f"lesson_{key}_{digest}.py"
-    if not file.exists():
-        file.write_text(f"# generated from {path.relative_to(ROOT)}: edit the notebook, not this file\n" + src)
-    name = f"lesson_{key}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    _LOADED[key] = module
-    return module
-
-
-def checkpoint(lesson: str, *names: str):
-    """The reference answers ``names`` from a lesson, to carry on after an exercise you could not finish.
-
-    ``add_kernel, add = checkpoint("03", "add_kernel", "add")``
-    """
-    module = load(lesson)
-    missing = [n for n in names if not hasattr(module, n)]
-    if missing:
-        raise AttributeError(f"lesson {lesson} exports no {', '.join(missing)}")
-    values = tuple(getattr(module, n) for n in names)
-    return values[0] if len(values) == 1 else values
 
 
 def solution_source(lesson: str, name: str) -> str:
@@ -110,5 +118,5 @@ def solution_source(lesson: str, name: str) -> str:
                 defined = [node.target.id]
             if name in defined:
                 start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-                return "\n".join(src.splitlines()[start - 1:node.end_lineno])
+                return "\n".join(src.splitlines()[start - 1 : node.end_lineno])
     raise KeyError(f"lesson {lesson}'s solution defines no {name!r} at the top level of a cell")

@@ -2,7 +2,13 @@
 
 Triton reads ``TRITON_INTERPRET`` when a ``@triton.jit`` function is *defined*, so :func:`setup` must run before
 any kernel is written. It is the first call of every lesson notebook.
+
+``TRITON_HARD_WAY_AS=7.5`` (or ``8.0``, ``8.9``, …) makes the course behave on a newer GPU as it does on an older
+one: the teaching dtype, whether TMA descriptors are used, and the shared memory budget that configs are sized for
+all follow that compute capability. It is how the pre-Hopper paths are tested on an H100/H200; kernels still
+compile for the real GPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,6 +18,21 @@ from typing import Any
 
 #: the oldest compute capability Triton compiles for in this course (T4 is 7.5)
 MIN_CAPABILITY = (7, 5)
+
+#: environment variable: behave as a GPU of this compute capability (e.g. "7.5" for a T4, "8.0" for an A100)
+AS_VAR = "TRITON_HARD_WAY_AS"
+
+#: the most shared memory one program may use (opt-in), by compute capability, from NVIDIA's CUDA C++ guide
+SHARED_MEMORY_BYTES = {
+    (7, 5): 64 * 1024,
+    (8, 0): 163 * 1024,
+    (8, 6): 99 * 1024,
+    (8, 7): 163 * 1024,
+    (8, 9): 99 * 1024,
+    (9, 0): 227 * 1024,
+    (10, 0): 227 * 1024,
+    (12, 0): 99 * 1024,
+}
 
 
 @dataclass(frozen=True)
@@ -27,10 +48,24 @@ class Env:
     dtype: Any = None
     versions: dict = field(default_factory=dict)
     reason: str = ""
+    #: the capability of the GPU really present when TRITON_HARD_WAY_AS makes ``capability`` an older one
+    real_capability: tuple[int, int] | None = None
+    #: shared memory one program may use, in bytes (the course sizes its tiles for this)
+    shared_memory_bytes: int | None = None
 
     @property
     def is_gpu(self) -> bool:
         return self.device == "cuda"
+
+    @property
+    def emulated(self) -> bool:
+        """True when TRITON_HARD_WAY_AS made the course behave as an older GPU than the one present."""
+        return self.real_capability is not None and self.real_capability != self.capability
+
+    @property
+    def supports_tma(self) -> bool:
+        """Hopper's tensor memory accelerator (TMA descriptors): compute capability 9.0 or newer, compiled."""
+        return self.is_gpu and self.capability >= (9, 0)
 
     def pick(self, cpu, gpu):
         """``cpu`` under the interpreter (tiny: it is 10^3-10^5x slower), ``gpu`` when kernels are compiled."""
@@ -40,14 +75,39 @@ class Env:
         v = ", ".join(f"{k} {val}" for k, val in self.versions.items())
         if self.is_gpu:
             cc = ".".join(map(str, self.capability))
-            return (f"GPU: {self.gpu_name} (compute capability {cc}, {self.sm_count} SMs, {self.memory_gb:.0f} GB)"
-                    f" — kernels are compiled; teaching dtype {_dtype_name(self.dtype)}; {v}")
-        return (f"No usable NVIDIA GPU ({self.reason}) — Triton's interpreter runs kernels on the CPU: "
-                f"small sizes, fp32/fp16 only (it has no bfloat16), no timings; {v}")
+            if self.emulated:
+                real = ".".join(map(str, self.real_capability))
+                cc = f"{real}, behaving as {cc} because {AS_VAR} is set"
+            return (
+                f"GPU: {self.gpu_name} (compute capability {cc}, {self.sm_count} SMs, {self.memory_gb:.0f} GB)"
+                f" — kernels are compiled; teaching dtype {dtype_name(self.dtype)}; {v}"
+            )
+        return (
+            f"No usable NVIDIA GPU ({self.reason}) — Triton's interpreter runs kernels on the CPU: "
+            f"small sizes, fp32/fp16 only (it has no bfloat16), no timings; {v}"
+        )
 
 
-def _dtype_name(dtype) -> str:
+def dtype_name(dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``: the name a learner types after ``torch.``."""
     return str(dtype).replace("torch.", "")
+
+
+def _capability_override(real: tuple[int, int]) -> tuple[int, int]:
+    """The capability to behave as: TRITON_HARD_WAY_AS if set (never newer than the real GPU), else the real one."""
+    value = os.environ.get(AS_VAR, "").strip()
+    if not value:
+        return real
+    try:
+        major, minor = (int(part) for part in value.split("."))
+    except ValueError:
+        raise ValueError(f"{AS_VAR}={value!r}: give a compute capability such as 7.5 or 8.0") from None
+    if (major, minor) > real or (major, minor) < MIN_CAPABILITY:
+        raise ValueError(
+            f"{AS_VAR}={value}: the GPU here has compute capability {real[0]}.{real[1]}; the course "
+            f"can behave as an older one, down to {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]}"
+        )
+    return major, minor
 
 
 def _probe_gpu():
@@ -102,22 +162,40 @@ def _detect() -> Env:
     usable, reason, props = _probe_gpu()
     if not usable:
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-            print("note: triton was imported before utils.setup(); kernels defined before this call are not "
-                  "interpreted. Restart the kernel and run the setup cell first.")
+            print(
+                "note: triton was imported before utils.setup(); kernels defined before this call are not "
+                "interpreted. Restart the kernel and run the setup cell first."
+            )
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
     import triton
 
-    versions = {"torch": torch.__version__, "triton": triton.__version__,
-                "python": ".".join(map(str, sys.version_info[:3]))}
+    versions = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": ".".join(map(str, sys.version_info[:3])),
+    }
     if not usable:
         return Env(device="cpu", interpret=True, dtype=torch.float16, versions=versions, reason=reason)
-    cc = (props.major, props.minor)
+    real = (props.major, props.minor)
+    cc = _capability_override(real)
     # Triton's tl.dot takes bf16 from Ampere (8.0) on; T4 (7.5) teaches with fp16 instead.
     dtype = torch.bfloat16 if cc >= (8, 0) else torch.float16
-    return Env(device="cuda", interpret=False, gpu_name=props.name, capability=cc,
-               sm_count=props.multi_processor_count, memory_gb=props.total_memory / 1e9, dtype=dtype,
-               versions=versions)
+    smem = getattr(props, "shared_memory_per_block_optin", None) or SHARED_MEMORY_BYTES.get(real, 48 * 1024)
+    if cc != real:
+        smem = min(smem, SHARED_MEMORY_BYTES.get(cc, 48 * 1024))
+    return Env(
+        device="cuda",
+        interpret=False,
+        gpu_name=props.name,
+        capability=cc,
+        sm_count=props.multi_processor_count,
+        memory_gb=props.total_memory / 1e9,
+        dtype=dtype,
+        versions=versions,
+        real_capability=real,
+        shared_memory_bytes=smem,
+    )
 
 
 def current() -> Env:

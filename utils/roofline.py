@@ -15,6 +15,7 @@ The two roofs meet at the *ridge point* ``I* = peak FLOP/s / bandwidth bytes/s``
 * :func:`point`, :func:`attainable`, :func:`ridge`, :func:`summary`, :func:`plot` — placing ops under the roofs;
 * :func:`check_exercise` — checks for lesson 01's counting exercises.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,28 +52,75 @@ _H100 = "NVIDIA H100 Tensor Core GPU datasheet (sparsity figures halved)"
 
 #: Datasheet figures. Vendors print tensor-core peaks "with sparsity" (2x); these are the dense halves.
 GPUS: tuple[GPUSpec, ...] = (
-    GPUSpec("T4", ("T4",), 320, 8.1, 8.1, 65, 8.1, 40, 4,
-            "NVIDIA T4 datasheet (Turing has no TF32 or BF16 tensor cores: both run at the FP32 rate)"),
-    GPUSpec("L4", ("L4",), 300, 30.3, 60, 121, 121, 58, 48,
-            "NVIDIA L4 datasheet (sparsity figures halved)"),
-    GPUSpec("A10", ("A10",), 600, 31.2, 62.5, 125, 125, 72, 6,
-            "NVIDIA A10 datasheet (sparsity figures halved)"),
-    GPUSpec("A10G", ("A10G",), 600, 35, 35, 70, 70, 80, 6,
-            "no NVIDIA datasheet: AWS G5's A10G as published by AWS and in Baseten's 'A10 vs A10G' comparison "
-            "(80 SMs at 1.71 GHz, half-rate tensor cores)"),
-    GPUSpec("A100 40GB", ("A100-SXM4-40GB", "A100-PCIE-40GB", "A100 40GB"), 1555, 19.5, 156, 312, 312, 108, 40,
-            _A100),
+    GPUSpec(
+        "T4",
+        ("T4",),
+        320,
+        8.1,
+        8.1,
+        65,
+        8.1,
+        40,
+        4,
+        "NVIDIA T4 datasheet (Turing has no TF32 or BF16 tensor cores: both run at the FP32 rate)",
+    ),
+    GPUSpec("L4", ("L4",), 300, 30.3, 60, 121, 121, 58, 48, "NVIDIA L4 datasheet (sparsity figures halved)"),
+    GPUSpec("A10", ("A10",), 600, 31.2, 62.5, 125, 125, 72, 6, "NVIDIA A10 datasheet (sparsity figures halved)"),
+    GPUSpec(
+        "A10G",
+        ("A10G",),
+        600,
+        35,
+        35,
+        70,
+        70,
+        80,
+        6,
+        "no NVIDIA datasheet: AWS G5's A10G as published by AWS and in Baseten's 'A10 vs A10G' comparison "
+        "(80 SMs at 1.71 GHz, half-rate tensor cores)",
+    ),
+    GPUSpec("A100 40GB", ("A100-SXM4-40GB", "A100-PCIE-40GB", "A100 40GB"), 1555, 19.5, 156, 312, 312, 108, 40, _A100),
     GPUSpec("A100 80GB SXM", ("A100-SXM4-80GB", "A100 SXM", "A100"), 2039, 19.5, 156, 312, 312, 108, 40, _A100),
     GPUSpec("A100 80GB PCIe", ("A100 80GB PCIe", "A100-PCIE-80GB"), 1935, 19.5, 156, 312, 312, 108, 40, _A100),
     GPUSpec("H100 SXM", ("H100 80GB HBM3", "H100 SXM", "H100"), 3350, 67, 494.7, 989.4, 989.4, 132, 50, _H100),
     GPUSpec("H100 PCIe", ("H100 PCIe",), 2000, 51, 378, 756, 756, 114, 50, _H100),
     GPUSpec("H100 NVL", ("H100 NVL",), 3900, 60, 417.5, 835.5, 835.5, 132, 50, _H100),
-    GPUSpec("H200", ("H200",), 4800, 67, 494.7, 989.4, 989.4, 132, 50,
-            "NVIDIA H200 Tensor Core GPU datasheet, SXM (sparsity figures halved)"),
-    GPUSpec("RTX 3090", ("RTX 3090",), 936, 35.6, 35.6, 71, 71, 82, 6,
-            "NVIDIA Ampere GA102 GPU architecture whitepaper (GeForce: FP16/BF16 with FP32 accumulate)"),
-    GPUSpec("RTX 4090", ("RTX 4090",), 1008, 82.6, 82.6, 165.2, 165.2, 128, 72,
-            "NVIDIA Ada Lovelace GPU architecture whitepaper (GeForce: FP16/BF16 with FP32 accumulate)"),
+    GPUSpec(
+        "H200",
+        ("H200",),
+        4800,
+        67,
+        494.7,
+        989.4,
+        989.4,
+        132,
+        50,
+        "NVIDIA H200 Tensor Core GPU datasheet, SXM (sparsity figures halved)",
+    ),
+    GPUSpec(
+        "RTX 3090",
+        ("RTX 3090",),
+        936,
+        35.6,
+        35.6,
+        71,
+        71,
+        82,
+        6,
+        "NVIDIA Ampere GA102 GPU architecture whitepaper (GeForce: FP16/BF16 with FP32 accumulate)",
+    ),
+    GPUSpec(
+        "RTX 4090",
+        ("RTX 4090",),
+        1008,
+        82.6,
+        82.6,
+        165.2,
+        165.2,
+        128,
+        72,
+        "NVIDIA Ada Lovelace GPU architecture whitepaper (GeForce: FP16/BF16 with FP32 accumulate)",
+    ),
 )
 
 #: what the roofline shows when there is no GPU to measure
@@ -112,6 +160,7 @@ def spec_table():
 
 # -- the ceilings of this GPU -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Ceilings:
     """The roofs: memory bandwidth (GB/s) and compute peaks (TFLOP/s per precision), and where they come from."""
@@ -133,8 +182,14 @@ class Ceilings:
 
 
 def from_spec(spec: GPUSpec, source: str | None = None) -> Ceilings:
-    return Ceilings(bandwidth_gbs=spec.bandwidth_gbs, tflops=dict(spec.tflops), gpu=spec.name,
-                    source=source or f"datasheet: {spec.source}", measured=False, spec=spec)
+    return Ceilings(
+        bandwidth_gbs=spec.bandwidth_gbs,
+        tflops=dict(spec.tflops),
+        gpu=spec.name,
+        source=source or f"datasheet: {spec.source}",
+        measured=False,
+        spec=spec,
+    )
 
 
 def measure_ceilings(matmul_n: int = 8192, copy_mib: int = 1024) -> Ceilings:
@@ -167,20 +222,25 @@ def measure_ceilings(matmul_n: int = 8192, copy_mib: int = 1024) -> Ceilings:
                 bandwidth = t.gbps
                 del x, y
                 continue
-            dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
-                     "bf16": torch.bfloat16}[job]
+            dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job]
             torch.backends.cuda.matmul.allow_tf32 = job == "tf32"
             a = torch.randn(matmul_n, matmul_n, device="cuda", dtype=dtype)
             b = torch.randn(matmul_n, matmul_n, device="cuda", dtype=dtype)
             t = timing.bench(lambda: torch.matmul(a, b), flops=2 * matmul_n**3, label=f"matmul {job}")
             peaks[job] = t.tflops
-            del a, b
+            a = b = None  # free the memory before the next dtype
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
         torch.cuda.empty_cache()
     spec = lookup(props.name)
-    return Ceilings(bandwidth_gbs=bandwidth, tflops=peaks, gpu=props.name, measured=True, spec=spec,
-                    source=f"measured here: copy of {nbytes / 2**20:,.0f} MiB, torch.matmul {matmul_n}^3")
+    return Ceilings(
+        bandwidth_gbs=bandwidth,
+        tflops=peaks,
+        gpu=props.name,
+        measured=True,
+        spec=spec,
+        source=f"measured here: copy of {nbytes / 2**20:,.0f} MiB, torch.matmul {matmul_n}^3",
+    )
 
 
 _MEASURED: Ceilings | None = None
@@ -197,16 +257,17 @@ def ceilings(measure: bool = True) -> Ceilings:
 
     env = current()
     if not env.is_gpu:
-        return from_spec(lookup(ILLUSTRATION),
-                         source=f"datasheet of an {ILLUSTRATION}, for illustration: no GPU here")
+        return from_spec(lookup(ILLUSTRATION), source=f"datasheet of an {ILLUSTRATION}, for illustration: no GPU here")
     if measure:
         if _MEASURED is None:
             _MEASURED = measure_ceilings()
         return _MEASURED
     spec = lookup(env.gpu_name)
     if spec is None:
-        return from_spec(lookup(ILLUSTRATION), source=f"{env.gpu_name} is not in the table: datasheet of an "
-                                                      f"{ILLUSTRATION}, for illustration")
+        return from_spec(
+            lookup(ILLUSTRATION),
+            source=f"{env.gpu_name} is not in the table: datasheet of an {ILLUSTRATION}, for illustration",
+        )
     return from_spec(spec)
 
 
@@ -221,12 +282,20 @@ def vs_datasheet(ceilings: Ceilings):
         have = ceilings.bandwidth_gbs if roof == "memory" else ceilings.tflops.get(roof)
         sheet = None if spec is None else (spec.bandwidth_gbs if roof == "memory" else getattr(spec, roof))
         measured = have if ceilings.measured else None
-        rows.append({"roof": roof, "unit": unit, "measured": measured, "datasheet": sheet,
-                     "% of datasheet": None if measured is None or not sheet else 100 * measured / sheet})
+        rows.append(
+            {
+                "roof": roof,
+                "unit": unit,
+                "measured": measured,
+                "datasheet": sheet,
+                "% of datasheet": None if measured is None or not sheet else 100 * measured / sheet,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # -- roofline arithmetic ----------------------------------------------------------------------------------------
+
 
 def _peak(ceilings: Ceilings, precision: str) -> float:
     if precision not in ceilings.tflops:
@@ -251,8 +320,14 @@ def point(label: str, flops: float, bytes: float, ms: float | None = None) -> di
     """
     if bytes <= 0:
         raise ValueError(f"{label}: bytes must be positive (got {bytes})")
-    return {"label": label, "intensity": flops / bytes, "tflops": None if ms is None else flops / ms / 1e9,
-            "flops": flops, "bytes": bytes, "ms": ms}
+    return {
+        "label": label,
+        "intensity": flops / bytes,
+        "tflops": None if ms is None else flops / ms / 1e9,
+        "flops": flops,
+        "bytes": bytes,
+        "ms": ms,
+    }
 
 
 def summary(points, ceilings: Ceilings, precision: str = "bf16"):
@@ -265,10 +340,16 @@ def summary(points, ceilings: Ceilings, precision: str = "bf16"):
     for p in points:
         best = attainable(p["intensity"], ceilings, precision)
         best_ms = p["flops"] / best / 1e9 if p["flops"] else p["bytes"] / ceilings.bandwidth_gbs / 1e6
-        rows.append({"op": p["label"], "FLOP/B": p["intensity"],
-                     "bound": "memory" if p["intensity"] < r else "compute",
-                     "roofline ms": best_ms, "measured ms": p["ms"],
-                     "% of roof": None if p["ms"] is None else 100 * best_ms / p["ms"]})
+        rows.append(
+            {
+                "op": p["label"],
+                "FLOP/B": p["intensity"],
+                "bound": "memory" if p["intensity"] < r else "compute",
+                "roofline ms": best_ms,
+                "measured ms": p["ms"],
+                "% of roof": None if p["ms"] is None else 100 * best_ms / p["ms"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -282,9 +363,16 @@ def _label(ax, text, x, y, x_lo, x_hi):
     if not text:
         return
     right_side = math.log(x / x_lo) / math.log(x_hi / x_lo) > 0.7
-    ax.annotate(text, (x, y), xytext=(-7 if right_side else 7, -8), textcoords="offset points", va="top",
-                ha="right" if right_side else "left", fontsize=11,
-                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    ax.annotate(
+        text,
+        (x, y),
+        xytext=(-7 if right_side else 7, -8),
+        textcoords="offset points",
+        va="top",
+        ha="right" if right_side else "left",
+        fontsize=11,
+        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+    )
 
 
 def plot(points, ceilings: Ceilings, precision: str = "bf16", ax=None, title: str | None = None):
@@ -315,28 +403,55 @@ def plot(points, ceilings: Ceilings, precision: str = "bf16", ax=None, title: st
 
     # -- roofs
     x_mem = max(ridges.values())
-    ax.plot([x_lo, x_mem], [x_lo * bw / 1e3, x_mem * bw / 1e3], color="#1f77b4", lw=2.5,
-            label=f"memory: {bw:,.0f} GB/s", gid="roof:memory")
+    ax.plot(
+        [x_lo, x_mem],
+        [x_lo * bw / 1e3, x_mem * bw / 1e3],
+        color="#1f77b4",
+        lw=2.5,
+        label=f"memory: {bw:,.0f} GB/s",
+        gid="roof:memory",
+    )
     for p, peak in ceilings.tflops.items():
         bold = p == precision
-        ax.plot([ridges[p], x_hi], [peak, peak], color=_COLOURS.get(p, "black"), lw=2.5 if bold else 1.2,
-                alpha=1 if bold else 0.6, ls="-" if bold else "--", label=f"{p}: {peak:,.0f} TFLOP/s",
-                gid=f"roof:{p}")
+        ax.plot(
+            [ridges[p], x_hi],
+            [peak, peak],
+            color=_COLOURS.get(p, "black"),
+            lw=2.5 if bold else 1.2,
+            alpha=1 if bold else 0.6,
+            ls="-" if bold else "--",
+            label=f"{p}: {peak:,.0f} TFLOP/s",
+            gid=f"roof:{p}",
+        )
     r = ridges[precision]
-    ax.plot([r], [ceilings.tflops[precision]], "o", color=_COLOURS.get(precision, "black"), ms=9, zorder=5,
-            gid="ridge")
+    ax.plot([r], [ceilings.tflops[precision]], "o", color=_COLOURS.get(precision, "black"), ms=9, zorder=5, gid="ridge")
     ax.axvline(r, color=_COLOURS.get(precision, "black"), ls=":", lw=1.5, gid="ridge-line")
 
     # -- ops
     measured = [p for p in points if p["tflops"] is not None]
     if measured:
-        ax.scatter([p["intensity"] for p in measured], [p["tflops"] for p in measured], s=60, color="black",
-                   zorder=6, label="measured", gid="measured")
+        ax.scatter(
+            [p["intensity"] for p in measured],
+            [p["tflops"] for p in measured],
+            s=60,
+            color="black",
+            zorder=6,
+            label="measured",
+            gid="measured",
+        )
         for p in measured:
             _label(ax, p["label"], p["intensity"], p["tflops"], x_lo, x_hi)
     y_lo = min([x_lo * bw / 1e3 / 3] + [p["tflops"] / 3 for p in measured if p["tflops"] > 0])
-    ax.text(r, y_lo * 1.3, f" ridge ({precision}): {r:,.0f} FLOP/B", rotation=90, va="bottom", ha="left",
-            fontsize=10, color=_COLOURS.get(precision, "black"))
+    ax.text(
+        r,
+        y_lo * 1.3,
+        f" ridge ({precision}): {r:,.0f} FLOP/B",
+        rotation=90,
+        va="bottom",
+        ha="left",
+        fontsize=10,
+        color=_COLOURS.get(precision, "black"),
+    )
     for p in points:
         if p["tflops"] is None:  # where it would sit: somewhere on this line, at best on the roof
             best = attainable(p["intensity"], ceilings, precision)
@@ -360,6 +475,7 @@ def plot(points, ceilings: Ceilings, precision: str = "bf16", ax=None, title: st
 
 
 # -- checks for lesson 01's exercises ---------------------------------------------------------------------------
+
 
 def _meta(shape, dtype):
     import torch
@@ -393,16 +509,20 @@ def _case_vector_add_bytes(fn, rng):
     want = x.nbytes + y.nbytes + out.nbytes  # read x, read y, write out
     itemsize = x.element_size()
     got = fn(n, itemsize)
-    hints = {2 * n * itemsize: "that is two arrays' worth: count the write of out as well as the reads of x and y.",
-             3 * n: "that counts elements; the question is bytes (multiply by itemsize)."}
+    hints = {
+        2 * n * itemsize: "that is two arrays' worth: count the write of out as well as the reads of x and y.",
+        3 * n: "that counts elements; the question is bytes (multiply by itemsize).",
+    }
     return f"vector_add_bytes({n}, {itemsize})", got, want, hints
 
 
 def _case_vector_add_flops(fn, rng):
     n = rng.choice([1, 13, 4096, rng.randrange(2, 10**8)])
     got = fn(n)
-    hints = {2 * n: "an addition is one FLOP; there is no multiply here.",
-             3 * n: "that is the number of elements moved, not the number of additions."}
+    hints = {
+        2 * n: "an addition is one FLOP; there is no multiply here.",
+        3 * n: "that is the number of elements moved, not the number of additions.",
+    }
     return f"vector_add_flops({n})", got, n, hints
 
 
@@ -418,8 +538,10 @@ def _case_matmul_flops(fn, rng):
         _meta((M, K), _dtypes()[0]) @ _meta((K, N), _dtypes()[0])
     want = counter.get_total_flops()
     got = fn(M, N, K)
-    hints = {M * N * K: "each multiply-add is two FLOPs (a multiply and an add).",
-             2 * M * N: "each of the M*N outputs needs K multiply-adds."}
+    hints = {
+        M * N * K: "each multiply-add is two FLOPs (a multiply and an add).",
+        2 * M * N: "each of the M*N outputs needs K multiply-adds.",
+    }
     return f"matmul_flops(M={M}, N={N}, K={K})", got, want, hints
 
 
@@ -430,17 +552,23 @@ def _case_matmul_bytes(fn, rng):
     want = a.nbytes + b.nbytes + c.nbytes  # the minimum: read A and B once, write C once
     itemsize = a.element_size()
     got = fn(M, N, K, itemsize)
-    hints = {(M * K + K * N) * itemsize: "count the write of C (M x N) too.",
-             M * K + K * N + M * N: "that counts elements; multiply by itemsize for bytes.",
-             3 * M * N * itemsize: "A is M x K and B is K x N: they are not M x N unless K = N = M."}
+    hints = {
+        (M * K + K * N) * itemsize: "count the write of C (M x N) too.",
+        M * K + K * N + M * N: "that counts elements; multiply by itemsize for bytes.",
+        3 * M * N * itemsize: "A is M x K and B is K x N: they are not M x N unless K = N = M.",
+    }
     return f"matmul_bytes(M={M}, N={N}, K={K}, itemsize={itemsize})", got, want, hints
 
 
 def _case_arithmetic_intensity(fn, rng):
     flops, nbytes = rng.randrange(1, 10**12), rng.randrange(1, 10**10)
     got = fn(flops, nbytes)
-    return (f"arithmetic_intensity(flops={flops}, nbytes={nbytes})", got, flops / nbytes,
-            {nbytes / flops: "upside down: intensity is FLOPs per byte."})
+    return (
+        f"arithmetic_intensity(flops={flops}, nbytes={nbytes})",
+        got,
+        flops / nbytes,
+        {nbytes / flops: "upside down: intensity is FLOPs per byte."},
+    )
 
 
 def _case_ridge_point(fn, rng):
@@ -453,8 +581,12 @@ def _case_ridge_point(fn, rng):
     for other in PRECISIONS:
         if c.tflops[other] != c.tflops[prec]:
             hints.setdefault(ridge(c, other), "use the roof of the precision asked for, ceilings.tflops[precision].")
-    return (f"ridge_point(ceilings with {c.bandwidth_gbs:.0f} GB/s and {c.tflops[prec]:.0f} {prec} TFLOP/s, "
-            f"{prec!r})", got, want, hints)
+    return (
+        f"ridge_point(ceilings with {c.bandwidth_gbs:.0f} GB/s and {c.tflops[prec]:.0f} {prec} TFLOP/s, {prec!r})",
+        got,
+        want,
+        hints,
+    )
 
 
 def _case_is_memory_bound(fn, rng):
@@ -466,10 +598,17 @@ def _case_is_memory_bound(fn, rng):
     flops = intensity * nbytes
     want = intensity < r
     got = fn(flops, nbytes, c, prec)
-    hints = {not want: "the comparison is the wrong way round: below the ridge point the memory roof is the "
-                       "lower one, so the op is memory-bound."}
-    return (f"is_memory_bound(flops={flops:.3g}, nbytes={nbytes}, ceilings with ridge {r:.1f} FLOP/B, {prec!r}) "
-            f"[intensity {intensity:.1f}]", got, want, hints)
+    hints = {
+        not want: "the comparison is the wrong way round: below the ridge point the memory roof is the "
+        "lower one, so the op is memory-bound."
+    }
+    return (
+        f"is_memory_bound(flops={flops:.3g}, nbytes={nbytes}, ceilings with ridge {r:.1f} FLOP/B, {prec!r}) "
+        f"[intensity {intensity:.1f}]",
+        got,
+        want,
+        hints,
+    )
 
 
 _EXERCISES = {
@@ -496,8 +635,10 @@ def check_exercise(name: str, fn, trials: int = 20) -> None:
         if isinstance(want, bool):
             ok = isinstance(got, bool) or type(got).__name__ == "bool_"
             if not ok:
-                raise AssertionError(f"{call} returned {got!r} ({type(got).__name__}); it should return True or "
-                                     f"False (a comparison such as a < b gives one).")
+                raise AssertionError(
+                    f"{call} returned {got!r} ({type(got).__name__}); it should return True or "
+                    f"False (a comparison such as a < b gives one)."
+                )
             ok = bool(got) == want
         else:
             ok = _same(got, want)
@@ -505,6 +646,5 @@ def check_exercise(name: str, fn, trials: int = 20) -> None:
             hint = next((h for wrong, h in hints.items() if not isinstance(want, bool) and _same(got, wrong)), None)
             if isinstance(want, bool):
                 hint = hints.get(bool(got))
-            raise AssertionError(f"{call} returned {got!r}, expected {want!r}."
-                                 + (f"\nHint: {hint}" if hint else ""))
+            raise AssertionError(f"{call} returned {got!r}, expected {want!r}." + (f"\nHint: {hint}" if hint else ""))
     print(f"✓ {name} agrees with the reference on {trials} random cases.")

@@ -42,6 +42,7 @@ The repetition loop is Triton's own ``triton.testing.do_bench`` (median and quan
 by zeroing a large buffer before each repetition); :func:`_measure` falls back to an equivalent loop here if a
 Triton version changes its signature, and runs that loop for ``flush_l2=False``.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -49,8 +50,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 #: printed once per process when timing declines under the interpreter
-DECLINE = ("timing skipped: kernels run in Triton's interpreter on the CPU; numbers would be meaningless "
-           "(run on a GPU to time them)")
+DECLINE = (
+    "timing skipped: kernels run in Triton's interpreter on the CPU; numbers would be meaningless "
+    "(run on a GPU to time them)"
+)
 _declined = False
 
 
@@ -86,6 +89,7 @@ def tflops(flops: float, ms: float) -> float:
 
 # -- when not to time -------------------------------------------------------------------------------------------
 
+
 def _decline_reason() -> str | None:
     """Why timing would be meaningless here, or None when there is a GPU to time on."""
     from .mode import current
@@ -112,6 +116,7 @@ def _declines() -> bool:
 
 
 # -- the repetition loop ----------------------------------------------------------------------------------------
+
 
 def _measure(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flush_l2: bool) -> tuple[float, float, float]:
     """(median, 20th percentile, 80th percentile) of the GPU time of ``fn()`` in ms."""
@@ -175,9 +180,17 @@ def _summary(times: list[float]) -> tuple[float, float, float]:
 
 # -- the three calls --------------------------------------------------------------------------------------------
 
-def bench(fn: Callable[[], object], *, bytes: float | None = None, flops: float | None = None,
-          label: str | None = None, warmup_ms: float = 25, rep_ms: float = 100,
-          flush_l2: bool = True) -> Timing | None:
+
+def bench(
+    fn: Callable[[], object],
+    *,
+    bytes: float | None = None,
+    flops: float | None = None,
+    label: str | None = None,
+    warmup_ms: float = 25,
+    rep_ms: float = 100,
+    flush_l2: bool = True,
+) -> Timing | None:
     """Times ``fn()`` on the GPU; returns a :class:`Timing`, or None (with a one-line reason) under the interpreter.
 
     ``bytes``/``flops``: what the op must move and compute, counted by you; they give ``gbps`` and ``tflops``
@@ -187,9 +200,14 @@ def bench(fn: Callable[[], object], *, bytes: float | None = None, flops: float 
     if _declines():
         return None
     ms, p20, p80 = _measure(fn, warmup_ms, rep_ms, flush_l2)
-    return Timing(label=label, ms=ms, ms_p20=p20, ms_p80=p80,
-                  gbps=None if bytes is None else gbps(bytes, ms),
-                  tflops=None if flops is None else tflops(flops, ms))
+    return Timing(
+        label=label,
+        ms=ms,
+        ms_p20=p20,
+        ms_p80=p80,
+        gbps=None if bytes is None else gbps(bytes, ms),
+        tflops=None if flops is None else tflops(flops, ms),
+    )
 
 
 COLUMNS = ["impl", "ms", "GB/s", "TFLOP/s", "speedup"]
@@ -204,15 +222,23 @@ def _table(timings: dict, baseline: str | None):
     if baseline not in timings:
         raise KeyError(f"baseline {baseline!r} is not one of the implementations: {', '.join(names)}")
     base = timings[baseline].ms
-    rows = [{"impl": name, "ms": t.ms, "GB/s": t.gbps, "TFLOP/s": t.tflops, "speedup": base / t.ms}
-            for name, t in timings.items()]
+    rows = [
+        {"impl": name, "ms": t.ms, "GB/s": t.gbps, "TFLOP/s": t.tflops, "speedup": base / t.ms}
+        for name, t in timings.items()
+    ]
     df = pd.DataFrame(rows, columns=COLUMNS)
     df.attrs["baseline"] = baseline
     return df
 
 
-def compare(impls: dict[str, Callable[[], object]], *, bytes: float | None = None, flops: float | None = None,
-            baseline: str | None = None, label: str | None = None):
+def compare(
+    impls: dict[str, Callable[[], object]],
+    *,
+    bytes: float | None = None,
+    flops: float | None = None,
+    baseline: str | None = None,
+    label: str | None = None,
+):
     """Times each implementation of one op; a DataFrame with columns impl, ms, GB/s, TFLOP/s, speedup.
 
     ``speedup`` is ``baseline's ms / this ms`` (above 1: faster than the baseline); ``baseline`` defaults to the
@@ -223,8 +249,10 @@ def compare(impls: dict[str, Callable[[], object]], *, bytes: float | None = Non
         raise ValueError("compare() needs at least one implementation: {'name': lambda: ...}")
     if _declines():
         return None
-    timings = {name: bench(fn, bytes=bytes, flops=flops, label=name)
-               for name, fn in progress(list(impls.items()), label or "timing")}
+    timings = {
+        name: bench(fn, bytes=bytes, flops=flops, label=name)
+        for name, fn in progress(list(impls.items()), label or "timing")
+    }
     df = _table(timings, baseline)
     if label:
         df.attrs["label"] = label
@@ -240,8 +268,14 @@ def progress(items, desc: str):
     return tqdm(items, desc=desc, leave=False)
 
 
-def sweep(make_impls: Callable[[object], dict], sizes, *, bytes_fn: Callable | None = None,
-          flops_fn: Callable | None = None, baseline: str | None = None):
+def sweep(
+    make_impls: Callable[[object], dict],
+    sizes,
+    *,
+    bytes_fn: Callable | None = None,
+    flops_fn: Callable | None = None,
+    baseline: str | None = None,
+):
     """:func:`compare` at every size: a long DataFrame with columns size, impl, ms, GB/s, TFLOP/s, speedup.
 
     ``make_impls(size)`` allocates the inputs for one size and returns ``{name: callable}``; ``bytes_fn(size)`` and
@@ -256,8 +290,12 @@ def sweep(make_impls: Callable[[object], dict], sizes, *, bytes_fn: Callable | N
     frames = []
     for size in progress(list(sizes), "sizes"):
         impls = make_impls(size)
-        df = compare(impls, bytes=None if bytes_fn is None else bytes_fn(size),
-                     flops=None if flops_fn is None else flops_fn(size), baseline=baseline)
+        df = compare(
+            impls,
+            bytes=None if bytes_fn is None else bytes_fn(size),
+            flops=None if flops_fn is None else flops_fn(size),
+            baseline=baseline,
+        )
         df.insert(0, "size", [size] * len(df))
         frames.append(df)
         del impls

@@ -6,9 +6,31 @@
 
 Each picture returns a matplotlib Figure: end a notebook cell with it to show it.
 """
-from .grids import (block_offsets, cdiv, live_blocks, masked_lanes, n_programs, owner, program_grid, tile_grid,
-                    tile_of, tile_order)
+
+from .grids import (
+    block_offsets,
+    cdiv,
+    live_blocks,
+    masked_lanes,
+    n_programs,
+    owner,
+    program_grid,
+    tile_grid,
+    tile_of,
+    tile_order,
+)
 from .hardware import memory_hierarchy
 
-__all__ = ["program_grid", "tile_grid", "memory_hierarchy", "owner", "n_programs", "block_offsets", "masked_lanes",
-           "cdiv", "tile_of", "tile_order", "live_blocks"]
+__all__ = [
+    "program_grid",
+    "tile_grid",
+    "memory_hierarchy",
+    "owner",
+    "n_programs",
+    "block_offsets",
+    "masked_lanes",
+    "cdiv",
+    "tile_of",
+    "tile_order",
+    "live_blocks",
+]

@@ -15,6 +15,7 @@ return, and the tests check them. Every artist a test may look for carries a ``g
 A picture made here is closed in pyplot before it is returned, so a notebook shows it once, as the cell's value
 (``fig = program_grid(...)`` shows nothing; ``display(fig)`` does). Pass ``ax=`` to draw into your own figure.
 """
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -35,6 +36,7 @@ _LIVE = "#f28e2b"  # the row-blocks of A / column-blocks of B read by the first 
 
 
 # -- arithmetic ------------------------------------------------------------------------------------------------
+
 
 def _positive(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -81,15 +83,16 @@ def tile_of(pid: int, M: int, N: int, BLOCK_M: int, BLOCK_N: int, GROUP_M: int |
     num_pid_m = cdiv(_positive("M", M), _positive("BLOCK_M", BLOCK_M))
     num_pid_n = cdiv(_positive("N", N), _positive("BLOCK_N", BLOCK_N))
     if not 0 <= pid < num_pid_m * num_pid_n:
-        raise ValueError(f"pid {pid} is outside the grid of {num_pid_m} x {num_pid_n} = "
-                         f"{num_pid_m * num_pid_n} programs")
+        raise ValueError(
+            f"pid {pid} is outside the grid of {num_pid_m} x {num_pid_n} = {num_pid_m * num_pid_n} programs"
+        )
     if GROUP_M is None:
         return pid // num_pid_n, pid % num_pid_n
     GROUP_M = _positive("GROUP_M", GROUP_M)
-    in_group = GROUP_M * num_pid_n            # programs per group of GROUP_M tile rows
-    first_m = (pid // in_group) * GROUP_M     # the group's first tile row
+    in_group = GROUP_M * num_pid_n  # programs per group of GROUP_M tile rows
+    first_m = (pid // in_group) * GROUP_M  # the group's first tile row
     rows = min(num_pid_m - first_m, GROUP_M)  # the last group can be shorter
-    k = pid % in_group                        # position inside the group: down a column, then the next column
+    k = pid % in_group  # position inside the group: down a column, then the next column
     return first_m + k % rows, k // rows
 
 
@@ -131,6 +134,7 @@ def shown_programs(count: int, max_rows: int = MAX_ROWS, keep=()) -> list[int | 
 
 # -- drawing helpers -------------------------------------------------------------------------------------------
 
+
 def _new_axes(ax, figsize):
     """(fig, ax, made_here)."""
     if ax is not None:
@@ -157,8 +161,16 @@ def _lighten(rgba, amount=0.7):
 
 # -- program_grid ----------------------------------------------------------------------------------------------
 
-def program_grid(n: int, BLOCK_SIZE: int, highlight: int | None = None, ax=None, *, element: int | None = None,
-                 max_rows: int = MAX_ROWS):
+
+def program_grid(
+    n: int,
+    BLOCK_SIZE: int,
+    highlight: int | None = None,
+    ax=None,
+    *,
+    element: int | None = None,
+    max_rows: int = MAX_ROWS,
+):
     """Draws which program id handles which element of an ``n``-element array, and returns the Figure.
 
     One row per program: row ``pid``, column ``j`` is offset ``pid * BLOCK_SIZE + j`` (``j`` is the lane of
@@ -171,8 +183,10 @@ def program_grid(n: int, BLOCK_SIZE: int, highlight: int | None = None, ax=None,
     count = n_programs(n, BLOCK_SIZE)
     masked = masked_lanes(n, BLOCK_SIZE)
     if highlight is not None and not 0 <= highlight < count:
-        raise ValueError(f"highlight={highlight} is not a program id: n={n}, BLOCK_SIZE={BLOCK_SIZE} launches "
-                         f"programs 0..{count - 1}")
+        raise ValueError(
+            f"highlight={highlight} is not a program id: n={n}, BLOCK_SIZE={BLOCK_SIZE} launches "
+            f"programs 0..{count - 1}"
+        )
     if element is not None and not 0 <= element < n:
         raise ValueError(f"element={element} is not an index of an array of n={n} elements (0..{n - 1})")
     element_pid = None if element is None else owner(element, BLOCK_SIZE)
@@ -190,9 +204,14 @@ def program_grid(n: int, BLOCK_SIZE: int, highlight: int | None = None, ax=None,
         colour = _PROGRAM_COLOURS(pid % _PROGRAM_COLOURS.N)
         image[r, :] = colour
         if pid == count - 1 and masked:
-            image[r, BLOCK_SIZE - masked:] = _lighten(colour)
-    ax.imshow(image, aspect="auto", interpolation="nearest", gid="cells",
-              extent=(-0.5, BLOCK_SIZE - 0.5, len(rows) - 0.5, -0.5))
+            image[r, BLOCK_SIZE - masked :] = _lighten(colour)
+    ax.imshow(
+        image,
+        aspect="auto",
+        interpolation="nearest",
+        gid="cells",
+        extent=(-0.5, BLOCK_SIZE - 0.5, len(rows) - 0.5, -0.5),
+    )
     if BLOCK_SIZE <= 64:  # white lines between cells
         ax.set_xticks(np.arange(-0.5, BLOCK_SIZE), minor=True)
     ax.set_yticks(np.arange(-0.5, len(rows)), minor=True)
@@ -210,27 +229,53 @@ def program_grid(n: int, BLOCK_SIZE: int, highlight: int | None = None, ax=None,
             for j, off in enumerate(offsets):
                 inside = off < n
                 ink = _ink(image[r, j]) if inside else "0.35"
-                ax.text(j, r, str(off), ha="center", va="center", fontsize=size, color=ink, gid="offset",
-                        fontstyle="normal" if inside else "italic")
+                ax.text(
+                    j,
+                    r,
+                    str(off),
+                    ha="center",
+                    va="center",
+                    fontsize=size,
+                    color=ink,
+                    gid="offset",
+                    fontstyle="normal" if inside else "italic",
+                )
         else:
             last = min(offsets[-1], n - 1)
-            ax.text(BLOCK_SIZE - 0.5 + 0.01 * BLOCK_SIZE, r, f" {offsets[0]}…{last}", ha="left", va="center",
-                    fontsize=11, gid="range")
+            ax.text(
+                BLOCK_SIZE - 0.5 + 0.01 * BLOCK_SIZE,
+                r,
+                f" {offsets[0]}…{last}",
+                ha="left",
+                va="center",
+                fontsize=11,
+                gid="range",
+            )
 
     # -- the masked tail of the last program
     if masked and rows[-1] == count - 1:
-        ax.add_patch(Rectangle((BLOCK_SIZE - masked - 0.5, len(rows) - 1.5), masked, 1, fill=False, hatch="//",
-                               edgecolor="0.3", linewidth=1.5, gid="tail"))
+        ax.add_patch(
+            Rectangle(
+                (BLOCK_SIZE - masked - 0.5, len(rows) - 1.5),
+                masked,
+                1,
+                fill=False,
+                hatch="//",
+                edgecolor="0.3",
+                linewidth=1.5,
+                gid="tail",
+            )
+        )
 
     # -- highlights
     if highlight is not None:
         r = rows.index(highlight)
-        ax.add_patch(Rectangle((-0.5, r - 0.5), BLOCK_SIZE, 1, fill=False, edgecolor="black", linewidth=3.5,
-                               gid="highlight"))
+        ax.add_patch(
+            Rectangle((-0.5, r - 0.5), BLOCK_SIZE, 1, fill=False, edgecolor="black", linewidth=3.5, gid="highlight")
+        )
     if element is not None:
         r, j = rows.index(element_pid), element % BLOCK_SIZE
-        ax.add_patch(Rectangle((j - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="crimson", linewidth=3.5,
-                               gid="element"))
+        ax.add_patch(Rectangle((j - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="crimson", linewidth=3.5, gid="element"))
 
     # -- axes and title
     ax.set_yticks(range(len(rows)), ["⋮" if p is None else f"pid {p}" for p in rows], fontsize=12)
@@ -244,8 +289,10 @@ def program_grid(n: int, BLOCK_SIZE: int, highlight: int | None = None, ax=None,
     else:
         lines.append("n is a multiple of BLOCK_SIZE: no lane is masked off")
     if element is not None:
-        lines.append(f"element {element}: pid {element} // {BLOCK_SIZE} = {element_pid}, "
-                     f"lane {element} % {BLOCK_SIZE} = {element % BLOCK_SIZE}")
+        lines.append(
+            f"element {element}: pid {element} // {BLOCK_SIZE} = {element_pid}, "
+            f"lane {element} % {BLOCK_SIZE} = {element % BLOCK_SIZE}"
+        )
     ax.set_title("\n".join(lines), fontsize=13, loc="left")
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
@@ -254,8 +301,8 @@ def program_grid(n: int, BLOCK_SIZE: int, highlight: int | None = None, ax=None,
 
 # -- tile_grid -------------------------------------------------------------------------------------------------
 
-def tile_grid(M: int, N: int, BLOCK_M: int, BLOCK_N: int, GROUP_M: int | None = None, upto: int | None = None,
-              ax=None):
+
+def tile_grid(M: int, N: int, BLOCK_M: int, BLOCK_N: int, GROUP_M: int | None = None, upto: int | None = None, ax=None):
     """Draws the ``M x N`` output of a matmul cut into ``BLOCK_M x BLOCK_N`` tiles, each labelled with the
     program id that computes it, and returns the Figure.
 
@@ -290,42 +337,98 @@ def tile_grid(M: int, N: int, BLOCK_M: int, BLOCK_N: int, GROUP_M: int | None = 
                 x0, y0 = n * BLOCK_N, m * BLOCK_M
                 w, h = min(BLOCK_N, N - x0), min(BLOCK_M, M - y0)
                 if w < BLOCK_N or h < BLOCK_M:  # the part past M or N: computed, then masked off
-                    ax.add_patch(Rectangle((x0, y0), BLOCK_N, BLOCK_M, facecolor="white", edgecolor="0.45",
-                                           hatch="//", linestyle="--", linewidth=1, zorder=1, gid="overhang"))
-                ax.add_patch(Rectangle((x0, y0), w, h, facecolor=colour(pid), edgecolor="white", linewidth=1.5,
-                                       zorder=2, gid="tile"))
+                    ax.add_patch(
+                        Rectangle(
+                            (x0, y0),
+                            BLOCK_N,
+                            BLOCK_M,
+                            facecolor="white",
+                            edgecolor="0.45",
+                            hatch="//",
+                            linestyle="--",
+                            linewidth=1,
+                            zorder=1,
+                            gid="overhang",
+                        )
+                    )
+                ax.add_patch(
+                    Rectangle(
+                        (x0, y0), w, h, facecolor=colour(pid), edgecolor="white", linewidth=1.5, zorder=2, gid="tile"
+                    )
+                )
                 if pid < live:
-                    ax.text(x0 + w / 2, y0 + h / 2, str(pid), ha="center", va="center", fontsize=size,
-                            color=_ink(colour(pid)), zorder=3, gid="order")
+                    ax.text(
+                        x0 + w / 2,
+                        y0 + h / 2,
+                        str(pid),
+                        ha="center",
+                        va="center",
+                        fontsize=size,
+                        color=_ink(colour(pid)),
+                        zorder=3,
+                        gid="order",
+                    )
     else:  # many tiles: one image (thousands of patches take seconds to draw), no labels
         image = np.array([[colour(int(pid)) for pid in row] for row in order])
         ax.imshow(image, extent=(0, full_w, full_h, 0), interpolation="nearest", zorder=1, gid="tiles")
         for x0, y0, w, h in ((N, 0, full_w - N, full_h), (0, M, N, full_h - M)):
             if w > 0 and h > 0:  # the parts of the edge tiles past N or M
-                ax.add_patch(Rectangle((x0, y0), w, h, facecolor="white", edgecolor="0.45", hatch="//",
-                                       linewidth=0.5, zorder=2, gid="overhang"))
+                ax.add_patch(
+                    Rectangle(
+                        (x0, y0),
+                        w,
+                        h,
+                        facecolor="white",
+                        edgecolor="0.45",
+                        hatch="//",
+                        linewidth=0.5,
+                        zorder=2,
+                        gid="overhang",
+                    )
+                )
     ax.add_patch(Rectangle((0, 0), N, M, fill=False, edgecolor="black", linewidth=2.5, zorder=4, gid="matrix"))
     if GROUP_M is not None:
         for g in range(GROUP_M, num_pid_m, GROUP_M):
             ax.plot([0, N], [g * BLOCK_M] * 2, color="crimson", linewidth=3, zorder=5, gid="group")
 
-    title = (f"C = A @ B: {M} x {N} in {BLOCK_M} x {BLOCK_N} tiles\n{num_pid_m} x {num_pid_n} = {total} programs, "
-             + ("row-major order" if GROUP_M is None else f"grouped order (GROUP_M = {GROUP_M})"))
+    title = f"C = A @ B: {M} x {N} in {BLOCK_M} x {BLOCK_N} tiles\n{num_pid_m} x {num_pid_n} = {total} programs, " + (
+        "row-major order" if GROUP_M is None else f"grouped order (GROUP_M = {GROUP_M})"
+    )
     if upto is not None:
         a_rows, b_cols = live_blocks(order, upto)
         for m in range(num_pid_m):
             y0, h = m * BLOCK_M, min(BLOCK_M, M - m * BLOCK_M)
-            ax.add_patch(Rectangle((-left, y0), strip, h, facecolor=_LIVE if m in a_rows else "0.92",
-                                   edgecolor="white", linewidth=1.5, gid="a_block"))
+            ax.add_patch(
+                Rectangle(
+                    (-left, y0),
+                    strip,
+                    h,
+                    facecolor=_LIVE if m in a_rows else "0.92",
+                    edgecolor="white",
+                    linewidth=1.5,
+                    gid="a_block",
+                )
+            )
         for n in range(num_pid_n):
             x0, w = n * BLOCK_N, min(BLOCK_N, N - n * BLOCK_N)
-            ax.add_patch(Rectangle((x0, -left), w, strip, facecolor=_LIVE if n in b_cols else "0.92",
-                                   edgecolor="white", linewidth=1.5, gid="b_block"))
+            ax.add_patch(
+                Rectangle(
+                    (x0, -left),
+                    w,
+                    strip,
+                    facecolor=_LIVE if n in b_cols else "0.92",
+                    edgecolor="white",
+                    linewidth=1.5,
+                    gid="b_block",
+                )
+            )
         ax.text(-left + strip / 2, -gap, "A", ha="center", va="bottom", fontsize=14, weight="bold")
         ax.text(-gap, -left + strip / 2, "B", ha="right", va="center", fontsize=14, weight="bold")
-        title += (f"\nprograms 0..{upto - 1} read {len(a_rows)} row-block{'s' if len(a_rows) > 1 else ''} of A"
-                  f" + {len(b_cols)} column-block{'s' if len(b_cols) > 1 else ''} of B"
-                  f" = {len(a_rows) + len(b_cols)} (orange)")
+        title += (
+            f"\nprograms 0..{upto - 1} read {len(a_rows)} row-block{'s' if len(a_rows) > 1 else ''} of A"
+            f" + {len(b_cols)} column-block{'s' if len(b_cols) > 1 else ''} of B"
+            f" = {len(a_rows) + len(b_cols)} (orange)"
+        )
 
     pad = 0.02 * max(full_w, full_h)
     ax.set_xlim(-left - pad, full_w + pad)
@@ -335,10 +438,16 @@ def tile_grid(M: int, N: int, BLOCK_M: int, BLOCK_N: int, GROUP_M: int | None = 
     ax.set_ylabel(f"row (M = {M})", fontsize=12)
     ax.tick_params(labelsize=11)
     # ticks on the tile edges when there are few, else matplotlib's, but never over the A and B strips
-    ax.set_xticks([n * BLOCK_N for n in range(num_pid_n + 1)] if num_pid_n <= 8
-                  else [t for t in ax.get_xticks() if 0 <= t <= full_w])
-    ax.set_yticks([m * BLOCK_M for m in range(num_pid_m + 1)] if num_pid_m <= 8
-                  else [t for t in ax.get_yticks() if 0 <= t <= full_h])
+    ax.set_xticks(
+        [n * BLOCK_N for n in range(num_pid_n + 1)]
+        if num_pid_n <= 8
+        else [t for t in ax.get_xticks() if 0 <= t <= full_w]
+    )
+    ax.set_yticks(
+        [m * BLOCK_M for m in range(num_pid_m + 1)]
+        if num_pid_m <= 8
+        else [t for t in ax.get_yticks() if 0 <= t <= full_h]
+    )
     ax.set_title(title, fontsize=12, loc="left")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
