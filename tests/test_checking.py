@@ -301,3 +301,58 @@ def test_behaving_as_an_older_gpu(monkeypatch):
     assert t4.emulated and not t4.supports_tma
     assert mode.Env(device="cuda", interpret=False, capability=(9, 0), real_capability=(9, 0)).supports_tma
     assert not mode.Env(device="cpu", interpret=True).supports_tma
+
+
+def test_require_out_allocates_or_refuses_with_the_fix():
+    from utils import require_out
+
+    dev = current().device
+    x = torch.randn(6, 4, device=dev)
+    made = require_out(None, shape=(6, 4), dtype=torch.float32, device=dev)
+    assert made.shape == (6, 4) and made.dtype == torch.float32
+    good = torch.empty(6, 4, device=dev)
+    assert require_out(good, shape=(6, 4), dtype=torch.float32, device=dev, inputs={"x": x}) is good
+    bad = {
+        "a numpy array": (x.cpu().numpy(), TypeError, "torch.Tensor"),
+        "the wrong dtype": (torch.empty(6, 4, device=dev, dtype=torch.float16), TypeError, "float32"),
+        "the wrong shape": (torch.empty(6, 3, device=dev), ValueError, r"\(6, 3\)"),
+        "a strided view": (torch.empty(4, 6, device=dev).t(), ValueError, "non-contiguous"),
+        "the input itself": (x, ValueError, "shares memory with the input x"),
+    }
+    for out, error, message in bad.values():
+        with pytest.raises(error, match=message):
+            require_out(out, shape=(6, 4), dtype=torch.float32, device=dev, inputs={"x": x})
+    buf = torch.empty(40, device=dev)
+    a, b = buf[:24].view(6, 4), buf[20:].view(5, 4)  # b starts inside a
+    with pytest.raises(ValueError, match="shares memory with the input a"):
+        require_out(b[:5].reshape(5, 4), shape=(5, 4), dtype=torch.float32, device=dev, inputs={"a": a})
+
+
+def test_small_validators_name_the_argument():
+    from utils import require_int32_offsets, require_number, require_power_of_two
+
+    for ok in (1, 2, 1024):
+        require_power_of_two(ok, "BLOCK_SIZE")
+    for bad in (0, -4, 3, 1000, 2.0, True, "64", None):
+        with pytest.raises(ValueError, match="BLOCK_SIZE must be a positive power of two"):
+            require_power_of_two(bad, "BLOCK_SIZE")
+    assert require_number(1e-6, "eps", positive=True) == 1e-6
+    with pytest.raises(TypeError, match="eps must be a real number"):
+        require_number("1e-6", "eps")
+    for bad in (float("nan"), float("inf"), 0.0):
+        with pytest.raises(ValueError, match="eps must be"):
+            require_number(bad, "eps", positive=True)
+    require_int32_offsets(torch.empty(0), "x")  # empty: nothing to address
+    require_int32_offsets(torch.empty(1, device="meta").expand(2**31 + 1), "x")  # stride 0: one element touched
+    huge = torch.empty(2**31 + 1, dtype=torch.int8, device="meta")
+    with pytest.raises(ValueError, match=r"x spans 2147483649 elements.*2\*\*31"):
+        require_int32_offsets(huge, "x")
+
+
+def test_require_refuses_bfloat16_under_the_interpreter():
+    x = torch.zeros(4, dtype=torch.bfloat16, device=current().device)
+    if current().interpret:
+        with pytest.raises(TypeError, match="interpreter does not support"):
+            require(x, "x", dtype=(torch.float16, torch.bfloat16))
+    else:
+        require(x, "x", dtype=(torch.float16, torch.bfloat16))

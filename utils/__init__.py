@@ -5,7 +5,19 @@ modules), notebooks (participant copies), hints and explorers (widgets).
 """
 
 from . import hints  # so that `utils.hints.answer(...)` works after `import utils`
-from .checking import check, nan_empty, nan_like, refuses, require, require_same_shape
+from .checking import (
+    check,
+    nan_empty,
+    nan_like,
+    overlaps,
+    refuses,
+    require,
+    require_int32_offsets,
+    require_number,
+    require_out,
+    require_power_of_two,
+    require_same_shape,
+)
 from .mode import Env, dtype_name, setup
 
 __all__ = [
@@ -17,6 +29,11 @@ __all__ = [
     "nan_empty",
     "nan_like",
     "refuses",
+    "overlaps",
     "require",
+    "require_out",
     "require_same_shape",
+    "require_power_of_two",
+    "require_number",
+    "require_int32_offsets",
 ]

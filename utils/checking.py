@@ -400,6 +400,11 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
             f"{name} is on {t.device.type}, but the kernels run on {want}: move it with {fix} "
             f"(or create it with device='{want}')."
         )
+    if t.dtype == torch.bfloat16 and current().interpret:
+        raise TypeError(
+            f"{name} is bfloat16, which Triton's interpreter does not support (its results would be silently "
+            f"wrong): use {name}.half() or {name}.float() on the CPU; bfloat16 works on a GPU."
+        )
     if dtype is not None:
         ok = dtype if isinstance(dtype, tuple) else (dtype,)
         if t.dtype not in ok:
@@ -427,4 +432,96 @@ def require_same_shape(a, b, names=("x", "y")) -> None:
         raise ValueError(
             f"{names[0]} has shape {tuple(a.shape)} but {names[1]} has shape {tuple(b.shape)}; "
             f"they must match (this kernel does not broadcast)."
+        )
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The byte range [start, end) of memory that ``t`` can touch."""
+    if t.numel() == 0:
+        return t.data_ptr(), t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if stride > 0)
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when the memory ``a`` may touch overlaps the memory ``b`` may touch (aliasing views included)."""
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    (a0, a1), (b0, b1) = _span(a), _span(b)
+    return a0 < b1 and b0 < a1
+
+
+def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: str = "out") -> torch.Tensor:
+    """The output a launcher writes into: ``out`` after checking it, or a new tensor when ``out`` is None.
+
+    A given ``out`` must be a contiguous torch.Tensor of exactly ``shape``, ``dtype`` and ``device`` that shares no
+    memory with any of ``inputs`` (``{"x": x, ...}``): a kernel that reads an input while it writes over it returns
+    a wrong result without a word, and one that writes into a smaller buffer corrupts whatever lies after it.
+    """
+    shape = tuple(int(s) for s in shape)
+    device = torch.device(device)
+    if out is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor (or None to allocate one), got {type(out).__name__}: pass "
+            f"torch.empty({shape}, dtype=torch.{dtype_name(dtype)}, device='{device.type}')."
+        )
+    if out.device.type != device.type:
+        raise ValueError(f"{name} is on {out.device.type}, but the inputs are on {device.type}: allocate it there.")
+    if out.dtype != dtype:
+        raise TypeError(
+            f"{name} has dtype {dtype_name(out.dtype)}, but this launcher writes {dtype_name(dtype)}: allocate "
+            f"it with dtype=torch.{dtype_name(dtype)}."
+        )
+    if tuple(out.shape) != shape:
+        raise ValueError(f"{name} has shape {tuple(out.shape)}, but the result has shape {shape}.")
+    if not out.is_contiguous():
+        raise ValueError(
+            f"{name} is a non-contiguous view (strides {out.stride()}): the kernel writes a contiguous block, so "
+            f"pass a contiguous tensor (torch.empty_like(...)) and copy from it afterwards."
+        )
+    for what, t in (inputs or {}).items():
+        if isinstance(t, torch.Tensor) and overlaps(out, t):
+            raise ValueError(
+                f"{name} shares memory with the input {what}: the kernel would overwrite {what} while still "
+                f"reading it. Pass a separate output (or out=None)."
+            )
+    return out
+
+
+def require_power_of_two(value, name: str) -> None:
+    """Block sizes: a positive power of two (tl.arange needs one), given as a Python int."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
+        raise ValueError(
+            f"{name} must be a positive power of two (tl.arange needs one), got {value!r}: try "
+            f"triton.next_power_of_2(...)."
+        )
+
+
+def require_number(value, name: str, *, positive: bool = False) -> float:
+    """A finite Python or NumPy real number (``eps``, ``alpha``): returned as a float."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}.")
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{name} must be finite, got {value}.")
+    if positive and value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}.")
+    return value
+
+
+#: the number of elements a kernel with 32-bit offsets can address
+INT32_LIMIT = 2**31
+
+
+def require_int32_offsets(t: torch.Tensor, name: str) -> None:
+    """For kernels that compute 32-bit offsets: refuse a tensor whose last element lies at 2**31 or beyond."""
+    if t.numel() and _span(t)[1] - t.data_ptr() > INT32_LIMIT * t.element_size():
+        raise ValueError(
+            f"{name} spans {(_span(t)[1] - t.data_ptr()) // t.element_size()} elements, but this kernel computes "
+            f"32-bit offsets, which reach fewer than 2**31: split {name} into parts, or use int64 offsets "
+            f"(offsets.to(tl.int64)) in the kernel."
         )
