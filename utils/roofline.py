@@ -201,8 +201,10 @@ def measure_ceilings(matmul_n: int = 8192, copy_mib: int = 1024) -> Ceilings:
     * compute: ``torch.matmul`` of ``matmul_n``-square matrices; FLOPs = 2 n^3. fp32 runs with TF32 off, tf32 with
       it on (fp32 inputs, tensor cores rounding them to 10-bit mantissas); bf16 only where the GPU supports it.
 
-    These sit below the datasheet peaks (typically 80-95%): the datasheet is a clock rate times unit counts, the
-    measurement is what real code gets. Raises RuntimeError without a CUDA device.
+    These are *ceilings*, not limits: what one copy and one cuBLAS matmul reached here. They sit below the
+    datasheet peaks (the datasheet is a clock rate times unit counts), and another kernel, at another size or
+    with another mix of reads and writes, can pass them; nothing passes the datasheet. Raises RuntimeError
+    without a CUDA device.
     """
     import torch
 
