@@ -52,6 +52,8 @@ def made_up_gpu(rng):
 
 
 def check_add_bytes(fn, *, trials=20, quiet=False):
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
     def case(rng):
         n, dtype = rng.choice([1, 7, 1000, rng.randrange(2, 10**7), 2**20 + 3]), rng.choice(DTYPES)
         x, y, out = meta(n, dtype), meta(n, dtype), meta(n, dtype)
@@ -66,6 +68,8 @@ def check_add_bytes(fn, *, trials=20, quiet=False):
 
 
 def check_add_flops(fn, *, trials=20, quiet=False):
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
     def case(rng):
         n = rng.choice([1, 13, 4096, rng.randrange(2, 10**8)])
         hints = {
@@ -82,6 +86,8 @@ def _mnk(rng):
 
 
 def check_matmul_flops(fn, *, trials=20, quiet=False):
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
     def case(rng):
         M, N, K = _mnk(rng)
         with FlopCounterMode(display=False) as counter:  # PyTorch's own count, on meta tensors: nothing is computed
@@ -96,6 +102,8 @@ def check_matmul_flops(fn, *, trials=20, quiet=False):
 
 
 def check_matmul_bytes(fn, *, trials=20, quiet=False):
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
     def case(rng):
         M, N, K = _mnk(rng)
         dtype = rng.choice(DTYPES[:4])
@@ -112,6 +120,8 @@ def check_matmul_bytes(fn, *, trials=20, quiet=False):
 
 
 def check_arithmetic_intensity(fn, *, trials=20, quiet=False):
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
     def case(rng):
         flops, nbytes = rng.randrange(1, 10**12), rng.randrange(1, 10**10)
         hints = {nbytes / flops: "upside down: intensity is FLOPs per byte."}
@@ -121,6 +131,8 @@ def check_arithmetic_intensity(fn, *, trials=20, quiet=False):
 
 
 def check_ridge_point(fn, *, trials=20, quiet=False):
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
     def case(rng):
         gpu, prec = made_up_gpu(rng), rng.choice(utils.roofline.PRECISIONS)
         want = utils.roofline.ridge(gpu, prec)
@@ -137,6 +149,8 @@ def check_ridge_point(fn, *, trials=20, quiet=False):
 
 
 def check_is_memory_bound(fn, *, trials=20, quiet=False):
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
     def case(rng):
         gpu, prec = made_up_gpu(rng), rng.choice(utils.roofline.PRECISIONS)
         ridge = utils.roofline.ridge(gpu, prec)

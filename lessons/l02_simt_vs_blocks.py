@@ -112,6 +112,7 @@ def require_length(n, name="n"):
 
 def check_num_programs(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE) for n = 0 ... 299 against the number of blocks a CUDA launch starts."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
     for B in sorted({1, 16, 2 ** random.randint(1, 10)}):
         ns = range(300)
         utils.check(
@@ -132,6 +133,7 @@ def check_num_programs(fn, *, quiet=False):
 
 def check_owner(fn, *, quiet=False):
     """fn(i, BLOCK_SIZE) for every element i of a launch against the CUDA block that handles it."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
     for n, B in [(1000, 128), (random.randint(1, 700), 2 ** random.randint(0, 8))]:
         utils.check(
             as_tensor(fn(i, B) for i in range(n)),
@@ -151,6 +153,7 @@ def check_owner(fn, *, quiet=False):
 
 def check_whoami(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE=B, out=...) for n a multiple of B (the kernel has no mask) against the CUDA owners."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
     for n, B in [(1024, 128), (2 ** random.randint(0, 4) * 64, 64), (8, 1)]:
         utils.check(
             fn(n, BLOCK_SIZE=B, out=utils.nan_empty(n)),
@@ -172,6 +175,7 @@ def check_whoami(fn, *, quiet=False):
 
 def check_whoami_masked(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE=B, out=...) for any n (a tail shorter than a block, one element) against the CUDA owners."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
     for n, B in [(1000, 128), (127, 128), (1, 128), (random.randint(1, 2000), 2 ** random.randint(0, 10))]:
         utils.check(
             fn(n, BLOCK_SIZE=B, out=utils.nan_empty(n)),
@@ -184,6 +188,7 @@ def check_whoami_masked(fn, *, quiet=False):
 
 def check_scale(fn, *, quiet=False):
     """fn(x, alpha, out=..., BLOCK_SIZE=B) against scale_ref in fp64: one element, a tail, several programs."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
     env = utils.mode.current()
     cases = [
         (env.pick(cpu=5000, gpu=1_000_003), 1024, torch.float32),
@@ -207,6 +212,7 @@ def check_scale(fn, *, quiet=False):
 def check_add(fn, *, quiet=False):
     """fn(x, y, out=...) against add_ref in fp64, at sizes that are not multiples of a block (the largest first, so
     that a grid rounded down shows as a missing tail), in fp32 and in the course's low-precision dtype."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
     env = utils.mode.current()
     cases = [(env.pick(cpu=4099, gpu=2**20 + 3), torch.float32), (1000, torch.float32), (1, torch.float32)]
     cases.append((env.pick(cpu=1031, gpu=98_433), env.dtype))
@@ -229,6 +235,7 @@ def check_add(fn, *, quiet=False):
 
 def check_scale_rows(fn, *, quiet=False):
     """fn(x, s, out=...) against scale_rows_ref in fp64, x a view of a wider matrix (row stride > N)."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
     for M, N in [(5, 100), (3, 64), (1, 1), (random.randint(1, 9), random.randint(1, 200))]:
         wide = torch.randn(M, N + 7, device=DEVICE)
         x, s = wide[:, :N], torch.randn(M, device=DEVICE)  # x's rows are x.stride(0) = N + 7 elements apart
