@@ -52,6 +52,7 @@ def made_up_gpu(rng):
 
 
 def check_add_bytes(fn, *, trials=20, quiet=False):
+    """fn(n, itemsize) against the bytes of real tensors: x and y read, out written."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
 
     def case(rng):
@@ -68,6 +69,7 @@ def check_add_bytes(fn, *, trials=20, quiet=False):
 
 
 def check_add_flops(fn, *, trials=20, quiet=False):
+    """fn(n) against one addition per element."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
 
     def case(rng):
@@ -86,6 +88,7 @@ def _mnk(rng):
 
 
 def check_matmul_flops(fn, *, trials=20, quiet=False):
+    """fn(M, N, K) against PyTorch's own FLOP counter on a matmul of meta tensors."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
 
     def case(rng):
@@ -102,6 +105,7 @@ def check_matmul_flops(fn, *, trials=20, quiet=False):
 
 
 def check_matmul_bytes(fn, *, trials=20, quiet=False):
+    """fn(M, N, K, itemsize) against the bytes of real A, B and C: each read or written once."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
 
     def case(rng):
@@ -120,6 +124,7 @@ def check_matmul_bytes(fn, *, trials=20, quiet=False):
 
 
 def check_arithmetic_intensity(fn, *, trials=20, quiet=False):
+    """fn(flops, nbytes) against FLOPs per byte."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
 
     def case(rng):
@@ -131,6 +136,7 @@ def check_arithmetic_intensity(fn, *, trials=20, quiet=False):
 
 
 def check_ridge_point(fn, *, trials=20, quiet=False):
+    """fn(ceilings, precision) against utils.roofline.ridge on made-up GPUs."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
 
     def case(rng):
@@ -149,6 +155,7 @@ def check_ridge_point(fn, *, trials=20, quiet=False):
 
 
 def check_is_memory_bound(fn, *, trials=20, quiet=False):
+    """fn(flops, nbytes, ceilings, precision) on ops just below and well above made-up ridges."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
 
     def case(rng):
