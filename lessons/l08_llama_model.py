@@ -380,7 +380,7 @@ def layer_prefill(x, w: Weights, args: LlamaArgs, cos, sin, k_cache, v_cache, op
 
 
 def _require_prompt(tokens, model: Model, cache: KVCache):
-    utils.require(tokens, "tokens", dtype=(torch.int64, torch.int32), ndim=2)
+    utils.require(tokens, "tokens", dtype=(torch.int64, torch.int32), ndim=2, contiguous=False)
     B, T = tokens.shape
     if T == 0:
         raise ValueError("the prompt is empty: give at least one token (e.g. the tokenizer's BOS token)")
@@ -926,7 +926,7 @@ def generate(
         raise ValueError("cuda_graph=True needs a GPU: under the interpreter pass cuda_graph=False (the default)")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
-    utils.require(prompt, "prompt", dtype=(torch.int64, torch.int32), ndim=2)
+    utils.require(prompt, "prompt", dtype=(torch.int64, torch.int32), ndim=2, contiguous=False)
     B, T = prompt.shape
     max_len = max_len or T + max_new_tokens
     if T + max_new_tokens > max_len:
