@@ -682,7 +682,7 @@ def decode_split(B: int, KV: int, max_len: int, device=None):
     BLOCK_N keys. Fixed by the cache's max_len, not the current length, so a captured step serves every length."""
     env = utils.mode.current()
     BLOCK_N = env.pick(cpu=16, gpu=64)
-    target = env.pick(cpu=8, gpu=2 * (env.sm_count or 132))  # programs wanted in all
+    target = env.pick(cpu=4, gpu=2 * (env.sm_count or 132))  # programs wanted in all
     blocks = triton.cdiv(max_len, BLOCK_N)
     n_splits = max(1, min(blocks, triton.cdiv(target, B * KV)))
     split_len = triton.cdiv(blocks, n_splits) * BLOCK_N
@@ -978,7 +978,7 @@ def _low_precision_close(out, truth, ref_low, name, quiet):
 def check_model(model: Model, *, B=2, T=None, steps=None, quiet=False):
     """Prefill logits at every position, then each decode step's logits, against forward_ref in fp64."""
     env = utils.mode.current()
-    T, steps = T or env.pick(cpu=7, gpu=100), steps or env.pick(cpu=4, gpu=16)
+    T, steps = T or env.pick(cpu=7, gpu=100), steps or env.pick(cpu=3, gpu=16)
     tokens = torch.randint(0, model.args.vocab_size, (B, T + steps), device=model.embed.device)
     truth = forward_ref(cast(model, torch.float64), tokens)  # (B, T + steps, V)
     low = model.embed.dtype != torch.float32
@@ -1006,7 +1006,7 @@ def check_generate(model: Model, n_tokens=None, *, quiet=False):
     """Greedy generation with the kernels: each token must be the argmax of the fp64 reference's logits for the
     sequence generated so far, up to a near tie (the gap to the best within the dtype's error)."""
     env = utils.mode.current()
-    n = n_tokens or env.pick(cpu=12, gpu=64)
+    n = n_tokens or env.pick(cpu=8, gpu=64)
     prompt = torch.randint(0, model.args.vocab_size, (2, 5), device=model.embed.device)
     out = generate(model, prompt, n)
     truth = forward_ref(cast(model, torch.float64), out)[:, 4:-1]  # the logits that chose each new token

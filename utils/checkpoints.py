@@ -218,9 +218,11 @@ def download_or_build(
     return folder, False
 
 
-def chat_prompt(tokenizer, message: str, system: str = "You are a helpful assistant.") -> str:
+def chat_prompt(tokenizer, message: str, system: str | None = None) -> str:
     """The text of a one-turn chat: ChatML (``<|im_start|>role ... <|im_end|>``, as SmolLM2-Instruct and the
     local tokenizer use) when the tokenizer knows those tokens, else the message as it is."""
     if tokenizer.token_to_id("<|im_start|>") is None:
         return message
-    return f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{message}<|im_end|>\n<|im_start|>assistant\n"
+    turns = ([("system", system)] if system else []) + [("user", message)]
+    text = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in turns)
+    return text + "<|im_start|>assistant\n"
