@@ -684,7 +684,7 @@ def decode_split(B: int, KV: int, max_len: int, device=None):
     BLOCK_N = env.pick(cpu=16, gpu=64)
     target = env.pick(cpu=4, gpu=2 * (env.sm_count or 132))  # programs wanted in all
     blocks = triton.cdiv(max_len, BLOCK_N)
-    n_splits = max(1, min(blocks, triton.cdiv(target, B * KV)))
+    n_splits = max(1, min(blocks, triton.cdiv(target, max(B * KV, 1))))
     split_len = triton.cdiv(blocks, n_splits) * BLOCK_N
     return triton.cdiv(max_len, split_len), split_len, BLOCK_N
 

@@ -122,7 +122,8 @@ def random_state_dict(cfg: dict, seed: int = 0, dtype=None) -> dict:
     def norm():
         return 1 + 0.1 * torch.randn(C, generator=gen)
 
-    sd = {"model.embed_tokens.weight": torch.randn(V, C, generator=gen)}
+    # embeddings small beside the layers' outputs: a tied head would otherwise predict the input token again
+    sd = {"model.embed_tokens.weight": 0.1 * torch.randn(V, C, generator=gen)}
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         sd[p + "input_layernorm.weight"] = norm()
