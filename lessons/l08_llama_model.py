@@ -745,7 +745,8 @@ def decode_combine(acc, m, l_, *, out):
     """The second kernel: out (B, H, D) from the partial results of decode_partials."""
     B, H, n_splits, D = acc.shape
     if B:
-        decode_combine_kernel[(B * H,)](acc, m, l_, out, n_splits, HEAD_DIM=D, BLOCK_S=triton.next_power_of_2(n_splits))
+        BLOCK_S = max(2, triton.next_power_of_2(n_splits))  # the masked padding adds nothing
+        decode_combine_kernel[(B * H,)](acc, m, l_, out, n_splits, HEAD_DIM=D, BLOCK_S=BLOCK_S)
     return out
 
 
