@@ -174,6 +174,27 @@ def test_sharded_checkpoint(tmp_path):
     check_prefill_logits(L.load_model(folder, dtype=torch.float32), hf, prompt(B=1, T=5))
 
 
+@pytest.mark.skipif(not ENV.is_gpu, reason="bfloat16 needs a GPU: the interpreter has none")
+def test_bf16_prefill_error_no_worse_than_hfs_own(tmp_path):
+    """bf16 logits against HF in fp32 (the truth): our error no worse than HF's own bf16 model's, times 1.25."""
+    folder, hf = hf_checkpoint(tmp_path, seed=5)
+    ids = prompt(B=2, T=100)
+    truth = hf_logits(hf, ids).double()
+    hf_bf16 = hf_logits(hf.to(torch.bfloat16), ids).double()
+    model = L.load_model(folder, dtype=torch.bfloat16)
+    ours = L.prefill(model, ids, L.new_cache(model, 2, 100), all_logits=True).double()
+    err, err_hf = (float((t - truth).norm() / truth.norm()) for t in (ours, hf_bf16))
+    assert err <= 1.25 * err_hf, f"relative error {err:.2e} vs HF's own bf16 {err_hf:.2e}"
+
+
+@pytest.mark.skipif(not ENV.is_gpu, reason="bfloat16 needs a GPU: the interpreter has none")
+def test_bf16_greedy_tokens_differ_only_at_near_ties(tmp_path):
+    """In bf16 the greedy tokens may part from fp32's at a near tie: check_generate reports the first such step
+    and fails on any token that is not within bf16's error of the fp64 argmax."""
+    folder, _ = hf_checkpoint(tmp_path, seed=6)
+    L.check_generate(L.load_model(folder, dtype=torch.bfloat16), 64)  # prints the first divergence (pytest -s)
+
+
 def test_local_checkpoint_loads_in_transformers_too(tmp_path):
     """utils.checkpoints writes the Hub's layout: transformers reads it and computes the same logits as we do."""
     from transformers import LlamaForCausalLM
