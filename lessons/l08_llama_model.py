@@ -919,12 +919,14 @@ def generate(
 ):
     """prompt (B, T) token ids -> (B, T + max_new_tokens): prefill, then one decode step per new token.
 
-    kernels=False runs the PyTorch references instead of the Triton kernels. cuda_graph (default: on a GPU)
-    replays the decode step from a CUDA graph; graphs and caches are kept on the model, one per shape."""
+    kernels=False runs the PyTorch references instead of the Triton kernels. cuda_graph (default: on a GPU, with
+    the kernels) replays the decode step from a CUDA graph; graphs and caches are kept on the model, one per shape."""
     env = utils.mode.current()
-    cuda_graph = env.is_gpu if cuda_graph is None else cuda_graph
+    cuda_graph = env.is_gpu and kernels if cuda_graph is None else cuda_graph
     if cuda_graph and not env.is_gpu:
         raise ValueError("cuda_graph=True needs a GPU: under the interpreter pass cuda_graph=False (the default)")
+    if cuda_graph and not kernels:
+        raise ValueError("the PyTorch references read lengths on the host, which a CUDA graph cannot: cuda_graph=False")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
     utils.require(prompt, "prompt", dtype=(torch.int64, torch.int32), ndim=2, contiguous=False)
