@@ -205,7 +205,7 @@ def test_shape_dtype_and_missing_return():
     ref = torch.zeros(3, 4, dtype=torch.float64)
     with pytest.raises(AssertionError, match=r"shape \(4, 3\)"):
         check(torch.zeros(4, 3, device=DEV), ref)
-    with pytest.raises(AssertionError, match="should be torch.float16"):
+    with pytest.raises(AssertionError, match=r"should be float16: allocate it with dtype=torch\.float16"):
         check(torch.zeros(3, 4, device=DEV), ref, dtype=torch.float16)
     with pytest.raises(AssertionError, match="return out"):
         check(None, ref)
