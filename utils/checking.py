@@ -346,8 +346,8 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", r
         if spread < flat_tol * abs(f) and abs(f - 1) > flat_tol:
             return (
                 f"The whole result is off by one constant factor, {f:.4g}: a scale is missing, wrong or applied "
-                f"twice (for example attention's 1/sqrt(D), a norm's weight, an alpha)"
-                + (", or the sign is flipped." if abs(f + 1) < 1e-3 else ".")
+                f"twice (for example attention's 1/sqrt(D), a norm's weight, an alpha, or a mean divided by "
+                f"BLOCK_SIZE instead of N)" + (", or the sign is flipped." if abs(f + 1) < 1e-3 else ".")
             )
     if len(shape) >= 2:
         rows = _as_rows(bad)
@@ -496,7 +496,8 @@ def check(
     if dtype is not None and out.dtype != dtype:
         raise AssertionError(
             f"{name} has dtype {dtype_name(out.dtype)} but should be {dtype_name(dtype)}: allocate it with "
-            f"dtype=torch.{dtype_name(dtype)} (and cast in the kernel with .to(out_ptr.dtype.element_ty) before storing)."
+            f"dtype=torch.{dtype_name(dtype)} (and cast in the kernel with .to(out_ptr.dtype.element_ty) before "
+            f"storing)."
         )
     if (
         dtype is None
@@ -634,9 +635,9 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
             f"wrong): use {name}.half() or {name}.float() on the CPU; bfloat16 works on a GPU."
         )
     if dtype is not None:
-        ok = tuple(
-            _as_dtype(d, f"require(dtype=) for {name}") for d in (dtype if isinstance(dtype, tuple) else (dtype,))
-        )
+        ok = []  # a loop, not a generator: a generator's frame would show in the traceback
+        for d in dtype if isinstance(dtype, tuple) else (dtype,):
+            ok.append(_as_dtype(d, f"require(dtype=) for {name}"))
         if t.dtype not in ok:
             names = " or ".join(dtype_name(d) for d in ok)
             raise TypeError(
