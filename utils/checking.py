@@ -183,13 +183,14 @@ def _plural(name: str) -> str:
     return name + "s"
 
 
-def _names(shape, dims) -> list[tuple[str, str]]:
-    """(singular, plural) name of each dimension: ``dims`` if given, rows/columns in 2-D, "dim d" otherwise."""
+def _names(shape, dims) -> list[tuple[str, str, str]]:
+    """(an index, indices, the axis) of each dimension: from ``dims`` if given ("head", "heads", "the head axis"),
+    rows and columns in 2-D, "dim d index" otherwise."""
     if dims is not None:
-        return [(d, _plural(d)) for d in dims]
+        return [(d, _plural(d), f"the {d} axis") for d in dims]
     if len(shape) == 2:
-        return [("row", "rows"), ("column", "columns")]
-    return [(f"dim {d} index", f"dim {d} indices") for d in range(len(shape))]
+        return [("row", "rows", "the rows"), ("column", "columns", "the columns")]
+    return [(f"dim {d} index", f"dim {d} indices", f"dim {d}") for d in range(len(shape))]
 
 
 def _indices(idx, size: int, name: str, plural: str) -> str:
@@ -233,7 +234,7 @@ def _where(bad: torch.Tensor, shape, dims=None) -> str:
     where = f"{count} of {flat.numel()} elements; the first at index {_index(first, shape)}"
     if len(shape) >= 2 or dims is not None:
         names = _names(shape, dims)
-        where += "; " + "; ".join(_indices(_along(bad, d), shape[d], *names[d]) for d in range(len(shape)))
+        where += "; " + "; ".join(_indices(_along(bad, d), shape[d], *names[d][:2]) for d in range(len(shape)))
     return where
 
 
@@ -253,7 +254,7 @@ def _hint_unwritten(unwritten: torch.Tensor, shape, dims=None) -> str:
     whole = _only_along(unwritten)
     if whole is not None:
         d, idx = whole
-        name, plural = names[d]
+        name, plural, axis = names[d]
         which = _indices(idx, shape[d], name, plural)
         if d == len(shape) - 1:
             return (
@@ -262,11 +263,11 @@ def _hint_unwritten(unwritten: torch.Tensor, shape, dims=None) -> str:
                 f"for a row per program, and mask with cols < N."
             )
         return (
-            f"Whole {plural} were never written ({which}): the grid has too few programs along the {plural}, or "
-            f"the program id is mapped to the wrong {name}. One program per {name} needs a grid of "
-            f"{shape[d]} along that axis, and each program must compute its {name} from tl.program_id "
-            f"(and the {name} stride). (A kernel that treats the tensor as one flat array launches "
-            f"triton.cdiv(n, BLOCK_SIZE) programs.)"
+            f"Whole {plural} were never written ({which}): the grid has too few programs along {axis}, or "
+            f"the program id is mapped to the wrong {name}. One program per {name} needs {shape[d]} programs "
+            f"along {axis}, and each program must compute its {name} from tl.program_id (and the stride of "
+            f"{axis}). (A kernel that treats the tensor as one flat array launches triton.cdiv(n, BLOCK_SIZE) "
+            f"programs.)"
         )
     rows = _as_rows(unwritten)
     if len(shape) >= 3 and bool((rows.any(dim=1) == rows.all(dim=1)).all()):
@@ -368,20 +369,21 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", r
         whole = _only_along(bad)
         if whole is not None and whole[0] < len(shape) - 1:
             d, idx = whole
-            name, plural = names[d]
+            name, plural, axis = names[d]
             which = _indices(idx, shape[d], name, plural)
+            are = "is" if len(idx) == 1 else "are"
             if int(idx[0]) > 0 and len(idx) == shape[d] - int(idx[0]):
                 return (
-                    f"Only {which} are wrong, entirely; {plural} below {int(idx[0])} are right. Whatever depends "
-                    f"on the {name} index is wrong: its stride (a view has a larger stride than its size), the "
-                    f"mapping from program id to {name}, or a quantity that is zero at {name} 0 (a rotation "
-                    f"angle's sign or pair convention, a causal mask's offset)."
+                    f"Only {which} {are} wrong, entirely; {plural} below {int(idx[0])} are right. Whatever depends "
+                    f"on the index along {axis} is wrong: the stride of {axis} (a view has a larger stride than "
+                    f"its size), the mapping from program id to {name}, or a quantity that is zero at {name} 0 "
+                    f"(a rotation angle's sign or pair convention, a causal mask's offset)."
                 )
             return (
-                f"Only {which} are wrong, entirely; the other {plural} are right. The offset or index along the "
-                f"{plural} is wrong for those: how the program id maps to a {name}, its stride, or a "
-                f"{name} that is shared between several (e.g. a key/value head per group of query heads is "
-                f"head // (H // KV), not head % KV)."
+                f"Only {which} {are} wrong, entirely; the other {plural} are right. The offset or index along "
+                f"{axis} is wrong for those: how the program id maps to a {name}, the stride of {axis}, or an "
+                f"index shared between several (e.g. a key/value head serves a group of query heads: "
+                f"kv_head = head // (H // KV), not head % KV)."
             )
     if len(shape) >= 2 and shape[-1] >= 2:
         o, r = _as_rows(out64), _as_rows(ref64)
