@@ -580,7 +580,7 @@ def test_require_accepts_dtype_names_and_never_contradicts_itself():
 
 
 def test_the_harness_frames_are_hidden_from_tracebacks():
-    """Every frame of utils.checking between the learner's call and the AssertionError hides itself."""
+    """Every frame of utils.checking between the learner's call and the error hides itself (pytest and IPython)."""
     import utils.checking
 
     failing = {
@@ -596,6 +596,8 @@ def test_the_harness_frames_are_hidden_from_tracebacks():
         harness = [f for f in frames if f.f_code.co_filename == utils.checking.__file__]
         assert harness, what
         assert all(f.f_locals.get("__tracebackhide__") for f in harness), (what, [f.f_code.co_name for f in harness])
+        # IPython shows the raising frame even when it is hidden: it is the three-line _raise, not the checker
+        assert harness[-1].f_code.co_name == "_raise", (what, harness[-1].f_code.co_name)
 
 
 def _walk(tb):

@@ -70,6 +70,12 @@ def default_tolerance(dtype: torch.dtype) -> Tolerance:
     return TOLERANCES[dtype]
 
 
+def _raise(error: Exception):
+    """Raises for a learner from a frame this short: IPython shows the raising frame even when it is hidden."""
+    __tracebackhide__ = True
+    raise error
+
+
 def _as_dtype(dtype, what: str = "dtype") -> torch.dtype:
     """A torch.dtype from a torch.dtype or its name ("float32", "torch.float32"); TypeError for anything else."""
     __tracebackhide__ = True
@@ -79,7 +85,7 @@ def _as_dtype(dtype, what: str = "dtype") -> torch.dtype:
         found = getattr(torch, dtype.strip().removeprefix("torch."), None)
         if isinstance(found, torch.dtype):
             return found
-    raise TypeError(f"{what} must be a torch dtype such as torch.float32, got {type(dtype).__name__} {dtype!r}.")
+    _raise(TypeError(f"{what} must be a torch dtype such as torch.float32, got {type(dtype).__name__} {dtype!r}."))
 
 
 # -- allocation -------------------------------------------------------------------------------------------------
@@ -469,37 +475,45 @@ def check(
     """
     __tracebackhide__ = True  # IPython and pytest show the learner the message, not this function's source
     if kind not in KINDS:
-        raise ValueError(f"check(kind={kind!r}): kind is one of {', '.join(KINDS)}")
+        _raise(ValueError(f"check(kind={kind!r}): kind is one of {', '.join(KINDS)}"))
     if not isinstance(out, torch.Tensor):
-        raise AssertionError(
-            f"{name} should be a torch.Tensor but is {type(out).__name__}"
-            + (" — did the launcher forget to `return out`?" if out is None else ".")
+        _raise(
+            AssertionError(
+                f"{name} should be a torch.Tensor but is {type(out).__name__}"
+                + (" — did the launcher forget to `return out`?" if out is None else ".")
+            )
         )
     ref = torch.as_tensor(ref)
     if dims is not None:
         dims = tuple(dims)
         if len(dims) != ref.dim() or not all(isinstance(d, str) for d in dims):
-            raise ValueError(f"check(dims={dims!r}): give one name per dimension of the reference {tuple(ref.shape)}")
+            _raise(ValueError(f"check(dims={dims!r}): give one name per dimension of the reference {tuple(ref.shape)}"))
     from .mode import current
 
     env = current()
     if out.device.type != env.device:
-        raise AssertionError(
-            f"{name} is on {out.device.type} but the kernels here run on {env.device}: allocate "
-            f"it on the inputs' device (torch.empty_like(x) or device=x.device)."
+        _raise(
+            AssertionError(
+                f"{name} is on {out.device.type} but the kernels here run on {env.device}: allocate "
+                f"it on the inputs' device (torch.empty_like(x) or device=x.device)."
+            )
         )
     if tuple(out.shape) != tuple(ref.shape):
-        raise AssertionError(
-            f"{name} has shape {tuple(out.shape)} but the reference has {tuple(ref.shape)}: check "
-            f"how the launcher allocates the output."
+        _raise(
+            AssertionError(
+                f"{name} has shape {tuple(out.shape)} but the reference has {tuple(ref.shape)}: check "
+                f"how the launcher allocates the output."
+            )
         )
     if dtype is not None:
         dtype = _as_dtype(dtype, "check(dtype=)")
     if dtype is not None and out.dtype != dtype:
-        raise AssertionError(
-            f"{name} has dtype {dtype_name(out.dtype)} but should be {dtype_name(dtype)}: allocate it with "
-            f"dtype=torch.{dtype_name(dtype)} (and cast in the kernel with .to(out_ptr.dtype.element_ty) before "
-            f"storing)."
+        _raise(
+            AssertionError(
+                f"{name} has dtype {dtype_name(out.dtype)} but should be {dtype_name(dtype)}: allocate it with "
+                f"dtype=torch.{dtype_name(dtype)} (and cast in the kernel with .to(out_ptr.dtype.element_ty) before "
+                f"storing)."
+            )
         )
     if (
         dtype is None
@@ -508,7 +522,9 @@ def check(
             out.dtype.is_floating_point and ref.dtype.is_floating_point and ref.element_size() > out.element_size()
         )
     ):
-        raise AssertionError(f"{name} has dtype {dtype_name(out.dtype)} but the reference has {dtype_name(ref.dtype)}.")
+        _raise(
+            AssertionError(f"{name} has dtype {dtype_name(out.dtype)} but the reference has {dtype_name(ref.dtype)}.")
+        )
 
     if atol is None or rtol is None:
         tol = default_tolerance(out.dtype)
@@ -516,13 +532,15 @@ def check(
         rtol = tol.rtol if rtol is None else rtol
         reason = reason or tol.reason
     elif reason is None:
-        raise TypeError("check(): a tolerance other than the default needs reason='why it is this size'")
+        _raise(TypeError("check(): a tolerance other than the default needs reason='why it is this size'"))
 
     shape = tuple(out.shape)
     if out.numel() == 0 and not empty_ok:
-        raise AssertionError(
-            f"{name} is empty (shape {shape}), so nothing was compared and this check cannot pass: the shapes "
-            f"it was given have no elements."
+        _raise(
+            AssertionError(
+                f"{name} is empty (shape {shape}), so nothing was compared and this check cannot pass: the shapes "
+                f"it was given have no elements."
+            )
         )
     out64 = out.detach().to("cpu", torch.float64)
     ref64 = ref.detach().to("cpu", torch.float64)
@@ -569,7 +587,7 @@ def check(
                 f"Hint: {hint}"
             )
     if problems:
-        raise AssertionError("\n".join(problems))
+        _raise(AssertionError("\n".join(problems)))
     if not quiet:
         if out.numel() == 0:
             print(f"✓ {name} is empty (shape {shape}), as the reference is: nothing to compare.")
@@ -588,7 +606,7 @@ def refuses(calls: dict, *, errors=(ValueError, TypeError), quiet: bool = False)
     """
     __tracebackhide__ = True
     if not calls:
-        raise ValueError("refuses() needs at least one call to try")
+        _raise(ValueError("refuses() needs at least one call to try"))
     problems = []
     for what, call in calls.items():
         try:
@@ -607,7 +625,7 @@ def refuses(calls: dict, *, errors=(ValueError, TypeError), quiet: bool = False)
                 f"ValueError or TypeError that says how to fix them"
             )
     if problems:
-        raise AssertionError("bad inputs that were not refused:\n- " + "\n- ".join(problems))
+        _raise(AssertionError("bad inputs that were not refused:\n- " + "\n- ".join(problems)))
 
 
 # -- launcher input validation ----------------------------------------------------------------------------------
@@ -621,20 +639,24 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
     """
     __tracebackhide__ = True
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}.")
+        _raise(TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}."))
     from .mode import current
 
     want = current().device
     if t.device.type != want:
         fix = f"{name}.cuda()" if want == "cuda" else f"{name}.cpu()"
-        raise ValueError(
-            f"{name} is on {t.device.type}, but the kernels run on {want}: move it with {fix} "
-            f"(or create it with device='{want}')."
+        _raise(
+            ValueError(
+                f"{name} is on {t.device.type}, but the kernels run on {want}: move it with {fix} "
+                f"(or create it with device='{want}')."
+            )
         )
     if t.dtype == torch.bfloat16 and current().interpret:
-        raise TypeError(
-            f"{name} is bfloat16, which Triton's interpreter does not support (its results would be silently "
-            f"wrong): use {name}.half() or {name}.float() on the CPU; bfloat16 works on a GPU."
+        _raise(
+            TypeError(
+                f"{name} is bfloat16, which Triton's interpreter does not support (its results would be silently "
+                f"wrong): use {name}.half() or {name}.float() on the CPU; bfloat16 works on a GPU."
+            )
         )
     if dtype is not None:
         ok = []  # a loop, not a generator: a generator's frame would show in the traceback
@@ -642,20 +664,24 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
             ok.append(_as_dtype(d, f"require(dtype=) for {name}"))
         if t.dtype not in ok:
             names = " or ".join(dtype_name(d) for d in ok)
-            raise TypeError(
-                f"{name} has dtype {dtype_name(t.dtype)}, but this kernel takes {names}: "
-                f"convert it with {name}.to(torch.{dtype_name(ok[0])})."
+            _raise(
+                TypeError(
+                    f"{name} has dtype {dtype_name(t.dtype)}, but this kernel takes {names}: "
+                    f"convert it with {name}.to(torch.{dtype_name(ok[0])})."
+                )
             )
     if ndim is not None and t.dim() != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s) but has shape {tuple(t.shape)}.")
+        _raise(ValueError(f"{name} must have {ndim} dimension(s) but has shape {tuple(t.shape)}."))
     if shape is not None:
         if len(shape) != t.dim() or any(s is not None and s != ts for s, ts in zip(shape, t.shape)):
             want_s = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
-            raise ValueError(f"{name} has shape {tuple(t.shape)} but must be {want_s}.")
+            _raise(ValueError(f"{name} has shape {tuple(t.shape)} but must be {want_s}."))
     if contiguous and not t.is_contiguous():
-        raise ValueError(
-            f"{name} is a non-contiguous view (shape {tuple(t.shape)}, strides {t.stride()}): call "
-            f"{name}.contiguous() first."
+        _raise(
+            ValueError(
+                f"{name} is a non-contiguous view (shape {tuple(t.shape)}, strides {t.stride()}): call "
+                f"{name}.contiguous() first."
+            )
         )
 
 
@@ -663,9 +689,11 @@ def require_same_shape(a, b, names=("x", "y")) -> None:
     """Raises ValueError when two inputs that must match element for element do not."""
     __tracebackhide__ = True
     if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(
-            f"{names[0]} has shape {tuple(a.shape)} but {names[1]} has shape {tuple(b.shape)}; "
-            f"they must match (this kernel does not broadcast)."
+        _raise(
+            ValueError(
+                f"{names[0]} has shape {tuple(a.shape)} but {names[1]} has shape {tuple(b.shape)}; "
+                f"they must match (this kernel does not broadcast)."
+            )
         )
 
 
@@ -699,29 +727,37 @@ def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: 
     if out is None:
         return torch.empty(shape, dtype=dtype, device=device)
     if not isinstance(out, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor (or None to allocate one), got {type(out).__name__}: pass "
-            f"torch.empty({shape}, dtype=torch.{dtype_name(dtype)}, device='{device.type}')."
+        _raise(
+            TypeError(
+                f"{name} must be a torch.Tensor (or None to allocate one), got {type(out).__name__}: pass "
+                f"torch.empty({shape}, dtype=torch.{dtype_name(dtype)}, device='{device.type}')."
+            )
         )
     if out.device.type != device.type:
-        raise ValueError(f"{name} is on {out.device.type}, but the inputs are on {device.type}: allocate it there.")
+        _raise(ValueError(f"{name} is on {out.device.type}, but the inputs are on {device.type}: allocate it there."))
     if out.dtype != dtype:
-        raise TypeError(
-            f"{name} has dtype {dtype_name(out.dtype)}, but this launcher writes {dtype_name(dtype)}: allocate "
-            f"it with dtype=torch.{dtype_name(dtype)}."
+        _raise(
+            TypeError(
+                f"{name} has dtype {dtype_name(out.dtype)}, but this launcher writes {dtype_name(dtype)}: allocate "
+                f"it with dtype=torch.{dtype_name(dtype)}."
+            )
         )
     if tuple(out.shape) != shape:
-        raise ValueError(f"{name} has shape {tuple(out.shape)}, but the result has shape {shape}.")
+        _raise(ValueError(f"{name} has shape {tuple(out.shape)}, but the result has shape {shape}."))
     if not out.is_contiguous():
-        raise ValueError(
-            f"{name} is a non-contiguous view (strides {out.stride()}): the kernel writes a contiguous block, so "
-            f"pass a contiguous tensor (torch.empty_like(...)) and copy from it afterwards."
+        _raise(
+            ValueError(
+                f"{name} is a non-contiguous view (strides {out.stride()}): the kernel writes a contiguous block, so "
+                f"pass a contiguous tensor (torch.empty_like(...)) and copy from it afterwards."
+            )
         )
     for what, t in (inputs or {}).items():
         if isinstance(t, torch.Tensor) and overlaps(out, t):
-            raise ValueError(
-                f"{name} shares memory with the input {what}: the kernel would overwrite {what} while still "
-                f"reading it. Pass a separate output (or out=None)."
+            _raise(
+                ValueError(
+                    f"{name} shares memory with the input {what}: the kernel would overwrite {what} while still "
+                    f"reading it. Pass a separate output (or out=None)."
+                )
             )
     return out
 
@@ -730,9 +766,11 @@ def require_power_of_two(value, name: str) -> None:
     """Block sizes: a positive power of two (tl.arange needs one), given as a Python int."""
     __tracebackhide__ = True
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
-        raise ValueError(
-            f"{name} must be a positive power of two (tl.arange needs one), got {value!r}: try "
-            f"triton.next_power_of_2(...)."
+        _raise(
+            ValueError(
+                f"{name} must be a positive power of two (tl.arange needs one), got {value!r}: try "
+                f"triton.next_power_of_2(...)."
+            )
         )
 
 
@@ -742,12 +780,12 @@ def require_number(value, name: str, *, positive: bool = False) -> float:
     import numbers
 
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}.")
+        _raise(TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}."))
     value = float(value)
     if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{name} must be finite, got {value}.")
+        _raise(ValueError(f"{name} must be finite, got {value}."))
     if positive and value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}.")
+        _raise(ValueError(f"{name} must be positive, got {value}."))
     return value
 
 
@@ -759,8 +797,10 @@ def require_int32_offsets(t: torch.Tensor, name: str) -> None:
     """For kernels that compute 32-bit offsets: refuse a tensor whose last element lies at 2**31 or beyond."""
     __tracebackhide__ = True
     if t.numel() and _span(t)[1] - t.data_ptr() > INT32_LIMIT * t.element_size():
-        raise ValueError(
-            f"{name} spans {(_span(t)[1] - t.data_ptr()) // t.element_size()} elements, but this kernel computes "
-            f"32-bit offsets, which reach fewer than 2**31: split {name} into parts, or use int64 offsets "
-            f"(offsets.to(tl.int64)) in the kernel."
+        _raise(
+            ValueError(
+                f"{name} spans {(_span(t)[1] - t.data_ptr()) // t.element_size()} elements, but this kernel computes "
+                f"32-bit offsets, which reach fewer than 2**31: split {name} into parts, or use int64 offsets "
+                f"(offsets.to(tl.int64)) in the kernel."
+            )
         )
