@@ -568,7 +568,7 @@ def check(
         problems.append(
             f"{name} has NaN that the {'kernel' if kind == 'kernel' else 'code'} computed where the reference has "
             f"numbers: {_where(computed_nan, shape, dims)}.\n"
-            f"Hint: {_hint_nan(computed_nan, shape, canaries is not None)}"
+            f"Hint: {_suspect(out64, suspects, rtol, atol) or _hint_nan(computed_nan, shape, canaries is not None)}"
         )
     if not bool(unwritten.any() or computed_nan.any()):  # NaN first: their hints are sharper than the values'
         close = torch.isclose(out64, ref64, rtol=rtol, atol=atol, equal_nan=True)
