@@ -315,7 +315,7 @@ def test_participant_copy_fails_only_in_check_and_exercise_cells(browser, lab, w
             prompt = page.locator(f"{NOTEBOOK} .jp-Cell").nth(k).locator(".jp-InputPrompt")
             prompt.click()  # selects the cell
             page.keyboard.press("Control+Enter")  # runs it, stays there
-            started, finished = time.monotonic() + 20, time.monotonic() + RUN_TIMEOUT_S
+            started, finished = time.monotonic() + 60, time.monotonic() + RUN_TIMEOUT_S  # 60 s: a busy CPU
             while not re.search(r"\[\d+\]", text := prompt.inner_text()):
                 assert "*" in text or time.monotonic() < started, f"cell {k} did not start running"
                 assert time.monotonic() < finished, f"cell {k} did not finish in {RUN_TIMEOUT_S} s"
