@@ -313,12 +313,15 @@ def test_participant_copy_fails_only_in_check_and_exercise_cells(browser, lab, w
             if cell.cell_type != "code":
                 continue
             prompt = page.locator(f"{NOTEBOOK} .jp-Cell").nth(k).locator(".jp-InputPrompt")
-            prompt.click()  # selects the cell
-            page.keyboard.press("Control+Enter")  # runs it, stays there
-            started, finished = time.monotonic() + 60, time.monotonic() + RUN_TIMEOUT_S  # 60 s: a busy CPU
+            started, finished = time.monotonic() + 60, time.monotonic() + RUN_TIMEOUT_S
+            pressed = -1e9
             while not re.search(r"\[\d+\]", text := prompt.inner_text()):
-                assert "*" in text or time.monotonic() < started, f"cell {k} did not start running"
+                assert "*" in text or time.monotonic() < started, f"cell {k} did not start running in 60 s"
                 assert time.monotonic() < finished, f"cell {k} did not finish in {RUN_TIMEOUT_S} s"
+                if "*" not in text and time.monotonic() - pressed > 15:  # on a busy CPU a key press can be lost
+                    prompt.click()  # selects the cell
+                    page.keyboard.press("Control+Enter")  # runs it, stays there
+                    pressed = time.monotonic()
                 page.wait_for_timeout(200)
         _wait_settled(page, base, token)
         page.screenshot(path=SHOTS / f"participant_{LESSON}.png")
