@@ -205,7 +205,7 @@ def test_shape_dtype_and_missing_return():
     ref = torch.zeros(3, 4, dtype=torch.float64)
     with pytest.raises(AssertionError, match=r"shape \(4, 3\)"):
         check(torch.zeros(4, 3, device=DEV), ref)
-    with pytest.raises(AssertionError, match="should be torch.float16"):
+    with pytest.raises(AssertionError, match=r"should be float16: allocate it with dtype=torch\.float16"):
         check(torch.zeros(3, 4, device=DEV), ref, dtype=torch.float16)
     with pytest.raises(AssertionError, match="return out"):
         check(None, ref)
@@ -356,3 +356,282 @@ def test_require_refuses_bfloat16_under_the_interpreter():
             require(x, "x", dtype=(torch.float16, torch.bfloat16))
     else:
         require(x, "x", dtype=(torch.float16, torch.bfloat16))
+
+
+# -- issue 10: NaN told apart, places named, hints that fit ------------------------------------------------------
+
+
+@triton.jit
+def softmax_without_max_kernel(x_ptr, out_ptr, N, stride_m, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + row * stride_m + cols, mask=cols < N, other=-float("inf"))
+    e = tl.exp(x)  # the max is not subtracted: exp overflows to inf, and inf / inf is NaN
+    tl.store(out_ptr + row * stride_m + cols, e / tl.sum(e, axis=0), mask=cols < N)
+
+
+@triton.jit
+def rmsnorm_kernel(
+    x_ptr, out_ptr, N, stride_m, eps, OTHER: tl.constexpr, MEAN_OVER_BLOCK: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + row * stride_m + cols, mask=cols < N, other=OTHER)
+    if MEAN_OVER_BLOCK:
+        ms = tl.sum(x * x, axis=0) / BLOCK_N  # the classic: divides by the block, not by the row length
+    else:
+        ms = tl.sum(x * x, axis=0) / N
+    tl.store(out_ptr + row * stride_m + cols, x * tl.rsqrt(ms + eps), mask=cols < N)
+
+
+@triton.jit
+def add_kernel_stores_nan_past_the_end(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    value = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.where(mask, value, float("nan")))  # unmasked: NaN lands past the end
+
+
+def rmsnorm_ref(x, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+
+
+def test_nan_empty_fills_with_our_payload_and_arithmetic_never_makes_it():
+    from utils.checking import NAN_PAYLOAD, never_written
+
+    for dtype, (int_dtype, bits) in NAN_PAYLOAD.items():
+        t = nan_empty((2, 3), dtype, "cpu")
+        assert torch.isnan(t.float()).all() and (t.view(int_dtype) == bits).all(), dtype
+        assert never_written(t).all()
+        if dtype != torch.bfloat16:  # the CPU computes bf16 through fp32; the others natively
+            computed = torch.zeros(3, dtype=dtype) / torch.zeros(3, dtype=dtype)
+            assert torch.isnan(computed).all() and not never_written(computed).any(), dtype
+
+
+def test_a_computed_nan_is_not_called_never_written():
+    x = rand(5, 20) * 60  # exp(60 * 3) overflows fp32
+    out = nan_empty(x.shape, device=DEV)
+    softmax_without_max_kernel[(5,)](x, out, 20, x.stride(0), BLOCK_N=32)
+    with pytest.raises(AssertionError) as e:
+        check(out, torch.softmax(x.double(), dim=1))
+    message = str(e.value)
+    assert "NaN that the kernel computed" in message and "subtract the row max before tl.exp" in message
+    assert "never written" not in message
+    with pytest.raises(AssertionError, match="the max is not subtracted"):  # a lesson's suspect wins, NaN and all
+        check(out, torch.softmax(x.double(), dim=1), suspects={"the max is not subtracted": out.clone()})
+
+
+def test_never_written_and_computed_nan_are_both_reported():
+    ref = torch.arange(1.0, 9.0, dtype=torch.float64)
+    out = nan_empty(8, device=DEV)
+    out[:4] = ref[:4].float()
+    out[4:6] = torch.zeros(2) / torch.zeros(2)  # 0/0: NaN with the hardware's bits, not ours
+    with pytest.raises(AssertionError) as e:
+        check(out, ref)
+    message = str(e.value)
+    assert "never written" in message and "2 of 8 elements; the first at index (6,)" in message
+    assert "NaN that the kernel computed" in message and "2 of 8 elements; the first at index (4,)" in message
+
+
+def test_computed_nan_at_the_end_points_to_other():
+    ref = torch.rand(3, 10, dtype=torch.float64)
+    out = nan_empty(ref.shape, device=DEV)
+    out.copy_(ref)
+    out[:, -2:] = float("inf") - float("inf")  # what garbage past the end of each row gives
+    with pytest.raises(AssertionError, match=r"(?s)NaN sit at the end.*other="):
+        check(out, ref)
+
+
+def test_whole_rows_of_computed_nan_point_to_fully_masked_rows():
+    ref = torch.rand(4, 6, dtype=torch.float64)
+    out = ref.float().to(DEV)
+    out[1] = float("nan")
+    with pytest.raises(AssertionError, match=r"(?s)Whole rows are NaN.*-inf - \(-inf\).*nan_empty"):
+        check(out, ref)  # not allocated by nan_empty: the hint says these may be uninitialised memory
+
+
+def test_a_nan_stored_past_the_end_is_counted():
+    out, ref = launch_add(add_kernel_stores_nan_past_the_end, 1000)
+    with pytest.raises(AssertionError, match=r"wrote 24 element\(s\) past the end"):
+        check(out, ref)
+
+
+def test_empty_grid_names_the_grid_and_cdiv():
+    x, y = rand(1), rand(1)
+    out, ref = nan_empty(1, device=DEV), x.double() + y.double()
+    add_kernel[(1 // 128,)](x, y, out, 1, BLOCK_SIZE=128)  # n // BLOCK_SIZE: no program at all
+    with pytest.raises(AssertionError) as e:
+        check(out, ref)
+    message = str(e.value)
+    assert "Nothing was written" in message and "grid is empty" in message
+    assert "triton.cdiv(n, BLOCK_SIZE)" in message and "tl.store" in message and "return out" in message
+
+
+def test_later_rows_never_written_is_about_rows_not_cdiv():
+    x = rand(7, 37)
+    out = nan_empty(x.shape, device=DEV)
+    scale_rows_kernel[(5,)](  # a grid of 5 programs for 7 rows
+        x, out, 37, x.stride(0), x.stride(1), out.stride(0), out.stride(1), False, False, BLOCK_N=64
+    )
+    with pytest.raises(AssertionError) as e:
+        check(out, 2 * x.double())
+    message = str(e.value)
+    assert "Whole rows were never written (rows ≥ 5 (of 7))" in message and "program id" in message
+    assert "The last 74 elements" not in message
+
+
+def test_per_row_factor_advice_fits_a_norm_and_is_not_given_for_one_element_rows():
+    x = rand(4, 24)
+    out = nan_empty(x.shape, device=DEV)
+    rmsnorm_kernel[(4,)](x, out, 24, x.stride(0), 1e-6, OTHER=1.0, MEAN_OVER_BLOCK=False, BLOCK_N=32)
+    with pytest.raises(AssertionError, match=r"(?s)own constant factor.*per-row scale or normaliser.*rsqrt"):
+        check(out, rmsnorm_ref(x.double()))  # masked lanes loaded as 1 add to every row's sum of squares
+    rmsnorm_kernel[(4,)](x, out, 24, x.stride(0), 1e-6, OTHER=0.0, MEAN_OVER_BLOCK=True, BLOCK_N=32)
+    with pytest.raises(AssertionError, match=r"(?s)one constant factor, 1\.155.*BLOCK_SIZE instead of N"):
+        check(out, rmsnorm_ref(x.double()))  # sqrt(32 / 24): the same in every row
+    rmsnorm_kernel[(4,)](x, out, 24, x.stride(0), 1e-6, OTHER=0.0, MEAN_OVER_BLOCK=False, BLOCK_N=32)
+    check(out, rmsnorm_ref(x.double()), quiet=True)
+
+    ref = torch.rand(6, 1, dtype=torch.float64) + 1
+    wrong = ref * torch.tensor([[1.5], [2.0], [0.5], [3.0], [1.25], [0.75]], dtype=torch.float64)
+    with pytest.raises(AssertionError) as e:  # rows of one element: "constant per row" is true of any result
+        check(wrong.float().to(DEV), ref)
+    assert "constant factor" not in str(e.value)
+
+
+def test_a_whole_result_off_by_one_factor():
+    ref = torch.rand(3, 5, dtype=torch.float64) + 0.5
+    with pytest.raises(AssertionError, match=r"one constant factor, 0\.125.*scale"):
+        check((ref / 8).float().to(DEV), ref)
+
+
+def test_tail_of_wrong_values_is_bounded():
+    ref = torch.rand(100, dtype=torch.float64) + 1
+    out = ref.float().to(DEV)
+    out[-3:] += 1
+    with pytest.raises(AssertionError, match="Only the last 3 elements are wrong"):
+        check(out, ref)
+    out = ref.float().to(DEV) * torch.linspace(1.5, 3, 100, device=DEV)
+    out[0] = ref[0]
+    with pytest.raises(AssertionError) as e:  # everything after the first element: not a tail
+        check(out, ref)
+    assert "Only the last" not in str(e.value)
+
+
+def test_places_in_4d_results_are_named_by_dimension():
+    ref = torch.rand(2, 5, 4, 8, dtype=torch.float64) + 1  # (batch, position, head, dim)
+    dims = ("batch", "position", "head", "dim")
+    out = ref.float().to(DEV)
+    out[:, :, 1:3] += 1
+    with pytest.raises(AssertionError) as e:
+        check(out, ref, dims=dims)
+    message = str(e.value)
+    assert "all 2 batches; all 5 positions; heads 1 and 2 (of 4); all 8 dims" in message
+    assert "Only heads 1 and 2 (of 4) are wrong, entirely" in message
+    with pytest.raises(AssertionError, match=r"dim 2 indices 1 and 2 \(of 4\)"):
+        check(out, ref)  # without names: per-dimension index sets, not flattened rows
+
+    out = ref.float().to(DEV)
+    out[:, 1:] *= -1  # wrong from position 1 on (a rotation with the wrong sign is right at position 0)
+    with pytest.raises(AssertionError, match=r"(?s)positions ≥ 1 \(of 5\).*Only positions ≥ 1 \(of 5\) are wrong"):
+        check(out, ref, dims=dims)
+
+    out = nan_empty(ref.shape, device=DEV)
+    out[:, :, :2] = ref[:, :, :2].float()
+    with pytest.raises(AssertionError, match=r"Whole heads were never written \(heads ≥ 2 \(of 4\)\)"):
+        check(out, ref, dims=dims)
+    with pytest.raises(ValueError, match="one name per dimension"):
+        check(out, ref, dims=("batch", "head"))
+
+
+def test_the_general_hint_of_python_code_does_not_talk_about_kernels():
+    ref = torch.rand(20, dtype=torch.float64)
+    wrong = torch.rand(20, dtype=torch.float64).float().to(DEV)
+    with pytest.raises(AssertionError) as e:
+        check(wrong, ref, kind="python")
+    assert "Try the function on a tiny input" in str(e.value) and "kernel" not in str(e.value)
+    with pytest.raises(AssertionError, match="Run the kernel on a tiny input"):
+        check(wrong, ref)
+    with pytest.raises(ValueError, match="kind"):
+        check(wrong, ref, kind="notebook")
+
+
+def test_empty_results_are_said_to_be_empty(capsys):
+    empty = torch.empty(0, 4, device=DEV)
+    check(empty, torch.empty(0, 4, dtype=torch.float64))
+    assert "is empty (shape (0, 4)), as the reference is: nothing to compare" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="nothing was compared"):
+        check(empty, torch.empty(0, 4, dtype=torch.float64), empty_ok=False)
+
+
+def test_require_accepts_dtype_names_and_never_contradicts_itself():
+    from utils import require_out
+
+    x = rand(3)
+    require(x, "x", dtype="float32")
+    require(x, "x", dtype=("float16", "torch.float32"))
+    with pytest.raises(TypeError) as e:
+        require(x.double(), "x", dtype="float32")
+    assert "has dtype float64, but this kernel takes float32" in str(e.value)
+    with pytest.raises(TypeError, match="must be a torch dtype such as torch.float32, got str 'floot32'"):
+        require(x, "x", dtype="floot32")
+    assert require_out(None, shape=(2,), dtype="float16", device=DEV).dtype == torch.float16
+    assert nan_empty(2, "float16", DEV).dtype == torch.float16
+    with pytest.raises(AssertionError, match="should be float16"):
+        check(x, x.double(), dtype="float16")
+
+
+def test_the_harness_frames_are_hidden_from_tracebacks():
+    """Every frame of utils.checking between the learner's call and the error hides itself (pytest and IPython)."""
+    import utils.checking
+
+    failing = {
+        "check": lambda: check(nan_empty(4, device=DEV), torch.zeros(4, dtype=torch.float64)),
+        "refuses": lambda: refuses({"nothing": lambda: None}, quiet=True),
+        "require": lambda: require(rand(3), "x", dtype="float64"),
+        "require with a bad dtype name": lambda: require(rand(3), "x", dtype="floot32"),
+    }
+    for what, call in failing.items():
+        with pytest.raises((AssertionError, TypeError)) as e:
+            call()
+        frames = [tb.tb_frame for tb in _walk(e.value.__traceback__)]
+        harness = [f for f in frames if f.f_code.co_filename == utils.checking.__file__]
+        assert harness, what
+        assert all(f.f_locals.get("__tracebackhide__") for f in harness), (what, [f.f_code.co_name for f in harness])
+        # IPython shows the raising frame even when it is hidden: it is the three-line _raise, not the checker
+        assert harness[-1].f_code.co_name == "_raise", (what, harness[-1].f_code.co_name)
+
+
+def _walk(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_the_interpreters_nan_warnings_are_silenced():
+    import inspect
+    import warnings
+
+    from utils import mode
+
+    if not current().interpret:
+        pytest.skip("compiled kernels: no interpreter to warn")
+
+    @triton.jit
+    def cast_nan_kernel(x_ptr, out_ptr, BLOCK_SIZE: tl.constexpr):
+        offs = tl.arange(0, BLOCK_SIZE)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs).to(tl.int32).to(tl.float32))  # NumPy: "invalid value"
+
+    def warned(quiet: bool) -> list[str]:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            if quiet:
+                mode._quiet_interpreter_nan_warnings()
+            cast_nan_kernel[(1,)](nan_empty(16, device=DEV), nan_empty(16, device=DEV), BLOCK_SIZE=16)
+        return [str(w.message) for w in seen if "invalid value" in str(w.message)]
+
+    assert warned(quiet=False), "the kernel no longer makes NumPy warn: this test cannot fail"
+    assert not warned(quiet=True)
+    # utils.setup installs the filter when it turns the interpreter on (pytest restores the filters it found
+    # around each test, so the installed one is checked in the setup code rather than in warnings.filters)
+    assert "_quiet_interpreter_nan_warnings()" in inspect.getsource(mode._detect)

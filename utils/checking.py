@@ -2,12 +2,16 @@
 
 Three tools:
 
-* :func:`nan_empty` / :func:`nan_like` allocate outputs pre-filled with NaN, followed by a hidden run of NaN
-  "canaries". An element the kernel never wrote stays NaN; a store past the end overwrites a canary. Both are
-  reported by :func:`check`.
+* :func:`nan_empty` / :func:`nan_like` allocate outputs pre-filled with a NaN of our own bit pattern
+  (:data:`NAN_PAYLOAD`), followed by a hidden run of the same NaN "canaries". An element that still holds those
+  bits was never written; a NaN with any other bits was computed by the kernel (no arithmetic produces our
+  pattern); a store past the end overwrites a canary, even when it stores a NaN. :func:`check` reports all three.
 * :func:`check` compares with a reference computed in higher precision, using a tolerance per dtype with the reason
   for it, and on failure raises ``AssertionError`` with what is wrong, where, and a hint for the classic mistakes.
 * :func:`require` validates a launcher's inputs and raises a ``ValueError``/``TypeError`` saying how to fix them.
+
+The functions that raise for a learner set ``__tracebackhide__``: IPython and pytest then show the message and
+the learner's own line, not this module's source.
 """
 
 from __future__ import annotations
@@ -20,6 +24,20 @@ from .mode import dtype_name
 
 #: elements of hidden NaN canaries after every buffer made by nan_empty (one big block of the largest BLOCK_SIZE)
 GUARD = 8192
+
+#: the NaN that nan_empty fills with, as (integer dtype of the same width, bits). Each is a quiet NaN with a payload
+#: that no arithmetic produces: NumPy and x86 make 0x7FC00000 or 0xFFC00000 (fp32), CUDA 0x7FFFFFFF, and NaN
+#: arithmetic keeps the payload of the NaN that went in, so a computed NaN never has these bits unless it was
+#: computed *from* a never-written element.
+NAN_PAYLOAD = {
+    torch.float16: (torch.int16, 0x7E5A),
+    torch.bfloat16: (torch.int16, 0x7FD5),
+    torch.float32: (torch.int32, 0x7FD5A5A5),
+    torch.float64: (torch.int64, 0x7FFA5A5A5A5A5A5A),
+}
+
+#: what check(kind=) may say: the catch-all hint of a kernel talks about running it on a tiny input
+KINDS = ("kernel", "python")
 
 
 @dataclass(frozen=True)
@@ -48,30 +66,68 @@ TOLERANCES = {
 
 def default_tolerance(dtype: torch.dtype) -> Tolerance:
     if dtype not in TOLERANCES:
-        raise TypeError(f"no default tolerance for {dtype}; pass atol=, rtol= and reason=")
+        raise TypeError(f"no default tolerance for {dtype_name(dtype)}; pass atol=, rtol= and reason=")
     return TOLERANCES[dtype]
+
+
+def _raise(error: Exception):
+    """Raises for a learner from a frame this short: IPython shows the raising frame even when it is hidden."""
+    __tracebackhide__ = True
+    raise error
+
+
+def _as_dtype(dtype, what: str = "dtype") -> torch.dtype:
+    """A torch.dtype from a torch.dtype or its name ("float32", "torch.float32"); TypeError for anything else."""
+    __tracebackhide__ = True
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str):
+        found = getattr(torch, dtype.strip().removeprefix("torch."), None)
+        if isinstance(found, torch.dtype):
+            return found
+    _raise(TypeError(f"{what} must be a torch dtype such as torch.float32, got {type(dtype).__name__} {dtype!r}."))
 
 
 # -- allocation -------------------------------------------------------------------------------------------------
 
 
+def _nan_fill(numel: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """``numel`` elements of :data:`NAN_PAYLOAD` (a plain NaN for a dtype without one)."""
+    if dtype not in NAN_PAYLOAD:
+        return torch.full((numel,), float("nan"), dtype=dtype, device=device)
+    int_dtype, bits = NAN_PAYLOAD[dtype]
+    return torch.full((numel,), bits, dtype=int_dtype, device=device).view(dtype)
+
+
 def nan_empty(shape, dtype=torch.float32, device=None) -> torch.Tensor:
-    """A contiguous tensor of ``shape`` full of NaN, followed in memory by :data:`GUARD` NaN canaries."""
+    """A contiguous tensor of ``shape`` full of our NaN (:data:`NAN_PAYLOAD`), followed by :data:`GUARD` canaries."""
     if device is None:
         from .mode import current
 
         device = current().device
+    dtype = _as_dtype(dtype)
     shape = tuple(shape) if not isinstance(shape, int) else (shape,)
     numel = 1
     for s in shape:
         numel *= s
-    buf = torch.full((numel + GUARD,), float("nan"), dtype=dtype, device=device)
-    return buf[:numel].view(shape)
+    return _nan_fill(numel + GUARD, dtype, device)[:numel].view(shape)
 
 
 def nan_like(t: torch.Tensor, dtype=None) -> torch.Tensor:
     """:func:`nan_empty` with the shape, dtype and device of ``t``."""
     return nan_empty(t.shape, dtype or t.dtype, t.device)
+
+
+def never_written(t: torch.Tensor) -> torch.Tensor:
+    """A boolean mask (on the CPU) of the elements of ``t`` that still hold nan_empty's NaN, bit for bit.
+
+    For a dtype without a payload (e.g. fp8) every NaN counts; integer tensors are never NaN.
+    """
+    t = t.detach().cpu()
+    if t.dtype not in NAN_PAYLOAD:
+        return torch.isnan(t) if t.dtype.is_floating_point else torch.zeros(t.shape, dtype=torch.bool)
+    int_dtype, bits = NAN_PAYLOAD[t.dtype]
+    return t.view(int_dtype) == bits
 
 
 def _canaries(out: torch.Tensor):
@@ -121,31 +177,110 @@ def _is_suffix(mask_flat: torch.Tensor) -> int:
     return k if bool(mask_flat[n - k :].all()) else 0
 
 
-def _where(bad: torch.Tensor, shape) -> str:
+def _tail(mask_flat: torch.Tensor) -> int:
+    """Length k if exactly the last k elements are set and k is at most half of them (a tail, not nearly all)."""
+    k = _is_suffix(mask_flat)
+    return k if 0 < k <= mask_flat.numel() // 2 else 0
+
+
+def _plural(name: str) -> str:
+    if name.endswith(("s", "x", "ch", "sh")):
+        return name + "es"
+    return name + "s"
+
+
+def _names(shape, dims) -> list[tuple[str, str, str]]:
+    """(an index, indices, the axis) of each dimension: from ``dims`` if given ("head", "heads", "the head axis"),
+    rows and columns in 2-D, "dim d index" otherwise."""
+    if dims is not None:
+        return [(d, _plural(d), f"the {d} axis") for d in dims]
+    if len(shape) == 2:
+        return [("row", "rows", "the rows"), ("column", "columns", "the columns")]
+    return [(f"dim {d} index", f"dim {d} indices", f"dim {d}") for d in range(len(shape))]
+
+
+def _indices(idx, size: int, name: str, plural: str) -> str:
+    """'heads 1 and 2 (of 4)', 'positions ≥ 1 (of 7)', 'all 4 heads', 'row 3 (of 5)'."""
+    idx = [int(i) for i in idx]
+    if len(idx) == size:
+        return f"all {size} {plural}" if size > 1 else f"the only {name} (0)"
+    if len(idx) == 1:
+        return f"{name} {idx[0]} (of {size})"
+    if idx == list(range(idx[0], size)):
+        return f"{plural} ≥ {idx[0]} (of {size})"
+    if idx == list(range(idx[-1] + 1)):
+        return f"{plural} < {idx[-1] + 1} (of {size})"
+    if len(idx) == 2:
+        return f"{plural} {idx[0]} and {idx[1]} (of {size})"
+    return f"{plural} {_fmt_list(idx)} (of {size})"
+
+
+def _along(mask: torch.Tensor, d: int) -> torch.Tensor:
+    """The indices along dimension ``d`` where ``mask`` has any element set."""
+    return torch.nonzero(mask.movedim(d, 0).reshape(mask.shape[d], -1).any(dim=1)).flatten()
+
+
+def _only_along(mask: torch.Tensor):
+    """(d, indices) when ``mask`` is whole slices along one dimension d (set for some indices of d, whatever the
+    other indices), leading dimensions first; None otherwise, or for fewer than 2 dimensions."""
+    if mask.dim() < 2:
+        return None
+    for d in range(mask.dim()):
+        m = mask.movedim(d, 0).reshape(mask.shape[d], -1)
+        some, full = m.any(dim=1), m.all(dim=1)
+        if bool((some == full).all()) and not bool(some.all()) and bool(some.any()):
+            return d, torch.nonzero(some).flatten()
+    return None
+
+
+def _where(bad: torch.Tensor, shape, dims=None) -> str:
     flat = bad.reshape(-1)
     count = int(flat.sum())
     first = int(torch.nonzero(flat)[0])
     where = f"{count} of {flat.numel()} elements; the first at index {_index(first, shape)}"
-    if len(shape) >= 2:
-        rows = torch.nonzero(_as_rows(bad).any(dim=1)).flatten()
-        cols = torch.nonzero(_as_rows(bad).any(dim=0)).flatten()
-        n_rows, n_cols = _as_rows(bad).shape
-        where += (
-            f"; rows {_fmt_list(rows)} ({len(rows)} of {n_rows} rows)"
-            f"; columns {_fmt_list(cols)} ({len(cols)} of {n_cols} columns)"
-        )
+    if len(shape) >= 2 or dims is not None:
+        names = _names(shape, dims)
+        where += "; " + "; ".join(_indices(_along(bad, d), shape[d], *names[d][:2]) for d in range(len(shape)))
     return where
 
 
 # -- the classic mistakes ---------------------------------------------------------------------------------------
 
 
-def _hint_unwritten(unwritten: torch.Tensor, shape) -> str:
+def _hint_unwritten(unwritten: torch.Tensor, shape, dims=None) -> str:
     flat = unwritten.reshape(-1)
     if bool(flat.all()):
         return (
-            "Nothing was written. Does the kernel call tl.store on the output pointer, and does the launcher "
-            "pass the output tensor it returns? (The skeleton's stub writes nothing.)"
+            "Nothing was written. Either no program ran: the grid is empty (n // BLOCK_SIZE is 0 when n < "
+            "BLOCK_SIZE; launch triton.cdiv(n, BLOCK_SIZE) programs, rounding up), or the kernel does not call "
+            "tl.store on the output pointer, or the launcher returns another tensor than the one the kernel "
+            "wrote (`return out`). (The skeleton's stub writes nothing.)"
+        )
+    names = _names(shape, dims)
+    whole = _only_along(unwritten)
+    if whole is not None:
+        d, idx = whole
+        name, plural, axis = names[d]
+        which = _indices(idx, shape[d], name, plural)
+        if d == len(shape) - 1:
+            return (
+                f"Whole {plural} were never written ({which}): the blocks along the last dimension do not cover "
+                f"it. Use triton.cdiv(N, BLOCK_N) column blocks, or a BLOCK_SIZE of triton.next_power_of_2(N) "
+                f"for a row per program, and mask with cols < N."
+            )
+        return (
+            f"Whole {plural} were never written ({which}): the grid has too few programs along {axis}, or "
+            f"the program id is mapped to the wrong {name}. One program per {name} needs {shape[d]} programs "
+            f"along {axis}, and each program must compute its {name} from tl.program_id (and the stride of "
+            f"{axis}). (A kernel that treats the tensor as one flat array launches triton.cdiv(n, BLOCK_SIZE) "
+            f"programs.)"
+        )
+    rows = _as_rows(unwritten)
+    if len(shape) >= 3 and bool((rows.any(dim=1) == rows.all(dim=1)).all()):
+        return (
+            "Whole rows (along the last dimension) were never written: the grid has too few programs, or the "
+            "program id is split into the leading indices the wrong way (check the grid's size and how each "
+            "program computes its indices and offsets from tl.program_id)."
         )
     k = _is_suffix(flat)
     if k:
@@ -154,28 +289,47 @@ def _hint_unwritten(unwritten: torch.Tensor, shape) -> str:
             f"triton.cdiv(n, BLOCK_SIZE) programs (rounding up), not n // BLOCK_SIZE, and give each program the "
             f"offsets pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)."
         )
-    if len(shape) >= 2:
-        rows = _as_rows(unwritten)
-        full_rows = rows.all(dim=1)
-        if bool((rows.any(dim=1) == full_rows).all()):
-            return (
-                "Whole rows were never written: the grid has too few programs along the rows, or program_id "
-                "is mapped to the wrong row."
-            )
-        full_cols = rows.all(dim=0)
-        if bool((rows.any(dim=0) == full_cols).all()):
-            return (
-                "Whole columns were never written: the column blocks do not cover N. Use triton.cdiv(N, "
-                "BLOCK_N) column blocks, or a BLOCK_SIZE of triton.next_power_of_2(N) for a row per program."
-            )
     return (
         "Scattered elements were never written: the offsets skip elements. Offsets should be "
         "pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE), and the row offset should use the row's stride."
     )
 
 
-def _hint_wrong(out64, ref64, bad, shape, out_dtype) -> str:
+def _hint_nan(nan: torch.Tensor, shape, from_nan_empty: bool) -> str:
+    """Why a kernel computes NaN where the reference has a number."""
+    rows = _as_rows(nan)
+    flat_tail = _tail(nan.reshape(-1))
+    col_tail = len(shape) >= 2 and _tail(rows.any(dim=0))
+    if flat_tail or col_tail:
+        hint = (
+            "The NaN sit at the end (of the array, or of every row): values loaded past the end are garbage. "
+            "Mask the load (mask=offsets < n) and give it an other= that is neutral for what follows "
+            "(other=0.0 before a sum, other=-float('inf') before a max)."
+        )
+    elif len(shape) >= 2 and rows.shape[1] > 1 and bool((rows.any(dim=1) == rows.all(dim=1)).all()):
+        hint = (
+            "Whole rows are NaN: one NaN in a row's reduction spreads to the whole row. A row whose every entry "
+            "is masked to -inf has max = -inf, so x - max is -inf - (-inf) = NaN and 0/0 follows: guard such "
+            "rows. Or exp overflowed to inf in that row: subtract the row max before tl.exp."
+        )
+    else:
+        hint = (
+            "Usual causes: exp of a large value overflows to inf (fp32 beyond exp(88.7), fp16 beyond exp(11.1)) "
+            "and inf/inf or inf - inf is NaN: subtract the row max before tl.exp; 0/0 in a row that is fully "
+            "masked; a load past the end with no mask or no other= (garbage); sqrt or log of a negative number."
+        )
+    if not from_nan_empty:
+        hint += (
+            " (The output was not allocated by utils.nan_empty, so these may also be uninitialised memory that "
+            "was never written.)"
+        )
+    return hint
+
+
+def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", rtol=0.0) -> str:
     flat_bad = bad.reshape(-1)
+    names = _names(shape, dims)
+    flat_tol = max(1e-3, 4 * rtol)  # how constant a ratio must be to call it one factor: a few roundings of out
     # swapped strides: a square result that equals the reference transposed
     if len(shape) == 2 and shape[0] == shape[1] and shape[0] > 1:
         if torch.allclose(out64, ref64.T, rtol=1e-2, atol=1e-2, equal_nan=True):
@@ -183,34 +337,74 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype) -> str:
                 "The result equals the reference transposed: the row and column strides are swapped "
                 "(stride_xm belongs with the row index, stride_xn with the column index)."
             )
+    overflow = torch.isinf(out64) & torch.isfinite(ref64)
+    if bool(overflow.any()):
+        return (
+            f"{int(overflow.sum())} element(s) are ±inf where the reference is finite: an overflow. exp of a "
+            f"large value (fp32 beyond exp(88.7), fp16 beyond exp(11.1)): subtract the max first; a division by "
+            f"zero; or products summed in fp16 (largest value 65504): accumulate in fp32."
+        )
+    finite = torch.isfinite(out64) & torch.isfinite(ref64)
+    usable = finite & (ref64.abs() > 1e-12)
+    if out64.numel() >= 2 and bool(usable.all()):
+        ratio = out64 / ref64
+        spread = float(ratio.max() - ratio.min())
+        f = float(ratio.mean())
+        if spread < flat_tol * abs(f) and abs(f - 1) > flat_tol:
+            return (
+                f"The whole result is off by one constant factor, {f:.4g}: a scale is missing, wrong or applied "
+                f"twice (for example attention's 1/sqrt(D), a norm's weight, an alpha, or a mean divided by "
+                f"BLOCK_SIZE instead of N)" + (", or the sign is flipped." if abs(f + 1) < 1e-3 else ".")
+            )
     if len(shape) >= 2:
         rows = _as_rows(bad)
         if rows.shape[0] > 1 and not bool(rows[0].any()) and bool(rows[1:].any(dim=1).all()):
-            return (
-                "Row 0 is right but every later row is wrong: the row offset probably uses the wrong stride "
-                "(for example N or BLOCK_SIZE where the tensor's stride(0) belongs — a view of a wider "
-                "tensor has a row stride larger than N)."
-            )
+            if len(shape) == 2:
+                return (
+                    "Row 0 is right but every later row is wrong: the row offset probably uses the wrong stride "
+                    "(for example N or BLOCK_SIZE where the tensor's stride(0) belongs — a view of a wider "
+                    "tensor has a row stride larger than N)."
+                )
         cols = rows.any(dim=0)
-        k = _is_suffix(cols)
+        k = _tail(cols)
         if k and bool(rows[:, -k:].any(dim=1).all()):
             return (
                 f"The last {k} columns are wrong in every row: the column tail is not masked, or masked loads "
                 f"fill with the wrong value (use other=-inf before a max, other=0 before a sum)."
             )
-    if len(shape) >= 2:
-        o, r = _as_rows(out64), _as_rows(ref64)
-        ratio = o / r
-        usable = r.abs() > 1e-12
-        if bool(usable.all(dim=1).all()):
-            spread = (ratio.max(dim=1).values - ratio.min(dim=1).values).abs().max()
-            if float(spread) < 1e-3 * float(ratio.abs().max()):
+        whole = _only_along(bad)
+        if whole is not None and whole[0] < len(shape) - 1:
+            d, idx = whole
+            name, plural, axis = names[d]
+            which = _indices(idx, shape[d], name, plural)
+            are = "is" if len(idx) == 1 else "are"
+            if int(idx[0]) > 0 and len(idx) == shape[d] - int(idx[0]):
                 return (
-                    "Each row is off by a constant factor: the normaliser (a row sum) is wrong. If masked-off "
-                    "lanes are loaded with other=0, exp(0 - max) adds to the sum: load them with other=-inf "
-                    "(exp(-inf) = 0), or sum with the mask applied."
+                    f"Only {which} {are} wrong, entirely; {plural} below {int(idx[0])} are right. Whatever depends "
+                    f"on the index along {axis} is wrong: the stride of {axis} (a view has a larger stride than "
+                    f"its size), the mapping from program id to {name}, or a quantity that is zero at {name} 0 "
+                    f"(a rotation angle's sign or pair convention, a causal mask's offset)."
                 )
-    k = _is_suffix(flat_bad)
+            return (
+                f"Only {which} {are} wrong, entirely; the other {plural} are right. The offset or index along "
+                f"{axis} is wrong for those: how the program id maps to a {name}, the stride of {axis}, or an "
+                f"index shared between several (e.g. a key/value head serves a group of query heads: "
+                f"kv_head = head // (H // KV), not head % KV)."
+            )
+    if len(shape) >= 2 and shape[-1] >= 2:
+        o, r = _as_rows(out64), _as_rows(ref64)
+        use = _as_rows(usable)
+        if o.shape[0] > 1 and bool(use.all()):
+            ratio = o / r
+            spread = (ratio.max(dim=1).values - ratio.min(dim=1).values).abs().max()
+            if float(spread) < flat_tol * float(ratio.abs().max()):
+                return (
+                    "Each row is off by its own constant factor: a per-row scale or normaliser is wrong (softmax's "
+                    "sum, a norm's rsqrt(mean(x²) + eps)). Check which lanes enter the reduction: masked-off "
+                    "lanes must add nothing (other=0 before a sum of squares; in a softmax, other=-inf so that "
+                    "exp gives 0), and divide by the row length N, not BLOCK_SIZE."
+                )
+    k = _tail(flat_bad)
     if k:
         return (
             f"Only the last {k} elements are wrong: the tail block is not masked, or masked with the wrong "
@@ -222,6 +416,11 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype) -> str:
             f"The values are close but not close enough (relative error {rel:.1e}), across the whole result: "
             f"a precision problem. Accumulate in fp32 (tl.zeros(..., dtype=tl.float32)) and cast to "
             f"{dtype_name(out_dtype)} once, when storing."
+        )
+    if kind == "python":
+        return (
+            "Wrong values in many places. Try the function on a tiny input (a few elements, a 2x3 matrix) and "
+            "compare it with the reference by eye; check the formula, the indices and which input each step uses."
         )
     return (
         "Wrong values in many places. Run the kernel on a tiny input (a few elements, a 2x3 matrix) and compare "
@@ -254,6 +453,9 @@ def check(
     name: str = "output",
     quiet: bool = False,
     suspects: dict | None = None,
+    dims: tuple[str, ...] | None = None,
+    kind: str = "kernel",
+    empty_ok: bool = True,
 ) -> None:
     """Checks ``out`` against ``ref``; raises AssertionError that teaches, or prints one line on success.
 
@@ -264,31 +466,54 @@ def check(
     ``suspects`` names the lesson's classic mistakes: ``{hint: the reference computed as if that mistake were made}``
     (e.g. ``{"the 1/sqrt(D) scale is missing": attention_ref(q, k, v, scale=1.0)}``). When ``out`` is wrong but
     matches one of them within the tolerance, that hint is the one given.
+
+    ``dims`` names the dimensions (``("batch", "position", "head", "dim")``) so that places are told as "heads 1
+    and 2", "positions ≥ 1"; without it a 2-D result has rows and columns and others "dim d indices".
+    ``kind="python"`` for a result computed by plain Python rather than a kernel (the general hint then says so).
+    An empty ``out`` that matches an empty ``ref`` passes, saying that nothing was compared; pass
+    ``empty_ok=False`` where an empty comparison can only be a mistake (a check's random shapes, say).
     """
     __tracebackhide__ = True  # IPython and pytest show the learner the message, not this function's source
+    if kind not in KINDS:
+        _raise(ValueError(f"check(kind={kind!r}): kind is one of {', '.join(KINDS)}"))
     if not isinstance(out, torch.Tensor):
-        raise AssertionError(
-            f"{name} should be a torch.Tensor but is {type(out).__name__}"
-            + (" — did the launcher forget to `return out`?" if out is None else ".")
+        _raise(
+            AssertionError(
+                f"{name} should be a torch.Tensor but is {type(out).__name__}"
+                + (" — did the launcher forget to `return out`?" if out is None else ".")
+            )
         )
     ref = torch.as_tensor(ref)
+    if dims is not None:
+        dims = tuple(dims)
+        if len(dims) != ref.dim() or not all(isinstance(d, str) for d in dims):
+            _raise(ValueError(f"check(dims={dims!r}): give one name per dimension of the reference {tuple(ref.shape)}"))
     from .mode import current
 
     env = current()
     if out.device.type != env.device:
-        raise AssertionError(
-            f"{name} is on {out.device.type} but the kernels here run on {env.device}: allocate "
-            f"it on the inputs' device (torch.empty_like(x) or device=x.device)."
+        _raise(
+            AssertionError(
+                f"{name} is on {out.device.type} but the kernels here run on {env.device}: allocate "
+                f"it on the inputs' device (torch.empty_like(x) or device=x.device)."
+            )
         )
     if tuple(out.shape) != tuple(ref.shape):
-        raise AssertionError(
-            f"{name} has shape {tuple(out.shape)} but the reference has {tuple(ref.shape)}: check "
-            f"how the launcher allocates the output."
+        _raise(
+            AssertionError(
+                f"{name} has shape {tuple(out.shape)} but the reference has {tuple(ref.shape)}: check "
+                f"how the launcher allocates the output."
+            )
         )
+    if dtype is not None:
+        dtype = _as_dtype(dtype, "check(dtype=)")
     if dtype is not None and out.dtype != dtype:
-        raise AssertionError(
-            f"{name} has dtype {out.dtype} but should be {dtype}: allocate it with that dtype "
-            f"(and cast in the kernel with .to(out_ptr.dtype.element_ty) before storing)."
+        _raise(
+            AssertionError(
+                f"{name} has dtype {dtype_name(out.dtype)} but should be {dtype_name(dtype)}: allocate it with "
+                f"dtype=torch.{dtype_name(dtype)} (and cast in the kernel with .to(out_ptr.dtype.element_ty) before "
+                f"storing)."
+            )
         )
     if (
         dtype is None
@@ -297,7 +522,9 @@ def check(
             out.dtype.is_floating_point and ref.dtype.is_floating_point and ref.element_size() > out.element_size()
         )
     ):
-        raise AssertionError(f"{name} has dtype {out.dtype} but the reference has {ref.dtype}.")
+        _raise(
+            AssertionError(f"{name} has dtype {dtype_name(out.dtype)} but the reference has {dtype_name(ref.dtype)}.")
+        )
 
     if atol is None or rtol is None:
         tol = default_tolerance(out.dtype)
@@ -305,16 +532,23 @@ def check(
         rtol = tol.rtol if rtol is None else rtol
         reason = reason or tol.reason
     elif reason is None:
-        raise TypeError("check(): a tolerance other than the default needs reason='why it is this size'")
+        _raise(TypeError("check(): a tolerance other than the default needs reason='why it is this size'"))
 
     shape = tuple(out.shape)
+    if out.numel() == 0 and not empty_ok:
+        _raise(
+            AssertionError(
+                f"{name} is empty (shape {shape}), so nothing was compared and this check cannot pass: the shapes "
+                f"it was given have no elements."
+            )
+        )
     out64 = out.detach().to("cpu", torch.float64)
     ref64 = ref.detach().to("cpu", torch.float64)
     problems = []
 
     canaries = _canaries(out)
     if canaries is not None:
-        clobbered = ~torch.isnan(canaries.detach().cpu())
+        clobbered = ~never_written(canaries)  # bits, not isnan: a store of NaN past the end counts too
         if bool(clobbered.any()):
             problems.append(
                 f"The kernel wrote {int(clobbered.sum())} element(s) past the end of {name} (up to "
@@ -322,33 +556,46 @@ def check(
                 f"tl.store(ptr + offsets, value, mask=offsets < n), so the last block stops at the end."
             )
 
-    unwritten = torch.isnan(out64) & ~torch.isnan(ref64)
+    ref_nan = torch.isnan(ref64)
+    unwritten = never_written(out) & ~ref_nan
+    computed_nan = torch.isnan(out64) & ~unwritten & ~ref_nan
     if bool(unwritten.any()):
         problems.append(
-            f"{name} has elements that were never written (still NaN): {_where(unwritten, shape)}.\n"
-            f"Hint: {_hint_unwritten(unwritten, shape)}"
+            f"{name} has elements that were never written (still the NaN they were allocated with): "
+            f"{_where(unwritten, shape, dims)}.\nHint: {_hint_unwritten(unwritten, shape, dims)}"
         )
-    else:
+    if bool(computed_nan.any()):
+        problems.append(
+            f"{name} has NaN that the {'kernel' if kind == 'kernel' else 'code'} computed where the reference has "
+            f"numbers: {_where(computed_nan, shape, dims)}.\n"
+            f"Hint: {_suspect(out64, suspects, rtol, atol) or _hint_nan(computed_nan, shape, canaries is not None)}"
+        )
+    if not bool(unwritten.any() or computed_nan.any()):  # NaN first: their hints are sharper than the values'
         close = torch.isclose(out64, ref64, rtol=rtol, atol=atol, equal_nan=True)
         bad = ~close
         if bool(bad.any()):
-            hint = _suspect(out64, suspects, rtol, atol) or _hint_wrong(out64, ref64, bad, shape, out.dtype)
+            hint = _suspect(out64, suspects, rtol, atol) or _hint_wrong(
+                out64, ref64, bad, shape, out.dtype, dims, kind, rtol
+            )
             diff = (out64 - ref64).abs().masked_fill(~bad, 0)
             worst = int(torch.argmax(diff.reshape(-1)))
             wi = _index(worst, shape)
             problems.append(
-                f"{name} differs from the reference: {_where(bad, shape)}.\n"
+                f"{name} differs from the reference: {_where(bad, shape, dims)}.\n"
                 f"Worst at index {wi}: got {out64.reshape(-1)[worst].item():.6g}, expected "
                 f"{ref64.reshape(-1)[worst].item():.6g} (tolerance atol={atol:g}, rtol={rtol:g}: {reason}).\n"
                 f"Hint: {hint}"
             )
     if problems:
-        raise AssertionError("\n".join(problems))
+        _raise(AssertionError("\n".join(problems)))
     if not quiet:
-        print(
-            f"✓ {name} matches the reference: shape {shape}, {dtype_name(out.dtype)}, "
-            f"atol={atol:g}, rtol={rtol:g} ({reason})."
-        )
+        if out.numel() == 0:
+            print(f"✓ {name} is empty (shape {shape}), as the reference is: nothing to compare.")
+        else:
+            print(
+                f"✓ {name} matches the reference: shape {shape}, {dtype_name(out.dtype)}, "
+                f"atol={atol:g}, rtol={rtol:g} ({reason})."
+            )
 
 
 def refuses(calls: dict, *, errors=(ValueError, TypeError), quiet: bool = False) -> None:
@@ -359,7 +606,7 @@ def refuses(calls: dict, *, errors=(ValueError, TypeError), quiet: bool = False)
     """
     __tracebackhide__ = True
     if not calls:
-        raise ValueError("refuses() needs at least one call to try")
+        _raise(ValueError("refuses() needs at least one call to try"))
     problems = []
     for what, call in calls.items():
         try:
@@ -378,7 +625,7 @@ def refuses(calls: dict, *, errors=(ValueError, TypeError), quiet: bool = False)
                 f"ValueError or TypeError that says how to fix them"
             )
     if problems:
-        raise AssertionError("bad inputs that were not refused:\n- " + "\n- ".join(problems))
+        _raise(AssertionError("bad inputs that were not refused:\n- " + "\n- ".join(problems)))
 
 
 # -- launcher input validation ----------------------------------------------------------------------------------
@@ -387,51 +634,66 @@ def refuses(calls: dict, *, errors=(ValueError, TypeError), quiet: bool = False)
 def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, contiguous: bool = True) -> None:
     """Raises a ValueError/TypeError that says how to fix a launcher input; does nothing when it is fine.
 
-    ``dtype`` is one dtype or a tuple of accepted dtypes; ``shape`` may hold None for "any size".
+    ``dtype`` is one dtype or a tuple of accepted dtypes (torch dtypes, or their names such as "float32");
+    ``shape`` may hold None for "any size".
     """
+    __tracebackhide__ = True
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}.")
+        _raise(TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}."))
     from .mode import current
 
     want = current().device
     if t.device.type != want:
         fix = f"{name}.cuda()" if want == "cuda" else f"{name}.cpu()"
-        raise ValueError(
-            f"{name} is on {t.device.type}, but the kernels run on {want}: move it with {fix} "
-            f"(or create it with device='{want}')."
+        _raise(
+            ValueError(
+                f"{name} is on {t.device.type}, but the kernels run on {want}: move it with {fix} "
+                f"(or create it with device='{want}')."
+            )
         )
     if t.dtype == torch.bfloat16 and current().interpret:
-        raise TypeError(
-            f"{name} is bfloat16, which Triton's interpreter does not support (its results would be silently "
-            f"wrong): use {name}.half() or {name}.float() on the CPU; bfloat16 works on a GPU."
+        _raise(
+            TypeError(
+                f"{name} is bfloat16, which Triton's interpreter does not support (its results would be silently "
+                f"wrong): use {name}.half() or {name}.float() on the CPU; bfloat16 works on a GPU."
+            )
         )
     if dtype is not None:
-        ok = dtype if isinstance(dtype, tuple) else (dtype,)
+        ok = []  # a loop, not a generator: a generator's frame would show in the traceback
+        for d in dtype if isinstance(dtype, tuple) else (dtype,):
+            ok.append(_as_dtype(d, f"require(dtype=) for {name}"))
         if t.dtype not in ok:
             names = " or ".join(dtype_name(d) for d in ok)
-            raise TypeError(
-                f"{name} has dtype {dtype_name(t.dtype)}, but this kernel takes {names}: "
-                f"convert it with {name}.to(torch.{dtype_name(ok[0])})."
+            _raise(
+                TypeError(
+                    f"{name} has dtype {dtype_name(t.dtype)}, but this kernel takes {names}: "
+                    f"convert it with {name}.to(torch.{dtype_name(ok[0])})."
+                )
             )
     if ndim is not None and t.dim() != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s) but has shape {tuple(t.shape)}.")
+        _raise(ValueError(f"{name} must have {ndim} dimension(s) but has shape {tuple(t.shape)}."))
     if shape is not None:
         if len(shape) != t.dim() or any(s is not None and s != ts for s, ts in zip(shape, t.shape)):
             want_s = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
-            raise ValueError(f"{name} has shape {tuple(t.shape)} but must be {want_s}.")
+            _raise(ValueError(f"{name} has shape {tuple(t.shape)} but must be {want_s}."))
     if contiguous and not t.is_contiguous():
-        raise ValueError(
-            f"{name} is a non-contiguous view (shape {tuple(t.shape)}, strides {t.stride()}): call "
-            f"{name}.contiguous() first."
+        _raise(
+            ValueError(
+                f"{name} is a non-contiguous view (shape {tuple(t.shape)}, strides {t.stride()}): call "
+                f"{name}.contiguous() first."
+            )
         )
 
 
 def require_same_shape(a, b, names=("x", "y")) -> None:
     """Raises ValueError when two inputs that must match element for element do not."""
+    __tracebackhide__ = True
     if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(
-            f"{names[0]} has shape {tuple(a.shape)} but {names[1]} has shape {tuple(b.shape)}; "
-            f"they must match (this kernel does not broadcast)."
+        _raise(
+            ValueError(
+                f"{names[0]} has shape {tuple(a.shape)} but {names[1]} has shape {tuple(b.shape)}; "
+                f"they must match (this kernel does not broadcast)."
+            )
         )
 
 
@@ -458,58 +720,72 @@ def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: 
     memory with any of ``inputs`` (``{"x": x, ...}``): a kernel that reads an input while it writes over it returns
     a wrong result without a word, and one that writes into a smaller buffer corrupts whatever lies after it.
     """
+    __tracebackhide__ = True
     shape = tuple(int(s) for s in shape)
     device = torch.device(device)
+    dtype = _as_dtype(dtype, f"require_out(dtype=) for {name}")
     if out is None:
         return torch.empty(shape, dtype=dtype, device=device)
     if not isinstance(out, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor (or None to allocate one), got {type(out).__name__}: pass "
-            f"torch.empty({shape}, dtype=torch.{dtype_name(dtype)}, device='{device.type}')."
+        _raise(
+            TypeError(
+                f"{name} must be a torch.Tensor (or None to allocate one), got {type(out).__name__}: pass "
+                f"torch.empty({shape}, dtype=torch.{dtype_name(dtype)}, device='{device.type}')."
+            )
         )
     if out.device.type != device.type:
-        raise ValueError(f"{name} is on {out.device.type}, but the inputs are on {device.type}: allocate it there.")
+        _raise(ValueError(f"{name} is on {out.device.type}, but the inputs are on {device.type}: allocate it there."))
     if out.dtype != dtype:
-        raise TypeError(
-            f"{name} has dtype {dtype_name(out.dtype)}, but this launcher writes {dtype_name(dtype)}: allocate "
-            f"it with dtype=torch.{dtype_name(dtype)}."
+        _raise(
+            TypeError(
+                f"{name} has dtype {dtype_name(out.dtype)}, but this launcher writes {dtype_name(dtype)}: allocate "
+                f"it with dtype=torch.{dtype_name(dtype)}."
+            )
         )
     if tuple(out.shape) != shape:
-        raise ValueError(f"{name} has shape {tuple(out.shape)}, but the result has shape {shape}.")
+        _raise(ValueError(f"{name} has shape {tuple(out.shape)}, but the result has shape {shape}."))
     if not out.is_contiguous():
-        raise ValueError(
-            f"{name} is a non-contiguous view (strides {out.stride()}): the kernel writes a contiguous block, so "
-            f"pass a contiguous tensor (torch.empty_like(...)) and copy from it afterwards."
+        _raise(
+            ValueError(
+                f"{name} is a non-contiguous view (strides {out.stride()}): the kernel writes a contiguous block, so "
+                f"pass a contiguous tensor (torch.empty_like(...)) and copy from it afterwards."
+            )
         )
     for what, t in (inputs or {}).items():
         if isinstance(t, torch.Tensor) and overlaps(out, t):
-            raise ValueError(
-                f"{name} shares memory with the input {what}: the kernel would overwrite {what} while still "
-                f"reading it. Pass a separate output (or out=None)."
+            _raise(
+                ValueError(
+                    f"{name} shares memory with the input {what}: the kernel would overwrite {what} while still "
+                    f"reading it. Pass a separate output (or out=None)."
+                )
             )
     return out
 
 
 def require_power_of_two(value, name: str) -> None:
     """Block sizes: a positive power of two (tl.arange needs one), given as a Python int."""
+    __tracebackhide__ = True
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
-        raise ValueError(
-            f"{name} must be a positive power of two (tl.arange needs one), got {value!r}: try "
-            f"triton.next_power_of_2(...)."
+        _raise(
+            ValueError(
+                f"{name} must be a positive power of two (tl.arange needs one), got {value!r}: try "
+                f"triton.next_power_of_2(...)."
+            )
         )
 
 
 def require_number(value, name: str, *, positive: bool = False) -> float:
     """A finite Python or NumPy real number (``eps``, ``alpha``): returned as a float."""
+    __tracebackhide__ = True
     import numbers
 
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}.")
+        _raise(TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}."))
     value = float(value)
     if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{name} must be finite, got {value}.")
+        _raise(ValueError(f"{name} must be finite, got {value}."))
     if positive and value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}.")
+        _raise(ValueError(f"{name} must be positive, got {value}."))
     return value
 
 
@@ -519,9 +795,12 @@ INT32_LIMIT = 2**31
 
 def require_int32_offsets(t: torch.Tensor, name: str) -> None:
     """For kernels that compute 32-bit offsets: refuse a tensor whose last element lies at 2**31 or beyond."""
+    __tracebackhide__ = True
     if t.numel() and _span(t)[1] - t.data_ptr() > INT32_LIMIT * t.element_size():
-        raise ValueError(
-            f"{name} spans {(_span(t)[1] - t.data_ptr()) // t.element_size()} elements, but this kernel computes "
-            f"32-bit offsets, which reach fewer than 2**31: split {name} into parts, or use int64 offsets "
-            f"(offsets.to(tl.int64)) in the kernel."
+        _raise(
+            ValueError(
+                f"{name} spans {(_span(t)[1] - t.data_ptr()) // t.element_size()} elements, but this kernel computes "
+                f"32-bit offsets, which reach fewer than 2**31: split {name} into parts, or use int64 offsets "
+                f"(offsets.to(tl.int64)) in the kernel."
+            )
         )

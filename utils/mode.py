@@ -158,6 +158,16 @@ def _enable_colab_widgets() -> None:
             pass
 
 
+def _quiet_interpreter_nan_warnings() -> None:
+    """NumPy warns "invalid value encountered" when the interpreter meets the NaN that utils.nan_empty fills
+    outputs with; utils.check reports NaN itself, so those warnings are noise above the learner's message."""
+    import warnings
+
+    warnings.filterwarnings(
+        "ignore", message="invalid value encountered", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
+    )
+
+
 def _detect() -> Env:
     usable, reason, props = _probe_gpu()
     if not usable:
@@ -167,6 +177,7 @@ def _detect() -> Env:
                 "interpreted. Restart the kernel and run the setup cell first."
             )
         os.environ["TRITON_INTERPRET"] = "1"
+        _quiet_interpreter_nan_warnings()
     import torch
     import triton
 

@@ -24,28 +24,24 @@ The pitfalls, and what is done about each:
   tries every config, cuBLAS picks an algorithm, the allocator grows its pool, and clocks ramp up from idle. None
   of that is the steady state, so the callable runs for ``warmup_ms`` before anything is recorded.
 * **Caches.** The H100's L2 holds 50 MB. Time the same small input twice and the second run reads it from L2, not
-  from HBM, and looks faster than memory allows. Before every repetition we overwrite a 256 MB buffer, which
-  evicts the inputs (``flush_l2=True``). The other remedy, for inputs you can afford to copy, is *rotating
-  inputs*: cycle through enough copies that their total exceeds the L2. To measure the cache-hot case on purpose
-  (a kernel whose inputs really are in L2 because the previous kernel just wrote them), pass ``flush_l2=False``.
+  from HBM, and looks faster than memory allows. Before every repetition a 256 MB buffer is overwritten, which
+  evicts the inputs. The other remedy, for inputs you can afford to copy, is *rotating inputs*: cycle through
+  enough copies that their total exceeds the L2.
 * **Clocks and noise.** GPUs boost and throttle with temperature and power, and other processes share the device.
   We report the *median* of many repetitions (robust to a stray slow one) with the 20th and 80th percentiles
   (``ms_p20``/``ms_p80``) so you can see the spread. We do not lock clocks (that needs root); differences of a
   few per cent between runs are noise, not a speed-up.
 * **Very short calls.** Python needs a few µs to launch a kernel. If the GPU is idle when the start event is
-  queued, a short call is timed from that idle moment, launch included. So before each repetition the GPU gets
-  something to do (the L2 flush, or a ~50 µs sleep with ``flush_l2=False``) while Python queues the event and the
-  call behind it. Below about 10 µs the events themselves are still a noticeable share: time a larger problem, or
-  read such numbers as "launch-bound".
+  queued, a short call is timed from that idle moment, launch included. The L2 flush before each repetition
+  gives the GPU something to do while Python queues the event and the call behind it. Below about 10 µs the
+  events themselves are still a noticeable share: time a larger problem, or read such numbers as "launch-bound".
 
 The repetition loop is Triton's own ``triton.testing.do_bench`` (median and quantiles over CUDA events, L2 cleared
-by zeroing a large buffer before each repetition); :func:`_measure` falls back to an equivalent loop here if a
-Triton version changes its signature, and runs that loop for ``flush_l2=False``.
+by zeroing a large buffer before each repetition), called by :func:`_measure`.
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Callable
 
@@ -118,64 +114,15 @@ def _declines() -> bool:
 # -- the repetition loop ----------------------------------------------------------------------------------------
 
 
-def _measure(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flush_l2: bool) -> tuple[float, float, float]:
-    """(median, 20th percentile, 80th percentile) of the GPU time of ``fn()`` in ms."""
-    if flush_l2:
-        try:
-            from triton.testing import do_bench
+def _measure(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> tuple[float, float, float]:
+    """(median, 20th percentile, 80th percentile) of the GPU time of ``fn()`` in ms, by Triton's do_bench.
 
-            med, p20, p80 = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
-            return float(med), float(p20), float(p80)
-        except TypeError:  # a Triton whose do_bench takes other arguments: the same loop, written out below
-            pass
-    return _event_loop(fn, warmup_ms, rep_ms, flush_l2)
+    Whatever ``fn`` raises (a TypeError from a wrong call included) reaches the caller unchanged.
+    """
+    from triton.testing import do_bench
 
-
-def _event_loop(fn, warmup_ms: float, rep_ms: float, flush_l2: bool) -> tuple[float, float, float]:
-    """The loop do_bench runs: estimate, warm up, then time each repetition with its own pair of events."""
-    import torch
-
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda") if flush_l2 else None
-
-    def before_each():
-        # Something for the GPU to do while Python queues the next call. Without it, a call shorter than its own
-        # launch overhead is timed from an idle GPU waiting for the CPU (on an H200, a 12 MB add seemed 60% slower).
-        if flush is not None:
-            flush.zero_()
-        elif hasattr(torch.cuda, "_sleep"):
-            torch.cuda._sleep(100_000)  # about 50 µs of GPU clock cycles
-
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        before_each()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate = max(start.elapsed_time(end) / 5, 1e-3)
-    for _ in range(max(1, int(warmup_ms / estimate))):
-        fn()
-    n = max(1, int(rep_ms / estimate))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for s, e in zip(starts, ends):
-        before_each()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    return _summary(times)
-
-
-def _summary(times: list[float]) -> tuple[float, float, float]:
-    """Median, 20th and 80th percentiles (linear interpolation between order statistics)."""
-    if len(times) == 1:
-        return times[0], times[0], times[0]
-    q = statistics.quantiles(times, n=10, method="inclusive")  # deciles: q[1] is p20, q[7] is p80
-    return statistics.median(times), q[1], q[7]
+    med, p20, p80 = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
+    return float(med), float(p20), float(p80)
 
 
 # -- the three calls --------------------------------------------------------------------------------------------
@@ -189,7 +136,6 @@ def bench(
     label: str | None = None,
     warmup_ms: float = 25,
     rep_ms: float = 100,
-    flush_l2: bool = True,
 ) -> Timing | None:
     """Times ``fn()`` on the GPU; returns a :class:`Timing`, or None (with a one-line reason) under the interpreter.
 
@@ -199,7 +145,7 @@ def bench(
     """
     if _declines():
         return None
-    ms, p20, p80 = _measure(fn, warmup_ms, rep_ms, flush_l2)
+    ms, p20, p80 = _measure(fn, warmup_ms, rep_ms)
     return Timing(
         label=label,
         ms=ms,
