@@ -58,18 +58,18 @@ def matmul_suspects(a, b, bias=None, activation=None):
         whole = K // BK * BK
         if 0 < K - whole:
             suspects[
-                f"the K loop misses its last, partial step: the result is what K = {whole} instead of {K} gives "
+                f"The K loop misses its last, partial step: the result is what K = {whole} instead of {K} gives "
                 f"(BLOCK_K = {BK}). Loop tl.cdiv(K, BLOCK_K) times and mask the last step: offs_k < K - k * BLOCK_K."
             ] = spec(a[:, :whole], b[:whole])
         steps = -(-K // BK)
         if steps > 1:  # the pointers stay on the first K block: each step reads it again (masked as that step)
             again = sum(a[:, : min(BK, K - s * BK)] @ b[: min(BK, K - s * BK)] for s in range(steps))
             suspects[
-                f"every step of the K loop reads the first BLOCK_K = {BK} elements of K again: the pointers are "
+                f"Every step of the K loop reads the first BLOCK_K = {BK} elements of K again: the pointers are "
                 f"not moved along K. Add BLOCK_K * stride_ak and BLOCK_K * stride_bk after each step."
             ] = spec(None, None, again)
             suspects[
-                f"every step of the K loop reads the first BLOCK_K = {BK} elements of K again: the offsets along K "
+                f"Every step of the K loop reads the first BLOCK_K = {BK} elements of K again: the offsets along K "
                 f"do not start at k0. Use offs_k = k0 + tl.arange(0, BLOCK_K) in each step."
             ] = spec(None, None, steps * (a[:, :BK] @ b[:BK]))
     strides = "Each index goes with its own stride: offs_m with stride_am, offs_k with stride_ak (and so on)."
@@ -88,7 +88,7 @@ def matmul_suspects(a, b, bias=None, activation=None):
             along = (n // B) * B + m % B  # bias[offs_n] added down the rows of the tile: bias[:, None]
             wrong = torch.where(along < N, bias[along.clamp(max=N - 1)], 0.0)
             suspects[
-                f"the bias is added along the wrong axis (a {B} x {B} tile with bias[:, None]): it is one value per "
+                f"The bias is added along the wrong axis (a {B} x {B} tile with bias[:, None]): it is one value per "
                 f"column, so broadcast it over the rows with bias[None, :]."
             ] = epilogue_ref(a @ b + wrong, None, activation)
     return suspects
@@ -106,10 +106,10 @@ def short_group_hint(out, BLOCK_M, BLOCK_N, GROUP_M):
     written = torch.zeros(num_m, num_n, dtype=torch.bool)
     written[rows[rows < num_m], cols[rows < num_m]] = True
     missed = written.repeat_interleave(BLOCK_M, 0).repeat_interleave(BLOCK_N, 1)[:M, :N].logical_not()
-    if not torch.equal(torch.isnan(out.detach().cpu()), missed):
+    if not missed.any() or not torch.equal(torch.isnan(out.detach().cpu()), missed):
         return None
     return (
-        f"tiles in the last group of rows were never computed: the last group has fewer than GROUP_M = {GROUP_M} "
+        f"Tiles in the last group of rows were never computed: the last group has fewer than GROUP_M = {GROUP_M} "
         f"rows of tiles ({num_m} rows of {BLOCK_M} here), but the order walks it as if it were full. Use "
         f"rows = tl.minimum(num_pid_m - first_m, GROUP_M) in the last group."
     )
@@ -137,7 +137,7 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
                 suspects=matmul_suspects(a, b, bias, act),
             )
         except AssertionError as e:  # never-written tiles come before the suspects: try the grouping mistake
-            if not isinstance(c, torch.Tensor) or c.shape != (M, N):
+            if not isinstance(c, torch.Tensor) or c.shape != (M, N) or not c.isnan().any():
                 raise
             hints = (short_group_hint(c, BM, BN, G) for BM in BLOCKS for BN in BLOCKS for G in GROUPS)
             hint = next((h for h in hints if h), None)
@@ -513,21 +513,32 @@ def check_tile_order(fn, *, quiet=False):
         full = torch.full((num_m + GROUP_M, num_n), float("nan"))  # the order if every group had GROUP_M rows
         p = pid.long()
         full[p // (GROUP_M * num_n) * GROUP_M + p % (GROUP_M * num_n) % GROUP_M, p % (GROUP_M * num_n) // GROUP_M] = pid
-        utils.check(
-            fn(M, N, BLOCK_M, BLOCK_N, GROUP_M),
-            tile_order_ref(M, N, BLOCK_M, BLOCK_N, GROUP_M),
-            atol=0,
-            rtol=0,
-            reason="program ids are whole numbers: the order must match exactly",
-            name=f"tile order ({num_m} x {num_n} tiles, GROUP_M={GROUP_M})",
-            quiet=quiet,
-            suspects={
-                "the order is still row-major: for GROUP_M > 1 each program's tile must come from its group, "
-                "down a column of the group first.": pid.reshape(num_m, num_n),
-                f"the last group has fewer than GROUP_M rows of tiles ({num_m} rows here), but the order walks it "
-                f"as if it were full: use rows = tl.minimum(num_pid_m - first_m, GROUP_M).": full[:num_m],
-            },
+        short = (
+            f"The last group has fewer than GROUP_M rows of tiles ({num_m} rows here), but the order walks it as if "
+            f"it were full: use rows = tl.minimum(num_pid_m - first_m, GROUP_M)."
         )
+        got = fn(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        try:
+            utils.check(
+                got,
+                tile_order_ref(M, N, BLOCK_M, BLOCK_N, GROUP_M),
+                atol=0,
+                rtol=0,
+                reason="program ids are whole numbers: the order must match exactly",
+                name=f"tile order ({num_m} x {num_n} tiles, GROUP_M={GROUP_M})",
+                quiet=quiet,
+                suspects={
+                    "The order is still row-major: for GROUP_M > 1 each program's tile must come from its group, "
+                    "down a column of the group first.": pid.reshape(num_m, num_n),
+                    short: full[:num_m],
+                },
+            )
+        except AssertionError as e:  # never-written tiles come before the suspects: try the short group
+            if not (isinstance(got, torch.Tensor) and got.shape == (num_m, num_n) and got.isnan().any()):
+                raise
+            if not torch.equal(got.cpu().nan_to_num(-1), full[:num_m].nan_to_num(-1)):
+                raise
+            raise AssertionError(str(e).rpartition("Hint: ")[0] + "Hint: " + short) from None
 
 
 @triton.jit
@@ -849,7 +860,7 @@ def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
     Rows of a, b and out must start on 16-byte boundaries (K and N multiples of 16 / element size)."""
     M, N, K, out = matmul_inputs(a, b, out, bias, activation)
     for name, t in (("a", a), ("b", b), ("out", out)):
-        if (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+        if t.numel() and ((t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16):
             raise ValueError(
                 f"{name} (shape {tuple(t.shape)}) cannot go through TMA: each row must start on a "
                 f"16-byte boundary, so its row length must be a multiple of {16 // t.element_size()} "
