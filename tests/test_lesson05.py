@@ -1,6 +1,6 @@
 """Lesson 05's solution kernels through the lesson's own checks; planted mistakes and the hint each must get; every
 launcher's refusals, empty problems, the fallbacks for GPUs without TMA or with less shared memory; and the figures
-the lesson quotes, against results/bench.md.
+the lesson quotes, against results/.
 
 The checks are the lesson's (`check_matmul`, `check_outer_add`, `check_tile_order`): fresh random inputs at
 awkward shapes, outputs pre-filled with NaN, the fp64 reference from the same low-precision inputs, the lesson's
@@ -8,7 +8,6 @@ tolerance. Shapes are tiny under the interpreter, which runs tl.dot slowly, and 
 """
 
 import dataclasses
-import re
 from pathlib import Path
 
 import nbformat
@@ -445,45 +444,14 @@ def test_only_configs_that_fit_are_tuned(budget, monkeypatch):
             L.tile_config(tile, {"num_stages": 4}, 2)  # asked for explicitly: refused, not shrunk
 
 
-# -- the figures the lesson quotes come from results/bench.md ---------------------------------------------------------
-
-#: (text in the notebook, shape, dtype, impl, column of results/bench.md, value there)
-QUOTED = [
-    ("| 0.246 | 559 | 0.788 | 0.258 | 0.79 |", "4096x4096x4096", "bf16", "ladder 2: tiled, row-major", "ms", "0.246"),
-    ("| 0.239 | 575 | 0.812 | 0.253 | 0.805 |", "4096x4096x4096", "bf16", "ladder 3: grouped order", "ms", "0.239"),
-    ("| 0.203 | 677 | 0.956 | 0.218 | 0.936 |", "4096x4096x4096", "bf16", "ladder 4: autotuned", "ms", "0.203"),
-    ("| 0.201 | 683 | 0.963 | 0.217 | 0.939 |", "4096x4096x4096", "bf16", "triton", "ms", "0.201"),
-    ("| 0.196 | 700 | 0.987 | 0.212 | 0.958 |", "4096x4096x4096", "bf16", "triton persistent+TMA", "ms", "0.196"),
-    ("0.899× in fp16", "2048x5632x2048", "fp16", "triton", "× baseline", "0.899"),
-    ("0.881× in bf16", "2048x5632x2048", "bf16", "triton", "× baseline", "0.881"),
-    ("0.982× (fp16)", "8192x8192x8192", "fp16", "triton", "× baseline", "0.982"),
-    ("0.965× (bf16)", "8192x8192x8192", "bf16", "triton", "× baseline", "0.965"),
-    ("only 0.341×", "1024x1024x1024", "fp16", "triton persistent+TMA", "× baseline", "0.341"),
-    ("0.0267 ms against cuBLAS's 0.0091 ms", "1024x1024x1024", "fp16", "triton persistent+TMA", "ms", "0.0267"),
-    ("in bf16 reached 0.93×", "1024x1024x1024", "bf16", "triton persistent+TMA", "× baseline", "0.93"),
-    ("1.15 ms in bf16", "8192x11008x4096", "bf16", "triton, fused epilogue", "ms", "1.15"),
-    ("1.37 ms for the three-kernel version (1.19×)", "8192x11008x4096", "bf16", "triton, fused epilogue",
-     "× baseline", "1.19"),
-    ("1.24 ms against 1.4 ms in fp16 (1.13×)", "8192x11008x4096", "fp16", "triton, fused epilogue", "× baseline",
-     "1.13"),
-]  # fmt: skip
+# -- the figures the lesson quotes come from committed results ------------------------------------------------------
 
 
-def _bench_rows():
-    lines = (ROOT / "results" / "bench.md").read_text().splitlines()
-    header = next(line for line in lines if line.startswith("| lesson"))
-    names = [c.strip() for c in header.strip("|").split("|")]
-    return [
-        dict(zip(names, (c.strip() for c in line.strip("|").split("|")))) for line in lines if line.startswith("| 05")
-    ]
+def test_quoted_figures_match_results():
+    """Every measured figure in the lesson's prose carries a marker naming its row of results/, and equals it."""
+    from utils import figures
 
-
-@pytest.mark.parametrize("quote, shape, dtype, impl, column, value", QUOTED, ids=[q[0] for q in QUOTED])
-def test_quoted_figures_match_results(quote, shape, dtype, impl, column, value):
+    problems = [p for p in figures.problems() if "05_matmul" in p]
+    assert not problems, "\n".join(problems) + "\n(after a new `make bench`: python -m utils.figures --update)"
     prose = "\n".join(c.source for c in nbformat.read(ROOT / "solutions" / "05_matmul.ipynb", 4).cells)
-    assert quote in re.sub(r"\s+", " ", prose), f"the lesson no longer quotes {quote!r}: update this table"
-    rows = [r for r in _bench_rows() if (r["shape"], r["dtype"], r["impl"]) == (shape, dtype, impl)]
-    assert rows, (
-        f"results/bench.md has no row {shape} {dtype} {impl} any more: update the lesson's prose and this table"
-    )
-    assert rows[0][column] == value, f"results/bench.md says {rows[0][column]}, the lesson quotes {value}"
+    assert len(figures.figures(prose, "05")) > 40, "the lesson's measured figures lost their markers"
