@@ -328,7 +328,7 @@ def test_matmul_launchers_refuse_bad_inputs(launcher):
         "inner dimensions that differ": lambda: f(a, b[:8]),
         "a vector for a": lambda: f(a[0], b),
         "a 3-D b": lambda: f(a, b[None]),
-        "a NumPy array": lambda: f(a.cpu().numpy(), b),
+        "a NumPy array": lambda: f(a.float().cpu().numpy(), b),
         "None for b": lambda: f(a, None),
         "integers": lambda: f(a.int(), b.int()),
         "float64": lambda: f(a.double(), b.double()),
