@@ -1,112 +1,114 @@
 """Lesson 05 for `make bench`: the lesson's matmuls against torch.matmul (cuBLAS), in fp16 and bf16.
 
-Kernels come from solutions/05_matmul.ipynb (utils.lessons.load), the one source. Shapes are M x N x K: square
-ones, and the feed-forward layers of LLMs (M tokens, K model width, N hidden width: Llama-2-7B's 4096 -> 11008,
-Llama-3-8B's 4096 -> 14336 and back, a 1B model's 2048 -> 5632). Both sides of each row are timed in this run with
-utils.timing.bench; every launcher is called once before timing, so compiling and autotuning are not timed.
-cuBLAS is timed before and after the Triton kernels of each shape and the two are averaged: a GPU that warms up
-during a run slows down by several per cent, and timing the baseline only first would flatter the kernels after it.
+Shapes are M x N x K: square ones; the feed-forward layers of LLMs (M tokens, K model width, N hidden width:
+Llama-2-7B's 4096 -> 11008, Llama-3-8B's 4096 -> 14336 and back, a 1B model's 2048 -> 5632); and the awkward ones
+of issue 12: 3000 x 5000 x 1000 (no size a multiple of a tile) and 16 x 4096 x 4096 (a decoding step). Each row is
+timed by bench.common.paired against cuBLAS in the same run, cuBLAS before and after the kernels.
 
-    FLOPs = 2 * M * N * K          bytes = (M * K + K * N + M * N) * element size (read A and B, write C once)
+    flops = matmul_flops(M, N, K) = 2 * M * N * K
+    bytes = matmul_bytes(M, N, K, e) = (M * K + K * N + M * N) * e   (read A and B, write C once)
 
-The ladder rows time every step of the lesson at 4096^3 (naive, tiled in row-major order, grouped order, autotuned)
-against the same cuBLAS call; the fused-epilogue rows time matmul(a, b, bias, "gelu") against PyTorch's
-gelu(a @ b + bias), three kernels.
+The ladder rows time every step of the lesson at 4096^3 (naive, tiled in row-major order, grouped order, autotuned,
+the final matmul, persistent, persistent + TMA). The fused-epilogue rows time matmul(a, b, bias, "gelu") against
+three spellings in PyTorch: gelu(a @ b + bias) (three kernels), gelu(addmm(bias, a, b)) (cuBLAS adds the bias in its
+epilogue: two kernels, what F.linear does) and torch.compile of the latter; plus the same matmul without the epilogue.
 """
 
 from __future__ import annotations
 
+import torch
+
+from bench.common import Row, paired
+from lessons.l05_matmul import (
+    matmul,
+    matmul_autotuned,
+    matmul_bytes,
+    matmul_flops,
+    matmul_grouped,
+    matmul_naive,
+    matmul_persistent,
+    matmul_persistent_tma,
+    matmul_ref,
+    matmul_tiled,
+)
+
 SQUARE = [(n, n, n) for n in (1024, 2048, 4096, 8192)]
 LLM = [(4096, 11008, 4096), (8192, 14336, 4096), (16384, 4096, 14336), (2048, 5632, 2048)]
-FUSED = [(8192, 11008, 4096)]
+AWKWARD = [(3000, 5000, 1000), (16, 4096, 4096)]
+FUSED = (8192, 11008, 4096)
 LADDER = (4096, 4096, 4096)
 CUBLAS = "torch.matmul (cuBLAS)"
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+FINAL = {"triton": matmul, "triton persistent": matmul_persistent, "triton persistent+TMA": matmul_persistent_tma}
+STEPS = {
+    "ladder 1: naive": matmul_naive,
+    "ladder 2: tiled, row-major": matmul_tiled,
+    "ladder 3: grouped order": matmul_grouped,
+    "ladder 4: autotuned": matmul_autotuned,
+}
 
 
 def _shape(M, N, K) -> str:
     return f"{M}x{N}x{K}"
 
 
-def run(ceil) -> list[dict]:
-    import torch
+def addmm_gelu(a, b, bias):
+    """bias + a @ b in one cuBLAS call (the bias in its epilogue), then GELU: two kernels."""
+    return torch.nn.functional.gelu(torch.addmm(bias, a, b), approximate="tanh")
 
-    from utils import timing
-    from utils.lessons import load
 
-    lesson = load("05")
-    impls = {"triton": lesson.matmul, "triton persistent+TMA": lesson.matmul_persistent}
-    ladder = {
-        "ladder 1: naive": lesson.matmul_naive,
-        "ladder 2: tiled, row-major": lesson.matmul_tiled,
-        "ladder 3: grouped order": lesson.matmul_grouped,
-        "ladder 4: autotuned": lesson.matmul_autotuned,
+def _matmul_rows(M, N, K, name, dtype) -> list[Row]:
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    impls = {**STEPS, **FINAL} if (M, N, K) == LADDER else FINAL
+    return paired(
+        {impl: (lambda fn=fn: fn(a, b)) for impl, fn in impls.items()},
+        (CUBLAS, lambda: torch.matmul(a, b)),
+        lesson="05",
+        op="matmul",
+        shape=_shape(M, N, K),
+        dtype=name,
+        bytes=matmul_bytes(M, N, K, a.element_size()),
+        flops=matmul_flops(M, N, K),
+    )
+
+
+def _fused_rows(name, dtype) -> list[Row]:
+    M, N, K = FUSED
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    bias = torch.randn(N, device="cuda", dtype=dtype)
+    compiled = torch.compile(addmm_gelu)
+    impls = {
+        "triton, fused epilogue": lambda: matmul(a, b, bias, "gelu"),
+        "triton, no epilogue (matmul alone)": lambda: matmul(a, b),
+    }
+    baselines = {
+        "torch gelu(a @ b + bias), 3 kernels": lambda: matmul_ref(a, b, bias, "gelu"),
+        "torch gelu(addmm(bias, a, b)), 2 kernels": lambda: addmm_gelu(a, b, bias),
+        "torch.compile(gelu(addmm(bias, a, b)))": lambda: compiled(a, b, bias),
     }
     rows = []
-    for dtype_name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
-        for M, N, K in SQUARE + LLM:
-            impls_here = {**ladder, **impls} if (M, N, K) == LADDER else impls
-            a = torch.randn(M, K, device="cuda", dtype=dtype)
-            b = torch.randn(K, N, device="cuda", dtype=dtype)
-            flops, nbytes = 2 * M * N * K, (M * K + K * N + M * N) * a.element_size()
-            for fn in impls_here.values():
-                fn(a, b)  # compile and autotune before timing anything
-            before = timing.bench(lambda: torch.matmul(a, b), flops=flops, bytes=nbytes, label=CUBLAS)
-            timed = {
-                impl: timing.bench(lambda: fn(a, b), flops=flops, bytes=nbytes, label=impl)
-                for impl, fn in impls_here.items()
-            }
-            after = timing.bench(lambda: torch.matmul(a, b), flops=flops, bytes=nbytes, label=CUBLAS)
-            for impl, t in timed.items():
-                rows.append(
-                    {
-                        "lesson": "05",
-                        "op": "matmul",
-                        "shape": _shape(M, N, K),
-                        "dtype": dtype_name,
-                        "impl": impl,
-                        "ms": t.ms,
-                        "baseline": CUBLAS,
-                        "baseline_ms": (before.ms + after.ms) / 2,
-                        "bytes": nbytes,
-                        "flops": flops,
-                    }
-                )
-            a = b = None  # free the memory before the next shape
-        for M, N, K in FUSED:
-            a = torch.randn(M, K, device="cuda", dtype=dtype)
-            b = torch.randn(K, N, device="cuda", dtype=dtype)
-            bias = torch.randn(N, device="cuda", dtype=dtype)
-            flops, nbytes = 2 * M * N * K, (M * K + K * N + M * N + N) * a.element_size()
-            lesson.matmul(a, b, bias, "gelu")
-            before = timing.bench(lambda: lesson.matmul_torch(a, b, bias, "gelu"), flops=flops, bytes=nbytes)
-            t = timing.bench(lambda: lesson.matmul(a, b, bias, "gelu"), flops=flops, bytes=nbytes)
-            after = timing.bench(lambda: lesson.matmul_torch(a, b, bias, "gelu"), flops=flops, bytes=nbytes)
-            rows.append(
-                {
-                    "lesson": "05",
-                    "op": "matmul+bias+gelu",
-                    "shape": _shape(M, N, K),
-                    "dtype": dtype_name,
-                    "impl": "triton, fused epilogue",
-                    "ms": t.ms,
-                    "baseline": "torch gelu(a @ b + bias), 3 kernels",
-                    "baseline_ms": (before.ms + after.ms) / 2,
-                    "bytes": nbytes,
-                    "flops": flops,
-                }
-            )
-            a = b = bias = None
-        torch.cuda.empty_cache()
+    for baseline in baselines.items():
+        rows += paired(
+            impls if not rows else {"triton, fused epilogue": impls["triton, fused epilogue"]},
+            baseline,
+            lesson="05",
+            op="matmul+bias+gelu",
+            shape=_shape(M, N, K),
+            dtype=name,
+            bytes=matmul_bytes(M, N, K, a.element_size()) + N * a.element_size(),  # and the bias, read once
+            flops=matmul_flops(M, N, K),
+        )
     return rows
 
 
-if __name__ == "__main__":  # python -m bench.lesson05: this lesson alone, as a table
-    import pandas as pd
-
-    from utils import roofline, setup
-
-    print(setup().describe())
-    table = pd.DataFrame(run(roofline.ceilings()))
-    table["TFLOP/s"] = table.flops / table.ms / 1e9
-    table["x baseline"] = table.baseline_ms / table.ms
-    print(table[["op", "shape", "dtype", "impl", "ms", "baseline_ms", "TFLOP/s", "x baseline"]].to_string())
+def run() -> list[Row]:
+    rows = []
+    for name, dtype in DTYPES.items():
+        for M, N, K in SQUARE + LLM + AWKWARD:
+            rows += _matmul_rows(M, N, K, name, dtype)
+            torch.cuda.empty_cache()  # free the inputs before the next shape
+        rows += _fused_rows(name, dtype)
+        torch.cuda.empty_cache()
+    return rows

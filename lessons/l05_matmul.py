@@ -4,19 +4,18 @@ import math
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 import utils
 
 env = utils.setup(quiet=True, seed=None)  # the Env found above (utils.lessons.load runs this cell on its own)
+from lessons.l01_gpu_hardware import matmul_bytes, matmul_flops  # lesson 01's cost functions, defined once
 
 
 ACTIVATIONS = (None, "gelu", "silu")
 
 
-def matmul_torch(a, b, bias=None, activation=None):
-    """C = activation(a @ b + bias) in plain PyTorch: three kernels, C makes two extra round trips to memory."""
-    c = a @ b  # reads (M·K + K·N)·e, writes M·N·e
+def epilogue_ref(c, bias=None, activation=None):
+    """activation(c + bias) on a (M, N) result: done after a matmul, each line is one more pass over C."""
     if bias is not None:
         c = c + bias  # reads M·N·e + N·e, writes M·N·e
     if activation == "gelu":
@@ -27,8 +26,8 @@ def matmul_torch(a, b, bias=None, activation=None):
 
 
 def matmul_ref(a, b, bias=None, activation=None):
-    """The same spec in fp64, from the same inputs: rounding in the reference is ~1e-16, negligible here."""
-    return matmul_torch(a.double(), b.double(), None if bias is None else bias.double(), activation)
+    """C = activation(a @ b + bias) for a (M, K), b (K, N), bias (N,): three kernels in PyTorch."""
+    return epilogue_ref(a @ b, bias, activation)  # a @ b reads (M·K + K·N)·e, writes M·N·e
 
 
 def matmul_tolerance(dtype, K, scale):
@@ -38,42 +37,128 @@ def matmul_tolerance(dtype, K, scale):
     in_unit = 2**-10 if tf32 else 0.0
     atol = 8 * (in_unit + 2**-24 * math.sqrt(K)) * scale
     reason = (
-        f"{str(dtype).replace('torch.', '')} result: {'TF32 products, ' if tf32 else 'exact products, '}"
-        f"fp32 sums over K={K} in a different order (grows like sqrt(K)), then one rounding of the output"
+        f"{utils.dtype_name(dtype)} result: {'TF32 products, ' if tf32 else 'exact products, '}"
+        f"fp32 sums over K={K} in a different order (idealised: grows like sqrt(K)), then one rounding of the output"
     )
     return dict(atol=atol, rtol=2 * out_unit, reason=reason)
 
 
-def check_matmul(fn, shapes, dtype=None, bias=False, activation=None):
-    """fn(a, b, [bias, activation,] out=NaN-filled) on fresh random inputs of each (M, N, K), against the fp64 spec."""
+#: block sizes and groups this lesson's configurations use: the classic mistakes are tried with each
+BLOCKS, GROUPS = (16, 32, 64, 128, 256), (2, 4, 8)
+
+
+def matmul_suspects(a, b, bias=None, activation=None):
+    """{hint: fp64 result of a @ b (+ bias, activation) as if that classic mistake had been made}."""
+    a, b = a.double(), b.double()
+    bias = None if bias is None else bias.double()
+    (M, K), N = a.shape, b.shape[1]
+    spec = lambda x, y, c=None: epilogue_ref(x @ y if c is None else c, bias, activation)
+    suspects = {}
+    for BK in BLOCKS[:4]:
+        whole = K // BK * BK
+        if 0 < K - whole:
+            suspects[
+                f"The K loop misses its last, partial step: the result is what K = {whole} instead of {K} gives "
+                f"(BLOCK_K = {BK}). Loop tl.cdiv(K, BLOCK_K) times and mask the last step: offs_k < K - k * BLOCK_K."
+            ] = spec(a[:, :whole], b[:whole])
+        steps = -(-K // BK)
+        if steps > 1:  # the pointers stay on the first K block: each step reads it again (masked as that step)
+            again = sum(a[:, : min(BK, K - s * BK)] @ b[: min(BK, K - s * BK)] for s in range(steps))
+            suspects[
+                f"Every step of the K loop reads the first BLOCK_K = {BK} elements of K again: the pointers are "
+                f"not moved along K. Add BLOCK_K * stride_ak and BLOCK_K * stride_bk after each step."
+            ] = spec(None, None, again)
+            suspects[
+                f"Every step of the K loop reads the first BLOCK_K = {BK} elements of K again: the offsets along K "
+                f"do not start at k0. Use offs_k = k0 + tl.arange(0, BLOCK_K) in each step."
+            ] = spec(None, None, steps * (a[:, :BK] @ b[:BK]))
+    strides = "Each index goes with its own stride: offs_m with stride_am, offs_k with stride_ak (and so on)."
+    if M == K:
+        suspects[f"A is read transposed: its two strides are swapped. {strides}"] = spec(a.T, b)
+        if K == N:
+            suspects["A is loaded from b_ptr (the wrong pointer): A @ B came out as B @ B."] = spec(b, b)
+            suspects["B is loaded from a_ptr (the wrong pointer): A @ B came out as A @ A."] = spec(a, a)
+    if K == N:
+        suspects[f"B is read transposed: its two strides are swapped. {strides}"] = spec(a, b.T)
+    if M == N:
+        suspects[f"C is written transposed: its two strides are swapped. {strides}"] = spec(a, b).T
+    if bias is not None:
+        m, n = torch.arange(M, device=a.device)[:, None], torch.arange(N, device=a.device)[None, :]
+        for B in BLOCKS:
+            along = (n // B) * B + m % B  # bias[offs_n] added down the rows of the tile: bias[:, None]
+            wrong = torch.where(along < N, bias[along.clamp(max=N - 1)], 0.0)
+            suspects[
+                f"The bias is added along the wrong axis (a {B} x {B} tile with bias[:, None]): it is one value per "
+                f"column, so broadcast it over the rows with bias[None, :]."
+            ] = epilogue_ref(a @ b + wrong, None, activation)
+    return suspects
+
+
+def short_group_hint(out, BLOCK_M, BLOCK_N, GROUP_M):
+    """The hint when exactly the tiles that a grouped order with a full-height last group misses are NaN."""
+    M, N = out.shape
+    num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
+    if num_m % GROUP_M == 0 or num_m < 2:
+        return None
+    pid = torch.arange(num_m * num_n)
+    first_m, position = pid // (GROUP_M * num_n) * GROUP_M, pid % (GROUP_M * num_n)
+    rows, cols = first_m + position % GROUP_M, position // GROUP_M  # GROUP_M rows even in the last group
+    written = torch.zeros(num_m, num_n, dtype=torch.bool)
+    written[rows[rows < num_m], cols[rows < num_m]] = True
+    missed = written.repeat_interleave(BLOCK_M, 0).repeat_interleave(BLOCK_N, 1)[:M, :N].logical_not()
+    if not missed.any() or not torch.equal(torch.isnan(out.detach().cpu()), missed):
+        return None
+    return (
+        f"Tiles in the last group of rows were never computed: the last group has fewer than GROUP_M = {GROUP_M} "
+        f"rows of tiles ({num_m} rows of {BLOCK_M} here), but the order walks it as if it were full. Use "
+        f"rows = tl.minimum(num_pid_m - first_m, GROUP_M) in the last group."
+    )
+
+
+def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=None, quiet=False):
+    """fn(a, b, out=...) (with epilogue: fn(a, b, bias, activation, out=...)) against the fp64 spec, at each shape."""
+    __tracebackhide__ = True
     dtype = dtype or env.dtype
-    for M, N, K in shapes:
+    for M, N, K in shapes or CHECK_SHAPES:
         a = torch.randn(M, K, device=env.device, dtype=dtype) * K**-0.25
         b = torch.randn(K, N, device=env.device, dtype=dtype) * K**-0.25
-        extra = {}
-        if bias:
-            extra["bias"] = torch.randn(N, device=env.device, dtype=dtype)
-        if activation:
-            extra["activation"] = activation
+        bias = torch.randn(N, device=env.device, dtype=dtype) if epilogue else None
+        extra = dict(bias=bias, activation=activation) if epilogue else {}
         c = fn(a, b, **extra, out=utils.nan_empty((M, N), dtype))
+        act = activation if epilogue else None
         scale = math.sqrt(K) * a.float().pow(2).mean().sqrt().item() * b.float().pow(2).mean().sqrt().item()
-        utils.check(
-            c,
-            matmul_ref(a, b, extra.get("bias"), activation),
-            **matmul_tolerance(dtype, K, scale),
-            name=f"{fn.__name__} C[{M}x{N}] (K={K})",
-        )
+        try:
+            utils.check(
+                c,
+                matmul_ref(a.double(), b.double(), None if bias is None else bias.double(), act),
+                **matmul_tolerance(dtype, K, scale),
+                name=f"{fn.__name__} C[{M}x{N}] (K={K})",
+                quiet=quiet,
+                suspects=matmul_suspects(a, b, bias, act),
+            )
+        except AssertionError as e:  # never-written tiles come before the suspects: try the grouping mistake
+            if not isinstance(c, torch.Tensor) or c.shape != (M, N) or not c.isnan().any():
+                raise
+            hints = (short_group_hint(c, BM, BN, G) for BM in BLOCKS for BN in BLOCKS for G in GROUPS)
+            hint = next((h for h in hints if h), None)
+            if hint is None:
+                raise
+            raise AssertionError(str(e).rpartition("Hint: ")[0] + "Hint: " + hint) from None
 
 
-# awkward on purpose: no size is a multiple of a block, one single row, one single column
+# awkward on purpose: a square one (where swapped strides show), no size a multiple of a block, one row, one column
 CHECK_SHAPES = env.pick(
-    cpu=[(37, 45, 70), (1, 29, 33), (20, 1, 17)], gpu=[(1000, 1337, 999), (1, 4096, 4096), (777, 1, 1000)]
+    cpu=[(40, 40, 40), (37, 45, 70), (1, 29, 33), (20, 1, 17)],
+    gpu=[(1000, 1000, 1000), (1000, 1337, 999), (1, 4096, 4096), (777, 1, 1000)],
 )
 
 
-def matmul_prepare(a, b, out=None, bias=None, activation=None):
-    """Validates a (M, K) and b (K, N) (and bias (N,), out (M, N)); returns M, N, K and the output tensor."""
-    utils.require(a, "a", dtype=(torch.float16, torch.bfloat16, torch.float32), ndim=2)
+MATMUL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def matmul_inputs(a, b, out=None, bias=None, activation=None):
+    """Validates a (M, K), b (K, N), bias (N,) and out (M, N); returns M, N, K and the output tensor."""
+    utils.require(a, "a", dtype=MATMUL_DTYPES, ndim=2)
     utils.require(b, "b", dtype=a.dtype, ndim=2)
     if b.shape[0] != a.shape[1]:
         raise ValueError(
@@ -83,13 +168,71 @@ def matmul_prepare(a, b, out=None, bias=None, activation=None):
     (M, K), N = a.shape, b.shape[1]
     if bias is not None:
         utils.require(bias, "bias", dtype=a.dtype, shape=(N,))
-    if activation not in ACTIVATIONS:
+    if not isinstance(activation, (str, type(None))) or activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, not {activation!r}.")
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    else:
-        utils.require(out, "out", dtype=a.dtype, shape=(M, N))
+    out = utils.require_out(out, shape=(M, N), dtype=a.dtype, device=a.device, inputs={"a": a, "b": b, "bias": bias})
+    for name, t in (("a", a), ("b", b), ("out", out)):
+        utils.require_int32_offsets(t, name)  # the kernels compute 32-bit offsets
     return M, N, K, out
+
+
+def matmul_is_empty(out, K, bias=None, activation=None):
+    """Fills `out` and returns True when there is nothing to launch: an empty C, or K = 0 (no products to sum)."""
+    if out.numel() and K == 0:
+        zeros = torch.zeros(out.shape, device=out.device, dtype=torch.float32)
+        out.copy_(epilogue_ref(zeros, None if bias is None else bias.float(), activation))
+    return out.numel() == 0 or K == 0
+
+
+def smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, num_stages, elem, tma_store=False):
+    """Shared memory a tile configuration needs: num_stages blocks of A and B in flight (and C for a TMA store)."""
+    return (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * elem * num_stages + (BLOCK_M * BLOCK_N * elem if tma_store else 0)
+
+
+def blocks_of(config):
+    """BLOCK_M, BLOCK_N, BLOCK_K and num_stages of a triton.Config or of a dict holding them."""
+    if isinstance(config, triton.Config):
+        config = {**config.kwargs, "num_stages": config.num_stages}
+    return {k: config[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")}
+
+
+def fits(config, elem, tma_store=False):
+    """Whether a configuration fits the shared memory this GPU gives one program, for `elem`-byte inputs."""
+    need = smem_bytes(**blocks_of(config), elem=elem, tma_store=tma_store)
+    return env.shared_memory_bytes is None or need <= env.shared_memory_bytes
+
+
+def shrink(config, elem, tma_store=False):
+    """A dict configuration with fewer stages in flight, then shorter steps along K, until it fits this GPU."""
+    config = dict(config)
+    while not fits(config, elem, tma_store) and config["num_stages"] > 1:
+        config["num_stages"] -= 1
+    while not fits(config, elem, tma_store) and config["BLOCK_K"] > 16:
+        config["BLOCK_K"] //= 2
+    return config
+
+
+def tile_config(defaults, config, elem):
+    """A fixed configuration: `defaults` (shrunk until they fit this GPU) overridden by the caller's `config`."""
+    unknown = set(config) - set(defaults)
+    if unknown:
+        raise TypeError(f"unknown configuration {sorted(unknown)}: this launcher takes {sorted(defaults)}.")
+    config = {**shrink(defaults, elem), **config}  # on a GPU with less shared memory the defaults shrink
+    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"):
+        if name in config:
+            utils.require_power_of_two(config[name], name)
+    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+        if config[name] < 16:
+            raise ValueError(f"{name} = {config[name]}: tl.dot needs blocks of at least 16 along each side.")
+    if not isinstance(config["num_stages"], int) or config["num_stages"] < 1:
+        raise ValueError(f"num_stages must be a positive int, got {config['num_stages']!r}.")
+    if not fits(config, elem):
+        need = smem_bytes(**blocks_of(config), elem=elem)
+        raise ValueError(
+            f"{config} needs {need} bytes of shared memory, more than the {env.shared_memory_bytes} this GPU gives "
+            f"a program: use smaller blocks or fewer num_stages."
+        )
+    return config
 
 
 @triton.jit
@@ -123,8 +266,17 @@ def matmul_naive_kernel(
     tl.store(c_ptr + m * stride_cm + n * stride_cn, tl.sum(acc).to(c_ptr.dtype.element_ty))
 
 
-def matmul_naive(a, b, out=None, BLOCK_K=128):
-    M, N, K, out = matmul_prepare(a, b, out)
+def matmul_naive(a, b, *, out=None, BLOCK_K=128):
+    """a @ b with one program per element of C: the slow baseline."""
+    M, N, K, out = matmul_inputs(a, b, out)
+    utils.require_power_of_two(BLOCK_K, "BLOCK_K")
+    if N > 65535:
+        raise ValueError(
+            f"N = {N}: matmul_naive launches an (M, N) grid, and a grid's axis 1 holds at most 65535 programs. "
+            f"Use matmul_tiled (all its programs are on axis 0), or compute C in column slices."
+        )
+    if matmul_is_empty(out, K):
+        return out
     matmul_naive_kernel[(M, N)](
         a,
         b,
@@ -140,6 +292,69 @@ def matmul_naive(a, b, out=None, BLOCK_K=128):
         out.stride(1),
         BLOCK_K=BLOCK_K,
     )
+    return out
+
+
+def outer_add_ref(x, y):
+    """out[i, j] = x[i] + y[j]: x (M,) down the rows, y (N,) along the columns."""
+    return x[:, None] + y[None, :]  # reads (M + N)·e, writes M·N·e
+
+
+def check_outer_add(fn, *, quiet=False):
+    """fn(x, y, out=...) on fresh inputs at awkward shapes (square, not multiples of a block, one row, one column)."""
+    __tracebackhide__ = True
+    shapes = env.pick(cpu=[(20, 20), (37, 45), (1, 29), (20, 1)], gpu=[(1000, 1000), (1000, 1337), (1, 5000), (777, 1)])
+    for M, N in shapes:
+        x = torch.randn(M, device=env.device)
+        y = torch.randn(N, device=env.device)
+        out = fn(x, y, out=utils.nan_empty((M, N), torch.float32))
+        x64, y64 = x.double(), y.double()  # (the second suspect: x read at column j, zero past its end)
+        utils.check(
+            out,
+            outer_add_ref(x64, y64),
+            name=f"{fn.__name__} out[{M}x{N}]",
+            quiet=quiet,
+            suspects={
+                "out is written transposed (out[j, i] = x[i] + y[j]): offs_m goes with the row stride stride_om, "
+                "offs_n with the column stride stride_on.": outer_add_ref(y64, x64),
+                "x is loaded with the column offsets: x[offs_m] belongs down the rows, y[offs_n] along the columns.": (
+                    torch.cat([x64, x64.new_zeros(N)])[:N] + y64
+                )[None, :].expand(M, N),
+            },
+        )
+
+
+@triton.jit
+def outer_add_kernel(x_ptr, y_ptr, out_ptr, M, N, stride_om, stride_on, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """out[i, j] = x[i] + y[j] for the (BLOCK_M, BLOCK_N) block (pid_m, pid_n) of out."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    # -- offsets of this block's rows and columns
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
+    x = tl.load(x_ptr + offs_m, mask=offs_m < M, other=0.0)
+    y = tl.load(y_ptr + offs_n, mask=offs_n < N, other=0.0)
+    # -- a 2-D block of pointers and its mask, by broadcasting a column against a row
+    out_ptrs = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on  # (BLOCK_M, BLOCK_N)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(out_ptrs, x[:, None] + y[None, :], mask=mask)
+
+
+def outer_add(x, y, *, out=None, BLOCK_M=16, BLOCK_N=16):
+    """out[i, j] = x[i] + y[j] for vectors x (M,) and y (N,) of one dtype."""
+    utils.require(x, "x", dtype=MATMUL_DTYPES, ndim=1)
+    utils.require(y, "y", dtype=x.dtype, ndim=1)
+    utils.require_power_of_two(BLOCK_M, "BLOCK_M")
+    utils.require_power_of_two(BLOCK_N, "BLOCK_N")
+    M, N = x.shape[0], y.shape[0]
+    out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x, "y": y})
+    utils.require_int32_offsets(out, "out")
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    if grid[1] > 65535:
+        raise ValueError(f"N = {N} needs {grid[1]} column blocks, but grid axis 1 holds 65535: raise BLOCK_N.")
+    if out.numel() == 0:
+        return out
+    outer_add_kernel[grid](x, y, out, M, N, out.stride(0), out.stride(1), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
     return out
 
 
@@ -215,19 +430,22 @@ def matmul_tiled_kernel(
 
 TILE = env.pick(
     cpu=dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=1),
-    gpu=dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3),
+    gpu=dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3),  # one H200's middle-of-the-road
 )
 
 
-def tiles_grid(M, N):
-    """One program per (BLOCK_M, BLOCK_N) tile of C, as a 1-D grid (the kernel maps each program to its tile)."""
+def matmul_grid(M, N):
+    """The launch grid: one program per (BLOCK_M, BLOCK_N) tile of C, all on axis 0 (it holds 2**31 - 1)."""
     return lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
 
-def matmul_tiled(a, b, out=None, **config):
-    M, N, K, out = matmul_prepare(a, b, out)
-    config = {**TILE, **config}
-    matmul_tiled_kernel[tiles_grid(M, N)](
+def matmul_tiled(a, b, *, out=None, **config):
+    """a @ b, one tile per program in row-major order; `config` overrides TILE's BLOCK_M, ..., num_stages."""
+    M, N, K, out = matmul_inputs(a, b, out)
+    config = tile_config(TILE, config, a.element_size())
+    if matmul_is_empty(out, K):
+        return out
+    matmul_tiled_kernel[matmul_grid(M, N)](
         a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1), **config
     )
     return out
@@ -254,14 +472,22 @@ def tile_order_kernel(order_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.conste
     """order[pid_m, pid_n] = the id of the program that computes tile (pid_m, pid_n)."""
     pid = tl.program_id(0)
     pid_m, pid_n = grouped_tile(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    tl.store(order_ptr + pid_m * tl.cdiv(N, BLOCK_N) + pid_n, pid.to(tl.float32))
+    num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    inside = (pid_m >= 0) & (pid_m < num_pid_m) & (pid_n >= 0) & (pid_n < num_pid_n)  # a wrong order stays inside
+    tl.store(order_ptr + pid_m * num_pid_n + pid_n, pid.to(tl.float32), mask=inside)
 
 
 def tile_order(M, N, BLOCK_M, BLOCK_N, GROUP_M):
     """The program id of every tile, from grouped_tile; NaN where no program landed."""
+    for name, value in (("M", M), ("N", N)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}.")
+    for name, value in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N), ("GROUP_M", GROUP_M)):
+        utils.require_power_of_two(value, name)
     shape = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
     order = utils.nan_empty(shape, torch.float32)
-    tile_order_kernel[(shape[0] * shape[1],)](order, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    if order.numel():
+        tile_order_kernel[(shape[0] * shape[1],)](order, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     return order
 
 
@@ -276,6 +502,43 @@ def tile_order_ref(M, N, BLOCK_M, BLOCK_N, GROUP_M):
                 order[i, j] = pid
                 pid += 1
     return order
+
+
+def check_tile_order(fn, *, quiet=False):
+    """fn(M, N, BLOCK_M, BLOCK_N, GROUP_M) against tile_order_ref: a last group shorter than GROUP_M included."""
+    __tracebackhide__ = True
+    for M, N, BLOCK_M, BLOCK_N, GROUP_M in [(700, 1000, 64, 128, 4), (1000, 33, 16, 16, 8), (64, 300, 64, 64, 2)]:
+        num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
+        pid = torch.arange(num_m * num_n, dtype=torch.float32)
+        full = torch.full((num_m + GROUP_M, num_n), float("nan"))  # the order if every group had GROUP_M rows
+        p = pid.long()
+        full[p // (GROUP_M * num_n) * GROUP_M + p % (GROUP_M * num_n) % GROUP_M, p % (GROUP_M * num_n) // GROUP_M] = pid
+        short = (
+            f"The last group has fewer than GROUP_M rows of tiles ({num_m} rows here), but the order walks it as if "
+            f"it were full: use rows = tl.minimum(num_pid_m - first_m, GROUP_M)."
+        )
+        got = fn(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        try:
+            utils.check(
+                got,
+                tile_order_ref(M, N, BLOCK_M, BLOCK_N, GROUP_M),
+                atol=0,
+                rtol=0,
+                reason="program ids are whole numbers: the order must match exactly",
+                name=f"tile order ({num_m} x {num_n} tiles, GROUP_M={GROUP_M})",
+                quiet=quiet,
+                suspects={
+                    "The order is still row-major: for GROUP_M > 1 each program's tile must come from its group, "
+                    "down a column of the group first.": pid.reshape(num_m, num_n),
+                    short: full[:num_m],
+                },
+            )
+        except AssertionError as e:  # never-written tiles come before the suspects: try the short group
+            if not (isinstance(got, torch.Tensor) and got.shape == (num_m, num_n) and got.isnan().any()):
+                raise
+            if not torch.equal(got.cpu().nan_to_num(-1), full[:num_m].nan_to_num(-1)):
+                raise
+            raise AssertionError(str(e).rpartition("Hint: ")[0] + "Hint: " + short) from None
 
 
 @triton.jit
@@ -311,41 +574,65 @@ def matmul_grouped_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def matmul_grouped(a, b, out=None, GROUP_M=8, **config):
-    M, N, K, out = matmul_prepare(a, b, out)
-    config = {**TILE, "GROUP_M": GROUP_M, **config}
-    matmul_grouped_kernel[tiles_grid(M, N)](
+def matmul_grouped(a, b, *, out=None, GROUP_M=8, **config):
+    """a @ b, one tile per program, tiles in grouped order; `config` overrides TILE's BLOCK_M, ..., num_stages."""
+    M, N, K, out = matmul_inputs(a, b, out)
+    config = tile_config({**TILE, "GROUP_M": 8}, {"GROUP_M": GROUP_M, **config}, a.element_size())
+    if matmul_is_empty(out, K):
+        return out
+    matmul_grouped_kernel[matmul_grid(M, N)](
         a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1), **config
     )
     return out
 
 
-def make_config(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M=8, pre_hook=None):
+def make_config(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M=8):
     return triton.Config(
         dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M),
         num_warps=num_warps,
         num_stages=num_stages,
-        pre_hook=pre_hook,
     )
 
 
 MATMUL_CONFIGS = env.pick(
     cpu=[make_config(16, 16, 16, num_warps=4, num_stages=1, GROUP_M=2)],
-    gpu=[
+    gpu=[  # one H200's choice (see above); fitting_configs drops what does not fit the GPU at hand
         make_config(128, 256, 64, num_warps=8, num_stages=4),  # big square-ish problems, 16-bit inputs
         make_config(128, 256, 64, num_warps=8, num_stages=3),
         make_config(128, 128, 64, num_warps=4, num_stages=4),
         make_config(128, 128, 64, num_warps=4, num_stages=3),  # fits fp32 inputs: 3 x 64 KB
-        make_config(64, 128, 64, num_warps=4, num_stages=4),
+        make_config(64, 128, 64, num_warps=4, num_stages=4),  # small M, or few tiles
     ],
-)  # small M, or few tiles
-
-matmul_autotuned_kernel = triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"])(matmul_grouped_kernel)
+)
 
 
-def matmul_autotuned(a, b, out=None):
-    M, N, K, out = matmul_prepare(a, b, out)
-    matmul_autotuned_kernel[tiles_grid(M, N)](
+def fitting_configs(configs, elem, tma_store=False):
+    """The configurations whose blocks fit this GPU's shared memory; if none does, the smallest one shrunk to fit."""
+    fitting = [c for c in configs if fits(c, elem, tma_store)]
+    if fitting:
+        return fitting
+    smallest = min(configs, key=lambda c: smem_bytes(**blocks_of(c), elem=elem, tma_store=tma_store))
+    kw = shrink({**smallest.kwargs, "num_stages": smallest.num_stages}, elem, tma_store)
+    stages = kw.pop("num_stages")
+    return [triton.Config(kw, num_warps=smallest.num_warps, num_stages=stages)]
+
+
+def prune_configs(configs, named_args, **kwargs):
+    """Autotuner hook (early_config_prune): keep what fits, for the dtype of this call's A."""
+    return fitting_configs(configs, named_args["a_ptr"].element_size())
+
+
+matmul_autotuned_kernel = triton.autotune(
+    configs=MATMUL_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_configs}
+)(matmul_grouped_kernel)
+
+
+def matmul_autotuned(a, b, *, out=None):
+    """a @ b with grouped tiles, the configuration picked by the autotuner for each shape and dtype."""
+    M, N, K, out = matmul_inputs(a, b, out)
+    if matmul_is_empty(out, K):
+        return out
+    matmul_autotuned_kernel[matmul_grid(M, N)](
         a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1)
     )
     return out
@@ -365,7 +652,7 @@ def epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.co
     return acc
 
 
-@triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"])
+@triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_kernel(
     a_ptr,
@@ -404,17 +691,19 @@ def matmul_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def matmul(a, b, bias=None, activation=None, out=None):
+def matmul(a, b, bias=None, activation=None, *, out=None):
     """activation(a @ b + bias) for a (M, K) and b (K, N) in fp16, bf16 or fp32; bias (N,) or None."""
-    M, N, K, out = matmul_prepare(a, b, out, bias, activation)
-    matmul_kernel[tiles_grid(M, N)](
+    M, N, K, out = matmul_inputs(a, b, out, bias, activation)
+    if matmul_is_empty(out, K, bias, activation):
+        return out
+    matmul_kernel[matmul_grid(M, N)](
         a,
         b,
         out,
-        a if bias is None else bias,
+        a if bias is None else bias,  # a: any pointer when there is no bias
         M,
         N,
-        K,  # a: any pointer when no bias
+        K,
         a.stride(0),
         a.stride(1),
         b.stride(0),
@@ -427,31 +716,107 @@ def matmul(a, b, bias=None, activation=None, out=None):
     return out
 
 
-def set_block_shapes(nargs):
-    """Autotuner pre_hook: the descriptors' block shapes follow the configuration being run."""
-    BLOCK_M, BLOCK_N, BLOCK_K = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-    nargs["a_desc"].block_shape = [BLOCK_M, BLOCK_K]
-    nargs["b_desc"].block_shape = [BLOCK_K, BLOCK_N]
-    nargs["c_desc"].block_shape = [BLOCK_M, BLOCK_N]
+NUM_SMS = env.sm_count or 4  # under the interpreter: 4 programs, looping like the real ones
 
 
-# 128 x 256 x 64 with 4 stages does not fit here: the TMA store stages the 64 KB C tile in shared memory too
-PERSISTENT_CONFIGS = env.pick(
-    cpu=[make_config(16, 16, 16, num_warps=4, num_stages=1, GROUP_M=2, pre_hook=set_block_shapes)],
-    gpu=[
-        make_config(128, 256, 64, num_warps=8, num_stages=3, pre_hook=set_block_shapes),
-        make_config(128, 128, 64, num_warps=4, num_stages=4, pre_hook=set_block_shapes),
-        make_config(64, 128, 64, num_warps=4, num_stages=4, pre_hook=set_block_shapes),
+@triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_configs})
+@triton.jit
+def matmul_persistent_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    bias_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+):
+    """matmul_kernel with NUM_SMS programs, each looping over the tiles pid, pid + NUM_SMS, ... in grouped order."""
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
+        # -- map tile number to tile
+        pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        # -- K loop
+        acc = tile_dot(
+            a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K
+        )
+        # -- epilogue and write back
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def persistent_grid(M, N):
+    """One program per SM, or one per tile when there are fewer tiles than SMs."""
+    return lambda meta: (min(NUM_SMS, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+
+
+def matmul_persistent(a, b, bias=None, activation=None, *, out=None):
+    """matmul() through the persistent kernel: NUM_SMS programs that loop over the tiles."""
+    M, N, K, out = matmul_inputs(a, b, out, bias, activation)
+    if matmul_is_empty(out, K, bias, activation):
+        return out
+    matmul_persistent_kernel[persistent_grid(M, N)](
+        a,
+        b,
+        out,
+        a if bias is None else bias,
+        M,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        out.stride(0),
+        out.stride(1),
+        NUM_SMS=NUM_SMS,
+        HAS_BIAS=bias is not None,
+        ACTIVATION=activation,
+    )
+    return out
+
+
+def uses_tma():
+    """TMA descriptors: on Hopper and newer GPUs, and under the interpreter (which emulates them)."""
+    return env.supports_tma or env.interpret
+
+
+TMA_CONFIGS = env.pick(
+    cpu=[make_config(16, 16, 16, num_warps=4, num_stages=1, GROUP_M=2)],
+    gpu=[  # one H200's choice; 128 x 256 x 64 with 4 stages does not fit there: the C tile is staged too
+        make_config(128, 256, 64, num_warps=8, num_stages=3),
+        make_config(128, 128, 64, num_warps=4, num_stages=4),
+        make_config(64, 128, 64, num_warps=4, num_stages=4),
     ],
 )
 
 
-@triton.autotune(configs=PERSISTENT_CONFIGS, key=["M", "N", "K"])
+def prune_tma_configs(configs, named_args, **kwargs):
+    """Autotuner hook: keep what fits, counting the C tile the TMA store stages in shared memory."""
+    return fitting_configs(configs, named_args["a_ptr"].element_size(), tma_store=True)
+
+
+@triton.autotune(configs=TMA_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_tma_configs})
 @triton.jit
-def matmul_persistent_kernel(
-    a_desc,
-    b_desc,
-    c_desc,
+def matmul_tma_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
     bias_ptr,
     M,
     N,
@@ -464,7 +829,11 @@ def matmul_persistent_kernel(
     HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr,
 ):
-    """matmul_kernel with NUM_SMS programs that each loop over tiles, loading and storing blocks through TMA."""
+    """matmul_persistent_kernel with blocks loaded and stored through TMA descriptors (contiguous A, B and C)."""
+    # -- descriptors: built once per program, on the GPU
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
         # -- map tile number to tile
@@ -477,29 +846,40 @@ def matmul_persistent_kernel(
             acc = tl.dot(a, b, acc)
         # -- epilogue and write back (the descriptor drops what falls outside C)
         acc = epilogue(acc, bias_ptr, pid_n * BLOCK_N + tl.arange(0, BLOCK_N), N, HAS_BIAS, ACTIVATION)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
 
 
-def matmul_persistent(a, b, bias=None, activation=None, out=None):
-    """matmul() through the persistent TMA kernel; rows of a, b and out must start on 16-byte boundaries."""
-    M, N, K, out = matmul_prepare(a, b, out, bias, activation)
+def tma_scratch(size, alignment, stream):
+    """Global memory for the descriptors the kernel builds (Triton asks for it at each launch)."""
+    return torch.empty(size, device=env.device, dtype=torch.int8)
+
+
+def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
+    """matmul() through the persistent TMA kernel (step 6's kernel on GPUs without TMA).
+
+    Rows of a, b and out must start on 16-byte boundaries (K and N multiples of 16 / element size)."""
+    M, N, K, out = matmul_inputs(a, b, out, bias, activation)
     for name, t in (("a", a), ("b", b), ("out", out)):
-        if (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+        if t.numel() and ((t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16):
             raise ValueError(
                 f"{name} (shape {tuple(t.shape)}) cannot go through TMA: each row must start on a "
                 f"16-byte boundary, so its row length must be a multiple of {16 // t.element_size()} "
                 f"elements. Use matmul() instead."
             )
-    num_sms = env.sm_count or 4  # under the interpreter: 4 programs, looping like the real ones
-    descriptors = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, out)]  # block shapes set by pre_hook
-    grid = lambda meta: (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-    matmul_persistent_kernel[grid](
-        *descriptors,
+    if not uses_tma():
+        return matmul_persistent(a, b, bias, activation, out=out)
+    if matmul_is_empty(out, K, bias, activation):
+        return out
+    triton.set_allocator(tma_scratch)
+    matmul_tma_kernel[persistent_grid(M, N)](
+        a,
+        b,
+        out,
         a if bias is None else bias,
         M,
         N,
         K,
-        NUM_SMS=num_sms,
+        NUM_SMS=NUM_SMS,
         HAS_BIAS=bias is not None,
         ACTIVATION=activation,
     )
@@ -507,4 +887,6 @@ def matmul_persistent(a, b, bias=None, activation=None, out=None):
 
 
 # TMA wants row strides that are multiples of 16 bytes: N and K multiples of 8 here (M can be anything)
-PERSISTENT_SHAPES = env.pick(cpu=[(37, 40, 72), (1, 24, 40)], gpu=[(1000, 1336, 1000), (1, 4096, 4096)])
+TMA_SHAPES = env.pick(
+    cpu=[(40, 40, 40), (37, 40, 72), (1, 24, 40)], gpu=[(1000, 1000, 1000), (1000, 1336, 1000), (1, 4096, 4096)]
+)

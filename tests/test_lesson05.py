@@ -1,15 +1,21 @@
-"""Lesson 05's solution kernels, loaded from solutions/05_matmul.ipynb, at awkward shapes; its launchers' errors.
+"""Lesson 05's solution kernels through the lesson's own checks; planted mistakes and the hint each must get; every
+launcher's refusals, empty problems, the fallbacks for GPUs without TMA or with less shared memory; and the figures
+the lesson quotes, against results/.
 
-Every kernel is compared with the fp64 reference computed from the same low-precision inputs, on fresh random
-inputs, into outputs pre-filled with NaN, with the lesson's own tolerance (fp32 accumulation that grows like
-sqrt(K), TF32 for fp32 inputs on the GPU, one rounding of the output). Shapes are tiny under the interpreter, which
-runs tl.dot slowly, and large and awkward on the GPU (no size a multiple of a block, a single row, a single column).
+The checks are the lesson's (`check_matmul`, `check_outer_add`, `check_tile_order`): fresh random inputs at
+awkward shapes, outputs pre-filled with NaN, the fp64 reference from the same low-precision inputs, the lesson's
+tolerance. Shapes are tiny under the interpreter, which runs tl.dot slowly, and large and awkward on the GPU.
 """
 
-import math
+import dataclasses
+from pathlib import Path
 
+import nbformat
+import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import utils
 from utils import setup
@@ -18,82 +24,59 @@ from utils.lessons import load
 ENV = setup(quiet=True)
 L = load("05")
 DEVICE = ENV.device
+ROOT = Path(__file__).resolve().parents[1]
 
 #: fp16 is the interpreter's low-precision type (it has no bf16); fp32 goes through TF32 on the GPU
 DTYPES = ENV.pick(cpu=[torch.float16, torch.float32], gpu=[torch.float16, torch.bfloat16, torch.float32])
-#: one awkward shape for every dtype, and the degenerate ones (a single row, a single column) in the teaching dtype
-AWKWARD = ENV.pick(cpu=(37, 45, 70), gpu=(1000, 1337, 999))
-EDGES = ENV.pick(cpu=[(1, 29, 33), (20, 1, 17)], gpu=[(1, 4096, 4096), (777, 1, 1000)])
-CASES = [(AWKWARD, d) for d in DTYPES] + [(s, ENV.dtype) for s in EDGES]
-#: TMA needs rows on 16-byte boundaries: N and K multiples of 8 (M is free); with and without the epilogue
-TMA_CASES = ENV.pick(
-    cpu=[((37, 40, 72), torch.float16, True), ((1, 24, 40), torch.float16, False)],
-    gpu=[
-        ((1000, 1336, 1000), torch.bfloat16, True),
-        ((1000, 1336, 1000), torch.float16, False),
-        ((1, 4096, 4096), torch.bfloat16, False),
-    ],
-)
+AWKWARD = ENV.pick(cpu=[(37, 45, 70)], gpu=[(1000, 1337, 999)])
+NAIVE_SHAPES = ENV.pick(cpu=[(13, 13, 13), (19, 13, 70), (1, 7, 33)], gpu=None)
 # On the GPU every new shape, dtype or epilogue compiles each autotuning configuration: the cases are chosen so
 # that each launcher meets every dtype and every degenerate shape, without compiling every combination.
 
 
-def _name(case):
-    (M, N, K), dtype = case[:2]
-    return f"{M}x{N}x{K}-{str(dtype).replace('torch.', '')}" + ("-epilogue" if case[2:] == (True,) else "")
+# -- each rung of the ladder, through the lesson's checks -----------------------------------------------------------
 
 
-def _inputs(M, N, K, dtype, bias=False):
-    """Fresh inputs scaled so that entries of C are about 1 (as in the lesson's checks)."""
-    a = torch.randn(M, K, device=DEVICE, dtype=dtype) * K**-0.25
-    b = torch.randn(K, N, device=DEVICE, dtype=dtype) * K**-0.25
-    return a, b, (torch.randn(N, device=DEVICE, dtype=dtype) if bias else None)
+def test_naive():
+    L.check_matmul(L.matmul_naive, shapes=NAIVE_SHAPES, quiet=True)
 
 
-def _check(fn, shape, dtype, bias=False, activation=None, **kw):
-    M, N, K = shape
-    a, b, bias_t = _inputs(M, N, K, dtype, bias)
-    extra = {k: v for k, v in (("bias", bias_t), ("activation", activation)) if v is not None}
-    out = fn(a, b, **extra, out=utils.nan_empty((M, N), dtype), **kw)
-    scale = math.sqrt(K) * a.float().pow(2).mean().sqrt().item() * b.float().pow(2).mean().sqrt().item()
-    utils.check(
-        out,
-        L.matmul_ref(a, b, bias_t, activation),
-        **L.matmul_tolerance(dtype, K, scale),
-        quiet=True,
-        name=f"{fn.__name__} {M}x{N}x{K} {dtype}",
-    )
-    return out
+def test_outer_add():
+    L.check_outer_add(L.outer_add, quiet=True)
 
 
-# -- each rung of the ladder -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("launcher", ["matmul_tiled", "matmul_grouped", "matmul_autotuned", "matmul"])
+def test_tiled_kernels(launcher):
+    L.check_matmul(getattr(L, launcher), quiet=True)
 
 
-@pytest.mark.parametrize("case", CASES[:1] + CASES[-2:] if ENV.interpret else CASES, ids=_name)
-def test_naive(case):
-    shape = (19, 13, 70) if ENV.interpret and case[0] == AWKWARD else case[0]  # a program per element: keep it small
-    _check(L.matmul_naive, shape, case[1])
+@pytest.mark.parametrize("launcher", ["matmul_tiled", "matmul"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=utils.dtype_name)
+def test_every_dtype(launcher, dtype):
+    L.check_matmul(getattr(L, launcher), shapes=AWKWARD, dtype=dtype, quiet=True)
 
 
-@pytest.mark.parametrize("launcher", ["matmul_tiled", "matmul_grouped", "matmul"])
-@pytest.mark.parametrize("case", CASES, ids=_name)
-def test_tiled_kernels(launcher, case):
-    _check(getattr(L, launcher), *case)
+@pytest.mark.parametrize("activation", [None, "silu", "gelu"])
+def test_fused_epilogue(activation):
+    L.check_matmul(L.matmul, shapes=AWKWARD, epilogue=True, activation=activation, quiet=True)
 
 
-def test_autotuned():
-    _check(L.matmul_autotuned, AWKWARD, ENV.dtype)
+def test_persistent():
+    L.check_matmul(L.matmul_persistent, epilogue=True, activation="silu", quiet=True)
 
 
-@pytest.mark.parametrize("bias, activation", [(True, None), (False, "silu"), (True, "gelu")])
-def test_fused_epilogue(bias, activation):
-    _check(L.matmul, AWKWARD, ENV.dtype, bias=bias, activation=activation)
+@pytest.mark.parametrize("dtype", DTYPES[:2], ids=utils.dtype_name)
+def test_persistent_tma(dtype):
+    L.check_matmul(L.matmul_persistent_tma, shapes=L.TMA_SHAPES, dtype=dtype, epilogue=dtype != torch.float32)
 
 
-@pytest.mark.parametrize("case", TMA_CASES, ids=_name)
-def test_persistent_tma(case):
-    shape, dtype, epilogue = case
-    _check(L.matmul_persistent, shape, dtype, bias=epilogue, activation="silu" if epilogue else None)
+def test_tma_launcher_falls_back_to_pointer_loads_without_tma(monkeypatch):
+    """Before Hopper (or with TRITON_HARD_WAY_AS=8.0) the TMA step runs step 6's kernel, and is still right."""
+    calls, real = [], L.matmul_persistent
+    monkeypatch.setattr(L, "uses_tma", lambda: False)
+    monkeypatch.setattr(L, "matmul_persistent", lambda *a, **k: calls.append(1) or real(*a, **k))
+    L.check_matmul(L.matmul_persistent_tma, shapes=L.TMA_SHAPES[:1], epilogue=True, quiet=True)
+    assert calls
 
 
 @pytest.mark.skipif(ENV.interpret, reason="one configuration under the interpreter")
@@ -101,20 +84,34 @@ def test_persistent_tma(case):
 def test_every_autotune_config(index):
     """The autotuner may pick any configuration for some shape: each must be right, not just the fastest here."""
     config = L.MATMUL_CONFIGS[index]
-    _check(
-        L.matmul_grouped, AWKWARD, ENV.dtype, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages
+    if not L.fits(config, ENV.dtype.itemsize):
+        pytest.skip("does not fit this GPU's shared memory: the autotuner leaves it out")
+    run = lambda a, b, *, out: L.matmul_grouped(
+        a, b, out=out, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages
     )
+    L.check_matmul(run, shapes=AWKWARD, quiet=True)
 
 
 @pytest.mark.skipif(ENV.interpret, reason="one configuration under the interpreter")
-@pytest.mark.parametrize("index", range(len(L.PERSISTENT_CONFIGS)))
-def test_every_persistent_config(index, monkeypatch):
-    """The same for the persistent kernel: with a single configuration the autotuner launches it without tuning."""
-    monkeypatch.setattr(L.matmul_persistent_kernel, "configs", [L.PERSISTENT_CONFIGS[index]])
-    _check(L.matmul_persistent, TMA_CASES[0][0], ENV.dtype, bias=True, activation="gelu")
+@pytest.mark.parametrize("kernel, configs, launcher", [
+    ("matmul_persistent_kernel", "MATMUL_CONFIGS", "matmul_persistent"),
+    ("matmul_tma_kernel", "TMA_CONFIGS", "matmul_persistent_tma"),
+])  # fmt: skip
+def test_every_persistent_config(kernel, configs, launcher, monkeypatch):
+    """The same for the persistent kernels: with a single configuration the autotuner launches it without tuning."""
+    for config in getattr(L, configs):
+        monkeypatch.setattr(getattr(L, kernel), "configs", [config])
+        L.check_matmul(getattr(L, launcher), shapes=L.TMA_SHAPES[1:2], epilogue=True, quiet=True)
 
 
-@pytest.mark.parametrize("GROUP_M", [1, 3, 4, 8])
+# -- the program order of step 3 ------------------------------------------------------------------------------------
+
+
+def test_tile_order_check():
+    L.check_tile_order(L.tile_order, quiet=True)
+
+
+@pytest.mark.parametrize("GROUP_M", [1, 2, 4, 8])
 @pytest.mark.parametrize("M, N, BLOCK_M, BLOCK_N", [(700, 1000, 64, 128), (64, 64, 64, 64), (1000, 33, 16, 16)])
 def test_tile_order(M, N, BLOCK_M, BLOCK_N, GROUP_M):
     """grouped_tile gives every tile to exactly one program, in the order of the loops in tile_order_ref."""
@@ -133,27 +130,173 @@ def test_tile_order_ref_is_row_major_for_one_row_per_group():
     assert torch.equal(order, torch.arange(15, dtype=order.dtype).reshape(3, 5))
 
 
-# -- the tolerance is a real test: it catches the mistakes it is meant to catch -----------------------------------
+# -- planted mistakes: each must fail the check with its own hint ---------------------------------------------------
 
 
-def _drop_last_k(a, b, out):
-    """A matmul that forgot the last element of K (a classic tail-mask bug)."""
-    return L.matmul(a[:, :-1].contiguous(), b[:-1].contiguous(), out=out)
+@triton.jit
+def _planted_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    bias_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    MISTAKE: tl.constexpr,
+):
+    """matmul_kernel as a learner might write it, with the one mistake named by MISTAKE ("" for none; "swap_a" is
+    planted in the launcher)."""
+    pid = tl.program_id(0)
+    num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    first_m = pid // (GROUP_M * num_pid_n) * GROUP_M
+    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
+    if MISTAKE == "short_group":
+        rows = 0 * first_m + GROUP_M  # the last group taken as full
+    pid_m = first_m + pid % (GROUP_M * num_pid_n) % rows
+    pid_n = pid % (GROUP_M * num_pid_n) // rows
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    if MISTAKE == "b_from_a":
+        b_ptrs = a_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    steps = tl.cdiv(K, BLOCK_K)
+    if MISTAKE == "tail":
+        steps = K // BLOCK_K
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, steps):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        if MISTAKE != "advance":
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+        if MISTAKE == "bias_axis":
+            acc = acc + bias[:, None]
+        else:
+            acc = acc + bias[None, :]
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def _fp16_accumulator(a, b, out):
-    """A matmul that accumulates in the inputs' precision instead of fp32."""
-    acc = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
-    for k in range(a.shape[1]):
-        acc += a[:, k : k + 1] * b[k : k + 1, :]
-    return out.copy_(acc)
+def _planted(mistake, GROUP_M=8):
+    """A launcher for _planted_kernel with 16 x 16 x 16 tiles (the mistakes need no more)."""
+
+    def launcher(a, b, bias=None, activation=None, *, out):
+        (M, K), N = a.shape, b.shape[1]
+        grid = (triton.cdiv(M, 16) * triton.cdiv(N, 16),)
+        a_strides = a.stride()[::-1] if mistake == "swap_a" else a.stride()  # A's strides passed in the wrong order
+        _planted_kernel[grid](
+            a, b, out, a if bias is None else bias, M, N, K, *a_strides, *b.stride(), *out.stride(),
+            BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=GROUP_M, HAS_BIAS=bias is not None, MISTAKE=mistake,
+        )  # fmt: skip
+        return out
+
+    launcher.__name__ = f"planted_{mistake or 'nothing'}"
+    return launcher
 
 
-@pytest.mark.parametrize("bug", [_drop_last_k, _fp16_accumulator], ids=lambda f: f.__name__)
-def test_tolerance_catches_bugs(bug):
-    M, N, K = ENV.pick(cpu=(40, 40, 300), gpu=(512, 512, 1000))
-    with pytest.raises(AssertionError):
-        _check(bug, (M, N, K), torch.float16)
+#: the first shape is square (where swapped strides and wrong pointers show), K is not a multiple of 16 or 32,
+#: and M spans 3 tile rows (a last group shorter than GROUP_M = 8)
+PLANT_SHAPES = ENV.pick(cpu=[(40, 40, 40), (37, 45, 70)], gpu=[(200, 200, 200), (1000, 1337, 999)])
+MISTAKES = {
+    "tail": "misses its last, partial step",
+    "advance": "pointers are not moved along K",
+    "swap_a": "A is read transposed",
+    "b_from_a": "B is loaded from a_ptr",
+    "short_group": "last group",
+    "bias_axis": "bias is added along the wrong axis",
+}
+
+
+def test_planted_kernel_without_a_mistake_passes():
+    """The planted kernel is right when nothing is planted: each failure below is the mistake's, not the harness's."""
+    L.check_matmul(_planted(""), shapes=PLANT_SHAPES, epilogue=True, activation=None, quiet=True)
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_planted_mistake_gets_its_hint(mistake):
+    with pytest.raises(AssertionError, match=MISTAKES[mistake]):
+        L.check_matmul(_planted(mistake), shapes=PLANT_SHAPES, epilogue=mistake == "bias_axis", activation=None)
+
+
+def test_drop_last_k_and_fp16_accumulation_fail():
+    """Two mistakes outside a kernel: the tolerance is tight enough to see them."""
+
+    def drop_last_k(a, b, *, out):
+        return L.matmul(a[:, :-1].contiguous(), b[:-1].contiguous(), out=out)
+
+    def fp16_accumulator(a, b, *, out):
+        acc = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+        for k in range(a.shape[1]):
+            acc += a[:, k : k + 1] * b[k : k + 1, :]
+        return out.copy_(acc)
+
+    shapes = [ENV.pick(cpu=(40, 40, 300), gpu=(512, 512, 1000))]
+    for bug in (drop_last_k, fp16_accumulator):
+        with pytest.raises(AssertionError):
+            L.check_matmul(bug, shapes=shapes, dtype=torch.float16, quiet=True)
+
+
+@triton.jit
+def _transposed_outer_add_kernel(x_ptr, y_ptr, out_ptr, M, N, stride_om, stride_on, BLOCK_M: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    x = tl.load(x_ptr + offs_m, mask=offs_m < M, other=0.0)
+    y = tl.load(y_ptr + offs_n, mask=offs_n < N, other=0.0)
+    out_ptrs = out_ptr + offs_m[:, None] * stride_on + offs_n[None, :] * stride_om  # strides swapped
+    tl.store(out_ptrs, x[:, None] + y[None, :], mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def test_planted_transposed_outer_add_gets_its_hint():
+    def transposed(x, y, *, out):
+        grid = (triton.cdiv(x.shape[0], 16), triton.cdiv(y.shape[0], 16))
+        _transposed_outer_add_kernel[grid](x, y, out, x.shape[0], y.shape[0], *out.stride(), BLOCK_M=16)
+        return out
+
+    with pytest.raises(AssertionError, match="written transposed"):
+        L.check_outer_add(transposed, quiet=True)
+
+
+@triton.jit
+def _planted_order_kernel(order_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    first_m = pid // (GROUP_M * num_pid_n) * GROUP_M
+    pid_m = first_m + pid % (GROUP_M * num_pid_n) % GROUP_M  # the last group taken as full
+    pid_n = pid % (GROUP_M * num_pid_n) // GROUP_M
+    inside = (pid_m < num_pid_m) & (pid_n < num_pid_n)
+    tl.store(order_ptr + pid_m * num_pid_n + pid_n, pid.to(tl.float32), mask=inside)
+
+
+def test_planted_orders_get_their_hints():
+    def full_last_group(M, N, BLOCK_M, BLOCK_N, GROUP_M):
+        order = utils.nan_empty((triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)), torch.float32)
+        _planted_order_kernel[(order.numel(),)](order, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        return order
+
+    def row_major(M, N, BLOCK_M, BLOCK_N, GROUP_M):
+        return L.tile_order(M, N, BLOCK_M, BLOCK_N, 1)
+
+    with pytest.raises(AssertionError, match="fewer than GROUP_M rows"):
+        L.check_tile_order(full_last_group, quiet=True)
+    with pytest.raises(AssertionError, match="still row-major"):
+        L.check_tile_order(row_major, quiet=True)
 
 
 def test_tolerance_grows_like_sqrt_k():
@@ -164,73 +307,151 @@ def test_tolerance_grows_like_sqrt_k():
     assert L.matmul_tolerance(torch.bfloat16, 100, 1.0)["rtol"] == 2 * 2**-8
 
 
-# -- launcher input validation ---------------------------------------------------------------------------------
+# -- launchers refuse bad inputs before any launch ------------------------------------------------------------------
+
+MATMULS = ["matmul_naive", "matmul_tiled", "matmul_grouped", "matmul_autotuned", "matmul", "matmul_persistent",
+           "matmul_persistent_tma"]  # fmt: skip
+EPILOGUES = ["matmul", "matmul_persistent", "matmul_persistent_tma"]
 
 
-def _ab(M=8, N=4, K=16, dtype=None):
-    dtype = dtype or ENV.dtype
-    return (torch.randn(M, K, device=DEVICE, dtype=dtype), torch.randn(K, N, device=DEVICE, dtype=dtype))
+def _t(*shape, dtype=None):
+    return torch.randn(*shape, device=DEVICE, dtype=dtype or ENV.dtype)
 
 
-LAUNCHERS = ["matmul_naive", "matmul_tiled", "matmul_grouped", "matmul_autotuned", "matmul", "matmul_persistent"]
+@pytest.mark.parametrize("launcher", MATMULS)
+def test_matmul_launchers_refuse_bad_inputs(launcher):
+    f = getattr(L, launcher)
+    a, b, square = _t(8, 16), _t(16, 24), _t(16, 16)
+    shared = _t(24, 16)  # rows 0-15 are an input, rows 8-23 the output: they overlap
+    other = torch.float32 if ENV.dtype != torch.float32 else torch.float16
+    bad = {
+        "inner dimensions that differ": lambda: f(a, b[:8]),
+        "a vector for a": lambda: f(a[0], b),
+        "a 3-D b": lambda: f(a, b[None]),
+        "a NumPy array": lambda: f(a.float().cpu().numpy(), b),
+        "None for b": lambda: f(a, None),
+        "integers": lambda: f(a.int(), b.int()),
+        "float64": lambda: f(a.double(), b.double()),
+        "mixed dtypes": lambda: f(a, b.to(other)),
+        "a non-contiguous view": lambda: f(a, b.T.contiguous().T),
+        "out of the wrong shape": lambda: f(a, b, out=_t(8, 23)),
+        "out of the wrong dtype": lambda: f(a, b, out=_t(8, 24, dtype=other)),
+        "out as a NumPy array": lambda: f(a, b, out=np.empty((8, 24), dtype=np.float16)),
+        "a non-contiguous out": lambda: f(a, b, out=_t(24, 8).T),
+        "out that is a": lambda: f(a, square, out=a),
+        "out overlapping a": lambda: f(shared[:16], square, out=shared[8:]),
+    }
+    if ENV.interpret:
+        bad["bfloat16 under the interpreter"] = lambda: f(a.bfloat16(), b.bfloat16())
+    if ENV.is_gpu:
+        bad["tensors on the CPU"] = lambda: f(a.cpu(), b.cpu())
+    if launcher in EPILOGUES:
+        bad |= {
+            "a bias of the wrong length": lambda: f(a, b, _t(23)),
+            "a bias of the wrong dtype": lambda: f(a, b, _t(24, dtype=other)),
+            "a 2-D bias": lambda: f(a, b, _t(1, 24)),
+            "an unknown activation": lambda: f(a, b, activation="relu"),
+            "an activation that is not a name": lambda: f(a, b, activation=1),
+            "out overlapping the bias": lambda: f(
+                a, b, shared.view(-1)[:24], out=shared.view(-1)[: 8 * 24].view(8, 24)
+            ),
+        }
+    if launcher == "matmul_naive":
+        bad["BLOCK_K not a power of two"] = lambda: f(a, b, BLOCK_K=48)
+        bad["N past grid axis 1"] = lambda: f(a, torch.empty(16, 65536, device=DEVICE, dtype=ENV.dtype))
+    if launcher in ("matmul_tiled", "matmul_grouped"):
+        bad["BLOCK_M not a power of two"] = lambda: f(a, b, BLOCK_M=48)
+        bad["BLOCK_N below tl.dot's 16"] = lambda: f(a, b, BLOCK_N=8)
+        bad["num_stages of 0"] = lambda: f(a, b, num_stages=0)
+        bad["an unknown configuration"] = lambda: f(a, b, BLOCK_Q=16)
+    if launcher == "matmul_grouped":
+        bad["GROUP_M not a power of two"] = lambda: f(a, b, GROUP_M=3)
+    if launcher == "matmul_persistent_tma":
+        bad["rows TMA cannot read (K = 12)"] = lambda: f(_t(8, 12), _t(12, 24))
+    before = shared.clone()
+    utils.refuses(bad, quiet=True)
+    assert torch.equal(shared, before), "a refused call wrote into its inputs: validate before launching"
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_refuses_mismatched_inner_dims(launcher):
-    a, b = _ab()
-    with pytest.raises(ValueError, match="inner dimensions"):
-        getattr(L, launcher)(a, b[:8])
+def test_outer_add_and_tile_order_refuse_bad_inputs():
+    x, y = _t(8, dtype=torch.float32), _t(12, dtype=torch.float32)
+    buf = _t(8 * 12 + 8, dtype=torch.float32)
+    utils.refuses(
+        {
+            "a 2-D y": lambda: L.outer_add(x, y[None]),
+            "integers": lambda: L.outer_add(x.int(), y.int()),
+            "mixed dtypes": lambda: L.outer_add(x, y.half()),
+            "out of the wrong shape": lambda: L.outer_add(x, y, out=_t(12, 8, dtype=torch.float32)),
+            "out overlapping x": lambda: L.outer_add(buf[:8], y, out=buf[4:100].view(8, 12)),
+            "BLOCK_M not a power of two": lambda: L.outer_add(x, y, BLOCK_M=12),
+            "None for x": lambda: L.outer_add(None, y),
+            "BLOCK_N not a power of two": lambda: L.tile_order(100, 100, 16, 24, 2),
+            "GROUP_M of 0": lambda: L.tile_order(100, 100, 16, 16, 0),
+            "a negative M": lambda: L.tile_order(-1, 100, 16, 16, 2),
+        },
+        quiet=True,
+    )
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_refuses_wrong_dtypes(launcher):
-    a, b = _ab()
-    with pytest.raises(TypeError, match="dtype"):
-        getattr(L, launcher)(a.int(), b.int())
-    with pytest.raises(TypeError, match="dtype"):
-        getattr(L, launcher)(a.double(), b.double())
-    with pytest.raises(TypeError, match="dtype"):
-        getattr(L, launcher)(a, b.float() if ENV.dtype != torch.float32 else b.half())
+# -- empty problems: no kernel, the right result ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_refuses_non_contiguous(launcher):
-    a, b = _ab()
-    with pytest.raises(ValueError, match="non-contiguous"):
-        getattr(L, launcher)(a, torch.randn(4, 16, device=DEVICE, dtype=ENV.dtype).T)
-    with pytest.raises(ValueError, match="non-contiguous"):
-        getattr(L, launcher)(torch.randn(8, 32, device=DEVICE, dtype=ENV.dtype)[:, ::2], b)
+@pytest.mark.parametrize("launcher", MATMULS)
+@pytest.mark.parametrize("M, N, K", [(0, 24, 16), (8, 0, 16), (8, 24, 0), (0, 0, 0)])
+def test_empty_problems(launcher, M, N, K):
+    f = getattr(L, launcher)
+    a, b, bias = _t(M, K), _t(K, N), _t(N)
+    extra = (bias, "gelu") if launcher in EPILOGUES else ()
+    c = f(a, b, *extra, out=utils.nan_empty((M, N), ENV.dtype))
+    want = L.matmul_ref(a.double(), b.double(), *(t.double() if isinstance(t, torch.Tensor) else t for t in extra))
+    utils.check(c, want, name=f"{launcher} of ({M}, {K}) by ({K}, {N})", quiet=True)
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_refuses_wrong_ndim_and_out(launcher):
-    a, b = _ab()
-    with pytest.raises(ValueError, match="dimension"):
-        getattr(L, launcher)(a[0], b)
-    with pytest.raises(ValueError, match="shape"):
-        getattr(L, launcher)(a, b, out=torch.empty(8, 5, device=DEVICE, dtype=ENV.dtype))
+def test_empty_outer_add_and_tile_order():
+    assert L.outer_add(_t(0, dtype=torch.float32), _t(5, dtype=torch.float32)).shape == (0, 5)
+    assert L.tile_order(0, 100, 16, 16, 2).shape == (0, 7)
 
 
-@pytest.mark.skipif(not ENV.is_gpu, reason="only on the GPU is a CPU tensor the wrong device")
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_refuses_cpu_tensors(launcher):
-    a, b = _ab()
-    with pytest.raises(ValueError, match="cuda"):
-        getattr(L, launcher)(a.cpu(), b.cpu())
+# -- GPUs with less shared memory ------------------------------------------------------------------------------------
+
+H200_CONFIGS = [
+    (128, 256, 64, 8, 4),
+    (128, 256, 64, 8, 3),
+    (128, 128, 64, 4, 4),
+    (128, 128, 64, 4, 3),
+    (64, 128, 64, 4, 4),
+]
 
 
-@pytest.mark.parametrize("launcher", ["matmul", "matmul_persistent"])
-def test_refuses_bad_epilogue(launcher):
-    a, b = _ab()
-    with pytest.raises(ValueError, match="shape"):
-        getattr(L, launcher)(a, b, bias=torch.randn(5, device=DEVICE, dtype=ENV.dtype))
-    with pytest.raises(TypeError, match="dtype"):
-        getattr(L, launcher)(a, b, bias=torch.randn(4, device=DEVICE, dtype=torch.float64))
-    with pytest.raises(ValueError, match="activation"):
-        getattr(L, launcher)(a, b, activation="relu")
+@pytest.mark.parametrize("budget", [64 * 1024, 163 * 1024, 227 * 1024], ids=["T4", "A100", "H100"])
+def test_only_configs_that_fit_are_tuned(budget, monkeypatch):
+    monkeypatch.setattr(L, "env", dataclasses.replace(L.env, shared_memory_bytes=budget))
+    configs = [L.make_config(*c) for c in H200_CONFIGS]
+    for elem in (2, 4):
+        for tma_store in (False, True):
+            kept = L.fitting_configs(configs, elem, tma_store)
+            assert kept, "the autotuner needs at least one configuration"
+            assert all(L.smem_bytes(**L.blocks_of(c), elem=elem, tma_store=tma_store) <= budget for c in kept)
+    a16 = torch.empty(1, 1, dtype=torch.float16)
+    assert L.prune_configs(configs, {"a_ptr": a16}) == L.fitting_configs(configs, 2)
+    assert L.prune_tma_configs(configs, {"a_ptr": a16}) == L.fitting_configs(configs, 2, tma_store=True)
+    tile = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3)
+    for elem in (2, 4):
+        assert L.fits(L.tile_config(tile, {}, elem), elem)  # the fixed tile of steps 2 and 3 shrinks to fit
+    if budget == 64 * 1024:
+        assert L.fitting_configs(configs, 2) != configs  # a T4 really loses the big ones
+        with pytest.raises(ValueError, match="shared memory"):
+            L.tile_config(tile, {"num_stages": 4}, 2)  # asked for explicitly: refused, not shrunk
 
 
-def test_persistent_refuses_rows_tma_cannot_read():
-    a, b = _ab(K=20)  # 20 fp16/bf16 elements = 40 bytes: not a multiple of 16
-    with pytest.raises(ValueError, match="16-byte"):
-        L.matmul_persistent(a, b)
+# -- the figures the lesson quotes come from committed results ------------------------------------------------------
+
+
+def test_quoted_figures_match_results():
+    """Every measured figure in the lesson's prose carries a marker naming its row of results/, and equals it."""
+    from utils import figures
+
+    problems = [p for p in figures.problems() if "05_matmul" in p]
+    assert not problems, "\n".join(problems) + "\n(after a new `make bench`: python -m utils.figures --update)"
+    prose = "\n".join(c.source for c in nbformat.read(ROOT / "solutions" / "05_matmul.ipynb", 4).cells)
+    assert len(figures.figures(prose, "05")) > 40, "the lesson's measured figures lost their markers"
