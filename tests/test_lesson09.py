@@ -1,0 +1,367 @@
+"""Lesson 09's solutions (split-K, the bitwise test, the row-scale fix, config pruning, flushed fp16 accumulation), each
+check against planted mistakes (it must fail, with the specific hint), the launchers' refusals and empty inputs, and
+the debugging tools (memory check under the interpreter, device asserts, subprocess runner, Inductor's log filter).
+"""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import utils
+from lessons import l09_test_debug_tune as L
+from utils.mode import current
+
+ENV = current()
+DEVICE = ENV.device
+interpreter_only = pytest.mark.skipif(not ENV.interpret, reason="watches Triton's interpreter")
+
+
+# -- exercise 1: split-K -----------------------------------------------------------------------------------------
+
+
+def test_splitk_solution_passes_its_check():
+    L.check_matmul_splitk(L.matmul_splitk, quiet=True)
+
+
+@triton.jit
+def _splitk_every_slice_from_zero(
+    a_ptr, b_ptr, part_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_ps, stride_pm, stride_pn,
+    K_PER_SPLIT, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, OVERLAP: tl.constexpr,
+):  # fmt: skip
+    """The classic mistakes: every slice starts at 0 (OVERLAP False), or every slice runs on to K (OVERLAP True)."""
+    pid = tl.program_id(0)
+    pid_m = pid // tl.cdiv(N, BLOCK_N)
+    pid_n = pid % tl.cdiv(N, BLOCK_N)
+    s = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if OVERLAP:
+        k_start = s * K_PER_SPLIT
+        k_end = K
+    else:
+        k_start = 0
+        k_end = tl.minimum(K, K_PER_SPLIT)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(k_start, k_end, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(
+            a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
+            mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_end),
+            other=0.0,
+        )
+        b = tl.load(
+            b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+            mask=(offs_k[:, None] < k_end) & (offs_n[None, :] < N),
+            other=0.0,
+        )
+        acc = tl.dot(a, b, acc)
+    p_ptrs = part_ptr + s * stride_ps + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
+    tl.store(p_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@pytest.mark.parametrize(
+    "overlap, hint", [(False, "every slice summed the first K_PER_SPLIT terms"), (True, "the slices overlap")]
+)
+def test_splitk_check_names_the_classic_mistakes(monkeypatch, overlap, hint):
+    class Planted:  # the launcher calls matmul_splitk_kernel[grid](...): give it the planted kernel
+        def __getitem__(self, grid):
+            return lambda *args, **kw: _splitk_every_slice_from_zero[grid](*args, **kw, OVERLAP=overlap)
+
+    monkeypatch.setattr(L, "matmul_splitk_kernel", Planted())
+    with pytest.raises(AssertionError, match=hint):
+        L.check_matmul_splitk(L.matmul_splitk, quiet=True)
+
+
+def test_splitk_check_demands_bits_on_exact_inputs():
+    """A kernel close enough for a tolerance but one ulp off on exact inputs must fail the check."""
+
+    def one_ulp_off(a, b, *, out=None, SPLIT_K=2):
+        c = L.matmul_splitk(a, b, out=out, SPLIT_K=SPLIT_K)
+        if c.dtype == torch.float16:
+            c[0, 0] = torch.nextafter(c[0, 0], torch.tensor(float("inf"), device=c.device, dtype=torch.float16))
+        return c
+
+    with pytest.raises(AssertionError, match=r"not bit-identical: 1 of .*largest distance 1 ulp"):
+        L.check_matmul_splitk(one_ulp_off, quiet=True)
+
+
+def test_splitk_equals_one_slice_bit_for_bit_on_exact_inputs_only():
+    a, b = L.exact_matmul_inputs(20, 17, 100, torch.float16, device=DEVICE)
+    one, four = L.matmul_splitk(a, b, SPLIT_K=1), L.matmul_splitk(a, b, SPLIT_K=4)
+    L.assert_bitwise_equal(one, four, name="SPLIT_K 1 vs 4, exact inputs")
+    x, y = torch.randn(20, 300, device=DEVICE), torch.randn(300, 17, device=DEVICE)
+    assert not L.bitwise_equal(L.matmul_splitk(x, y, SPLIT_K=1), L.matmul_splitk(x, y, SPLIT_K=4))
+
+
+# -- exercise 2: the bitwise test --------------------------------------------------------------------------------
+
+
+def test_bitwise_config_test_solution_passes_its_check():
+    L.check_bitwise_config_test(L.bitwise_config_test, quiet=True)
+
+
+def test_a_test_on_random_inputs_rejects_correct_reorderings():
+    def compares_random_results(launcher, configs, M=37, N=45, K=70):
+        a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
+        b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+        results = [launcher(a, b, **config) for config in configs]
+        for r in results[1:]:
+            L.assert_bitwise_equal(r, results[0])
+
+    with pytest.raises(AssertionError, match="(?s)which is correct.*exact_matmul_inputs"):
+        L.check_bitwise_config_test(compares_random_results, quiet=True)
+
+
+def test_a_tolerance_lets_fp16_accumulation_through():
+    def uses_allclose(launcher, configs, M=37, N=45, K=70):
+        a = (torch.randn(M, K, device=DEVICE) * K**-0.25).half()
+        b = (torch.randn(K, N, device=DEVICE) * K**-0.25).half()
+        for config in configs:
+            assert torch.allclose(launcher(a, b, **config).double(), L.matmul_ref(a, b), rtol=1e-2, atol=1e-2)
+
+    with pytest.raises(AssertionError, match="(?s)passed matmul_fp16acc.*not with a tolerance"):
+        L.check_bitwise_config_test(uses_allclose, quiet=True)
+
+
+# -- exercise 3: spot the bug ------------------------------------------------------------------------------------
+
+
+def test_row_scale_solution_passes_its_check():
+    L.check_row_scale(L.row_scale, quiet=True)
+
+
+@interpreter_only
+def test_the_buggy_kernel_passes_output_checks_but_not_the_memory_check():
+    def buggy(x, w, out=None):
+        return L.row_scale(x, w, out=out, kernel=L.row_scale_buggy_kernel)
+
+    x, w = torch.randn(3, 100, device=DEVICE), torch.randn(100, device=DEVICE)
+    utils.check(buggy(x, w, out=utils.nan_empty((3, 100))), x.double() * w.double(), quiet=True)  # looks right
+    with pytest.raises(AssertionError, match=r"(?s)touches memory outside.*invalid read.*0 bytes past the end of `w`"):
+        L.check_row_scale(buggy, quiet=True)
+
+
+@triton.jit
+def _row_scale_unmasked_store(x_ptr, w_ptr, out_ptr, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=cols < N, other=0.0)
+    w = tl.load(w_ptr + cols, mask=cols < N, other=0.0)
+    tl.store(out_ptr + row * stride_om + cols, x * w)  # no mask: the last row writes past the end of out
+
+
+def test_row_scale_check_catches_an_unmasked_store():
+    with pytest.raises(AssertionError, match="past the end"):
+        L.check_row_scale(lambda x, w, out: L.row_scale(x, w, out=out, kernel=_row_scale_unmasked_store), quiet=True)
+
+
+@interpreter_only
+def test_interpreter_memcheck_reports_writes_and_leaves_the_interpreter_as_it_was():
+    from triton.runtime import interpreter
+
+    x, w = torch.randn(2, 5, device=DEVICE), torch.randn(5, device=DEVICE)
+    out = utils.nan_empty((2, 5))
+    with L.interpreter_memcheck(x=x, w=w, out=out) as findings:
+        L.row_scale(x, w, out=out, kernel=_row_scale_unmasked_store)
+    assert any("invalid write" in f and "`out`" in f for f in findings), findings
+    assert "create_masked_load" not in vars(interpreter.interpreter_builder)  # the wrappers are gone
+    with L.interpreter_memcheck(x=x, w=w, out=out) as clean:
+        L.row_scale(x, w, out=out)
+    assert clean == []
+
+
+@pytest.mark.skipif(ENV.interpret, reason="on a GPU the interpreter's memory check is refused")
+def test_interpreter_memcheck_refuses_to_run_on_a_gpu():
+    with pytest.raises(RuntimeError, match="compute-sanitizer"):
+        with L.interpreter_memcheck():
+            pass
+
+
+# -- exercise 4: pruning ------------------------------------------------------------------------------------------
+
+
+def test_prune_configs_solution_passes_its_check():
+    L.check_prune_configs(L.prune_configs, quiet=True)
+
+
+def _forgets_num_stages(configs, named_args, **kwargs):
+    size = named_args["a_ptr"].element_size()
+    kept = [
+        c
+        for c in configs
+        if (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) * c.kwargs["BLOCK_K"] * size <= L.smem_budget()
+        and c.kwargs["BLOCK_M"] <= max(16, triton.next_power_of_2(named_args["M"]))
+        and c.kwargs["BLOCK_N"] <= max(16, triton.next_power_of_2(named_args["N"]))
+    ]
+    return kept or configs[-1:]
+
+
+def _no_tile_rule(configs, named_args, **kwargs):
+    size = named_args["a_ptr"].element_size()
+    return [c for c in configs if L.smem_bytes(c, size) <= L.smem_budget()]
+
+
+def _may_return_nothing(configs, named_args, **kwargs):
+    """The rules without the fallback."""
+    size = named_args["a_ptr"].element_size()
+    return [
+        c
+        for c in configs
+        if L.smem_bytes(c, size) <= L.smem_budget()
+        and c.kwargs["BLOCK_M"] <= max(16, triton.next_power_of_2(named_args["M"]))
+        and c.kwargs["BLOCK_N"] <= max(16, triton.next_power_of_2(named_args["N"]))
+    ]
+
+
+@pytest.mark.parametrize(
+    "planted, hint",
+    [
+        (_forgets_num_stages, "count num_stages copies"),
+        (_no_tile_rule, "was kept: check the tile rule"),
+        (_may_return_nothing, "return a non-empty list"),
+    ],
+)
+def test_prune_check_names_the_classic_mistakes(planted, hint):
+    with pytest.raises(AssertionError, match=hint):
+        L.check_prune_configs(planted, quiet=True)
+
+
+def test_tuned_matmul_runs_with_pruning():
+    a = torch.randn(20, 33, device=DEVICE, dtype=torch.float16)
+    b = torch.randn(33, 17, device=DEVICE, dtype=torch.float16)
+    utils.check(
+        L.matmul_tuned(a, b, out=utils.nan_empty((20, 17), torch.float16)),
+        L.matmul_ref(a, b),
+        **L.matmul_tolerance(torch.float16, 33, 33**0.5),
+        quiet=True,
+    )
+
+
+# -- exercise 5: flushed fp16 accumulation ------------------------------------------------------------------------
+
+
+def test_flushed_solution_passes_its_check():
+    L.check_matmul_flushed(L.matmul_flushed, quiet=True)
+
+
+def test_never_flushing_fails_on_exact_inputs():
+    def never(a, b, *, out=None, FLUSH_EVERY=1):
+        return L.matmul_fp16acc(a, b, out=out)
+
+    with pytest.raises(AssertionError, match="add it to acc32 and reset it to zero"):
+        L.check_matmul_flushed(never, quiet=True)
+
+
+def test_flushing_without_reset_counts_twice():
+    def no_reset(a, b, *, out=None, FLUSH_EVERY=1):  # what forgetting `acc16 = 0` amounts to, step by step
+        steps = torch.stack([L.matmul_ref(a[:, k : k + 16], b[k : k + 16]) for k in range(0, a.shape[1], 16)])
+        running = steps.cumsum(0)  # acc16 after each step, never emptied
+        out.copy_(running.sum(0).to(out.dtype))
+        return out
+
+    with pytest.raises(AssertionError):
+        L.check_matmul_flushed(no_reset, quiet=True)
+
+
+def test_flushing_helps_when_sums_grow():
+    K = ENV.pick(cpu=1024, gpu=16384)
+    a = torch.rand(16, K, device=DEVICE).half()
+    b = torch.rand(K, 16, device=DEVICE).half()
+    ref = L.matmul_ref(a, b)
+    never = (L.matmul_fp16acc(a, b).double() - ref).abs().max()
+    every = (L.matmul_flushed(a, b, FLUSH_EVERY=1).double() - ref).abs().max()
+    assert every < never / 2, (every, never)
+
+
+# -- refusals and empty inputs ------------------------------------------------------------------------------------
+
+
+def test_bad_inputs_are_refused_before_any_launch():
+    a = torch.randn(8, 32, device=DEVICE, dtype=torch.float16)
+    b = torch.randn(32, 16, device=DEVICE, dtype=torch.float16)
+    utils.refuses(
+        {
+            "inner dimensions that differ": lambda: L.matmul_splitk(a, b[:5]),
+            "SPLIT_K = 0": lambda: L.matmul_splitk(a, b, SPLIT_K=0),
+            "SPLIT_K = True": lambda: L.matmul_splitk(a, b, SPLIT_K=True),
+            "SPLIT_K over grid axis 1's limit": lambda: L.matmul_splitk(a, b, SPLIT_K=65536),
+            "BLOCK_K = 24": lambda: L.matmul_splitk(a, b, BLOCK_K=24),
+            "BLOCK_M = 8": lambda: L.matmul_fp16acc(a, b, BLOCK_M=8),
+            "fp32 into fp16 accumulation": lambda: L.matmul_flushed(a.float(), b.float()),
+            "FLUSH_EVERY = -1": lambda: L.matmul_flushed(a, b, FLUSH_EVERY=-1),
+            "FLUSH_EVERY = 1.5": lambda: L.matmul_flushed(a, b, FLUSH_EVERY=1.5),
+            "out of the wrong shape": lambda: L.matmul_splitk(a, b, out=torch.empty_like(a)),
+            "out that is an input": lambda: L.matmul_fp16acc(a[:, :8], a[:8, :8].contiguous(), out=a[:, :8]),
+            "a weight of the wrong length": lambda: L.row_scale(a, a[0, :5]),
+            "a weight of another dtype": lambda: L.row_scale(a, a[0].float()),
+            "rows too long for one block": lambda: L.row_scale(
+                torch.zeros(1, 40000, device=DEVICE), torch.zeros(40000, device=DEVICE)
+            ),
+            "a 1-D x": lambda: L.row_scale(a[0], a[0]),
+        },
+        quiet=True,
+    )
+    with pytest.raises(ValueError, match="a.shape\\[1\\] == b.shape\\[0\\]"):
+        L.matmul_fp16acc(a, b[:5])
+
+
+def test_empty_inputs_return_empty_results():
+    e = torch.empty(0, 32, device=DEVICE, dtype=torch.float16)
+    b = torch.randn(32, 16, device=DEVICE, dtype=torch.float16)
+    assert L.matmul_splitk(e, b).shape == (0, 16)
+    assert L.matmul_fp16acc(e, b).shape == (0, 16)
+    assert L.matmul_flushed(e, b).shape == (0, 16)
+    assert L.matmul_tuned(e, b).shape == (0, 16)
+    assert L.row_scale(torch.empty(0, 5, device=DEVICE), torch.ones(5, device=DEVICE)).shape == (0, 5)
+    no_k = L.matmul_splitk(torch.empty(4, 0, device=DEVICE), torch.empty(0, 3, device=DEVICE))
+    assert torch.equal(no_k, torch.zeros(4, 3, device=DEVICE))
+
+
+# -- the debugging and profiling helpers --------------------------------------------------------------------------
+
+
+@interpreter_only
+def test_device_asserts_are_checked_only_inside_the_context():
+    nan_input = torch.tensor([1.0, float("nan")] * 10, device=DEVICE)
+    L.debug_demo(nan_input)  # compiled to nothing: no error
+    with pytest.raises(Exception, match="x holds a NaN"):
+        with L.device_asserts():
+            L.debug_demo(nan_input)
+    L.debug_demo(nan_input)  # and off again afterwards
+
+
+def test_static_assert_refuses_a_small_block():
+    with pytest.raises(Exception, match="BLOCK_SIZE must be at least 16"):
+        L.debug_demo(torch.arange(20.0, device=DEVICE), BLOCK_SIZE=8)
+
+
+def test_run_python_runs_code_with_the_course_on_its_path():
+    status, output = L.run_python("import utils.bitwise\nprint('found', utils.bitwise.__name__)")
+    assert status == 0 and "found utils.bitwise" in output
+    status, output = L.run_python("raise SystemExit(3)")
+    assert status == 3
+
+
+def test_inductor_kernels_keeps_names_kinds_and_blocks():
+    log = """
+@triton_heuristics.persistent_reduction(
+    size_hints={'x': 4096, 'r0_': 4096},
+)
+@triton.jit
+def triton_per_fused__softmax_0(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK : tl.constexpr):
+    xnumel = 4096
+    R0_BLOCK: tl.constexpr = 4096
+    tmp0 = tl.load(in_ptr0 + (r0_1 + 4096*x0), None)
+        triton_per_fused__softmax_0.run(arg0_1, buf2, 4096, 4096, stream=stream0)
+"""
+    kept = L.inductor_kernels(log)
+    assert kept[0] == "@triton_heuristics.persistent_reduction("
+    assert any(line.startswith("def triton_per_fused__softmax_0") for line in kept)
+    assert "R0_BLOCK: tl.constexpr = 4096" in kept and not any("tl.load" in line for line in kept)
+
+
+def test_pipeline_costs_count_the_matmul_once():
+    costs = L.pipeline_costs(M=8, C=16, V=32, itemsize=2)
+    assert costs["matmul"] == (2 * 8 * 16 * 32, (8 * 16 + 16 * 32 + 8 * 32) * 2)
+    assert costs["softmax"][1] == 2 * 8 * 32 * 2 and costs["rmsnorm"][1] == (2 * 8 * 16 + 16) * 2
