@@ -96,17 +96,24 @@ def _planted_network(x, idx, LOG_BLOCK: tl.constexpr, MISTAKE: tl.constexpr):
     return x
 
 
-def _planted_bitonic(mistake):
-    @triton.jit
-    def kernel(x_ptr, out_ptr, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr, LOG_BLOCK: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)
-        idx = tl.arange(0, BLOCK_SIZE)
-        x = tl.load(x_ptr + row * stride_xm + idx, mask=idx < N, other=float("inf"))
-        x = _planted_network(x, idx, LOG_BLOCK, MISTAKE)
-        tl.store(out_ptr + row * stride_om + idx, x, mask=idx < N)
+class _Planted:
+    """Stands in for a solution kernel: ``planted[grid](args...)`` launches ``kernel`` with ``MISTAKE`` added."""
 
-    kernel.fn.__globals__["MISTAKE"] = tl.constexpr(mistake)
-    return kernel
+    def __init__(self, kernel, mistake):
+        self.kernel, self.mistake = kernel, mistake
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.kernel[grid](*args, **kwargs, MISTAKE=self.mistake)
+
+
+@triton.jit
+def _planted_bitonic_kernel(x_ptr, out_ptr, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr,
+                            LOG_BLOCK: tl.constexpr, MISTAKE: tl.constexpr):  # fmt: skip
+    row = tl.program_id(0).to(tl.int64)
+    idx = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride_xm + idx, mask=idx < N, other=float("inf"))
+    x = _planted_network(x, idx, LOG_BLOCK, MISTAKE)
+    tl.store(out_ptr + row * stride_om + idx, x, mask=idx < N)
 
 
 BITONIC_MISTAKES = {
@@ -119,7 +126,7 @@ BITONIC_MISTAKES = {
 
 @pytest.mark.parametrize("mistake", list(BITONIC_MISTAKES))
 def test_bitonic_mistakes_get_their_hint(mistake, monkeypatch):
-    monkeypatch.setattr(L, "bitonic_sort_kernel", _planted_bitonic(mistake))
+    monkeypatch.setattr(L, "bitonic_sort_kernel", _Planted(_planted_bitonic_kernel, mistake))
     with pytest.raises(AssertionError, match=BITONIC_MISTAKES[mistake]):
         L.check_bitonic_sort(L.bitonic_sort, quiet=True)
 
@@ -265,35 +272,31 @@ def test_compaction_refuses_to_scatter_with_a_wrong_scan(monkeypatch):
         L.compact(torch.randn(1000, device=DEV), keep, BLOCK_SIZE=16)
 
 
-# -- exercise 4: the group-by -------------------------------------------------------------------------------------------
+# -- exercise 4: the group-by ------------------------------------------------------------------------------------
 
 
-def _planted_groupby(mistake):
-    @triton.jit
-    def kernel(key_ptr, value_ptr, x_ptr, threshold_ptr, sums_ptr, counts_ptr, rows_ptr, n, num_keys,
-               BLOCK_SIZE: tl.constexpr):  # fmt: skip
-        offs = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        in_range = offs < n
-        x = tl.load(x_ptr + offs, mask=in_range, other=0)
-        if MISTAKE == "no filter":
-            passed = in_range
-        else:
-            passed = in_range & (x > tl.load(threshold_ptr))
-        key = tl.load(key_ptr + offs, mask=passed, other=0).to(tl.int64)
-        value = tl.load(value_ptr + offs, mask=passed, other=0).to(tl.float64)
-        if MISTAKE == "NaN added":
-            is_num = passed
-        else:
-            is_num = passed & (value == value)
-        tl.atomic_add(sums_ptr + key, value, mask=is_num)
-        if MISTAKE == "NaN counted":
-            tl.atomic_add(counts_ptr + key, passed.to(tl.int64), mask=passed)
-        else:
-            tl.atomic_add(counts_ptr + key, is_num.to(tl.int64), mask=passed)
-        tl.atomic_add(rows_ptr + key, passed.to(tl.int64), mask=passed)
-
-    kernel.fn.__globals__["MISTAKE"] = tl.constexpr(mistake)
-    return kernel
+@triton.jit
+def _planted_groupby_kernel(key_ptr, value_ptr, x_ptr, threshold_ptr, sums_ptr, counts_ptr, rows_ptr, n, num_keys,
+                            BLOCK_SIZE: tl.constexpr, MISTAKE: tl.constexpr):  # fmt: skip
+    offs = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    in_range = offs < n
+    x = tl.load(x_ptr + offs, mask=in_range, other=0)
+    if MISTAKE == "no filter":
+        passed = in_range
+    else:
+        passed = in_range & (x > tl.load(threshold_ptr))
+    key = tl.load(key_ptr + offs, mask=passed, other=0).to(tl.int64)
+    value = tl.load(value_ptr + offs, mask=passed, other=0).to(tl.float64)
+    if MISTAKE == "NaN added":
+        is_num = passed
+    else:
+        is_num = passed & (value == value)
+    tl.atomic_add(sums_ptr + key, value, mask=is_num)
+    if MISTAKE == "NaN counted":
+        tl.atomic_add(counts_ptr + key, passed.to(tl.int64), mask=passed)
+    else:
+        tl.atomic_add(counts_ptr + key, is_num.to(tl.int64), mask=passed)
+    tl.atomic_add(rows_ptr + key, passed.to(tl.int64), mask=passed)
 
 
 GROUPBY_MISTAKES = {
@@ -305,7 +308,7 @@ GROUPBY_MISTAKES = {
 
 @pytest.mark.parametrize("mistake", list(GROUPBY_MISTAKES))
 def test_groupby_mistakes_get_their_hint(mistake, monkeypatch):
-    monkeypatch.setattr(L, "groupby_atomic_kernel", _planted_groupby(mistake))
+    monkeypatch.setattr(L, "groupby_atomic_kernel", _Planted(_planted_groupby_kernel, mistake))
     with pytest.raises(AssertionError, match=GROUPBY_MISTAKES[mistake]):
         L.check_groupby_atomic(L.groupby_atomic, quiet=True)
 
