@@ -71,12 +71,12 @@ def query_ref(df, threshold):
 def groupby_dense_ref(key, value, x, threshold, num_keys):
     """The group-by's dense arrays in PyTorch: sums, counts (non-NaN values) and rows (rows that passed the
     filter) for every key 0..num_keys-1."""
-    passed = x > torch.tensor(threshold, dtype=x.dtype)  # compared in x's dtype, as NumPy compares a column
-    k, v = key[passed].long(), value[passed].double()
+    passed = x > torch.tensor(threshold, dtype=x.dtype, device=x.device)  # in x's dtype, as NumPy compares
+    k, v = key[passed].long(), value[passed].double()  # read 3 columns, write the rows that pass
     is_num = ~torch.isnan(v)
-    sums = torch.zeros(num_keys, dtype=torch.float64).index_add_(0, k, torch.where(is_num, v, 0.0))
-    counts = torch.zeros(num_keys, dtype=torch.int64).index_add_(0, k, is_num.long())
-    rows = torch.zeros(num_keys, dtype=torch.int64).index_add_(0, k, torch.ones_like(k))
+    sums = torch.zeros(num_keys, dtype=torch.float64, device=x.device).index_add_(0, k, torch.where(is_num, v, 0.0))
+    counts = torch.zeros(num_keys, dtype=torch.int64, device=x.device).index_add_(0, k, is_num.long())
+    rows = torch.bincount(k, minlength=num_keys)
     return sums, counts, rows
 
 
@@ -478,7 +478,7 @@ def check_top_k(fn, *, quiet=False):
                 "The indices come out as 0xFFFFFFFF - column: pack the column inverted, (0xFFFFFFFF - cols), as the "
                 "merge expects; that also puts the smaller column first among equal values.": 0xFFFFFFFF - ties_last,
                 "Equal values come out largest index first: pack the column inverted, (0xFFFFFFFF - col), so that "
-                "among equal values the smaller column is the larger key (and comes first, as in top_k_ref).": ties_last,
+                "among equal values the smaller column is the larger key and comes first.": ties_last,
                 "Tied values share one index (the first column holding the value): an index recovered from the value "
                 "cannot tell ties apart, so some of the tied entries go missing. Carry each entry's column in the "
                 "packed key, and unpack it from there.": _first_index_of(x.double(), ref_v),
@@ -1040,7 +1040,7 @@ def check_query(fn, *, quiet=False):
         print(f"✓ the query matches pandas exactly on {', '.join(cases)}")
 
 
-EMPTY = -(2**63)  # an empty hash-table slot: the one int64 key a join refuses
+EMPTY: tl.constexpr = -(2**63)  # an empty hash-table slot (the one int64 key a join refuses); constexpr: jit reads it
 
 
 @triton.jit

@@ -16,6 +16,7 @@ import triton.language as tl
 
 import utils
 from lessons import l10_sort_scan_data as L
+from lessons.l10_sort_scan_data import float_sort_key, sort_block
 from utils.mode import current
 
 ENV = current()
@@ -161,9 +162,9 @@ def _top_k_min_kernel(x_ptr, cand_ptr, N, stride_xm, K: tl.constexpr, BLOCK_SIZE
     cols = blk * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = cols < N
     x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
-    packed = (L.float_sort_key(x).to(tl.int64) << 32) | (0xFFFFFFFF - cols.to(tl.int64))
+    packed = (float_sort_key(x).to(tl.int64) << 32) | (0xFFFFFFFF - cols.to(tl.int64))
     packed = tl.where(mask, packed, -0x7FFFFFFFFFFFFFFF - 1)
-    best = tl.min(tl.reshape(L.sort_block(packed, BLOCK_SIZE, True, USE_TL_SORT), (BLOCK_SIZE // K, K)), axis=0)
+    best = tl.min(tl.reshape(sort_block(packed, BLOCK_SIZE, True, USE_TL_SORT), (BLOCK_SIZE // K, K)), axis=0)
     tl.store(cand_ptr + (row * tl.num_programs(1) + blk) * K + tl.arange(0, K), best)
 
 
@@ -175,9 +176,9 @@ def _top_k_col_not_inverted_kernel(x_ptr, cand_ptr, N, stride_xm, K: tl.constexp
     cols = blk * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = cols < N
     x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
-    packed = (L.float_sort_key(x).to(tl.int64) << 32) | cols.to(tl.int64)
+    packed = (float_sort_key(x).to(tl.int64) << 32) | cols.to(tl.int64)
     packed = tl.where(mask, packed, -0x7FFFFFFFFFFFFFFF - 1)
-    best = tl.max(tl.reshape(L.sort_block(packed, BLOCK_SIZE, True, USE_TL_SORT), (BLOCK_SIZE // K, K)), axis=0)
+    best = tl.max(tl.reshape(sort_block(packed, BLOCK_SIZE, True, USE_TL_SORT), (BLOCK_SIZE // K, K)), axis=0)
     tl.store(cand_ptr + (row * tl.num_programs(1) + blk) * K + tl.arange(0, K), best)
 
 
