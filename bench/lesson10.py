@@ -1,7 +1,8 @@
 """Lesson 10 for `make bench`: sorting, top-k, scans and a small analytical query, against PyTorch and pandas.
 
 - segmented sort: rows of 256, 1024 and 4096 fp32 (2**24 elements in all), sort_rows vs torch.sort (both return
-  values and int64 indices); bytes = read x + write values + write indices = 16 bytes per element;
+  values and int64 indices); bytes = read x + write values + write indices = 16 bytes per element; plus exercise
+  1's bitonic_sort (values only, credited with the same bytes) at rows of 1024;
 - top-k at a vocabulary of 131072 (and 152064), k = 50 and 64, batch 1, 8 and 64: top_k vs torch.topk;
   bytes = top_k_bytes (read the logits, write k values and indices);
 - device-wide prefix sum of 2**28 int32 and fp32 vs torch.cumsum (same dtype out), bytes = cumsum_bytes (read
@@ -25,6 +26,7 @@ import torch
 
 from bench.common import Row, paired
 from lessons.l10_sort_scan_data import (
+    bitonic_sort,
     compact,
     compact_bytes,
     cumsum,
@@ -68,6 +70,16 @@ def _sorts() -> list[Row]:
             dtype="fp32",
             bytes=x.numel() * (4 + 4 + 8),
         )
+    x = torch.randn(2**24 // 1024, 1024, device="cuda")  # exercise 1's network (values only) on the same footing
+    rows += paired(
+        {"triton bitonic_sort (tl.gather network)": lambda: bitonic_sort(x)},
+        ("torch.sort", lambda: torch.sort(x, dim=-1)),
+        lesson="10",
+        op="segmented sort",
+        shape=f"{x.shape[0]}x1024",
+        dtype="fp32",
+        bytes=x.numel() * (4 + 4 + 8),
+    )
     return rows
 
 

@@ -614,7 +614,7 @@ def check_cumsum(fn, *, quiet=False):
     too, where every partial sum below 2**24 is exact, so the order of the additions cannot matter)."""
     env = utils.mode.current()
     cases = env.pick(
-        cpu=[(1, 16), (15, 16), (100, 16), (1000, 16), (5000, 64)],
+        cpu=[(1, 16), (15, 16), (100, 16), (1000, 16)],
         gpu=[(1, 1024), (100, 16), (5000, 64), (10**7 + 3, 2048), (2**20, 1024)],
     )
     for dtype in (torch.int32, torch.float32):
@@ -972,10 +972,9 @@ def query(table, threshold, num_keys, *, method="atomic"):
     if method not in ("atomic", "sorted"):
         raise ValueError(f"method must be 'atomic' or 'sorted', got {method!r}.")
     sums, counts, rows = (groupby_atomic if method == "atomic" else groupby_sorted)(table, threshold, num_keys)
-    present = rows > 0
-    keys = compact(torch.arange(num_keys, device=rows.device, dtype=table["key"].dtype), present)
-    sums, counts = compact(sums, present), compact(counts, present)
-    return {"key": keys, "sum": sums, "count": counts, "mean": sums / counts}  # 0 / 0 = NaN, as pandas says
+    keys = compact(torch.arange(num_keys, device=rows.device), rows > 0)  # the keys that had rows, in order
+    sums, counts = sums[keys], counts[keys]
+    return {"key": keys.to(table["key"].dtype), "sum": sums, "count": counts, "mean": sums / counts}  # 0/0 = NaN
 
 
 def to_frame(result):
@@ -1008,7 +1007,7 @@ def check_query(fn, *, quiet=False):
     columns, dtypes and values): empty table, one row, nothing passes, all keys equal, all distinct, NaN values,
     a key whose values are all NaN."""
     env = utils.mode.current()
-    n_big = env.pick(cpu=500, gpu=10**6 + 7)
+    n_big = env.pick(cpu=300, gpu=10**6 + 7)
     cases = {
         "an empty table": (random_table(0, 5), 5),
         "one row": (random_table(1, 5, seed=1, nan_every=0), 5),
