@@ -413,7 +413,7 @@ BAD = {
     ),  # fmt: skip
     "float join keys": (lambda: L.hash_join(_x[0], _x[1]), TypeError, "dtype"),
     "EMPTY as a key": (
-        lambda: L.hash_join(torch.arange(3, device=DEV), torch.tensor([L.EMPTY], device=DEV)),
+        lambda: L.hash_join(torch.arange(3, device=DEV), torch.tensor([L.EMPTY_KEY], device=DEV)),
         ValueError,
         "empty slot",
     ),  # fmt: skip
