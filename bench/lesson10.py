@@ -8,7 +8,8 @@
 - device-wide prefix sum of 2**28 int32 and fp32 vs torch.cumsum (same dtype out), bytes = cumsum_bytes (read
   once, write once: the minimum; our reduce-then-scan really moves 3/2 of it); compaction of 2**28 fp32 with half
   the flags set vs x[keep], bytes = compact_bytes;
-- the query (filter + group-by, sum / count / mean) on 10**8 rows, 16 and 10**7 keys: the atomic and the
+- the query (filter + group-by, sum / count / mean) on 10**8 rows, 16 and 10**7 keys: the atomic, the
+  partial-sums (per-program sums for up to 64 keys; more keys fall back to the atomic plan) and the
   sort-then-reduce plans vs the same query in PyTorch ops (groupby_dense_ref then boolean masks), and vs pandas on
   the machine's CPU: pandas is timed ONCE, with time.perf_counter, in this run, on the same 10**8 rows (its row
   is written by hand: paired() times GPU work with CUDA events, which cannot time a CPU library);
@@ -144,6 +145,7 @@ def _query_at(num_keys) -> list[Row]:
     timed = paired(
         {
             "triton atomics": lambda: query(table, 0.5, num_keys, method="atomic"),
+            "triton partial sums + atomics": lambda: query(table, 0.5, num_keys, method="partials"),
             "triton sort-then-reduce": lambda: query(table, 0.5, num_keys, method="sorted"),
         },
         ("PyTorch ops", lambda: _query_torch(table, 0.5, num_keys)),

@@ -34,6 +34,7 @@ CHECKS = {
     "compact": lambda: L.check_compact(L.compact, quiet=True),
     "groupby_atomic": lambda: L.check_groupby_atomic(L.groupby_atomic, quiet=True),
     "query atomic": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="atomic"), quiet=True),
+    "query partials": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="partials"), quiet=True),
     "query sorted": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="sorted"), quiet=True),
     "join": lambda: L.check_join(L.join_tables, quiet=True),
 }
@@ -337,9 +338,10 @@ def test_atomics_and_sort_then_reduce_agree_on_floats_that_round():
     df = L.random_table(2000, 13, seed=9).assign(value=lambda d: np.float32(np.pi) * d["value"])
     table = L.table_from_pandas(df, DEV)
     a = L.query(table, 0.5, 13, method="atomic")
-    b = L.query(table, 0.5, 13, method="sorted")
-    assert torch.equal(a["key"], b["key"]) and torch.equal(a["count"], b["count"])
-    torch.testing.assert_close(a["sum"], b["sum"], rtol=2000 * 2**-52, atol=1e-9)
+    for method in ("partials", "sorted"):
+        b = L.query(table, 0.5, 13, method=method)
+        assert torch.equal(a["key"], b["key"]) and torch.equal(a["count"], b["count"])
+        torch.testing.assert_close(a["sum"], b["sum"], rtol=2000 * 2**-52, atol=1e-9)
 
 
 # -- empty inputs and refusals --------------------------------------------------------------------------------------
@@ -402,6 +404,7 @@ BAD = {
     ),
     "key out of range (atomic)": (lambda: L.query(_table, 0.0, 2), ValueError, "outside 0..1"),
     "key out of range (sorted)": (lambda: L.query(_table, 0.0, 2, method="sorted"), ValueError, "outside 0..1"),
+    "key out of range (partials)": (lambda: L.query(_table, 0.0, 2, method="partials"), ValueError, "outside 0..1"),
     "num_keys zero": (lambda: L.query(_table, 0.5, 0), ValueError, "num_keys"),
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
