@@ -1,0 +1,199 @@
+"""Lesson 10 for `make bench`: sorting, top-k, scans and a small analytical query, against PyTorch and pandas.
+
+- segmented sort: rows of 256, 1024 and 4096 fp32 (2**24 elements in all), sort_rows vs torch.sort (both return
+  values and int64 indices); bytes = read x + write values + write indices = 16 bytes per element; plus exercise
+  1's bitonic_sort (values only, credited with the same bytes) at rows of 1024;
+- top-k at a vocabulary of 131072 (and 152064), k = 50 and 64, batch 1, 8 and 64: top_k vs torch.topk;
+  bytes = top_k_bytes (read the logits, write k values and indices);
+- device-wide prefix sum of 2**28 int32 and fp32 vs torch.cumsum (same dtype out), bytes = cumsum_bytes (read
+  once, write once: the minimum; our reduce-then-scan really moves 3/2 of it); compaction of 2**28 fp32 with half
+  the flags set vs x[keep], bytes = compact_bytes;
+- the query (filter + group-by, sum / count / mean) on 10**8 rows, 16 and 10**7 keys: the atomic, the
+  partial-sums (per-program sums for up to 64 keys; more keys fall back to the atomic plan) and the
+  sort-then-reduce plans vs the same query in PyTorch ops (groupby_dense_ref then boolean masks), and vs pandas on
+  the machine's CPU: pandas is timed ONCE, with time.perf_counter, in this run, on the same 10**8 rows (its row
+  is written by hand: paired() times GPU work with CUDA events, which cannot time a CPU library);
+- the hash join of 2 * 10**7 fact rows with 10**6 unique dimension keys (about 1 in 11 fact keys missing): vs
+  the same join in PyTorch ops (sort the right keys, searchsorted) and vs pandas' merge, timed once likewise.
+
+bytes for the query: query_bytes (each of the three columns read once); for the join, both key columns read once
+plus the two int64 row-index outputs.
+"""
+
+import time
+
+import numpy as np
+import torch
+
+from bench.common import Row, paired
+from lessons.l10_sort_scan_data import (
+    bitonic_sort,
+    compact,
+    compact_bytes,
+    cumsum,
+    cumsum_bytes,
+    groupby_dense_ref,
+    hash_join,
+    query,
+    query_bytes,
+    query_ref,
+    random_table,
+    sort_rows,
+    table_from_pandas,
+    top_k,
+    top_k_bytes,
+)
+
+QUERY_ROWS = 10**8
+JOIN_LEFT, JOIN_RIGHT = 2 * 10**7, 10**6
+
+
+def _pandas_row(op, shape, dtype, impl, ms, pandas_ms, nbytes):
+    return Row("10", op, shape, dtype, impl, ms, "pandas (CPU, timed once)", pandas_ms, bytes=nbytes)
+
+
+def _once_ms(fn):
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def _sorts() -> list[Row]:
+    rows = []
+    for N in (256, 1024, 4096):
+        x = torch.randn(2**24 // N, N, device="cuda")
+        rows += paired(
+            {"triton sort_rows": lambda: sort_rows(x)},
+            ("torch.sort", lambda: torch.sort(x, dim=-1)),
+            lesson="10",
+            op="segmented sort",
+            shape=f"{x.shape[0]}x{N}",
+            dtype="fp32",
+            bytes=x.numel() * (4 + 4 + 8),
+        )
+    x = torch.randn(2**24 // 1024, 1024, device="cuda")  # exercise 1's network (values only) on the same footing
+    rows += paired(
+        {"triton bitonic_sort (tl.gather network)": lambda: bitonic_sort(x)},
+        ("torch.sort", lambda: torch.sort(x, dim=-1)),
+        lesson="10",
+        op="segmented sort",
+        shape=f"{x.shape[0]}x1024",
+        dtype="fp32",
+        bytes=x.numel() * (4 + 4 + 8),
+    )
+    return rows
+
+
+def _top_k() -> list[Row]:
+    rows = []
+    for B, V, k in [(1, 131072, 50), (8, 131072, 50), (64, 131072, 64), (64, 152064, 50)]:
+        logits = torch.randn(B, V, device="cuda")
+        rows += paired(
+            {"triton top_k": lambda: top_k(logits, k)},
+            ("torch.topk", lambda: torch.topk(logits, k)),
+            lesson="10",
+            op=f"top-k (k={k})",
+            shape=f"{B}x{V}",
+            dtype="fp32",
+            bytes=top_k_bytes(B, V, k),
+        )
+    return rows
+
+
+def _scans() -> list[Row]:
+    n = 2**28
+    rows = []
+    for name, dtype in (("int32", torch.int32), ("fp32", torch.float32)):
+        x = torch.randint(0, 9, (n,), device="cuda").to(dtype)
+        rows += paired(
+            {"triton cumsum": lambda: cumsum(x)},
+            ("torch.cumsum", lambda: torch.cumsum(x, 0, dtype=dtype)),
+            lesson="10",
+            op="prefix sum",
+            shape="2^28",
+            dtype=name,
+            bytes=cumsum_bytes(n, 4),
+        )
+    keep = torch.rand(n, device="cuda") < 0.5
+    kept = int(keep.sum())
+    rows += paired(
+        {"triton compact": lambda: compact(x, keep)},
+        ("x[keep]", lambda: x[keep]),
+        lesson="10",
+        op="compaction (half kept)",
+        shape="2^28",
+        dtype="fp32",
+        bytes=compact_bytes(n, kept, 4),
+    )
+    return rows
+
+
+def _query_torch(table, threshold, num_keys):
+    """The same query in PyTorch ops: the dense spec on the GPU, then boolean masks for the keys present."""
+    sums, counts, n_rows = groupby_dense_ref(table["key"], table["value"], table["x"], threshold, num_keys)
+    present = n_rows > 0
+    keys = torch.arange(num_keys, device=sums.device)[present]
+    return keys, sums[present], counts[present], sums[present] / counts[present]
+
+
+def _query_at(num_keys) -> list[Row]:
+    df = random_table(QUERY_ROWS, num_keys)
+    pandas_ms = _once_ms(lambda: query_ref(df, 0.5))
+    table = table_from_pandas(df, "cuda")
+    shape = f"{QUERY_ROWS:.0e} rows, {num_keys} keys"
+    nbytes = query_bytes(QUERY_ROWS)
+    timed = paired(
+        {
+            "triton atomics": lambda: query(table, 0.5, num_keys, method="atomic"),
+            "triton partial sums + atomics": lambda: query(table, 0.5, num_keys, method="partials"),
+            "triton sort-then-reduce": lambda: query(table, 0.5, num_keys, method="sorted"),
+        },
+        ("PyTorch ops", lambda: _query_torch(table, 0.5, num_keys)),
+        lesson="10",
+        op="filter + group-by",
+        shape=shape,
+        dtype="fp32",
+        bytes=nbytes,
+    )
+    return timed + [_pandas_row(r.op, r.shape, r.dtype, r.impl, r.ms, pandas_ms, nbytes) for r in timed]
+
+
+def _join_torch(left_keys, right_keys):
+    """The same many-to-one join in PyTorch ops: sort the right keys, binary-search every left key."""
+    sorted_keys, order = torch.sort(right_keys)
+    pos = torch.searchsorted(sorted_keys, left_keys).clamp_max(right_keys.numel() - 1)
+    found = sorted_keys[pos] == left_keys
+    return torch.nonzero(found).flatten(), order[pos[found]]
+
+
+def _join() -> list[Row]:
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    right = rng.choice(2**40, size=JOIN_RIGHT, replace=False).astype(np.int64)
+    pool = np.concatenate([right, rng.integers(2**40, 2**41, JOIN_RIGHT // 10)])  # 1 in 11 has no match
+    left = rng.choice(pool, size=JOIN_LEFT)
+    left_df = pd.DataFrame({"key": left, "qty": rng.integers(0, 9, JOIN_LEFT)})
+    right_df = pd.DataFrame({"key": right, "price": rng.random(JOIN_RIGHT)})
+    pandas_ms = _once_ms(lambda: left_df.merge(right_df, on="key", how="inner"))
+    lk, rk = torch.from_numpy(left).cuda(), torch.from_numpy(right).cuda()
+    shape = f"{JOIN_LEFT:.0e} x {JOIN_RIGHT:.0e} rows"
+    nbytes = (JOIN_LEFT + JOIN_RIGHT) * 8 + 2 * 8 * int(np.isin(left, right).sum())
+    timed = paired(
+        {"triton hash join": lambda: hash_join(lk, rk)},
+        ("PyTorch ops (sort + searchsorted)", lambda: _join_torch(lk, rk)),
+        lesson="10",
+        op="inner join (keys only)",
+        shape=shape,
+        dtype="int64",
+        bytes=nbytes,
+    )
+    return timed + [_pandas_row(r.op, r.shape, r.dtype, r.impl, r.ms, pandas_ms, nbytes) for r in timed]
+
+
+def run() -> list[Row]:
+    rows = []
+    for part in (_sorts, _top_k, _scans, lambda: _query_at(16), lambda: _query_at(10**7), _join):
+        rows += part()
+        torch.cuda.empty_cache()
+    return rows

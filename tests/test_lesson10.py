@@ -1,0 +1,431 @@
+"""Lesson 10's solution (sorting, top-k, scans, queries): every check_* on the solution, each exercise's classic
+mistakes planted (a wrong kernel swapped in for the solution's, or a wrong launcher) and recognised by its hint,
+empty inputs, and the refusals of bad input.
+
+Planted kernels have the solution kernel's signature and are swapped in with monkeypatch: the launchers look
+their kernel up in the lesson module at every call. Sizes are tiny on the CPU (the interpreter); on a GPU the
+checks use their own larger sizes.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import utils
+from lessons import l10_sort_scan_data as L
+from lessons.l10_sort_scan_data import float_sort_key, sort_block
+from utils.mode import current
+
+ENV = current()
+DEV = ENV.device
+
+
+# -- the solution passes every check ------------------------------------------------------------------------------
+
+CHECKS = {
+    "bitonic_sort": lambda: L.check_bitonic_sort(L.bitonic_sort, quiet=True),
+    "sort_rows": lambda: L.check_sort_rows(L.sort_rows, quiet=True),
+    "top_k": lambda: L.check_top_k(L.top_k, quiet=True),
+    "sample": lambda: L.check_sample_top_k_top_p(L.sample_top_k_top_p, quiet=True),
+    "cumsum": lambda: L.check_cumsum(L.cumsum, quiet=True),
+    "compact": lambda: L.check_compact(L.compact, quiet=True),
+    "groupby_atomic": lambda: L.check_groupby_atomic(L.groupby_atomic, quiet=True),
+    "query atomic": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="atomic"), quiet=True),
+    "query partials": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="partials"), quiet=True),
+    "query sorted": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="sorted"), quiet=True),
+    "join": lambda: L.check_join(L.join_tables, quiet=True),
+}
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_solution_passes_its_check(name):
+    CHECKS[name]()
+
+
+def test_the_compiled_sort_path_agrees_under_the_interpreter(monkeypatch):
+    """On a GPU the kernels call tl.sort; under the interpreter the gather network. Both must agree."""
+    monkeypatch.setattr(L, "_use_tl_sort", lambda: True)
+    x = torch.randn(3, 50, device=DEV)
+    x[1] = torch.randint(0, 3, (50,), device=DEV).float()
+    values, indices = L.sort_rows(x)
+    ref_v, ref_i = L.sort_ref(x)
+    assert torch.equal(values, ref_v) and torch.equal(indices, ref_i)
+    values, indices = L.top_k(x, 5, BLOCK_SIZE=32)
+    ref_v, ref_i = L.top_k_ref(x, 5)
+    assert torch.equal(values, ref_v) and torch.equal(indices, ref_i)
+
+
+def test_references_agree_with_torch_and_pandas():
+    x = torch.randn(4, 300, dtype=torch.float64)
+    assert torch.equal(L.top_k_ref(x, 7)[0], torch.topk(x, 7).values)
+    assert torch.equal(L.sort_ref(x)[0], torch.sort(x).values)
+    for n in (1, 2, 8, 64):
+        assert torch.equal(L.bitonic_network_ref(x[:, :n]), torch.sort(x[:, :n]).values)
+    df = L.random_table(300, 7, seed=3)
+    sums, counts, rows = L.groupby_dense_ref(*(torch.tensor(df[c].to_numpy()) for c in ("key", "value", "x")), 0.5, 7)
+    want = L.query_ref(df, 0.5)
+    present = rows > 0
+    assert torch.equal(torch.nonzero(present).flatten(), torch.tensor(want.index.to_numpy(), dtype=torch.int64))
+    assert np.array_equal(sums[present].numpy(), want["sum"].to_numpy())
+    assert np.array_equal(counts[present].numpy(), want["count"].to_numpy())
+
+
+# -- exercise 1: the bitonic network, planted mistakes -------------------------------------------------------------
+
+
+@triton.jit
+def _planted_network(x, idx, LOG_BLOCK: tl.constexpr, MISTAKE: tl.constexpr):
+    for s in tl.static_range(1, LOG_BLOCK + 1):
+        if MISTAKE != "no last stage" or s < LOG_BLOCK:
+            for t in tl.static_range(s):
+                if MISTAKE == "j grows":
+                    j = 1 << t
+                else:
+                    j = 1 << (s - 1 - t)
+                partner = idx ^ j
+                p = tl.gather(x, partner, 0)
+                if MISTAKE == "direction from j":
+                    ascending = (idx & j) == 0
+                elif MISTAKE == "direction reversed":
+                    ascending = (idx & (1 << s)) != 0
+                else:
+                    ascending = (idx & (1 << s)) == 0
+                keep_min = ascending == (idx < partner)
+                x = tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))
+    return x
+
+
+class _Planted:
+    """Stands in for a solution kernel: ``planted[grid](args...)`` launches ``kernel`` with ``MISTAKE`` added."""
+
+    def __init__(self, kernel, mistake):
+        self.kernel, self.mistake = kernel, mistake
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.kernel[grid](*args, **kwargs, MISTAKE=self.mistake)
+
+
+@triton.jit
+def _planted_bitonic_kernel(x_ptr, out_ptr, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr,
+                            LOG_BLOCK: tl.constexpr, MISTAKE: tl.constexpr):  # fmt: skip
+    row = tl.program_id(0).to(tl.int64)
+    idx = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride_xm + idx, mask=idx < N, other=float("inf"))
+    x = _planted_network(x, idx, LOG_BLOCK, MISTAKE)
+    tl.store(out_ptr + row * stride_om + idx, x, mask=idx < N)
+
+
+BITONIC_MISTAKES = {
+    "direction reversed": "descending order",
+    "direction from j": "uses j, the distance",
+    "j grows": "wrong order",
+    "no last stage": "last stage is missing",
+}
+
+
+@pytest.mark.parametrize("mistake", list(BITONIC_MISTAKES))
+def test_bitonic_mistakes_get_their_hint(mistake, monkeypatch):
+    monkeypatch.setattr(L, "bitonic_sort_kernel", _Planted(_planted_bitonic_kernel, mistake))
+    with pytest.raises(AssertionError, match=BITONIC_MISTAKES[mistake]):
+        L.check_bitonic_sort(L.bitonic_sort, quiet=True)
+
+
+def test_bitonic_stub_is_reported_as_unwritten(monkeypatch):
+    @triton.jit
+    def stub(x_ptr, out_ptr, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr, LOG_BLOCK: tl.constexpr):
+        pass
+
+    monkeypatch.setattr(L, "bitonic_sort_kernel", stub)
+    with pytest.raises(AssertionError, match="never written"):
+        L.check_bitonic_sort(L.bitonic_sort, quiet=True)
+
+
+def test_sort_rows_with_ties_reversed_gets_its_hint():
+    def unstable(x, out=None, out_indices=None):
+        values, indices = torch.sort(x.flip(-1), stable=True)
+        return values, x.shape[1] - 1 - indices
+
+    with pytest.raises(AssertionError, match="last index first"):
+        L.check_sort_rows(unstable, quiet=True)
+
+
+# -- exercise 2: top-k ------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _top_k_min_kernel(x_ptr, cand_ptr, N, stride_xm, K: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                      USE_TL_SORT: tl.constexpr):  # fmt: skip
+    row = tl.program_id(0).to(tl.int64)
+    blk = tl.program_id(1)
+    cols = blk * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
+    packed = (float_sort_key(x).to(tl.int64) << 32) | (0xFFFFFFFF - cols.to(tl.int64))
+    packed = tl.where(mask, packed, -0x7FFFFFFFFFFFFFFF - 1)
+    best = tl.min(tl.reshape(sort_block(packed, BLOCK_SIZE, True, USE_TL_SORT), (BLOCK_SIZE // K, K)), axis=0)
+    tl.store(cand_ptr + (row * tl.num_programs(1) + blk) * K + tl.arange(0, K), best)
+
+
+@triton.jit
+def _top_k_col_not_inverted_kernel(x_ptr, cand_ptr, N, stride_xm, K: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                                   USE_TL_SORT: tl.constexpr):  # fmt: skip
+    row = tl.program_id(0).to(tl.int64)
+    blk = tl.program_id(1)
+    cols = blk * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
+    packed = (float_sort_key(x).to(tl.int64) << 32) | cols.to(tl.int64)
+    packed = tl.where(mask, packed, -0x7FFFFFFFFFFFFFFF - 1)
+    best = tl.max(tl.reshape(sort_block(packed, BLOCK_SIZE, True, USE_TL_SORT), (BLOCK_SIZE // K, K)), axis=0)
+    tl.store(cand_ptr + (row * tl.num_programs(1) + blk) * K + tl.arange(0, K), best)
+
+
+@pytest.mark.parametrize(
+    "kernel, words",
+    [(_top_k_min_kernel, "not the largest values"), (_top_k_col_not_inverted_kernel, "0xFFFFFFFF - column")],
+)
+def test_top_k_mistakes_get_their_hint(kernel, words, monkeypatch):
+    monkeypatch.setattr(L, "top_k_block_kernel", kernel)
+    with pytest.raises(AssertionError, match=words):
+        L.check_top_k(L.top_k, quiet=True)
+
+
+def test_top_k_missing_ties_gets_its_hint():
+    def index_from_value(x, k, out=None, out_indices=None, BLOCK_SIZE=None):
+        values, _ = L.top_k(x, k, BLOCK_SIZE=BLOCK_SIZE)
+        return values, L._first_index_of(x, values)  # the first column holding each value
+
+    with pytest.raises(AssertionError, match="Tied values share one index"):
+        L.check_top_k(index_from_value, quiet=True)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda logits, k, p, t, g: L.sample_top_k_top_p(logits, k, 1.0, t, g), "p is ignored"),
+        (lambda logits, k, p, t, g: L.sample_top_k_top_p(logits, k, p, 1.0 if t else 0.0, g), "temperature"),
+    ],
+)
+def test_sampler_mistakes_get_their_hint(wrong, words):
+    with pytest.raises(AssertionError, match=words):
+        L.check_sample_top_k_top_p(wrong, quiet=True)
+
+
+def test_sampling_is_greedy_at_temperature_zero_and_stays_in_the_top_k():
+    logits = torch.randn(6, 300, device=DEV)
+    g = torch.Generator(device=DEV).manual_seed(0)
+    assert torch.equal(L.sample_top_k_top_p(logits, 5, 0.9, 0.0, g), torch.argmax(logits, dim=1))
+    tokens = L.sample_top_k_top_p(logits.repeat(4, 1), 3, 1.0, 1.0, g)
+    top3 = torch.topk(logits.repeat(4, 1), 3).indices
+    assert (tokens.unsqueeze(1) == top3).any(dim=1).all()
+    assert L.sample_top_k_top_p(logits[:0], 5).shape == (0,)
+
+
+# -- exercise 3: the scan ---------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _cumsum_no_prefix_kernel(x_ptr, block_cumsum_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    tl.store(out_ptr + offs, tl.cumsum(x, axis=0), mask=offs < n)
+
+
+@triton.jit
+def _cumsum_own_block_kernel(x_ptr, block_cumsum_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    n_blocks = tl.cdiv(n, BLOCK_SIZE)
+    before = tl.load(block_cumsum_ptr + pid, mask=n_blocks > 1, other=0)
+    tl.store(out_ptr + offs, tl.cumsum(x, axis=0) + before, mask=offs < n)
+
+
+@triton.jit
+def _cumsum_exclusive_kernel(x_ptr, block_cumsum_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    before = tl.load(block_cumsum_ptr + pid - 1, mask=pid > 0, other=0)
+    tl.store(out_ptr + offs, tl.cumsum(x, axis=0) - x + before, mask=offs < n)
+
+
+@pytest.mark.parametrize(
+    "kernel, words",
+    [
+        (_cumsum_no_prefix_kernel, "restarts from 0"),
+        (_cumsum_own_block_kernel, "counts itself twice"),
+        (_cumsum_exclusive_kernel, "exclusive scan"),
+    ],
+)
+def test_scan_mistakes_get_their_hint(kernel, words, monkeypatch):
+    monkeypatch.setattr(L, "cumsum_kernel", kernel)
+    with pytest.raises(AssertionError, match=words):
+        L.check_cumsum(L.cumsum, quiet=True)
+
+
+def test_compaction_refuses_to_scatter_with_a_wrong_scan(monkeypatch):
+    monkeypatch.setattr(L, "cumsum_kernel", _cumsum_no_prefix_kernel)
+    keep = torch.ones(1000, dtype=torch.bool, device=DEV)  # 63 blocks: their counts take a scan of 4 blocks
+    with pytest.raises(AssertionError, match="wrong prefix sum"):
+        L.compact(torch.randn(1000, device=DEV), keep, BLOCK_SIZE=16)
+
+
+# -- exercise 4: the group-by ------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _planted_groupby_kernel(key_ptr, value_ptr, x_ptr, threshold_ptr, sums_ptr, counts_ptr, rows_ptr, n, num_keys,
+                            BLOCK_SIZE: tl.constexpr, MISTAKE: tl.constexpr):  # fmt: skip
+    offs = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    in_range = offs < n
+    x = tl.load(x_ptr + offs, mask=in_range, other=0)
+    if MISTAKE == "no filter":
+        passed = in_range
+    else:
+        passed = in_range & (x > tl.load(threshold_ptr))
+    key = tl.load(key_ptr + offs, mask=passed, other=0).to(tl.int64)
+    value = tl.load(value_ptr + offs, mask=passed, other=0).to(tl.float64)
+    if MISTAKE == "NaN added":
+        is_num = passed
+    else:
+        is_num = passed & (value == value)
+    tl.atomic_add(sums_ptr + key, value, mask=is_num)
+    if MISTAKE == "NaN counted":
+        tl.atomic_add(counts_ptr + key, passed.to(tl.int64), mask=passed)
+    else:
+        tl.atomic_add(counts_ptr + key, is_num.to(tl.int64), mask=passed)
+    tl.atomic_add(rows_ptr + key, passed.to(tl.int64), mask=passed)
+
+
+GROUPBY_MISTAKES = {
+    "no filter": "filter is missing",
+    "NaN added": "NaN values were added",
+    "NaN counted": "counts include NaN",
+}
+
+
+@pytest.mark.parametrize("mistake", list(GROUPBY_MISTAKES))
+def test_groupby_mistakes_get_their_hint(mistake, monkeypatch):
+    monkeypatch.setattr(L, "groupby_atomic_kernel", _Planted(_planted_groupby_kernel, mistake))
+    with pytest.raises(AssertionError, match=GROUPBY_MISTAKES[mistake]):
+        L.check_groupby_atomic(L.groupby_atomic, quiet=True)
+
+
+def test_a_query_that_differs_from_pandas_is_caught():
+    def lower_threshold(table, threshold, num_keys):  # rows just below the threshold pass too
+        return L.query(table, threshold - 0.25, num_keys)
+
+    with pytest.raises(AssertionError, match="differs from pandas"):
+        L.check_query(lower_threshold, quiet=True)
+
+
+def test_a_join_that_differs_from_pandas_is_caught():
+    def sorted_by_right(left, right, on="key"):
+        out = L.join_tables(left, right, on=on)
+        order = torch.argsort(out["price"], stable=True) if "price" in out else slice(None)
+        return {c: t[order] for c, t in out.items()}
+
+    with pytest.raises(AssertionError, match="differs from pandas' merge"):
+        L.check_join(sorted_by_right, quiet=True)
+
+
+def test_atomics_and_sort_then_reduce_agree_on_floats_that_round():
+    """With values that do not sum exactly, the two plans may differ in the last bits, never more."""
+    df = L.random_table(2000, 13, seed=9).assign(value=lambda d: np.float32(np.pi) * d["value"])
+    table = L.table_from_pandas(df, DEV)
+    a = L.query(table, 0.5, 13, method="atomic")
+    for method in ("partials", "sorted"):
+        b = L.query(table, 0.5, 13, method=method)
+        assert torch.equal(a["key"], b["key"]) and torch.equal(a["count"], b["count"])
+        torch.testing.assert_close(a["sum"], b["sum"], rtol=2000 * 2**-52, atol=1e-9)
+
+
+# -- empty inputs and refusals --------------------------------------------------------------------------------------
+
+
+def test_empty_inputs_return_empty_results():
+    assert L.bitonic_sort(torch.empty(0, 5, device=DEV)).shape == (0, 5)
+    assert L.bitonic_sort(torch.empty(3, 0, device=DEV)).shape == (3, 0)
+    v, i = L.sort_rows(torch.empty(0, 7, device=DEV))
+    assert v.shape == i.shape == (0, 7)
+    v, i = L.top_k(torch.randn(3, 10, device=DEV), 0)
+    assert v.shape == i.shape == (3, 0)
+    assert L.cumsum(torch.empty(0, dtype=torch.int32, device=DEV)).shape == (0,)
+    assert L.compact(torch.empty(0, device=DEV), torch.empty(0, dtype=torch.bool, device=DEV)).shape == (0,)
+    rows = L.hash_join(torch.empty(0, dtype=torch.int64, device=DEV), torch.arange(5, device=DEV))
+    assert rows[0].shape == rows[1].shape == (0,)
+
+
+_x = torch.randn(4, 100, device=DEV)
+_table = L.table_from_pandas(L.random_table(10, 3), DEV)
+BAD = {
+    "row too long for bitonic": (lambda: L.bitonic_sort(torch.randn(2, 2000, device=DEV)), ValueError, "at most"),
+    "bitonic out of wrong shape": (lambda: L.bitonic_sort(_x, out=torch.empty(4, 99, device=DEV)), ValueError, "shape"),
+    "sort_rows integers": (lambda: L.sort_rows(_x.int()), TypeError, "dtype"),
+    "sort_rows row too long": (lambda: L.sort_rows(torch.randn(1, 5000, device=DEV)), ValueError, "torch.sort"),
+    "sort_rows non-contiguous": (lambda: L.sort_rows(_x.t()), ValueError, "contiguous"),
+    "top_k k too large": (lambda: L.top_k(_x, 65), ValueError, "k must be"),
+    "top_k k negative": (lambda: L.top_k(_x, -1), ValueError, "k must be"),
+    "top_k bad block": (lambda: L.top_k(_x, 5, BLOCK_SIZE=100), ValueError, "power of two"),
+    "top_k too many candidates": (
+        lambda: L.top_k(torch.randn(1, 9000, device=DEV), 64, BLOCK_SIZE=64),
+        ValueError,
+        "larger BLOCK_SIZE",
+    ),  # fmt: skip
+    "sampler p > 1": (lambda: L.sample_top_k_top_p(_x, 5, p=1.5), ValueError, "p <= 1"),
+    "cumsum 2-D": (lambda: L.cumsum(_x), ValueError, "1 dimension"),
+    "cumsum fp16": (lambda: L.cumsum(_x[0].half()), TypeError, "dtype"),
+    "cumsum out aliasing x": (lambda: L.cumsum(_x[0], out=_x[0]), ValueError, "shares memory"),
+    "compact lengths": (
+        lambda: L.compact(_x[0], torch.ones(99, dtype=torch.bool, device=DEV)),
+        ValueError,
+        "must match",
+    ),
+    "compact int flags": (
+        lambda: L.compact(_x[0], torch.ones(100, dtype=torch.int32, device=DEV)),
+        TypeError,
+        "dtype",
+    ),  # fmt: skip
+    "columns of different lengths": (
+        lambda: L.query({**_table, "x": _table["x"][:-1]}, 0.5, 3),
+        ValueError,
+        "different lengths",
+    ),  # fmt: skip
+    "missing column": (lambda: L.query({"key": _table["key"]}, 0.5, 3), ValueError, "no column 'value'"),
+    "integer values": (lambda: L.query({**_table, "value": _table["key"]}, 0.5, 3), TypeError, "dtype"),
+    "string column": (
+        lambda: L.table_from_pandas(pd.DataFrame({"key": ["a", "b"], "value": [1.0, 2.0]})),
+        TypeError,
+        "codes",
+    ),
+    "key out of range (atomic)": (lambda: L.query(_table, 0.0, 2), ValueError, "outside 0..1"),
+    "key out of range (sorted)": (lambda: L.query(_table, 0.0, 2, method="sorted"), ValueError, "outside 0..1"),
+    "key out of range (partials)": (lambda: L.query(_table, 0.0, 2, method="partials"), ValueError, "outside 0..1"),
+    "num_keys zero": (lambda: L.query(_table, 0.5, 0), ValueError, "num_keys"),
+    "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
+    "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
+    "duplicate right keys": (lambda: L.join_tables(_table, {"key": _table["key"]}), ValueError, "duplicate"),
+    "clashing columns": (
+        lambda: L.join_tables(_table, {"key": torch.arange(3, device=DEV), "x": _x[0, :3]}),
+        ValueError,
+        "rename",
+    ),  # fmt: skip
+    "float join keys": (lambda: L.hash_join(_x[0], _x[1]), TypeError, "dtype"),
+    "EMPTY as a key": (
+        lambda: L.hash_join(torch.arange(3, device=DEV), torch.tensor([L.EMPTY_KEY], device=DEV)),
+        ValueError,
+        "empty slot",
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_inputs_are_refused(case):
+    call, error, words = BAD[case]
+    with pytest.raises(error, match=words):
+        call()
+    utils.refuses({case: call}, quiet=True)
