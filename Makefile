@@ -21,13 +21,17 @@ ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml jupyter/overrides.json
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found " + sys.version.split()[0] + "): set PYTHON=python3.11")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(if $(TORCH_INDEX),$(PY) -m pip install -q --index-url $(TORCH_INDEX) $$(grep '^torch==' requirements.txt))
 	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -e .
+	@# the course's own packages (utils, lessons) importable from anywhere in the venv: a .pth pointing at this
+	@# checkout, which is what `pip install -e .` amounts to, without a build and its warnings
+	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "triton-the-hard-way.pth").write_text("$(CURDIR)\n")'
+	@# JupyterLab's defaults for this environment: no news pop-up over the end of a check's message
+	mkdir -p $(VENV)/share/jupyter/lab/settings && cp jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/
 	@touch $@
 	@echo "installed into $(VENV): $$($(PY) -c 'import torch, triton; print("torch", torch.__version__, "/ triton", triton.__version__)')"
 
@@ -36,9 +40,9 @@ lab: install
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=$(IP) --port=$(PORT) $(if $(DISPLAY),,--no-browser) $(ROOT_OK)
 
 present: install
-	@echo "Presenter mode: a copy of solutions/ in build/present (so the outputs you make are not saved into the"
-	@echo "course's sources), with the large fonts of present/settings."
-	mkdir -p build/present && cp -u solutions/*.ipynb build/present/
+	@echo "Presenter mode: solutions without their solution markers, copied into build/present (the outputs you make"
+	@echo "there are not saved into the course's sources), with large fonts and wrapped code lines (present/settings)."
+	$(PY) -m utils.notebooks --present build/present
 	JUPYTERLAB_SETTINGS_DIR=$(CURDIR)/present/settings $(VENV)/bin/jupyter lab --notebook-dir=build/present \
 		--ip=$(IP) --port=$(PORT) $(if $(DISPLAY),,--no-browser) $(ROOT_OK)
 

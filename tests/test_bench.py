@@ -1,9 +1,12 @@
-"""The `make bench` driver's arithmetic, and its refusal to time anything without a GPU."""
+"""The `make bench` driver: lessons found by file name, paired timing, the report's arithmetic, and its refusal to
+time anything without a GPU."""
 
 import pytest
 
-from bench.__main__ import enrich, main
-from utils import roofline
+import bench.common as common
+from bench.__main__ import lessons, main
+from bench.report import enrich, markdown
+from utils import roofline, timing
 from utils.mode import current
 
 CEIL = roofline.Ceilings(
@@ -12,7 +15,8 @@ CEIL = roofline.Ceilings(
 
 
 def row(**kw):
-    return {"op": "x", "shape": "s", "dtype": "bf16", "impl": "triton", "baseline": "torch", **kw}
+    fields = {"lesson": "99", "op": "x", "shape": "s", "dtype": "bf16", "impl": "triton", "baseline": "torch"}
+    return common.Row(**{**fields, **kw})
 
 
 def test_memory_bound_row_is_measured_against_copy_bandwidth():
@@ -32,9 +36,44 @@ def test_compute_bound_row_is_measured_against_the_matmul_rate():
 def test_row_without_flops_uses_bandwidth():
     (r,) = enrich([row(ms=2.0, baseline_ms=2.0, bytes=4e9, flops=None)], CEIL)
     assert r["TFLOP/s"] is None and r["roof %"] == pytest.approx(50)
+    table = markdown([r], "header")
+    assert table.startswith("header\n") and "| 99 | x | s | bf16 | triton | 2 |" in table
+
+
+def test_paired_times_the_baseline_before_and_after_and_averages(monkeypatch):
+    calls, clock = [], iter([3.0, 1.0, 2.0, 5.0])  # baseline, impl a, impl b, baseline again
+
+    def fake_bench(fn, *, bytes=None, flops=None, label=None, **_):
+        calls.append(label)
+        return timing.Timing(label=label, ms=next(clock), ms_p20=0.0, ms_p80=0.0)
+
+    warmed = []
+    monkeypatch.setattr(timing, "bench", fake_bench)
+    impls = {"a": lambda: warmed.append("a"), "b": lambda: warmed.append("b")}
+    rows = common.paired(impls, ("base", lambda: warmed.append("base")), lesson="99", op="op", shape="s",
+                         dtype="fp32", bytes=10.0)  # fmt: skip
+    assert warmed == ["a", "b", "base"], "every function is called once before anything is timed"
+    assert calls == ["base", "a", "b", "base"]
+    assert [(r.impl, r.ms, r.baseline_ms, r.bytes) for r in rows] == [("a", 1.0, 4.0, 10.0), ("b", 2.0, 4.0, 10.0)]
+    with pytest.raises(ValueError):
+        common.paired({}, ("base", lambda: None), lesson="99", op="op", shape="s", dtype="fp32")
+
+
+def test_lessons_are_found_by_file_name():
+    found = lessons()
+    assert found and found == sorted(found) and all(len(n) == 2 and n.isdigit() for n in found)
+    for n in found:
+        module = __import__(f"bench.lesson{n}", fromlist=["run"])
+        assert callable(module.run), f"bench/lesson{n}.py defines no run()"
 
 
 @pytest.mark.skipif(current().is_gpu, reason="on a GPU `python -m bench` runs for real")
 def test_refuses_without_a_gpu(capsys):
     assert main([]) == 2
     assert "needs an NVIDIA GPU" in capsys.readouterr().err
+
+
+def test_unknown_lesson_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        main(["--only", "42"])
+    assert "no bench/lesson42.py" in capsys.readouterr().err

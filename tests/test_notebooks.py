@@ -46,9 +46,38 @@ def test_strip_inside_jit_uses_pass_elsewhere_raise():
     assert "    # YOUR CODE HERE\n    raise NotImplementedError" in launcher and "x + y" not in launcher
     top = gen.strip_solutions("a = 1\n### BEGIN SOLUTION\nb = a * 2\n### END SOLUTION\nprint(b)")
     assert top == "a = 1\n# YOUR CODE HERE\nraise NotImplementedError\nprint(b)"
-    assert (
-        gen.strip_solutions("x\n### BEGIN SOLUTION\nsecret\n### END SOLUTION", "markdown") == "x\n*Your answer here.*"
-    )
+    folded = gen.strip_solutions("x\n### BEGIN SOLUTION\nthe worked answer\n### END SOLUTION\ny", "markdown")
+    # a prediction's worked answer stays, folded, to open after writing one's own and measuring
+    assert folded.startswith("x\n*Your answer here.*\n\n<details><summary>Worked answer")
+    assert folded.endswith("the worked answer\n\n</details>\ny") and "BEGIN" not in folded
+
+
+def test_presenter_copy_shows_no_markers(tmp_path):
+    src = tmp_path / "solutions"
+    write_solution(src, solution_nb())
+    written = gen.write_presenter_copies(tmp_path / "present", src, log=lambda *_: None)
+    assert [p.name for p in written] == ["99_test.ipynb"]
+    nb = nbformat.read(written[0], as_version=4)
+    text = "\n".join(cell.source for cell in nb.cells)
+    assert not [line for line in text.splitlines() if gen.BEGIN.match(line) or gen.END.match(line)]
+    assert "tl.store" in text and "memory-bound" in text  # the answers are all there
+    assert "**Worked answer.**" in nb.cells[3].source
+    assert all(c.outputs == [] for c in nb.cells if c.cell_type == "code")
+    nb.cells[0].source += "\nthe instructor's own note"
+    nbformat.write(nb, written[0])
+    said = []
+    assert gen.write_presenter_copies(tmp_path / "present", src, log=said.append) == []
+    assert "the instructor's own note" in written[0].read_text() and "kept" in said[0]
+
+
+def test_every_setup_cell_is_the_one_made_from_pyproject():
+    url, tag = gen.course_address()
+    assert url.startswith("https://github.com/") and tag.startswith("v")
+    cell = gen.setup_cell_source()
+    assert url in cell and tag in cell and "env = setup()" in cell
+    for path in sorted((gen.ROOT / "solutions").glob("*.ipynb")):
+        first = next(c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+        assert first.source == cell, f"{path.name}: run `make notebooks` to rewrite its setup cell"
 
 
 def test_pass_stub_is_not_fooled_by_a_jit_function_above():
@@ -89,7 +118,9 @@ def test_participant_copy_clears_outputs_and_drops_solution_only_cells():
     assert all(
         c.get("outputs", []) == [] and c.get("execution_count") is None for c in copy.cells if c.cell_type == "code"
     )
-    assert "memory-bound" not in json.dumps(copy) and "instructor only" not in json.dumps(copy)
+    assert "instructor only" not in json.dumps(copy)
+    answer = copy.cells[3].source  # the markdown prediction: its worked answer only inside a folded <details>
+    assert "memory-bound" not in answer.split("<details>")[0] and "memory-bound" in answer.split("<details>")[1]
     assert solution.cells[1].execution_count == 7  # the solution itself is untouched
     assert copy.cells[1].metadata["tags"] == ["export", "exercise"]
 

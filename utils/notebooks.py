@@ -25,12 +25,14 @@ import hashlib
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
+WORKED_ANSWER = "Worked answer (open it once you have written yours and measured)"
 BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*### END SOLUTION\s*$")
 META_KEY = "triton_hard_way"
@@ -82,12 +84,57 @@ def strip_solutions(source: str, cell_type: str = "code", where: str = "") -> st
         if j == len(lines):
             raise MarkerError(f"{where}: '### BEGIN SOLUTION' at line {i + 1} is never closed by '### END SOLUTION'")
         if cell_type == "markdown":
-            out.append("*Your answer here.*")
+            # a worked answer (a prediction's, most often): folded, to open after writing one's own and measuring
+            out += ["*Your answer here.*", "", f"<details><summary>{WORKED_ANSWER}</summary>", ""]
+            out += lines[i + 1 : j] + ["", "</details>"]
         else:
             stub = "pass" if _inside_jit(lines, i, indent) else "raise NotImplementedError"
             out += [f"{indent}# YOUR CODE HERE", f"{indent}{stub}"]
         i = j + 1
     return "\n".join(out)
+
+
+def unmark(source: str, cell_type: str = "code") -> str:
+    """The solution as an instructor projects it: marker lines dropped; a markdown answer under a bold label."""
+    if cell_type != "markdown":
+        return "\n".join(line for line in source.split("\n") if not (BEGIN.match(line) or END.match(line)))
+    out = []
+    for line in source.split("\n"):
+        if BEGIN.match(line):
+            out += [f"**{WORKED_ANSWER.split(' (')[0]}.**", ""]
+        elif not END.match(line):
+            out.append(line)
+    return "\n".join(out)
+
+
+def presenter_copy(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The solution notebook for projecting (``make present``): no solution markers, outputs cleared."""
+    nb = copy.deepcopy(solution)
+    for cell in nb.cells:
+        if cell.cell_type in ("code", "markdown"):
+            cell.source = unmark(cell.source, cell.cell_type)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def write_presenter_copies(dst_dir: Path, src_dir: Path = ROOT / "solutions", log=print) -> list[Path]:
+    """Presenter copies of every solution in ``dst_dir``; a copy the instructor has changed is kept."""
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(src_dir.glob("*.ipynb")):
+        nb = presenter_copy(nbformat.read(path, as_version=4))
+        nb.metadata[META_KEY] = {"presenter_copy_of": f"solutions/{path.name}"}
+        nb.metadata[META_KEY]["cells_sha256"] = _cells_hash(nb)
+        target = dst_dir / path.name
+        if target.exists() and is_edited(target):
+            log(f"kept {target.name}: you changed it since it was copied (delete it to get a fresh copy)")
+            continue
+        text = _dumps(nb)
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
+            written.append(target)
+    return written
 
 
 def _cells_hash(nb) -> str:
@@ -150,6 +197,118 @@ def render(src_dir: Path) -> dict[str, str]:
         solution = nbformat.read(path, as_version=4)
         out[path.name] = _dumps(participant_copy(solution, path.name))
     return out
+
+
+def course_address() -> tuple[str, str]:
+    """(repository URL, release tag) from pyproject.toml: the one place the course's public address is written."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return project["urls"]["Repository"], f"v{project['version']}"
+
+
+def setup_cell_source() -> str:
+    """Every lesson's first code cell: on Colab, fetch the course at this release; then decide GPU or interpreter."""
+    url, tag = course_address()
+    return f"""import sys
+
+if "google.colab" in sys.modules:  # Colab: fetch the course once, at the release these notebooks belong to
+    COURSE, RELEASE = "{url}", "{tag}"
+    !test -d /content/course || git clone -q --depth 1 --branch {{RELEASE}} {{COURSE}} /content/course
+    sys.path.insert(0, "/content/course")
+from utils import setup
+
+env = setup()  # GPU -> compiled Triton; no GPU -> Triton's interpreter on the CPU. Prints what it found."""
+
+
+def sync_setup_cells(src_dir: Path = ROOT / "solutions", log=print) -> list[Path]:
+    """Rewrites the setup cell (the first code cell, the one that calls ``setup()``) of every solution notebook
+    from :func:`setup_cell_source`; returns the notebooks changed."""
+    changed = []
+    want = setup_cell_source()
+    for path in sorted(src_dir.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        first = next((c for c in nb.cells if c.cell_type == "code"), None)
+        if first is None or "setup(" not in first.source:
+            raise MarkerError(f"{path.name}: the first code cell must be the setup cell (it calls utils.setup())")
+        if first.source != want:
+            first.source = want
+            path.write_text(nbformat.writes(nb) + "\n")
+            changed.append(path)
+            log(f"wrote the setup cell of {path.relative_to(ROOT) if ROOT in path.parents else path}")
+    return changed
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """What a lesson says of itself in its first cell: ``# NN — Title`` and ``Time: about N minutes``."""
+
+    number: str
+    stem: str
+    title: str
+    minutes: int
+
+
+def lesson_index(src_dir: Path = ROOT / "solutions") -> list[Lesson]:
+    """Every lesson's number, file stem, title and stated time, read from the solution notebooks."""
+    lessons = []
+    for path in sorted(src_dir.glob("*.ipynb")):
+        first = nbformat.read(path, as_version=4).cells[0].source
+        title = re.match(r"#\s+(\d\d)\s+—\s+(.+)", first.splitlines()[0] if first else "")
+        time_ = re.search(r"Time: about (\d+) minutes", first)
+        if not (title and time_):
+            raise MarkerError(
+                f"{path.name}: the first cell must start with '# NN — Title' and say 'Time: about N minutes'"
+            )
+        lessons.append(Lesson(title.group(1), path.stem, title.group(2).strip(), int(time_.group(1))))
+    return lessons
+
+
+def colab_link(stem: str) -> str:
+    """The Colab address of a participant notebook, at the release the setup cells clone."""
+    url, tag = course_address()
+    return f"https://colab.research.google.com/github/{url.removeprefix('https://github.com/')}/blob/{tag}/notebooks/{stem}.ipynb"
+
+
+TABLE_BEGIN = "<!-- lessons: generated by `make notebooks` from the notebooks' titles and times -->"
+TABLE_END = "<!-- lessons: end -->"
+#: documents whose lesson table is generated, and how: README's links the solutions, the Colab page's opens Colab
+TABLE_DOCS = {"README.md": "readme", "docs/colab.md": "colab"}
+
+
+def lesson_table(style: str, src_dir: Path = ROOT / "solutions") -> str:
+    """The lesson table of README (``style="readme"``) or docs/colab.md (``"colab"``), from :func:`lesson_index`."""
+    badge = "![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)"
+    if style == "readme":
+        rows = ["| | lesson | time | Colab |", "|---|---|---|---|"]
+        rows += [f"| {x.number} | [{x.title}](solutions/{x.stem}.ipynb) | {x.minutes} min | [open]({colab_link(x.stem)}) |"
+                 for x in lesson_index(src_dir)]  # fmt: skip
+    else:
+        rows = ["| lesson | time | open |", "|---|---|---|"]
+        rows += [f"| {x.number} — {x.title} | {x.minutes} min | [{badge}]({colab_link(x.stem)}) |"
+                 for x in lesson_index(src_dir)]  # fmt: skip
+    return "\n".join(rows)
+
+
+def _with_table(text: str, table: str, where: str) -> str:
+    if TABLE_BEGIN not in text or TABLE_END not in text:
+        raise MarkerError(f"{where}: no `{TABLE_BEGIN}` … `{TABLE_END}` block for the lesson table")
+    head, rest = text.split(TABLE_BEGIN, 1)
+    return head + TABLE_BEGIN + "\n" + table + "\n" + TABLE_END + rest.split(TABLE_END, 1)[1]
+
+
+def write_lesson_tables(root: Path = ROOT, log=print) -> list[Path]:
+    """Rewrites the generated lesson tables in README and docs/colab.md; returns the files changed."""
+    changed = []
+    for name, style in TABLE_DOCS.items():
+        path = root / name
+        text = path.read_text()
+        new = _with_table(text, lesson_table(style, root / "solutions"), name)
+        if new != text:
+            path.write_text(new)
+            changed.append(path)
+            log(f"wrote the lesson table of {name}")
+    return changed
 
 
 def module_name(notebook: Path) -> str:
@@ -243,6 +402,16 @@ def differences(
     ``modules_dir`` defaults to the ``lessons/`` folder beside ``dst_dir``."""
     modules_dir = dst_dir.parent / "lessons" if modules_dir is None else modules_dir
     bad = []
+    if src_dir == ROOT / "solutions":  # the course's own documents and setup cells
+        for name, style in TABLE_DOCS.items():
+            text = (ROOT / name).read_text()
+            if _with_table(text, lesson_table(style), name) != text:
+                bad.append(f"{name} (lesson table)")
+        want = setup_cell_source()
+        for path in sorted(src_dir.glob("*.ipynb")):
+            first = next((c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"), None)
+            if first is None or first.source != want:
+                bad.append(f"solutions/{path.name} (setup cell)")
     for folder, rendered, pattern in (
         (dst_dir, render(src_dir), "*.ipynb"),
         (modules_dir, render_modules(src_dir), "l[0-9]*.py"),
@@ -264,7 +433,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Generate participant notebooks from solutions.")
     parser.add_argument("--check", action="store_true", help="only report whether notebooks/ is up to date")
     parser.add_argument("--force", action="store_true", help="overwrite edited notebooks, saving a backup copy first")
+    parser.add_argument("--present", metavar="DIR", help="only write presenter copies of the solutions into DIR")
     args = parser.parse_args(argv)
+    if args.present:
+        written = write_presenter_copies(Path(args.present))
+        print(f"presenter copies in {args.present}: {len(written)} written")
+        return 0
     if args.check:
         bad = differences()
         if bad:
@@ -273,7 +447,9 @@ def main(argv=None) -> int:
         print("notebooks/ and lessons/ are up to date with solutions/")
         return 0
     try:
-        written = write_modules()  # generated code, never edited by hand: always rewritten
+        written = sync_setup_cells()
+        written += write_lesson_tables()
+        written += write_modules()  # generated code, never edited by hand: always rewritten
         written += generate(force=args.force)
     except MarkerError as e:
         print(f"error: {e}", file=sys.stderr)

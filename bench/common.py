@@ -1,0 +1,87 @@
+"""What every ``bench/lessonNN.py`` uses: one row type and one way to time a kernel against its baseline.
+
+    from bench.common import Row, paired
+
+    rows = paired({"triton": lambda: add(x, y)}, ("torch.add", lambda: torch.add(x, y)),
+                  lesson="03", op="vector add", shape="2^26", dtype="fp32", bytes=add_bytes(x), flops=x.numel())
+
+``paired`` calls every function once first (compiling and autotuning are not timed), then times the baseline, every
+implementation, and the baseline again, and credits each implementation with the mean of the two baseline timings:
+a GPU that warms up or clocks down during a run would otherwise flatter whatever is timed after the baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Row:
+    """One comparison, both sides timed in the same run. ``bytes``/``flops``: the op's own counts (its minimum
+    traffic and arithmetic), credited to both sides, from which the report derives GB/s, TFLOP/s and roof %."""
+
+    lesson: str
+    op: str
+    shape: str
+    dtype: str
+    impl: str
+    ms: float
+    baseline: str
+    baseline_ms: float
+    bytes: float | None = None
+    flops: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def paired(
+    impls: dict[str, Callable[[], object]],
+    baseline: tuple[str, Callable[[], object]],
+    *,
+    lesson: str,
+    op: str,
+    shape: str,
+    dtype: str,
+    bytes: float | None = None,
+    flops: float | None = None,
+) -> list[Row]:
+    """Times each of ``impls`` against ``baseline`` (``(name, fn)``) in this run: one :class:`Row` per impl."""
+    from utils import timing
+
+    if not impls:
+        raise ValueError("paired() needs at least one implementation to time")
+    base_name, base_fn = baseline
+    for fn in (*impls.values(), base_fn):
+        fn()  # compile, autotune, allocate workspaces: none of it is timed
+    before = timing.bench(base_fn, bytes=bytes, flops=flops, label=base_name)
+    timed = {name: timing.bench(fn, bytes=bytes, flops=flops, label=name) for name, fn in impls.items()}
+    after = timing.bench(base_fn, bytes=bytes, flops=flops, label=base_name)
+    if before is None:
+        raise RuntimeError("make bench needs a GPU: utils.timing declined to time under the interpreter")
+    base_ms = (before.ms + after.ms) / 2
+    return [
+        Row(lesson, op, shape, dtype, name, t.ms, base_name, base_ms, bytes=bytes, flops=flops)
+        for name, t in timed.items()
+    ]
+
+
+def plain_copy_gbs(nbytes: int = 1 << 30, copies: int = 50) -> float:
+    """Copy bandwidth without the harness (CUDA events around back-to-back 1 GiB copies, best of three): a
+    cross-check of the ceiling that ``utils.roofline`` measures with ``utils.timing``."""
+    import torch
+
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(copies):
+            dst.copy_(src)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / copies)
+    return 2 * nbytes / best / 1e6

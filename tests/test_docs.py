@@ -1,0 +1,36 @@
+"""README and docs/ say what the notebooks say: the same lessons, times, and one course address."""
+
+import re
+
+from utils import notebooks as gen
+
+DOCS = [gen.ROOT / "README.md", *sorted((gen.ROOT / "docs").glob("*.md"))]
+
+
+def test_every_colab_link_opens_an_existing_notebook_of_this_release():
+    url, tag = gen.course_address()
+    repo = url.removeprefix("https://github.com/")
+    links = [(d.name, m) for d in DOCS for m in re.findall(r"https://colab\.research\.google\.com/github/[^\s)]+",
+                                                            d.read_text())]  # fmt: skip
+    assert links, "README and docs/ link no lesson on Colab"
+    for doc, link in links:
+        m = re.fullmatch(rf"https://colab\.research\.google\.com/github/{re.escape(repo)}/blob/{re.escape(tag)}/"
+                         r"(notebooks|solutions)/(\d\d_\w+)\.ipynb", link)  # fmt: skip
+        assert m, f"{doc}: {link} is not a notebook of {repo} at {tag} (pyproject.toml's address and version)"
+        assert (gen.ROOT / m.group(1) / f"{m.group(2)}.ipynb").exists(), f"{doc}: {link} names no notebook"
+
+
+def test_the_generated_lesson_tables_list_every_lesson_with_its_time():
+    lessons = gen.lesson_index()
+    readme = (gen.ROOT / "README.md").read_text()
+    for lesson in lessons:
+        assert f"| {lesson.number} | [{lesson.title}](solutions/{lesson.stem}.ipynb) | {lesson.minutes} min |" in readme
+    block = readme.split(gen.TABLE_BEGIN, 1)[1].split(gen.TABLE_END, 1)[0]
+    assert len(re.findall(r"^\| \d\d \|", block, re.M)) == len(lessons), "the table lists a lesson that is gone"
+
+
+def test_the_instructor_guide_times_every_lesson_as_the_lesson_does():
+    text = (gen.ROOT / "docs" / "instructor.md").read_text()
+    rows = dict(re.findall(r"^\| (\d\d) [^|]+\| ≈(\d+) min \|", text, re.M))
+    stated = {lesson.number: str(lesson.minutes) for lesson in gen.lesson_index()}
+    assert rows == stated, "docs/instructor.md's lesson table must list every lesson with the time it states"

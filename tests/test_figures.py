@@ -1,0 +1,62 @@
+"""utils.figures: a measured figure quoted in prose must match the committed results it names."""
+
+import nbformat
+import pytest
+
+from utils import figures
+
+CSV = """lesson,op,shape,dtype,impl,baseline,ratio,GB/s
+05,matmul,4096,fp16,triton,cuBLAS,0.938809,100
+05,matmul,8192,fp16,triton,cuBLAS,1.049214,200
+03,vector add,2^26,fp32,triton,torch.add,1.0,4228.5
+"""
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "bench.csv").write_text(CSV)
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "docs").mkdir()
+    monkeypatch.setattr(figures, "RESULTS", tmp_path / "results")
+    return tmp_path
+
+
+def _notebook(root, markdown):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(markdown), nbformat.v4.new_code_cell("x = 0.50×1")]
+    nbformat.write(nb, root / "solutions" / "05_x.ipynb")
+
+
+def test_figures_that_match_pass_and_wrong_ones_are_named(root):
+    ok = "<!-- fig lesson=05 shape=4096 col=ratio -->0.94× and <!-- fig lesson=03 col=GB/s -->4,228 GB/s"
+    _notebook(root, ok)
+    (root / "README.md").write_text("mean <!-- fig lesson=05 op=matmul col=ratio agg=geomean -->0.99×\n")
+    assert figures.problems(root) == []
+    _notebook(root, ok.replace("0.94×", "0.98×"))
+    (found,) = figures.problems(root)
+    assert "cell 0" in found and "0.98 should be 0.94" in found
+
+
+def test_broken_markers_and_unmarked_ratios_are_reported(root):
+    text = (
+        "<!-- fig lesson=05 col=ratio -->0.9× two rows, no agg; <!-- fig lesson=07 col=ratio -->1.0× no row; "
+        "<!-- fig lesson=05 shape=4096 col=nope -->1 no column; and a bare 1.23× ratio"
+    )
+    (root / "README.md").write_text(text)
+    found = "\n".join(figures.problems(root))
+    assert "2 rows" in found and "agg=" in found
+    assert "no row of results/bench.csv" in found
+    assert "no column 'nope'" in found
+    assert "1.23× is quoted without" in found
+
+
+def test_update_rewrites_figures_with_their_own_rounding(root):
+    _notebook(root, "ratio <!-- fig lesson=05 shape=8192 col=ratio -->0.9× and <!-- fig lesson=03 col=GB/s -->4,000")
+    (root / "docs" / "x.md").write_text("<!-- fig lesson=05 shape=4096 col=ratio -->0.900×\n")
+    changed = figures.update(root)
+    assert len(changed) == 3
+    cell = nbformat.read(root / "solutions" / "05_x.ipynb", as_version=4).cells[0].source
+    assert cell == "ratio <!-- fig lesson=05 shape=8192 col=ratio -->1.0× and <!-- fig lesson=03 col=GB/s -->4,228"
+    assert (root / "docs" / "x.md").read_text() == "<!-- fig lesson=05 shape=4096 col=ratio -->0.939×\n"
+    assert figures.problems(root) == []
