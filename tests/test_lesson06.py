@@ -297,3 +297,28 @@ def test_offsets_past_2_31_elements():
     tail = slice(B - 2, B)
     ref = L.attention_ref(q[tail].double(), k[tail].double(), v[tail].double())
     utils.check(out[tail], ref.to(torch.float32), quiet=True)
+
+
+def test_causal_tiles_follow_the_kernels_ranges():
+    """The picture's tiles are the kernels' ranges: full blocks before the query block, masked ones on the diagonal."""
+    from utils.pictures.attention import FULL, MASKED, SKIPPED, causal_blocks_picture, causal_tiles
+
+    tiles = causal_tiles(600, 128, 64)
+    assert tiles.shape == (5, 10)
+    for i in range(5):
+        assert (tiles[i, : 2 * i] == FULL).all() and (tiles[i, 2 * i + 2 :] == SKIPPED).all()
+        assert (tiles[i, 2 * i : 2 * i + 2] == MASKED).sum() == 2  # the last: 600 - 512 = 88 keys, 2 blocks
+    not_causal = causal_tiles(600, 128, 64, causal=False)
+    assert (not_causal[:, :9] == FULL).all() and (not_causal[:, 9] == MASKED).all()
+    assert causal_blocks_picture(100, 32, 16) is not None
+    with pytest.raises(ValueError, match="BLOCK_M"):
+        causal_tiles(100, 0, 16)
+
+
+def test_profiler_kinds():
+    from utils.profiling import kernel_kind
+
+    assert kernel_kind("attention_kernel_0d1d2d") == "attention"
+    assert kernel_kind("cudnn_generated_fort_native_sdpa_sm90") == "attention"
+    assert kernel_kind("nvjet_tst_128x256_64x4_2x1_v_bz_TNT") == "matmuls (cuBLAS)"
+    assert kernel_kind("rmsnorm_kernel") == "everything else"
