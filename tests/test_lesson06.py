@@ -56,8 +56,8 @@ def test_step3_causal_ranges(T, D, dtype):
     L.check_attention_head(L.attention_head_causal, causal=(True, False), shapes=[(T, D)], dtype=dtype, quiet=True)
 
 
-# step 4, then step 5 (the interpreter runs descriptors too); on a GPU, attention() is the descriptor kernel with TMA
-STEPS_4_5 = [L.attention_pointers, L.attention if ENV.is_gpu else L.attention_tma]
+# step 4, step 5, and attention() (the same as one of them: step 5 with TMA, step 4 elsewhere) on a GPU
+STEPS_4_5 = [L.attention_pointers, L.attention_tma, *([L.attention] if ENV.is_gpu else [])]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -266,9 +266,8 @@ def test_launchers_refuse_bad_inputs():
         with pytest.raises(ValueError, match="cpu"):
             L.attention(q.cpu(), k.cpu(), v.cpu())
     flat = torch.randn(1 + 8 * 4 * 16, device=ENV.device, dtype=dtype)
-    if ENV.supports_tma or ENV.interpret:  # a view starting one element into a buffer: no TMA descriptor
-        with pytest.raises(ValueError, match="16-byte"):
-            L.attention_tma(flat[1:].view(1, 8, 4, 16), k, v)
+    with pytest.raises(ValueError, match="16-byte"):  # a view starting one element into a buffer
+        L.attention_tma(flat[1:].view(1, 8, 4, 16), k, v)
 
 
 def test_empty_inputs_give_empty_results():

@@ -313,12 +313,12 @@ def test_empty_inputs_give_empty_results():
 def test_offsets_past_2_31_elements():
     """rmsnorm, swiglu and rope on tensors of more than 2**31 elements: the last rows are right (int64 offsets)."""
     dtype = torch.bfloat16
-    x = torch.randn(2**20 + 3, 2048, device="cuda", dtype=dtype)  # 2**31 + 6144 elements
+    x = torch.randn(2**20 + 4, 2048, device="cuda", dtype=dtype)  # 2**31 + 8192 elements
     w = torch.ones(2048, device="cuda", dtype=dtype)
     out = L.rmsnorm(x, w)
     utils.check(out[-3:], L.rmsnorm_ref(x[-3:].double(), w.double(), 1e-5), quiet=True)
     del out
-    gu = x.view(-1, 4096)  # (2**19 + 1, 4096): gate and up of 2048 each
+    gu = x.view(-1, 4096)  # (2**19 + 2, 4096): gate and up of 2048 each
     out = L.swiglu(gu)
     utils.check(out[-3:], L.swiglu_ref(gu[-3:].double()), quiet=True)
     del out, x, gu
