@@ -1,12 +1,12 @@
-"""Lesson 03 for `make bench`: the solution's vector add against torch.add, fp32, from 2**20 to 2**28 elements.
+"""Lesson 03 for `make bench`: the course's vector add against torch.add, fp32, from 2**20 to 2**28 elements.
 
-bytes = 3 * n * 4 (read x, read y, write out), flops = n (one addition per element).
+bytes and flops come from lesson 01's counts: add_bytes = 3 * n * itemsize (read x, read y, write out), add_flops = n.
 """
 
 import torch
 
 from bench.common import Row, paired
-from lessons.l03_vector_add import add
+from lessons.l03_vector_add import add, add_bytes, add_flops
 
 
 def run() -> list[Row]:
@@ -21,8 +21,8 @@ def run() -> list[Row]:
             op="vector add",
             shape=f"2^{log2n}",
             dtype="fp32",
-            bytes=3 * n * x.element_size(),  # read x, read y, write out
-            flops=n,
+            bytes=add_bytes(n, x.element_size()),
+            flops=add_flops(n),
         )
         x = y = None  # free the memory before the next size
     return rows

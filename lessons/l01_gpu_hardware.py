@@ -2,29 +2,18 @@
 import torch
 import triton
 import triton.language as tl
+from torch.utils.flop_counter import FlopCounterMode
 
 import utils
+import utils.exercises
+import utils.roofline
 
 
-def add_ref(x, y):
-    return x + y  # reads x and y, writes out: n elements each; one addition per element
-
-
-def softmax_ref(x):  # x: (M, N)
-    # reads x once and writes out once at best (PyTorch fuses it into one kernel); about 5 FLOPs per element:
-    # max, subtract, exp, sum, divide (a convention: exp costs more, on a separate unit, but counts as one)
-    return torch.softmax(x, dim=-1)
-
-
-def matmul_ref(a, b):  # a: (M, K), b: (K, N)
-    return a @ b  # reads a and b once, writes c (M, N) once at best; each output is K multiply-adds
-
-
-def vector_add_bytes(n, itemsize):
+def add_bytes(n, itemsize):
     return 3 * n * itemsize  # read x, read y, write out
 
 
-def vector_add_flops(n):
+def add_flops(n):
     return n  # one addition per element
 
 
@@ -46,3 +35,140 @@ def ridge_point(ceilings, precision):
 
 def is_memory_bound(flops, nbytes, ceilings, precision):
     return arithmetic_intensity(flops, nbytes) < ridge_point(ceilings, precision)
+
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8)
+
+
+def meta(shape, dtype):
+    """A tensor with a shape and a dtype but no data (PyTorch's "meta" device): all that counting bytes needs."""
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+def made_up_gpu(rng):
+    """Roofs of a GPU that does not exist, so that no answer can be copied from a datasheet."""
+    peaks = {p: rng.uniform(5, 1000) for p in utils.roofline.PRECISIONS}
+    return utils.roofline.Ceilings(rng.uniform(200, 5000), peaks, gpu="a made-up GPU", source="made up")
+
+
+def check_add_bytes(fn, *, trials=20, quiet=False):
+    """fn(n, itemsize) against the bytes of real tensors: x and y read, out written."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
+    def case(rng):
+        n, dtype = rng.choice([1, 7, 1000, rng.randrange(2, 10**7), 2**20 + 3]), rng.choice(DTYPES)
+        x, y, out = meta(n, dtype), meta(n, dtype), meta(n, dtype)
+        s = x.element_size()
+        hints = {
+            2 * n * s: "that is two arrays' worth: count the write of out as well as the reads of x and y.",
+            3 * n: "that counts elements; the question is bytes (multiply by itemsize).",
+        }
+        return f"add_bytes({n}, {s})", fn(n, s), x.nbytes + y.nbytes + out.nbytes, hints
+
+    utils.exercises.check_answers("add_bytes", case, trials=trials, quiet=quiet)
+
+
+def check_add_flops(fn, *, trials=20, quiet=False):
+    """fn(n) against one addition per element."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
+    def case(rng):
+        n = rng.choice([1, 13, 4096, rng.randrange(2, 10**8)])
+        hints = {
+            2 * n: "an addition is one FLOP; there is no multiply here.",
+            3 * n: "that is the number of elements moved, not the number of additions.",
+        }
+        return f"add_flops({n})", fn(n), n, hints
+
+    utils.exercises.check_answers("add_flops", case, trials=trials, quiet=quiet)
+
+
+def _mnk(rng):
+    return rng.choice([1, 3, 16, rng.randrange(2, 5000)]), rng.randrange(1, 5000), rng.randrange(1, 5000)
+
+
+def check_matmul_flops(fn, *, trials=20, quiet=False):
+    """fn(M, N, K) against PyTorch's own FLOP counter on a matmul of meta tensors."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
+    def case(rng):
+        M, N, K = _mnk(rng)
+        with FlopCounterMode(display=False) as counter:  # PyTorch's own count, on meta tensors: nothing is computed
+            meta((M, K), torch.float32) @ meta((K, N), torch.float32)
+        hints = {
+            M * N * K: "each multiply-add is two FLOPs (a multiply and an add).",
+            2 * M * N: "each of the M*N outputs needs K multiply-adds.",
+        }
+        return f"matmul_flops(M={M}, N={N}, K={K})", fn(M, N, K), counter.get_total_flops(), hints
+
+    utils.exercises.check_answers("matmul_flops", case, trials=trials, quiet=quiet)
+
+
+def check_matmul_bytes(fn, *, trials=20, quiet=False):
+    """fn(M, N, K, itemsize) against the bytes of real A, B and C: each read or written once."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
+    def case(rng):
+        M, N, K = _mnk(rng)
+        dtype = rng.choice(DTYPES[:4])
+        a, b, c = meta((M, K), dtype), meta((K, N), dtype), meta((M, N), dtype)
+        s = a.element_size()
+        hints = {
+            (M * K + K * N) * s: "count the write of C (M x N) too.",
+            M * K + K * N + M * N: "that counts elements; multiply by itemsize for bytes.",
+            3 * M * N * s: "A is M x K and B is K x N: they are not M x N unless K = N = M.",
+        }
+        return f"matmul_bytes(M={M}, N={N}, K={K}, itemsize={s})", fn(M, N, K, s), a.nbytes + b.nbytes + c.nbytes, hints
+
+    utils.exercises.check_answers("matmul_bytes", case, trials=trials, quiet=quiet)
+
+
+def check_arithmetic_intensity(fn, *, trials=20, quiet=False):
+    """fn(flops, nbytes) against FLOPs per byte."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
+    def case(rng):
+        flops, nbytes = rng.randrange(1, 10**12), rng.randrange(1, 10**10)
+        hints = {nbytes / flops: "upside down: intensity is FLOPs per byte."}
+        return f"arithmetic_intensity(flops={flops}, nbytes={nbytes})", fn(flops, nbytes), flops / nbytes, hints
+
+    utils.exercises.check_answers("arithmetic_intensity", case, trials=trials, quiet=quiet)
+
+
+def check_ridge_point(fn, *, trials=20, quiet=False):
+    """fn(ceilings, precision) against utils.roofline.ridge on made-up GPUs."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
+    def case(rng):
+        gpu, prec = made_up_gpu(rng), rng.choice(utils.roofline.PRECISIONS)
+        want = utils.roofline.ridge(gpu, prec)
+        units = "units: TFLOP/s is 1e12 FLOP/s and GB/s is 1e9 bytes/s, so the ratio needs a factor 1000."
+        hints = {want / 1e3: units, want * 1e3: units, 1 / want: "upside down: the ridge is FLOP/s divided by bytes/s."}
+        for other in utils.roofline.PRECISIONS:
+            if gpu.tflops[other] != gpu.tflops[prec]:
+                hints.setdefault(utils.roofline.ridge(gpu, other), "use the roof of the precision asked for.")
+        roofs = f"{gpu.bandwidth_gbs:.0f} GB/s and {gpu.tflops[prec]:.0f} {prec} TFLOP/s"
+        call = f"ridge_point(ceilings with {roofs}, {prec!r})"
+        return call, fn(gpu, prec), want, hints
+
+    utils.exercises.check_answers("ridge_point", case, trials=trials, quiet=quiet)
+
+
+def check_is_memory_bound(fn, *, trials=20, quiet=False):
+    """fn(flops, nbytes, ceilings, precision) on ops just below and well above made-up ridges."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+
+    def case(rng):
+        gpu, prec = made_up_gpu(rng), rng.choice(utils.roofline.PRECISIONS)
+        ridge = utils.roofline.ridge(gpu, prec)
+        intensity = ridge * rng.choice([rng.uniform(0.01, 0.9), rng.uniform(1.1, 100)])
+        nbytes = rng.randrange(10**3, 10**9)
+        want = intensity < ridge
+        hints = {not want: "the comparison is the wrong way round: below the ridge the memory roof is the lower one."}
+        call = (
+            f"is_memory_bound(flops={intensity * nbytes:.3g}, nbytes={nbytes}, ceilings with ridge {ridge:.1f} "
+            f"FLOP/B, {prec!r}) [intensity {intensity:.1f}]"
+        )
+        return call, fn(intensity * nbytes, nbytes, gpu, prec), want, hints
+
+    utils.exercises.check_answers("is_memory_bound", case, trials=trials, quiet=quiet)

@@ -4,40 +4,16 @@ import triton
 import triton.language as tl
 
 import utils
-
-
-def add_ref(x, y):
-    """The spec: element-wise x + y."""
-    return x + y  # reads n elements of x and n of y, writes n: 3 * n * element_size bytes; n additions
+from lessons.l01_gpu_hardware import add_bytes, add_flops  # noqa: F401 (lesson 01's counts: here and in make bench)
+from lessons.l02_simt_vs_blocks import add, add_kernel, add_ref, check_add  # noqa: F401 (lesson 02's vector add)
 
 
 @triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
-    """out[i] = x[i] + y[i] for the BLOCK_SIZE elements that this program owns."""
-    # -- map the program id to the elements it owns
+def add_kernel_fixed(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    """add_kernel_buggy with its two bugs fixed: out[i] = x[i] + y[i] for the elements this program owns."""
     pid = tl.program_id(axis=0)
     offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    # -- the last block runs past n: masked-off lanes neither read nor write
     mask = offsets < n
     x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    # -- write back
-    tl.store(out_ptr + offsets, x + y, mask=mask)
-
-
-def add(x, y, out=None, BLOCK_SIZE=1024, num_warps=4):
-    """x + y computed by add_kernel. `out`, if given, receives the result (the checks pass one full of NaN)."""
-    # -- validate: the kernel would happily read the wrong memory
-    utils.require(x, "x", dtype=(torch.float32, torch.float16, torch.bfloat16))
-    utils.require(y, "y", dtype=x.dtype)
-    utils.require_same_shape(x, y, ("x", "y"))
-    if out is None:
-        out = torch.empty_like(x)
-    utils.require(out, "out", dtype=x.dtype, shape=tuple(x.shape))
-    n = x.numel()
-    if n >= 2**31:
-        raise ValueError(f"x has {n} elements, but add_kernel's offsets are 32-bit: it takes fewer than 2**31.")
-    # -- one program per block, rounded up so that the tail gets a program too
-    grid = (triton.cdiv(n, BLOCK_SIZE),)
-    add_kernel[grid](x, y, out, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
-    return out
+    y = tl.load(y_ptr + offsets, mask=mask)  # bug 1: y was loaded through x_ptr
+    tl.store(out_ptr + offsets, x + y, mask=mask)  # bug 2: the store had no mask

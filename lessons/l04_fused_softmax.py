@@ -7,20 +7,34 @@ import utils
 
 
 def softmax_ref(x):
-    """Row-wise softmax of an (M, N) matrix: the spec, in plain PyTorch, one kernel per line."""
-    x_max = x.max(dim=1, keepdim=True).values  # read M*N,     write M
+    """Softmax over the last dimension (the course's one softmax spec), one eager kernel per line; x is (M, N)."""
+    x_max = x.max(dim=-1, keepdim=True).values  # read M*N,     write M
     z = x - x_max  # read M*N + M, write M*N
     num = torch.exp(z)  # read M*N,     write M*N
-    den = num.sum(dim=1, keepdim=True)  # read M*N,     write M
+    den = num.sum(dim=-1, keepdim=True)  # read M*N,     write M
     return num / den  # read M*N + M, write M*N
     # total: 5*M*N + 2*M elements read, 3*M*N + 2*M written; a fused kernel reads M*N and writes M*N
 
 
+def softmax_bytes(M, N, itemsize, kernel="fused"):
+    """Bytes an (M, N) softmax moves. "fused": read x once, write out once: the op's minimum, credited to every
+    implementation in the benchmarks so that GB/s compares like with like. "online": softmax_online_kernel reads
+    each row twice (if the second read misses the L2). "unfused": softmax_ref's five kernels."""
+    elements = {"fused": 2 * M * N, "online": 3 * M * N, "unfused": 8 * M * N + 4 * M}
+    if kernel not in elements:
+        raise ValueError(f"kernel must be one of {sorted(elements)}, got {kernel!r}")
+    return elements[kernel] * itemsize
+
+
+def softmax_flops(M, N):
+    return 5 * M * N  # per element: a compare (max), a subtraction, an exp, an addition (sum), a division
+
+
 @triton.jit
 def softmax_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
-    """out[pid, :] = softmax(x[pid, :]) for one row held whole in one block (BLOCK_SIZE >= N)."""
-    # -- map the program id to its row; the columns are the lanes of one block
-    row = tl.program_id(axis=0)
+    """out[row, :] = softmax(x[row, :]) for one row held whole in one block (BLOCK_SIZE >= N)."""
+    # -- map the program id to its row (int64: row * stride passes 2**31 on big matrices); columns = lanes
+    row = tl.program_id(axis=0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < N
     # -- the one read: lanes past N load -inf, which leaves the max alone and adds exp(-inf) = 0 to the sum
@@ -34,9 +48,9 @@ def softmax_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.co
 
 @triton.jit
 def softmax_online_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
-    """out[pid, :] = softmax(x[pid, :]) for a row of any length, BLOCK_SIZE columns at a time."""
-    # -- map the program id to its row
-    row = tl.program_id(axis=0)
+    """out[row, :] = softmax(x[row, :]) for a row of any length, BLOCK_SIZE columns at a time."""
+    # -- map the program id to its row (int64, as in softmax_kernel)
+    row = tl.program_id(axis=0).to(tl.int64)
     x_row = x_ptr + row * stride_xm
     out_row = out_ptr + row * stride_om
     cols = tl.arange(0, BLOCK_SIZE)
@@ -59,31 +73,168 @@ def softmax_online_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE
 MAX_BLOCK_SIZE = 32768  # longest row held whole in one program (32 warps x 32 threads x 32 fp32 values)
 
 
-def softmax(x, out=None, BLOCK_SIZE=None):
-    """Softmax over the last dimension of a 2-D tensor. Rows that fit in one block take softmax_kernel (one read,
-    one write); longer rows, or a BLOCK_SIZE smaller than N, take softmax_online_kernel (two reads, one write).
-    `out`, if given, receives the result (the checks pass one full of NaN)."""
-    # -- validate
-    utils.require(x, "x", dtype=(torch.float32, torch.float16, torch.bfloat16), ndim=2, contiguous=False)
+def softmax(x, *, out=None, BLOCK_SIZE=None, num_warps=None):
+    """Softmax over the last dimension of a 2-D tensor (softmax_ref's meaning), written into `out` (allocated when
+    None; never x itself) and returned. Rows that fit in one block take softmax_kernel (one read, one write);
+    longer rows, or a BLOCK_SIZE smaller than N, take softmax_online_kernel (two reads, one write)."""
+    # -- validate everything before any launch
+    utils.require(x, "x", dtype=(torch.float32, torch.float16, torch.bfloat16), contiguous=False)
+    if x.dim() != 2:
+        raise ValueError(
+            f"x must be 2-D (rows, columns) but has shape {tuple(x.shape)}: for the last dimension of any tensor, "
+            f"call softmax(x.reshape(-1, x.shape[-1])).view(x.shape)."
+        )
     if x.stride(1) != 1:
         raise ValueError(
             f"x's rows must be contiguous (x.stride(1) == 1), but its strides are {x.stride()}: "
             f"call x.contiguous() first."
         )
     M, N = x.shape
-    if out is None:
-        out = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    utils.require(out, "out", dtype=x.dtype, shape=(M, N))
-    if M * x.stride(0) >= 2**31:
-        raise ValueError(
-            f"x spans {M * x.stride(0)} elements, but the kernels' offsets are 32-bit: split it into "
-            f"pieces of fewer than 2**31 elements."
-        )
+    if M >= 2**31:
+        raise ValueError(f"x has {M} rows, but grid axis 0 holds at most 2**31 - 1 programs: split x into parts.")
+    out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x})
+    if BLOCK_SIZE is not None:
+        utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
+        if BLOCK_SIZE > MAX_BLOCK_SIZE:
+            raise ValueError(
+                f"BLOCK_SIZE={BLOCK_SIZE} is more than a program holds in registers (MAX_BLOCK_SIZE = "
+                f"{MAX_BLOCK_SIZE}): pass a smaller one, or None; longer rows take the online kernel."
+            )
+    if num_warps is not None and num_warps not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"num_warps must be 1, 2, 4, 8, 16 or 32, got {num_warps!r} (or None to choose).")
+    if M == 0 or N == 0:
+        return out  # nothing to compute, and Triton cannot launch a grid of 0 programs
     # -- pick the kernel and its shape
     if BLOCK_SIZE is None:
         BLOCK_SIZE = min(triton.next_power_of_2(N), MAX_BLOCK_SIZE)
+    if num_warps is None:
+        num_warps = min(max(BLOCK_SIZE // 512, 1), 32)  # about 16 elements a thread: one GPU's choice (see above)
     kernel = softmax_kernel if BLOCK_SIZE >= N else softmax_online_kernel
-    num_warps = min(max(BLOCK_SIZE // 512, 1), 32)  # about 16 elements per thread
     # -- one program per row
     kernel[(M,)](x, out, M, N, x.stride(0), out.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
     return out
+
+
+def _softmax_suspects(x, BLOCK_SIZE, wide=None):
+    """{hint: what softmax_ref would give had that classic mistake been made} for the input x (fp64 on x's device)."""
+    M, N = x.shape
+    block = BLOCK_SIZE or min(triton.next_power_of_2(N), MAX_BLOCK_SIZE)
+    x64, ref = x.double(), softmax_ref(x.double())
+    e = torch.exp(x.float())  # exp without the max, in fp32 like the kernel: inf from x = 89
+    suspects = {
+        "exp overflowed: the row's maximum is not subtracted before tl.exp. exp(x) is inf in fp32 from "
+        "x ≈ 89 and inf / inf is NaN; exp(x - max) is at most 1.": e / e.sum(dim=-1, keepdim=True)
+    }
+    pad = -N % block  # masked lanes in a row's blocks
+    if pad:
+        m = x64.amax(dim=-1, keepdim=True).clamp_min(0)  # the padding's zeros join the max
+        e = torch.exp(x64 - m)
+        suspects[
+            "masked lanes are loaded as 0 (other=0, or no other): each adds exp(0 - max) to the row's sum "
+            'and 0 joins its max. Load them with other=float("-inf"): exp(-inf) = 0.'
+        ] = e / (e.sum(dim=-1, keepdim=True) + pad * torch.exp(-m))
+    if wide is not None:  # x = wide[:, :N], rows wide.stride(0) apart
+        packed = wide.reshape(-1)[: M * N].view(M, N).double()
+        suspects[
+            "the rows are read N elements apart, but x is a view whose rows are x.stride(0) apart: the row "
+            "starts at x_ptr + row * stride_xm (pass x.stride(0) as stride_xm)."
+        ] = softmax_ref(packed)
+    if M > 1:
+        only_row_0 = ref.clone()
+        only_row_0[1:] = float("nan")
+        suspects[
+            "only row 0 was written: every program works on row 0. The row is tl.program_id(axis=0) (the "
+            "launcher's grid is (M,): one program per row, on axis 0)."
+        ] = only_row_0
+    if block < N:  # the online kernel, with d never rescaled when the max grows
+        m = torch.full((M, 1), float("-inf"), dtype=torch.float64, device=x.device)
+        d = torch.zeros_like(m)
+        for start in range(0, N, block):
+            m_new = torch.maximum(m, x64[:, start : start + block].amax(dim=-1, keepdim=True))
+            terms = torch.exp(x64[:, start : start + block] - m_new).sum(dim=-1, keepdim=True)
+            d, m = torch.where(m_new == float("-inf"), 0.0, d + terms), m_new
+        suspects[
+            "the running sum is not rescaled when the running max grows: terms summed under an older max m "
+            "are too big by exp(m_new - m). Multiply d by tl.exp(m - m_new) before adding the new block's "
+            "terms."
+        ] = torch.exp(x64 - m) / d
+    return suspects
+
+
+def _softmax_check_one(fn, x, BLOCK_SIZE, name, wide=None):
+    __tracebackhide__ = True  # a failed check shows the learner its message, not this function's source
+    out = utils.nan_empty(x.shape, x.dtype, x.device)
+    got = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE)
+    if got is not out:
+        raise AssertionError(
+            f"{name}: softmax(x, out=out) must write into the out it is given and return it, "
+            f"but returned {type(got).__name__}{'' if got is None else ' (another tensor)'}."
+        )
+    suspects, ref = _softmax_suspects(x, BLOCK_SIZE, wide), softmax_ref(x.double())
+    try:
+        utils.check(out, ref, name=name, quiet=True, suspects=suspects)
+    except AssertionError as e:
+        # utils.check weighs the suspects only among values that were written: a NaN the kernel computed (exp
+        # overflow) or a row it skipped looks "never written" to it. So name a matching mistake here too.
+        tol = utils.checking.default_tolerance(out.dtype)
+        got64 = out.detach().double()
+        if torch.isclose(got64, ref, tol.rtol, tol.atol, equal_nan=True).all():
+            raise  # the values are right: the problem is elsewhere (a store past the end)
+        for hint, wrong in suspects.items():
+            if hint not in str(e) and torch.isclose(got64, wrong.double(), tol.rtol, tol.atol, equal_nan=True).all():
+                raise AssertionError(f"{e}\nMore likely: {hint}") from None
+        raise
+
+
+def check_softmax(fn, *, online=True, quiet=False):
+    """Checks a launcher fn(x, *, out=None, BLOCK_SIZE=None) against softmax_ref in fp64; raises AssertionError
+    naming where it is wrong and the probable mistake. online=False checks only rows that fit in one block."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    shapes = env.pick(
+        cpu=[(1, 1), (5, 1), (3, 1000), (37, 781)],
+        gpu=[(1, 1), (5, 1), (3, 1000), (1823, 781), (4099, 4095), (1, 32768)],
+    )
+    cases = [
+        (torch.randn(M, N, device=env.device, dtype=dt), None, None)
+        for M, N in shapes
+        for dt in (torch.float32, env.dtype)
+    ]
+    wide = torch.randn(37, 1000, device=env.device)
+    cases.append((wide[:, :781], None, wide))  # a view: rows 1000 apart in memory, 781 used
+    special = torch.randn(7, 1000, device=env.device)
+    special[1, ::3] = float("-inf")  # scattered -inf (a mask)
+    special[2, :500] = float("-inf")  # a -inf prefix: whole blocks of it for the online kernel
+    special[3, :-1] = float("-inf")  # one finite value: softmax is exactly 1 there
+    special[4] = (special[4] * 1e4).clamp(-6e4, 6e4)  # exp(x) alone overflows (clamped to fit fp16)
+    special[5] = float("-inf")  # nothing but -inf: NaN, as torch.softmax gives
+    special[6, -1] = float("-inf")  # -inf in the last block only
+    cases += [(special.to(dt), None, None) for dt in (torch.float32, env.dtype)]
+    if online:  # small blocks force the online kernel: several blocks a row and a ragged tail
+        blocks = env.pick(
+            cpu=[(1, 1, 16), (4, 127, 16), (3, 1000, 128), (2, 3001, 1024)],
+            gpu=[(1, 1, 16), (4, 127, 16), (3, 1000, 128), (1000, 3001, 1024), (7, 100_003, None)],
+        )
+        cases += [
+            (torch.randn(M, N, device=env.device, dtype=dt), B, None)
+            for M, N, B in blocks
+            for dt in (torch.float32, env.dtype)
+        ]
+        cases += [(special.to(dt), 128, None) for dt in (torch.float32, env.dtype)]
+    for x, BLOCK_SIZE, wide in cases:
+        what = f"softmax of a {x.shape[0]}x{x.shape[1]} {utils.dtype_name(x.dtype)}"
+        what += " view" if wide is not None else ""
+        what += f" with BLOCK_SIZE={BLOCK_SIZE}" if BLOCK_SIZE else ""
+        _softmax_check_one(fn, x, BLOCK_SIZE, what, wide)
+    for shape in ((0, 5), (5, 0)):
+        got = fn(torch.randn(shape, device=env.device))
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
+            raise AssertionError(
+                f"softmax of an empty {shape} input should return an empty {shape} tensor (return "
+                f"before launching), but returned {got!r}."
+            )
+    if not quiet:
+        print(
+            f"✓ softmax matches softmax_ref in {len(cases)} cases (float32 and {utils.dtype_name(env.dtype)}"
+            f"{', one-block rows only' if not online else ', both kernels'}), and empty inputs come back empty."
+        )

@@ -148,7 +148,7 @@ REF_OPS = Ops(rmsnorm_ref, rope_ref, attention_ref, swiglu_ref)
 
 
 def _require_layer(x, w, args, cos, sin):
-    utils.require(x, "x", dtype=DTYPES, ndim=3)
+    utils.require(x, "x", dtype=(*DTYPES, torch.float64), ndim=3)  # fp64: the reference layer (REF_OPS) as truth
     B, T, C = x.shape
     H, KV, D, Fd = args.n_heads, args.n_kv_heads, args.head_dim, args.ffn_dim
     if C != args.dim:

@@ -1,150 +1,319 @@
-"""Lesson 04's solution (fused softmax): both kernels at awkward shapes, the values that break careless kernels,
-and the launcher's refusals.
+"""Lesson 04 (fused softmax): the lesson's own check on the solution, the classic mistakes planted and named, the
+launcher's refusals (all before any launch), empty inputs, and what the check does not cover (GPU sizes, a view
+that starts mid-row, 64-bit row offsets).
 
-The reference is softmax_ref in fp64, cross-checked against torch.softmax; inputs are fresh random numbers each
-time and outputs start full of NaN. On a GPU the shapes reach 2**15 + 3 rows and a row of 2**20 + 1 elements.
+The values are checked by `check_softmax`, the function the notebook's check cells call: these tests do not restate
+it. Each planted mistake is a wrong kernel written here and swapped into the launcher, and must fail the check with
+the hint that names it.
 """
+
+import re
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import utils
-from utils.lessons import load
+from lessons import l04_fused_softmax as lesson
 from utils.mode import current
 
 ENV = current()
-lesson = load("04")
 
-DTYPES = ENV.pick(
-    cpu=[torch.float32, torch.float16],  # the interpreter has no bfloat16
-    gpu=[torch.float32, torch.float16, torch.bfloat16],
+
+def test_check_softmax_passes_on_the_solution(capsys):
+    lesson.check_softmax(lesson.softmax)
+    assert "✓ softmax matches softmax_ref" in capsys.readouterr().out
+    lesson.check_softmax(lesson.softmax, online=False, quiet=True)
+    assert capsys.readouterr().out == ""
+
+
+# -- planted mistakes: each wrong kernel replaces the solution's in the launcher --------------------------------
+
+
+@triton.jit
+def _no_max_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=cols < N, other=float("-inf")).to(tl.float32)
+    num = tl.exp(x)  # the mistake: exp(x), not exp(x - max)
+    tl.store(out_ptr + row * stride_om + cols, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _other_zero_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=cols < N, other=0.0).to(tl.float32)  # the mistake: other=0
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * stride_om + cols, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _row_stride_n_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=float("-inf")).to(tl.float32)  # the mistake: N
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * stride_om + cols, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _wrong_axis_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=1).to(tl.int64)  # the mistake: the grid is (M,), so axis 1 is always 0
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=cols < N, other=float("-inf")).to(tl.float32)
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * stride_om + cols, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _unmasked_store_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=cols < N, other=float("-inf")).to(tl.float32)
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * stride_om + cols, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty))  # no mask
+
+
+@triton.jit
+def _no_rescale_online_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    m = tl.full((), float("-inf"), tl.float32)
+    d = tl.full((), 0.0, tl.float32)
+    for start in range(0, N, BLOCK_SIZE):
+        x = tl.load(x_ptr + row * stride_xm + start + cols, mask=start + cols < N, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        # the mistake: d is not multiplied by exp(m - m_new)
+        d = tl.where(m_new == float("-inf"), 0.0, d + tl.sum(tl.exp(x - m_new), axis=0))
+        m = m_new
+    for start in range(0, N, BLOCK_SIZE):
+        mask = start + cols < N
+        x = tl.load(x_ptr + row * stride_xm + start + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        y = tl.exp(x - m) / d
+        tl.store(out_ptr + row * stride_om + start + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+PLANTED = {
+    "no max subtracted": ("softmax_kernel", _no_max_kernel, "row's maximum is not subtracted"),
+    "other=0 in the masked load": ("softmax_kernel", _other_zero_kernel, r"masked lanes are loaded as 0"),
+    "rows read N apart": ("softmax_kernel", _row_stride_n_kernel, r"rows are read N elements apart"),
+    "program_id on the wrong axis": ("softmax_kernel", _wrong_axis_kernel, r"only row 0 was written"),
+    "no mask on the column tail": ("softmax_kernel", _unmasked_store_kernel, r"past the end"),
+    "online sum not rescaled": ("softmax_online_kernel", _no_rescale_online_kernel, r"running sum is not rescaled"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(PLANTED))
+def test_check_softmax_names_each_planted_mistake(mistake, monkeypatch):
+    name, wrong_kernel, hint = PLANTED[mistake]
+    monkeypatch.setattr(lesson, name, wrong_kernel)  # softmax looks its kernels up when it is called
+    with pytest.raises(AssertionError, match=hint) as failure:
+        lesson.check_softmax(lesson.softmax, quiet=True)
+    for other, (_, _, other_hint) in PLANTED.items():  # and no other mistake's hint, which would mislead
+        if other != mistake:
+            assert not re.search(other_hint, str(failure.value)), f"{mistake} also got the hint for {other}"
+
+
+def test_check_softmax_wants_the_given_out_returned():
+    def allocates_its_own(x, *, out=None, BLOCK_SIZE=None):
+        return lesson.softmax(x, BLOCK_SIZE=BLOCK_SIZE)  # ignores out: the right values, in the wrong tensor
+
+    with pytest.raises(AssertionError, match="must write into the out it is given"):
+        lesson.check_softmax(allocates_its_own, quiet=True)
+
+
+def test_check_softmax_wants_empty_inputs_back_empty():
+    def launches_on_empty(x, *, out=None, BLOCK_SIZE=None):
+        if x.numel() == 0:
+            return None
+        return lesson.softmax(x, out=out, BLOCK_SIZE=BLOCK_SIZE)
+
+    with pytest.raises(AssertionError, match="should return an empty"):
+        lesson.check_softmax(launches_on_empty, quiet=True)
+
+
+# -- refusals, all before any launch -----------------------------------------------------------------------------
+
+
+class _NoLaunch:
+    """Stands in for a kernel: any launch fails the test."""
+
+    def __getitem__(self, grid):
+        raise AssertionError(f"a kernel was launched (grid {grid}) for an input that should be refused or is empty")
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    monkeypatch.setattr(lesson, "softmax_kernel", _NoLaunch())
+    monkeypatch.setattr(lesson, "softmax_online_kernel", _NoLaunch())
+
+
+def _bad_calls():
+    dev = ENV.device
+    x = torch.randn(8, 100, device=dev)
+    other = "cpu" if ENV.is_gpu else "meta"  # a device the kernels do not run on
+    calls = {
+        "x is None": (lambda: lesson.softmax(None), TypeError, "torch.Tensor"),
+        "x is a NumPy array": (lambda: lesson.softmax(x.cpu().numpy()), TypeError, "torch.Tensor"),
+        "x is 1-D": (lambda: lesson.softmax(x[0]), ValueError, r"2-D .*reshape"),
+        "x is 3-D": (lambda: lesson.softmax(x.view(2, 4, 100)), ValueError, r"2-D .*reshape"),
+        "x holds integers": (lambda: lesson.softmax(x.int()), TypeError, "dtype int32"),
+        "x is float64": (lambda: lesson.softmax(x.double()), TypeError, "dtype float64"),
+        "x's columns are strided": (lambda: lesson.softmax(x.t()), ValueError, r"stride\(1\) == 1"),
+        "x on another device": (lambda: lesson.softmax(x.to(other)), ValueError, "is on"),
+        "x has 2**31 rows": (
+            lambda: lesson.softmax(torch.randn(1, 1, device=dev).expand(2**31, 1)),
+            ValueError,
+            r"2\*\*31 - 1 programs",
+        ),
+        "out of the wrong shape": (
+            lambda: lesson.softmax(x, out=torch.empty(8, 99, device=dev)),
+            ValueError,
+            "shape",
+        ),
+        "out of the wrong dtype": (
+            lambda: lesson.softmax(x, out=torch.empty(8, 100, device=dev, dtype=torch.float16)),
+            TypeError,
+            "dtype",
+        ),
+        "out on another device": (
+            lambda: lesson.softmax(x, out=torch.empty(8, 100, device=other)),
+            ValueError,
+            "is on",
+        ),
+        "out not contiguous": (
+            lambda: lesson.softmax(x, out=torch.empty(100, 8, device=dev).t()),
+            ValueError,
+            "non-contiguous",
+        ),
+        "out is x (in place)": (lambda: lesson.softmax(x, out=x), ValueError, "shares memory with the input x"),
+        "out overlaps x": (
+            lambda: lesson.softmax(x[:4], out=x[2:6]),
+            ValueError,
+            "shares memory with the input x",
+        ),
+        "out is a NumPy array": (lambda: lesson.softmax(x, out=x.cpu().numpy()), TypeError, "torch.Tensor"),
+        "out given by position": (lambda: lesson.softmax(x, torch.empty_like(x)), TypeError, "positional"),
+        "BLOCK_SIZE 100": (lambda: lesson.softmax(x, BLOCK_SIZE=100), ValueError, "power of two"),
+        "BLOCK_SIZE 0": (lambda: lesson.softmax(x, BLOCK_SIZE=0), ValueError, "power of two"),
+        "BLOCK_SIZE -128": (lambda: lesson.softmax(x, BLOCK_SIZE=-128), ValueError, "power of two"),
+        "BLOCK_SIZE 128.0": (lambda: lesson.softmax(x, BLOCK_SIZE=128.0), ValueError, "power of two"),
+        "BLOCK_SIZE past MAX_BLOCK_SIZE": (
+            lambda: lesson.softmax(x, BLOCK_SIZE=2 * lesson.MAX_BLOCK_SIZE),
+            ValueError,
+            "MAX_BLOCK_SIZE",
+        ),
+        "num_warps 3": (lambda: lesson.softmax(x, num_warps=3), ValueError, "num_warps"),
+        "num_warps 64": (lambda: lesson.softmax(x, num_warps=64), ValueError, "num_warps"),
+    }
+    if ENV.interpret:
+        calls["bfloat16 under the interpreter"] = (lambda: lesson.softmax(x.bfloat16()), TypeError, "bfloat16")
+    return calls
+
+
+BAD = _bad_calls()
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_softmax_refuses_bad_input_before_any_launch(case, no_launch):
+    call, error, words = BAD[case]
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_refuses_accepts_every_refusal_at_once(no_launch, capsys):
+    utils.refuses({what: call for what, (call, _, _) in BAD.items()})
+    assert capsys.readouterr().out.count("✓ refuses") == len(BAD)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0)])
+def test_empty_inputs_return_empty_results_without_launching(shape, no_launch):
+    x = torch.randn(shape, device=ENV.device, dtype=torch.float16)
+    got = lesson.softmax(x)
+    assert got.shape == shape and got.dtype == x.dtype and got.device == x.device
+    out = torch.empty(shape, device=ENV.device, dtype=torch.float16)
+    assert lesson.softmax(x, out=out, BLOCK_SIZE=16) is out
+
+
+def test_an_empty_input_still_refuses_a_wrong_out(no_launch):
+    with pytest.raises(ValueError, match="shape"):
+        lesson.softmax(torch.randn(0, 5, device=ENV.device), out=torch.empty(0, 4, device=ENV.device))
+
+
+# -- beyond the check: sizes only a GPU can run, a view that starts mid-row, the spec, the costs -----------------
+
+BEYOND = ENV.pick(
+    cpu=[(2, 129, None), (2, 256, 128), (2, lesson.MAX_BLOCK_SIZE + 1, None)],
+    gpu=[(65539, 1000, None), (2**15 + 3, 4093, None), (3, 2**20 + 1, None), (64, 65536, None), (5, 4096, 4096)],
 )
 
-# (M, N): rows that fit one block (N <= MAX_BLOCK_SIZE)
-ONE_BLOCK = ENV.pick(
-    cpu=[(1, 1), (5, 1), (2, 2), (3, 1000), (37, 781), (1, 4096), (2, 129)],
-    gpu=[
-        (1, 1),
-        (5, 1),
-        (2, 2),
-        (3, 1000),
-        (1823, 781),
-        (1, 16384),
-        (4099, 4095),
-        (3, 16383),
-        (65539, 1000),
-        (2**15 + 3, 4093),
-    ],
-)
-# (M, N, BLOCK_SIZE): rows read in several blocks; None = the launcher's choice for rows past MAX_BLOCK_SIZE
-ONLINE = ENV.pick(
-    cpu=[(1, 1, 16), (4, 127, 16), (3, 1000, 128), (2, 3001, 1024), (2, 256, 128)],
-    gpu=[
-        (1, 1, 16),
-        (4, 127, 16),
-        (3, 1000, 128),
-        (1000, 3001, 1024),
-        (7, 100_003, None),
-        (3, 2**20 + 1, None),
-        (64, 65536, None),
-    ],
-)
 
-
-def _ref(x):
-    return lesson.softmax_ref(x.double())
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("M, N", ONE_BLOCK)
-def test_softmax_one_block(M, N, dtype):
-    x = torch.randn(M, N, device=ENV.device, dtype=dtype)
-    utils.check(lesson.softmax(x, out=utils.nan_like(x)), _ref(x), name=f"softmax {M}x{N}", quiet=True)
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("M, N, BLOCK_SIZE", ONLINE)
-def test_softmax_online(M, N, BLOCK_SIZE, dtype):
-    x = torch.randn(M, N, device=ENV.device, dtype=dtype)
-    out = lesson.softmax(x, out=utils.nan_like(x), BLOCK_SIZE=BLOCK_SIZE)
-    utils.check(out, _ref(x), name=f"online softmax {M}x{N} BLOCK_SIZE={BLOCK_SIZE}", quiet=True)
-
-
-def test_long_rows_take_the_online_kernel():
-    """Past MAX_BLOCK_SIZE the launcher must not try to hold the row in one block."""
-    N = lesson.MAX_BLOCK_SIZE + 1
-    x = torch.randn(2, N, device=ENV.device)
-    utils.check(lesson.softmax(x, out=utils.nan_like(x)), _ref(x), quiet=True)
-
-
-def _special_rows(N, device):
-    x = torch.randn(7, N, device=device)
-    x[1, ::3] = float("-inf")  # scattered -inf, as an attention mask writes
-    x[2, : N // 2] = float("-inf")  # a -inf prefix: whole blocks of it for the online kernel
-    x[3, :-1] = float("-inf")  # a single finite value: exactly 1 there
-    x[4] = (x[4] * 1e4).clamp(-6e4, 6e4)  # exp(x) alone overflows; fits fp16
-    x[5] = float("-inf")  # nothing but -inf: NaN, as torch.softmax gives
-    x[6, -1] = float("-inf")  # -inf in the tail block only
-    return x
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("BLOCK_SIZE", [None, 128, 64])
-@pytest.mark.parametrize("N", [1000, 1, 128])
-def test_softmax_special_values_match_torch(N, BLOCK_SIZE, dtype):
-    x = _special_rows(N, ENV.device).to(dtype)
-    out = lesson.softmax(x, out=utils.nan_like(x), BLOCK_SIZE=BLOCK_SIZE)
-    want = torch.softmax(x.double(), dim=1)
-    utils.check(out, want, name=f"special values N={N} BLOCK_SIZE={BLOCK_SIZE}", quiet=True)
-    assert torch.isnan(out[5]).all(), "a row of nothing but -inf should give NaN, as torch.softmax does"
-    if N > 1:
-        assert torch.isfinite(out[[0, 1, 2, 3, 4, 6]]).all()
-
-
-def test_reference_agrees_with_torch_softmax():
-    x = _special_rows(777, ENV.device).double()
-    torch.testing.assert_close(lesson.softmax_ref(x), torch.softmax(x, dim=1), equal_nan=True)
+@pytest.mark.parametrize("M, N, BLOCK_SIZE", BEYOND)
+def test_softmax_at_sizes_beyond_the_check(M, N, BLOCK_SIZE):
+    for dtype in (torch.float32, ENV.dtype):
+        x = torch.randn(M, N, device=ENV.device, dtype=dtype)
+        out = lesson.softmax(x, out=utils.nan_like(x), BLOCK_SIZE=BLOCK_SIZE)
+        utils.check(out, lesson.softmax_ref(x.double()), name=f"softmax {M}x{N} {dtype}", quiet=True)
 
 
 @pytest.mark.parametrize("BLOCK_SIZE", [None, 64])
-def test_softmax_of_a_row_strided_view(BLOCK_SIZE):
+def test_softmax_of_a_view_that_starts_mid_row(BLOCK_SIZE):
     wide = torch.randn(37, 1000, device=ENV.device)
-    x = wide[:, 13:794]  # rows 1000 apart, 781 used, starting mid-row
+    x = wide[:, 13:794]  # rows 1000 apart, 781 used, starting at column 13
     out = lesson.softmax(x, out=utils.nan_empty((37, 781), device=ENV.device), BLOCK_SIZE=BLOCK_SIZE)
-    utils.check(out, _ref(x), quiet=True)
+    utils.check(out, lesson.softmax_ref(x.double()), quiet=True)
+
+
+def test_softmax_of_an_expanded_view():
+    """Stride 0 between rows: every program reads the same row, which is right for a broadcast input."""
+    x = torch.randn(1, 300, device=ENV.device).expand(6, 300)
+    utils.check(lesson.softmax(x, out=utils.nan_like(x.contiguous())), lesson.softmax_ref(x.double()), quiet=True)
 
 
 def test_softmax_allocates_its_output():
     x = torch.randn(5, 300, device=ENV.device, dtype=torch.float16)
-    out = lesson.softmax(x)
+    out = lesson.softmax(x, num_warps=2)
     assert out.shape == x.shape and out.dtype == x.dtype and out.is_contiguous()
-    utils.check(out, _ref(x), quiet=True)
+    utils.check(out, lesson.softmax_ref(x.double()), quiet=True)
 
 
-_x = lambda: torch.randn(8, 100, device=ENV.device)  # noqa: E731
-BAD = {
-    "1-D": (lambda x: lesson.softmax(x[0]), ValueError, "2 dimension"),
-    "3-D": (lambda x: lesson.softmax(x.reshape(2, 4, 100)), ValueError, "2 dimension"),
-    "integers": (lambda x: lesson.softmax(x.int()), TypeError, "dtype"),
-    "float64": (lambda x: lesson.softmax(x.double()), TypeError, "dtype"),
-    "columns not contiguous": (lambda x: lesson.softmax(x.t()), ValueError, "stride"),
-    "wrong out shape": (lambda x: lesson.softmax(x, out=torch.empty(8, 99, device=ENV.device)), ValueError, "shape"),
-    "wrong out dtype": (
-        lambda x: lesson.softmax(x, out=torch.empty(8, 100, device=ENV.device, dtype=torch.float16)),
-        TypeError,
-        "dtype",
-    ),
-}
+@pytest.mark.skipif(not ENV.is_gpu, reason="needs 2**31 elements on a GPU")
+def test_softmax_past_2_to_the_31_elements():
+    """row * stride passes 2**31 here: the kernels' int64 row index keeps the last rows where they belong."""
+    N = 4096
+    M = 2**31 // N + 3
+    x = torch.empty(M, N, device="cuda", dtype=torch.float16).normal_()
+    out = lesson.softmax(x)
+    rows = [0, M // 2, M - 2, M - 1]
+    utils.check(out[rows], lesson.softmax_ref(x[rows].double()), name="rows past 2**31 elements", quiet=True)
+    del x, out
+    torch.cuda.empty_cache()
 
 
-@pytest.mark.parametrize("case", list(BAD))
-def test_softmax_refuses_bad_inputs(case):
-    call, error, words = BAD[case]
-    with pytest.raises(error, match=words):
-        call(_x())
+def test_softmax_ref_is_softmax_over_the_last_dimension():
+    """One meaning across the course: every lesson that defines a softmax_ref means torch.softmax over dim -1."""
+    import importlib
+
+    from utils.lessons import LESSONS
+
+    others = [importlib.import_module(f"lessons.{p.stem}") for p in sorted(LESSONS.glob("l[0-9]*.py"))]
+    others = [m.softmax_ref for m in others if hasattr(m, "softmax_ref") and m.softmax_ref is not lesson.softmax_ref]
+    x = torch.randn(3, 4, 777, dtype=torch.float64)
+    x[0, 1, ::3] = float("-inf")
+    x[1, 2] = float("-inf")  # a row of nothing but -inf: NaN in both
+    torch.testing.assert_close(lesson.softmax_ref(x), torch.softmax(x, dim=-1), equal_nan=True)
+    for other in others:
+        torch.testing.assert_close(lesson.softmax_ref(x), other(x), equal_nan=True)
 
 
-@pytest.mark.skipif(not ENV.is_gpu, reason="a CPU tensor is only wrong when the kernels run on a GPU")
-def test_softmax_refuses_cpu_tensors_on_the_gpu():
-    with pytest.raises(ValueError, match=r"\.cuda\(\)"):
-        lesson.softmax(torch.randn(4, 100))
+def test_cost_functions():
+    M, N = 16384, 4096
+    assert lesson.softmax_bytes(M, N, 4) == 2 * M * N * 4
+    assert lesson.softmax_bytes(M, N, 2, kernel="online") == 3 * M * N * 2
+    assert lesson.softmax_bytes(M, N, 4, kernel="unfused") == (8 * M * N + 4 * M) * 4
+    assert lesson.softmax_bytes(M, N, 4, kernel="unfused") / lesson.softmax_bytes(M, N, 4) == pytest.approx(4, 1e-3)
+    assert lesson.softmax_flops(M, N) == 5 * M * N
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        lesson.softmax_bytes(M, N, 4, kernel="fast")

@@ -12,7 +12,7 @@ from utils.pictures import (
     cdiv,
     live_blocks,
     masked_lanes,
-    n_programs,
+    num_programs,
     owner,
     program_grid,
     tile_grid,
@@ -34,7 +34,7 @@ def by_gid(fig, gid, kind="any"):
 @pytest.mark.parametrize("BLOCK_SIZE", [1, 2, 8, 64, 100])
 def test_every_element_has_exactly_one_owner_whose_offsets_hold_it(BLOCK_SIZE):
     n = 3 * BLOCK_SIZE + 5
-    count = n_programs(n, BLOCK_SIZE)
+    count = num_programs(n, BLOCK_SIZE)
     covered = np.concatenate([block_offsets(pid, BLOCK_SIZE) for pid in range(count)])
     assert sorted(covered) == list(range(count * BLOCK_SIZE))  # blocks tile 0..count*BLOCK_SIZE without overlap
     for i in range(n):
@@ -46,14 +46,14 @@ def test_every_element_has_exactly_one_owner_whose_offsets_hold_it(BLOCK_SIZE):
 def test_cdiv_rounds_up_and_counts_the_masked_tail():
     for _ in range(200):
         n, b = random.randint(1, 10**6), random.choice([1, 2, 16, 128, 1024, 37])
-        p = n_programs(n, b)
+        p = num_programs(n, b)
         assert (p - 1) * b < n <= p * b  # enough programs, and not one too many
         assert cdiv(n, b) == p
         assert masked_lanes(n, b) == p * b - n
         assert 0 <= masked_lanes(n, b) < b
-    assert (n_programs(1, 1024), masked_lanes(1, 1024)) == (1, 1023)
-    assert (n_programs(1024, 1024), masked_lanes(1024, 1024)) == (1, 0)
-    assert (n_programs(1025, 1024), masked_lanes(1025, 1024)) == (2, 1023)
+    assert (num_programs(1, 1024), masked_lanes(1, 1024)) == (1, 1023)
+    assert (num_programs(1024, 1024), masked_lanes(1024, 1024)) == (1, 0)
+    assert (num_programs(1025, 1024), masked_lanes(1025, 1024)) == (2, 1023)
 
 
 @pytest.mark.parametrize(
@@ -61,8 +61,8 @@ def test_cdiv_rounds_up_and_counts_the_masked_tail():
     [
         lambda: owner(-1, 8),
         lambda: owner(3, 0),
-        lambda: n_programs(0, 8),
-        lambda: n_programs(8, -2),
+        lambda: num_programs(0, 8),
+        lambda: num_programs(8, -2),
         lambda: owner(2.5, 8),
     ],
 )
@@ -134,7 +134,7 @@ def test_tile_of_refuses_a_pid_outside_the_grid():
 @pytest.mark.parametrize("n, BLOCK_SIZE", [(37, 8), (1, 4), (32, 8), (100, 32), (5, 1)])
 def test_program_grid_shows_every_offset_and_the_masked_tail(n, BLOCK_SIZE):
     fig = program_grid(n, BLOCK_SIZE)
-    count = n_programs(n, BLOCK_SIZE)
+    count = num_programs(n, BLOCK_SIZE)
     labels = by_gid(fig, "offset", "texts")
     assert len(labels) == count * BLOCK_SIZE
     assert sorted(int(t.get_text()) for t in labels) == list(range(count * BLOCK_SIZE))
@@ -164,7 +164,7 @@ def test_program_grid_highlights_an_element_in_its_owners_row():
 def test_program_grid_with_many_programs_keeps_the_highlight_and_the_tail():
     fig = program_grid(10_000, 16, element=5003)
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert f"pid {5003 // 16}" in labels and f"pid {n_programs(10_000, 16) - 1}" in labels and "⋮" in labels
+    assert f"pid {5003 // 16}" in labels and f"pid {num_programs(10_000, 16) - 1}" in labels and "⋮" in labels
     assert len(by_gid(fig, "tail", "patches")) == (masked_lanes(10_000, 16) > 0)
     big = program_grid(1000, 256)  # too many lanes for numbers: each row's range instead
     assert by_gid(big, "offset", "texts") == []

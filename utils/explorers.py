@@ -150,31 +150,19 @@ def roofline_reading(
     """What the roofline says about an op of arithmetic ``intensity`` (FLOP/byte) that does ``flops`` FLOPs or
     moves ``bytes`` bytes (give one; the other follows from the intensity).
 
-    Returns ``bound`` ("memory" or "compute"), ``ridge`` (FLOP/byte), ``tflops`` (the attainable rate),
-    ``memory_ms`` (bytes / bandwidth), ``compute_ms`` (FLOPs / peak) and ``best_ms``, the larger of the two: no
-    kernel can finish sooner, however well it is written.
+    Returns :func:`utils.roofline.reading` of that op (the one way the course decides ``bound`` and ``best_ms``):
+    ``bound`` ("memory" or "compute"), ``ridge`` (FLOP/byte), ``tflops`` (the attainable rate), ``memory_ms``
+    (bytes / bandwidth), ``compute_ms`` (FLOPs / peak) and ``best_ms``, the larger of the two: no kernel can
+    finish sooner, however well it is written.
     """
-    if intensity <= 0:
-        raise ValueError(f"intensity must be positive, got {intensity}")
     if (flops is None) == (bytes is None):
         raise TypeError("give exactly one of flops= or bytes=")
+    intensity = roofline.require_count(intensity, "the arithmetic intensity")
     if flops is None:
-        flops = bytes * intensity
+        flops = roofline.require_count(bytes, "bytes") * intensity
     else:
-        bytes = flops / intensity
-    ridge = roofline.ridge(ceilings, precision)
-    memory_ms = bytes / (ceilings.bandwidth_gbs * 1e9) * 1e3
-    compute_ms = flops / (ceilings.tflops[precision] * 1e12) * 1e3
-    return {
-        "bound": "memory" if intensity < ridge else "compute",
-        "ridge": ridge,
-        "tflops": roofline.attainable(intensity, ceilings, precision),
-        "flops": flops,
-        "bytes": bytes,
-        "memory_ms": memory_ms,
-        "compute_ms": compute_ms,
-        "best_ms": max(memory_ms, compute_ms),
-    }
+        bytes = roofline.require_count(flops, "flops") / intensity
+    return roofline.reading(flops, bytes, ceilings, precision)
 
 
 def _describe(r: dict, ceilings, precision: str) -> str:

@@ -2,14 +2,14 @@
 
 Under each exercise a lesson has two folded hints (``<details>`` in markdown) and then this, for the full answer::
 
-    utils.hints.answer("03", "add_kernel")
+    utils.hints.answer("02", "add_kernel")
 
 It shows the definition of ``add_kernel`` as it stands in ``solutions/03_*.ipynb`` right now: the same source
 the lesson is checked against, so a hint can never drift from the solution.
 
 A learner who fell behind does not need to finish an exercise to do the next one::
 
-    add_kernel, add = utils.hints.checkpoint("03", "add_kernel", "add")
+    add_kernel, add = utils.hints.checkpoint("02", "add_kernel", "add")
 
 returns the reference kernel and launcher, ready to call, in place of their own (``utils.lessons.checkpoint``,
 the same function).

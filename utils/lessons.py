@@ -65,7 +65,7 @@ def checkpoint(lesson: str, *names: str):
     Every later step of a lesson (and every later lesson) only needs the names it uses to exist. If your kernel
     does not pass its check yet and you would rather move on than fall further behind, take the reference one::
 
-        add_kernel, add = utils.hints.checkpoint("03", "add_kernel", "add")   # several names -> a tuple
+        add_kernel, add = utils.hints.checkpoint("02", "add_kernel", "add")   # several names -> a tuple
         softmax = utils.hints.checkpoint("04", "softmax")                      # one name -> that object
 
     and run the next cells as if you had written them. Come back to your own version later: your cell is still

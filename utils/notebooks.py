@@ -281,8 +281,9 @@ def lesson_table(style: str, src_dir: Path = ROOT / "solutions") -> str:
     badge = "![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)"
     if style == "readme":
         rows = ["| | lesson | time | Colab |", "|---|---|---|---|"]
-        rows += [f"| {x.number} | [{x.title}](solutions/{x.stem}.ipynb) | {x.minutes} min | [open]({colab_link(x.stem)}) |"
-                 for x in lesson_index(src_dir)]  # fmt: skip
+        for x in lesson_index(src_dir):
+            link = f"[{x.title}](solutions/{x.stem}.ipynb)"
+            rows.append(f"| {x.number} | {link} | {x.minutes} min | [open]({colab_link(x.stem)}) |")
     else:
         rows = ["| lesson | time | open |", "|---|---|---|"]
         rows += [f"| {x.number} — {x.title} | {x.minutes} min | [{badge}]({colab_link(x.stem)}) |"

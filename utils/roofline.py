@@ -12,14 +12,16 @@ The two roofs meet at the *ridge point* ``I* = peak FLOP/s / bandwidth bytes/s``
 * :data:`GPUS` / :func:`lookup` — datasheet peaks of common GPUs, each with its source;
 * :func:`measure_ceilings` / :func:`ceilings` — the roofs of *this* GPU, measured (a big copy; big matmuls), or
   from the table when there is no GPU;
-* :func:`point`, :func:`attainable`, :func:`ridge`, :func:`summary`, :func:`plot` — placing ops under the roofs;
-* :func:`check_exercise` — checks for lesson 01's counting exercises.
+* :func:`reading` — the one place that decides which roof binds an op and the best time it allows;
+* :func:`point`, :func:`attainable`, :func:`ridge`, :func:`summary`, :func:`plot` — placing ops under the roofs.
+
+Counts are checked: a NaN, infinite, zero or negative number of FLOPs or bytes is refused with a ValueError
+(an op with no FLOPs, such as a copy, has no place on a roofline's log axis: time it in GB/s instead).
 """
 
 from __future__ import annotations
 
 import math
-import random
 import re
 from dataclasses import dataclass, field
 
@@ -199,8 +201,10 @@ def measure_ceilings(matmul_n: int = 8192, copy_mib: int = 1024) -> Ceilings:
     * compute: ``torch.matmul`` of ``matmul_n``-square matrices; FLOPs = 2 n^3. fp32 runs with TF32 off, tf32 with
       it on (fp32 inputs, tensor cores rounding them to 10-bit mantissas); bf16 only where the GPU supports it.
 
-    These sit below the datasheet peaks (typically 80-95%): the datasheet is a clock rate times unit counts, the
-    measurement is what real code gets. Raises RuntimeError without a CUDA device.
+    These are *ceilings*, not limits: what one copy and one cuBLAS matmul reached here. They sit below the
+    datasheet peaks (the datasheet is a clock rate times unit counts), and another kernel, at another size or
+    with another mix of reads and writes, can pass them; nothing passes the datasheet. Raises RuntimeError
+    without a CUDA device.
     """
     import torch
 
@@ -308,18 +312,61 @@ def ridge(ceilings: Ceilings, precision: str = "bf16") -> float:
     return _peak(ceilings, precision) * 1e12 / (ceilings.bandwidth_gbs * 1e9)
 
 
+def require_count(value, what: str, label: str = "") -> float:
+    """A FLOP or byte count (or an intensity, a time): a finite positive number, else a ValueError saying so."""
+    where = f"{label}: " if label else ""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = None
+    if v is None or isinstance(value, bool):
+        raise ValueError(f"{where}{what} must be a positive number, got {value!r}")
+    if not math.isfinite(v) or v <= 0:
+        extra = " (an op with no FLOPs, a copy, has no place on the roofline: report its GB/s)" if v == 0 else ""
+        raise ValueError(f"{where}{what} must be a finite positive number, got {value!r}{extra}")
+    return v
+
+
 def attainable(intensity: float, ceilings: Ceilings, precision: str = "bf16") -> float:
     """The roofline: the best TFLOP/s an op of this intensity can reach, min(peak, intensity x bandwidth)."""
+    intensity = require_count(intensity, "the arithmetic intensity")
     return min(_peak(ceilings, precision), intensity * ceilings.bandwidth_gbs / 1e3)
+
+
+def reading(flops: float, bytes: float, ceilings: Ceilings, precision: str = "bf16", label: str = "") -> dict:
+    """What the roofline says about an op that does ``flops`` FLOPs while moving ``bytes`` bytes.
+
+    Returns ``intensity`` (FLOP/byte), ``ridge``, ``bound`` ("memory" below the ridge, else "compute"), ``tflops``
+    (the attainable rate), ``memory_ms`` (bytes / bandwidth), ``compute_ms`` (FLOPs / peak) and ``best_ms``, the
+    larger of the two: no kernel can finish sooner. :func:`summary` and the explorers both use this one function.
+    """
+    flops, bytes = require_count(flops, "flops", label), require_count(bytes, "bytes", label)
+    intensity = flops / bytes
+    r = ridge(ceilings, precision)
+    memory_ms = bytes / (ceilings.bandwidth_gbs * 1e9) * 1e3
+    compute_ms = flops / (_peak(ceilings, precision) * 1e12) * 1e3
+    return {
+        "flops": flops,
+        "bytes": bytes,
+        "intensity": intensity,
+        "ridge": r,
+        "bound": "memory" if intensity < r else "compute",
+        "tflops": attainable(intensity, ceilings, precision),
+        "memory_ms": memory_ms,
+        "compute_ms": compute_ms,
+        "best_ms": max(memory_ms, compute_ms),
+    }
 
 
 def point(label: str, flops: float, bytes: float, ms: float | None = None) -> dict:
     """One op on the roofline: its intensity, and its achieved TFLOP/s when ``ms`` was measured (else None).
 
     A point with ``tflops=None`` is a prediction: :func:`plot` draws it as a dashed line at its intensity.
+    Refuses NaN, infinite, zero or negative ``flops``, ``bytes`` and ``ms`` with a ValueError.
     """
-    if bytes <= 0:
-        raise ValueError(f"{label}: bytes must be positive (got {bytes})")
+    flops, bytes = require_count(flops, "flops", label), require_count(bytes, "bytes", label)
+    if ms is not None:
+        ms = require_count(ms, "ms (the measured time)", label)
     return {
         "label": label,
         "intensity": flops / bytes,
@@ -331,23 +378,21 @@ def point(label: str, flops: float, bytes: float, ms: float | None = None) -> di
 
 
 def summary(points, ceilings: Ceilings, precision: str = "bf16"):
-    """A table of the points: intensity, which roof limits them, the best time the roofline allows, and (when
-    measured) the time taken and the fraction of the roof reached."""
+    """A table of the points: intensity, which roof limits them, the best time the roofline allows
+    (:func:`reading`), and (when measured) the time taken and the fraction of that best time reached."""
     import pandas as pd
 
-    r = ridge(ceilings, precision)
     rows = []
     for p in points:
-        best = attainable(p["intensity"], ceilings, precision)
-        best_ms = p["flops"] / best / 1e9 if p["flops"] else p["bytes"] / ceilings.bandwidth_gbs / 1e6
+        r = reading(p["flops"], p["bytes"], ceilings, precision, label=p["label"])
         rows.append(
             {
                 "op": p["label"],
-                "FLOP/B": p["intensity"],
-                "bound": "memory" if p["intensity"] < r else "compute",
-                "roofline ms": best_ms,
+                "FLOP/B": r["intensity"],
+                "bound": r["bound"],
+                "roofline ms": r["best_ms"],
                 "measured ms": p["ms"],
-                "% of roof": None if p["ms"] is None else 100 * best_ms / p["ms"],
+                "% of roof": None if p["ms"] is None else 100 * r["best_ms"] / p["ms"],
             }
         )
     return pd.DataFrame(rows)
@@ -377,8 +422,10 @@ def _label(ax, text, x, y, x_lo, x_hi):
 
 def plot(points, ceilings: Ceilings, precision: str = "bf16", ax=None, title: str | None = None):
     """A log-log roofline: the memory roof, one compute roof per precision (``precision``'s drawn bold, with its
-    ridge point marked), measured points at (intensity, TFLOP/s), predictions (``tflops`` None) as dashed
-    vertical lines at their intensity with an open circle where the roof caps them.
+    ridge point marked), on a measured GPU in the table the datasheet's roofs as a thin dotted line (the measured
+    roofs are ceilings a kernel can exceed, the datasheet's are limits), measured points at (intensity, TFLOP/s),
+    predictions (``tflops`` None) as dashed vertical lines at their intensity with an open circle where the roof
+    caps them.
 
     Returns the matplotlib Figure; end a notebook cell with it to show it.
     """
@@ -423,6 +470,21 @@ def plot(points, ceilings: Ceilings, precision: str = "bf16", ax=None, title: st
             label=f"{p}: {peak:,.0f} TFLOP/s",
             gid=f"roof:{p}",
         )
+    sheet = ceilings.spec if ceilings.measured else None
+    if sheet is not None and precision in sheet.tflops:
+        # measured roofs are ceilings (what a copy and cuBLAS reached), not limits: keep the datasheet's in view
+        s_bw, s_peak = sheet.bandwidth_gbs, sheet.tflops[precision]
+        s_ridge = s_peak * 1e3 / s_bw
+        ax.plot(
+            [x_lo, s_ridge, x_hi],
+            [x_lo * s_bw / 1e3, s_peak, s_peak],
+            color="#555555",
+            lw=1,
+            ls=":",
+            label=f"datasheet: {s_bw:,.0f} GB/s, {precision} {s_peak:,.0f} TFLOP/s",
+            gid="roof:datasheet",
+        )
+        top = max(top, s_peak)
     r = ridges[precision]
     ax.plot([r], [ceilings.tflops[precision]], "o", color=_COLOURS.get(precision, "black"), ms=9, zorder=5, gid="ridge")
     ax.axvline(r, color=_COLOURS.get(precision, "black"), ls=":", lw=1.5, gid="ridge-line")
@@ -472,179 +534,3 @@ def plot(points, ceilings: Ceilings, precision: str = "bf16", ax=None, title: st
     if own:
         plt.close(fig)  # shown once, as the cell's value, not a second time by the inline backend
     return fig
-
-
-# -- checks for lesson 01's exercises ---------------------------------------------------------------------------
-
-
-def _meta(shape, dtype):
-    import torch
-
-    return torch.empty(shape, dtype=dtype, device="meta")  # shapes and dtypes, no data: enough to count bytes
-
-
-def _dtypes():
-    import torch
-
-    return [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8]
-
-
-def _same(got, want, rtol=1e-9) -> bool:
-    try:
-        return math.isclose(float(got), float(want), rel_tol=rtol, abs_tol=0.0)
-    except (TypeError, ValueError):
-        return False
-
-
-def _fake_ceilings(rng) -> Ceilings:
-    bw = rng.uniform(200, 5000)
-    peaks = {p: rng.uniform(5, 1000) for p in PRECISIONS}
-    return Ceilings(bandwidth_gbs=bw, tflops=peaks, gpu="a made-up GPU", source="made up for the check")
-
-
-def _case_vector_add_bytes(fn, rng):
-    n = rng.choice([1, 7, 1000, rng.randrange(2, 10**7), 2**20 + 3])
-    dtype = rng.choice(_dtypes())
-    x, y, out = _meta(n, dtype), _meta(n, dtype), _meta(n, dtype)
-    want = x.nbytes + y.nbytes + out.nbytes  # read x, read y, write out
-    itemsize = x.element_size()
-    got = fn(n, itemsize)
-    hints = {
-        2 * n * itemsize: "that is two arrays' worth: count the write of out as well as the reads of x and y.",
-        3 * n: "that counts elements; the question is bytes (multiply by itemsize).",
-    }
-    return f"vector_add_bytes({n}, {itemsize})", got, want, hints
-
-
-def _case_vector_add_flops(fn, rng):
-    n = rng.choice([1, 13, 4096, rng.randrange(2, 10**8)])
-    got = fn(n)
-    hints = {
-        2 * n: "an addition is one FLOP; there is no multiply here.",
-        3 * n: "that is the number of elements moved, not the number of additions.",
-    }
-    return f"vector_add_flops({n})", got, n, hints
-
-
-def _mnk(rng):
-    return (rng.choice([1, 3, 16, rng.randrange(2, 5000)]), rng.randrange(1, 5000), rng.randrange(1, 5000))
-
-
-def _case_matmul_flops(fn, rng):
-    from torch.utils.flop_counter import FlopCounterMode
-
-    M, N, K = _mnk(rng)
-    with FlopCounterMode(display=False) as counter:  # PyTorch's own count, on meta tensors: nothing is computed
-        _meta((M, K), _dtypes()[0]) @ _meta((K, N), _dtypes()[0])
-    want = counter.get_total_flops()
-    got = fn(M, N, K)
-    hints = {
-        M * N * K: "each multiply-add is two FLOPs (a multiply and an add).",
-        2 * M * N: "each of the M*N outputs needs K multiply-adds.",
-    }
-    return f"matmul_flops(M={M}, N={N}, K={K})", got, want, hints
-
-
-def _case_matmul_bytes(fn, rng):
-    M, N, K = _mnk(rng)
-    dtype = rng.choice(_dtypes()[:4])
-    a, b, c = _meta((M, K), dtype), _meta((K, N), dtype), _meta((M, N), dtype)
-    want = a.nbytes + b.nbytes + c.nbytes  # the minimum: read A and B once, write C once
-    itemsize = a.element_size()
-    got = fn(M, N, K, itemsize)
-    hints = {
-        (M * K + K * N) * itemsize: "count the write of C (M x N) too.",
-        M * K + K * N + M * N: "that counts elements; multiply by itemsize for bytes.",
-        3 * M * N * itemsize: "A is M x K and B is K x N: they are not M x N unless K = N = M.",
-    }
-    return f"matmul_bytes(M={M}, N={N}, K={K}, itemsize={itemsize})", got, want, hints
-
-
-def _case_arithmetic_intensity(fn, rng):
-    flops, nbytes = rng.randrange(1, 10**12), rng.randrange(1, 10**10)
-    got = fn(flops, nbytes)
-    return (
-        f"arithmetic_intensity(flops={flops}, nbytes={nbytes})",
-        got,
-        flops / nbytes,
-        {nbytes / flops: "upside down: intensity is FLOPs per byte."},
-    )
-
-
-def _case_ridge_point(fn, rng):
-    c = _fake_ceilings(rng)
-    prec = rng.choice(PRECISIONS)
-    want = ridge(c, prec)
-    got = fn(c, prec)
-    units = "units: TFLOP/s is 1e12 FLOP/s and GB/s is 1e9 bytes/s, so the ratio needs a factor 1000."
-    hints = {want / 1e3: units, want * 1e3: units, 1 / want: "upside down: the ridge is FLOP/s divided by bytes/s."}
-    for other in PRECISIONS:
-        if c.tflops[other] != c.tflops[prec]:
-            hints.setdefault(ridge(c, other), "use the roof of the precision asked for, ceilings.tflops[precision].")
-    return (
-        f"ridge_point(ceilings with {c.bandwidth_gbs:.0f} GB/s and {c.tflops[prec]:.0f} {prec} TFLOP/s, {prec!r})",
-        got,
-        want,
-        hints,
-    )
-
-
-def _case_is_memory_bound(fn, rng):
-    c = _fake_ceilings(rng)
-    prec = rng.choice(PRECISIONS)
-    r = ridge(c, prec)
-    intensity = r * rng.choice([rng.uniform(0.01, 0.9), rng.uniform(1.1, 100)])
-    nbytes = rng.randrange(10**3, 10**9)
-    flops = intensity * nbytes
-    want = intensity < r
-    got = fn(flops, nbytes, c, prec)
-    hints = {
-        not want: "the comparison is the wrong way round: below the ridge point the memory roof is the "
-        "lower one, so the op is memory-bound."
-    }
-    return (
-        f"is_memory_bound(flops={flops:.3g}, nbytes={nbytes}, ceilings with ridge {r:.1f} FLOP/B, {prec!r}) "
-        f"[intensity {intensity:.1f}]",
-        got,
-        want,
-        hints,
-    )
-
-
-_EXERCISES = {
-    "vector_add_bytes": _case_vector_add_bytes,
-    "vector_add_flops": _case_vector_add_flops,
-    "matmul_flops": _case_matmul_flops,
-    "matmul_bytes": _case_matmul_bytes,
-    "arithmetic_intensity": _case_arithmetic_intensity,
-    "ridge_point": _case_ridge_point,
-    "is_memory_bound": _case_is_memory_bound,
-}
-
-
-def check_exercise(name: str, fn, trials: int = 20) -> None:
-    """Calls the learner's ``fn`` on fresh random cases (including size 1) and compares with a count taken from
-    real (meta) tensors or PyTorch's FLOP counter; raises AssertionError naming the case, or prints one line."""
-    if name not in _EXERCISES:
-        raise KeyError(f"no check for {name!r}; there are checks for {', '.join(_EXERCISES)}")
-    rng = random.Random()
-    for _ in range(trials):
-        call, got, want, hints = _EXERCISES[name](fn, rng)
-        if got is None:
-            raise AssertionError(f"{call} returned None: did the function forget to `return` its answer?")
-        if isinstance(want, bool):
-            ok = isinstance(got, bool) or type(got).__name__ == "bool_"
-            if not ok:
-                raise AssertionError(
-                    f"{call} returned {got!r} ({type(got).__name__}); it should return True or "
-                    f"False (a comparison such as a < b gives one)."
-                )
-            ok = bool(got) == want
-        else:
-            ok = _same(got, want)
-        if not ok:
-            hint = next((h for wrong, h in hints.items() if not isinstance(want, bool) and _same(got, wrong)), None)
-            if isinstance(want, bool):
-                hint = hints.get(bool(got))
-            raise AssertionError(f"{call} returned {got!r}, expected {want!r}." + (f"\nHint: {hint}" if hint else ""))
-    print(f"✓ {name} agrees with the reference on {trials} random cases.")

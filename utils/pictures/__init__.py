@@ -1,7 +1,7 @@
 """Pictures for the lessons: plain matplotlib, no widgets (the interactive versions are in utils.explorers).
 
 * grids: how program ids cover an array (program_grid) and a matrix's tiles (tile_grid), with the arithmetic they
-  draw (owner, n_programs, block_offsets, masked_lanes, tile_of, tile_order, live_blocks);
+  draw (owner, num_programs, block_offsets, masked_lanes, tile_of, tile_order, live_blocks);
 * hardware: a GPU's memory hierarchy (memory_hierarchy).
 
 Each picture returns a matplotlib Figure: end a notebook cell with it to show it.
@@ -12,7 +12,7 @@ from .grids import (
     cdiv,
     live_blocks,
     masked_lanes,
-    n_programs,
+    num_programs,
     owner,
     program_grid,
     tile_grid,
@@ -26,7 +26,7 @@ __all__ = [
     "tile_grid",
     "memory_hierarchy",
     "owner",
-    "n_programs",
+    "num_programs",
     "block_offsets",
     "masked_lanes",
     "cdiv",

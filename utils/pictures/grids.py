@@ -49,7 +49,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-int(a) // int(b))
 
 
-def n_programs(n: int, BLOCK_SIZE: int) -> int:
+def num_programs(n: int, BLOCK_SIZE: int) -> int:
     """Programs in a 1-D launch over ``n`` elements: ``cdiv(n, BLOCK_SIZE)`` (rounding up covers the tail)."""
     return cdiv(_positive("n", n), _positive("BLOCK_SIZE", BLOCK_SIZE))
 
@@ -70,7 +70,7 @@ def block_offsets(pid: int, BLOCK_SIZE: int) -> np.ndarray:
 
 def masked_lanes(n: int, BLOCK_SIZE: int) -> int:
     """Lanes of the last program whose offsets are ``>= n``: the ones ``mask = offsets < n`` switches off."""
-    return n_programs(n, BLOCK_SIZE) * BLOCK_SIZE - n
+    return num_programs(n, BLOCK_SIZE) * BLOCK_SIZE - n
 
 
 def tile_of(pid: int, M: int, N: int, BLOCK_M: int, BLOCK_N: int, GROUP_M: int | None = None) -> tuple[int, int]:
@@ -180,7 +180,7 @@ def program_grid(
     """
     n = _positive("n", n)
     BLOCK_SIZE = _positive("BLOCK_SIZE", BLOCK_SIZE)
-    count = n_programs(n, BLOCK_SIZE)
+    count = num_programs(n, BLOCK_SIZE)
     masked = masked_lanes(n, BLOCK_SIZE)
     if highlight is not None and not 0 <= highlight < count:
         raise ValueError(

@@ -22,6 +22,7 @@ H100_SXM = {
     "schedulers_per_sm": 4,  # SM sub-partitions, one warp scheduler each
     "warps_per_sm": 64,  # resident warps (2,048 threads)
     "fp32_lanes_per_sm": 128,
+    "register_reads_per_lane": 3,  # an FMA reads three 32-bit operands per lane per cycle
     "tensor_cores_per_sm": 4,
     "registers_kb_per_sm": 256,  # 65,536 x 32-bit
     "smem_kb_per_sm": 256,  # L1 and shared memory together
@@ -43,6 +44,8 @@ def _levels(s: dict) -> list[dict]:
     """The four levels, fastest first, with the lines of text each box shows."""
     lat = s["latency_cycles"]
     smem_tbs = s["sms"] * s["smem_bytes_per_clock"] * s["clock_ghz"] / 1e3
+    # the register file feeds every FP32 lane three 4-byte operands a cycle (tensor cores read more still)
+    reg_tbs = s["sms"] * s["fp32_lanes_per_sm"] * s["register_reads_per_lane"] * 4 * s["clock_ghz"] / 1e3
     total = lambda kb: f"{s['sms'] * kb / 1024:,.0f} MB in all"  # noqa: E731
     return [
         {
@@ -50,7 +53,7 @@ def _levels(s: dict) -> list[dict]:
             "where": "per SM",
             "lines": [
                 f"{s['registers_kb_per_sm']} KB per SM ({total(s['registers_kb_per_sm'])})",
-                f"latency {lat['registers']} cycle; feeds every lane, every cycle",
+                f"latency {lat['registers']} cycle; ≈ {reg_tbs:,.0f} TB/s in all (3 operands a lane a cycle)",
             ],
         },
         {
@@ -72,7 +75,7 @@ def _levels(s: dict) -> list[dict]:
         {
             "name": f"{s['hbm']} (global memory)",
             "where": "off chip",
-            "lines": [f"{s['hbm_gb']} GB", f"latency {lat['hbm']} cycles; {s['hbm_tbs']:g} TB/s"],
+            "lines": [f"{s['hbm_gb']} GB per GPU", f"latency {lat['hbm']} cycles; {s['hbm_tbs']:g} TB/s"],
         },
     ]
 

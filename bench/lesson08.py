@@ -1,0 +1,150 @@
+"""Lesson 08 for `make bench`: a whole Llama model generating text, against Hugging Face's generate, bf16.
+
+The model is TinyLlama-1.1B's shape (22 layers, hidden 2048, 32 query heads sharing 4 KV heads, MLP 5632,
+vocabulary 32000, untied head) with random weights: one transformers LlamaForCausalLM, and ours built from its
+state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512-token prompt:
+
+- generate 256 new tokens, and time to first token (generate 1: prefill + the first sample), ours against HF
+  `generate` eager (its default dynamic cache) and with `cache_implementation="static"`, which transformers
+  compiles with torch.compile(mode="reduce-overhead") for the decode steps (its first call compiles: minutes);
+- decode per token: (generate 256 - generate 1) / 255 from those timings, bytes = decode_bytes at the mean
+  context (the weights once, the KV cache of 640 tokens), so the report's roof % is the share of the copy
+  bandwidth: the HBM roofline of decode;
+- one decode step, replayed from our CUDA graph at a context of 640 tokens, at batch 1, 8, 32, 64 against a
+  copy of the same bytes (what the memory allows); tokens/s = B / ms * 1e3;
+- flash-decoding at 8192 cached tokens (TinyLlama's heads at batch 1, whose 8 MB cache takes a few µs, and at
+  batch 8; Llama-3-8B's 32/8 heads of D = 128 at batch 4) against torch's scaled_dot_product_attention on the
+  same cache, bytes = decode_attention_bytes.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from bench.common import Row, paired
+from lessons import l08_llama_model as L
+
+DTYPE = torch.bfloat16
+PROMPT, NEW = 512, 256
+CONTEXT = PROMPT + NEW // 2  # the mean context of the decode steps
+
+
+def tinyllama():
+    """(our Model, HF's LlamaForCausalLM) with the same random weights, bf16, on the GPU."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=32000,
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=22,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        max_position_embeddings=2048,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    with torch.device("cuda"):
+        hf = LlamaForCausalLM(config).to(DTYPE).eval()
+    hf.generation_config.eos_token_id = None  # random weights: never stop early, on either side
+    hf.generation_config.pad_token_id = 0
+    model = L.model_from_state_dict(L.model_args(config.to_dict()), hf.state_dict(), dtype=DTYPE)
+    return model, hf
+
+
+def _hf_generate(hf, ids, n, **kwargs):
+    with torch.no_grad():
+        return hf.generate(ids, max_new_tokens=n, do_sample=False, **kwargs)
+
+
+def generation(model, hf) -> list[Row]:
+    ids = torch.randint(0, model.args.vocab_size, (1, PROMPT), device="cuda")
+    shape = f"B=1 prompt={PROMPT}"
+    ours = {n: (lambda n=n: L.generate(model, ids, n, max_len=PROMPT + NEW)) for n in (1, NEW)}
+    baselines = {
+        "HF generate eager": {n: (lambda n=n: _hf_generate(hf, ids, n)) for n in (1, NEW)},
+        "HF generate static cache + torch.compile": {
+            n: (lambda n=n: _hf_generate(hf, ids, n, cache_implementation="static")) for n in (1, NEW)
+        },
+    }
+    rows = []
+    for name, hf_fn in baselines.items():
+        timed = {}
+        for n, op in ((1, "time to first token"), (NEW, f"generate {NEW} tokens")):
+            (row,) = paired({"triton": ours[n]}, (name, hf_fn[n]), lesson="08", op=op, shape=shape, dtype="bf16")
+            rows.append(row)
+            timed[n] = row
+        rows.append(  # the decode steps alone: the difference of the two, per token
+            Row(
+                "08",
+                "decode per token",
+                f"B=1 context={CONTEXT}",
+                "bf16",
+                "triton",
+                (timed[NEW].ms - timed[1].ms) / (NEW - 1),
+                name,
+                (timed[NEW].baseline_ms - timed[1].baseline_ms) / (NEW - 1),
+                bytes=L.decode_bytes(model.args, 1, CONTEXT),
+                flops=L.decode_flops(model.args, 1, CONTEXT),
+            )
+        )
+    return rows
+
+
+def decode_steps(model) -> list[Row]:
+    rows = []
+    for B in (1, 8, 32, 64):
+        ids = torch.randint(0, model.args.vocab_size, (B, PROMPT), device="cuda")
+        L.generate(model, ids, 2, max_len=PROMPT + NEW)  # prefill, then capture the step's CUDA graph
+        (dec,) = [d for key, d in model.decoders.items() if key[:2] == (B, PROMPT + NEW) and d.cuda_graph]
+
+        def step(dec=dec):
+            dec.pos.fill_(CONTEXT)  # the same position every time: the cache never overflows
+            dec.step()
+
+        nbytes = L.decode_bytes(model.args, B, CONTEXT + 1)
+        src = torch.empty(nbytes // 4, dtype=torch.int16, device="cuda")  # copy: read + write = the step's bytes
+        dst = torch.empty_like(src)
+        rows += paired(
+            {"triton (CUDA graph)": step},
+            ("copy of the same bytes", lambda: dst.copy_(src)),
+            lesson="08",
+            op="decode step",
+            shape=f"B={B} context={CONTEXT}",
+            dtype="bf16",
+            bytes=nbytes,
+            flops=L.decode_flops(model.args, B, CONTEXT + 1),
+        )
+        print(f"  decode at B={B}: {B / rows[-1].ms * 1e3:,.0f} tokens/s")
+        model.decoders.clear()  # free this batch's cache before the next
+        src = dst = None
+    return rows
+
+
+def decode_attention() -> list[Row]:
+    rows = []
+    for B, H, KV, D in ((1, 32, 4, 64), (8, 32, 4, 64), (4, 32, 8, 128)):
+        context = 8192
+        q = torch.randn(B, H, D, device="cuda", dtype=DTYPE)
+        k, v = (torch.randn(B, context, KV, D, device="cuda", dtype=DTYPE) for _ in range(2))
+        lengths = torch.full((B,), context, dtype=torch.int32, device="cuda")
+        kt, vt, q4 = k.transpose(1, 2), v.transpose(1, 2), q[:, :, None]  # SDPA's layout, as free views
+        rows += paired(
+            {"triton flash-decoding": lambda: L.decode_attention(q, k, v, lengths)},
+            ("torch SDPA", lambda: F.scaled_dot_product_attention(q4, kt, vt, enable_gqa=True)),
+            lesson="08",
+            op="decode attention",
+            shape=f"B={B} H={H} KV={KV} D={D} context={context}",
+            dtype="bf16",
+            bytes=L.decode_attention_bytes(B, H, KV, D, context),
+            flops=4 * B * H * D * context,
+        )
+    return rows
+
+
+def run() -> list[Row]:
+    rows = decode_attention()
+    model, hf = tinyllama()
+    rows += decode_steps(model)
+    rows += generation(model, hf)
+    return rows

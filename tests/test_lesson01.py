@@ -1,0 +1,88 @@
+"""Lesson 01's exercise checks (its exported check_* functions) on the solution, on the classic wrong answers
+with the hint each must give, and on stubs; and the lesson's names (one name per meaning across the course)."""
+
+import random
+
+import pytest
+
+import utils.exercises
+from utils.lessons import load
+
+lesson = load("01")
+
+EXERCISES = ["add_bytes", "add_flops", "matmul_flops", "matmul_bytes", "arithmetic_intensity", "ridge_point",
+             "is_memory_bound"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_check_accepts_the_solution(name, capsys):
+    getattr(lesson, f"check_{name}")(getattr(lesson, name))
+    assert f"✓ {name} agrees with the reference on 20 random cases" in capsys.readouterr().out
+
+
+WRONG = [
+    ("add_bytes", lambda n, s: 2 * n * s, "write of out"),
+    ("add_bytes", lambda n, s: 3 * n, "counts elements"),
+    ("add_bytes", lambda n, s: None, "forget to `return`"),
+    ("add_flops", lambda n: 2 * n, "one FLOP"),
+    ("add_flops", lambda n: 3 * n, "elements moved"),
+    ("matmul_flops", lambda M, N, K: M * N * K, "two FLOPs"),
+    ("matmul_flops", lambda M, N, K: 2 * M * N, "K multiply-adds"),
+    ("matmul_bytes", lambda M, N, K, s: (M * K + K * N) * s, "write of C"),
+    ("matmul_bytes", lambda M, N, K, s: 3 * M * N * s, "M x K"),
+    ("matmul_bytes", lambda M, N, K, s: M * K + K * N + M * N, "multiply by itemsize"),
+    ("arithmetic_intensity", lambda f, b: b / f, "upside down"),
+    ("ridge_point", lambda c, p: c.tflops[p] / c.bandwidth_gbs, "factor 1000"),
+    ("ridge_point", lambda c, p: c.bandwidth_gbs * 1e9 / (c.tflops[p] * 1e12), "upside down"),
+    ("is_memory_bound", lambda f, b, c, p: f / b > lesson.ridge_point(c, p), "wrong way round"),
+    ("is_memory_bound", lambda f, b, c, p: "yes", "True or False"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, hint", WRONG, ids=[f"{w[0]}-{i}" for i, w in enumerate(WRONG)])
+def test_check_names_the_classic_mistake(name, wrong, hint):
+    with pytest.raises(AssertionError, match="expected|returned") as err:
+        getattr(lesson, f"check_{name}")(wrong, trials=50)
+    assert hint in str(err.value)
+
+
+def test_ridge_point_of_another_precision_is_caught():
+    with pytest.raises(AssertionError, match="precision asked for"):
+        lesson.check_ridge_point(
+            lambda c, p: c.tflops["fp32" if p != "fp32" else "bf16"] * 1e3 / c.bandwidth_gbs, trials=50
+        )
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_stub_fails_with_not_implemented(name):
+    def stub(*args):
+        raise NotImplementedError
+
+    with pytest.raises(NotImplementedError):
+        getattr(lesson, f"check_{name}")(stub)
+
+
+@pytest.mark.parametrize("trials", [0, -3, 2.5, True])
+def test_a_check_never_succeeds_on_zero_trials(trials, capsys):
+    with pytest.raises(ValueError, match="trials"):
+        lesson.check_add_bytes(lesson.add_bytes, trials=trials)
+    assert "✓" not in capsys.readouterr().out
+
+
+def test_check_answers_reports_the_first_wrong_case():
+    with pytest.raises(AssertionError, match=r"f\(3\) returned 4, expected 3\.\nHint: off by one"):
+        utils.exercises.check_answers(
+            "f", lambda rng: ("f(3)", 4, 3, {4: "off by one"}), trials=5, rng=random.Random(0), quiet=True
+        )
+
+
+def test_lesson_01_defines_no_spec_of_its_own():
+    """add_ref, softmax_ref and matmul_ref are the specs of lessons 02, 04 and 05; lesson 01 times PyTorch's ops."""
+    for name in ("add_ref", "softmax_ref", "matmul_ref", "vector_add_bytes", "vector_add_flops"):
+        assert not hasattr(lesson, name), name
+
+
+def test_lesson_03_reuses_lesson_01s_counts():
+    l03 = load("03")
+    assert l03.add_bytes is lesson.add_bytes and l03.add_flops is lesson.add_flops
+    assert lesson.add_bytes(1000, 4) == 12_000 and lesson.add_flops(1000) == 1000

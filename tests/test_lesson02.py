@@ -1,0 +1,324 @@
+"""Lesson 02 (SIMT vs blocks): its checks on the solution and on each classic mistake planted (with the specific
+hint asserted), every launcher's refusals, and empty inputs.
+
+The planted mistakes are small wrong kernels and launchers written here; the checks are the lesson's own
+check_* functions, the same ones its notebook calls."""
+
+import functools
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import utils
+import utils.checking
+from utils.lessons import load
+from utils.mode import current
+
+ENV = current()  # before any @triton.jit below: the interpreter is decided here
+L = load("02")
+DEV = ENV.device
+
+
+# -- the solution passes every check -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "check, fn",
+    [
+        ("check_num_programs", "num_programs"),
+        ("check_owner", "owner"),
+        ("check_whoami", "whoami"),
+        ("check_whoami_masked", "whoami_masked"),
+        ("check_scale", "scale"),
+        ("check_add", "add"),
+        ("check_scale_rows", "scale_rows"),
+    ],
+)
+def test_checks_pass_on_the_solution(check, fn, capsys):
+    getattr(L, check)(getattr(L, fn))
+    assert "✓" in capsys.readouterr().out
+
+
+def test_cuda_simulation_agrees_with_the_spec():
+    x, y = torch.randn(300, device=DEV), torch.randn(300, device=DEV)
+    utils.check(L.add_cuda(x, y, threads_per_block=64), L.add_ref(x.double(), y.double()), quiet=True)
+    xs, s = torch.randn(3, 40, device=DEV), torch.randn(3, device=DEV)
+    utils.check(L.scale_rows_cuda(xs, s), L.scale_rows_ref(xs.double(), s.double()), quiet=True)
+
+
+# -- planted mistakes: the check fails, and says the specific thing ----------------------------------------------
+
+
+def _fails_with(check, fn, *phrases):
+    with pytest.raises(AssertionError) as err:
+        check(fn, quiet=True)
+    for phrase in phrases:
+        assert phrase in str(err.value), f"{phrase!r} not in:\n{err.value}"
+
+
+def test_num_programs_rounded_down():
+    _fails_with(L.check_num_programs, lambda n, B: n // B, "rounds down")
+
+
+def test_num_programs_one_too_many():
+    _fails_with(L.check_num_programs, lambda n, B: n // B + 1, "one program too many")
+
+
+def test_owner_is_the_lane():
+    _fails_with(L.check_owner, lambda i, B: i % B, "the lane of element i")
+
+
+def test_owner_rounded_up():
+    _fails_with(L.check_owner, lambda i, B: (i + B - 1) // B, "rounds up")
+
+
+@triton.jit
+def whoami_offsets_kernel(out_ptr, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, offsets)  # the mistake: the offsets, not the program id
+
+
+@triton.jit
+def whoami_lane_kernel(out_ptr, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.arange(0, BLOCK_SIZE))  # the mistake: the lane, not the program id
+
+
+@triton.jit
+def whoami_no_mask_kernel(out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, pid)  # the mistake: no mask
+
+
+def _whoami_with(kernel):
+    def launcher(n, *, out=None, BLOCK_SIZE=128):
+        kernel[(n // BLOCK_SIZE,)](out, BLOCK_SIZE=BLOCK_SIZE)
+        return out
+
+    return launcher
+
+
+@pytest.mark.parametrize(
+    "kernel, phrase", [(whoami_offsets_kernel, "its own offset"), (whoami_lane_kernel, "its lane number")]
+)
+def test_whoami_stores_the_wrong_number(kernel, phrase):
+    _fails_with(L.check_whoami, _whoami_with(kernel), phrase)
+
+
+def test_whoami_masked_without_a_mask():
+    def launcher(n, *, out=None, BLOCK_SIZE=128):
+        whoami_no_mask_kernel[(triton.cdiv(n, BLOCK_SIZE),)](out, n, BLOCK_SIZE=BLOCK_SIZE)
+        return out
+
+    _fails_with(L.check_whoami_masked, launcher, "past the end", "mask the stores")
+
+
+def test_scale_grid_rounded_down():
+    def launcher(x, alpha, *, out=None, BLOCK_SIZE=1024):
+        n = x.numel()
+        L.scale_kernel[(n // BLOCK_SIZE,)](x, out, alpha, n, BLOCK_SIZE=BLOCK_SIZE)  # the mistake: rounds down
+        return out
+
+    _fails_with(L.check_scale, launcher, "never written", "triton.cdiv(n, BLOCK_SIZE)")
+
+
+@triton.jit
+def scale_without_alpha_kernel(x_ptr, out_ptr, alpha, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)  # the mistake: alpha forgotten
+
+
+def test_scale_forgets_alpha():
+    def launcher(x, alpha, *, out=None, BLOCK_SIZE=1024):
+        n = x.numel()
+        scale_without_alpha_kernel[(triton.cdiv(n, BLOCK_SIZE),)](x, out, alpha, n, BLOCK_SIZE=BLOCK_SIZE)
+        return out
+
+    _fails_with(L.check_scale, launcher, "without multiplying it by alpha")
+
+
+@triton.jit
+def add_wrong_pointer_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(x_ptr + offsets, mask=mask)  # the mistake: x's pointer
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+@triton.jit
+def add_no_mask_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y)  # the mistake: no mask on the store
+
+
+def test_add_loads_the_wrong_pointer():
+    _fails_with(L.check_add, functools.partial(L.add, kernel=add_wrong_pointer_kernel), "loaded through x's pointer")
+
+
+def test_add_without_a_mask():
+    _fails_with(L.check_add, functools.partial(L.add, kernel=add_no_mask_kernel), "past the end", "mask the stores")
+
+
+def test_add_grid_rounded_down():
+    def launcher(x, y, *, out=None):
+        n = x.numel()
+        L.add_kernel[(n // 1024,)](x, y, out, n, BLOCK_SIZE=1024)  # the mistake: n // BLOCK_SIZE
+        return out
+
+    _fails_with(L.check_add, launcher, "never written", "triton.cdiv(n, BLOCK_SIZE)")
+
+
+def test_scale_rows_with_the_wrong_row_stride():
+    def launcher(x, s, *, out=None, BLOCK_SIZE=64):
+        M, N = x.shape
+        grid = (triton.cdiv(N, BLOCK_SIZE), M)
+        L.scale_rows_kernel[grid](x, s, out, N, N, N, BLOCK_SIZE=BLOCK_SIZE)  # the mistake: N, not x.stride(0)
+        return out
+
+    _fails_with(L.check_scale_rows, launcher, "Row 0 is right but every later row is wrong", "stride")
+
+
+# -- every launcher refuses bad inputs before it launches --------------------------------------------------------
+
+
+def _x(n=1000, dtype=torch.float32):
+    return torch.randn(n, device=DEV, dtype=dtype)
+
+
+BAD = {
+    "add: shapes differ": (lambda: L.add(_x(), _x(999)), ValueError, "must match"),
+    "add: mixed dtypes": (lambda: L.add(_x(), _x().half()), TypeError, "dtype"),
+    "add: integers": (lambda: L.add(_x().int(), _x().int()), TypeError, "dtype"),
+    "add: non-contiguous": (lambda: L.add(_x(2000)[::2], _x(2000)[1::2]), ValueError, "contiguous"),
+    "add: numpy": (lambda: L.add(_x().cpu().numpy(), _x().cpu().numpy()), TypeError, "torch.Tensor"),
+    "add: None": (lambda: L.add(None, _x()), TypeError, "torch.Tensor"),
+    "add: out wrong shape": (lambda: L.add(_x(), _x(), out=torch.empty(999, device=DEV)), ValueError, "shape"),
+    "add: out wrong dtype": (
+        lambda: L.add(_x(), _x(), out=torch.empty(1000, device=DEV, dtype=torch.float16)),
+        TypeError,
+        "dtype",
+    ),
+    "add: out strided": (lambda: L.add(_x(), _x(), out=torch.empty(2000, device=DEV)[::2]), ValueError, "contiguous"),
+    "add: out aliases x": (lambda: (lambda x: L.add(x, _x(), out=x))(_x()), ValueError, "shares memory"),
+    "add: out overlaps y": (
+        lambda: (lambda b: L.add(_x(), b[:1000], out=b[500:1500]))(_x(1500)),
+        ValueError,
+        "shares memory",
+    ),
+    "add: out a numpy array": (lambda: L.add(_x(), _x(), out=_x().cpu().numpy()), TypeError, "torch.Tensor"),
+    "add: BLOCK_SIZE 1000": (lambda: L.add(_x(), _x(), BLOCK_SIZE=1000), ValueError, "power of two"),
+    "add: BLOCK_SIZE 0": (lambda: L.add(_x(), _x(), BLOCK_SIZE=0), ValueError, "power of two"),
+    "add: num_warps 3": (lambda: L.add(_x(), _x(), num_warps=3), ValueError, "power of two"),
+    "scale: alpha a string": (lambda: L.scale(_x(), "2"), TypeError, "alpha"),
+    "scale: alpha None": (lambda: L.scale(_x(), None), TypeError, "alpha"),
+    "scale: alpha a tensor": (lambda: L.scale(_x(), _x(1)), TypeError, "alpha"),
+    "scale: alpha nan": (lambda: L.scale(_x(), float("nan")), ValueError, "finite"),
+    "scale: BLOCK_SIZE 3": (lambda: L.scale(_x(), 2.0, BLOCK_SIZE=3), ValueError, "power of two"),
+    "scale: out aliases x": (lambda: (lambda x: L.scale(x, 2.0, out=x))(_x()), ValueError, "shares memory"),
+    "scale: out wrong dtype": (
+        lambda: L.scale(_x(), 2.0, out=torch.empty(1000, device=DEV, dtype=torch.float16)),
+        TypeError,
+        "dtype",
+    ),
+    "scale: integers": (lambda: L.scale(_x().int(), 2.0), TypeError, "dtype"),
+    "whoami: not a multiple": (lambda: L.whoami(1000, BLOCK_SIZE=128), ValueError, "multiple"),
+    "whoami: negative n": (lambda: L.whoami(-128, BLOCK_SIZE=128), ValueError, "at least 0"),
+    "whoami: float n": (lambda: L.whoami(128.0, BLOCK_SIZE=128), TypeError, "int"),
+    "whoami: BLOCK_SIZE 100": (lambda: L.whoami(1000, BLOCK_SIZE=100), ValueError, "power of two"),
+    "whoami: out wrong shape": (lambda: L.whoami(256, out=torch.empty(128, device=DEV)), ValueError, "shape"),
+    "whoami: n past 2**31": (lambda: L.whoami(2**31, BLOCK_SIZE=128), ValueError, "2\\*\\*31"),
+    "whoami_masked: n None": (lambda: L.whoami_masked(None), TypeError, "int"),
+    "whoami_masked: BLOCK_SIZE 6": (lambda: L.whoami_masked(100, BLOCK_SIZE=6), ValueError, "power of two"),
+    "whoami_masked: out fp16": (
+        lambda: L.whoami_masked(100, out=torch.empty(100, device=DEV, dtype=torch.float16)),
+        TypeError,
+        "dtype",
+    ),
+    "scale_rows: 1-D x": (lambda: L.scale_rows(_x(), _x(1)), ValueError, "dimension"),
+    "scale_rows: columns strided": (
+        lambda: L.scale_rows(_x(1000).view(10, 100).T, _x(100)),
+        ValueError,
+        "stride",
+    ),
+    "scale_rows: s wrong length": (lambda: L.scale_rows(_x(1000).view(10, 100), _x(9)), ValueError, "shape"),
+    "scale_rows: s wrong dtype": (lambda: L.scale_rows(_x(1000).view(10, 100), _x(10).half()), TypeError, "dtype"),
+    "scale_rows: out aliases x": (
+        lambda: (lambda x: L.scale_rows(x, _x(10), out=x))(_x(1000).view(10, 100)),
+        ValueError,
+        "shares memory",
+    ),
+    "scale_rows: BLOCK_SIZE 48": (
+        lambda: L.scale_rows(_x(1000).view(10, 100), _x(10), BLOCK_SIZE=48),
+        ValueError,
+        "power",
+    ),
+    "scale_rows: too many rows": (
+        lambda: L.scale_rows(_x(65536).view(65536, 1), _x(65536)),
+        ValueError,
+        "65535",
+    ),
+}
+if ENV.interpret:
+    BAD["add: bfloat16 under the interpreter"] = (
+        lambda: L.add(_x().bfloat16(), _x().bfloat16()),
+        TypeError,
+        "bfloat16",
+    )
+    BAD["scale: bfloat16 under the interpreter"] = (lambda: L.scale(_x().bfloat16(), 2.0), TypeError, "bfloat16")
+if ENV.is_gpu:
+    BAD["add: tensors on the CPU"] = (lambda: L.add(torch.randn(10), torch.randn(10)), ValueError, r"\.cuda\(\)")
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_launchers_refuse_bad_inputs(case):
+    call, error, words = BAD[case]
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_refusals_come_before_any_launch(monkeypatch):
+    """A kernel that would fail if launched: every refusal above must come first (the launchers raise before)."""
+
+    class Exploding:
+        def __getitem__(self, grid):
+            raise RuntimeError("launched")
+
+    monkeypatch.setattr(L, "add_kernel", Exploding())
+    utils.refuses({"mismatched shapes": lambda: L.add(_x(), _x(999))}, quiet=True)
+
+
+def test_add_refuses_past_32_bit_offsets(monkeypatch):
+    monkeypatch.setattr(utils.checking, "INT32_LIMIT", 1000)  # a smaller limit, so no 8 GB tensor is needed
+    with pytest.raises(ValueError, match="32-bit offsets"):
+        L.add(_x(1001), _x(1001))
+    with pytest.raises(ValueError, match="32-bit offsets"):
+        L.scale(_x(1001), 2.0)
+
+
+# -- empty inputs give empty results ------------------------------------------------------------------------------
+
+
+def test_empty_inputs_give_empty_results():
+    e = torch.empty(0, device=DEV)
+    assert L.add(e, e).shape == (0,)
+    assert L.add(torch.empty(3, 0, device=DEV), torch.empty(3, 0, device=DEV)).shape == (3, 0)
+    assert L.scale(e, 2.0).shape == (0,)
+    assert L.whoami(0).shape == (0,) and L.whoami_masked(0).shape == (0,)
+    assert L.scale_rows(torch.empty(0, 5, device=DEV), e).shape == (0, 5)
+    assert L.scale_rows(torch.empty(4, 0, device=DEV), torch.randn(4, device=DEV)).shape == (4, 0)
+    assert L.num_programs(0, 128) == 0
+
+
+def test_add_accepts_any_contiguous_shape_and_allocates_its_output():
+    x, y = torch.randn(3, 5, 7, device=DEV), torch.randn(3, 5, 7, device=DEV)
+    out = L.add(x, y)
+    assert out.shape == x.shape and out.dtype == x.dtype and out.device == x.device
+    utils.check(out, x.double() + y.double(), quiet=True)

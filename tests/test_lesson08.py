@@ -1,0 +1,440 @@
+"""Lesson 08's solution (a Llama model, Hugging Face free): the loader, prefill and decode against transformers'
+LlamaForCausalLM on checkpoints that transformers itself wrote, the two decode kernels through the lesson's own
+check_* helpers, planted mistakes that those checks must name, sampling, and every refusal.
+
+On the CPU everything runs in Triton's interpreter with a tiny fp32 model (2 layers, hidden 64, 4 query heads
+sharing 2 key/value heads, D = 16, vocabulary 320); on a GPU the same tests run compiled, still fp32, and the decode
+loop is replayed from a CUDA graph.
+"""
+
+import json
+import math
+
+import pytest
+import torch
+
+import utils
+import utils.checkpoints as ckpt
+from lessons import l08_llama_model as L
+from utils.mode import current
+
+ENV = current()
+# fp32 logits of two layers against HF's: the same arithmetic in another order (CPU); on a GPU lesson 06's prefill
+# attention multiplies fp32 tiles as TF32 (10-bit mantissas), which costs ~1e-3 relative
+LOGITS_TOL = ENV.pick(cpu=1e-4, gpu=2e-2)
+LOGITS_REASON = ENV.pick(
+    cpu="fp32 on both sides, sums in another order through 2 layers; logits ~10",
+    gpu="lesson 06's prefill attention runs fp32 tiles as TF32 on a GPU (10-bit mantissas); logits ~10",
+)
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 32,  # D = 16 wavelengths span 6 .. 20000: all three regimes occur
+}
+
+
+def hf_checkpoint(folder, *, tie=True, rope=None, shards=False, seed=0):
+    """A tiny Llama checkpoint written by transformers (save_pretrained) with unit-scale random weights, plus a
+    tokenizer.json from utils.checkpoints; returns (folder, the HF model in fp32 on the lesson's device)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = ckpt.build_tokenizer(folder)
+    config = LlamaConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=tie,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, **(rope or {})},
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # HF's init (std 0.02) makes near-uniform logits: greedy tokens would all tie
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1 + 0.1 * torch.randn_like(p))
+            elif "embed" in name:  # small: a tied head would otherwise predict the input token again and again
+                p.normal_(0, 0.1)
+            else:
+                p.normal_(0, 1 / math.sqrt(p.shape[1]))
+    model.save_pretrained(folder, max_shard_size="100KB" if shards else "10GB")
+    return folder, model.to(ENV.device)
+
+
+@pytest.fixture(scope="module")
+def tied(tmp_path_factory):
+    folder, hf = hf_checkpoint(tmp_path_factory.mktemp("tied"))
+    return L.load_model(folder, dtype=torch.float32), hf
+
+
+def prompt(B=2, T=7, V=320, seed=1):
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed)).to(ENV.device)
+
+
+def hf_logits(hf, ids):
+    with torch.no_grad():
+        return hf(ids).logits
+
+
+def check_prefill_logits(model, hf, ids):
+    cache = L.new_cache(model, ids.shape[0], ids.shape[1])
+    ours = L.prefill(model, ids, cache, all_logits=True)
+    utils.check(ours, hf_logits(hf, ids), atol=LOGITS_TOL, rtol=LOGITS_TOL, reason=LOGITS_REASON, quiet=True)
+
+
+# -- against Hugging Face ------------------------------------------------------------------------------------------
+
+
+def test_loader_reads_what_transformers_wrote(tied):
+    model, hf = tied
+    assert model.lm_head is model.embed  # tied: one tensor, not a copy
+    assert model.args.n_layers == 2 and model.args.n_kv_heads == 2 and model.args.norm_eps == 1e-5
+    w = model.layers[1]
+    attn = hf.model.layers[1].self_attn
+    assert torch.equal(w.wqkv, torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]))
+
+
+def test_prefill_logits_match_hf(tied):
+    check_prefill_logits(*tied, prompt())
+
+
+def test_greedy_generation_is_identical_to_hf(tied):
+    """32 greedy tokens, fp32: exactly HF's generate(do_sample=False) (EOS switched off on both sides)."""
+    model, hf = tied
+    ids = prompt(B=1, T=6)
+    ours = L.generate(model, ids, 32)
+    hf.generation_config.eos_token_id = None
+    with torch.no_grad():
+        want = hf.generate(ids, max_new_tokens=32, do_sample=False, pad_token_id=0)
+    assert ours.shape == want.shape
+    differ = torch.nonzero(ours != want)
+    assert not len(differ), f"first differing token at {differ[0].tolist()}: ours {ours.tolist()}, HF {want.tolist()}"
+    assert len(set(ours[0, 6:].tolist())) > 3, "a degenerate sequence proves little: change the seed"
+
+
+def test_kv_cache_path_matches_recomputing_the_prefix(tied):
+    model, hf = tied
+    L.check_model(model, B=1, T=5, steps=2, quiet=True)  # against forward_ref in fp64
+    # and against HF directly: each decode step's logits against HF's forward over the whole prefix
+    ids = prompt(B=2, T=8)
+    cache = L.new_cache(model, 2, 8)
+    L.prefill(model, ids[:, :5], cache)
+    pos = torch.full((2,), 5, dtype=torch.int32, device=ENV.device)
+    want = hf_logits(hf, ids)
+    for t in range(5, 8):
+        got = L.decode_step(model, ids[:, t], pos, cache)
+        pos += 1
+        utils.check(got, want[:, t], atol=LOGITS_TOL, rtol=LOGITS_TOL, reason=LOGITS_REASON, quiet=True)
+
+
+def test_generate_agrees_with_the_reference_path(tied):
+    model, _ = tied
+    ids = prompt(B=2, T=4)
+    assert torch.equal(L.generate(model, ids, 4), L.generate(model, ids, 4, kernels=False, cuda_graph=False))
+
+
+def test_llama3_rope_scaling_matches_hf(tmp_path):
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    folder, hf = hf_checkpoint(tmp_path, rope=LLAMA3)
+    model = L.load_model(folder, dtype=torch.float32)
+    assert model.args.rope_scaling["rope_type"] == "llama3"
+    want = LlamaRotaryEmbedding(hf.config).inv_freq.cpu()
+    got = L.rope_frequencies(model.args)
+    assert not torch.allclose(got, L.rope_frequencies(L.ModelArgs(**{**vars(model.args), "rope_scaling": None})))
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
+    check_prefill_logits(model, hf, prompt(B=1, T=40))  # positions past original_max_position_embeddings
+
+
+def test_rope_scaling_in_the_hub_layout_is_read(tmp_path):
+    """The files on the Hub keep rope_theta and rope_scaling at the top level (transformers 4's layout)."""
+    config = json.loads((ckpt.build_checkpoint(tmp_path) / "config.json").read_text())
+    config.update(rope_theta=500000.0, rope_scaling={**LLAMA3, "rope_type": "llama3"})
+    args = L.model_args(config)
+    assert args.rope_theta == 500000.0 and args.rope_scaling["factor"] == 8.0
+
+
+def test_untied_embeddings(tmp_path):
+    folder, hf = hf_checkpoint(tmp_path, tie=False, seed=3)
+    model = L.load_model(folder, dtype=torch.float32)
+    assert model.lm_head is not model.embed and not torch.equal(model.lm_head, model.embed)
+    check_prefill_logits(model, hf, prompt(B=1, T=5))
+
+
+def test_sharded_checkpoint(tmp_path):
+    folder, hf = hf_checkpoint(tmp_path, shards=True, seed=4)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 1, "save_pretrained wrote a single file: shrink max_shard_size"
+    check_prefill_logits(L.load_model(folder, dtype=torch.float32), hf, prompt(B=1, T=5))
+
+
+@pytest.mark.skipif(not ENV.is_gpu, reason="bfloat16 needs a GPU: the interpreter has none")
+def test_bf16_prefill_error_no_worse_than_hfs_own(tmp_path):
+    """bf16 logits against HF in fp32 (the truth): our error no worse than HF's own bf16 model's, times 1.25."""
+    folder, hf = hf_checkpoint(tmp_path, seed=5)
+    ids = prompt(B=2, T=100)
+    truth = hf_logits(hf, ids).double()
+    hf_bf16 = hf_logits(hf.to(torch.bfloat16), ids).double()
+    model = L.load_model(folder, dtype=torch.bfloat16)
+    ours = L.prefill(model, ids, L.new_cache(model, 2, 100), all_logits=True).double()
+    err, err_hf = (float((t - truth).norm() / truth.norm()) for t in (ours, hf_bf16))
+    assert err <= 1.25 * err_hf, f"relative error {err:.2e} vs HF's own bf16 {err_hf:.2e}"
+
+
+@pytest.mark.skipif(not ENV.is_gpu, reason="bfloat16 needs a GPU: the interpreter has none")
+def test_bf16_greedy_tokens_differ_only_at_near_ties(tmp_path):
+    """In bf16 the greedy tokens may part from fp32's at a near tie: check_generate reports the first such step
+    and fails on any token that is not within bf16's error of the fp64 argmax."""
+    folder, _ = hf_checkpoint(tmp_path, seed=6)
+    L.check_generate(L.load_model(folder, dtype=torch.bfloat16), 64)  # prints the first divergence (pytest -s)
+
+
+def test_local_checkpoint_loads_in_transformers_too(tmp_path):
+    """utils.checkpoints writes the Hub's layout: transformers reads it and computes the same logits as we do."""
+    from transformers import LlamaForCausalLM
+
+    folder = ckpt.build_checkpoint(tmp_path, shards=2)
+    hf = LlamaForCausalLM.from_pretrained(folder).to(ENV.device).eval()
+    check_prefill_logits(L.load_model(folder, dtype=torch.float32), hf, prompt(B=1, T=5))
+
+
+def test_download_or_build_falls_back_without_network(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder, real = ckpt.download_or_build("HuggingFaceTB/SmolLM2-135M-Instruct", local_dir=tmp_path)
+    assert not real and (folder / "model.safetensors").is_file()
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "HF_HUB_OFFLINE" in out[0] and "random weights" in out[0]
+
+
+# -- the kernels, checked as the lesson checks them ---------------------------------------------------------------
+
+
+def test_rope_kv_write():
+    L.check_rope_kv_write(L.rope_kv_write, quiet=True)
+
+
+def test_decode_attention():
+    L.check_decode_attention(L.decode_attention, quiet=True)
+
+
+@pytest.mark.parametrize("n_splits", [1, 2, 5])
+def test_decode_attention_any_number_of_splits(n_splits):
+    B, H, KV, D, max_len = 2, 4, 2, 16, 70
+    q = torch.randn(B, H, D, device=ENV.device)
+    k, v = (torch.randn(B, max_len, KV, D, device=ENV.device) for _ in range(2))
+    lengths = torch.tensor([3, 70], dtype=torch.int32, device=ENV.device)
+    out = L.decode_attention(q, k, v, lengths, n_splits=n_splits, out=utils.nan_empty((B, H, D)))
+    utils.check(out, L.decode_attention_ref(q.double(), k.double(), v.double(), lengths), quiet=True)
+
+
+def test_empty_batches_return_empty_results():
+    q = torch.randn(0, 4, 16, device=ENV.device)
+    cache = torch.zeros(0, 8, 2, 16, device=ENV.device)
+    lengths = torch.zeros(0, dtype=torch.int32, device=ENV.device)
+    assert L.decode_attention(q, cache, cache, lengths).shape == (0, 4, 16)
+    qkv = torch.randn(0, 8, 16, device=ENV.device)
+    cos = torch.ones(8, 16, device=ENV.device)
+    assert L.rope_kv_write(qkv, cos, cos, lengths, cache, cache.clone()).shape == (0, 4, 16)
+
+
+# -- planted mistakes: each check must name the mistake -----------------------------------------------------------
+
+
+def _rope_kv_write_at(shift_row=0, shift_angle=0):
+    """A launcher with a classic mistake: writes to row pos + shift_row, or rotates by the angle of pos +
+    shift_angle (the tables rolled), otherwise the lesson's kernel."""
+
+    def wrong(qkv, cos, sin, pos, k_cache, v_cache, *, out=None):
+        if shift_angle:
+            cos, sin = cos.roll(-shift_angle, 0).contiguous(), sin.roll(-shift_angle, 0).contiguous()
+        if not shift_row:
+            return L.rope_kv_write(qkv, cos, sin, pos, k_cache, v_cache, out=out)
+        k_tmp, v_tmp = k_cache.clone(), v_cache.clone()
+        q = L.rope_kv_write(qkv, cos, sin, pos, k_tmp, v_tmp, out=out)
+        rows, p = torch.arange(len(pos)), pos.long()
+        k_cache[rows, p + shift_row] = k_tmp[rows, p]
+        v_cache[rows, p + shift_row] = v_tmp[rows, p]
+        return q
+
+    return wrong
+
+
+def test_check_names_kv_written_at_the_wrong_position():
+    with pytest.raises(AssertionError, match=r"written to row pos \+ 1"):
+        L.check_rope_kv_write(_rope_kv_write_at(shift_row=1), quiet=True)
+
+
+@pytest.mark.parametrize("shift, sign", [(1, r"\+"), (-1, "-")])
+def test_check_names_rope_position_off_by_one(shift, sign):
+    with pytest.raises(AssertionError, match=rf"angle of position pos {sign} 1"):
+        L.check_rope_kv_write(_rope_kv_write_at(shift_angle=shift), quiet=True)
+
+
+def test_check_names_v_rotated():
+    def rotates_v(qkv, cos, sin, pos, k_cache, v_cache, *, out=None):
+        q = L.rope_kv_write(qkv, cos, sin, pos, k_cache, v_cache, out=out)
+        v, p = qkv[:, -k_cache.shape[2] :], pos.long()
+        _, v_rot = L.rope_ref(v[:, None], v[:, None], cos[p][:, None], sin[p][:, None])
+        v_cache[torch.arange(len(p)), p] = v_rot[:, 0]  # v turned like k
+        return q
+
+    with pytest.raises(AssertionError, match="v was rotated"):
+        L.check_rope_kv_write(rotates_v, quiet=True)
+
+
+def test_check_names_partials_combined_without_rescaling():
+    def no_rescale(q, k_cache, v_cache, lengths, *, out=None):
+        acc, m, l_ = L.decode_partials(q, k_cache, v_cache, lengths)  # the lesson's first kernel
+        return out.copy_(acc.sum(2) / l_.sum(2)[..., None])  # a combine that forgets exp2(m_i - m)
+
+    with pytest.raises(AssertionError, match="without rescaling"):
+        L.check_decode_attention(no_rescale, quiet=True)
+
+
+def test_check_names_keys_read_past_the_length():
+    def whole_cache(q, k_cache, v_cache, lengths, *, out=None):
+        return L.decode_attention(q, k_cache, v_cache, torch.full_like(lengths, k_cache.shape[1]), out=out)
+
+    with pytest.raises(AssertionError, match="past the sequence's length"):
+        L.check_decode_attention(whole_cache, quiet=True)
+
+
+def test_check_names_the_new_tokens_key_missing():
+    def one_short(q, k_cache, v_cache, lengths, *, out=None):
+        return L.decode_attention(q, k_cache, v_cache, (lengths - 1).clamp_min(1), out=out)
+
+    with pytest.raises(AssertionError, match="own key is missing"):
+        L.check_decode_attention(one_short, quiet=True)
+
+
+def test_check_names_wrong_gqa_head_mapping():
+    def modulo(q, k_cache, v_cache, lengths, *, out=None):
+        KV, H = k_cache.shape[2], q.shape[1]
+        heads = torch.arange(H, device=q.device) % KV
+        k, v = k_cache[:, :, heads].contiguous(), v_cache[:, :, heads].contiguous()
+        return L.decode_attention(q, k, v, lengths, out=out)
+
+    with pytest.raises(AssertionError, match=r"h % KV"):
+        L.check_decode_attention(modulo, quiet=True)
+
+
+# -- sampling ---------------------------------------------------------------------------------------------------
+
+
+def test_sampling():
+    torch.manual_seed(0)
+    logits = torch.randn(4000, 10, device=ENV.device)
+    best = logits.argmax(-1)
+    assert torch.equal(L.sample(logits), best)
+    assert torch.equal(L.sample(logits, temperature=1.0, top_k=1), best)
+    assert torch.equal(L.sample(logits, temperature=1.0, top_p=1e-6), best)
+    top3 = torch.topk(logits, 3, dim=-1).indices
+    drawn = L.sample(logits, temperature=1.0, top_k=3)
+    assert bool((top3 == drawn[:, None]).any(-1).all()), "top_k=3 drew a token outside the top 3"
+    # one row, many draws: the frequencies follow softmax(logits / T)
+    row = torch.tensor([[2.0, 1.0, 0.0, -1.0]], device=ENV.device).expand(20000, 4)
+    for temperature in (0.5, 1.0):
+        freq = torch.bincount(L.sample(row, temperature=temperature), minlength=4).double().cpu() / len(row)
+        want = (row[0].double().cpu() / temperature).softmax(-1)
+        assert (freq - want).abs().max() < 0.015, f"T={temperature}: frequencies {freq} vs softmax {want}"
+    # top_p: with probabilities ~(0.64, 0.24, 0.09, 0.03), top_p=0.8 keeps the first two
+    drawn = L.sample(row, temperature=1.0, top_p=0.8)
+    assert set(drawn.tolist()) == {0, 1}
+
+
+# -- refusals -----------------------------------------------------------------------------------------------------
+
+
+def test_loader_refusals(tmp_path, tied):
+    folder = ckpt.build_checkpoint(tmp_path / "ok")
+    config = json.loads((folder / "config.json").read_text())
+    state = L.load_state_dict(folder)
+    args = L.model_args(config)
+    no_weights = tmp_path / "no_weights"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text(json.dumps(config))
+    sharded = ckpt.build_checkpoint(tmp_path / "sharded", shards=2)
+    next(sharded.glob("model-00002-*.safetensors")).unlink()
+    cases = {
+        "no config.json": (lambda: L.load_model(tmp_path), "no config.json"),
+        "no weights": (lambda: L.load_model(no_weights), "neither model.safetensors"),
+        "a missing shard": (lambda: L.load_model(sharded), "one of the shards"),
+        "no tokenizer.json": (lambda: L.load_tokenizer(no_weights), "no tokenizer.json"),
+        "another architecture": (
+            lambda: L.model_args({**config, "model_type": "mistral", "architectures": ["MistralForCausalLM"]}),
+            "Llama models only",
+        ),
+        "a missing tensor": (
+            lambda: L.model_from_state_dict(args, {k: v for k, v in state.items() if "layers.1.mlp.up" not in k}),
+            "no tensor 'model.layers.1.mlp.up_proj.weight'",
+        ),
+        "a mismatched shape": (
+            lambda: L.model_from_state_dict(L.model_args({**config, "intermediate_size": 128}), state),
+            r"has shape \(96, 64\) but config.json implies \(128, 64\)",
+        ),
+        "an unsupported RoPE": (
+            lambda: L.model_args({**config, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}),
+            "'yarn' is not implemented",
+        ),
+        "biases": (lambda: L.model_args({**config, "attention_bias": True}), "no biases"),
+        "an incomplete config": (lambda: L.model_args({"model_type": "llama"}), "has no vocab_size"),
+    }
+    for call, message in cases.values():
+        with pytest.raises((ValueError, FileNotFoundError), match=message):
+            call()
+
+
+def test_generate_refusals(tied):
+    model, _ = tied
+    ids = prompt(B=1, T=3)
+    cache = L.new_cache(model, 1, 4)
+    cases = {
+        "an empty prompt": (lambda: L.generate(model, ids[:, :0], 4), "the prompt is empty"),
+        "a prompt longer than the cache": (lambda: L.prefill(model, prompt(B=1, T=5), cache), "cache holds 4"),
+        "more tokens than max_len": (lambda: L.generate(model, ids, 4, max_len=5), "do not fit max_len=5"),
+        "ids past the vocabulary": (lambda: L.generate(model, ids + 1000, 2), r"token ids must be in \[0, 320\)"),
+        "a float prompt": (lambda: L.generate(model, ids.float(), 2), "dtype float32"),
+        "zero new tokens": (lambda: L.generate(model, ids, 0), "positive int"),
+        "a negative temperature": (lambda: L.generate(model, ids, 2, temperature=-1.0), "temperature"),
+        "top_p of 0": (lambda: L.generate(model, ids, 2, temperature=1.0, top_p=0.0), "top_p"),
+        "top_k of 0": (lambda: L.generate(model, ids, 2, temperature=1.0, top_k=0), "top_k"),
+        "the wrong batch for the cache": (lambda: L.prefill(model, prompt(B=2, T=2), cache), "made for 1"),
+    }
+    if not ENV.is_gpu:
+        cases["a CUDA graph on the CPU"] = (lambda: L.generate(model, ids, 2, cuda_graph=True), "needs a GPU")
+    for call, message in cases.values():
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+
+
+def test_kernel_refusals():
+    d = ENV.device
+    q = torch.randn(1, 4, 16, device=d)
+    cache = torch.zeros(1, 8, 2, 16, device=d)
+    lengths = torch.ones(1, dtype=torch.int32, device=d)
+    qkv = torch.randn(1, 8, 16, device=d)
+    cos = torch.ones(8, 16, device=d)
+    utils.refuses(
+        {
+            "int64 lengths": lambda: L.decode_attention(q, cache, cache, lengths.long()),
+            "caches of another head_dim": lambda: L.decode_attention(q, cache[..., :8], cache[..., :8], lengths),
+            "heads that do not group": lambda: L.decode_attention(
+                torch.randn(1, 3, 16, device=d), cache, cache, lengths
+            ),
+            "caches of another batch": lambda: L.decode_attention(q, cache.repeat(2, 1, 1, 1), cache, lengths),
+            "an out of the wrong shape": lambda: L.decode_attention(q, cache, cache, lengths, out=torch.empty(1, 4, 8)),
+            "an out aliasing q": lambda: L.decode_attention(q, cache, cache, lengths, out=q),
+            "zero splits": lambda: L.decode_attention(q, cache, cache, lengths, n_splits=0),
+            "int64 positions": lambda: L.rope_kv_write(qkv, cos, cos, lengths.long(), cache, cache.clone()),
+            "tables shorter than the cache": lambda: L.rope_kv_write(qkv, cos[:4], cos[:4], lengths, cache, cache),
+            "qkv with too few heads": lambda: L.rope_kv_write(qkv[:, :5], cos, cos, lengths, cache, cache.clone()),
+            "a k cache of another dtype": lambda: L.rope_kv_write(qkv, cos, cos, lengths, cache.half(), cache.half()),
+        },
+        quiet=True,
+    )

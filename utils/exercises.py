@@ -1,0 +1,49 @@
+"""Checks for exercises whose answer is a number or a yes/no (lesson 01's counts): fresh random cases, the first
+case that is wrong, and a hint when the wrong answer is one of the classic ones.
+
+A lesson defines, for each exercise, a ``case(rng)`` that draws one random case, calls the learner's function and
+returns ``(call, got, want, hints)``: the call as text, what the learner's function returned, the right answer, and
+``{classic wrong answer: hint}``. :func:`check_answers` runs it ``trials`` times.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+
+def same(got, want, rtol: float = 1e-9) -> bool:
+    """Whether two numbers agree to ``rtol`` (False when ``got`` is not a number at all)."""
+    try:
+        return math.isclose(float(got), float(want), rel_tol=rtol, abs_tol=0.0)
+    except (TypeError, ValueError):
+        return False
+
+
+def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng=None) -> None:
+    """Runs ``case`` on ``trials`` fresh random cases; raises AssertionError naming the first wrong one (with the
+    hint for it, when its answer is a classic mistake), or prints one line. Refuses ``trials`` < 1: a check that
+    tried nothing must not report success."""
+    __tracebackhide__ = True  # the learner sees the message, not this function
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials must be a positive integer, got {trials!r}: a check on no cases proves nothing")
+    rng = rng or random.Random()
+    for _ in range(trials):
+        call, got, want, hints = case(rng)
+        if got is None:
+            raise AssertionError(f"{call} returned None: did the function forget to `return` its answer?")
+        if isinstance(want, bool):
+            if not (isinstance(got, bool) or type(got).__name__ == "bool_"):
+                raise AssertionError(
+                    f"{call} returned {got!r} ({type(got).__name__}); it should return True or False (a comparison "
+                    f"such as a < b gives one)."
+                )
+            ok = bool(got) == want
+            hint = hints.get(bool(got)) if not ok else None
+        else:
+            ok = same(got, want)
+            hint = None if ok else next((h for wrong, h in hints.items() if same(got, wrong)), None)
+        if not ok:
+            raise AssertionError(f"{call} returned {got!r}, expected {want!r}." + (f"\nHint: {hint}" if hint else ""))
+    if not quiet:
+        print(f"✓ {name} agrees with the reference on {trials} random cases.")
