@@ -17,7 +17,7 @@ import utils.roofline
 import utils.timing
 
 
-from lessons.l06_llm_block import (
+from lessons.l07_llm_layer import (
     REF_OPS,
     TRITON_OPS,
     LlamaArgs,
@@ -35,7 +35,7 @@ from lessons.l06_llm_block import (
 
 @dataclass(frozen=True)
 class ModelArgs:
-    """A whole Llama model's shape: the layer (lesson 06's LlamaArgs) and what surrounds it."""
+    """A whole Llama model's shape: the layer (lesson 07's LlamaArgs) and what surrounds it."""
 
     vocab_size: int  # V
     n_layers: int  # L
@@ -137,7 +137,7 @@ class Model:
 
     args: ModelArgs
     embed: torch.Tensor  # (V, C)
-    layers: list  # n_layers x lesson 06's Weights
+    layers: list  # n_layers x lesson 07's Weights
     norm: torch.Tensor  # (C,)
     lm_head: torch.Tensor  # (V, C): the same tensor as embed when the embeddings are tied
     decoders: dict = field(default_factory=dict, repr=False)  # the CUDA-graphed decode loops, by shape
@@ -364,7 +364,7 @@ def new_cache(model: Model, B: int, max_len: int) -> KVCache:
 
 
 def layer_prefill(x, w: Weights, args: LlamaArgs, cos, sin, k_cache, v_cache, ops: Ops = TRITON_OPS):
-    """Lesson 06's llama_layer that also writes the prompt's rotated k and v into rows 0 .. T-1 of the caches."""
+    """Lesson 07's llama_layer that also writes the prompt's rotated k and v into rows 0 .. T-1 of the caches."""
     B, T, C = x.shape
     H, KV, D = args.n_heads, args.n_kv_heads, args.head_dim
     x = x.reshape(B * T, C)  # (M, C)

@@ -25,7 +25,7 @@ env = utils.setup(quiet=True, seed=None)  # the Env found above (utils.lessons.l
 # The kernels of earlier lessons that this one tests, debugs, tunes and profiles (all imports of them are here).
 from lessons.l04_fused_softmax import softmax, softmax_kernel, softmax_ref
 from lessons.l05_matmul import matmul, matmul_grouped, matmul_grouped_kernel, matmul_ref, matmul_tiled, matmul_tolerance
-from lessons.l06_llm_block import rmsnorm, rmsnorm_ref
+from lessons.l07_llm_layer import rmsnorm, rmsnorm_ref
 
 
 @triton.jit

@@ -1,84 +1,70 @@
-"""Lesson 06's solution (an LLM block): each kernel at awkward shapes, the assembled layer against transformers'
-LlamaDecoderLayer, planted bugs that the checks must catch, and the launchers' refusals.
+"""Lesson 06's solution (flash attention in five steps): each step's kernel at awkward shapes through the lesson's
+own check functions, planted mistakes that each check must name, and the launchers' refusals and empty inputs.
 
-The kernels are compared with the lesson's PyTorch references in fp64 (fresh random inputs, outputs pre-filled
-with NaN) through the notebook's own check_* helpers, so the tests and the lesson check the same way. On the CPU
-(interpreter) everything is fp32 and tiny, head dims 16 and 32; on a GPU the dtype is bf16 (and fp16) with head
-dims 64 and 128 and the TinyLlama-1.1B layer shape (hidden 2048, 32 heads, 4 KV heads, FFN 5632).
+On the CPU (interpreter) everything is fp32 and tiny, head dims 16 and 32; on a GPU the dtype is bf16 and fp16, with
+head dims 64 and 128, and a few tests exercise what only a GPU can hold (more than 2**31 elements, 65 536 heads).
 """
+
+import math
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import utils
-from utils.lessons import load
+from lessons import l06_flash_attention as L
 from utils.mode import current
 
 ENV = current()
-L = load("06")
-
 DTYPES = ENV.pick(cpu=[torch.float32], gpu=[torch.bfloat16, torch.float16])  # the interpreter has no bfloat16
+gpu_only = pytest.mark.skipif(not ENV.is_gpu, reason="needs a GPU (sizes far beyond what the interpreter runs)")
 
-RMSNORM = ENV.pick(
-    cpu=[(1, 1), (1, 7), (9, 64), (3, 129)], gpu=[(1, 1), (1, 7), (333, 2048), (4099, 2048), (97, 5000), (2, 8192)]
-)
-# (B, T, H, KV, D)
-ROPE = ENV.pick(
-    cpu=[(1, 1, 1, 1, 16), (2, 13, 4, 2, 16), (3, 9, 3, 1, 32), (1, 40, 8, 8, 16)],
-    gpu=[(1, 1, 32, 4, 128), (2, 333, 32, 4, 128), (3, 77, 12, 4, 64), (1, 2048, 32, 32, 128)],
-)
-# (B, T, H, KV, D, causal): T = 1, T below one block, T not a multiple of BLOCK_M or BLOCK_N, exact multiples
+# (T, D) for one head
+HEAD = ENV.pick(cpu=[(1, 16), (16, 16), (37, 16), (50, 32)], gpu=[(1, 64), (333, 128), (1000, 64), (2048, 128)])
+# (B, T, H, KV, D): T = 1, T below one block, T not a multiple of BLOCK_M or BLOCK_N, exact multiples, KV = 1
 ATTENTION = ENV.pick(
-    cpu=[
-        (1, 1, 2, 1, 16, True),
-        (1, 1, 2, 2, 16, False),
-        (2, 37, 4, 2, 16, True),
-        (2, 37, 4, 2, 16, False),
-        (1, 64, 4, 4, 32, True),
-        (1, 48, 2, 1, 32, False),
-        (1, 16, 4, 1, 16, True),
-        (3, 33, 6, 3, 16, True),
-    ],
+    cpu=[(1, 1, 2, 1, 16), (2, 37, 4, 2, 16), (1, 64, 4, 4, 32), (1, 48, 2, 1, 32), (3, 33, 6, 3, 16)],
     gpu=[
-        (1, 1, 8, 2, 128, True),
-        (1, 1, 4, 4, 64, False),
-        (2, 333, 8, 2, 128, True),
-        (2, 300, 8, 2, 128, False),
-        (1, 1024, 32, 4, 128, True),
-        (1, 1000, 4, 4, 64, True),
-        (1, 77, 4, 1, 64, False),
-        (2, 256, 8, 8, 64, False),
-        (1, 130, 4, 2, 128, True),
+        (1, 1, 8, 2, 128),
+        (2, 333, 8, 2, 128),
+        (2, 300, 8, 2, 128),
+        (1, 1024, 32, 4, 128),
+        (1, 1000, 4, 4, 64),
+        (1, 77, 4, 1, 64),
+        (2, 256, 8, 8, 64),
+        (1, 130, 4, 2, 128),
     ],
 )
-SWIGLU = ENV.pick(cpu=[(1, 1), (5, 70), (3, 1500)], gpu=[(1, 1), (333, 5632), (7, 3000), (8192, 5632)])
+ONE_HEAD = ENV.pick(cpu=(37, 16), gpu=(333, 128))
+GQA = ENV.pick(cpu=(2, 20, 4, 2, 16), gpu=(1, 200, 8, 2, 128))
+
+
+# -- each step passes its own check ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("M, N", RMSNORM)
-def test_rmsnorm(M, N, dtype):
-    L.check_rmsnorm(L.rmsnorm, shapes=[(M, N)], dtype=dtype)
+@pytest.mark.parametrize("T, D", HEAD)
+@pytest.mark.parametrize("fn", [L.attention_head, L.attention_head_exp2], ids=["step1-exp", "step2-exp2"])
+def test_one_head_steps(fn, T, D, dtype):
+    L.check_attention_head(fn, shapes=[(T, D)], dtype=dtype, quiet=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("B, T, H, KV, D", ROPE)
-def test_rope(B, T, H, KV, D, dtype):
-    L.check_rope(L.rope, shapes=[(B, T, H, KV, D)], dtype=dtype)
+@pytest.mark.parametrize("T, D", HEAD)
+def test_step3_causal_ranges(T, D, dtype):
+    L.check_attention_head(L.attention_head_causal, causal=(True, False), shapes=[(T, D)], dtype=dtype, quiet=True)
+
+
+# step 4, step 5, and attention() (the same as one of them: step 5 with TMA, step 4 elsewhere) on a GPU
+STEPS_4_5 = [L.attention_pointers, L.attention_tma, *([L.attention] if ENV.is_gpu else [])]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("B, T, H, KV, D, causal", ATTENTION)
-def test_attention(B, T, H, KV, D, causal, dtype):
-    L.check_attention(L.attention, shapes=[(B, T, H, KV, D, causal)], dtype=dtype)
-
-
-def test_rmsnorm_with_residual_returns_the_sum_exactly():
-    """The stored sum is x + residual rounded once: bitwise what PyTorch's add gives (inputs exact in any dtype)."""
-    dtype = L.lesson_dtype()
-    x = torch.randint(-64, 64, (5, 300), device=ENV.device).to(dtype) / 4  # sums of these are exact
-    r = torch.randint(-64, 64, (5, 300), device=ENV.device).to(dtype) / 4
-    _, x_sum = L.rmsnorm(x, torch.ones(300, device=ENV.device, dtype=dtype), residual=r)
-    assert torch.equal(x_sum, x + r)
+@pytest.mark.parametrize("B, T, H, KV, D", ATTENTION)
+@pytest.mark.parametrize("fn", STEPS_4_5, ids=lambda f: f.__name__)
+def test_attention_steps_4_and_5(fn, B, T, H, KV, D, dtype):
+    L.check_attention(fn, shapes=[(B, T, H, KV, D)], dtype=dtype, quiet=True)
 
 
 def test_attention_on_contiguous_inputs():
@@ -91,13 +77,10 @@ def test_attention_on_contiguous_inputs():
     utils.check(out, L.attention_ref(q.double(), k.double(), v.double()), quiet=True)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("M, N", SWIGLU)
-def test_swiglu(M, N, dtype):
-    L.check_swiglu(L.swiglu, shapes=[(M, N)], dtype=dtype)
-
-
-# -- the references themselves --------------------------------------------------------------------------------
+@pytest.mark.parametrize("BLOCK_M, BLOCK_N", [(16, 16), (32, 16), (64, 32)])
+def test_pointer_kernel_with_other_tiles(BLOCK_M, BLOCK_N):
+    fn = lambda q, k, v, causal, out: L.attention_pointers(q, k, v, causal, out=out, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)  # noqa: E731
+    L.check_attention(fn, shapes=[ENV.pick(cpu=(1, 45, 4, 2, 16), gpu=(2, 333, 8, 2, 64))], quiet=True)
 
 
 def test_attention_ref_matches_torch_sdpa():
@@ -108,132 +91,233 @@ def test_attention_ref_matches_torch_sdpa():
         want = torch.nn.functional.scaled_dot_product_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal, enable_gqa=True
         )
-        # attention_ref takes its softmax in fp32 (as the kernels do), so it agrees to fp32's precision, not fp64's
-        torch.testing.assert_close(L.attention_ref(q, k, v, causal), want.transpose(1, 2), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(L.attention_ref(q, k, v, causal), want.transpose(1, 2), rtol=1e-12, atol=1e-12)
 
 
-def test_rope_tables_match_transformers():
-    args = L.TINY
-    T = 50
-    cos, sin = L.rope_tables(T, args.head_dim, args.rope_theta)
-    hf_cos, hf_sin = L.hf_rope_tables(args, 1, T, torch.float32)
-    utils.check(
-        cos,
-        hf_cos,
-        atol=1e-6,
-        rtol=1e-6,
-        reason="the same fp32 formula; sin/cos of angles up to 50 rad computed by possibly different library code",
-        quiet=True,
-    )
-    utils.check(sin, hf_sin, atol=1e-6, rtol=1e-6, reason="as for cos", quiet=True)
+def test_costs():
+    assert L.attention_flops(1, 32, 2048, 128, causal=False) == 4 * 32 * 2048**2 * 128
+    assert L.attention_flops(1, 32, 2048, 128) == 2 * 32 * 2048**2 * 128
+    assert L.attention_bytes(1, 32, 2048, 128, KV=4) == 2 * 2048 * 128 * (2 * 32 + 2 * 4)
+    assert L.attention_bytes(2, 8, 10, 16) == L.attention_bytes(2, 8, 10, 16, KV=8)
 
 
-# -- the assembled layer against Hugging Face --------------------------------------------------------------------
+def test_config_fits_the_shared_memory_of_older_gpus(monkeypatch):
+    """attention_config shrinks stages, then tiles, to the per-program shared memory of the GPU it runs on."""
+    for smem, cap in ((64 * 1024, (7, 5)), (163 * 1024, (8, 0)), (227 * 1024, (9, 0))):
+        env = utils.Env(device="cuda", interpret=False, capability=cap, shared_memory_bytes=smem)
+        monkeypatch.setattr(utils.mode, "current", lambda env=env: env)
+        for D in (64, 128):
+            for causal in (True, False):
+                BM, BN, warps, stages = L.attention_config(D, causal, itemsize=2)
+                assert (BM * D + stages * 2 * BN * D) * 2 <= smem, (smem, D, causal)
+                assert BM >= BN >= 16 and stages >= 1 and warps >= 4
 
 
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
-@pytest.mark.parametrize("B, T", ENV.pick(cpu=[(2, 21), (1, 1), (1, 64)], gpu=[(2, 333), (1, 1), (1, 1024)]))
-def test_layer_matches_transformers(B, T, attn_implementation):
-    L.check_layer(L.TRITON_OPS, B=B, T=T, attn_implementation=attn_implementation, quiet=True)
+def test_the_fallback_is_taken_without_tma(monkeypatch):
+    """attention() uses the pointer kernel where the GPU has no TMA (and the descriptors where it has)."""
+    called = []
+    monkeypatch.setattr(L, "attention_pointers", lambda *a, **k: called.append("pointers"))
+    monkeypatch.setattr(L, "attention_tma", lambda *a, **k: called.append("tma"))
+    q, k, v = L.random_qkv(1, 4, 2, 1, 16, L.lesson_dtype())
+    L.attention(q, k, v)
+    assert called == ["tma" if ENV.supports_tma else "pointers"]
 
 
-def test_reference_layer_matches_transformers():
-    L.check_layer(L.REF_OPS, quiet=True)
+# -- planted mistakes: each check must fail, with the specific hint ------------------------------------------
 
 
-# -- planted bugs: each check must be able to fail ---------------------------------------------------------------
+def _one_head_launch(kernel, scale, **constexprs):
+    """A wrong launcher: the lesson's kernel launched with the given scale (the mistake is in the scale)."""
 
+    def launch(q, k, v, causal=None, out=None):
+        T, D = q.shape
+        kernel[(triton.cdiv(T, 16),)](
+            q, k, v, out, T, q.stride(0), k.stride(0), v.stride(0), out.stride(0), scale(D),
+            HEAD_DIM=D, BLOCK_M=16, BLOCK_N=16, **constexprs,
+        )  # fmt: skip
+        return out
 
-def _swapped_swiglu(gate_up, out=None):
-    up, gate = gate_up.chunk(2, dim=-1)  # gate and up the wrong way round
-    return L.swiglu_ref(torch.cat([gate, up], dim=-1))
-
-
-def _non_causal_attention(q, k, v, causal=True, out=None):
-    return L.attention(q, k, v, causal=False, out=out)
-
-
-def _rope_without_k(q, k, cos, sin, q_out=None, k_out=None):
-    q_rot, _ = L.rope(q, k, cos, sin)
-    return q_rot, k.contiguous()
-
-
-def _rmsnorm_by_mean(x, weight, eps, residual=None, out=None, sum_out=None):
-    x = x if residual is None else x + residual
-    normed = weight * (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True)  # LayerNorm's centring
-    return normed if residual is None else (normed, x)
-
-
-def _rmsnorm_sum_not_returned(x, weight, eps, residual=None, out=None, sum_out=None):
-    if residual is None:
-        return L.rmsnorm(x, weight, eps)
-    normed, _ = L.rmsnorm(x, weight, eps, residual=residual)
-    return normed, residual  # the residual stream without the attention output added
+    return launch
 
 
 @pytest.mark.parametrize(
-    "bug",
+    "wrong, hint",
     [
-        {"swiglu": _swapped_swiglu},
-        {"attention": _non_causal_attention},
-        {"rope": _rope_without_k},
-        {"rmsnorm": _rmsnorm_by_mean},
-        {"rmsnorm": _rmsnorm_sum_not_returned},
+        (_one_head_launch(L.attention_head_kernel, lambda D: 1.0), "are not scaled"),
+        (_one_head_launch(L.attention_head_exp2_kernel, lambda D: 1 / math.sqrt(D)), "scale of 1/sqrt(D) alone"),
+        (_one_head_launch(L.attention_head_kernel, lambda D: L.LOG2E / math.sqrt(D)), "tl.exp with LOG2E"),
     ],
-    ids=["swapped-gate-up", "not-causal", "k-not-rotated", "layernorm", "residual-dropped"],
+    ids=["no-scale", "exp2-without-log2e", "exp-with-log2e"],
 )
-def test_layer_check_catches_planted_bugs(bug):
-    with pytest.raises(AssertionError):
-        L.check_layer(L.TRITON_OPS._replace(**bug), quiet=True)
+def test_one_head_check_names_the_scale_mistakes(wrong, hint):
+    with pytest.raises(AssertionError, match=hint.replace("(", r"\(").replace(")", r"\)")):
+        L.check_attention_head(wrong, shapes=[ONE_HEAD], quiet=True)
 
 
-def test_attention_check_catches_a_missing_mask():
-    with pytest.raises(AssertionError):
-        L.check_attention(
-            _non_causal_attention, shapes=[ENV.pick(cpu=(1, 37, 2, 1, 16, True), gpu=(1, 333, 8, 2, 128, True))]
-        )
+@triton.jit
+def _causal_shifted_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, T, stride_qt, stride_kt, stride_vt, stride_ot, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SHIFT: tl.constexpr,
+):  # fmt: skip
+    """A learner's causal kernel that masks every block, with the mask off by SHIFT (-1: `<`, 1: `<= i + 1`)."""
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + offs_m[:, None] * stride_qt + offs_d[None, :], mask=offs_m[:, None] < T, other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    for n in range(0, T, BLOCK_N):
+        offs_n = n + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + offs_n[:, None] * stride_kt + offs_d[None, :], mask=offs_n[:, None] < T, other=0.0)
+        v = tl.load(v_ptr + offs_n[:, None] * stride_vt + offs_d[None, :], mask=offs_n[:, None] < T, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        keep = (offs_n[None, :] < T) & (offs_n[None, :] <= offs_m[:, None] + SHIFT)
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    o_ptrs = o_ptr + offs_m[:, None] * stride_ot + offs_d[None, :]
+    tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < T)
 
 
-def test_attention_check_catches_wrong_gqa_mapping():
-    def head_modulo(q, k, v, causal=True, out=None):  # query head h reads kv head h % KV instead of h // group
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's -inf - -inf in the row that sees nothing
+@pytest.mark.parametrize("shift, hint", [(-1, "not < i"), (1, "sees key i \\+ 1")], ids=["strict", "one-ahead"])
+def test_causal_check_names_a_mask_off_by_one(shift, hint):
+    wrong = _one_head_launch(_causal_shifted_kernel, lambda D: L.LOG2E / math.sqrt(D), SHIFT=shift)
+
+    def launch(q, k, v, causal=True, out=None):
+        return wrong(q, k, v, out=out) if causal else L.attention_head_causal(q, k, v, False, out=out)
+
+    with pytest.raises(AssertionError, match=f"off by one.*{hint}"):
+        L.check_attention_head(launch, causal=(True,), shapes=[ONE_HEAD], quiet=True)
+
+
+def test_attention_check_names_a_missing_mask():
+    def not_causal(q, k, v, causal=True, out=None):
+        return L.attention(q, k, v, False, out=out)
+
+    with pytest.raises(AssertionError, match="not causal"):
+        L.check_attention(not_causal, causal=(True,), shapes=[GQA], quiet=True)
+
+
+def test_attention_check_names_the_wrong_gqa_mapping_and_the_heads():
+    def head_modulo(q, k, v, causal=True, out=None):  # query head h reads kv head h % KV instead of h // GROUP
         H, KV = q.shape[2], k.shape[2]
         idx = torch.arange(H, device=q.device) % KV
-        return L.attention(q, k[:, :, idx], v[:, :, idx], causal=causal, out=out)
+        return L.attention(q, k[:, :, idx], v[:, :, idx], causal, out=out)
 
-    with pytest.raises(AssertionError):
-        L.check_attention(head_modulo, shapes=[ENV.pick(cpu=(1, 20, 4, 2, 16, True), gpu=(1, 200, 8, 2, 128, True))])
+    with pytest.raises(AssertionError, match=r"(?s)wrong at heads 1, 2 \(2 of 4\).*h // GROUP.*not h % KV"):
+        L.check_attention(head_modulo, shapes=[(GQA[0], GQA[1], 4, 2, GQA[4])], quiet=True)
 
 
-# -- launchers refuse bad inputs with a message ----------------------------------------------------------------
+def test_a_stub_kernel_fails_the_check():
+    """What a participant's untouched skeleton gives: nothing written."""
+
+    def stub(q, k, v, causal=True, out=None):
+        return out
+
+    with pytest.raises(AssertionError, match="never written"):
+        L.check_attention(stub, shapes=[GQA], quiet=True)
+
+
+# -- launchers refuse bad inputs before any launch, and take empty ones ------------------------------------------
 
 
 def test_launchers_refuse_bad_inputs():
-    dev, dtype = ENV.device, L.lesson_dtype()
-    x = torch.randn(4, 64, device=dev, dtype=dtype)
-    with pytest.raises(ValueError, match="non-contiguous"):
-        L.rmsnorm(x.T, torch.ones(4, device=dev, dtype=dtype))
-    with pytest.raises(ValueError, match="shape"):
-        L.rmsnorm(x, torch.ones(63, device=dev, dtype=dtype))
-    with pytest.raises(TypeError, match="dtype"):
-        L.swiglu(x.to(torch.int32))
-    with pytest.raises(ValueError, match="even"):
-        L.swiglu(x[:, :63].contiguous())
-    q, k, v = L._qkv(1, 8, 4, 3, 16, dtype)
-    with pytest.raises(ValueError, match="split evenly"):
-        L.attention(q, k, v)
-    q, k, v = L._qkv(1, 8, 4, 2, 16, dtype)
-    with pytest.raises(ValueError, match="stride 1"):
-        L.attention(q.transpose(1, 3), k, v)
-    with pytest.raises(ValueError, match="head_dim"):
-        L.attention(*L._qkv(1, 8, 4, 2, 24, dtype))
-    flat = torch.randn(1 + 8 * 4 * 16, device=dev, dtype=dtype)
-    with pytest.raises(ValueError, match="16-byte"):  # a view starting one element into a buffer
-        L.attention(flat[1:].view(1, 8, 4, 16), k, v)
-    with pytest.raises(ValueError, match="residual"):
-        L.rmsnorm(x, torch.ones(64, device=dev, dtype=dtype), residual=x[:2])
-    cos, sin = L.rope_tables(9, 16, dtype=dtype)
-    with pytest.raises(ValueError, match="cos"):
-        L.rope(q, k, cos, sin)
+    dtype = L.lesson_dtype()
+    q, k, v = L.random_qkv(1, 8, 4, 2, 16, dtype)
+    q1, k1, v1 = (t[0, :, 0] for t in (q, k, v))
+    other = torch.float16 if dtype == torch.float32 else torch.float32
+    utils.refuses(
+        {
+            "4 heads over 3": lambda: L.attention(*L.random_qkv(1, 8, 4, 3, 16, dtype)),
+            "head dim 24": lambda: L.attention(*L.random_qkv(1, 8, 4, 2, 24, dtype)),
+            "transposed q": lambda: L.attention(q.transpose(1, 3), k, v),
+            "expanded batch": lambda: L.attention(q.expand(2, 8, 4, 16), k.expand(2, 8, 2, 16), v.expand(2, 8, 2, 16)),
+            "mixed dtypes": lambda: L.attention(q, k.to(other), v),
+            "k of another length": lambda: L.attention(q, k[:, :5], v[:, :5]),
+            "3-D q": lambda: L.attention(q[0], k, v),
+            "causal as a string": lambda: L.attention(q, k, v, "yes"),
+            "out too small": lambda: L.attention(q, k, v, out=torch.empty(1, 7, 4, 16, device=ENV.device, dtype=dtype)),
+            "out of the wrong dtype": lambda: L.attention(
+                q, k, v, out=torch.empty(1, 8, 4, 16, device=ENV.device, dtype=other)
+            ),
+            "out aliasing q": lambda: L.attention(q, k, v, out=q),
+            "numpy out": lambda: L.attention(q, k, v, out=q.detach().cpu().numpy()),
+            "BLOCK_M not a power of two": lambda: L.attention_pointers(q, k, v, BLOCK_M=48),
+            "BLOCK_N below 16": lambda: L.attention_pointers(q, k, v, BLOCK_N=8),
+            "causal BLOCK_M < BLOCK_N": lambda: L.attention_pointers(q, k, v, True, BLOCK_M=16, BLOCK_N=32),
+            "one head, 3-D": lambda: L.attention_head(q, k, v),
+            "one head, out too small": lambda: L.attention_head(
+                q1, k1, v1, out=torch.empty(3, 16, device=ENV.device, dtype=dtype)
+            ),
+            "one head, BLOCK_M = 12": lambda: L.attention_head_exp2(q1, k1, v1, BLOCK_M=12),
+            "one head, causal=1": lambda: L.attention_head_causal(q1, k1, v1, 1),
+        },
+        quiet=True,
+    )
+    if ENV.interpret:
+        with pytest.raises(TypeError, match="bfloat16"):
+            L.attention(*L.random_qkv(1, 8, 4, 2, 16, torch.bfloat16))
     if ENV.is_gpu:
         with pytest.raises(ValueError, match="cpu"):
-            L.rmsnorm(x.cpu(), torch.ones(64, dtype=dtype))
+            L.attention(q.cpu(), k.cpu(), v.cpu())
+    flat = torch.randn(1 + 8 * 4 * 16, device=ENV.device, dtype=dtype)
+    with pytest.raises(ValueError, match="16-byte"):  # a view starting one element into a buffer
+        L.attention_tma(flat[1:].view(1, 8, 4, 16), k, v)
+
+
+def test_empty_inputs_give_empty_results():
+    dtype = L.lesson_dtype()
+    for B, T in ((1, 0), (0, 5)):
+        q, k, v = L.random_qkv(B, T, 4, 2, 16, dtype)
+        for fn in (L.attention, L.attention_pointers, L.attention_tma):
+            assert fn(q, k, v).shape == (B, T, 4, 16)
+    q1 = torch.empty(0, 16, device=ENV.device, dtype=dtype)
+    for fn in (L.attention_head, L.attention_head_exp2, L.attention_head_causal):
+        assert fn(q1, q1, q1).shape == (0, 16)
+
+
+@gpu_only
+def test_more_than_65535_heads_fold_into_grid_axis_0():
+    B, T, H, KV, D = 2048, 16, 32, 32, 64  # B H = 65 536 (sequence, head) pairs
+    L.check_attention(L.attention, causal=(True,), shapes=[(B, T, H, KV, D)], quiet=True)
+
+
+@gpu_only
+def test_offsets_past_2_31_elements():
+    """A qkv buffer of more than 2**31 elements: the last sequences are right (int64 offsets)."""
+    B, T, H, KV, D = 16_400, 32, 32, 4, 128  # 2.7e9 elements
+    q, k, v = L.random_qkv(B, T, H, KV, D, torch.bfloat16)
+    out = L.attention(q, k, v)
+    tail = slice(B - 2, B)
+    ref = L.attention_ref(q[tail].double(), k[tail].double(), v[tail].double())
+    utils.check(out[tail], ref.to(torch.float32), quiet=True)
+
+
+def test_causal_tiles_follow_the_kernels_ranges():
+    """The picture's tiles are the kernels' ranges: full blocks before the query block, masked ones on the diagonal."""
+    from utils.pictures.attention import FULL, MASKED, SKIPPED, causal_blocks_picture, causal_tiles
+
+    tiles = causal_tiles(600, 128, 64)
+    assert tiles.shape == (5, 10)
+    for i in range(5):
+        assert (tiles[i, : 2 * i] == FULL).all() and (tiles[i, 2 * i + 2 :] == SKIPPED).all()
+        assert (tiles[i, 2 * i : 2 * i + 2] == MASKED).sum() == 2  # the last: 600 - 512 = 88 keys, 2 blocks
+    not_causal = causal_tiles(600, 128, 64, causal=False)
+    assert (not_causal[:, :9] == FULL).all() and (not_causal[:, 9] == MASKED).all()
+    assert causal_blocks_picture(100, 32, 16) is not None
+    with pytest.raises(ValueError, match="BLOCK_M"):
+        causal_tiles(100, 0, 16)
+
+
+def test_profiler_kinds():
+    from utils.profiling import kernel_kind
+
+    assert kernel_kind("attention_kernel_0d1d2d") == "attention"
+    assert kernel_kind("cudnn_generated_fort_native_sdpa_sm90") == "attention"
+    assert kernel_kind("nvjet_tst_128x256_64x4_2x1_v_bz_TNT") == "matmuls (cuBLAS)"
+    assert kernel_kind("rmsnorm_kernel") == "everything else"

@@ -1,0 +1,330 @@
+"""Lesson 07's solution (a Llama decoder layer): RMSNorm, RoPE and SwiGLU at awkward shapes through the lesson's
+own checks, the assembled layer against transformers' LlamaDecoderLayer, planted mistakes that each check must
+name, and the launchers' refusals and empty inputs.
+
+On the CPU (interpreter) everything is fp32 and tiny (the TINY layer, head dim 16); on a GPU the dtype is bf16 and
+fp16 with the TinyLlama-1.1B layer shape (hidden 2048, 32 heads, 4 KV heads, FFN 5632).
+"""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import utils
+from lessons import l07_llm_layer as L
+from utils.hf import hf_rope_tables
+from utils.mode import current
+
+ENV = current()
+DTYPES = ENV.pick(cpu=[torch.float32], gpu=[torch.bfloat16, torch.float16])  # the interpreter has no bfloat16
+gpu_only = pytest.mark.skipif(not ENV.is_gpu, reason="needs a GPU (sizes far beyond what the interpreter runs)")
+
+RMSNORM = ENV.pick(
+    cpu=[(1, 1), (1, 7), (9, 64), (3, 129)], gpu=[(1, 1), (1, 7), (333, 2048), (4099, 2048), (97, 5000), (2, 8192)]
+)
+# (B, T, H, KV, D)
+ROPE = ENV.pick(
+    cpu=[(1, 1, 1, 1, 16), (2, 13, 4, 2, 16), (3, 9, 3, 1, 32), (1, 40, 8, 8, 16)],
+    gpu=[(1, 1, 32, 4, 128), (2, 333, 32, 4, 128), (3, 77, 12, 4, 64), (1, 2048, 32, 32, 128)],
+)
+SWIGLU = ENV.pick(cpu=[(1, 1), (5, 70), (3, 1500)], gpu=[(1, 1), (333, 5632), (7, 3000), (8192, 5632)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("M, N", RMSNORM)
+def test_rmsnorm(M, N, dtype):
+    L.check_rmsnorm(L.rmsnorm, shapes=[(M, N)], dtype=dtype, quiet=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("B, T, H, KV, D", ROPE)
+def test_rope(B, T, H, KV, D, dtype):
+    L.check_rope(L.rope, shapes=[(B, T, H, KV, D)], dtype=dtype, quiet=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("M, N", SWIGLU)
+def test_swiglu(M, N, dtype):
+    L.check_swiglu(L.swiglu, shapes=[(M, N)], dtype=dtype, quiet=True)
+
+
+def test_rmsnorm_with_residual_returns_the_sum_exactly():
+    """The stored sum is x + residual rounded once: bitwise what PyTorch's add gives (inputs exact in any dtype)."""
+    dtype = L.lesson_dtype()
+    x = torch.randint(-64, 64, (5, 300), device=ENV.device).to(dtype) / 4  # sums of these are exact
+    r = torch.randint(-64, 64, (5, 300), device=ENV.device).to(dtype) / 4
+    _, x_sum = L.rmsnorm(x, torch.ones(300, device=ENV.device, dtype=dtype), residual=r)
+    assert torch.equal(x_sum, x + r)
+
+
+def test_rope_tables_match_transformers():
+    args, T = L.TINY, 50
+    cos, sin = L.rope_tables(T, args.head_dim, args.rope_theta)
+    hf_cos, hf_sin = hf_rope_tables(args, 1, T, torch.float32)
+    why = "the same fp32 formula; sin/cos of angles up to 50 rad computed by possibly different library code"
+    utils.check(cos, hf_cos, atol=1e-6, rtol=1e-6, reason=why, quiet=True)
+    utils.check(sin, hf_sin, atol=1e-6, rtol=1e-6, reason=why, quiet=True)
+
+
+def test_llama_1b_shape_and_eps():
+    assert (L.LLAMA_1B.dim, L.LLAMA_1B.n_heads, L.LLAMA_1B.n_kv_heads, L.LLAMA_1B.ffn_dim) == (2048, 32, 4, 5632)
+    assert L.LLAMA_1B.norm_eps == 1e-5  # TinyLlama-1.1B's rms_norm_eps
+
+
+def test_layer_costs_add_up():
+    costs = L.layer_costs(L.LLAMA_1B, 1, 2048)
+    assert len(costs) == 9 and all(f > 0 and b > 0 for _, f, b in costs)
+    matmul_flops = sum(f for step, f, _ in costs if "projection" in step)
+    assert matmul_flops > 0.8 * sum(f for _, f, _ in costs)
+
+
+# -- the assembled layer against Hugging Face --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("B, T", ENV.pick(cpu=[(2, 21), (1, 1), (1, 64)], gpu=[(2, 333), (1, 1), (1, 1024)]))
+def test_layer_matches_transformers(B, T, attn_implementation):
+    L.check_layer(L.TRITON_OPS, B=B, T=T, attn_implementation=attn_implementation, quiet=True)
+
+
+def test_reference_layer_matches_transformers():
+    L.check_layer(L.REF_OPS, quiet=True)
+
+
+def test_layer_writes_into_out():
+    dtype = L.lesson_dtype()
+    args = L.TINY
+    w = L.random_weights(args, dtype)
+    x = torch.randn(2, 9, args.dim, device=ENV.device, dtype=dtype)
+    cos, sin = L.rope_tables(9, args.head_dim, dtype=dtype)
+    out = utils.nan_empty((2, 9, args.dim), dtype)
+    assert L.llama_layer(x, w, args, cos, sin, L.TRITON_OPS, out=out) is out
+    utils.check(out, L.llama_layer(x, w, args, cos, sin, L.TRITON_OPS), quiet=True)
+
+
+# -- planted mistakes: each check must fail, with the specific hint ------------------------------------------
+
+
+@triton.jit
+def _rmsnorm_wrong_kernel(x_ptr, w_ptr, out_ptr, N, eps, BLOCK_SIZE: tl.constexpr, MISTAKE: tl.constexpr):
+    """A learner's RMSNorm with one classic mistake (1: eps outside the sqrt, 2: mean over BLOCK_SIZE)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    if MISTAKE == 1:
+        rstd = 1 / (tl.sqrt(tl.sum(x * x, axis=0) / N) + eps)
+    else:
+        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / BLOCK_SIZE + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row * N + cols, (x * rstd * w).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _rmsnorm_with(mistake):
+    def launch(x, weight, eps=1e-5, residual=None, *, out=None, sum_out=None):
+        if residual is not None:
+            return L.rmsnorm(x, weight, eps, residual, out=out, sum_out=sum_out)
+        M, N = x.shape
+        _rmsnorm_wrong_kernel[(M,)](x, weight, out, N, eps, BLOCK_SIZE=triton.next_power_of_2(N), MISTAKE=mistake)
+        return out
+
+    return launch
+
+
+@pytest.mark.parametrize(
+    "mistake, hint", [(1, "epsilon outside the square root"), (2, "over BLOCK_SIZE numbers")], ids=["eps", "block"]
+)
+def test_rmsnorm_check_names_the_mistake(mistake, hint):
+    with pytest.raises(AssertionError, match=hint):
+        L.check_rmsnorm(_rmsnorm_with(mistake), shapes=[ENV.pick(cpu=(5, 100), gpu=(97, 5000))], quiet=True)
+
+
+def test_rmsnorm_check_names_a_residual_not_added():
+    def no_residual(x, weight, eps=1e-5, residual=None, *, out=None, sum_out=None):
+        if residual is None:
+            return L.rmsnorm(x, weight, eps, out=out)
+        sum_out.copy_(x + residual)
+        return L.rmsnorm(x, weight, eps, out=out), sum_out  # normalises x, not x + residual
+
+    with pytest.raises(AssertionError, match="residual is not added"):
+        L.check_rmsnorm(no_residual, shapes=[(5, 64)], quiet=True)
+
+
+def _rope_wrong_sign(q, k, cos, sin, *, q_out=None, k_out=None):
+    return L.rope(q, k, cos, -sin, q_out=q_out, k_out=k_out)  # turns each pair by -angle
+
+
+def _rope_interleaved(q, k, cos, sin, *, q_out=None, k_out=None):
+    q_out.copy_(L._rope_interleaved(q, cos, sin))  # Meta's adjacent pairs on a Hugging Face layout
+    k_out.copy_(L._rope_interleaved(k, cos, sin))
+    return q_out, k_out
+
+
+@pytest.mark.parametrize(
+    "wrong, hint", [(_rope_wrong_sign, "wrong way"), (_rope_interleaved, "the wrong pairs")], ids=["sign", "pairs"]
+)
+def test_rope_check_names_the_mistake(wrong, hint):
+    with pytest.raises(AssertionError, match=f"(?s)wrong at heads .*{hint}"):
+        L.check_rope(wrong, shapes=[ENV.pick(cpu=(2, 13, 4, 2, 16), gpu=(2, 333, 32, 4, 128))], quiet=True)
+
+
+def test_swiglu_check_names_swapped_halves():
+    def swapped(gate_up, *, out=None):
+        up, gate = gate_up.chunk(2, dim=-1)
+        return L.swiglu(torch.cat([gate, up], dim=-1), out=out)
+
+    with pytest.raises(AssertionError, match="gate and up are swapped"):
+        L.check_swiglu(swapped, shapes=[(5, 70)], quiet=True)
+
+
+def _non_causal_attention(q, k, v, causal=True, out=None):
+    return L.attention(q, k, v, False, out=out)
+
+
+def _rope_without_k(q, k, cos, sin, q_out=None, k_out=None):
+    q_rot, _ = L.rope(q, k, cos, sin)
+    return q_rot, k.contiguous()
+
+
+def _rmsnorm_by_mean(x, weight, eps, residual=None, out=None, sum_out=None):
+    x = x if residual is None else x + residual
+    normed = weight * (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True)  # LayerNorm's centring
+    return normed if residual is None else (normed, x)
+
+
+def _rmsnorm_sum_not_returned(x, weight, eps, residual=None, out=None, sum_out=None):
+    if residual is None:
+        return L.rmsnorm(x, weight, eps)
+    normed, _ = L.rmsnorm(x, weight, eps, residual=residual)
+    return normed, residual  # the residual stream without the attention output added
+
+
+def _swapped_swiglu(gate_up, out=None):
+    up, gate = gate_up.chunk(2, dim=-1)
+    return L.swiglu_ref(torch.cat([gate, up], dim=-1))
+
+
+@pytest.mark.parametrize(
+    "bug",
+    [
+        {"swiglu": _swapped_swiglu},
+        {"attention": _non_causal_attention},
+        {"rope": _rope_without_k},
+        {"rmsnorm": _rmsnorm_by_mean},
+        {"rmsnorm": _rmsnorm_sum_not_returned},
+    ],
+    ids=["swapped-gate-up", "not-causal", "k-not-rotated", "layernorm", "residual-dropped"],
+)
+def test_layer_check_catches_planted_bugs(bug):
+    with pytest.raises(AssertionError):
+        L.check_layer(L.TRITON_OPS._replace(**bug), quiet=True)
+
+
+# -- launchers refuse bad inputs before any launch, and take empty ones ------------------------------------------
+
+
+def test_launchers_refuse_bad_inputs():
+    dev, dtype = ENV.device, L.lesson_dtype()
+    other = torch.float16 if dtype == torch.float32 else torch.float32
+    x = torch.randn(4, 64, device=dev, dtype=dtype)
+    ones = torch.ones(64, device=dev, dtype=dtype)
+    q, k, _ = L.random_qkv(1, 8, 4, 2, 16, dtype)
+    cos, sin = L.rope_tables(8, 16, dtype=dtype)
+    args = L.TINY
+    w = L.random_weights(args, dtype)
+    xl = torch.randn(1, 8, args.dim, device=dev, dtype=dtype)
+    utils.refuses(
+        {
+            "rmsnorm: transposed x": lambda: L.rmsnorm(x.T, torch.ones(4, device=dev, dtype=dtype)),
+            "rmsnorm: weight too short": lambda: L.rmsnorm(x, ones[:63]),
+            "rmsnorm: eps as a string": lambda: L.rmsnorm(x, ones, "1e-5"),
+            "rmsnorm: negative eps": lambda: L.rmsnorm(x, ones, -1.0),
+            "rmsnorm: residual of another shape": lambda: L.rmsnorm(x, ones, residual=x[:2]),
+            "rmsnorm: out too small": lambda: L.rmsnorm(x, ones, out=torch.empty(3, 64, device=dev, dtype=dtype)),
+            "rmsnorm: out is x": lambda: L.rmsnorm(x, ones, out=x),
+            "rmsnorm: numpy out": lambda: L.rmsnorm(x, ones, out=x.detach().cpu().numpy()),
+            "rmsnorm: sum_out without residual": lambda: L.rmsnorm(x, ones, sum_out=torch.empty_like(x)),
+            "rmsnorm: sum_out aliasing out": lambda: L.rmsnorm(
+                x, ones, residual=x.clone(), out=(o := torch.empty_like(x)), sum_out=o
+            ),
+            "rmsnorm: a row of 2**20 + 1": lambda: L.rmsnorm(
+                torch.empty(1, 2**20 + 1, device=dev, dtype=dtype), torch.empty(2**20 + 1, device=dev, dtype=dtype)
+            ),
+            "rmsnorm: expanded x (stride 0)": lambda: L.rmsnorm(ones[None].expand(4, 64), ones),
+            "swiglu: odd columns": lambda: L.swiglu(x[:, :63].contiguous()),
+            "swiglu: int32": lambda: L.swiglu(x.to(torch.int32)),
+            "swiglu: BLOCK_SIZE 100": lambda: L.swiglu(x, BLOCK_SIZE=100),
+            "swiglu: out of the wrong dtype": lambda: L.swiglu(x, out=torch.empty(4, 32, device=dev, dtype=other)),
+            "rope: tables for another T": lambda: L.rope(q, k, *L.rope_tables(9, 16, dtype=dtype)),
+            "rope: expanded q": lambda: L.rope(q[:, :, :1].expand(1, 8, 4, 16), k, cos, sin),
+            "rope: q_out too small": lambda: L.rope(
+                q, k, cos, sin, q_out=torch.empty(1, 8, 3, 16, device=dev, dtype=dtype)
+            ),
+            "rope: k_out is k": lambda: L.rope(q, k, cos, sin, k_out=k),
+            "rope_tables: odd head dim": lambda: L.rope_tables(8, 15),
+            "rope_tables: float T": lambda: L.rope_tables(8.0, 16),
+            "rope_tables: theta as a string": lambda: L.rope_tables(8, 16, "1e4"),
+            "layer: 2-D x": lambda: L.llama_layer(xl[0], w, args, cos, sin),
+            "layer: x of another width": lambda: L.llama_layer(xl[..., :32], w, args, cos, sin),
+            "layer: weights of another dtype": lambda: L.llama_layer(
+                xl, L.Weights(*(t.to(other) for t in w)), args, cos, sin
+            ),
+            "layer: tables for another T": lambda: L.llama_layer(xl, w, args, *L.rope_tables(9, 16, dtype=dtype)),
+            "layer: out too small": lambda: L.llama_layer(
+                xl, w, args, cos, sin, out=torch.empty(1, 7, 64, device=dev, dtype=dtype)
+            ),
+            "layer: out is x": lambda: L.llama_layer(xl, w, args, cos, sin, out=xl),
+        },
+        quiet=True,
+    )
+    if ENV.interpret:
+        with pytest.raises(TypeError, match="bfloat16"):
+            L.rmsnorm(x.to(torch.bfloat16), ones.to(torch.bfloat16))
+        with pytest.raises(TypeError, match="bfloat16"):
+            L.swiglu(x.to(torch.bfloat16))
+    if ENV.is_gpu:
+        with pytest.raises(ValueError, match="cpu"):
+            L.rmsnorm(x.cpu(), ones.cpu())
+
+
+def test_empty_inputs_give_empty_results():
+    dev, dtype = ENV.device, L.lesson_dtype()
+    ones = torch.ones(64, device=dev, dtype=dtype)
+    empty = torch.empty(0, 64, device=dev, dtype=dtype)
+    assert L.rmsnorm(empty, ones).shape == (0, 64)
+    normed, summed = L.rmsnorm(empty, ones, residual=empty)
+    assert normed.shape == summed.shape == (0, 64)
+    assert L.rmsnorm(torch.empty(3, 0, device=dev, dtype=dtype), ones[:0]).shape == (3, 0)
+    assert L.swiglu(torch.empty(0, 10, device=dev, dtype=dtype)).shape == (0, 5)
+    q, k, _ = L.random_qkv(2, 0, 4, 2, 16, dtype)
+    cos, sin = L.rope_tables(0, 16, dtype=dtype)
+    q_out, k_out = L.rope(q, k, cos, sin)
+    assert q_out.shape == (2, 0, 4, 16) and k_out.shape == (2, 0, 2, 16)
+    args = L.TINY
+    w = L.random_weights(args, dtype)
+    for B, T in ((0, 5), (2, 0)):
+        cos, sin = L.rope_tables(T, args.head_dim, dtype=dtype)
+        x = torch.empty(B, T, args.dim, device=dev, dtype=dtype)
+        assert L.llama_layer(x, w, args, cos, sin, L.TRITON_OPS).shape == (B, T, args.dim)
+
+
+@gpu_only
+def test_offsets_past_2_31_elements():
+    """rmsnorm, swiglu and rope on tensors of more than 2**31 elements: the last rows are right (int64 offsets)."""
+    dtype = torch.bfloat16
+    x = torch.randn(2**20 + 4, 2048, device="cuda", dtype=dtype)  # 2**31 + 8192 elements
+    w = torch.ones(2048, device="cuda", dtype=dtype)
+    out = L.rmsnorm(x, w)
+    utils.check(out[-3:], L.rmsnorm_ref(x[-3:].double(), w.double(), 1e-5), quiet=True)
+    del out
+    gu = x.view(-1, 4096)  # (2**19 + 2, 4096): gate and up of 2048 each
+    out = L.swiglu(gu)
+    utils.check(out[-3:], L.swiglu_ref(gu[-3:].double()), quiet=True)
+    del out, x, gu
+    q, k, _ = L.random_qkv(1, 2**24 + 5, 32, 4, 4, dtype)  # 40 heads of 4 a token: 2.7e9 elements
+    cos, sin = L.rope_tables(2**24 + 5, 4, dtype=dtype)
+    q_out, k_out = L.rope(q, k, cos, sin)
+    q_ref, k_ref = L.rope_ref(q[:, -3:].double(), k[:, -3:].double(), cos[:, -3:].double(), sin[:, -3:].double())
+    utils.check(q_out[:, -3:], q_ref, quiet=True)
+    utils.check(k_out[:, -3:], k_ref, quiet=True)
