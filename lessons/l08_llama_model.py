@@ -987,6 +987,8 @@ def check_model(model: Model, *, B=2, T=None, steps=None, quiet=False):
     low = model.embed.dtype != torch.float32
     ref_low = forward_ref(model, tokens) if low else None
     tol = {"atol": 1e-4, "rtol": 1e-4, "reason": "fp32 sums in another order through every layer; logits ~10"}
+    if env.is_gpu:  # compiled, tl.dot rounds fp32 operands to TF32 (10-bit mantissa): attention's scores and sums
+        tol = {"atol": 1e-2, "rtol": 1e-2, "reason": "TF32 products in attention's tl.dot; logits ~1-10"}
     cache = new_cache(model, B, T + steps)
     logits = prefill(model, tokens[:, :T], cache, all_logits=True)
     name = f"prefill logits (B={B}, T={T})"
