@@ -38,6 +38,14 @@ def row_tile(M, N, max_block=4096):
     return ROWS, BLOCK
 
 
+def new_output(shape, dtype, device):
+    """A kernel's output: NaN-filled under the interpreter, so an element no kernel wrote shows up as NaN in the
+    checks (and a stub's output fails them); uninitialised on a GPU, where a fill would cost a pass over memory."""
+    if utils.mode.current().interpret:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
 def num_warps_for(ROWS, BLOCK):
     return 8 if ROWS * BLOCK >= 4096 else 4
 
@@ -200,9 +208,8 @@ class KLDivFunction(torch.autograd.Function):
         ROWS, BLOCK_V = row_tile(M, V)
         elementwise = reduction == "none"
         acc = torch_acc_dtype(input.dtype)
-        loss = torch.zeros(
-            (M, V) if elementwise else (M,), dtype=input.dtype if elementwise else acc, device=input.device
-        )
+        make = new_output if M * V else torch.zeros  # (zeros: nothing is launched for an empty input)
+        loss = make((M, V) if elementwise else (M,), dtype=input.dtype if elementwise else acc, device=input.device)
         if M * V:
             kl_div_kernel[(triton.cdiv(M, ROWS),)](
                 input, target, loss, M, V, input.stride(0), target.stride(0), loss.stride(0),
@@ -221,7 +228,7 @@ class KLDivFunction(torch.autograd.Function):
     def backward(ctx, grad_output):
         (target,) = ctx.saved_tensors
         M, V = target.shape
-        grad = torch.empty(target.shape, dtype=ctx.input_dtype, device=target.device)
+        grad = new_output(target.shape, dtype=ctx.input_dtype, device=target.device)
         if M * V == 0:
             return grad, None, None, None
         ROWS, BLOCK_V = row_tile(M, V)
@@ -335,8 +342,9 @@ class CrossEntropyFunction(torch.autograd.Function):
     def forward(ctx, logits, labels, ignore_index):
         M, V = logits.shape
         n_valid = int((labels != ignore_index).sum())  # the mean's divisor (a host sync, as in PyTorch)
-        loss_rows = torch.zeros(M, dtype=torch_acc_dtype(logits.dtype), device=logits.device)
-        grad = torch.zeros_like(logits)
+        make = new_output if M * V else torch.zeros  # (zeros: nothing is launched for an empty input)
+        loss_rows = make((M,), dtype=torch_acc_dtype(logits.dtype), device=logits.device)
+        grad = make(logits.shape, dtype=logits.dtype, device=logits.device)
         if M * V:
             _cross_entropy_into(logits, labels, loss_rows, grad, ignore_index, 1.0 / max(n_valid, 1))
         ctx.save_for_backward(grad)  # save the gradient itself: backward has nothing left to compute
@@ -364,9 +372,9 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         T = x.shape[0]
         n_valid = int((labels != ignore_index).sum())
         scale = 1.0 / max(n_valid, 1)
-        loss_rows = torch.zeros(T, dtype=torch_acc_dtype(x.dtype), device=x.device)
-        grad_x = torch.zeros_like(x) if ctx.needs_input_grad[0] else None
-        grad_w = torch.zeros_like(weight) if ctx.needs_input_grad[1] else None
+        loss_rows = new_output((T,), dtype=torch_acc_dtype(x.dtype), device=x.device)
+        grad_x = new_output(x.shape, x.dtype, x.device) if ctx.needs_input_grad[0] else None
+        grad_w = torch.zeros_like(weight) if ctx.needs_input_grad[1] else None  # a sum over chunks: starts at 0
         for start in range(0, T, chunk):
             stop = min(start + chunk, T)
             xc = x[start:stop]  # (C, H): a view, no copy
@@ -489,8 +497,8 @@ class RMSNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, eps):
         M, C = x.shape
-        y = torch.empty_like(x)
-        rstd = torch.empty(M, dtype=torch_acc_dtype(x.dtype), device=x.device)
+        y = new_output(x.shape, x.dtype, x.device)
+        rstd = new_output((M,), dtype=torch_acc_dtype(x.dtype), device=x.device)
         ROWS, BLOCK_C = row_tile(M, C, max_block=MAX_C)
         if M:
             rmsnorm_forward_kernel[(triton.cdiv(M, ROWS),)](
@@ -506,7 +514,7 @@ class RMSNormFunction(torch.autograd.Function):
         x, weight, rstd = ctx.saved_tensors
         M, C = x.shape
         dy = dy.contiguous()
-        dx = torch.empty_like(x)
+        dx = new_output(x.shape, x.dtype, x.device)
         ROWS, BLOCK_C = row_tile(M, C, max_block=MAX_C)
         n_tiles = triton.cdiv(M, ROWS)
         env = utils.mode.current()
@@ -585,7 +593,7 @@ class SwiGLUFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, gate_up):
         M, Fd = gate_up.shape[0], gate_up.shape[1] // 2
-        out = torch.empty(M, Fd, dtype=gate_up.dtype, device=gate_up.device)
+        out = new_output((M, Fd), dtype=gate_up.dtype, device=gate_up.device)
         ROWS, BLOCK_F, grid = _swiglu_grid(M, Fd)
         if M * Fd:
             swiglu_forward_kernel[grid](
@@ -600,7 +608,7 @@ class SwiGLUFunction(torch.autograd.Function):
         (gate_up,) = ctx.saved_tensors
         dout = dout.contiguous()
         M, Fd = dout.shape
-        dgu = torch.empty_like(gate_up)
+        dgu = new_output(gate_up.shape, gate_up.dtype, gate_up.device)
         ROWS, BLOCK_F, grid = _swiglu_grid(M, Fd)
         if M * Fd:
             swiglu_backward_kernel[grid](
@@ -657,7 +665,7 @@ def rope_kernel(
 
 def _rope_launch(x, cos, sin, inverse):
     B, T, H, D = x.shape
-    out = torch.empty_like(x)
+    out = new_output(x.shape, x.dtype, x.device)
     ROWS, BLOCK_J = row_tile(B * T, H * D // 2, max_block=16384)
     if x.numel():
         rope_kernel[(triton.cdiv(B * T, ROWS),)](
