@@ -864,7 +864,7 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
     )
     cases = 0
     for T, H, V, chunk in cases_:
-        for dtype in (torch.float64, torch.float32):
+        for dtype in (torch.float64, *lesson_dtypes()):
             x = torch.randn(T, H, device=env.device, dtype=dtype).requires_grad_()
             w = (torch.randn(V, H, device=env.device, dtype=dtype) / math.sqrt(H)).requires_grad_()
             labels = torch.randint(0, V, (T,), device=env.device)
@@ -874,7 +874,10 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
             out = fn(x, w, labels, ignore_index=-100, chunk=chunk)
             x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
             ref = linear_cross_entropy_ref(x64, w64, labels)
-            reason = None if dtype == torch.float64 else "fp32 matmuls over H and V, then fp32 sums over chunks"
+            reason = {
+                torch.float64: None,
+                torch.float32: "fp32 matmuls over H and V, then fp32 sums over chunks",
+            }.get(dtype, "low-precision logits and gradients, and grad_W summed over the chunks in that dtype")
             _grad_check(f"the loss of {what}", out, ref, {}, dtype, reason)
             go = torch.rand((), dtype=torch.float64, device=env.device) + 0.5
             want_x, want_w = torch.autograd.grad(ref, (x64, w64), go)
