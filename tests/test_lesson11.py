@@ -1,0 +1,454 @@
+"""Lesson 11 (backward passes): the lesson's checks on the solution, gradcheck in fp64 under the interpreter, the
+classic mistakes planted and named, the launchers' refusals (all before any launch), empty inputs, and the training
+comparison, which must be able to fail.
+
+Each planted mistake is a wrong kernel written here and swapped into the lesson's module (the autograd Functions
+look their kernels up there at call time), or a wrong Function; the lesson's own check must fail with the hint
+that names the mistake.
+"""
+
+import math
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import utils
+from lessons import l11_backward_passes as lesson
+from utils.mode import current
+
+ENV = current()
+F64 = dict(dtype=torch.float64, device=ENV.device)
+
+
+# -- the solution passes its own checks -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "check, fn",
+    [
+        ("check_kl_div", "kl_div"),
+        ("check_cross_entropy", "cross_entropy"),
+        ("check_fused_linear_cross_entropy", "fused_linear_cross_entropy"),
+        ("check_rmsnorm_with_grad", "rmsnorm_with_grad"),
+        ("check_swiglu_with_grad", "swiglu_with_grad"),
+        ("check_rope_with_grad", "rope_with_grad"),
+    ],
+)
+def test_checks_pass_on_the_solution(check, fn, capsys):
+    getattr(lesson, check)(getattr(lesson, fn))
+    assert capsys.readouterr().out.startswith("✓")
+
+
+def test_gradcheck_in_fp64_under_the_interpreter():
+    torch.manual_seed(0)
+    labels = torch.tensor([0, 4, -100, 1], device=ENV.device)
+    assert lesson.gradcheck(lesson.kl_div, torch.randn(3, 7, **F64).log_softmax(-1).requires_grad_(),
+                            torch.rand(3, 7, **F64).softmax(-1))  # fmt: skip
+    assert lesson.gradcheck(lesson.cross_entropy, torch.randn(4, 5, **F64, requires_grad=True), labels)
+    x, w = torch.randn(4, 3, **F64, requires_grad=True), torch.randn(5, 3, **F64, requires_grad=True)
+    assert lesson.gradcheck(lambda x, w: lesson.fused_linear_cross_entropy(x, w, labels, chunk=3), x, w)
+    assert lesson.gradcheck(lesson.rmsnorm_with_grad, torch.randn(5, 6, **F64, requires_grad=True),
+                            torch.randn(6, **F64, requires_grad=True))  # fmt: skip
+    assert lesson.gradcheck(lesson.swiglu_with_grad, torch.randn(3, 8, **F64, requires_grad=True))
+    cos, sin = lesson.rope_tables(4, 4, dtype=torch.float64, device=ENV.device)
+    assert lesson.gradcheck(lesson.rope_with_grad, torch.randn(1, 4, 2, 4, **F64, requires_grad=True),
+                            torch.randn(1, 4, 1, 4, **F64, requires_grad=True), cos, sin)  # fmt: skip
+
+
+def test_gradcheck_fails_on_a_wrong_backward():
+    class Wrong(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x**2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g  # should be 2 x g
+
+    with pytest.raises(AssertionError, match="gradcheck failed"):
+        lesson.gradcheck(Wrong.apply, torch.randn(3, **F64, requires_grad=True))
+    with pytest.raises(TypeError, match="fp64"):
+        lesson.gradcheck(Wrong.apply, torch.randn(3, requires_grad=True))
+
+
+# -- planted mistakes --------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _kl_backward_no_go_kernel(
+    t_ptr, go_ptr, grad_ptr, M, V, stride_tm, stride_gom, stride_gm, scale,
+    LOG_TARGET: tl.constexpr, ELEMENTWISE: tl.constexpr, ROWS: tl.constexpr, BLOCK_V: tl.constexpr,
+    ACC: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_V)
+    for start in range(0, V, BLOCK_V):
+        c = start + cols
+        mask = (rows[:, None] < M) & (c[None, :] < V)
+        t = tl.load(t_ptr + rows[:, None] * stride_tm + c[None, :], mask=mask, other=0.0).to(ACC)
+        p = tl.exp(t) if LOG_TARGET else t
+        tl.store(grad_ptr + rows[:, None] * stride_gm + c[None, :], (-p * scale).to(grad_ptr.dtype.element_ty),
+                 mask=mask)  # fmt: skip  # the mistake: grad_output never loaded
+
+
+def test_kl_backward_without_grad_output_is_named(monkeypatch):
+    monkeypatch.setattr(lesson, "kl_div_backward_kernel", _kl_backward_no_go_kernel)
+    with pytest.raises(AssertionError, match="not multiplied by grad_output"):
+        lesson.check_kl_div(lesson.kl_div, quiet=True)
+
+
+@triton.jit
+def _kl_no_log_kernel(
+    y_ptr, t_ptr, loss_ptr, M, V, stride_ym, stride_tm, stride_lm,
+    LOG_TARGET: tl.constexpr, ELEMENTWISE: tl.constexpr, ROWS: tl.constexpr, BLOCK_V: tl.constexpr,
+    ACC: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_V)
+    total = tl.zeros((ROWS,), ACC)
+    for start in range(0, V, BLOCK_V):
+        c = start + cols
+        mask = (rows[:, None] < M) & (c[None, :] < V)
+        y = tl.load(y_ptr + rows[:, None] * stride_ym + c[None, :], mask=mask, other=0.0).to(ACC)
+        t = tl.load(t_ptr + rows[:, None] * stride_tm + c[None, :], mask=mask, other=0.0).to(ACC)
+        loss = tl.where(mask, t * (tl.log(t) - y), 0.0)  # the mistake: 0 log 0 is NaN here, not 0
+        if ELEMENTWISE:
+            tl.store(loss_ptr + rows[:, None] * stride_lm + c[None, :], loss.to(loss_ptr.dtype.element_ty), mask=mask)
+        else:
+            total += tl.sum(loss, axis=1)
+    if not ELEMENTWISE:
+        tl.store(loss_ptr + rows, total, mask=rows < M)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy, under the interpreter, on the planted log(0)
+def test_kl_with_zero_probabilities_fails_the_check(monkeypatch):
+    monkeypatch.setattr(lesson, "kl_div_kernel", _kl_no_log_kernel)
+    with pytest.raises(AssertionError, match="the loss of kl_div"):
+        lesson.check_kl_div(lesson.kl_div, quiet=True)
+
+
+@triton.jit
+def _ce_body(
+    logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+    ROWS: tl.constexpr, BLOCK_V: tl.constexpr, ACC: tl.constexpr, NO_SCALE: tl.constexpr, IGNORED: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < M
+    label = tl.load(labels_ptr + rows, mask=row_ok, other=ignore_index)
+    keep = row_ok & (label != ignore_index)
+    cols = tl.arange(0, BLOCK_V)
+    m = tl.full((ROWS,), float("-inf"), ACC)
+    d = tl.zeros((ROWS,), ACC)
+    picked = tl.zeros((ROWS,), ACC)
+    for start in range(0, V, BLOCK_V):
+        c = start + cols
+        mask = row_ok[:, None] & (c[None, :] < V)
+        x = tl.load(logits_ptr + rows[:, None] * stride_lm + c[None, :], mask=mask, other=0.0).to(ACC)
+        x = tl.where(c[None, :] < V, x, float("-inf"))
+        m_new = tl.maximum(m, tl.max(x, axis=1))
+        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1)
+        m = m_new
+        picked += tl.sum(tl.where(c[None, :] == label[:, None], x, 0.0), axis=1)
+    lse = m + tl.log(d)
+    tl.store(loss_ptr + rows, tl.where(keep, lse - picked, 0.0), mask=row_ok)
+    for start in range(0, V, BLOCK_V):
+        c = start + cols
+        mask = row_ok[:, None] & (c[None, :] < V)
+        x = tl.load(logits_ptr + rows[:, None] * stride_lm + c[None, :], mask=mask, other=0.0).to(ACC)
+        grad = tl.exp(x - lse[:, None]) - tl.where(c[None, :] == label[:, None], 1.0, 0.0)
+        if not NO_SCALE:
+            grad = grad * scale
+        if not IGNORED:
+            grad = tl.where(keep[:, None], grad, 0.0)
+        tl.store(grad_ptr + rows[:, None] * stride_gm + c[None, :], grad.to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _ce_no_scale_kernel(
+    logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+    ROWS: tl.constexpr, BLOCK_V: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    _ce_body(logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+             ROWS, BLOCK_V, ACC, True, False)  # fmt: skip  # the mistake: scale never applied
+
+
+@triton.jit
+def _ce_ignored_kernel(
+    logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+    ROWS: tl.constexpr, BLOCK_V: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    _ce_body(logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+             ROWS, BLOCK_V, ACC, False, True)  # fmt: skip  # the mistake: ignored rows keep their gradient
+
+
+def test_ce_gradient_missing_the_mean_is_named(monkeypatch):
+    monkeypatch.setattr(lesson, "cross_entropy_kernel", _ce_no_scale_kernel)
+    with pytest.raises(AssertionError, match="misses the mean's 1/N"):
+        lesson.check_cross_entropy(lesson.cross_entropy, quiet=True)
+
+
+def test_ce_ignored_labels_with_a_gradient_are_named(monkeypatch):
+    monkeypatch.setattr(lesson, "cross_entropy_kernel", _ce_ignored_kernel)
+    with pytest.raises(AssertionError, match="ignore_index .-100. got a gradient"):
+        lesson.check_cross_entropy(lesson.cross_entropy, quiet=True)
+
+
+def test_fused_ce_with_the_gradient_scale_missing_is_named(monkeypatch):
+    monkeypatch.setattr(lesson, "cross_entropy_kernel", _ce_no_scale_kernel)
+    with pytest.raises(AssertionError, match="grad_x misses the mean's 1/N"):
+        lesson.check_fused_linear_cross_entropy(lesson.fused_linear_cross_entropy, quiet=True)
+
+
+class _OverwritingGradW(torch.autograd.Function):
+    """The fused loop with grad_W overwritten by each chunk instead of accumulated."""
+
+    @staticmethod
+    def forward(ctx, x, weight, labels, ignore_index, chunk):
+        T = x.shape[0]
+        n_valid = int((labels != ignore_index).sum())
+        loss_rows = torch.zeros(T, dtype=lesson.torch_acc_dtype(x.dtype), device=x.device)
+        grad_x, grad_w = torch.zeros_like(x), torch.zeros_like(weight)
+        for start in range(0, T, chunk):
+            xc = x[start : start + chunk]
+            logits = xc @ weight.T
+            lesson._cross_entropy_into(logits, labels[start : start + chunk], loss_rows[start : start + chunk],
+                                       logits, ignore_index, 1.0 / max(n_valid, 1))  # fmt: skip
+            grad_x[start : start + chunk] = logits @ weight
+            grad_w.copy_(logits.T @ xc)  # the mistake: = instead of +=
+        ctx.save_for_backward(grad_x, grad_w)
+        return loss_rows.sum() / n_valid
+
+    @staticmethod
+    def backward(ctx, go):
+        grad_x, grad_w = ctx.saved_tensors
+        return grad_x * go, grad_w * go, None, None, None
+
+
+def test_fused_ce_grad_w_not_accumulated_is_named():
+    def wrong(x, w, labels, *, ignore_index=-100, chunk=None):
+        return _OverwritingGradW.apply(x, w, labels, ignore_index, chunk or lesson.default_chunk(*x.shape, w.shape[0]))
+
+    with pytest.raises(AssertionError, match="grad_W holds only the last chunk"):
+        lesson.check_fused_linear_cross_entropy(wrong, quiet=True)
+
+
+@triton.jit
+def _rmsnorm_bwd_body(
+    dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_ptr, M, C, stride_dym, stride_xm, stride_dxm,
+    ROWS: tl.constexpr, BLOCK_C: tl.constexpr, ACC: tl.constexpr, OVERWRITE: tl.constexpr, ONLY_PROGRAM_0: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_C)
+    w = tl.load(w_ptr + cols, mask=cols < C, other=0.0).to(ACC)
+    dw = tl.zeros((BLOCK_C,), ACC)
+    for tile in range(pid, tl.cdiv(M, ROWS), tl.num_programs(0)):
+        rows = tile * ROWS + tl.arange(0, ROWS).to(tl.int64)
+        mask = (rows[:, None] < M) & (cols[None, :] < C)
+        x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(ACC)
+        dy = tl.load(dy_ptr + rows[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(ACC)
+        rstd = tl.load(rstd_ptr + rows, mask=rows < M, other=0.0)
+        xhat = x * rstd[:, None]
+        dyw = dy * w[None, :]
+        dx = rstd[:, None] * (dyw - xhat * (tl.sum(dyw * xhat, axis=1) / C)[:, None])
+        tl.store(dx_ptr + rows[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        if OVERWRITE:
+            dw = tl.sum(dy * xhat, axis=0)  # the mistake: = instead of +=
+        else:
+            dw += tl.sum(dy * xhat, axis=0)
+    if ONLY_PROGRAM_0:  # as if the launcher kept partial[0] instead of adding the partial sums
+        dw = tl.where(pid == 0, dw, 0.0)
+    tl.store(dw_ptr + pid.to(tl.int64) * C + cols, dw, mask=cols < C)
+
+
+@triton.jit
+def _rmsnorm_bwd_overwrite_kernel(
+    dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_ptr, M, C, stride_dym, stride_xm, stride_dxm,
+    ROWS: tl.constexpr, BLOCK_C: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    _rmsnorm_bwd_body(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_ptr, M, C, stride_dym, stride_xm, stride_dxm,
+                      ROWS, BLOCK_C, ACC, True, False)  # fmt: skip
+
+
+@triton.jit
+def _rmsnorm_bwd_program_0_kernel(
+    dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_ptr, M, C, stride_dym, stride_xm, stride_dxm,
+    ROWS: tl.constexpr, BLOCK_C: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    _rmsnorm_bwd_body(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_ptr, M, C, stride_dym, stride_xm, stride_dxm,
+                      ROWS, BLOCK_C, ACC, False, True)  # fmt: skip
+
+
+def test_rmsnorm_dw_not_accumulated_in_the_loop_is_named(monkeypatch):
+    monkeypatch.setattr(lesson, "rmsnorm_backward_kernel", _rmsnorm_bwd_overwrite_kernel)
+    with pytest.raises(AssertionError, match=r"accumulate across the loop \(dw \+= \.\.\.\)"):
+        lesson.check_rmsnorm_with_grad(lesson.rmsnorm_with_grad, quiet=True)
+
+
+def test_rmsnorm_dw_not_reduced_across_programs_is_named(monkeypatch):
+    monkeypatch.setattr(lesson, "rmsnorm_backward_kernel", _rmsnorm_bwd_program_0_kernel)
+    with pytest.raises(AssertionError, match="one program's partial sum"):
+        lesson.check_rmsnorm_with_grad(lesson.rmsnorm_with_grad, quiet=True)
+
+
+@triton.jit
+def _swiglu_bwd_sigmoid_kernel(
+    gu_ptr, dout_ptr, dgu_ptr, M, Fd, stride_gm, stride_dm, stride_dgm,
+    ROWS: tl.constexpr, BLOCK_F: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
+    mask = (rows[:, None] < M) & (cols[None, :] < Fd)
+    g = tl.load(gu_ptr + rows[:, None] * stride_gm + cols[None, :], mask=mask, other=0.0).to(ACC)
+    u = tl.load(gu_ptr + rows[:, None] * stride_gm + Fd + cols[None, :], mask=mask, other=0.0).to(ACC)
+    dout = tl.load(dout_ptr + rows[:, None] * stride_dm + cols[None, :], mask=mask, other=0.0).to(ACC)
+    s = 1.0 / (1.0 + tl.exp(-g))
+    tl.store(dgu_ptr + rows[:, None] * stride_dgm + cols[None, :], (dout * u * s).to(dgu_ptr.dtype.element_ty),
+             mask=mask)  # fmt: skip  # the mistake: silu'(g) taken as sigmoid(g)
+    tl.store(dgu_ptr + rows[:, None] * stride_dgm + Fd + cols[None, :], (dout * g * s).to(dgu_ptr.dtype.element_ty),
+             mask=mask)  # fmt: skip
+
+
+def test_swiglu_wrong_derivative_is_named(monkeypatch):
+    monkeypatch.setattr(lesson, "swiglu_backward_kernel", _swiglu_bwd_sigmoid_kernel)
+    with pytest.raises(AssertionError, match=r"silu'\(g\) = s \+ g s \(1 - s\)"):
+        lesson.check_swiglu_with_grad(lesson.swiglu_with_grad, quiet=True)
+
+
+@triton.jit
+def _rope_never_inverse_kernel(
+    x_ptr, cos_ptr, sin_ptr, out_ptr, M, T, H, D, HALF,
+    INVERSE: tl.constexpr, ROWS: tl.constexpr, BLOCK_J: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    j = tl.arange(0, BLOCK_J)
+    h, i = j // HALF, j % HALF
+    mask = (rows[:, None] < M) & (j[None, :] < H * HALF)
+    pos = rows % T
+    c = tl.load(cos_ptr + pos[:, None] * D + i[None, :], mask=mask, other=0.0).to(ACC)
+    s = tl.load(sin_ptr + pos[:, None] * D + i[None, :], mask=mask, other=0.0).to(ACC)  # the mistake: INVERSE unused
+    off = rows[:, None] * (H * D) + (h * D + i)[None, :]
+    x1 = tl.load(x_ptr + off, mask=mask, other=0.0).to(ACC)
+    x2 = tl.load(x_ptr + off + HALF, mask=mask, other=0.0).to(ACC)
+    tl.store(out_ptr + off, (x1 * c - x2 * s).to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + off + HALF, (x2 * c + x1 * s).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def test_rope_backward_not_inverted_is_named(monkeypatch):
+    monkeypatch.setattr(lesson, "rope_kernel", _rope_never_inverse_kernel)
+    with pytest.raises(AssertionError, match="must rotate by -angle"):
+        lesson.check_rope_with_grad(lesson.rope_with_grad, quiet=True)
+
+
+# -- refusals and empty inputs -----------------------------------------------------------------------------------
+
+
+def test_bad_inputs_are_refused_before_any_launch(monkeypatch):
+    def no_launch(*args, **kwargs):
+        raise AssertionError("a kernel was launched for a bad input")
+
+    for name in (
+        "kl_div_kernel",
+        "cross_entropy_kernel",
+        "rmsnorm_forward_kernel",
+        "swiglu_forward_kernel",
+        "rope_kernel",
+    ):
+        monkeypatch.setattr(lesson, name, type("NoLaunch", (), {"__getitem__": lambda self, grid: no_launch})())
+    dev = ENV.device
+    logits, labels = torch.randn(4, 10, device=dev), torch.tensor([1, 2, -100, 9], device=dev)
+    x, w = torch.randn(4, 8, device=dev), torch.randn(10, 8, device=dev)
+    q = torch.randn(1, 5, 2, 8, device=dev)
+    cos, sin = lesson.rope_tables(5, 8, device=dev)
+    utils.refuses(
+        {
+            "a label past V": lambda: lesson.cross_entropy(logits, torch.tensor([1, 2, 10, 0], device=dev)),
+            "a negative label": lambda: lesson.cross_entropy(logits, torch.tensor([1, -1, 2, 0], device=dev)),
+            "too few labels": lambda: lesson.cross_entropy(logits, labels[:3]),
+            "float labels": lambda: lesson.cross_entropy(logits, labels.float()),
+            "2-D labels": lambda: lesson.cross_entropy(logits, labels[:, None]),
+            "an ignore_index that is no int": lambda: lesson.cross_entropy(logits, labels, ignore_index=-100.0),
+            "a head of the wrong width": lambda: lesson.fused_linear_cross_entropy(x, w[:, :7], labels),
+            "a head of another dtype": lambda: lesson.fused_linear_cross_entropy(x, w.double(), labels),
+            "a label past the head's V": lambda: lesson.fused_linear_cross_entropy(x, w[:9], labels),
+            "chunk=0": lambda: lesson.fused_linear_cross_entropy(x, w, labels, chunk=0),
+            "kl shapes that differ": lambda: lesson.kl_div(logits, logits[:, :9]),
+            "kl dtypes that differ": lambda: lesson.kl_div(logits, logits.double()),
+            "kl 1-D": lambda: lesson.kl_div(logits[0], logits[0]),
+            "kl reduction": lambda: lesson.kl_div(logits, logits, reduction="avg"),
+            "kl log_target not a bool": lambda: lesson.kl_div(logits, logits, log_target=1),
+            "kl target requiring grad": lambda: lesson.kl_div(logits, logits.clone().requires_grad_()),
+            "rmsnorm weight size": lambda: lesson.rmsnorm_with_grad(x, torch.ones(7, device=dev)),
+            "rmsnorm eps <= 0": lambda: lesson.rmsnorm_with_grad(x, torch.ones(8, device=dev), 0.0),
+            "rmsnorm 3-D": lambda: lesson.rmsnorm_with_grad(x[None], torch.ones(8, device=dev)),
+            "odd gate_up": lambda: lesson.swiglu_with_grad(torch.randn(4, 7, device=dev)),
+            "rope odd D": lambda: lesson.rope_with_grad(q[..., :7], q[..., :7], cos[..., :7], sin[..., :7]),
+            "rope short tables": lambda: lesson.rope_with_grad(q, q, cos[:, :3], sin[:, :3]),
+            "rope 3-D q": lambda: lesson.rope_with_grad(q[0], q, cos, sin),
+            "rope non-contiguous q": lambda: lesson.rope_with_grad(q.transpose(1, 2), q, cos, sin),
+        },
+        quiet=True,
+    )
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="bfloat16 is refused under the interpreter only")
+def test_bfloat16_is_refused_under_the_interpreter():
+    x = torch.randn(4, 10, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="bfloat16"):
+        lesson.cross_entropy(x, torch.zeros(4, dtype=torch.long))
+    with pytest.raises(TypeError, match="bfloat16"):
+        lesson.kl_div(x, x)
+    with pytest.raises(TypeError, match="bfloat16"):
+        lesson.rmsnorm_with_grad(x, torch.ones(10, dtype=torch.bfloat16))
+
+
+def test_empty_inputs_give_empty_results_as_pytorch_does():
+    dev = ENV.device
+    y = torch.randn(0, 5, device=dev, requires_grad=True)
+    assert lesson.kl_div(y, y.detach(), reduction="none").shape == (0, 5)
+    assert float(lesson.kl_div(y, y.detach(), reduction="sum").detach()) == 0.0
+    no_labels = torch.zeros(0, dtype=torch.long, device=dev)
+    assert math.isnan(float(lesson.cross_entropy(torch.randn(0, 5, device=dev), no_labels)))  # 0 / 0, as in PyTorch
+    every_label_ignored = torch.full((3,), -100, device=dev)
+    assert math.isnan(float(lesson.cross_entropy(torch.randn(3, 5, device=dev), every_label_ignored)))
+    x = torch.randn(0, 8, device=dev, requires_grad=True)
+    out = lesson.rmsnorm_with_grad(x, torch.ones(8, device=dev, requires_grad=True))
+    assert out.shape == (0, 8)
+    out.sum().backward()
+    assert x.grad.shape == (0, 8)
+    assert lesson.swiglu_with_grad(torch.randn(0, 6, device=dev)).shape == (0, 3)
+
+
+def test_needs_input_grad_skips_the_unneeded_gradient():
+    x = torch.randn(5, 4, device=ENV.device, requires_grad=True)
+    w = torch.randn(7, 4, device=ENV.device)  # a frozen head: no grad_W computed
+    loss = lesson.fused_linear_cross_entropy(x, w, torch.randint(0, 7, (5,), device=ENV.device), chunk=2)
+    loss.backward()
+    assert x.grad is not None and w.grad is None
+
+
+# -- the training comparison -------------------------------------------------------------------------------------
+
+TINY = lesson.LlamaArgs(dim=16, n_heads=2, n_kv_heads=1, ffn_dim=32)
+
+
+def test_training_with_the_kernels_matches_pytorch(capsys):
+    batches = lesson.text_batches(lesson.byte_tokens(), 1, 8, 3)
+    reference = lesson.train_tiny_llama(lesson.TORCH_OPS, TINY, 1, batches)
+    assert reference[0] == pytest.approx(math.log(256), abs=1.0)  # about a uniform guess over the bytes at first
+    lesson.check_training(lesson.KERNEL_OPS, TINY, 1, batches, reference, atol=1e-4)
+    assert "✓ 3 training steps" in capsys.readouterr().out
+
+
+def test_training_check_fails_on_a_wrong_op():
+    batches = lesson.text_batches(lesson.byte_tokens(), 1, 8, 3)
+    reference = lesson.train_tiny_llama(lesson.TORCH_OPS, TINY, 1, batches)
+    wrong = lesson.TORCH_OPS._replace(swiglu=lambda gu: 1.5 * lesson.swiglu_ref(gu))
+    with pytest.raises(AssertionError, match="step 0: the loss"):
+        lesson.check_training(wrong, TINY, 1, batches, reference, atol=1e-4)
+
+
+def test_the_text_ships_with_the_course_and_is_small():
+    tokens = lesson.byte_tokens()
+    assert 5_000 < len(tokens) < 100_000 and int(tokens.max()) < 128  # plain ASCII English
