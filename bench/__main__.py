@@ -1,6 +1,7 @@
 """`make bench`: every lesson's solution kernels against their PyTorch baselines, in one run, on one GPU.
 
     python -m bench [--only 03 05] [--out results]
+    python -m bench --merge run1 run2 --out results   # one report from runs made apart (each within a time limit)
 
 Each ``bench/lessonNN.py`` (found by its file name) defines ``run() -> list[bench.common.Row]``. This command measures
 the GPU's ceilings first (copy bandwidth, matmul rates), runs the lessons, and writes ``bench.csv``, ``bench.md`` and
@@ -14,6 +15,7 @@ import importlib
 import platform
 import sys
 import time
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -29,7 +31,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="lessons to run, e.g. --only 04 05 (default: all)")
     parser.add_argument("--out", default=str(ROOT / "results"), help="folder for bench.csv, bench.md, roofline.png")
+    parser.add_argument("--merge", nargs="+", metavar="DIR", help="write one report from the bench.csv of each DIR")
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, Path(args.out))
     chosen = lessons() if args.only is None else args.only
     unknown = sorted(set(chosen) - set(lessons()))
     if unknown:
@@ -58,10 +63,19 @@ def main(argv=None) -> int:
         f"ceilings measured here: copy {ceil.bandwidth_gbs:.0f} GB/s; "
         + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in ceil.tflops.items())
     )
-    rows = []
+    rows, failed = [], []
     for lesson in chosen:
         t0 = time.time()
-        got = importlib.import_module(f"bench.lesson{lesson}").run()
+        try:
+            got = importlib.import_module(f"bench.lesson{lesson}").run()
+        except Exception:  # noqa: BLE001 - one lesson's failure must not lose the others' measurements
+            traceback.print_exc()
+            failed.append(lesson)
+            print(f"lesson {lesson}: FAILED after {time.time() - t0:.0f} s (traceback above)", flush=True)
+            if torch_cuda_broken():
+                print("the CUDA context is broken (an illegal memory access?): stopping here", flush=True)
+                break
+            continue
         print(f"lesson {lesson}: {len(got)} comparisons in {time.time() - t0:.0f} s", flush=True)
         rows += got
     table = report.enrich(rows, ceil)
@@ -89,11 +103,49 @@ def main(argv=None) -> int:
         "the measured copy bandwidth (memory-bound ops) or of the measured cuBLAS matmul rate (compute-bound ops) at "
         "the op's intensity. These are measured ceilings, not limits: a kernel can pass 100%."
     )
+    if failed:
+        header += f" **Failed in this run, no rows: lesson {', '.join(failed)}.**"
     (out / "bench.md").write_text(report.markdown(table, header))
     fig = report.roofline_figure(table, ceil, f"make bench on {env.gpu_name}")
     fig.savefig(out / "roofline.png", dpi=110, bbox_inches="tight")
     print(report.markdown(table, header))
     print(f"wrote {out / 'bench.csv'}, {out / 'bench.md'}, {out / 'roofline.png'}")
+    return 1 if failed else 0
+
+
+def torch_cuda_broken() -> bool:
+    """True when CUDA calls fail (after an illegal memory access every later call does)."""
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+        return False
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def merge(folders: list[str], out: Path) -> int:
+    """One bench.csv / bench.md / roofline.png from the bench.csv of runs made apart on the same GPU."""
+    import pandas as pd
+
+    from bench import report
+
+    frames = [pd.read_csv(Path(f) / "bench.csv", dtype={"lesson": str}) for f in folders]
+    frame = pd.concat(frames, ignore_index=True)
+    gpus = set(frame["gpu"])
+    if len(gpus) != 1:
+        raise SystemExit(f"the runs were made on different GPUs ({', '.join(sorted(gpus))}): not one report")
+    first = frame.iloc[0]
+    ceil = report.ceilings_of(first)
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "bench.csv", index=False)
+    rows = frame.to_dict("records")
+    header = report.header_of(frames)
+    (out / "bench.md").write_text(report.markdown(rows, header))
+    report.roofline_figure(rows, ceil, f"make bench on {first['gpu']}").savefig(
+        out / "roofline.png", dpi=110, bbox_inches="tight"
+    )
+    print(f"merged {len(rows)} rows from {len(folders)} runs into {out}")
     return 0
 
 

@@ -17,6 +17,11 @@ def _fmt(x, digits=3):
     return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
 
 
+def _given(x) -> bool:
+    """A count that was recorded: not None, not NaN (an empty CSV cell), positive."""
+    return x is not None and not (isinstance(x, float) and math.isnan(x)) and x > 0
+
+
 def enrich(rows: list[Row], ceil) -> list[dict]:
     """Each row as a dict with GB/s, TFLOP/s, the ratio to its baseline, and the share of the roof at its intensity
     measured in this run: the copy bandwidth below the ridge, the matmul rate above it (``utils.roofline.attainable``).
@@ -61,7 +66,7 @@ def roofline_figure(rows: list[dict], ceil, title: str):
     points = {}
     for r in rows:
         key = (r["op"], r["shape"], r["dtype"], r["impl"])
-        if r.get("flops") and r.get("bytes") and key not in points:
+        if _given(r.get("flops")) and _given(r.get("bytes")) and key not in points:
             points[key] = roofline.point("", r["flops"], r["bytes"], r["ms"])
     fig = roofline.plot(list(points.values()), ceil, precision="bf16", title=title)
     ax = fig.axes[0]
@@ -72,3 +77,34 @@ def roofline_figure(rows: list[dict], ceil, title: str):
                    edgecolor="black", linewidth=0.5, zorder=7, label=op)  # fmt: skip
     ax.legend(loc="upper left", fontsize=9, ncol=2)
     return fig
+
+
+def ceilings_of(row) -> "object":
+    """The ceilings a run recorded in its CSV columns, as ``utils.roofline.Ceilings``."""
+    from utils import roofline
+
+    tflops = {c.split(" ")[0]: float(row[c]) for c in row.index if c.endswith("TFLOP/s (matmul)")}
+    return roofline.Ceilings(bandwidth_gbs=float(row["copy GB/s"]), tflops=tflops, gpu=row["gpu"],
+                             source="measured by make bench", measured=True)  # fmt: skip
+
+
+def header_of(frames) -> str:
+    """The header of a report merged from several runs: each run's GPU, versions, date and ceilings."""
+    runs = []
+    for f in frames:
+        r = f.iloc[0]
+        lessons = ", ".join(sorted(set(f["lesson"])))
+        runs.append(
+            f"lessons {lessons} on **{r['gpu']}** ({r['date']}), torch {r['torch']}, triton {r['triton']}; copy "
+            f"{r['copy GB/s']:.0f} GB/s (plain torch copy {r['plain torch copy GB/s']:.0f} GB/s), bf16 matmul "
+            f"{r['bf16 TFLOP/s (matmul)']:.0f} TFLOP/s"
+        )
+    return (
+        "Measured by `make bench` in "
+        + str(len(frames))
+        + " runs (each lesson's rows, both sides, in one run): "
+        + "; ".join(runs)
+        + ". `× baseline` = baseline time / Triton time (above 1: Triton is faster); `roof %` = "
+        "share of the measured copy bandwidth (memory-bound ops) or of the measured cuBLAS matmul rate "
+        "(compute-bound ops) at the op's intensity. These are measured ceilings, not limits: a kernel can pass 100%."
+    )

@@ -77,3 +77,21 @@ def test_unknown_lesson_is_a_usage_error(capsys):
     with pytest.raises(SystemExit):
         main(["--only", "42"])
     assert "no bench/lesson42.py" in capsys.readouterr().err
+
+
+def test_runs_made_apart_merge_into_one_report(tmp_path):
+    import pandas as pd
+
+    from utils.lessons import ROOT
+
+    recorded = pd.read_csv(ROOT / "results" / "bench.csv", dtype={"lesson": str})
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, part in ((first, recorded[recorded.lesson <= "04"]), (second, recorded[recorded.lesson > "04"])):
+        folder.mkdir()
+        part.to_csv(folder / "bench.csv", index=False)
+    assert main(["--merge", str(first), str(second), "--out", str(tmp_path / "out")]) == 0
+    merged = pd.read_csv(tmp_path / "out" / "bench.csv", dtype={"lesson": str})
+    assert len(merged) == len(recorded) and list(merged.columns) == list(recorded.columns)
+    text = (tmp_path / "out" / "bench.md").read_text()
+    assert "in 2 runs" in text and text.count("\n| ") == len(recorded) + 1  # the header row, then one per row
+    assert (tmp_path / "out" / "roofline.png").stat().st_size > 10_000
