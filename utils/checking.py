@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .mode import dtype_name
+from .mode import current, dtype_name
 
 #: elements of hidden NaN canaries after every buffer made by nan_empty (one big block of the largest BLOCK_SIZE)
 GUARD = 8192
@@ -638,11 +638,11 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
     ``shape`` may hold None for "any size".
     """
     __tracebackhide__ = True
+    # launchers call this on every launch: the common path costs a few attribute reads, the messages only on failure
     if not isinstance(t, torch.Tensor):
         _raise(TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}."))
-    from .mode import current
-
-    want = current().device
+    env = current()
+    want = env.device
     if t.device.type != want:
         fix = f"{name}.cuda()" if want == "cuda" else f"{name}.cpu()"
         _raise(
@@ -651,14 +651,14 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
                 f"(or create it with device='{want}')."
             )
         )
-    if t.dtype == torch.bfloat16 and current().interpret:
+    if env.interpret and t.dtype == torch.bfloat16:
         _raise(
             TypeError(
                 f"{name} is bfloat16, which Triton's interpreter does not support (its results would be silently "
                 f"wrong): use {name}.half() or {name}.float() on the CPU; bfloat16 works on a GPU."
             )
         )
-    if dtype is not None:
+    if dtype is not None and not (t.dtype is dtype or (isinstance(dtype, tuple) and t.dtype in dtype)):
         ok = []  # a loop, not a generator: a generator's frame would show in the traceback
         for d in dtype if isinstance(dtype, tuple) else (dtype,):
             ok.append(_as_dtype(d, f"require(dtype=) for {name}"))
@@ -699,10 +699,13 @@ def require_same_shape(a, b, names=("x", "y")) -> None:
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
     """The byte range [start, end) of memory that ``t`` can touch."""
-    if t.numel() == 0:
-        return t.data_ptr(), t.data_ptr()
+    start, n = t.data_ptr(), t.numel()
+    if n == 0:
+        return start, start
+    if t.is_contiguous():
+        return start, start + n * t.element_size()
     last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if stride > 0)
-    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+    return start, start + (last + 1) * t.element_size()
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -721,11 +724,12 @@ def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: 
     a wrong result without a word, and one that writes into a smaller buffer corrupts whatever lies after it.
     """
     __tracebackhide__ = True
-    shape = tuple(int(s) for s in shape)
-    device = torch.device(device)
-    dtype = _as_dtype(dtype, f"require_out(dtype=) for {name}")
+    if not isinstance(dtype, torch.dtype):
+        dtype = _as_dtype(dtype, f"require_out(dtype=) for {name}")
     if out is None:
         return torch.empty(shape, dtype=dtype, device=device)
+    shape = tuple(int(s) for s in shape)
+    device = torch.device(device)
     if not isinstance(out, torch.Tensor):
         _raise(
             TypeError(
@@ -796,6 +800,8 @@ INT32_LIMIT = 2**31
 def require_int32_offsets(t: torch.Tensor, name: str) -> None:
     """For kernels that compute 32-bit offsets: refuse a tensor whose last element lies at 2**31 or beyond."""
     __tracebackhide__ = True
+    if t.numel() < INT32_LIMIT and t.is_contiguous():
+        return  # the common case, decided without Python arithmetic over the shape
     if t.numel() and _span(t)[1] - t.data_ptr() > INT32_LIMIT * t.element_size():
         _raise(
             ValueError(
