@@ -219,50 +219,83 @@ SPLITK_CASES = env.pick(
 )
 
 
+def splitk_suspects(a, b, split):
+    """{hint: fp64 result of a @ b as if that classic split-K mistake were made} (slices as the launcher cuts them)."""
+    a, b = a.double(), b.double()
+    kps = splitk_slice(a.shape[1], split, SPLITK_TILE["BLOCK_K"])
+    return {
+        "every slice summed the first K_PER_SPLIT terms: start slice s at k_start = s * K_PER_SPLIT": (
+            split * matmul_ref(a[:, :kps], b[:kps])
+        ),
+        "the slices overlap: each runs to K instead of stopping at min(K, k_start + K_PER_SPLIT)": sum(
+            matmul_ref(a[:, s * kps :], b[s * kps :]) for s in range(split)
+        ),
+    }
+
+
 def check_matmul_splitk(fn, *, quiet=False):
-    """fn(a, b, out=..., SPLIT_K=s): close to the fp64 spec on random fp32 inputs, equal to it bit for bit on exact
-    fp16 inputs (where the order of the additions cannot matter)."""
+    """fn(a, b, out=..., SPLIT_K=s): equal to the fp64 spec bit for bit on exact fp16 inputs (where the order of the
+    additions cannot matter), then close to it on random fp32 inputs."""
     for (M, N, K), split in SPLITK_CASES:
-        kps = splitk_slice(K, split, SPLITK_TILE["BLOCK_K"])
+        x, y = exact_matmul_inputs(M, N, K, torch.float16, device=env.device)
+        got = fn(x, y, out=utils.nan_empty((M, N), torch.float16), SPLIT_K=split)
+        exact = matmul_ref(x.double(), y.double())
+        name = f"matmul_splitk on exact inputs {M}x{N}x{K} (SPLIT_K={split})"
+        if not bitwise_equal(got, exact.to(torch.float16)):
+            utils.check(  # far off: name the classic mistake it looks like
+                got,
+                exact,
+                atol=0.0,
+                rtol=2**-9,
+                reason="exact inputs: the one right answer is the exact product rounded once to fp16 (2**-11 "
+                "relative); this tolerance only tells a mistake from a few ulps, which the bits below judge",
+                name=name,
+                quiet=True,
+                suspects=splitk_suspects(x, y, split),
+            )
+            assert_bitwise_equal(got, exact.to(torch.float16), name=name)
         a = torch.randn(M, K, device=env.device) * K**-0.25
         b = torch.randn(K, N, device=env.device) * K**-0.25
         c = fn(a, b, out=utils.nan_empty((M, N)), SPLIT_K=split)
         scale = math.sqrt(K) * a.pow(2).mean().sqrt().item() * b.pow(2).mean().sqrt().item()
         utils.check(
             c,
-            matmul_ref(a, b),
+            matmul_ref(a.double(), b.double()),
             **matmul_tolerance(torch.float32, K, scale),
             name=f"matmul_splitk C[{M}x{N}] (K={K}, SPLIT_K={split})",
-            quiet=quiet,
-            suspects={
-                "every slice summed the first K_PER_SPLIT terms: start slice s at k_start = s * K_PER_SPLIT": (
-                    split * matmul_ref(a[:, :kps], b[:kps])
-                ),
-                "the slices overlap: each runs to K instead of stopping at min(K, k_start + K_PER_SPLIT)": sum(
-                    matmul_ref(a[:, s * kps :], b[s * kps :]) for s in range(split)
-                ),
-            },
+            quiet=True,
+            suspects=splitk_suspects(a, b, split),
         )
-        x, y = exact_matmul_inputs(M, N, K, torch.float16, device=env.device)
-        got = fn(x, y, out=utils.nan_empty((M, N), torch.float16), SPLIT_K=split)
-        assert_bitwise_equal(got, matmul_ref(x, y).to(torch.float16), name=f"matmul_splitk on exact inputs {M}x{N}x{K}")
         if not quiet:
-            print(f"✓ matmul_splitk {M}x{N}x{K}, SPLIT_K={split}: bit-identical to the spec on exact fp16 inputs")
+            print(
+                f"✓ matmul_splitk {M}x{N}x{K}, SPLIT_K={split}: bit-identical to the spec on exact fp16 inputs, "
+                f"within lesson 05's tolerance on random fp32 inputs"
+            )
 
 
 def bitwise_config_test(launcher, configs, M=37, N=45, K=70, dtype=torch.float16):
     """Raises AssertionError unless launcher(a, b, **config) gives the exact product, bit for bit, for every config."""
     a, b = exact_matmul_inputs(M, N, K, dtype, device=env.device)
-    want = matmul_ref(a, b).to(dtype)
+    want = matmul_ref(a.double(), b.double()).to(dtype)  # exact, then rounded once
     for config in configs:
         assert_bitwise_equal(launcher(a, b, **config), want, name=f"{launcher.__name__} with {config}")
 
 
 def check_bitwise_config_test(test, *, quiet=False):
     """test(launcher, configs) must pass correct kernels in any configuration and catch fp16 accumulation."""
+    x, y = exact_matmul_inputs(37, 45, 70, torch.float16, device=env.device)
+    if not bitwise_equal(matmul_splitk(x, y, SPLIT_K=2), matmul_ref(x.double(), y.double()).to(torch.float16)):
+        raise AssertionError(
+            "this check gives your test matmul_splitk (exercise 1) as a correct kernel, and it is not right yet: "
+            "finish exercise 1 first (check_matmul_splitk(matmul_splitk) must pass)."
+        )
     correct = {
         "matmul_grouped (lesson 05) in two tile shapes and program orders": (matmul_grouped, CHECK_CONFIGS),
-        "matmul_tiled (lesson 05) with two K steps, so two orders of addition": (matmul_tiled, CHECK_K_STEPS),
+        "matmul_tiled (lesson 05) with two K steps": (matmul_tiled, CHECK_K_STEPS),
+        "matmul_splitk (exercise 1) with 1, 2 and 3 slices of K, three orders of addition": (
+            matmul_splitk,
+            CHECK_SPLITS,
+        ),
     }
     for what, (launcher, configs) in correct.items():
         try:
@@ -271,7 +304,7 @@ def check_bitwise_config_test(test, *, quiet=False):
             raise AssertionError(
                 f"your test rejects {what}, which is correct: {e}\nHint: on random inputs each order of "
                 f"additions rounds differently. Build the inputs with exact_matmul_inputs and compare with "
-                f"matmul_ref(a, b).to(dtype), the exact result rounded once."
+                f"matmul_ref(a.double(), b.double()).to(dtype), the exact result rounded once."
             ) from None
     try:
         test(matmul_fp16acc, [{}])
@@ -294,6 +327,7 @@ CHECK_CONFIGS = env.pick(
     ],
 )
 CHECK_K_STEPS = env.pick(cpu=[dict(BLOCK_K=16), dict(BLOCK_K=32)], gpu=[dict(BLOCK_K=32), dict(BLOCK_K=64)])
+CHECK_SPLITS = [dict(SPLIT_K=1), dict(SPLIT_K=2), dict(SPLIT_K=3, BLOCK_K=16)]
 
 
 @triton.jit
@@ -684,35 +718,41 @@ FLUSHED_SHAPES = env.pick(cpu=[(20, 17, 256), (1, 29, 100)], gpu=[(1000, 1337, 4
 
 
 def check_matmul_flushed(fn, *, quiet=False):
-    """fn(a, b, out=..., FLUSH_EVERY=1) on random fp16 inputs (close to the spec), then on exact positive inputs
-    whose sums over one K step fit fp16 but whose totals do not: flushed, the result must be exact, bit for bit."""
+    """fn(a, b, out=..., FLUSH_EVERY=1) on exact positive inputs whose sums over one K step fit fp16 but whose totals
+    do not: flushed every step, the result must be exact, bit for bit (every fp16 partial sum is representable, so
+    no rounding mode of the tensor cores can change it); then on random fp16 inputs, close to the fp64 spec."""
     bk = FP16ACC_TILE["BLOCK_K"]
     for M, N, K in FLUSHED_SHAPES:
+        x, y = exact_matmul_inputs(
+            M, N, K, torch.float16, acc_dtype=torch.float16, exact_over=bk, signed=False, device=env.device
+        )
+        got = fn(x, y, out=utils.nan_empty((M, N), torch.float16), FLUSH_EVERY=1)
+        exact = matmul_ref(x.double(), y.double()).to(torch.float16)
+        try:
+            assert_bitwise_equal(got, exact, name=f"matmul_flushed {M}x{N}x{K} exact")
+        except AssertionError as e:
+            raise AssertionError(
+                f"{e}\nHint: these inputs are exact as long as the fp16 accumulator never holds more than one K "
+                f"step: add it to acc32 and reset it to zero after every FLUSH_EVERY steps."
+            ) from None
         a = torch.randn(M, K, device=env.device, dtype=torch.float16) * K**-0.25
         b = torch.randn(K, N, device=env.device, dtype=torch.float16) * K**-0.25
         c = fn(a, b, out=utils.nan_empty((M, N), torch.float16), FLUSH_EVERY=1)
         scale = math.sqrt(K) * a.float().pow(2).mean().sqrt().item() * b.float().pow(2).mean().sqrt().item()
         utils.check(
             c,
-            matmul_ref(a, b),
+            matmul_ref(a.double(), b.double()),
             atol=8 * 2**-11 * scale,
             rtol=2 * 2**-11,
             reason="fp16 partial sums (11 bits) rounded once per K step, fp32 total, fp16 output",
             name=f"matmul_flushed C[{M}x{N}] (K={K}, FLUSH_EVERY=1)",
-            quiet=quiet,
+            quiet=True,
         )
-        x, y = exact_matmul_inputs(M, N, K, torch.float16, acc_dtype=torch.float16, exact_over=bk, signed=False)
-        x, y = x.to(env.device), y.to(env.device)
-        got = fn(x, y, out=utils.nan_empty((M, N), torch.float16), FLUSH_EVERY=1)
-        try:
-            assert_bitwise_equal(got, matmul_ref(x, y).to(torch.float16), name=f"matmul_flushed {M}x{N}x{K} exact")
-        except AssertionError as e:
-            raise AssertionError(
-                f"{e}\nHint: these inputs are exact as long as the fp16 accumulator never holds more than one K "
-                f"step: add it to acc32 and reset it to zero after every FLUSH_EVERY steps."
-            ) from None
         if not quiet:
-            print(f"✓ matmul_flushed {M}x{N}x{K}: flushed every step, exact on inputs whose steps fit fp16")
+            print(
+                f"✓ matmul_flushed {M}x{N}x{K}: flushed every step, exact on inputs whose steps fit fp16 and close "
+                f"to the spec on random inputs"
+            )
 
 
 def pipeline(x, norm_weight, w_out):

@@ -86,6 +86,21 @@ def test_splitk_check_demands_bits_on_exact_inputs():
         L.check_matmul_splitk(one_ulp_off, quiet=True)
 
 
+def test_splitk_check_compares_with_the_exact_product_not_a_half_precision_matmul(monkeypatch):
+    """The checks compare with the fp64 product: on a GPU, `a @ b` of fp16 tensors is cuBLAS's fp16 matmul, which
+    may add partial sums in fp16, so it is no exact reference for a bitwise test."""
+    calls = []
+
+    def recording_ref(a, b, *rest):
+        calls.append(a.dtype)
+        return a @ b
+
+    monkeypatch.setattr(L, "matmul_ref", recording_ref)
+    L.check_matmul_splitk(L.matmul_splitk, quiet=True)
+    L.check_matmul_flushed(L.matmul_flushed, quiet=True)
+    assert calls and set(calls) == {torch.float64}, calls
+
+
 def test_splitk_equals_one_slice_bit_for_bit_on_exact_inputs_only():
     a, b = L.exact_matmul_inputs(20, 17, 100, torch.float16, device=DEVICE)
     one, four = L.matmul_splitk(a, b, SPLIT_K=1), L.matmul_splitk(a, b, SPLIT_K=4)
@@ -103,8 +118,8 @@ def test_bitwise_config_test_solution_passes_its_check():
 
 def test_a_test_on_random_inputs_rejects_correct_reorderings():
     def compares_random_results(launcher, configs, M=37, N=45, K=70):
-        a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
-        b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+        a = torch.randn(M, K, device=DEVICE)  # fp32 results: another order of additions shows in their last bits
+        b = torch.randn(K, N, device=DEVICE)
         results = [launcher(a, b, **config) for config in configs]
         for r in results[1:]:
             L.assert_bitwise_equal(r, results[0])
@@ -113,12 +128,29 @@ def test_a_test_on_random_inputs_rejects_correct_reorderings():
         L.check_bitwise_config_test(compares_random_results, quiet=True)
 
 
+def test_split_k_reorders_the_additions_on_random_inputs():
+    """The reordering the check above relies on: split-K's configurations differ in bits on random fp32 inputs."""
+    a, b = torch.randn(37, 70, device=DEVICE), torch.randn(70, 45, device=DEVICE)
+    results = [L.matmul_splitk(a, b, **config) for config in L.CHECK_SPLITS]
+    assert not all(L.bitwise_equal(r, results[0]) for r in results[1:])
+
+
+def test_the_bitwise_check_needs_a_working_split_k(monkeypatch):
+    monkeypatch.setattr(L, "matmul_splitk", lambda a, b, *, out=None, SPLIT_K=2, **kw: L.matmul_tiled(a, b))
+    L.check_bitwise_config_test(L.bitwise_config_test, quiet=True)  # a correct stand-in passes
+    monkeypatch.setattr(L, "matmul_splitk", lambda a, b, *, out=None, SPLIT_K=2, **kw: utils.nan_empty((37, 45)))
+    with pytest.raises(AssertionError, match="finish exercise 1 first"):
+        L.check_bitwise_config_test(L.bitwise_config_test, quiet=True)
+
+
 def test_a_tolerance_lets_fp16_accumulation_through():
     def uses_allclose(launcher, configs, M=37, N=45, K=70):
         a = (torch.randn(M, K, device=DEVICE) * K**-0.25).half()
         b = (torch.randn(K, N, device=DEVICE) * K**-0.25).half()
         for config in configs:
-            assert torch.allclose(launcher(a, b, **config).double(), L.matmul_ref(a, b), rtol=1e-2, atol=1e-2)
+            assert torch.allclose(
+                launcher(a, b, **config).double(), L.matmul_ref(a.double(), b.double()), rtol=1e-2, atol=1e-2
+            )
 
     with pytest.raises(AssertionError, match="(?s)passed matmul_fp16acc.*not with a tolerance"):
         L.check_bitwise_config_test(uses_allclose, quiet=True)
@@ -232,7 +264,7 @@ def test_tuned_matmul_runs_with_pruning():
     b = torch.randn(33, 17, device=DEVICE, dtype=torch.float16)
     utils.check(
         L.matmul_tuned(a, b, out=utils.nan_empty((20, 17), torch.float16)),
-        L.matmul_ref(a, b),
+        L.matmul_ref(a.double(), b.double()),
         **L.matmul_tolerance(torch.float16, 33, 33**0.5),
         quiet=True,
     )
@@ -255,7 +287,9 @@ def test_never_flushing_fails_on_exact_inputs():
 
 def test_flushing_without_reset_counts_twice():
     def no_reset(a, b, *, out=None, FLUSH_EVERY=1):  # what forgetting `acc16 = 0` amounts to, step by step
-        steps = torch.stack([L.matmul_ref(a[:, k : k + 16], b[k : k + 16]) for k in range(0, a.shape[1], 16)])
+        steps = torch.stack(
+            [L.matmul_ref(a[:, k : k + 16].double(), b[k : k + 16].double()) for k in range(0, a.shape[1], 16)]
+        )
         running = steps.cumsum(0)  # acc16 after each step, never emptied
         out.copy_(running.sum(0).to(out.dtype))
         return out
@@ -268,7 +302,7 @@ def test_flushing_helps_when_sums_grow():
     K = ENV.pick(cpu=1024, gpu=16384)
     a = torch.rand(16, K, device=DEVICE).half()
     b = torch.rand(K, 16, device=DEVICE).half()
-    ref = L.matmul_ref(a, b)
+    ref = L.matmul_ref(a.double(), b.double())
     never = (L.matmul_fp16acc(a, b).double() - ref).abs().max()
     every = (L.matmul_flushed(a, b, FLUSH_EVERY=1).double() - ref).abs().max()
     assert every < never / 2, (every, never)

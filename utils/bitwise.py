@@ -90,7 +90,10 @@ def exact_matmul_inputs(
     seed=None,
 ):
     """``a`` (M, K) and ``b`` (K, N) in ``dtype`` whose product is exact whatever the order of the sums in
-    ``acc_dtype``: every correct kernel returns ``(a.double() @ b.double()).to(dtype)``, bit for bit.
+    ``acc_dtype``: every correct kernel returns ``(a.double() @ b.double()).to(dtype)``, bit for bit. Compute that
+    reference in fp64 as written: on a GPU, ``a @ b`` of fp16 tensors is cuBLAS's fp16 matmul, which PyTorch lets
+    add partial sums in fp16 (``torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction``), so it is no
+    exact reference.
 
     ``exact_over``: make sums of that many terms exact in ``acc_dtype`` instead of all K (for an accumulator that
     is emptied every ``exact_over`` terms). ``seed``: fixed inputs (default: fresh ones from torch's generator)."""
