@@ -444,6 +444,8 @@ def rmsnorm_forward_kernel(
     mask = (rows[:, None] < M) & (cols[None, :] < C)
     x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(ACC)
     w = tl.load(w_ptr + cols, mask=cols < C, other=0.0).to(ACC)
+    # eps, a Python float, arrives as fp32 in a compiled kernel even in the fp64 path: harmless here, its rounding
+    # (3e-9 of 1e-6) moves rstd by far less than fp64's checks can see
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / C + eps)
     tl.store(
         y_ptr + rows[:, None] * stride_ym + cols[None, :],
