@@ -78,10 +78,11 @@ def test_gradcheck_fails_on_a_wrong_backward():
 
 @triton.jit
 def _kl_backward_no_go_kernel(
-    t_ptr, go_ptr, grad_ptr, M, V, stride_tm, stride_gom, stride_gm, scale,
+    t_ptr, go_ptr, grad_ptr, M, V, stride_tm, stride_gom, stride_gm, divisor,
     LOG_TARGET: tl.constexpr, ELEMENTWISE: tl.constexpr, ROWS: tl.constexpr, BLOCK_V: tl.constexpr,
     ACC: tl.constexpr,
 ):  # fmt: skip
+    scale = 1.0 / tl.cast(divisor, ACC)
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_V)
     for start in range(0, V, BLOCK_V):
@@ -131,9 +132,10 @@ def test_kl_with_zero_probabilities_fails_the_check(monkeypatch):
 
 @triton.jit
 def _ce_body(
-    logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+    logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, n_valid,
     ROWS: tl.constexpr, BLOCK_V: tl.constexpr, ACC: tl.constexpr, NO_SCALE: tl.constexpr, IGNORED: tl.constexpr,
 ):  # fmt: skip
+    scale = 1.0 / tl.cast(n_valid, ACC)
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < M
     label = tl.load(labels_ptr + rows, mask=row_ok, other=ignore_index)
@@ -167,19 +169,19 @@ def _ce_body(
 
 @triton.jit
 def _ce_no_scale_kernel(
-    logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+    logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, n_valid,
     ROWS: tl.constexpr, BLOCK_V: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
-    _ce_body(logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+    _ce_body(logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, n_valid,
              ROWS, BLOCK_V, ACC, True, False)  # fmt: skip  # the mistake: scale never applied
 
 
 @triton.jit
 def _ce_ignored_kernel(
-    logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+    logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, n_valid,
     ROWS: tl.constexpr, BLOCK_V: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
-    _ce_body(logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, scale,
+    _ce_body(logits_ptr, labels_ptr, loss_ptr, grad_ptr, M, V, stride_lm, stride_gm, ignore_index, n_valid,
              ROWS, BLOCK_V, ACC, False, True)  # fmt: skip  # the mistake: ignored rows keep their gradient
 
 
@@ -214,7 +216,7 @@ class _OverwritingGradW(torch.autograd.Function):
             xc = x[start : start + chunk]
             logits = xc @ weight.T
             lesson._cross_entropy_into(logits, labels[start : start + chunk], loss_rows[start : start + chunk],
-                                       logits, ignore_index, 1.0 / max(n_valid, 1))  # fmt: skip
+                                       logits, ignore_index, max(n_valid, 1))  # fmt: skip
             grad_x[start : start + chunk] = logits @ weight
             grad_w.copy_(logits.T @ xc)  # the mistake: = instead of +=
         ctx.save_for_backward(grad_x, grad_w)
@@ -447,6 +449,23 @@ def test_training_check_fails_on_a_wrong_op():
     wrong = lesson.TORCH_OPS._replace(swiglu=lambda gu: 1.5 * lesson.swiglu_ref(gu))
     with pytest.raises(AssertionError, match="step 0: the loss"):
         lesson.check_training(wrong, TINY, 1, batches, reference, atol=1e-4)
+
+
+def test_compare_losses_step_by_step_then_by_window_means():
+    ref = [5.0 - 0.02 * i for i in range(100)]
+    # correct runs that drift apart slowly: within atol for the first 20 steps, then within 20 % on average
+    drift = [r + 1e-3 * i for i, r in enumerate(ref)]
+    worst_step, worst_mean = lesson.compare_losses(drift, ref, atol=0.05, exact_steps=20, window=25, rtol=0.2)
+    assert worst_step == pytest.approx(0.019) and 0 < worst_mean < 0.2
+    with pytest.raises(AssertionError, match="step 16: the loss"):  # the same drift, every step within atol
+        lesson.compare_losses(drift, ref, atol=0.0155)
+    slow = ref[:20] + [r * 1.3 for r in ref[20:]]  # learns more slowly after step 20
+    with pytest.raises(AssertionError, match="steps 20-44: the mean loss"):
+        lesson.compare_losses(slow, ref, atol=0.05, exact_steps=20, window=25, rtol=0.2)
+    with pytest.raises(AssertionError, match="steps 95-99"):  # a short last window counts too; NaN fails
+        lesson.compare_losses(ref[:95] + [float("nan")] * 5, ref, atol=0.05, exact_steps=20, window=25, rtol=0.2)
+    with pytest.raises(AssertionError, match="train as many steps"):
+        lesson.compare_losses(ref[:50], ref, atol=0.05)
 
 
 def test_the_text_ships_with_the_course_and_is_small():
