@@ -145,6 +145,8 @@ def decode_attention() -> list[Row]:
 def run() -> list[Row]:
     rows = decode_attention()
     model, hf = tinyllama()
-    rows += decode_steps(model)
+    # generation first: in one H100 run, generate() after decode_steps() hit an illegal memory access that neither
+    # order alone, nor the lesson's tests, reproduce (an open question, recorded in results/gpu-validation.md)
     rows += generation(model, hf)
+    rows += decode_steps(model)
     return rows
