@@ -156,8 +156,11 @@ def _rope_wrong_sign(q, k, cos, sin, *, q_out=None, k_out=None):
 
 
 def _rope_interleaved(q, k, cos, sin, *, q_out=None, k_out=None):
-    q_out.copy_(L._rope_interleaved(q, cos, sin))  # Meta's adjacent pairs on a Hugging Face layout
-    k_out.copy_(L._rope_interleaved(k, cos, sin))
+    # Meta's adjacent pairs on a Hugging Face layout, computed in fp32 and rounded once, as a kernel would. Computed in
+    # bf16/fp16 throughout, it missed the suspect's tolerance on an H100 (triton 3.7.1; TRITON_HARD_WAY_AS=7.5)
+    f32 = [t.float() for t in (q, k, cos, sin)]
+    q_out.copy_(L._rope_interleaved(f32[0], f32[2], f32[3]))
+    k_out.copy_(L._rope_interleaved(f32[1], f32[2], f32[3]))
     return q_out, k_out
 
 
