@@ -60,3 +60,9 @@ def test_update_rewrites_figures_with_their_own_rounding(root):
     assert cell == "ratio <!-- fig lesson=05 shape=8192 col=ratio -->1.0× and <!-- fig lesson=03 col=GB/s -->4,228"
     assert (root / "docs" / "x.md").read_text() == "<!-- fig lesson=05 shape=4096 col=ratio -->0.939×\n"
     assert figures.problems(root) == []
+
+
+def test_every_measured_figure_in_the_course_matches_its_results():
+    """README, docs/ and every solution notebook: each marked figure equals its committed result, and no two-decimal
+    ratio is quoted without a marker."""
+    assert figures.problems() == [], "run `python -m utils.figures` for the list"
