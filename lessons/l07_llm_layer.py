@@ -255,7 +255,7 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
         utils.check(out, ref, name=name, quiet=quiet, suspects=rmsnorm_suspects(x64, w64, eps, r64))
 
 
-def _rope_interleaved(x, cos, sin):
+def rope_interleaved_ref(x, cos, sin):
     """x rotated as Meta's original Llama code does: adjacent pairs (2i, 2i + 1) turn by angle i."""
     half = x.shape[-1] // 2
     c, s = cos[:, :, None, :half], sin[:, :, None, :half]
@@ -270,7 +270,7 @@ def rope_suspects(x, cos, sin):
             rope_ref(x, x, cos, -sin)[0]
         ),
         "the wrong pairs: Hugging Face's layout pairs element i with element i + D/2 (first half with second "
-        "half), not the adjacent elements 2i and 2i + 1 of Meta's original code": _rope_interleaved(x, cos, sin),
+        "half), not the adjacent elements 2i and 2i + 1 of Meta's original code": rope_interleaved_ref(x, cos, sin),
         "the input is copied, not rotated: store x1 cos - x2 sin and x2 cos + x1 sin": x,
     }
 

@@ -412,7 +412,7 @@ def top_k_bytes(M, N, k):
     return M * N * 4 + M * k * (4 + 8)
 
 
-def _first_index_of(x, values):
+def first_index_of(x, values):
     """For each value, the first column of its row that holds it: an index recovered from the value alone."""
     x, values = x.unsqueeze(-2), values.unsqueeze(-1)
     eq = (x == values) | (x.isnan() & values.isnan())  # (M, k, N)
@@ -485,7 +485,7 @@ def check_top_k(fn, *, quiet=False):
                     "that among equal values the smaller column is the larger key and comes first.": ties_last,
                     "Tied values share one index (the first column holding the value): an index recovered from the "
                     "value cannot tell ties apart, so some of the tied entries go missing. Carry each entry's column "
-                    "in the packed key, and unpack it from there.": _first_index_of(x.double(), ref_v),
+                    "in the packed key, and unpack it from there.": first_index_of(x.double(), ref_v),
                 },
             )
     if not quiet:

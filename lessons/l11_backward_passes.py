@@ -327,7 +327,7 @@ def require_labels(labels, M, V, ignore_index, name="labels"):
         )
 
 
-def _cross_entropy_into(logits, labels, loss_rows, grad, ignore_index, n_valid):
+def cross_entropy_into(logits, labels, loss_rows, grad, ignore_index, n_valid):
     """Launches cross_entropy_kernel over the rows of logits (grad may be logits itself: each program reads its
     rows in pass 1 and reads each block again just before overwriting it)."""
     M, V = logits.shape
@@ -349,7 +349,7 @@ class CrossEntropyFunction(torch.autograd.Function):
         loss_rows = make((M,), dtype=torch_acc_dtype(logits.dtype), device=logits.device)
         grad = make(logits.shape, dtype=logits.dtype, device=logits.device)
         if M * V:
-            _cross_entropy_into(logits, labels, loss_rows, grad, ignore_index, max(n_valid, 1))
+            cross_entropy_into(logits, labels, loss_rows, grad, ignore_index, max(n_valid, 1))
         ctx.save_for_backward(grad)  # save the gradient itself: backward has nothing left to compute
         return loss_rows.sum() / n_valid
 
@@ -383,7 +383,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
             xc = x[start:stop]  # (C, H): a view, no copy
             logits = xc @ weight.T  # (C, V): the only logits alive at any time
             # loss of these rows, and their gradient written over the logits (scaled by 1/n_valid of ALL rows)
-            _cross_entropy_into(logits, labels[start:stop], loss_rows[start:stop], logits, ignore_index, divisor)
+            cross_entropy_into(logits, labels[start:stop], loss_rows[start:stop], logits, ignore_index, divisor)
             if grad_x is not None:
                 torch.mm(logits, weight, out=grad_x[start:stop])  # (C, V) @ (V, H): this chunk's rows of grad_x
             if grad_w is not None:

@@ -155,17 +155,17 @@ def _rope_wrong_sign(q, k, cos, sin, *, q_out=None, k_out=None):
     return L.rope(q, k, cos, -sin, q_out=q_out, k_out=k_out)  # turns each pair by -angle
 
 
-def _rope_interleaved(q, k, cos, sin, *, q_out=None, k_out=None):
+def _rope_adjacent_pairs(q, k, cos, sin, *, q_out=None, k_out=None):
     # Meta's adjacent pairs on a Hugging Face layout, computed in fp32 and rounded once, as a kernel would. Computed in
     # bf16/fp16 throughout, it missed the suspect's tolerance on an H100 (triton 3.7.1; TRITON_HARD_WAY_AS=7.5)
     f32 = [t.float() for t in (q, k, cos, sin)]
-    q_out.copy_(L._rope_interleaved(f32[0], f32[2], f32[3]))
-    k_out.copy_(L._rope_interleaved(f32[1], f32[2], f32[3]))
+    q_out.copy_(L.rope_interleaved_ref(f32[0], f32[2], f32[3]))
+    k_out.copy_(L.rope_interleaved_ref(f32[1], f32[2], f32[3]))
     return q_out, k_out
 
 
 @pytest.mark.parametrize(
-    "wrong, hint", [(_rope_wrong_sign, "wrong way"), (_rope_interleaved, "the wrong pairs")], ids=["sign", "pairs"]
+    "wrong, hint", [(_rope_wrong_sign, "wrong way"), (_rope_adjacent_pairs, "the wrong pairs")], ids=["sign", "pairs"]
 )
 def test_rope_check_names_the_mistake(wrong, hint):
     with pytest.raises(AssertionError, match=f"(?s)wrong at heads .*{hint}"):

@@ -196,7 +196,7 @@ def test_top_k_mistakes_get_their_hint(kernel, words, monkeypatch):
 def test_top_k_missing_ties_gets_its_hint():
     def index_from_value(x, k, out=None, out_indices=None, BLOCK_SIZE=None):
         values, _ = L.top_k(x, k, BLOCK_SIZE=BLOCK_SIZE)
-        return values, L._first_index_of(x, values)  # the first column holding each value
+        return values, L.first_index_of(x, values)  # the first column holding each value
 
     with pytest.raises(AssertionError, match="Tied values share one index"):
         L.check_top_k(index_from_value, quiet=True)

@@ -215,7 +215,7 @@ class _OverwritingGradW(torch.autograd.Function):
         for start in range(0, T, chunk):
             xc = x[start : start + chunk]
             logits = xc @ weight.T
-            lesson._cross_entropy_into(logits, labels[start : start + chunk], loss_rows[start : start + chunk],
+            lesson.cross_entropy_into(logits, labels[start : start + chunk], loss_rows[start : start + chunk],
                                        logits, ignore_index, max(n_valid, 1))  # fmt: skip
             grad_x[start : start + chunk] = logits @ weight
             grad_w.copy_(logits.T @ xc)  # the mistake: = instead of +=
