@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import re
 
 import nbformat
 import pytest
@@ -209,3 +210,15 @@ def test_lessons_import_as_plain_modules_without_jupyter():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=gen.ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_prose_has_no_accidental_bold():
+    """`2**26` written bare in markdown renders as bold between two such numbers: powers go in code spans."""
+    found = []
+    for path in sorted((gen.ROOT / "solutions").glob("*.ipynb")):
+        for k, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type != "markdown":
+                continue
+            text = re.sub(r"```.*?```|`[^`]*`|<!--.*?-->", "", cell.source, flags=re.S)
+            found += [f"{path.name}, cell {k}: {m.group(0)!r}" for m in re.finditer(r"\w\*\*\w", text)]
+    assert not found, "write these in code spans:\n" + "\n".join(found)

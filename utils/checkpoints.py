@@ -22,6 +22,8 @@ import socket
 import tempfile
 from pathlib import Path
 
+from .mode import dtype_name
+
 #: the files a download fetches: enough to run the model, nothing else (no PyTorch .bin, no ONNX, no GGUF)
 FILES = ["*.json", "*.safetensors"]
 
@@ -170,7 +172,7 @@ def build_checkpoint(path, shape: dict | None = None, *, seed: int = 0, shards: 
     cfg = _config(tok.get_vocab_size(), **(shape or TINY))
     cfg["bos_token_id"], cfg["eos_token_id"] = tok.token_to_id("<s>"), tok.token_to_id("<|im_end|>")
     if dtype is not None:
-        cfg["torch_dtype"] = str(dtype).replace("torch.", "")
+        cfg["torch_dtype"] = dtype_name(dtype)
     (path / "config.json").write_text(json.dumps(cfg, indent=2))
     save_state_dict(random_state_dict(cfg, seed, dtype), path, shards)
     return path
