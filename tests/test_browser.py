@@ -5,7 +5,8 @@ one lesson (solution and freshly generated participant copy, so nothing in the r
 presenter settings of ``present/settings``. In the solution it clicks Run -> Run All Cells and checks: the
 notebook renders, no cell fails, the ipywidgets slider appears, the presenter fonts apply. In the participant copy
 it runs every cell one at a time, as a learner does, and checks that only check cells (AssertionError or
-NotImplementedError) and exercise cells (NotImplementedError) fail, and that every check cell does.
+NotImplementedError) and exercise cells (NotImplementedError) fail, and that every check cell does. The presenter
+copy (what `make present` projects) must show no solution markers and no code line running off a 1280x720 screen.
 Screenshots go to ``results/browser/``.
 
 It drives the system's Chromium (``bash scripts/install-chromium.sh``; or CHROMIUM=/path/to/chromium), never a
@@ -31,7 +32,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from utils.notebooks import participant_copy
+from utils.notebooks import participant_copy, presenter_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "results" / "browser"
@@ -99,6 +100,7 @@ def workdir(tmp_path_factory):
     for k, cell in enumerate(participant.cells):  # the generator leaves ids to its writer
         cell.id = f"cell-{k:03d}"
     nbformat.write(participant, root / f"participant_{name}")
+    nbformat.write(presenter_copy(solution), root / f"present_{name}")
     settings = root / "settings"
     shutil.copytree(ROOT / "present" / "settings", settings)
     # Every cell in the DOM (no virtual scrolling), so the page shows every prompt and output to the test.
@@ -351,3 +353,23 @@ def test_without_a_browser_ci_fails_and_a_laptop_skips(monkeypatch):
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="no Chromium found"):
         _chromium()
+
+
+def test_presenter_copy_fits_a_1280x720_projector(browser, lab, workdir):
+    """What `make present` projects: no solution markers as headings, no code line running off the screen."""
+    base, token, root = lab
+    _, name = workdir
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with _notebook_page(browser, base, token, f"present_{name}") as page:
+        page.set_viewport_size({"width": 1280, "height": 720})
+        nb = nbformat.read(root / f"present_{name}", as_version=4)
+        _renders(page, nb)
+        page.wait_for_timeout(1000)  # the editors re-measure their lines after the resize
+        markers = page.locator(f"{NOTEBOOK} .jp-MarkdownOutput", has_text=re.compile("(BEGIN|END) SOLUTION"))
+        assert markers.count() == 0, "solution markers are rendered in the projected copy"
+        cut = page.evaluate(
+            """Array.from(document.querySelectorAll('.jp-Notebook .jp-CodeCell .cm-scroller'))
+                 .filter(e => e.scrollWidth > e.clientWidth + 1).length"""
+        )
+        assert cut == 0, f"{cut} code cells scroll sideways at 1280x720: long lines must wrap (present/settings)"
+        page.screenshot(path=SHOTS / f"present_{LESSON}_1280x720.png")
