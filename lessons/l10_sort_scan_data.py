@@ -30,17 +30,9 @@ def compact_ref(values, keep):
     return values[keep]  # read n values + n flags, write the kept ones
 
 
-def bitonic_steps(n):
-    """The (k, j) compare-exchange steps of a bitonic sorting network on n = 2**m wires, in the order they run:
-    for each stage k = 2, 4, ..., n, the distances j = k/2, k/4, ..., 1."""
-    steps, k = [], 2
-    while k <= n:
-        j = k // 2
-        while j >= 1:
-            steps.append((k, j))
-            j //= 2
-        k *= 2
-    return steps
+# the network's (k, j) schedule: the one the picture above draws, for n = 2**m wires, stage k = 2, 4, ..., n and,
+# within each, the distances j = k/2, k/4, ..., 1
+from utils.pictures.sorting import bitonic_steps
 
 
 def bitonic_network_ref(x, steps=None, *, direction_bit=None):
