@@ -171,19 +171,7 @@ def _softmax_check_one(fn, x, BLOCK_SIZE, name, wide=None):
             f"but returned {type(got).__name__}{'' if got is None else ' (another tensor)'}."
         )
     suspects, ref = _softmax_suspects(x, BLOCK_SIZE, wide), softmax_ref(x.double())
-    try:
-        utils.check(out, ref, name=name, quiet=True, suspects=suspects)
-    except AssertionError as e:
-        # utils.check weighs the suspects only among values that were written: a NaN the kernel computed (exp
-        # overflow) or a row it skipped looks "never written" to it. So name a matching mistake here too.
-        tol = utils.checking.default_tolerance(out.dtype)
-        got64 = out.detach().double()
-        if torch.isclose(got64, ref, tol.rtol, tol.atol, equal_nan=True).all():
-            raise  # the values are right: the problem is elsewhere (a store past the end)
-        for hint, wrong in suspects.items():
-            if hint not in str(e) and torch.isclose(got64, wrong.double(), tol.rtol, tol.atol, equal_nan=True).all():
-                raise AssertionError(f"{e}\nMore likely: {hint}") from None
-        raise
+    utils.check(out, ref, name=name, quiet=True, suspects=suspects)
 
 
 def check_softmax(fn, *, online=True, quiet=False):

@@ -562,7 +562,8 @@ def check(
     if bool(unwritten.any()):
         problems.append(
             f"{name} has elements that were never written (still the NaN they were allocated with): "
-            f"{_where(unwritten, shape, dims)}.\nHint: {_hint_unwritten(unwritten, shape, dims)}"
+            f"{_where(unwritten, shape, dims)}.\n"
+            f"Hint: {_suspect(out64, suspects, rtol, atol) or _hint_unwritten(unwritten, shape, dims)}"
         )
     if bool(computed_nan.any()):
         problems.append(
