@@ -447,11 +447,10 @@ def test_only_configs_that_fit_are_tuned(budget, monkeypatch):
 # -- the figures the lesson quotes come from committed results ------------------------------------------------------
 
 
-def test_quoted_figures_match_results():
-    """Every measured figure in the lesson's prose carries a marker naming its row of results/, and equals it."""
+def test_quoted_figures_keep_their_markers():
+    """The lesson's measured figures name their rows of results/ (tests/test_figures.py checks every marked figure
+    against its row for the whole course)."""
     from utils import figures
 
-    problems = [p for p in figures.problems() if "05_matmul" in p]
-    assert not problems, "\n".join(problems) + "\n(after a new `make bench`: python -m utils.figures --update)"
     prose = "\n".join(c.source for c in nbformat.read(ROOT / "solutions" / "05_matmul.ipynb", 4).cells)
     assert len(figures.figures(prose, "05")) > 40, "the lesson's measured figures lost their markers"
