@@ -52,7 +52,7 @@ notebooks: install
 test: install lint test-unit test-notebooks test-browser
 
 # the generated lessons/ are checked with the rest: a notebook's exported code must be as clean as any module
-LINTED := utils lessons bench tests solutions
+LINTED := conftest.py utils lessons bench tests solutions
 lint: install
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)

@@ -222,3 +222,34 @@ def test_prose_has_no_accidental_bold():
             text = re.sub(r"```.*?```|`[^`]*`|<!--.*?-->", "", cell.source, flags=re.S)
             found += [f"{path.name}, cell {k}: {m.group(0)!r}" for m in re.finditer(r"\w\*\*\w", text)]
     assert not found, "write these in code spans:\n" + "\n".join(found)
+
+
+def _root_conftest():
+    spec = importlib.util.spec_from_file_location("root_conftest", gen.ROOT / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_kernel_that_dies_while_starting_is_started_again(monkeypatch):
+    """The notebook runs' guard against two workers' kernels racing for one port (see conftest.py)."""
+    conftest = _root_conftest()
+    calls = []
+
+    def dies_twice(*args, **kwargs):
+        calls.append(kwargs)
+        if len(calls) < conftest.ATTEMPTS:
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        return "manager", "client"
+
+    monkeypatch.setattr(conftest, "_start_new_kernel", dies_twice)
+    with pytest.warns(UserWarning, match="starting it again"):
+        assert conftest._start_new_kernel_again_if_it_dies(kernel_name="python3") == ("manager", "client")
+    assert len(calls) == conftest.ATTEMPTS and calls[-1] == {"kernel_name": "python3"}
+
+    def always_dies(*args, **kwargs):
+        raise RuntimeError("Kernel died before replying to kernel_info")
+
+    monkeypatch.setattr(conftest, "_start_new_kernel", always_dies)
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="Kernel died"):
+        conftest._start_new_kernel_again_if_it_dies()
