@@ -124,7 +124,8 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
         b = torch.randn(K, N, device=env.device, dtype=dtype) * K**-0.25
         bias = torch.randn(N, device=env.device, dtype=dtype) if epilogue else None
         extra = dict(bias=bias, activation=activation) if epilogue else {}
-        c = fn(a, b, **extra, out=utils.nan_empty((M, N), dtype))
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            c = fn(a, b, **extra, out=utils.nan_empty((M, N), dtype))
         act = activation if epilogue else None
         scale = math.sqrt(K) * a.float().pow(2).mean().sqrt().item() * b.float().pow(2).mean().sqrt().item()
         try:
@@ -135,6 +136,7 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
                 name=f"{fn.__name__} C[{M}x{N}] (K={K})",
                 quiet=quiet,
                 suspects=matmul_suspects(a, b, bias, act),
+                stray=stray,
             )
         except AssertionError as e:  # never-written tiles come before the suspects: try the grouping mistake
             if not isinstance(c, torch.Tensor) or c.shape != (M, N) or not c.isnan().any():
@@ -307,13 +309,15 @@ def check_outer_add(fn, *, quiet=False):
     for M, N in shapes:
         x = torch.randn(M, device=env.device)
         y = torch.randn(N, device=env.device)
-        out = fn(x, y, out=utils.nan_empty((M, N), torch.float32))
+        with utils.watch_memory() as stray:
+            out = fn(x, y, out=utils.nan_empty((M, N), torch.float32))
         x64, y64 = x.double(), y.double()  # (the second suspect: x read at column j, zero past its end)
         utils.check(
             out,
             outer_add_ref(x64, y64),
             name=f"{fn.__name__} out[{M}x{N}]",
             quiet=quiet,
+            stray=stray,
             suspects={
                 "out is written transposed (out[j, i] = x[i] + y[j]): offs_m goes with the row stride stride_om, "
                 "offs_n with the column stride stride_on.": outer_add_ref(y64, x64),

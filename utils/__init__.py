@@ -1,7 +1,8 @@
 """Triton, the hard way: the course's harness. One module per job:
 
-mode (GPU or interpreter), checking (feedback that teaches), timing, roofline, pictures, lessons (solutions as
-modules), notebooks (participant copies), hints and explorers (widgets).
+mode (GPU or interpreter), checking (feedback that teaches), memcheck (bounds checking under the interpreter),
+timing, roofline, pictures, lessons (solutions as modules), notebooks (participant copies), hints and explorers
+(widgets).
 """
 
 from . import hints  # so that `utils.hints.answer(...)` works after `import utils`
@@ -18,6 +19,7 @@ from .checking import (
     require_power_of_two,
     require_same_shape,
 )
+from .memcheck import watch_memory
 from .mode import Env, dtype_name, setup
 
 __all__ = [
@@ -36,4 +38,5 @@ __all__ = [
     "require_power_of_two",
     "require_number",
     "require_int32_offsets",
+    "watch_memory",
 ]
