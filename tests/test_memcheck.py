@@ -177,3 +177,21 @@ def test_lesson07_rmsnorm_weight_read_past_its_end_is_caught(monkeypatch):
         L07.check_rmsnorm(L07.rmsnorm, shapes=[(3, 100)], quiet=True)
     monkeypatch.undo()
     L07.check_rmsnorm(L07.rmsnorm, shapes=[(3, 100)], quiet=True)  # the lesson's own kernel passes the same check
+
+
+@triton.jit
+def block_sum_unmasked_kernel(x_ptr, sums_ptr, n, BLOCK_SIZE: tl.constexpr):
+    """Lesson 10's block sums with the load unmasked: only the last block's sum is wrong, and no later block adds
+    it, so every output of the scan is still right."""
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offs)  # the mistake
+    tl.store(sums_ptr + pid, tl.sum(x, axis=0))
+
+
+def test_lesson10_scan_reading_past_its_input_is_caught(monkeypatch):
+    from lessons import l10_sort_scan_data as L10
+
+    monkeypatch.setattr(L10, "block_sum_kernel", block_sum_unmasked_kernel)
+    with pytest.raises(AssertionError, match=r"(?s)is right, but.*`block_sum_unmasked_kernel` reads .*`x_ptr`"):
+        L10.check_cumsum(L10.cumsum, quiet=True)
