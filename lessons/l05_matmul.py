@@ -656,6 +656,16 @@ def epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.co
     return acc
 
 
+def row_alignment(*sizes):
+    """The largest power of two, at most 16, that divides every size (in elements): how the rows of A, B and C line up.
+    Triton specialises an integer argument only on being a multiple of 16 or not; a launcher that knows more says
+    so through the kernel's ALIGN (see "Odd shapes" below)."""
+    align = 16
+    while align > 1 and any(size % align for size in sizes):
+        align //= 2
+    return align
+
+
 @triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_kernel(
@@ -678,8 +688,12 @@ def matmul_kernel(
     GROUP_M: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr,
+    ALIGN: tl.constexpr,
 ):
     """C = activation(A @ B + bias): grouped tiles, fp32 accumulation, the epilogue applied before the one store."""
+    # -- rows start on ALIGN-element boundaries: x // ALIGN * ALIGN is x (the launcher checked), and tells the compiler
+    K, N = K // ALIGN * ALIGN, N // ALIGN * ALIGN
+    stride_am, stride_bk, stride_cm = stride_am // ALIGN * ALIGN, stride_bk // ALIGN * ALIGN, stride_cm // ALIGN * ALIGN
     # -- map program id to tile
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # -- K loop
@@ -716,6 +730,7 @@ def matmul(a, b, bias=None, activation=None, *, out=None):
         out.stride(1),
         HAS_BIAS=bias is not None,
         ACTIVATION=activation,
+        ALIGN=row_alignment(K, N, a.stride(0), b.stride(0), out.stride(0)),
     )
     return out
 
@@ -746,8 +761,11 @@ def matmul_persistent_kernel(
     NUM_SMS: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr,
+    ALIGN: tl.constexpr,
 ):
     """matmul_kernel with NUM_SMS programs, each looping over the tiles pid, pid + NUM_SMS, ... in grouped order."""
+    K, N = K // ALIGN * ALIGN, N // ALIGN * ALIGN  # as in matmul_kernel: what the launcher knows about the rows
+    stride_am, stride_bk, stride_cm = stride_am // ALIGN * ALIGN, stride_bk // ALIGN * ALIGN, stride_cm // ALIGN * ALIGN
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
         # -- map tile number to tile
@@ -791,6 +809,7 @@ def matmul_persistent(a, b, bias=None, activation=None, *, out=None):
         NUM_SMS=NUM_SMS,
         HAS_BIAS=bias is not None,
         ACTIVATION=activation,
+        ALIGN=row_alignment(K, N, a.stride(0), b.stride(0), out.stride(0)),
     )
     return out
 
