@@ -1,11 +1,11 @@
 """Triton, the hard way: the course's harness. One module per job:
 
 mode (GPU or interpreter), checking (feedback that teaches), memcheck (bounds checking under the interpreter),
-timing, roofline, pictures, lessons (solutions as modules), notebooks (participant copies), hints and explorers
-(widgets).
+offline (compiling for a GPU that is not there), timing, roofline, pictures, lessons (solutions as modules),
+notebooks (participant copies), hints and explorers (widgets).
 """
 
-from . import hints  # so that `utils.hints.answer(...)` works after `import utils`
+from . import hints, offline  # so that `utils.hints.answer(...)`, `utils.offline...` work after `import utils`
 from .checking import (
     check,
     nan_empty,
@@ -24,6 +24,7 @@ from .mode import Env, dtype_name, setup
 
 __all__ = [
     "hints",
+    "offline",
     "setup",
     "Env",
     "dtype_name",

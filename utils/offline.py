@@ -51,6 +51,10 @@ ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bi
 results = []
 for job in request["jobs"]:
     fn = getattr(offline_kernels, job["kernel"])
+    given = set(job["constexprs"]) | set(job["pointers"]) | set(job["ints"])
+    missing, unknown = [n for n in fn.arg_names if n not in given], sorted(given - set(fn.arg_names))
+    if missing or unknown:
+        sys.exit(f"{job['kernel']}({', '.join(fn.arg_names)}): no value for {missing}, unknown names {unknown}")
     signature, constexprs, attrs = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in job["constexprs"]:
@@ -61,7 +65,9 @@ for job in request["jobs"]:
             attrs[(i,)] = [["tt.divisibility", 16]]  # allocations start on 16-byte (on a GPU, 256-byte) boundaries
         else:
             value = job["ints"][name]
-            if value == 1:
+            if isinstance(value, float):
+                signature[name] = "fp32"
+            elif value == 1:
                 signature[name] = "constexpr"
                 constexprs[(i,)] = 1
             else:
@@ -133,7 +139,8 @@ def available() -> bool:
 
 def job(kernel: str, *, pointers: dict, ints: dict, constexprs: dict, num_warps=4, num_stages=3, capability=90):
     """One kernel to compile: ``pointers`` {name: "fp16" | "bf16" | "fp32" | ...}, ``ints`` {name: the value a real
-    call passes}, ``constexprs`` {name: value}; ``capability`` 90 for an H100/H200, 80 for an A100."""
+    call passes; a float is an fp32 scalar}, ``constexprs`` {name: value}; ``capability`` 90 for an H100/H200, 80
+    for an A100."""
     return dict(
         kernel=kernel,
         pointers=pointers,
