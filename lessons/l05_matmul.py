@@ -608,6 +608,18 @@ MATMUL_CONFIGS = env.pick(
         make_config(64, 128, 64, num_warps=4, num_stages=4),  # small M, or few tiles
     ],
 )
+#: for a handful of rows (a decoding step: M = batch size): short, narrow tiles, so that enough programs stream B
+SMALL_M, SMALL_M_CONFIGS = (
+    32,
+    env.pick(
+        cpu=[],
+        gpu=[
+            make_config(16, 64, 128, num_warps=4, num_stages=4),
+            make_config(16, 32, 256, num_warps=4, num_stages=3),
+            make_config(32, 64, 128, num_warps=4, num_stages=4),
+        ],
+    ),
+)
 
 
 def fitting_configs(configs, elem, tma_store=False):
@@ -622,7 +634,10 @@ def fitting_configs(configs, elem, tma_store=False):
 
 
 def prune_configs(configs, named_args, **kwargs):
-    """Autotuner hook (early_config_prune): keep what fits, for the dtype of this call's A."""
+    """Autotuner hook (early_config_prune): at most SMALL_M rows, the small-M configurations are tried too; then keep
+    what fits, for the dtype of this call's A."""
+    if named_args["M"] <= SMALL_M:
+        configs = [*SMALL_M_CONFIGS, *configs]
     return fitting_configs(configs, named_args["a_ptr"].element_size())
 
 

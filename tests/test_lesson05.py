@@ -433,7 +433,7 @@ def test_only_configs_that_fit_are_tuned(budget, monkeypatch):
             assert kept, "the autotuner needs at least one configuration"
             assert all(L.smem_bytes(**L.blocks_of(c), elem=elem, tma_store=tma_store) <= budget for c in kept)
     a16 = torch.empty(1, 1, dtype=torch.float16)
-    assert L.prune_configs(configs, {"a_ptr": a16}) == L.fitting_configs(configs, 2)
+    assert L.prune_configs(configs, {"a_ptr": a16, "M": 4096}) == L.fitting_configs(configs, 2)
     assert L.prune_tma_configs(configs, {"a_ptr": a16}) == L.fitting_configs(configs, 2, tma_store=True)
     tile = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3)
     for elem in (2, 4):
@@ -490,3 +490,14 @@ def test_odd_shapes_compile_to_the_fast_path_once_the_launcher_passes_align():
         assert compiled.uses_wgmma and compiled.cp_async_bytes == {16} and compiled.spill_bytes == 0
         assert compiled.scalar_global_loads == 0
     assert not odd_unhinted.cp_async_bytes and odd_unhinted.scalar_global_loads > 0  # the slow path, still there
+
+
+def test_small_m_configs_are_tried_for_a_few_rows_only(monkeypatch):
+    small = [L.make_config(16, 64, 128, num_warps=4, num_stages=4)]
+    monkeypatch.setattr(L, "SMALL_M_CONFIGS", small)  # (empty under the interpreter, where nothing is tuned)
+    configs = [L.make_config(*c) for c in H200_CONFIGS]
+    a16 = torch.empty(1, 1, dtype=torch.float16)
+    few = L.prune_configs(configs, {"a_ptr": a16, "M": 16})
+    many = L.prune_configs(configs, {"a_ptr": a16, "M": L.SMALL_M + 1})
+    assert small[0] in few and small[0] not in many
+    assert all(c in few for c in many)  # the usual ones stay candidates: the autotuner decides
