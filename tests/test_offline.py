@@ -31,3 +31,35 @@ def test_a_missing_or_unknown_argument_is_named():
     job["ints"]["stride"] = 7
     with pytest.raises(RuntimeError, match=r"no value for \['stride_om'\], unknown names \['stride'\]"):
         offline.compile_kernels(L04.__file__, [job])
+
+
+def test_every_kernel_the_lessons_checks_launch_compiles_for_an_h100():
+    """Each lesson's check cells run under the interpreter while every launch is recorded; each kernel is then
+    compiled for sm_90 as launched (the interpreter accepts code the compiler refuses: this is where that shows)."""
+    jobs, skipped = offline.record_lesson_checks()
+    kernels = offline.unique(jobs, by="kernel")
+    assert len(kernels) >= 45, f"only {len(kernels)} kernels launched: did the check cells run?"
+    assert len(skipped) <= 8, skipped  # the cells that need a notebook-built model
+    results = offline.compile_kernels(offline.__file__, kernels, raise_errors=False)
+    failed = [f"{j['path']}: {j['kernel']}: {r.error}" for j, r in zip(kernels, results) if r.error]
+    assert not failed, "\n\n".join(failed)
+
+
+def test_a_kernel_the_compiler_refuses_is_reported(tmp_path):
+    """The interpreter runs a tl.dot of 8-row tiles; the GPU compiler refuses it (tl.dot needs 16)."""
+    module = tmp_path / "tiny_dot.py"
+    module.write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def dot_kernel(a_ptr, out_ptr, BLOCK: tl.constexpr):\n"
+        "    r = tl.arange(0, BLOCK)\n"
+        "    a = tl.load(a_ptr + r[:, None] * BLOCK + r[None, :])\n"
+        "    tl.store(out_ptr + r[:, None] * BLOCK + r[None, :], tl.dot(a, a))\n"
+    )
+    job = offline.job("dot_kernel", pointers=dict(a_ptr="fp16", out_ptr="fp32"), ints={}, constexprs=dict(BLOCK=8))
+    (bad,) = offline.compile_kernels(module, [job], raise_errors=False)
+    assert bad.error and "16" in bad.error
+    with pytest.raises(RuntimeError, match="dot_kernel"):
+        offline.compile_kernels(module, [job])
+    job["constexprs"]["BLOCK"] = 16
+    (good,) = offline.compile_kernels(module, [job])
+    assert good.error is None and good.uses_wgmma or "mma" in good.ptx

@@ -16,6 +16,7 @@ the module's source file (and its constants).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -24,73 +25,108 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _WORKER = r"""
-import ast, json, os, re, subprocess, sys, tempfile
+import ast, json, os, re, subprocess, sys, tempfile, traceback
 import triton
 import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-request = json.loads(sys.stdin.read())
-source = open(request["path"]).read()
-tree = ast.parse(source)
-keep = ["import math", "import triton", "import triton.language as tl", ""]
-for node in tree.body:
-    decorators = [ast.get_source_segment(source, d) for d in getattr(node, "decorator_list", [])]
-    if isinstance(node, ast.FunctionDef) and any(d.endswith("jit") for d in decorators):
-        text = ast.get_source_segment(source, node)
-        keep.append("@triton.jit\n" + text + "\n")
-    elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):  # e.g. LOG2E = 1.44...
-        keep.append(ast.get_source_segment(source, node))
+request = json.loads(sys.stdin.read(), object_hook=lambda d: tl.dtype(d["__tl_dtype__"]) if "__tl_dtype__" in d else d)
 folder = tempfile.mkdtemp()
-with open(os.path.join(folder, "offline_kernels.py"), "w") as f:
-    f.write("\n".join(keep))
 sys.path.insert(0, folder)
-import offline_kernels
+written = {}
+
+
+def module_for(path):
+    # a copy of the module at `path` holding only its @triton.jit functions and constants, and the jit functions
+    # it imports from other modules of its package (each in its own copy), so that names resolve as they do there
+    path = os.path.abspath(path)
+    if path in written:
+        return written[path]
+    name = "offline_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    written[path] = name
+    source = open(path).read()
+    tree = ast.parse(source)
+    keep = ["import math", "import triton", "import triton.language as tl", ""]
+    known = {"math", "triton", "tl"}
+    for node in tree.body:
+        decorators = [ast.get_source_segment(source, d) for d in getattr(node, "decorator_list", [])]
+        if isinstance(node, ast.FunctionDef) and any(d.endswith("jit") for d in decorators):
+            keep.append("@triton.jit\n" + ast.get_source_segment(source, node) + "\n")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            # constants the kernels may read: LOG2E = 1.44..., EMPTY = tl.constexpr(-(2**63)), X: tl.constexpr = 4,
+            # made only of literals, math, triton and constants kept before
+            names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if names <= known and all(isinstance(t, ast.Name) for t in targets):
+                keep.append(ast.get_source_segment(source, node))
+                known.update(t.id for t in targets)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            other = os.path.join(os.path.dirname(path), *parts[1:]) + ".py"
+            if len(parts) > 1 and os.path.exists(other):  # from lessons.l05_matmul import tile_dot
+                other_name = module_for(other)
+                names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
+                keep.insert(3, f"try:\n    from {other_name} import {names}\nexcept ImportError:\n    pass")
+    with open(os.path.join(folder, name + ".py"), "w") as f:
+        f.write("\n".join(keep))
+    return name
+
 
 ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
 results = []
 for job in request["jobs"]:
-    fn = getattr(offline_kernels, job["kernel"])
-    given = set(job["constexprs"]) | set(job["pointers"]) | set(job["ints"])
-    missing, unknown = [n for n in fn.arg_names if n not in given], sorted(given - set(fn.arg_names))
-    if missing or unknown:
-        sys.exit(f"{job['kernel']}({', '.join(fn.arg_names)}): no value for {missing}, unknown names {unknown}")
-    signature, constexprs, attrs = {}, {}, {}
-    for i, name in enumerate(fn.arg_names):
-        if name in job["constexprs"]:
-            signature[name] = "constexpr"
-            constexprs[(i,)] = job["constexprs"][name]
-        elif name in job["pointers"]:
-            signature[name] = "*" + job["pointers"][name]
-            attrs[(i,)] = [["tt.divisibility", 16]]  # allocations start on 16-byte (on a GPU, 256-byte) boundaries
-        else:
-            value = job["ints"][name]
-            if isinstance(value, float):
-                signature[name] = "fp32"
-            elif value == 1:
+    try:
+        module = __import__(module_for(job.get("path") or request["path"]))
+        fn = getattr(module, job["kernel"])
+        given = set(job["constexprs"]) | set(job["pointers"]) | set(job["ints"])
+        missing, unknown = [n for n in fn.arg_names if n not in given], sorted(given - set(fn.arg_names))
+        if missing or unknown:
+            signature_text = f"{job['kernel']}({', '.join(fn.arg_names)})"
+            raise ValueError(f"{signature_text}: no value for {missing}, unknown names {unknown}")
+        signature, constexprs, attrs = {}, {}, {}
+        for i, name in enumerate(fn.arg_names):
+            if name in job["constexprs"]:
                 signature[name] = "constexpr"
-                constexprs[(i,)] = 1
+                constexprs[(i,)] = job["constexprs"][name]
+            elif name in job["pointers"]:
+                signature[name] = "*" + job["pointers"][name]
+                attrs[(i,)] = [["tt.divisibility", 16]]  # allocations start on 16-byte (on a GPU, 256-byte) boundaries
             else:
-                signature[name] = "i32" if abs(value) < 2**31 else "i64"
-                if value % 16 == 0:
-                    attrs[(i,)] = [["tt.divisibility", 16]]
-    target = GPUTarget("cuda", job["capability"], 32)
-    options = {"num_warps": job["num_warps"], "num_stages": job["num_stages"]}
-    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
-                              target=target, options=options)
-    ptx = compiled.asm["ptx"]
-    arch = f"sm_{job['capability']}" + ("a" if job["capability"] == 90 else "")
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-        f.write(ptx)
-    report = subprocess.run([ptxas, f"-arch={arch}", "-v", f.name, "-o", os.devnull], capture_output=True, text=True)
-    regs = re.search(r"Used (\d+) registers", report.stderr)
-    spills = re.search(r"(\d+) bytes spill stores", report.stderr)
-    results.append({
-        "ptx": ptx,
-        "registers": int(regs.group(1)) if regs else None,
-        "spill_bytes": int(spills.group(1)) if spills else 0,
-        "ptxas": report.stderr[-2000:],
-    })
+                value = job["ints"][name]
+                if isinstance(value, bool):
+                    signature[name] = "u1"
+                elif isinstance(value, float):
+                    signature[name] = "fp32"
+                elif value == 1:
+                    signature[name] = "constexpr"
+                    constexprs[(i,)] = 1
+                else:
+                    signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
+                    if value % 16 == 0:
+                        attrs[(i,)] = [["tt.divisibility", 16]]
+        target = GPUTarget("cuda", job["capability"], 32)
+        options = {"num_warps": job["num_warps"], "num_stages": job["num_stages"]}
+        compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
+                                  target=target, options=options)
+        ptx = compiled.asm["ptx"]
+        arch = f"sm_{job['capability']}" + ("a" if job["capability"] == 90 else "")
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+            f.write(ptx)
+        command = [ptxas, f"-arch={arch}", "-v", f.name, "-o", os.devnull]
+        report = subprocess.run(command, capture_output=True, text=True)
+        regs = re.search(r"Used (\d+) registers", report.stderr)
+        spills = re.search(r"(\d+) bytes spill stores", report.stderr)
+        results.append({
+            "ptx": ptx,
+            "registers": int(regs.group(1)) if regs else None,
+            "spill_bytes": int(spills.group(1)) if spills else 0,
+            "ptxas": report.stderr[-2000:],
+            "error": None if report.returncode == 0 else "ptxas: " + report.stderr[-2000:],
+        })
+    except Exception as e:  # one kernel's failure is reported with its job, the others still compile
+        results.append({"ptx": "", "registers": None, "spill_bytes": 0, "ptxas": "",
+                        "error": "".join(traceback.format_exception_only(type(e), e))[-3000:]})
 print(json.dumps(results))
 """
 
@@ -103,6 +139,7 @@ class Compiled:
     registers: int | None
     spill_bytes: int
     ptxas: str
+    error: str | None = None  # why this one did not compile (the others in the same call still did)
 
     @property
     def cp_async_bytes(self) -> set[int]:
@@ -152,13 +189,210 @@ def job(kernel: str, *, pointers: dict, ints: dict, constexprs: dict, num_warps=
     )
 
 
-def compile_kernels(module_path, jobs: list[dict], timeout: float = 600) -> list[Compiled]:
-    """Compiles each of ``jobs`` (see :func:`job`) from the ``@triton.jit`` functions in ``module_path``."""
+def _encode(value):
+    """JSON for a constexpr that is a Triton dtype (tl.float32 ...); the worker turns it back into one."""
+    import triton.language as tl
+
+    if isinstance(value, tl.dtype):
+        return {"__tl_dtype__": value.name}
+    raise TypeError(f"a constexpr of type {type(value).__name__} cannot be sent to the compiler process: {value!r}")
+
+
+def compile_kernels(
+    module_path, jobs: list[dict], timeout: float = 600, *, raise_errors: bool = True
+) -> list[Compiled]:
+    """Compiles each of ``jobs`` (see :func:`job`) from the ``@triton.jit`` functions in ``module_path`` (a job may
+    name another module in its ``path``). A kernel that does not compile raises RuntimeError naming it, or, with
+    ``raise_errors=False``, comes back with its ``error`` set."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    request = json.dumps({"path": str(module_path), "jobs": jobs})
+    request = json.dumps({"path": str(module_path), "jobs": jobs}, default=_encode)
     run = subprocess.run(
         [sys.executable, "-c", _WORKER], input=request, capture_output=True, text=True, timeout=timeout, env=env
     )
     if run.returncode != 0:
         raise RuntimeError(f"offline compile failed:\n{run.stderr[-3000:]}")
-    return [Compiled(**r) for r in json.loads(run.stdout)]
+    results = [Compiled(**r) for r in json.loads(run.stdout)]
+    failed = [f"{j['kernel']}: {r.error}" for j, r in zip(jobs, results) if r.error]
+    if failed and raise_errors:
+        raise RuntimeError("offline compile failed for:\n" + "\n".join(failed))
+    return results
+
+
+# -- every launch a piece of code makes, compiled ----------------------------------------------------------------
+
+_POINTER_TYPES = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "bool": "i1",
+}
+
+
+@contextlib.contextmanager
+def record_launches():
+    """Under the interpreter: yields a list that receives one :func:`job` per kernel launched inside the block, with
+    what the launch passed (its module file as ``path``, pointer dtypes, integers, constexprs, num_warps and
+    num_stages), ready for :func:`compile_kernels`. Launches that pass tensor descriptors (TMA) are skipped: their
+    compile needs the descriptor's layout, which only a GPU launch builds."""
+    from .mode import current
+
+    jobs: list[dict] = []
+    if not current().interpret:
+        yield jobs
+        return
+    from triton.runtime import interpreter
+
+    executor = interpreter.GridExecutor
+    original = executor.__call__
+
+    def call(self, *args, **kwargs):
+        try:
+            jobs.append(_job_from_launch(self, args, kwargs))
+        except _Skip:
+            pass
+        return original(self, *args, **kwargs)
+
+    executor.__call__ = call
+    try:
+        yield jobs
+    finally:
+        executor.__call__ = original
+
+
+class _Skip(Exception):
+    pass
+
+
+def _job_from_launch(executor, args, kwargs) -> dict:
+    import inspect
+
+    import torch
+
+    fn = executor.fn
+    params = inspect.signature(fn).parameters
+    bound = inspect.signature(fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
+    bound.apply_defaults()
+    pointers, ints, constexprs = {}, {}, {}
+    for name, value in bound.arguments.items():
+        if name in executor.constexprs or value is None or isinstance(value, str):
+            constexprs[name] = value
+        elif isinstance(value, torch.Tensor) or hasattr(value, "dtype") and hasattr(value, "data_ptr"):
+            dtype = str(value.dtype).removeprefix("torch.")
+            if dtype not in _POINTER_TYPES:
+                raise _Skip
+            pointers[name] = _POINTER_TYPES[dtype]
+        elif isinstance(value, (bool, int, float)):
+            ints[name] = value
+        else:  # a tensor descriptor, a tuple of tensors, ...
+            raise _Skip
+    return dict(
+        job(
+            fn.__name__,
+            pointers=pointers,
+            ints=ints,
+            constexprs=constexprs,
+            num_warps=kwargs.get("num_warps", 4),
+            num_stages=kwargs.get("num_stages", 3),
+        ),
+        path=fn.__code__.co_filename,
+    )
+
+
+def unique(jobs: list[dict], by: str = "signature") -> list[dict]:
+    """The distinct jobs: by "signature", one per kernel, argument types, specialisations and constants (what makes
+    a separate compile on a GPU); by "kernel", the first launch of each kernel only (cheaper, and enough to catch
+    what does not compile at all)."""
+
+    def key(j):
+        if by == "kernel":
+            return json.dumps([j["path"], j["kernel"]])
+        ints = {
+            k: (type(v).__name__, v == 1, v % 16 == 0 if isinstance(v, int) else None) for k, v in j["ints"].items()
+        }
+        return json.dumps([j["path"], j["kernel"], j["pointers"], ints, j["constexprs"], j["num_warps"],
+                           j["num_stages"]], sort_keys=True, default=str)  # fmt: skip
+
+    if by not in ("signature", "kernel"):
+        raise ValueError(f'by must be "signature" or "kernel", got {by!r}')
+    seen = {}
+    for j in jobs:
+        seen.setdefault(key(j), j)
+    return list(seen.values())
+
+
+def record_lesson_checks(stems=None):
+    """Runs the check cells of the solution notebooks (all, or those whose name starts with one of ``stems``, e.g.
+    "05") under the interpreter in their lesson module's namespace, recording every launch. Returns (jobs, skipped):
+    skipped lists the cells that could not run outside their notebook (they use a name only the notebook defines).
+    Call utils.setup() before triton is first imported, as every notebook does."""
+    import functools
+    import importlib
+    import math
+    import random
+
+    import torch
+    import triton
+
+    from . import setup as _setup
+    from .mode import current
+
+    env = current() if "triton" in sys.modules else _setup(quiet=True)
+    root = Path(__file__).resolve().parents[1]
+    jobs, skipped = [], []
+    for path in sorted((root / "solutions").glob("[0-9][0-9]_*.ipynb")):
+        if stems and not any(path.stem.startswith(s) for s in stems):
+            continue
+        module = importlib.import_module(f"lessons.l{path.stem}")
+        namespace = dict(vars(module), functools=functools, math=math, random=random, torch=torch, triton=triton)
+        namespace.setdefault("env", env)
+        for cell in json.loads(path.read_text())["cells"]:
+            if "check" not in cell["metadata"].get("tags", []):
+                continue
+            source = "".join(cell["source"])
+            with record_launches() as launched, contextlib.redirect_stdout(None):
+                try:
+                    exec(compile(source, f"{path.name} check cell", "exec"), namespace)
+                except NameError as e:  # a name the notebook builds in a cell that is not exported (a model, ...)
+                    skipped.append(f"{path.stem}: {source.splitlines()[0]} ({e})")
+            jobs += launched
+    return jobs, skipped
+
+
+def _main(argv=None):
+    import argparse
+
+    from . import setup as _setup
+
+    parser = argparse.ArgumentParser(description="Compile every kernel the lessons' checks launch, for a GPU that is "
+                                     "not there, and print registers, spills and errors.")  # fmt: skip
+    parser.add_argument("lessons", nargs="*", help="lesson numbers (default: all), e.g. 05 12")
+    parser.add_argument("--capability", type=int, default=90, help="90: H100/H200 (default), 80: A100, 75: T4")
+    parser.add_argument(
+        "--every-config", action="store_true", help="one compile per distinct signature, not per kernel"
+    )
+    args = parser.parse_args(argv)
+    _setup(quiet=True)
+    jobs, skipped = record_lesson_checks(args.lessons)
+    todo = unique(jobs, by="signature" if args.every_config else "kernel")
+    for j in todo:
+        j["capability"] = args.capability
+    results = compile_kernels(Path(__file__), todo, raise_errors=False)
+    for j, r in zip(todo, results):
+        where = f"{Path(j['path']).stem}.{j['kernel']}"
+        print(f"{where:60s} " + (f"ERROR {r.error.strip().splitlines()[-1]}" if r.error else
+                                  f"{r.registers} registers, {r.spill_bytes} bytes spilled"))  # fmt: skip
+    for s in skipped:
+        print("not run outside its notebook:", s)
+    failed = sum(1 for r in results if r.error)
+    print(f"{len(todo)} compiles for sm_{args.capability} from {len(jobs)} launches: {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
