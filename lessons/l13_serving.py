@@ -47,7 +47,7 @@ def paged_attention_ref(q, k_pages, v_pages, block_table, lengths, q_start=None)
     """q (N, H, D): the new tokens of B requests packed (request b's are rows q_start[b] .. q_start[b+1] - 1, the
     last ones of its lengths[b] tokens; q_start None: one per request). Each query attends causally to its
     request's keys through the block table (B, n_table). Returns (N, H, D)."""
-    B, (N, H, D) = block_table.shape[0], q.shape
+    B, (_, H, D) = block_table.shape[0], q.shape
     q_start = torch.arange(B + 1) if q_start is None else q_start.cpu()
     out = torch.zeros_like(q)
     for b, n in enumerate(lengths.tolist()):  # reads lengths on the host: a spec
@@ -203,7 +203,8 @@ def check_block_pool(pool_cls=None, *, quiet=False):
     expect(pool.allocate(b, 12), "b's copy-on-write needs one free block, and 5 are free")
     expect(a.blocks == before, "copy-on-write changed a's table: only the writer's table changes")
     expect(b.blocks[:2] == a.blocks[:2] and b.blocks[2] != a.blocks[2],
-           f"b must keep a's first two blocks and get a copy of the third: a {a.blocks}, b {b.blocks}")  # fmt: skip
+           f"b must keep a's first two blocks and get its own copy of the third (copy-on-write: b writes into it, a "
+           f"must not see that): a {a.blocks}, b {b.blocks}")  # fmt: skip
     expect(pool.copies == [(a.blocks[2], b.blocks[2])], f"the copy to make must be recorded, got {pool.copies}")
     expect(pool.refs[a.blocks[2]] == 1 and pool.refs[b.blocks[2]] == 1, "after the copy each third block has 1 ref")
     c = Sequence(Request(1, 0.0, (1,) * 30, 1), [1] * 30)
@@ -303,7 +304,7 @@ def _require_paged(q, k_pages, v_pages, block_table, lengths, q_start):
         utils.require(q_start, "q_start", dtype=torch.int32, shape=(B + 1,))
     elif q.shape[0] != B:
         raise ValueError(f"q has {q.shape[0]} rows for {B} requests: pass q_start (B + 1,) for chunks of several")
-    (N, H, D), (_, P, KV, Dk) = q.shape, k_pages.shape
+    (_, H, D), (_, P, KV, Dk) = q.shape, k_pages.shape
     if Dk != D:
         raise ValueError(f"k_pages has head_dim {Dk} but q has {D}: pages are (n_blocks, block_size, KV, D)")
     if H % KV:
@@ -609,7 +610,8 @@ class Engine:
             raise ValueError(f"max_step_tokens={max_step_tokens} must be >= max_seqs={max_seqs}: every running "
                              f"request needs a token per step")  # fmt: skip
         self.runner, self.pool, self.policy = runner, pool, policy
-        self.max_seqs, self.max_step_tokens, self.eos_ids, self.block_bytes = max_seqs, max_step_tokens, eos_ids, block_bytes
+        self.max_seqs, self.max_step_tokens, self.eos_ids = max_seqs, max_step_tokens, eos_ids
+        self.block_bytes = block_bytes  # KV bytes of one block, for the memory log
         self.waiting, self.running, self.preemptions = deque(), [], 0
 
     def add(self, request: Request):
@@ -685,8 +687,7 @@ class Engine:
         plan = self._schedule_static() if self.policy == "static" else self._schedule_inflight()
         if not plan:
             raise RuntimeError("the scheduler planned nothing although requests wait: a bug in the scheduler")
-        P, kv_read = self.pool.block_size, 0
-        chunks = []
+        kv_read, chunks = 0, []
         for seq, n in plan:
             toks = seq.tokens[seq.n_cached : seq.n_cached + n]
             chunks.append((toks + [seq.tokens[-1]] * (n - len(toks)), seq.n_cached, seq.blocks))  # padding rows

@@ -233,6 +233,7 @@ def memory_picture(records: dict, budget_bytes: float | None = None):
         ax.axhline(budget_bytes / 1e6, ls="--", color="gray", label="KV budget")
     ax.set(xlabel="time (s)", ylabel="KV cache held (MB)", title="KV memory in use")
     ax.legend(loc="upper right")
+    plt.close(fig)  # shown once, as the cell's value, not a second time by the inline backend
     return fig
 
 
@@ -270,4 +271,5 @@ def block_tables_picture(tables: dict, n_blocks: int, block_size: int, lengths: 
     ax.set_title(f"{n_blocks} blocks of {block_size} tokens; hatched: shared by several requests")
     for side in ("top", "right", "bottom", "left"):
         ax.spines[side].set_visible(False)
+    plt.close(fig)
     return fig

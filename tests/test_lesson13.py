@@ -1,0 +1,346 @@
+"""Lesson 13's solution (serving many users): the block pool, the paged attention kernel against its spec and lesson
+08's contiguous kernel, planted mistakes that the checks must name, the in-flight engine (greedy tokens identical to
+each request run alone, memory budget held, nothing dropped, copy-on-write, preemption), speculative decoding
+(identical to the target's greedy output) and every refusal.
+
+On the CPU the kernels run in Triton's interpreter with lesson 08's tiny fp32 model (2 layers, hidden 64, 4 query
+heads sharing 2 key/value heads, D = 16, vocabulary 320); the scheduling tests use utils.serving.EchoModel.
+"""
+
+import pytest
+import torch
+
+import utils
+import utils.checkpoints as ckpt
+from lessons import l13_serving as L
+from utils import serving
+from utils.mode import current
+
+ENV = current()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    folder = ckpt.build_checkpoint(tmp_path_factory.mktemp("tiny"))
+    return L.load_model(folder, dtype=torch.float32)
+
+
+def alone(model, prompt, n):
+    """The request run by itself: lesson 08's generate (references, greedy)."""
+    ids = torch.tensor([list(prompt)], device=model.embed.device)
+    return L.generate(model, ids, n, kernels=False)[0, len(prompt) :].tolist()
+
+
+# -- the block pool -----------------------------------------------------------------------------------------------
+
+
+def test_block_pool():
+    L.check_block_pool(L.BlockPool, quiet=True)
+
+
+class _NoCopyOnWrite(L.BlockPool):
+    def allocate(self, seq, n_tokens):  # grows the table but writes into shared blocks
+        while len(seq.blocks) * self.block_size < n_tokens:
+            if not self.free:
+                return False
+            seq.blocks.append(self._take())
+        return True
+
+
+class _RoundsDown(L.BlockPool):
+    def allocate(self, seq, n_tokens):
+        while len(seq.blocks) < n_tokens // self.block_size:  # forgets the partly filled last block
+            seq.blocks.append(self._take())
+        return True
+
+
+def test_check_names_a_pool_without_copy_on_write():
+    with pytest.raises(AssertionError, match="copy-on-write"):
+        L.check_block_pool(_NoCopyOnWrite, quiet=True)
+
+
+def test_check_names_a_pool_that_rounds_down():
+    with pytest.raises(AssertionError, match="round up"):
+        L.check_block_pool(_RoundsDown, quiet=True)
+
+
+def test_pool_refuses_bad_sizes():
+    utils.refuses(
+        {
+            "zero blocks": lambda: L.BlockPool(0, 16),
+            "a block size of 3": lambda: L.BlockPool(8, 3),
+            "a float block size": lambda: L.BlockPool(8, 16.0),
+        },
+        quiet=True,
+    )
+
+
+# -- paged attention ----------------------------------------------------------------------------------------------
+
+
+def test_paged_attention():
+    L.check_paged_attention(L.paged_attention, quiet=True)
+
+
+@pytest.mark.parametrize("n_splits", [1, 3])
+def test_paged_equals_contiguous_at_awkward_lengths(n_splits):
+    """One token, a length one past a block, pages out of order, shared pages: lesson 08's kernel on the same keys
+    laid out contiguously gives the same output."""
+    B, H, KV, D, P = 4, 4, 2, 16, 8
+    lens = [1, 9, 17, 23]
+    gen = torch.Generator().manual_seed(3)
+    q, kp, vp, table, lengths, _ = L._paged_case(B, H, KV, D, P, lens, [1] * B, 1, torch.float32, ENV.device, gen)
+    W = table.shape[1]
+    kc = torch.zeros(B, W * P, KV, D, device=ENV.device)
+    vc = torch.zeros_like(kc)
+    for b, n in enumerate(lens):
+        kc[b, :n], vc[b, :n] = L.gather_pages(kp, table[b], n), L.gather_pages(vp, table[b], n)
+    ours = L.paged_attention(q, kp, vp, table, lengths, n_splits=n_splits)
+    theirs = L.decode_attention(q, kc, vc, lengths)
+    utils.check(ours, theirs, name="paged vs lesson 08's contiguous", quiet=True)
+
+
+def test_shared_pages_read_by_two_requests():
+    """Two requests pointing at the same physical blocks see the same keys there."""
+    H, KV, D, P = 2, 1, 16, 4
+    kp = torch.randn(3, P, KV, D, device=ENV.device)
+    table = torch.tensor([[2, 0], [2, 0]], dtype=torch.int32, device=ENV.device)
+    q = torch.randn(1, H, D, device=ENV.device).expand(2, H, D).contiguous()
+    out = L.paged_attention(q, kp, kp, table, torch.tensor([6, 6], dtype=torch.int32, device=ENV.device))
+    assert torch.equal(out[0], out[1])
+
+
+def _as_offset(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
+    return L.paged_attention(q, *L.as_offset_view(k_pages, v_pages, table), lengths, q_start, out=out)
+
+
+def _logical(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
+    return L.paged_attention(q, k_pages, v_pages, L._identity_tables(*table.shape, table.device), lengths, q_start,
+                             out=out)  # fmt: skip
+
+
+def _one_short(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
+    return L.paged_attention(q, k_pages, v_pages, table, lengths - 1, q_start, out=out)
+
+
+def _modulo_heads(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
+    heads = torch.arange(q.shape[1], device=q.device) % k_pages.shape[2]
+    k, v = k_pages[:, :, heads].contiguous(), v_pages[:, :, heads].contiguous()
+    return L.paged_attention(q, k, v, table, lengths, q_start, out=out)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (_as_offset, "without the page size"),
+        (_logical, "logical block was used instead of the physical"),
+        (_one_short, "Off by one"),
+        (_modulo_heads, r"h % KV"),
+    ],
+    ids=["page-index-as-offset", "logical-block", "off-by-one-length", "gqa-mapping"],
+)
+def test_check_names_the_classic_paged_mistakes(wrong, hint):
+    with pytest.raises(AssertionError, match=hint):
+        L.check_paged_attention(wrong, quiet=True)
+
+
+def test_paged_attention_refusals():
+    q = torch.randn(2, 4, 16, device=ENV.device)
+    kp = torch.randn(6, 4, 2, 16, device=ENV.device)
+    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32, device=ENV.device)
+    lengths = torch.tensor([5, 8], dtype=torch.int32, device=ENV.device)
+    i32 = torch.int32
+    with pytest.raises(ValueError, match="block table entries in use"):
+        L.paged_attention(q, kp, kp, table + 4, lengths)
+    with pytest.raises(ValueError, match="capacity"):
+        L.paged_attention(q, kp, kp, table, lengths + 1)
+    with pytest.raises(ValueError, match="q_start must rise"):
+        L.paged_attention(q, kp, kp, table, lengths, torch.tensor([0, 2, 1], dtype=i32, device=ENV.device))
+    with pytest.raises(ValueError, match="max_q_len"):
+        L.paged_attention(q, kp, kp, table, lengths, torch.tensor([0, 1, 2], dtype=i32, device=ENV.device),
+                          trusted=True)  # fmt: skip
+    with pytest.raises(ValueError, match="pass q_start"):
+        L.paged_attention(q[:1], kp, kp, table, lengths)
+    utils.refuses(
+        {
+            "an int64 block table": lambda: L.paged_attention(q, kp, kp, table.long(), lengths),
+            "int64 lengths": lambda: L.paged_attention(q, kp, kp, table, lengths.long()),
+            "fp16 pages for fp32 queries": lambda: L.paged_attention(q, kp.half(), kp.half(), table, lengths),
+            "a block size of 3": lambda: L.paged_attention(
+                q, kp[:, :3].contiguous(), kp[:, :3].contiguous(), table, lengths
+            ),  # fmt: skip
+            "3 heads over 2 kv heads": lambda: L.paged_attention(q[:, :3].contiguous(), kp, kp, table, lengths),
+            "an out that is q": lambda: L.paged_attention(q, kp, kp, table, lengths, out=q),
+            "0 splits": lambda: L.paged_attention(q, kp, kp, table, lengths, n_splits=0),
+        },
+        quiet=True,
+    )
+
+
+def test_empty_batch_returns_empty():
+    kp = torch.randn(2, 4, 2, 16, device=ENV.device)
+    q = torch.randn(0, 4, 16, device=ENV.device)
+    none = torch.zeros(0, dtype=torch.int32, device=ENV.device)
+    assert L.paged_attention(q, kp, kp, none.view(0, 1), none).shape == (0, 4, 16)
+    assert L.paged_attention_ref(q, kp, kp, none.view(0, 1), none).shape == (0, 4, 16)
+
+
+# -- the engine ---------------------------------------------------------------------------------------------------
+
+
+def test_in_flight_greedy_equals_each_request_alone(model):
+    L.check_engine(model, quiet=True)
+
+
+def test_copy_on_write_and_preemption_keep_outputs_exact(model):
+    """Identical prompts of exactly two blocks (the second request shares both and must copy the last one on write),
+    and a pool so small that requests are preempted and recomputed: every output is still the request's own."""
+    prompt = tuple(range(40, 48))  # 8 tokens = 2 blocks of 4
+    trace = [serving.Request(i, 0.0, prompt if i < 3 else tuple(range(60, 66 + i)), 5, 8 if i < 3 else 0)
+             for i in range(4)]  # fmt: skip
+    copies = []
+
+    class Counting(L.ModelRunner):
+        def __call__(self, chunks, cow):
+            copies.extend(cow)
+            return super().__call__(chunks, cow)
+
+    pool = L.BlockPool(n_blocks=5, block_size=4)
+    engine = L.Engine(Counting(model, 5, 4, 32), pool, max_seqs=3, max_step_tokens=8)
+    rec = serving.replay(engine, trace)
+    assert copies, "two requests wrote into a shared block, but no copy-on-write happened"
+    assert engine.preemptions > 0, "the pool of 5 blocks should have forced a preemption"
+    for r in trace:
+        assert rec.tokens[r.id] == alone(model, r.prompt, r.max_new_tokens), f"request {r.id}"
+
+
+@pytest.mark.parametrize("policy", ["in-flight", "static"])
+def test_budget_holds_and_nothing_is_dropped_under_overload(policy):
+    trace = serving.make_trace(80, rate=1e4, seed=7, prompt_median=40, output_median=24)
+    pool = L.BlockPool(n_blocks=20, block_size=16)
+    engine = L.Engine(serving.EchoModel(), pool, policy=policy, max_seqs=8, max_step_tokens=32, block_bytes=1)
+    step = engine.step
+
+    def watched():
+        info = step()
+        assert pool.used <= pool.n_blocks and len(pool.free) + pool.used == pool.n_blocks
+        assert sum(r > 0 for r in pool.refs) == pool.used
+        return info
+
+    engine.step = watched
+    rec = serving.replay(engine, trace)
+    assert max(m for _, m in rec.memory) <= pool.n_blocks
+    assert all(len(rec.tokens[r.id]) == r.max_new_tokens for r in trace), "a request was dropped or cut short"
+    assert pool.used == 0 and not engine.has_work()
+
+
+def test_in_flight_at_least_doubles_static_throughput_on_an_overloading_trace():
+    trace = serving.make_trace(48, rate=200.0, seed=0)
+    out = {}
+    for policy in ("static", "in-flight"):
+        engine = L.Engine(serving.EchoModel(), L.BlockPool(96, 16), policy=policy, max_seqs=8, block_bytes=1)
+        out[policy] = serving.metrics(serving.replay(engine, trace, serving.CostClock()))
+    assert out["in-flight"]["tokens/s"] >= 2 * out["static"]["tokens/s"]
+    assert out["in-flight"]["TTFT p99 ms"] < out["static"]["TTFT p99 ms"]
+    assert out["in-flight"]["KV peak MB"] <= out["static"]["KV peak MB"]
+
+
+def test_eos_ends_a_request():
+    class StopsAt(serving.EchoModel):
+        def __call__(self, chunks, copies):
+            return [2] * len(chunks)  # every request says end-of-sequence at once
+
+    engine = L.Engine(StopsAt(), L.BlockPool(8, 4), eos_ids=(2,))
+    rec = serving.replay(engine, [serving.Request(0, 0.0, (5, 6, 7), 10)])
+    assert rec.tokens[0] == [2]
+
+
+def test_engine_refusals():
+    engine = L.Engine(serving.EchoModel(), L.BlockPool(4, 4))
+    utils.refuses(
+        {
+            "a request larger than the pool": lambda: engine.add(serving.Request(0, 0.0, tuple(range(10)), 10)),
+            "an empty prompt": lambda: engine.add(serving.Request(1, 0.0, (), 3)),
+            "no new tokens": lambda: engine.add(serving.Request(2, 0.0, (1, 2), 0)),
+            "an unknown policy": lambda: L.Engine(serving.EchoModel(), L.BlockPool(4, 4), policy="fifo"),
+            "fewer step tokens than rows": lambda: L.Engine(
+                serving.EchoModel(), L.BlockPool(4, 4), max_seqs=8, max_step_tokens=4
+            ),  # fmt: skip
+        },
+        quiet=True,
+    )
+
+
+# -- speculative decoding -----------------------------------------------------------------------------------------
+
+
+def test_accept_greedy():
+    assert L.accept_greedy([5, 6, 7], [5, 6, 7, 8]) == [5, 6, 7, 8]  # all accepted: the bonus token
+    assert L.accept_greedy([5, 6, 7], [5, 9, 7, 8]) == [5, 9]  # the target's token at the first mismatch
+    assert L.accept_greedy([5], [4, 1]) == [4]
+
+
+def test_speculative_equals_target_greedy(model):
+    L.check_speculative(model, L.first_layers(model, 1), n_new=6, quiet=True)
+
+
+def test_speculative_with_the_target_as_draft_accepts_everything(model):
+    prompt = list(range(10, 17))
+    tokens, stats = L.speculative_generate(model, model, prompt, 7, k=3)
+    assert tokens == alone(model, prompt, 7)
+    assert stats["accepted"] == stats["proposed"] and stats["target passes"] == 3  # 1 + 4 + 4 tokens
+
+
+def test_check_names_a_wrong_acceptance_rule(model, monkeypatch):
+    monkeypatch.setattr(L, "accept_greedy", lambda proposed, target: list(proposed))  # keeps every guess
+    with pytest.raises(AssertionError, match="target's choice"):
+        L.check_speculative(model, L.first_layers(model, 1), n_new=6, quiet=True)
+
+
+def test_draft_refusals(model):
+    utils.refuses(
+        {
+            "a draft of 0 layers": lambda: L.first_layers(model, 0),
+            "more layers than the target": lambda: L.first_layers(model, 3),
+            "k = 0": lambda: L.speculative_generate(model, model, [1, 2], 4, k=0),
+        },
+        quiet=True,
+    )
+
+
+# -- the harness --------------------------------------------------------------------------------------------------
+
+
+def test_trace_is_seeded_and_realistic():
+    a, b = serving.make_trace(200, seed=5), serving.make_trace(200, seed=5)
+    assert a == b and a != serving.make_trace(200, seed=6)
+    gaps = torch.tensor([y.arrival - x.arrival for x, y in zip(a, a[1:])])
+    assert (gaps > 0).all() and 0.06 < float(gaps.mean()) < 0.2  # rate 8/s: a mean gap of 1/8 s
+    out = torch.tensor([r.max_new_tokens for r in a], dtype=torch.float64)
+    assert float(out.mean()) > float(out.median())  # a long tail to the right
+    shared = [r for r in a if r.system]
+    assert 60 < len(shared) < 140 and len({r.prompt[: r.system] for r in shared}) == 1
+
+
+def test_metrics_of_a_known_record():
+    rec = serving.Record(arrival={0: 0.0, 1: 1.0}, times={0: [0.5, 0.6, 0.7], 1: [1.2, 1.5]},
+                         memory=[(0.5, 100), (1.5, 300)], end=1.5)  # fmt: skip
+    m = serving.metrics(rec)
+    assert m["tokens"] == 5 and m["tokens/s"] == pytest.approx(5 / 1.5)
+    assert m["TTFT p50 ms"] == pytest.approx(350) and m["TBT p50 ms"] == pytest.approx(100)
+    assert m["KV peak MB"] == pytest.approx(300e-6)
+
+
+def test_replay_skips_a_stub_engine(capsys):
+    class Stub:
+        def add(self, request):
+            pass
+
+        def has_work(self):
+            return True
+
+        def step(self):
+            raise NotImplementedError  # what a participant copy's exercise stub does
+
+    assert serving.replay(Stub(), serving.make_trace(3)) is None
+    assert "still an exercise" in capsys.readouterr().out
