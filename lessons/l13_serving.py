@@ -12,6 +12,7 @@ import triton.language as tl
 import utils
 import utils.checkpoints
 import utils.hints
+import utils.roofline
 import utils.serving
 import utils.timing
 from utils.serving import Request, StepInfo
