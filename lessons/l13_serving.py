@@ -24,6 +24,7 @@ from lessons.l08_llama_model import (
     LOG2E,
     Model,
     ModelArgs,
+    cast,
     decode_attention,
     decode_attention_ref,
     decode_combine,
@@ -586,12 +587,16 @@ class ModelRunner:
     copies to make first; returns the next token of each request (meaningful where its chunk ends its tokens)."""
 
     def __init__(self, model: Model, n_blocks: int, block_size: int, max_len: int, kernels: bool = True):
-        self.model, self.block_size = model, block_size
+        self.model, self.block_size, self.max_len = model, block_size, max_len
         self.cache = new_paged_cache(model, n_blocks, block_size, max_len)
         self.ops, self.attend = (TRITON_OPS, None) if kernels else (REF_OPS, paged_attention_ref)
 
     @torch.no_grad()
     def __call__(self, chunks, copies) -> list:
+        longest = max(start + len(toks) for toks, start, _ in chunks)
+        if longest > self.max_len:
+            raise ValueError(f"a request reaches position {longest - 1}, past the RoPE tables of max_len="
+                             f"{self.max_len}: make the ModelRunner with a larger max_len")  # fmt: skip
         for src, dst in copies:  # copy-on-write: the writer's new block starts as the shared one
             self.cache.k[:, dst] = self.cache.k[:, src]
             self.cache.v[:, dst] = self.cache.v[:, src]
@@ -725,6 +730,7 @@ def check_engine(model: Model, *, quiet=False):
     """Greedy tokens of every request under in-flight batching + paged attention == the request run alone; the
     memory budget holds and nothing is dropped on a trace that overloads the pool."""
     env = utils.mode.current()
+    model = cast(model, torch.float32)  # greedy tokens compared exactly: bf16 near ties would differ by rounding
     P = 4
     trace = utils.serving.make_trace(env.pick(cpu=5, gpu=12), rate=1e3, seed=int(torch.randint(0, 1000, (1,))),
                                      vocab_size=model.args.vocab_size, prompt_median=6, prompt_max=14,
@@ -826,6 +832,7 @@ def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=Fal
     """Speculative greedy output == the target's greedy output alone (lesson 08's generate), for a random prompt;
     prints the acceptance rate and the tokens per target pass."""
     env = utils.mode.current()
+    target, draft = cast(target, torch.float32), cast(draft, torch.float32)  # exact comparison: no bf16 near ties
     n_new = n_new or env.pick(cpu=10, gpu=64)
     prompt = torch.randint(3, target.args.vocab_size, (7,)).tolist()
     ours, stats = speculative_generate(target, draft, prompt, n_new, k)
