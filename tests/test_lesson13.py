@@ -12,6 +12,7 @@ import torch
 
 import utils
 import utils.checkpoints as ckpt
+from lessons import l08_llama_model as L08
 from lessons import l13_serving as L
 from utils import serving
 from utils.mode import current
@@ -344,3 +345,39 @@ def test_replay_skips_a_stub_engine(capsys):
 
     assert serving.replay(Stub(), serving.make_trace(3)) is None
     assert "still an exercise" in capsys.readouterr().out
+
+
+def test_mixed_steps_give_the_logits_of_the_whole_sequence(model):
+    """Two requests run in chunks through two mixed steps (a chunk of 5 beside a chunk of 3, then a chunk of 4
+    beside a decode token): every token's logits equal lesson 08's forward_ref over the whole sequence."""
+    P = 4
+    a, b = torch.randint(3, 320, (9,)).tolist(), torch.randint(3, 320, (4,)).tolist()
+    cache = L.new_paged_cache(model, 8, P, 32)
+    blocks_a, blocks_b = [5, 0, 3], [6, 1]  # out of order
+    got_a, got_b = [], []
+    for chunks in ([(a[:5], 0, blocks_a), (b[:3], 0, blocks_b)], [(a[5:], 5, blocks_a), (b[3:], 3, blocks_b)]):
+        batch = L.make_batch(chunks, P, ENV.device)
+        logits = L.forward_batch(model, batch, cache, all_logits=True)
+        n = len(chunks[0][0])
+        got_a.append(logits[:n])
+        got_b.append(logits[n:])
+    for toks, got in ((a, got_a), (b, got_b)):
+        ref = L08.forward_ref(model, torch.tensor([toks], device=ENV.device))[0]
+        utils.check(torch.cat(got), ref, atol=1e-4, rtol=1e-4, reason="fp32, sums in another order; logits ~10",
+                    name="chunked logits", quiet=True)  # fmt: skip
+
+
+def test_pictures_and_snapshot():
+    import matplotlib.figure
+
+    trace = serving.make_trace(8, rate=1e4, seed=2)
+    engine = L.Engine(serving.EchoModel(), L.BlockPool(24, 16), max_seqs=8)
+    tables, lengths = serving.snapshot(engine, trace, steps=3)
+    assert tables and all(len(t) * 16 >= lengths[name] for name, t in tables.items())
+    with_system = [tables[f"req {r.id}"][:2] for r in trace if r.system and f"req {r.id}" in tables]
+    assert len(with_system) >= 2 and all(t == with_system[0] for t in with_system), "the system prompt is shared"
+    fig = serving.block_tables_picture(tables, 24, 16, lengths=lengths)
+    assert isinstance(fig, matplotlib.figure.Figure)
+    rec = serving.replay(L.Engine(serving.EchoModel(), L.BlockPool(24, 16), block_bytes=1), trace)
+    fig = serving.memory_picture({"in-flight": rec, "skipped": None}, budget_bytes=24)
+    assert isinstance(fig, matplotlib.figure.Figure)
