@@ -535,6 +535,9 @@ def make_batch(chunks, block_size: int, device) -> Batch:
     """chunks: one (tokens, first position, block table) per request -> the step's Batch (built on the host)."""
     P, tokens, positions, slots, starts, lengths = block_size, [], [], [], [0], []
     for toks, start, blocks in chunks:
+        if start + len(toks) > len(blocks) * P:
+            raise ValueError(f"a chunk reaches position {start + len(toks) - 1} but its block table holds "
+                             f"{len(blocks)} blocks of {P}: allocate before the step")  # fmt: skip
         pos = range(start, start + len(toks))
         tokens += toks
         positions += pos
@@ -642,8 +645,8 @@ class Engine:
     def _schedule_static(self) -> list:
         if not self.running:  # a new batch, each row's worst case reserved up front
             group = list(self.waiting)[: self.max_seqs]
-            while group:
-                worst = max(len(s.tokens) + s.request.max_new_tokens - s.n_new for s in group)
+            while group:  # the longest prompt + the longest reply: padding rows run until the batch ends
+                worst = max(len(s.tokens) for s in group) + max(s.request.max_new_tokens - s.n_new for s in group)
                 if len(group) * -(-worst // self.pool.block_size) <= len(self.pool.free):
                     break
                 group.pop()

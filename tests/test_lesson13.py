@@ -381,3 +381,23 @@ def test_pictures_and_snapshot():
     rec = serving.replay(L.Engine(serving.EchoModel(), L.BlockPool(24, 16), block_bytes=1), trace)
     fig = serving.memory_picture({"in-flight": rec, "skipped": None}, budget_bytes=24)
     assert isinstance(fig, matplotlib.figure.Figure)
+
+
+def test_static_padding_rows_stay_inside_their_reservation():
+    """A long prompt with a short reply beside a short prompt with a long reply: the first row pads until the
+    second is done, and every position it writes must lie in the blocks reserved for it."""
+    P = 4
+    trace = [serving.Request(0, 0.0, tuple(range(3, 14)), 2), serving.Request(1, 0.0, (5, 6), 9)]
+
+    def checked(chunks, copies):
+        L.make_batch(chunks, P, ENV.device)  # raises when a chunk reaches past its block table
+        return serving.EchoModel()(chunks, copies)
+
+    engine = L.Engine(checked, L.BlockPool(16, P), policy="static", max_seqs=2)
+    rec = serving.replay(engine, trace)
+    assert [len(rec.tokens[r.id]) for r in trace] == [2, 9]
+
+
+def test_make_batch_refuses_a_chunk_past_its_table():
+    with pytest.raises(ValueError, match="allocate before the step"):
+        L.make_batch([([1, 2, 3], 3, [0])], 4, ENV.device)
