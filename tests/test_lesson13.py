@@ -401,3 +401,11 @@ def test_static_padding_rows_stay_inside_their_reservation():
 def test_make_batch_refuses_a_chunk_past_its_table():
     with pytest.raises(ValueError, match="allocate before the step"):
         L.make_batch([([1, 2, 3], 3, [0])], 4, ENV.device)
+
+
+def test_static_batching_through_the_model_equals_each_request_alone(model):
+    trace = [serving.Request(i, 0.0, tuple(range(10 + i, 10 + i + n)), m) for i, (n, m) in enumerate([(9, 2), (3, 5)])]
+    engine = L.Engine(L.ModelRunner(model, 12, 4, 32), L.BlockPool(12, 4), policy="static", max_seqs=2)
+    rec = serving.replay(engine, trace)
+    for r in trace:
+        assert rec.tokens[r.id] == alone(model, r.prompt, r.max_new_tokens), f"request {r.id}"
