@@ -78,7 +78,7 @@ def serving_trace(model) -> list[Row]:
                           max_seqs=rows, max_step_tokens=64, block_bytes=L.block_bytes(model.args, P))  # fmt: skip
         return serving.replay(engine, trace, serving.WallClock())
 
-    warm = serving.make_trace(24, rate=1000.0, seed=1, vocab_size=model.args.vocab_size)
+    warm = serving.make_trace(48, rate=1000.0, seed=1, vocab_size=model.args.vocab_size)
     for policy, rows in configs.values():  # compiles every kernel variant (decode, chunks) before timing
         replay(warm, policy, rows)
     trace = serving.make_trace(256, rate=1000.0, seed=0, vocab_size=model.args.vocab_size)
