@@ -9,6 +9,8 @@ heads sharing 2 key/value heads, D = 16, vocabulary 320); the scheduling tests u
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import utils
 import utils.checkpoints as ckpt
@@ -409,3 +411,85 @@ def test_static_batching_through_the_model_equals_each_request_alone(model):
     rec = serving.replay(engine, trace)
     for r in trace:
         assert rec.tokens[r.id] == alone(model, r.prompt, r.max_new_tokens), f"request {r.id}"
+
+
+# a planted kernel: the lesson's, except that it reads the block table without a mask, past the entries in use
+# (and, for the last request, past the end of the table): the output is right, only the watched addresses are wrong
+@triton.jit
+def _unmasked_table_kernel(
+    q_ptr,
+    k_pages_ptr,
+    v_pages_ptr,
+    block_table_ptr,
+    lengths_ptr,
+    q_start_ptr,
+    acc_ptr,
+    m_ptr,
+    l_ptr,
+    H,
+    KV,
+    GROUP,
+    split_len,
+    qk_scale,
+    stride_table,
+    stride_page,
+    stride_row,
+    PAGE_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    # -- map program id to (request b, kv head, split of the keys, block of the queries)
+    b = tl.program_id(0) // KV
+    kv_h = tl.program_id(0) % KV
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    q_block = tl.program_id(2)
+    q_lo = tl.load(q_start_ptr + b)
+    q_len = tl.load(q_start_ptr + b + 1) - q_lo
+    length = tl.load(lengths_ptr + b)
+    # -- the tile's rows: (query i, head g) pairs; query i sits at position length - q_len + i
+    r = tl.arange(0, BLOCK_M)
+    qi = q_block * BLOCK_Q + r // GROUP
+    live = (r < BLOCK_Q * GROUP) & (qi < q_len)
+    row = (q_lo + qi).to(tl.int64) * H + kv_h * GROUP + r % GROUP  # (token, head) flattened, as q is (N, H, D)
+    pos = length - q_len + qi
+    d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + row[:, None] * HEAD_DIM + d[None, :], mask=live[:, None], other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    # -- this split's keys, up to the last query of the block: [start, end)
+    start = split * split_len
+    last = tl.minimum(q_block * BLOCK_Q + BLOCK_Q, q_len)
+    end = tl.minimum(start + split_len, length - q_len + last)
+    table = block_table_ptr + b.to(tl.int64) * stride_table
+    for n in range(start, end, BLOCK_N):
+        cols = n + tl.arange(0, BLOCK_N)
+        keep = cols < end
+        page = tl.load(table + cols // PAGE_SIZE).to(tl.int64)  # the planted mistake: no mask
+        offs = page[:, None] * stride_page + (cols % PAGE_SIZE)[:, None] * stride_row + kv_h * HEAD_DIM + d[None, :]
+        k = tl.load(k_pages_ptr + offs, mask=keep[:, None], other=0.0)
+        v = tl.load(v_pages_ptr + offs, mask=keep[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), base 2
+        s = tl.where(keep[None, :] & (cols[None, :] <= pos[:, None]), s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, not NaN
+        p = tl.exp2(s - m_safe[:, None])
+        alpha = tl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
+    # -- this split's partial result, unnormalised: acc (N, H, n_splits, D), m and l (N, H, n_splits)
+    part = row * n_splits + split
+    tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=live[:, None])
+    tl.store(m_ptr + part, m_i, mask=live)
+    tl.store(l_ptr + part, l_i, mask=live)
+
+
+def test_check_names_a_block_table_read_past_its_end(monkeypatch):
+    monkeypatch.setattr(L, "paged_attention_kernel", _unmasked_table_kernel)
+    with pytest.raises(AssertionError, match="past the end of `block_table_ptr`"):
+        L.check_paged_attention(L.paged_attention, quiet=True)
