@@ -1,0 +1,495 @@
+"""Lesson 13's solution (serving many users): the block pool, the paged attention kernel against its spec and lesson
+08's contiguous kernel, planted mistakes that the checks must name, the in-flight engine (greedy tokens identical to
+each request run alone, memory budget held, nothing dropped, copy-on-write, preemption), speculative decoding
+(identical to the target's greedy output) and every refusal.
+
+On the CPU the kernels run in Triton's interpreter with lesson 08's tiny fp32 model (2 layers, hidden 64, 4 query
+heads sharing 2 key/value heads, D = 16, vocabulary 320); the scheduling tests use utils.serving.EchoModel.
+"""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import utils
+import utils.checkpoints as ckpt
+from lessons import l08_llama_model as L08
+from lessons import l13_serving as L
+from utils import serving
+from utils.mode import current
+
+ENV = current()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    folder = ckpt.build_checkpoint(tmp_path_factory.mktemp("tiny"))
+    return L.load_model(folder, dtype=torch.float32)
+
+
+def alone(model, prompt, n):
+    """The request run by itself: lesson 08's generate (references, greedy)."""
+    ids = torch.tensor([list(prompt)], device=model.embed.device)
+    return L.generate(model, ids, n, kernels=False)[0, len(prompt) :].tolist()
+
+
+# -- the block pool -----------------------------------------------------------------------------------------------
+
+
+def test_block_pool():
+    L.check_block_pool(L.BlockPool, quiet=True)
+
+
+class _NoCopyOnWrite(L.BlockPool):
+    def allocate(self, seq, n_tokens):  # grows the table but writes into shared blocks
+        while len(seq.blocks) * self.block_size < n_tokens:
+            if not self.free:
+                return False
+            seq.blocks.append(self._take())
+        return True
+
+
+class _RoundsDown(L.BlockPool):
+    def allocate(self, seq, n_tokens):
+        while len(seq.blocks) < n_tokens // self.block_size:  # forgets the partly filled last block
+            seq.blocks.append(self._take())
+        return True
+
+
+def test_check_names_a_pool_without_copy_on_write():
+    with pytest.raises(AssertionError, match="copy-on-write"):
+        L.check_block_pool(_NoCopyOnWrite, quiet=True)
+
+
+def test_check_names_a_pool_that_rounds_down():
+    with pytest.raises(AssertionError, match="round up"):
+        L.check_block_pool(_RoundsDown, quiet=True)
+
+
+def test_pool_refuses_bad_sizes():
+    utils.refuses(
+        {
+            "zero blocks": lambda: L.BlockPool(0, 16),
+            "a block size of 3": lambda: L.BlockPool(8, 3),
+            "a float block size": lambda: L.BlockPool(8, 16.0),
+        },
+        quiet=True,
+    )
+
+
+# -- paged attention ----------------------------------------------------------------------------------------------
+
+
+def test_paged_attention():
+    L.check_paged_attention(L.paged_attention, quiet=True)
+
+
+@pytest.mark.parametrize("n_splits", [1, 3])
+def test_paged_equals_contiguous_at_awkward_lengths(n_splits):
+    """One token, a length one past a block, pages out of order, shared pages: lesson 08's kernel on the same keys
+    laid out contiguously gives the same output."""
+    B, H, KV, D, P = 4, 4, 2, 16, 8
+    lens = [1, 9, 17, 23]
+    gen = torch.Generator().manual_seed(3)
+    q, kp, vp, table, lengths, _ = L._paged_case(B, H, KV, D, P, lens, [1] * B, 1, torch.float32, ENV.device, gen)
+    W = table.shape[1]
+    kc = torch.zeros(B, W * P, KV, D, device=ENV.device)
+    vc = torch.zeros_like(kc)
+    for b, n in enumerate(lens):
+        kc[b, :n], vc[b, :n] = L.gather_pages(kp, table[b], n), L.gather_pages(vp, table[b], n)
+    ours = L.paged_attention(q, kp, vp, table, lengths, n_splits=n_splits)
+    theirs = L.decode_attention(q, kc, vc, lengths)
+    utils.check(ours, theirs, name="paged vs lesson 08's contiguous", quiet=True)
+
+
+def test_shared_pages_read_by_two_requests():
+    """Two requests pointing at the same physical blocks see the same keys there."""
+    H, KV, D, P = 2, 1, 16, 4
+    kp = torch.randn(3, P, KV, D, device=ENV.device)
+    table = torch.tensor([[2, 0], [2, 0]], dtype=torch.int32, device=ENV.device)
+    q = torch.randn(1, H, D, device=ENV.device).expand(2, H, D).contiguous()
+    out = L.paged_attention(q, kp, kp, table, torch.tensor([6, 6], dtype=torch.int32, device=ENV.device))
+    assert torch.equal(out[0], out[1])
+
+
+def _as_offset(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
+    return L.paged_attention(q, *L.as_offset_view(k_pages, v_pages, table), lengths, q_start, out=out)
+
+
+def _logical(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
+    return L.paged_attention(q, k_pages, v_pages, L._identity_tables(*table.shape, table.device), lengths, q_start,
+                             out=out)  # fmt: skip
+
+
+def _one_short(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
+    return L.paged_attention(q, k_pages, v_pages, table, lengths - 1, q_start, out=out)
+
+
+def _modulo_heads(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
+    heads = torch.arange(q.shape[1], device=q.device) % k_pages.shape[2]
+    k, v = k_pages[:, :, heads].contiguous(), v_pages[:, :, heads].contiguous()
+    return L.paged_attention(q, k, v, table, lengths, q_start, out=out)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (_as_offset, "without the page size"),
+        (_logical, "logical block was used instead of the physical"),
+        (_one_short, "Off by one"),
+        (_modulo_heads, r"h % KV"),
+    ],
+    ids=["page-index-as-offset", "logical-block", "off-by-one-length", "gqa-mapping"],
+)
+def test_check_names_the_classic_paged_mistakes(wrong, hint):
+    with pytest.raises(AssertionError, match=hint):
+        L.check_paged_attention(wrong, quiet=True)
+
+
+def test_paged_attention_refusals():
+    q = torch.randn(2, 4, 16, device=ENV.device)
+    kp = torch.randn(6, 4, 2, 16, device=ENV.device)
+    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32, device=ENV.device)
+    lengths = torch.tensor([5, 8], dtype=torch.int32, device=ENV.device)
+    i32 = torch.int32
+    with pytest.raises(ValueError, match="block table entries in use"):
+        L.paged_attention(q, kp, kp, table + 4, lengths)
+    with pytest.raises(ValueError, match="capacity"):
+        L.paged_attention(q, kp, kp, table, lengths + 1)
+    with pytest.raises(ValueError, match="q_start must rise"):
+        L.paged_attention(q, kp, kp, table, lengths, torch.tensor([0, 2, 1], dtype=i32, device=ENV.device))
+    with pytest.raises(ValueError, match="max_q_len"):
+        L.paged_attention(q, kp, kp, table, lengths, torch.tensor([0, 1, 2], dtype=i32, device=ENV.device),
+                          trusted=True)  # fmt: skip
+    with pytest.raises(ValueError, match="pass q_start"):
+        L.paged_attention(q[:1], kp, kp, table, lengths)
+    utils.refuses(
+        {
+            "an int64 block table": lambda: L.paged_attention(q, kp, kp, table.long(), lengths),
+            "int64 lengths": lambda: L.paged_attention(q, kp, kp, table, lengths.long()),
+            "fp16 pages for fp32 queries": lambda: L.paged_attention(q, kp.half(), kp.half(), table, lengths),
+            "a block size of 3": lambda: L.paged_attention(
+                q, kp[:, :3].contiguous(), kp[:, :3].contiguous(), table, lengths
+            ),  # fmt: skip
+            "3 heads over 2 kv heads": lambda: L.paged_attention(q[:, :3].contiguous(), kp, kp, table, lengths),
+            "an out that is q": lambda: L.paged_attention(q, kp, kp, table, lengths, out=q),
+            "0 splits": lambda: L.paged_attention(q, kp, kp, table, lengths, n_splits=0),
+        },
+        quiet=True,
+    )
+
+
+def test_empty_batch_returns_empty():
+    kp = torch.randn(2, 4, 2, 16, device=ENV.device)
+    q = torch.randn(0, 4, 16, device=ENV.device)
+    none = torch.zeros(0, dtype=torch.int32, device=ENV.device)
+    assert L.paged_attention(q, kp, kp, none.view(0, 1), none).shape == (0, 4, 16)
+    assert L.paged_attention_ref(q, kp, kp, none.view(0, 1), none).shape == (0, 4, 16)
+
+
+# -- the engine ---------------------------------------------------------------------------------------------------
+
+
+def test_in_flight_greedy_equals_each_request_alone(model):
+    L.check_engine(model, quiet=True)
+
+
+def test_copy_on_write_and_preemption_keep_outputs_exact(model):
+    """Identical prompts of exactly two blocks (the second request shares both and must copy the last one on write),
+    and a pool so small that requests are preempted and recomputed: every output is still the request's own."""
+    prompt = tuple(range(40, 48))  # 8 tokens = 2 blocks of 4
+    trace = [serving.Request(i, 0.0, prompt if i < 3 else tuple(range(60, 66 + i)), 5, 8 if i < 3 else 0)
+             for i in range(4)]  # fmt: skip
+    copies = []
+
+    class Counting(L.ModelRunner):
+        def __call__(self, chunks, cow):
+            copies.extend(cow)
+            return super().__call__(chunks, cow)
+
+    pool = L.BlockPool(n_blocks=5, block_size=4)
+    engine = L.Engine(Counting(model, 5, 4, 32), pool, max_seqs=3, max_step_tokens=8)
+    rec = serving.replay(engine, trace)
+    assert copies, "two requests wrote into a shared block, but no copy-on-write happened"
+    assert engine.preemptions > 0, "the pool of 5 blocks should have forced a preemption"
+    for r in trace:
+        assert rec.tokens[r.id] == alone(model, r.prompt, r.max_new_tokens), f"request {r.id}"
+
+
+@pytest.mark.parametrize("policy", ["in-flight", "static"])
+def test_budget_holds_and_nothing_is_dropped_under_overload(policy):
+    trace = serving.make_trace(80, rate=1e4, seed=7, prompt_median=40, output_median=24)
+    pool = L.BlockPool(n_blocks=20, block_size=16)
+    engine = L.Engine(serving.EchoModel(), pool, policy=policy, max_seqs=8, max_step_tokens=32, block_bytes=1)
+    step = engine.step
+
+    def watched():
+        info = step()
+        assert pool.used <= pool.n_blocks and len(pool.free) + pool.used == pool.n_blocks
+        assert sum(r > 0 for r in pool.refs) == pool.used
+        return info
+
+    engine.step = watched
+    rec = serving.replay(engine, trace)
+    assert max(m for _, m in rec.memory) <= pool.n_blocks
+    assert all(len(rec.tokens[r.id]) == r.max_new_tokens for r in trace), "a request was dropped or cut short"
+    assert pool.used == 0 and not engine.has_work()
+
+
+def test_in_flight_at_least_doubles_static_throughput_on_an_overloading_trace():
+    trace = serving.make_trace(48, rate=200.0, seed=0)
+    out = {}
+    for policy in ("static", "in-flight"):
+        engine = L.Engine(serving.EchoModel(), L.BlockPool(96, 16), policy=policy, max_seqs=8, block_bytes=1)
+        out[policy] = serving.metrics(serving.replay(engine, trace, serving.CostClock()))
+    assert out["in-flight"]["tokens/s"] >= 2 * out["static"]["tokens/s"]
+    assert out["in-flight"]["TTFT p99 ms"] < out["static"]["TTFT p99 ms"]
+    assert out["in-flight"]["KV peak MB"] <= out["static"]["KV peak MB"]
+
+
+def test_eos_ends_a_request():
+    class StopsAt(serving.EchoModel):
+        def __call__(self, chunks, copies):
+            return [2] * len(chunks)  # every request says end-of-sequence at once
+
+    engine = L.Engine(StopsAt(), L.BlockPool(8, 4), eos_ids=(2,))
+    rec = serving.replay(engine, [serving.Request(0, 0.0, (5, 6, 7), 10)])
+    assert rec.tokens[0] == [2]
+
+
+def test_engine_refusals():
+    engine = L.Engine(serving.EchoModel(), L.BlockPool(4, 4))
+    utils.refuses(
+        {
+            "a request larger than the pool": lambda: engine.add(serving.Request(0, 0.0, tuple(range(10)), 10)),
+            "an empty prompt": lambda: engine.add(serving.Request(1, 0.0, (), 3)),
+            "no new tokens": lambda: engine.add(serving.Request(2, 0.0, (1, 2), 0)),
+            "an unknown policy": lambda: L.Engine(serving.EchoModel(), L.BlockPool(4, 4), policy="fifo"),
+            "fewer step tokens than rows": lambda: L.Engine(
+                serving.EchoModel(), L.BlockPool(4, 4), max_seqs=8, max_step_tokens=4
+            ),  # fmt: skip
+        },
+        quiet=True,
+    )
+
+
+# -- speculative decoding -----------------------------------------------------------------------------------------
+
+
+def test_accept_greedy():
+    assert L.accept_greedy([5, 6, 7], [5, 6, 7, 8]) == [5, 6, 7, 8]  # all accepted: the bonus token
+    assert L.accept_greedy([5, 6, 7], [5, 9, 7, 8]) == [5, 9]  # the target's token at the first mismatch
+    assert L.accept_greedy([5], [4, 1]) == [4]
+
+
+def test_speculative_equals_target_greedy(model):
+    L.check_speculative(model, L.first_layers(model, 1), n_new=6, quiet=True)
+
+
+def test_speculative_with_the_target_as_draft_accepts_everything(model):
+    prompt = list(range(10, 17))
+    tokens, stats = L.speculative_generate(model, model, prompt, 7, k=3)
+    assert tokens == alone(model, prompt, 7)
+    assert stats["accepted"] == stats["proposed"] and stats["target passes"] == 3  # 1 + 4 + 4 tokens
+
+
+def test_check_names_a_wrong_acceptance_rule(model, monkeypatch):
+    monkeypatch.setattr(L, "accept_greedy", lambda proposed, target: list(proposed))  # keeps every guess
+    with pytest.raises(AssertionError, match="target's choice"):
+        L.check_speculative(model, L.first_layers(model, 1), n_new=6, quiet=True)
+
+
+def test_draft_refusals(model):
+    utils.refuses(
+        {
+            "a draft of 0 layers": lambda: L.first_layers(model, 0),
+            "more layers than the target": lambda: L.first_layers(model, 3),
+            "k = 0": lambda: L.speculative_generate(model, model, [1, 2], 4, k=0),
+        },
+        quiet=True,
+    )
+
+
+# -- the harness --------------------------------------------------------------------------------------------------
+
+
+def test_trace_is_seeded_and_realistic():
+    a, b = serving.make_trace(200, seed=5), serving.make_trace(200, seed=5)
+    assert a == b and a != serving.make_trace(200, seed=6)
+    gaps = torch.tensor([y.arrival - x.arrival for x, y in zip(a, a[1:])])
+    assert (gaps > 0).all() and 0.06 < float(gaps.mean()) < 0.2  # rate 8/s: a mean gap of 1/8 s
+    out = torch.tensor([r.max_new_tokens for r in a], dtype=torch.float64)
+    assert float(out.mean()) > float(out.median())  # a long tail to the right
+    shared = [r for r in a if r.system]
+    assert 60 < len(shared) < 140 and len({r.prompt[: r.system] for r in shared}) == 1
+
+
+def test_metrics_of_a_known_record():
+    rec = serving.Record(arrival={0: 0.0, 1: 1.0}, times={0: [0.5, 0.6, 0.7], 1: [1.2, 1.5]},
+                         memory=[(0.5, 100), (1.5, 300)], end=1.5)  # fmt: skip
+    m = serving.metrics(rec)
+    assert m["tokens"] == 5 and m["tokens/s"] == pytest.approx(5 / 1.5)
+    assert m["TTFT p50 ms"] == pytest.approx(350) and m["TBT p50 ms"] == pytest.approx(100)
+    assert m["KV peak MB"] == pytest.approx(300e-6)
+
+
+def test_replay_skips_a_stub_engine(capsys):
+    class Stub:
+        def add(self, request):
+            pass
+
+        def has_work(self):
+            return True
+
+        def step(self):
+            raise NotImplementedError  # what a participant copy's exercise stub does
+
+    assert serving.replay(Stub(), serving.make_trace(3)) is None
+    assert "still an exercise" in capsys.readouterr().out
+
+
+def test_mixed_steps_give_the_logits_of_the_whole_sequence(model):
+    """Two requests run in chunks through two mixed steps (a chunk of 5 beside a chunk of 3, then a chunk of 4
+    beside a decode token): every token's logits equal lesson 08's forward_ref over the whole sequence."""
+    P = 4
+    a, b = torch.randint(3, 320, (9,)).tolist(), torch.randint(3, 320, (4,)).tolist()
+    cache = L.new_paged_cache(model, 8, P, 32)
+    blocks_a, blocks_b = [5, 0, 3], [6, 1]  # out of order
+    got_a, got_b = [], []
+    for chunks in ([(a[:5], 0, blocks_a), (b[:3], 0, blocks_b)], [(a[5:], 5, blocks_a), (b[3:], 3, blocks_b)]):
+        batch = L.make_batch(chunks, P, ENV.device)
+        logits = L.forward_batch(model, batch, cache, all_logits=True)
+        n = len(chunks[0][0])
+        got_a.append(logits[:n])
+        got_b.append(logits[n:])
+    for toks, got in ((a, got_a), (b, got_b)):
+        ref = L08.forward_ref(model, torch.tensor([toks], device=ENV.device))[0]
+        utils.check(torch.cat(got), ref, atol=1e-4, rtol=1e-4, reason="fp32, sums in another order; logits ~10",
+                    name="chunked logits", quiet=True)  # fmt: skip
+
+
+def test_pictures_and_snapshot():
+    import matplotlib.figure
+
+    trace = serving.make_trace(8, rate=1e4, seed=2)
+    engine = L.Engine(serving.EchoModel(), L.BlockPool(24, 16), max_seqs=8)
+    tables, lengths = serving.snapshot(engine, trace, steps=3)
+    assert tables and all(len(t) * 16 >= lengths[name] for name, t in tables.items())
+    with_system = [tables[f"req {r.id}"][:2] for r in trace if r.system and f"req {r.id}" in tables]
+    assert len(with_system) >= 2 and all(t == with_system[0] for t in with_system), "the system prompt is shared"
+    fig = serving.block_tables_picture(tables, 24, 16, lengths=lengths)
+    assert isinstance(fig, matplotlib.figure.Figure)
+    rec = serving.replay(L.Engine(serving.EchoModel(), L.BlockPool(24, 16), block_bytes=1), trace)
+    fig = serving.memory_picture({"in-flight": rec, "skipped": None}, budget_bytes=24)
+    assert isinstance(fig, matplotlib.figure.Figure)
+
+
+def test_static_padding_rows_stay_inside_their_reservation():
+    """A long prompt with a short reply beside a short prompt with a long reply: the first row pads until the
+    second is done, and every position it writes must lie in the blocks reserved for it."""
+    P = 4
+    trace = [serving.Request(0, 0.0, tuple(range(3, 14)), 2), serving.Request(1, 0.0, (5, 6), 9)]
+
+    def checked(chunks, copies):
+        L.make_batch(chunks, P, ENV.device)  # raises when a chunk reaches past its block table
+        return serving.EchoModel()(chunks, copies)
+
+    engine = L.Engine(checked, L.BlockPool(16, P), policy="static", max_seqs=2)
+    rec = serving.replay(engine, trace)
+    assert [len(rec.tokens[r.id]) for r in trace] == [2, 9]
+
+
+def test_make_batch_refuses_a_chunk_past_its_table():
+    with pytest.raises(ValueError, match="allocate before the step"):
+        L.make_batch([([1, 2, 3], 3, [0])], 4, ENV.device)
+
+
+def test_static_batching_through_the_model_equals_each_request_alone(model):
+    trace = [serving.Request(i, 0.0, tuple(range(10 + i, 10 + i + n)), m) for i, (n, m) in enumerate([(9, 2), (3, 5)])]
+    engine = L.Engine(L.ModelRunner(model, 12, 4, 32), L.BlockPool(12, 4), policy="static", max_seqs=2)
+    rec = serving.replay(engine, trace)
+    for r in trace:
+        assert rec.tokens[r.id] == alone(model, r.prompt, r.max_new_tokens), f"request {r.id}"
+
+
+# a planted kernel: the lesson's, except that it reads the block table without a mask, past the entries in use
+# (and, for the last request, past the end of the table): the output is right, only the watched addresses are wrong
+@triton.jit
+def _unmasked_table_kernel(
+    q_ptr,
+    k_pages_ptr,
+    v_pages_ptr,
+    block_table_ptr,
+    lengths_ptr,
+    q_start_ptr,
+    acc_ptr,
+    m_ptr,
+    l_ptr,
+    H,
+    KV,
+    GROUP,
+    split_len,
+    qk_scale,
+    stride_table,
+    stride_page,
+    stride_row,
+    PAGE_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    # -- map program id to (request b, kv head, split of the keys, block of the queries)
+    b = tl.program_id(0) // KV
+    kv_h = tl.program_id(0) % KV
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    q_block = tl.program_id(2)
+    q_lo = tl.load(q_start_ptr + b)
+    q_len = tl.load(q_start_ptr + b + 1) - q_lo
+    length = tl.load(lengths_ptr + b)
+    # -- the tile's rows: (query i, head g) pairs; query i sits at position length - q_len + i
+    r = tl.arange(0, BLOCK_M)
+    qi = q_block * BLOCK_Q + r // GROUP
+    live = (r < BLOCK_Q * GROUP) & (qi < q_len)
+    row = (q_lo + qi).to(tl.int64) * H + kv_h * GROUP + r % GROUP  # (token, head) flattened, as q is (N, H, D)
+    pos = length - q_len + qi
+    d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + row[:, None] * HEAD_DIM + d[None, :], mask=live[:, None], other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    # -- this split's keys, up to the last query of the block: [start, end)
+    start = split * split_len
+    last = tl.minimum(q_block * BLOCK_Q + BLOCK_Q, q_len)
+    end = tl.minimum(start + split_len, length - q_len + last)
+    table = block_table_ptr + b.to(tl.int64) * stride_table
+    for n in range(start, end, BLOCK_N):
+        cols = n + tl.arange(0, BLOCK_N)
+        keep = cols < end
+        page = tl.load(table + cols // PAGE_SIZE).to(tl.int64)  # the planted mistake: no mask
+        offs = page[:, None] * stride_page + (cols % PAGE_SIZE)[:, None] * stride_row + kv_h * HEAD_DIM + d[None, :]
+        k = tl.load(k_pages_ptr + offs, mask=keep[:, None], other=0.0)
+        v = tl.load(v_pages_ptr + offs, mask=keep[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), base 2
+        s = tl.where(keep[None, :] & (cols[None, :] <= pos[:, None]), s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, not NaN
+        p = tl.exp2(s - m_safe[:, None])
+        alpha = tl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
+    # -- this split's partial result, unnormalised: acc (N, H, n_splits, D), m and l (N, H, n_splits)
+    part = row * n_splits + split
+    tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=live[:, None])
+    tl.store(m_ptr + part, m_i, mask=live)
+    tl.store(l_ptr + part, l_i, mask=live)
+
+
+def test_check_names_a_block_table_read_past_its_end(monkeypatch):
+    monkeypatch.setattr(L, "paged_attention_kernel", _unmasked_table_kernel)
+    with pytest.raises(AssertionError, match="past the end of `block_table_ptr`"):
+        L.check_paged_attention(L.paged_attention, quiet=True)
