@@ -129,7 +129,7 @@ def quantize_int8_ref(w) -> Int8Weight:
     """w (N, K) -> Int8Weight: scale = max |w[n, :]| / 127 per row, q = round(w / scale) in [-127, 127]."""
     _require_weight(w)
     wf = w.float()  # read N K, write N K in fp32
-    amax = wf.abs().amax(dim=1)  # (N,): read N K
+    amax = wf.abs().amax(dim=1) if w.shape[1] else wf.new_zeros(w.shape[0])  # (N,): read N K
     scale = torch.where(amax > 0, amax / 127, 1.0).to(scale_dtype(w.dtype))  # an all-zero row: any scale works
     q = torch.round(wf / scale.float()[:, None]).clamp(-127, 127).to(torch.int8)  # from the stored scale
     return Int8Weight(q, scale)
@@ -599,7 +599,7 @@ def w8a16_suspects(x, w: Int8Weight):
     }
     for BK in (32, 64, 128):
         whole = K // BK * BK
-        if 0 < whole < K:
+        if whole < K:
             suspects[
                 f"the K loop misses its last, partial step (K = {whole} instead of {K} with BLOCK_K = {BK}): loop "
                 f"tl.cdiv(K, BLOCK_K) times and mask k < K"
