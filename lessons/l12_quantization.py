@@ -200,11 +200,8 @@ def check_pack_int4(pack, unpack, *, quiet=False):
         )
 
 
-def quantize_int4_ref(w, group_size=128) -> Int4Weight:
-    """w (N, K) -> Int4Weight with one scale and zero point per group of ``group_size`` along K."""
-    _require_weight(w)
-    if group_size not in GROUP_SIZES:
-        raise ValueError(f"group_size={group_size!r} is not offered: pick one of {GROUP_SIZES}")
+def int4_codes_ref(w, group_size):
+    """w (N, K) -> (codes (N, groups * group_size) uint8, scale (N, groups), zero (N, groups) uint8)."""
     N, K = w.shape
     G = group_size
     groups = triton.cdiv(K, G)
@@ -212,10 +209,19 @@ def quantize_int4_ref(w, group_size=128) -> Int4Weight:
     lo = wf.amin(dim=-1).clamp(max=0)  # (N, groups)
     hi = wf.amax(dim=-1).clamp(min=0)
     scale = torch.where(hi > lo, (hi - lo) / 15, 1.0).to(scale_dtype(w.dtype))
-    s = scale.float()[..., None]  # the stored scale, as the kernel will see it
-    zero = torch.round(-lo / s[..., 0]).clamp(0, 15)
-    q = torch.round(wf / s + zero[..., None]).clamp(0, 15).to(torch.uint8).view(N, groups * G)
-    return Int4Weight(pack_int4(q), scale, zero.to(torch.uint8), K, G)
+    s = scale.float()  # the stored scale, as the kernel will see it
+    zero = torch.round(-lo / s).clamp(0, 15)
+    q = torch.round(wf / s[..., None] + zero[..., None]).clamp(0, 15)
+    return q.to(torch.uint8).view(N, groups * G), scale, zero.to(torch.uint8)
+
+
+def quantize_int4_ref(w, group_size=128) -> Int4Weight:
+    """w (N, K) -> Int4Weight with one scale and zero point per group of ``group_size`` along K."""
+    _require_weight(w)
+    if group_size not in GROUP_SIZES:
+        raise ValueError(f"group_size={group_size!r} is not offered: pick one of {GROUP_SIZES}")
+    q, scale, zero = int4_codes_ref(w, group_size)
+    return Int4Weight(pack_int4(q), scale.contiguous(), zero.contiguous(), w.shape[1], group_size)
 
 
 def dequantize_int4_ref(w: Int4Weight, dtype=None):
@@ -237,7 +243,7 @@ def dequantize(w, dtype=None):
 
 
 def _int4_variant(w, G, steps=15, per_row=False):
-    """quantize_int4_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives."""
+    """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives."""
     N, K = w.shape
     groups = triton.cdiv(K, G)
     wf = F.pad(w.float(), (0, groups * G - K)).view(N, groups, G)
@@ -247,11 +253,11 @@ def _int4_variant(w, G, steps=15, per_row=False):
     scale = torch.where(hi > lo, (hi - lo) / steps, 1.0).to(scale_dtype(w.dtype)).float()
     zero = torch.round(-lo / scale).clamp(0, 15)
     q = torch.round(wf / scale[..., None] + zero[..., None]).clamp(0, 15)
-    return ((q.double() - zero.double()[..., None]) * scale.double()[..., None]).view(N, -1)[:, :K]
+    return _dequant_codes(q.double().view(N, -1), zero.double(), scale.double(), K)
 
 
 def quantize_suspects(w, G):
-    """{hint: the dequantized weight as if quantize_int4 made that classic mistake}, fp64."""
+    """{hint: the dequantized weight as if int4_codes_ref made that classic mistake}, fp64."""
     return {
         "the scale divides the range by 16: 16 levels have 15 steps between them, scale = (max - min) / 15": (
             _int4_variant(w, G, steps=16)
@@ -261,28 +267,44 @@ def quantize_suspects(w, G):
     }
 
 
-def check_quantize_int4(fn, *, quiet=False):
-    """fn(w, group_size) against quantize_int4_ref: every part exact, the dequantized weight within half a step."""
+def _dequant_codes(q, z, s, K):
+    """(N, K) fp64 weight from codes q (N, groups * G), zero points z and scales s (N, groups)."""
+    N, groups = s.shape
+    G = q.shape[1] // groups if groups else 0
+    return ((q.view(N, groups, G) - z[..., None]) * s[..., None]).view(N, -1)[:, :K]
+
+
+def check_int4_codes(fn, *, quiet=False):
+    """fn(w, group_size) -> (codes, scale, zero), dequantized here: it must equal the spec's arithmetic exactly."""
     env = utils.mode.current()
     for (N, K), G in zip(((5, 100), (1, 64), (9, 300)), GROUP_SIZES):
         w = (torch.randn(N, K, device=env.device) / math.sqrt(K)).to(env.dtype)
         w[0, : min(K, G)] = w[0, : min(K, G)].abs()  # a group with no negative weight: zero point 0
-        got, ref = fn(w, G), quantize_int4_ref(w, G)
-        if not isinstance(got, Int4Weight):
-            raise AssertionError(f"quantize_int4 returned a {type(got).__name__}: return an Int4Weight(...)")
-        name = f"int4 of w ({N}, {K}), group {G}"
+        groups = triton.cdiv(K, G)
+        got = fn(w, G)
+        shapes = ((N, groups * G), (N, groups), (N, groups))
+        if not isinstance(got, tuple) or len(got) != 3 or tuple(tuple(t.shape) for t in got) != shapes:
+            raise AssertionError(
+                f"int4_codes_ref(w of shape {(N, K)}, {G}) must return three tensors (codes, scale, zero) of shapes "
+                f"{shapes}, got {got!r:.200}"
+            )
+        q, scale, zero = got
+        if q.dtype != torch.uint8 or zero.dtype != torch.uint8 or scale.dtype != scale_dtype(w.dtype):
+            raise AssertionError(
+                f"codes and zero points are uint8 and the scales {utils.dtype_name(scale_dtype(w.dtype))}; got "
+                f"{utils.dtype_name(q.dtype)}, {utils.dtype_name(zero.dtype)} and {utils.dtype_name(scale.dtype)}"
+            )
         utils.check(
-            dequantize_int4_ref(got, torch.float64),
-            dequantize_int4_ref(ref, torch.float64),
+            _dequant_codes(q.double(), zero.double(), scale.double(), K),
+            _int4_variant(w, G),
             atol=0,
             rtol=0,
             reason="the same codes, scales and zero points give the same numbers",
-            name=f"dequantized {name}",
+            name=f"dequantized int4 of w ({N}, {K}), group {G}",
             quiet=quiet,
             kind="python",
             suspects=quantize_suspects(w, G),
         )
-        utils.check(got.zero.float(), ref.zero.float(), name=f"zero points of {name}", quiet=True, kind="python")
 
 
 def relative_error(a, b) -> float:
@@ -538,13 +560,6 @@ def wxa16_ref(x, w):
 CHECK_SHAPES = utils.mode.current().pick(
     cpu=((1, 33, 100), (5, 47, 200), (37, 31, 72)), gpu=((1, 333, 4100), (5, 1001, 2000), (37, 257, 1000))
 )
-
-
-def _dequant_codes(q, z, s, K):
-    """(N, K) fp64 weight from codes q (N, groups * G), zero points z and scales s (N, groups)."""
-    N, groups = s.shape
-    G = q.shape[1] // groups
-    return ((q.view(N, groups, G) - z[..., None]) * s[..., None]).view(N, -1)[:, :K]
 
 
 def w4a16_suspects(x, w: Int4Weight):

@@ -109,8 +109,8 @@ def test_int8_spec_against_plain_dequantization():
     assert bool(((plain - w.double().cpu()).abs() <= 0.5 * s[:, None] + 1e-9).all())
 
 
-def quantize_with(w, group_size=128, steps=15, per_row=False):
-    """The spec's arithmetic written again here, with 16 steps or one range per row: two classic mistakes."""
+def codes_with(w, group_size, steps=15, per_row=False):
+    """int4_codes_ref's arithmetic written again here, with 16 steps or one range per row: two classic mistakes."""
     N, K = w.shape
     G, groups = group_size, triton.cdiv(K, group_size)
     wf = torch.nn.functional.pad(w.float(), (0, groups * G - K)).view(N, groups, G)
@@ -121,16 +121,20 @@ def quantize_with(w, group_size=128, steps=15, per_row=False):
     s = scale.float()
     zero = torch.round(-lo / s).clamp(0, 15)
     q = torch.round(wf / s[..., None] + zero[..., None]).clamp(0, 15).to(torch.uint8).view(N, -1)
-    return L.Int4Weight(L.pack_int4(q), scale.contiguous(), zero.to(torch.uint8).contiguous(), K, G)
+    return q, scale, zero.to(torch.uint8)
 
 
-def test_quantize_check_passes_and_planted_mistakes_get_their_hints():
-    L.check_quantize_int4(L.quantize_int4_ref, quiet=True)
-    L.check_quantize_int4(quantize_with, quiet=True)  # the copy above, without a mistake, passes too
+def test_int4_codes_check_passes_and_planted_mistakes_get_their_hints():
+    L.check_int4_codes(L.int4_codes_ref, quiet=True)
+    L.check_int4_codes(codes_with, quiet=True)  # the copy above, without a mistake, passes too
     with pytest.raises(AssertionError, match="divides the range by 16"):
-        L.check_quantize_int4(lambda w, G: quantize_with(w, G, steps=16), quiet=True)
+        L.check_int4_codes(lambda w, G: codes_with(w, G, steps=16), quiet=True)
     with pytest.raises(AssertionError, match="one scale for the whole row"):
-        L.check_quantize_int4(lambda w, G: quantize_with(w, G, per_row=True), quiet=True)
+        L.check_int4_codes(lambda w, G: codes_with(w, G, per_row=True), quiet=True)
+    with pytest.raises(AssertionError, match="must return three tensors"):
+        L.check_int4_codes(lambda w, G: L.quantize_int4_ref(w, G), quiet=True)
+    with pytest.raises(AssertionError, match="codes and zero points are uint8"):
+        L.check_int4_codes(lambda w, G: tuple(t.float() for t in codes_with(w, G)), quiet=True)
 
 
 # -- the kernels ---------------------------------------------------------------------------------------------------
