@@ -395,18 +395,44 @@ class Schedule(NamedTuple):
 DECODE_M = 16  # up to this many rows, the decode schedule (split-K, thin tiles)
 
 
-def schedule(M, N, K, BLOCK_K, sm_count=None) -> Schedule:
-    """Tiles and splits for y (M, N) = x (M, K) @ W.T, with K read in steps of BLOCK_K (int4: the group size)."""
-    sm_count = sm_count or utils.mode.current().sm_count or 4  # the interpreter: pretend to have 4 SMs
+def schedule(M, N, K, BLOCK_K, sm_count=None, *, itemsize=2, bits=8, smem=None) -> Schedule:
+    """Tiles and splits for y (M, N) = x (M, K) @ W.T, with K read in steps of BLOCK_K (int4: the group size),
+    x of ``itemsize`` bytes a number and W of ``bits`` bits, fitted to ``smem`` bytes of shared memory."""
+    env = utils.mode.current()
+    sm_count = sm_count or env.sm_count or 4  # the interpreter: pretend to have 4 SMs
+    smem = smem or env.shared_memory_bytes or 64 * 1024
     if M > DECODE_M:  # prefill: compute-bound, lesson 05's tiles
         BLOCK_M = 128 if M >= 128 else 64
-        return Schedule(BLOCK_M, 128, BLOCK_K, 1, 8 if BLOCK_M == 128 else 4, 3)
-    BLOCK_N = 128 if M > 4 and N >= 128 * sm_count else 64  # more rows of x: wider tiles re-read x less
-    tiles, steps = triton.cdiv(N, BLOCK_N), triton.cdiv(K, BLOCK_K)
-    split = 1
-    while tiles * split * 2 <= 4 * sm_count and steps >= split * 2 * 4:  # ~4 programs per SM, >= 4 steps each
-        split *= 2
-    return Schedule(16, BLOCK_N, BLOCK_K, split, 4 if BLOCK_N == 64 else 8, 4)
+        sched = Schedule(BLOCK_M, 128, BLOCK_K, 1, 8 if BLOCK_M == 128 else 4, 3)
+    else:
+        BLOCK_N = 128 if M > 4 and N >= 128 * sm_count else 64  # more rows of x: wider tiles re-read x less
+        tiles, steps = triton.cdiv(N, BLOCK_N), triton.cdiv(K, BLOCK_K)
+        split = 1
+        while tiles * split * 2 <= 4 * sm_count and steps >= split * 2 * 4:  # ~4 programs an SM, >= 4 steps each
+            split *= 2
+        sched = Schedule(16, BLOCK_N, BLOCK_K, split, 4 if BLOCK_N == 64 else 8, 4)
+    return fit(sched, itemsize, bits, smem)
+
+
+def pipeline_bytes(s: Schedule, itemsize=2, bits=8) -> int:
+    """Shared memory a schedule needs: each stage holds a tile of x and one of W as stored, and the widened W tile
+    passes through once on its way to tl.dot."""
+    stage = s.BLOCK_M * s.BLOCK_K * itemsize + s.BLOCK_N * s.BLOCK_K * bits // 8
+    return s.num_stages * stage + s.BLOCK_N * s.BLOCK_K * itemsize
+
+
+def fit(s: Schedule, itemsize, bits, smem) -> Schedule:
+    """Fewer stages, then smaller tiles, until the schedule fits ``smem`` (a T4 has 64 KB, an H100 227 KB)."""
+    while pipeline_bytes(s, itemsize, bits) > smem:
+        if s.num_stages > 2:
+            s = s._replace(num_stages=s.num_stages - 1)
+        elif s.BLOCK_M > 16:
+            s = s._replace(BLOCK_M=s.BLOCK_M // 2)
+        elif s.BLOCK_N > 16:
+            s = s._replace(BLOCK_N=s.BLOCK_N // 2)
+        else:
+            break
+    return s
 
 
 def _require_x(x, K):
@@ -444,8 +470,8 @@ def _launch(kernel, x, w_parts, out, M, N, K, strides, sched, **meta):
     return out
 
 
-def _schedule_for(M, N, K, BLOCK_K, BLOCK_M, BLOCK_N, SPLIT_K):
-    sched = schedule(M, N, K, BLOCK_K)
+def _schedule_for(M, N, K, BLOCK_K, BLOCK_M, BLOCK_N, SPLIT_K, itemsize, bits):
+    sched = schedule(M, N, K, BLOCK_K, itemsize=itemsize, bits=bits)
     given = {k: v for k, v in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N), ("SPLIT_K", SPLIT_K)) if v is not None}
     for name, value in given.items():
         utils.require_power_of_two(value, name)
@@ -464,7 +490,7 @@ def w8a16(x, w: Int8Weight, *, out=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=Non
     utils.require(w.scale, "w.scale")
     M = x.shape[0]
     out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x, "w.q": w.q})
-    sched = _schedule_for(M, N, K, 128 if M <= DECODE_M else 64, BLOCK_M, BLOCK_N, SPLIT_K)
+    sched = _schedule_for(M, N, K, 128 if M <= DECODE_M else 64, BLOCK_M, BLOCK_N, SPLIT_K, x.element_size(), 8)
     if M == 0 or N == 0:
         return out
     if K == 0:
@@ -533,6 +559,10 @@ def w4a16_kernel(
 
 def w4a16(x, w: Int4Weight, *, out=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
     """y (M, N) = x (M, K) @ dequant(w).T, in x's dtype; w an Int4Weight. Schedule from M unless given."""
+    return _w4a16(w4a16_kernel, x, w, out, BLOCK_M, BLOCK_N, SPLIT_K)
+
+
+def _w4a16(kernel, x, w, out, BLOCK_M, BLOCK_N, SPLIT_K, **meta):
     if not isinstance(w, Int4Weight):
         raise TypeError(f"w must be an Int4Weight (quantize_int4_ref(weight, group_size)), got {type(w).__name__}")
     N, K = w.shape
@@ -541,14 +571,14 @@ def w4a16(x, w: Int4Weight, *, out=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=Non
         utils.require(getattr(w, name), f"w.{name}")
     M = x.shape[0]
     out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x, "w.packed": w.packed})
-    sched = _schedule_for(M, N, K, w.group_size, BLOCK_M, BLOCK_N, SPLIT_K)
+    sched = _schedule_for(M, N, K, w.group_size, BLOCK_M, BLOCK_N, SPLIT_K, x.element_size(), 4)
     if M == 0 or N == 0:
         return out
     if K == 0:
         return out.zero_()
     strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
-    return _launch(w4a16_kernel, x, (w.packed, w.scale, w.zero), out, M, N, K, strides, sched,
-                   GROUP_SIZE=w.group_size)  # fmt: skip
+    return _launch(kernel, x, (w.packed, w.scale, w.zero), out, M, N, K, strides, sched,
+                   GROUP_SIZE=w.group_size, **meta)  # fmt: skip
 
 
 def wxa16_ref(x, w):
@@ -666,6 +696,80 @@ def check_w4a16(fn, *, quiet=False, **kwargs):
     check_wxa16(fn, 4, quiet=quiet, **kwargs)
 
 
+@triton.jit
+def w4a16_fast_kernel(
+    x_ptr,
+    packed_ptr,
+    scale_ptr,
+    zero_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_pn,
+    stride_sn,
+    stride_om,
+    GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    MAGIC: tl.constexpr,  # bits of OFFSET in x's dtype (0x4300 bf16, 0x6400 fp16); 0: convert plainly (fp32)
+    OFFSET: tl.constexpr,  # 128.0 (bf16), 1024.0 (fp16), 0.0 (fp32)
+):
+    # -- map program id to tile, and to this program's slice of the groups (as w4a16_kernel)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    groups = tl.cdiv(K, GROUP_SIZE)
+    per_split = tl.cdiv(groups, SPLIT_K)
+    first = tl.program_id(1) * per_split
+    last = tl.minimum(first + per_split, groups)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_j = tl.arange(0, GROUP_SIZE // 2)
+    mask_m, mask_n = offs_m < M, offs_n < N
+    rows_n = offs_n.to(tl.int64)
+    x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    p_rows = packed_ptr + rows_n[:, None] * stride_pn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for g in range(first, last):
+        byte = tl.load(p_rows + g * (GROUP_SIZE // 2) + offs_j[None, :], mask=mask_n[:, None], other=0)
+        scale = tl.load(scale_ptr + rows_n * stride_sn + g, mask=mask_n, other=0.0).to(tl.float32)
+        zero = tl.load(zero_ptr + rows_n * stride_sn + g, mask=mask_n, other=0).to(tl.float32)
+        k_even = g * GROUP_SIZE + 2 * offs_j
+        x_even = tl.load(x_rows + k_even[None, :], mask=mask_m[:, None] & (k_even[None, :] < K), other=0.0)
+        x_odd = tl.load(x_rows + k_even[None, :] + 1, mask=mask_m[:, None] & (k_even[None, :] + 1 < K), other=0.0)
+        # -- widen without converting: MAGIC | q is the float OFFSET + q
+        if MAGIC == 0:
+            lo = (byte & 0xF).to(x_even.dtype)
+            hi = (byte >> 4).to(x_even.dtype)
+        else:
+            lo = ((byte & 0xF).to(tl.int16) | MAGIC).to(x_even.dtype, bitcast=True)
+            hi = ((byte >> 4).to(tl.int16) | MAGIC).to(x_even.dtype, bitcast=True)
+        part = tl.dot(x_even, tl.trans(lo), input_precision=DOT_PRECISION)
+        part = tl.dot(x_odd, tl.trans(hi), part, input_precision=DOT_PRECISION)  # Σ x (OFFSET + q)
+        # -- the zero point (and the offset), once per row and column: - (OFFSET + z) Σ x
+        x_sum = tl.sum(x_even.to(tl.float32), axis=1) + tl.sum(x_odd.to(tl.float32), axis=1)  # (BLOCK_M,)
+        part -= x_sum[:, None] * (zero + OFFSET)[None, :]
+        acc += part * scale[None, :]
+    out = out_ptr + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+    mask = mask_m[:, None] & mask_n[None, :]
+    if SPLIT_K == 1:
+        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.atomic_add(out, acc, mask=mask)
+
+
+MAGIC_BITS = {torch.bfloat16: (0x4300, 128.0), torch.float16: (0x6400, 1024.0), torch.float32: (0, 0.0)}
+
+
+def w4a16_fast(x, w: Int4Weight, *, out=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
+    """w4a16 with the int -> float conversions and the zero-point subtractions taken out of the inner loop."""
+    magic, offset = MAGIC_BITS.get(x.dtype, (0, 0.0)) if isinstance(x, torch.Tensor) else (0, 0.0)
+    return _w4a16(w4a16_fast_kernel, x, w, out, BLOCK_M, BLOCK_N, SPLIT_K, MAGIC=magic, OFFSET=offset)
+
+
 class Transposed:
     """w.T for a quantized weight w: lesson 08 computes h @ w.T and x.addmm_(a, w.T); PyTorch hands both to
     __torch_function__ here, which runs our kernels. Anything else is refused (NotImplemented -> TypeError)."""
@@ -689,7 +793,7 @@ def linear(x, w):
     if isinstance(w, Int8Weight):
         return w8a16(x, w)
     if isinstance(w, Int4Weight):
-        return w4a16(x, w)
+        return w4a16_fast(x, w)
     return x @ w.T
 
 

@@ -148,10 +148,15 @@ def test_w4a16_check():
     L.check_w4a16(L.w4a16, quiet=True)
 
 
+def test_w4a16_fast_check():
+    L.check_w4a16(L.w4a16_fast, quiet=True)
+
+
 @pytest.mark.parametrize("SPLIT_K", [2, 4])
 def test_split_k(SPLIT_K):
     shapes = ENV.pick(cpu=((5, 47, 200), (1, 17, 300)), gpu=((5, 1001, 2000), (1, 333, 4100)))
     L.check_w4a16(L.w4a16, shapes=shapes, SPLIT_K=SPLIT_K, quiet=True)
+    L.check_w4a16(L.w4a16_fast, shapes=shapes, SPLIT_K=SPLIT_K, quiet=True)
     L.check_w8a16(L.w8a16, shapes=shapes, SPLIT_K=SPLIT_K, quiet=True)
 
 
@@ -159,6 +164,7 @@ def test_other_tiles_and_fp32_activations():
     L.check_w4a16(L.w4a16, shapes=((20, 40, 100),), BLOCK_M=32, BLOCK_N=32, quiet=True)
     L.check_w8a16(L.w8a16, shapes=((20, 40, 100),), dtype=torch.float32, quiet=True)
     L.check_w4a16(L.w4a16, shapes=((3, 40, 100),), dtype=torch.float32, quiet=True)
+    L.check_w4a16(L.w4a16_fast, shapes=((3, 40, 100),), dtype=torch.float32, quiet=True)
 
 
 def test_schedule_follows_m():
@@ -170,8 +176,16 @@ def test_schedule_follows_m():
         s = L.schedule(M, N, K, 128, sm_count=132)
         programs = triton.cdiv(N, s.BLOCK_N) * s.SPLIT_K
         assert 132 <= programs <= 4 * 132 and triton.cdiv(K, 128) >= 4 * s.SPLIT_K, (M, N, K, s)
-    prefill = L.schedule(2048, 14336, 4096, 64, sm_count=132)
+    prefill = L.schedule(2048, 14336, 4096, 64, sm_count=132, smem=227 * 1024)
     assert prefill.SPLIT_K == 1 and prefill.BLOCK_M == 128 and prefill.BLOCK_N == 128
+
+
+@pytest.mark.parametrize("smem", [64 * 1024, 163 * 1024, 227 * 1024])
+@pytest.mark.parametrize("bits, BLOCK_K", [(4, 32), (4, 128), (8, 64), (8, 128)])
+@pytest.mark.parametrize("M", [1, 16, 64, 2048])
+def test_schedules_fit_the_shared_memory(smem, bits, BLOCK_K, M):
+    s = L.schedule(M, 14336, 4096, BLOCK_K, sm_count=132, bits=bits, smem=smem)
+    assert L.pipeline_bytes(s, 2, bits) <= smem and s.num_stages >= 2 and min(s.BLOCK_M, s.BLOCK_N) >= 16, s
 
 
 # -- planted mistakes: a W4A16 / W8A16 kernel written here, wrong in one way each --------------------------------------
