@@ -6,7 +6,9 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   (2048 -> 8192 and 8192 -> 2048, TinyLlama's MLP rounded) and an 8B-class pair (4096 -> 14336 and 14336 -> 4096,
   Llama-3-8B's MLP). bytes = the format's own minimum traffic (`w4a16_bytes`: packed codes + scales + zero points
   + activations + output; `w8a16_bytes`: codes + scales + activations + output), so the report's roof % is the
-  share of the HBM roofline counting packed bytes, and the ratio at M = 16 is the speed-up over bf16 cuBLAS;
+  share of the HBM roofline counting packed bytes, and the ratio at M = 16 is the speed-up over bf16 cuBLAS. int4
+  runs `w4a16_fast` (floats built from bits, zero point out of the loop) and, as a second row, the lesson's
+  exercise kernel `w4a16` (plain int -> float conversions), to measure what the two tricks buy;
 - prefill, M = 2048, at the 8B-class up projection (compute-bound: flops = 2 M N K);
 - end to end: decode tokens/s at batch 1 with bf16 (lesson 08's model, cuBLAS projections), int8 and int4 weights
   (every projection and the LM head quantized), on TinyLlama-1.1B's shape with random weights (22 layers, hidden
@@ -48,12 +50,16 @@ def gemv() -> list[Row]:
                 x = torch.randn(M, K, device="cuda", dtype=DTYPE)
                 baseline = ("cuBLAS bf16 x @ w.T", lambda x=x, w=w: x @ w.T)
                 shape = f"{size} {K}->{N} M={M}"
-                for op, impl, fn, nbytes in (
-                    ("W4A16 GEMV", f"triton int4 g{GROUP}", lambda x=x: L.w4a16(x, w4), L.w4a16_bytes(M, N, K, GROUP)),
-                    ("W8A16 GEMV", "triton int8", lambda x=x: L.w8a16(x, w8), L.w8a16_bytes(M, N, K)),
+                int4 = {
+                    f"triton int4 g{GROUP}": lambda x=x: L.w4a16_fast(x, w4),
+                    f"triton int4 g{GROUP} (lesson's exercise kernel)": lambda x=x: L.w4a16(x, w4),
+                }
+                for op, impls, nbytes in (
+                    ("W4A16 GEMV", int4, L.w4a16_bytes(M, N, K, GROUP)),
+                    ("W8A16 GEMV", {"triton int8": lambda x=x: L.w8a16(x, w8)}, L.w8a16_bytes(M, N, K)),
                 ):
-                    rows += paired({impl: fn}, baseline, lesson="12", op=op, shape=shape, dtype="bf16",
-                                   bytes=nbytes, flops=L.wxa16_flops(M, N, K))  # fmt: skip
+                    rows += paired(impls, baseline, lesson="12", op=op, shape=shape, dtype="bf16", bytes=nbytes,
+                                   flops=L.wxa16_flops(M, N, K))  # fmt: skip
                 rows += torchao_peer(w, x, shape, baseline)
     return rows
 
@@ -92,9 +98,15 @@ def prefill() -> list[Row]:
     w = _weight(N, K)
     x = torch.randn(M, K, device="cuda", dtype=DTYPE)
     w8, w4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, GROUP)
-    impls = {f"triton int4 g{GROUP}": lambda: L.w4a16(x, w4), "triton int8": lambda: L.w8a16(x, w8)}
-    return paired(impls, ("cuBLAS bf16 x @ w.T", lambda: x @ w.T), lesson="12", op="W4A16/W8A16 prefill",
-                  shape=f"8B {K}->{N} M={M}", dtype="bf16", flops=L.wxa16_flops(M, N, K))  # fmt: skip
+    baseline = ("cuBLAS bf16 x @ w.T", lambda: x @ w.T)
+    rows = []
+    for op, impls, nbytes in (
+        ("W4A16 prefill", {f"triton int4 g{GROUP}": lambda: L.w4a16_fast(x, w4)}, L.w4a16_bytes(M, N, K, GROUP)),
+        ("W8A16 prefill", {"triton int8": lambda: L.w8a16(x, w8)}, L.w8a16_bytes(M, N, K)),
+    ):
+        rows += paired(impls, baseline, lesson="12", op=op, shape=f"8B {K}->{N} M={M}", dtype="bf16", bytes=nbytes,
+                       flops=L.wxa16_flops(M, N, K))  # fmt: skip
+    return rows
 
 
 def tinyllama() -> L8.Model:
