@@ -344,6 +344,7 @@ def w8a16_kernel(
     stride_xm,
     stride_qn,
     stride_om,
+    stride_os,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -374,13 +375,9 @@ def w8a16_kernel(
     # -- one scale per output column, applied once
     scale = tl.load(scale_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
     acc = acc * scale[None, :]
-    # -- write back: a plain store, or an fp32 atomic add when several programs share the tile (split-K)
-    out = out_ptr + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
-    mask = mask_m[:, None] & mask_n[None, :]
-    if SPLIT_K == 1:
-        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        tl.atomic_add(out, acc, mask=mask)
+    # -- write back: to the output, or (split-K) to this split's slice of the fp32 partial sums
+    out = out_ptr + tl.program_id(1) * stride_os + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
 
 class Schedule(NamedTuple):
@@ -441,11 +438,25 @@ def _require_x(x, K):
         raise ValueError(f"x has {x.shape[1]} features per row but the weight has K={K}: x must be (M, {K})")
 
 
-def _launch(kernel, x, w_parts, out, M, N, K, strides, sched, **meta):
-    """Runs ``kernel`` with schedule ``sched``: straight into ``out``, or through an fp32 buffer with split-K."""
-    target = out
-    if sched.SPLIT_K > 1:  # partial sums meet in fp32 (atomic adds); zeroed first, cast at the end
-        target = out.zero_() if out.dtype == torch.float32 else torch.zeros(M, N, device=x.device)
+@triton.jit
+def split_k_combine_kernel(part_ptr, res_ptr, out_ptr, numel, SPLIT_K, HAS_RESIDUAL: tl.constexpr,
+                           BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    """out = the sum of the SPLIT_K slices of part (SPLIT_K, numel) fp32 (+ residual), cast to out's dtype."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < numel
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    for s in range(SPLIT_K):
+        acc += tl.load(part_ptr + s * numel + offs, mask=mask, other=0.0)
+    if HAS_RESIDUAL:  # read and written by the same program, element by element: out may be the residual itself
+        acc += tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch(kernel, x, w_parts, out, M, N, K, strides, sched, residual=None, **meta):
+    """Runs ``kernel`` with schedule ``sched``: straight into ``out``, or (split-K, or a residual to add) into fp32
+    partial sums (SPLIT_K, M, N) that split_k_combine_kernel adds up (with the residual) into ``out``."""
+    direct = sched.SPLIT_K == 1 and residual is None
+    target = out if direct else torch.empty(sched.SPLIT_K, M, N, device=x.device)  # every slice gets written
     grid = (triton.cdiv(M, sched.BLOCK_M) * triton.cdiv(N, sched.BLOCK_N), sched.SPLIT_K)
     kernel[grid](
         x,
@@ -455,7 +466,8 @@ def _launch(kernel, x, w_parts, out, M, N, K, strides, sched, **meta):
         N,
         K,
         *strides,
-        target.stride(0),
+        N,  # stride_om: out and the partial sums are contiguous (M, N) matrices
+        0 if direct else M * N,  # stride_os: one (M, N) slice per split
         BLOCK_M=sched.BLOCK_M,
         BLOCK_N=sched.BLOCK_N,
         SPLIT_K=sched.SPLIT_K,
@@ -465,9 +477,23 @@ def _launch(kernel, x, w_parts, out, M, N, K, strides, sched, **meta):
         num_stages=sched.num_stages,
         **meta,
     )
-    if target is not out:
-        out.copy_(target)
+    if not direct:
+        BLOCK_SIZE = 1024
+        split_k_combine_kernel[(triton.cdiv(M * N, BLOCK_SIZE),)](
+            target, target if residual is None else residual, out, M * N, sched.SPLIT_K,
+            HAS_RESIDUAL=residual is not None, BLOCK_SIZE=BLOCK_SIZE,
+        )  # fmt: skip
     return out
+
+
+def _require_out_residual(out, residual, x, M, N, inputs):
+    """out (M, N) in x's dtype, and the residual to add: the same shape and dtype; out may BE the residual."""
+    if residual is not None:
+        utils.require(residual, "residual", dtype=x.dtype, shape=(M, N))
+        if out is residual:
+            return out
+        inputs = {**inputs, "residual": residual}
+    return utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs=inputs)
 
 
 def _schedule_for(M, N, K, BLOCK_K, BLOCK_M, BLOCK_N, SPLIT_K, itemsize, bits):
@@ -480,8 +506,9 @@ def _schedule_for(M, N, K, BLOCK_K, BLOCK_M, BLOCK_N, SPLIT_K, itemsize, bits):
     return sched._replace(**given)
 
 
-def w8a16(x, w: Int8Weight, *, out=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
-    """y (M, N) = x (M, K) @ dequant(w).T, in x's dtype; w an Int8Weight. Schedule from M unless given."""
+def w8a16(x, w: Int8Weight, *, out=None, residual=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
+    """y (M, N) = x (M, K) @ dequant(w).T (+ residual), in x's dtype; w an Int8Weight. Schedule from M unless
+    given. out may be the residual itself (an in-place add, as lesson 08's x.addmm_)."""
     if not isinstance(w, Int8Weight):
         raise TypeError(f"w must be an Int8Weight (quantize_int8_ref(weight)), got {type(w).__name__}")
     N, K = w.shape
@@ -489,13 +516,13 @@ def w8a16(x, w: Int8Weight, *, out=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=Non
     utils.require(w.q, "w.q", dtype=torch.int8)
     utils.require(w.scale, "w.scale")
     M = x.shape[0]
-    out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x, "w.q": w.q})
+    out = _require_out_residual(out, residual, x, M, N, {"x": x, "w.q": w.q})
     sched = _schedule_for(M, N, K, 128 if M <= DECODE_M else 64, BLOCK_M, BLOCK_N, SPLIT_K, x.element_size(), 8)
     if M == 0 or N == 0:
         return out
-    if K == 0:
-        return out.zero_()  # an empty sum
-    return _launch(w8a16_kernel, x, (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)), sched,
+    if K == 0:  # an empty sum
+        return out.zero_() if residual is None else out.copy_(residual)
+    return _launch(w8a16_kernel, x, (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)), sched, residual,
                    BLOCK_K=sched.BLOCK_K)  # fmt: skip
 
 
@@ -513,6 +540,7 @@ def w4a16_kernel(
     stride_pn,
     stride_sn,
     stride_om,
+    stride_os,
     GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -549,20 +577,17 @@ def w4a16_kernel(
         part = tl.dot(x_odd, tl.trans(hi), part, input_precision=DOT_PRECISION)
         acc += part * scale[None, :]
     # -- write back
-    out = out_ptr + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
-    mask = mask_m[:, None] & mask_n[None, :]
-    if SPLIT_K == 1:
-        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        tl.atomic_add(out, acc, mask=mask)
+    out = out_ptr + tl.program_id(1) * stride_os + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
 
-def w4a16(x, w: Int4Weight, *, out=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
-    """y (M, N) = x (M, K) @ dequant(w).T, in x's dtype; w an Int4Weight. Schedule from M unless given."""
-    return _w4a16(w4a16_kernel, x, w, out, BLOCK_M, BLOCK_N, SPLIT_K)
+def w4a16(x, w: Int4Weight, *, out=None, residual=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
+    """y (M, N) = x (M, K) @ dequant(w).T (+ residual), in x's dtype; w an Int4Weight. Schedule from M unless
+    given. out may be the residual itself."""
+    return _w4a16(w4a16_kernel, x, w, out, residual, BLOCK_M, BLOCK_N, SPLIT_K)
 
 
-def _w4a16(kernel, x, w, out, BLOCK_M, BLOCK_N, SPLIT_K, **meta):
+def _w4a16(kernel, x, w, out, residual, BLOCK_M, BLOCK_N, SPLIT_K, **meta):
     if not isinstance(w, Int4Weight):
         raise TypeError(f"w must be an Int4Weight (quantize_int4_ref(weight, group_size)), got {type(w).__name__}")
     N, K = w.shape
@@ -570,14 +595,14 @@ def _w4a16(kernel, x, w, out, BLOCK_M, BLOCK_N, SPLIT_K, **meta):
     for name in ("packed", "scale", "zero"):
         utils.require(getattr(w, name), f"w.{name}")
     M = x.shape[0]
-    out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x, "w.packed": w.packed})
+    out = _require_out_residual(out, residual, x, M, N, {"x": x, "w.packed": w.packed})
     sched = _schedule_for(M, N, K, w.group_size, BLOCK_M, BLOCK_N, SPLIT_K, x.element_size(), 4)
     if M == 0 or N == 0:
         return out
     if K == 0:
-        return out.zero_()
+        return out.zero_() if residual is None else out.copy_(residual)
     strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
-    return _launch(kernel, x, (w.packed, w.scale, w.zero), out, M, N, K, strides, sched,
+    return _launch(kernel, x, (w.packed, w.scale, w.zero), out, M, N, K, strides, sched, residual,
                    GROUP_SIZE=w.group_size, **meta)  # fmt: skip
 
 
@@ -710,6 +735,7 @@ def w4a16_fast_kernel(
     stride_pn,
     stride_sn,
     stride_om,
+    stride_os,
     GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -753,21 +779,17 @@ def w4a16_fast_kernel(
         x_sum = tl.sum(x_even.to(tl.float32), axis=1) + tl.sum(x_odd.to(tl.float32), axis=1)  # (BLOCK_M,)
         part -= x_sum[:, None] * (zero + OFFSET)[None, :]
         acc += part * scale[None, :]
-    out = out_ptr + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
-    mask = mask_m[:, None] & mask_n[None, :]
-    if SPLIT_K == 1:
-        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        tl.atomic_add(out, acc, mask=mask)
+    out = out_ptr + tl.program_id(1) * stride_os + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
 
 MAGIC_BITS = {torch.bfloat16: (0x4300, 128.0), torch.float16: (0x6400, 1024.0), torch.float32: (0, 0.0)}
 
 
-def w4a16_fast(x, w: Int4Weight, *, out=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
+def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
     """w4a16 with the int -> float conversions and the zero-point subtractions taken out of the inner loop."""
     magic, offset = MAGIC_BITS.get(x.dtype, (0, 0.0)) if isinstance(x, torch.Tensor) else (0, 0.0)
-    return _w4a16(w4a16_fast_kernel, x, w, out, BLOCK_M, BLOCK_N, SPLIT_K, MAGIC=magic, OFFSET=offset)
+    return _w4a16(w4a16_fast_kernel, x, w, out, residual, BLOCK_M, BLOCK_N, SPLIT_K, MAGIC=magic, OFFSET=offset)
 
 
 class Transposed:
@@ -784,17 +806,19 @@ class Transposed:
             return linear(args[0], args[1].w)  # h @ w.T
         if not kwargs and name == "addmm_" and len(args) == 3 and isinstance(args[2], Transposed):
             x, a, wt = args
-            return x.add_(linear(a, wt.w))  # x += a @ w.T
+            return linear(a, wt.w, out=x, residual=x)  # x += a @ w.T, the add fused into the kernels' last pass
         return NotImplemented
 
 
-def linear(x, w):
-    """x (M, K) @ w.T for any weight of this lesson: our kernels for quantized ones, cuBLAS for a tensor."""
+def linear(x, w, *, out=None, residual=None):
+    """x (M, K) @ w.T (+ residual) for any weight of this lesson: our kernels for quantized ones, cuBLAS for a
+    tensor."""
     if isinstance(w, Int8Weight):
-        return w8a16(x, w)
+        return w8a16(x, w, out=out, residual=residual)
     if isinstance(w, Int4Weight):
-        return w4a16_fast(x, w)
-    return x @ w.T
+        return w4a16_fast(x, w, out=out, residual=residual)
+    y = x @ w.T if residual is None else residual + x @ w.T
+    return y if out is None else out.copy_(y)
 
 
 def quantize(w, bits, group_size=128):

@@ -167,6 +167,26 @@ def test_other_tiles_and_fp32_activations():
     L.check_w4a16(L.w4a16_fast, shapes=((3, 40, 100),), dtype=torch.float32, quiet=True)
 
 
+@pytest.mark.parametrize("launcher", ["w8a16", "w4a16", "w4a16_fast"])
+@pytest.mark.parametrize("SPLIT_K", [1, 2])
+def test_residual_is_added_in_the_combine_and_may_be_the_output(launcher, SPLIT_K):
+    fn = getattr(L, launcher)
+    M, N, K = 5, 47, 200
+    x = torch.randn(M, K, device=DEV, dtype=ENV.dtype)
+    w = L.quantize_int8_ref(weight(N, K)) if launcher == "w8a16" else L.quantize_int4_ref(weight(N, K), 64)
+    r = torch.randn(M, N, device=DEV, dtype=ENV.dtype)
+    ref = L.wxa16_ref(x.double(), w) + r.double()
+    tol = L._wxa16_tolerance(x, w, ENV.dtype)
+    out = fn(x, w, residual=r, out=utils.nan_empty((M, N), ENV.dtype), SPLIT_K=SPLIT_K)
+    utils.check(out, ref, name=f"{launcher} + residual", quiet=True, **tol)
+    r_before = r.clone()
+    same = fn(x, w, out=r, residual=r, SPLIT_K=SPLIT_K)  # in place, as lesson 08's x.addmm_(a, w.T)
+    assert same is r
+    utils.check(r, L.wxa16_ref(x.double(), w) + r_before.double(), name="in place", quiet=True, **tol)
+    with pytest.raises(ValueError, match="shares memory with the input residual"):
+        fn(x, w, out=torch.as_strided(r, (M, N), (N, 1)), residual=r)  # another view of it: refused
+
+
 def test_schedule_follows_m():
     decode = L.schedule(1, 14336, 4096, 128, sm_count=132)
     assert decode.BLOCK_M == 16 and decode.SPLIT_K >= 2, "decode: thin tiles, K split to fill the GPU"
@@ -205,6 +225,7 @@ def planted_w4a16_kernel(
     stride_pn,
     stride_sn,
     stride_om,
+    stride_os,
     GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -265,12 +286,8 @@ def planted_w4a16_kernel(
             if MISTAKE == "scale twice":
                 part = part * scale[None, :]
             acc += part * scale[None, :]
-    out = out_ptr + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
-    mask = mask_m[:, None] & mask_n[None, :]
-    if SPLIT_K == 1:
-        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        tl.atomic_add(out, acc, mask=mask)
+    out = out_ptr + tl.program_id(1) * stride_os + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
 
 def planted_w4a16(mistake):
@@ -319,6 +336,7 @@ def planted_w8a16_kernel(
     stride_xm,
     stride_qn,
     stride_om,
+    stride_os,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -350,12 +368,8 @@ def planted_w8a16_kernel(
         acc += tl.dot(x, tl.trans(q.to(x.dtype)), input_precision=DOT_PRECISION)
     if MISTAKE != "no scale":
         acc = acc * tl.load(scale_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
-    out = out_ptr + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
-    mask = mask_m[:, None] & mask_n[None, :]
-    if SPLIT_K == 1:
-        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        tl.atomic_add(out, acc, mask=mask)
+    out = out_ptr + tl.program_id(1) * stride_os + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
 
 def planted_w8a16(mistake):
