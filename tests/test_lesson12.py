@@ -188,12 +188,12 @@ def test_residual_is_added_in_the_combine_and_may_be_the_output(launcher, SPLIT_
 
 
 def test_schedule_follows_m():
-    decode = L.schedule(1, 14336, 4096, 128, sm_count=132)
+    decode = L.schedule(1, 14336, 4096, 128, sm_count=132, smem=227 * 1024)
     assert decode.BLOCK_M == 16 and decode.SPLIT_K >= 2, "decode: thin tiles, K split to fill the GPU"
-    small_n = L.schedule(1, 2048, 8192, 128, sm_count=132)
+    small_n = L.schedule(1, 2048, 8192, 128, sm_count=132, smem=227 * 1024)
     assert small_n.SPLIT_K > decode.SPLIT_K, "a narrower output needs more splits"
     for M, N, K in ((1, 14336, 4096), (16, 4096, 14336), (1, 2048, 8192), (16, 8192, 2048)):
-        s = L.schedule(M, N, K, 128, sm_count=132)
+        s = L.schedule(M, N, K, 128, sm_count=132, smem=227 * 1024)
         programs = triton.cdiv(N, s.BLOCK_N) * s.SPLIT_K
         assert 132 <= programs <= 4 * 132 and triton.cdiv(K, 128) >= 4 * s.SPLIT_K, (M, N, K, s)
     prefill = L.schedule(2048, 14336, 4096, 64, sm_count=132, smem=227 * 1024)
