@@ -8,6 +8,9 @@ timed by bench.common.paired against cuBLAS in the same run, cuBLAS before and a
     flops = matmul_flops(M, N, K) = 2 * M * N * K
     bytes = matmul_bytes(M, N, K, e) = (M * K + K * N + M * N) * e   (read A and B, write C once)
 
+At the awkward shapes, "triton, ALIGN=1" is the same kernel and configuration as "triton" without the launcher's
+alignment hint (lesson 05, "Odd shapes"): the two rows side by side measure what the hint is worth.
+
 The ladder rows time every step of the lesson at 4096^3 (naive, tiled in row-major order, grouped order, autotuned,
 the final matmul, persistent, persistent + TMA). The fused-epilogue rows time matmul(a, b, bias, "gelu") against
 three spellings in PyTorch: gelu(a @ b + bias) (three kernels), gelu(addmm(bias, a, b)) (cuBLAS adds the bias in its
@@ -24,7 +27,9 @@ from lessons.l05_matmul import (
     matmul_autotuned,
     matmul_bytes,
     matmul_flops,
+    matmul_grid,
     matmul_grouped,
+    matmul_kernel,
     matmul_naive,
     matmul_persistent,
     matmul_persistent_tma,
@@ -48,6 +53,16 @@ STEPS = {
 }
 
 
+def matmul_unhinted(a, b):
+    """matmul(a, b) with ALIGN = 1, what the compiler knows without the launcher's hint (the autotuner's choice of
+    configuration is shared with matmul: it is keyed by M, N and K only)."""
+    (M, K), N = a.shape, b.shape[1]
+    out = torch.empty(M, N, device=a.device, dtype=a.dtype)
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1))
+    matmul_kernel[matmul_grid(M, N)](a, b, out, a, M, N, K, *strides, HAS_BIAS=False, ACTIVATION=None, ALIGN=1)
+    return out
+
+
 def _shape(M, N, K) -> str:
     return f"{M}x{N}x{K}"
 
@@ -61,6 +76,8 @@ def _matmul_rows(M, N, K, name, dtype) -> list[Row]:
     a = torch.randn(M, K, device="cuda", dtype=dtype)
     b = torch.randn(K, N, device="cuda", dtype=dtype)
     impls = {**STEPS, **FINAL} if (M, N, K) == LADDER else FINAL
+    if (M, N, K) in AWKWARD:
+        impls = {**FINAL, "triton, ALIGN=1": matmul_unhinted}  # after "triton": it tunes the configuration
     return paired(
         {impl: (lambda fn=fn: fn(a, b)) for impl, fn in impls.items()},
         (CUBLAS, lambda: torch.matmul(a, b)),

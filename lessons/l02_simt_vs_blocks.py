@@ -155,11 +155,14 @@ def check_whoami(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE=B, out=...) for n a multiple of B (the kernel has no mask) against the CUDA owners."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
     for n, B in [(1024, 128), (2 ** random.randint(0, 4) * 64, 64), (8, 1)]:
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            out = fn(n, BLOCK_SIZE=B, out=utils.nan_empty(n))
         utils.check(
-            fn(n, BLOCK_SIZE=B, out=utils.nan_empty(n)),
+            out,
             owners_cuda(n, B),
             name=f"whoami({n}, BLOCK_SIZE={B})",
             quiet=quiet,
+            stray=stray,
             suspects={
                 "each element holds its own offset: store pid, the program id, not the offsets.": torch.arange(
                     n, dtype=torch.float64
@@ -177,11 +180,14 @@ def check_whoami_masked(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE=B, out=...) for any n (a tail shorter than a block, one element) against the CUDA owners."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
     for n, B in [(1000, 128), (127, 128), (1, 128), (random.randint(1, 2000), 2 ** random.randint(0, 10))]:
+        with utils.watch_memory() as stray:
+            out = fn(n, BLOCK_SIZE=B, out=utils.nan_empty(n))
         utils.check(
-            fn(n, BLOCK_SIZE=B, out=utils.nan_empty(n)),
+            out,
             owners_cuda(n, B),
             name=f"whoami_masked({n}, BLOCK_SIZE={B})",
             quiet=quiet,
+            stray=stray,
             **EXACT,
         )
 
@@ -200,11 +206,14 @@ def check_scale(fn, *, quiet=False):
         x = torch.randn(n, device=DEVICE, dtype=dtype)
         alpha = random.choice([-1.5, 0.5, 3.0])
         x64 = x.double()
+        with utils.watch_memory() as stray:
+            out = fn(x, alpha, out=utils.nan_like(x), BLOCK_SIZE=B)
         utils.check(
-            fn(x, alpha, out=utils.nan_like(x), BLOCK_SIZE=B),
+            out,
             scale_ref(x64, alpha),
             name=f"scale at n={n}, BLOCK_SIZE={B}, {utils.dtype_name(dtype)}",
             quiet=quiet,
+            stray=stray,
             suspects={"out equals x: the kernel stores x without multiplying it by alpha.": x64},
         )
 
@@ -219,11 +228,14 @@ def check_add(fn, *, quiet=False):
     for n, dtype in cases:
         x, y = torch.randn(n, device=DEVICE, dtype=dtype), torch.randn(n, device=DEVICE, dtype=dtype)
         x64, y64 = x.double(), y.double()
+        with utils.watch_memory() as stray:
+            out = fn(x, y, out=utils.nan_like(x))
         utils.check(
-            fn(x, y, out=utils.nan_like(x)),
+            out,
             add_ref(x64, y64),
             name=f"add at n={n}, {utils.dtype_name(dtype)}",
             quiet=quiet,
+            stray=stray,
             suspects={
                 "out = x + x: y is loaded through x's pointer. Check which pointer each tl.load uses.": x64 + x64,
                 "out = y + y: x is loaded through y's pointer. Check which pointer each tl.load uses.": y64 + y64,
@@ -239,11 +251,14 @@ def check_scale_rows(fn, *, quiet=False):
     for M, N in [(5, 100), (3, 64), (1, 1), (random.randint(1, 9), random.randint(1, 200))]:
         wide = torch.randn(M, N + 7, device=DEVICE)
         x, s = wide[:, :N], torch.randn(M, device=DEVICE)  # x's rows are x.stride(0) = N + 7 elements apart
+        with utils.watch_memory() as stray:
+            out = fn(x, s, out=utils.nan_empty((M, N)))
         utils.check(
-            fn(x, s, out=utils.nan_empty((M, N))),
+            out,
             scale_rows_ref(x.double(), s.double()),
             name=f"scale_rows of a ({M}, {N}) view with row stride {x.stride(0)}",
             quiet=quiet,
+            stray=stray,
         )
 
 

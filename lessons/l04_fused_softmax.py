@@ -164,14 +164,15 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
 def _softmax_check_one(fn, x, BLOCK_SIZE, name, wide=None):
     __tracebackhide__ = True  # a failed check shows the learner its message, not this function's source
     out = utils.nan_empty(x.shape, x.dtype, x.device)
-    got = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE)
+    with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+        got = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE)
     if got is not out:
         raise AssertionError(
             f"{name}: softmax(x, out=out) must write into the out it is given and return it, "
             f"but returned {type(got).__name__}{'' if got is None else ' (another tensor)'}."
         )
     suspects, ref = _softmax_suspects(x, BLOCK_SIZE, wide), softmax_ref(x.double())
-    utils.check(out, ref, name=name, quiet=True, suspects=suspects)
+    utils.check(out, ref, name=name, quiet=True, suspects=suspects, stray=stray)
 
 
 def check_softmax(fn, *, online=True, quiet=False):

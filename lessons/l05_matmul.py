@@ -124,7 +124,8 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
         b = torch.randn(K, N, device=env.device, dtype=dtype) * K**-0.25
         bias = torch.randn(N, device=env.device, dtype=dtype) if epilogue else None
         extra = dict(bias=bias, activation=activation) if epilogue else {}
-        c = fn(a, b, **extra, out=utils.nan_empty((M, N), dtype))
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            c = fn(a, b, **extra, out=utils.nan_empty((M, N), dtype))
         act = activation if epilogue else None
         scale = math.sqrt(K) * a.float().pow(2).mean().sqrt().item() * b.float().pow(2).mean().sqrt().item()
         try:
@@ -135,6 +136,7 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
                 name=f"{fn.__name__} C[{M}x{N}] (K={K})",
                 quiet=quiet,
                 suspects=matmul_suspects(a, b, bias, act),
+                stray=stray,
             )
         except AssertionError as e:  # never-written tiles come before the suspects: try the grouping mistake
             if not isinstance(c, torch.Tensor) or c.shape != (M, N) or not c.isnan().any():
@@ -307,13 +309,15 @@ def check_outer_add(fn, *, quiet=False):
     for M, N in shapes:
         x = torch.randn(M, device=env.device)
         y = torch.randn(N, device=env.device)
-        out = fn(x, y, out=utils.nan_empty((M, N), torch.float32))
+        with utils.watch_memory() as stray:
+            out = fn(x, y, out=utils.nan_empty((M, N), torch.float32))
         x64, y64 = x.double(), y.double()  # (the second suspect: x read at column j, zero past its end)
         utils.check(
             out,
             outer_add_ref(x64, y64),
             name=f"{fn.__name__} out[{M}x{N}]",
             quiet=quiet,
+            stray=stray,
             suspects={
                 "out is written transposed (out[j, i] = x[i] + y[j]): offs_m goes with the row stride stride_om, "
                 "offs_n with the column stride stride_on.": outer_add_ref(y64, x64),
@@ -604,6 +608,18 @@ MATMUL_CONFIGS = env.pick(
         make_config(64, 128, 64, num_warps=4, num_stages=4),  # small M, or few tiles
     ],
 )
+#: for a handful of rows (a decoding step: M = batch size): short, narrow tiles, so that enough programs stream B
+SMALL_M, SMALL_M_CONFIGS = (
+    32,
+    env.pick(
+        cpu=[],
+        gpu=[
+            make_config(16, 64, 128, num_warps=4, num_stages=4),
+            make_config(16, 32, 256, num_warps=4, num_stages=3),
+            make_config(32, 64, 128, num_warps=4, num_stages=4),
+        ],
+    ),
+)
 
 
 def fitting_configs(configs, elem, tma_store=False):
@@ -618,7 +634,10 @@ def fitting_configs(configs, elem, tma_store=False):
 
 
 def prune_configs(configs, named_args, **kwargs):
-    """Autotuner hook (early_config_prune): keep what fits, for the dtype of this call's A."""
+    """Autotuner hook (early_config_prune): at most SMALL_M rows, the small-M configurations are tried too; then keep
+    what fits, for the dtype of this call's A."""
+    if named_args["M"] <= SMALL_M:
+        configs = [*SMALL_M_CONFIGS, *configs]
     return fitting_configs(configs, named_args["a_ptr"].element_size())
 
 
@@ -652,6 +671,16 @@ def epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.co
     return acc
 
 
+def row_alignment(*sizes):
+    """The largest power of two, at most 16, that divides every size (in elements): how the rows of A, B and C line up.
+    Triton specialises an integer argument only on being a multiple of 16 or not; a launcher that knows more says
+    so through the kernel's ALIGN (see "Odd shapes" below)."""
+    align = 16
+    while align > 1 and any(size % align for size in sizes):
+        align //= 2
+    return align
+
+
 @triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_kernel(
@@ -674,8 +703,12 @@ def matmul_kernel(
     GROUP_M: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr,
+    ALIGN: tl.constexpr,
 ):
     """C = activation(A @ B + bias): grouped tiles, fp32 accumulation, the epilogue applied before the one store."""
+    # -- rows start on ALIGN-element boundaries: x // ALIGN * ALIGN is x (the launcher checked), and tells the compiler
+    K, N = K // ALIGN * ALIGN, N // ALIGN * ALIGN
+    stride_am, stride_bk, stride_cm = stride_am // ALIGN * ALIGN, stride_bk // ALIGN * ALIGN, stride_cm // ALIGN * ALIGN
     # -- map program id to tile
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # -- K loop
@@ -712,6 +745,7 @@ def matmul(a, b, bias=None, activation=None, *, out=None):
         out.stride(1),
         HAS_BIAS=bias is not None,
         ACTIVATION=activation,
+        ALIGN=row_alignment(K, N, a.stride(0), b.stride(0), out.stride(0)),
     )
     return out
 
@@ -742,8 +776,11 @@ def matmul_persistent_kernel(
     NUM_SMS: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr,
+    ALIGN: tl.constexpr,
 ):
     """matmul_kernel with NUM_SMS programs, each looping over the tiles pid, pid + NUM_SMS, ... in grouped order."""
+    K, N = K // ALIGN * ALIGN, N // ALIGN * ALIGN  # as in matmul_kernel: what the launcher knows about the rows
+    stride_am, stride_bk, stride_cm = stride_am // ALIGN * ALIGN, stride_bk // ALIGN * ALIGN, stride_cm // ALIGN * ALIGN
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
         # -- map tile number to tile
@@ -787,6 +824,7 @@ def matmul_persistent(a, b, bias=None, activation=None, *, out=None):
         NUM_SMS=NUM_SMS,
         HAS_BIAS=bias is not None,
         ACTIVATION=activation,
+        ALIGN=row_alignment(K, N, a.stride(0), b.stride(0), out.stride(0)),
     )
     return out
 

@@ -127,7 +127,7 @@ def attention_suspects(q, k, v, causal):
     return suspects
 
 
-def _check_attention_out(out, ref, suspects, name, quiet):
+def _check_attention_out(out, ref, suspects, name, quiet, stray=None):
     """utils.check with the suspects; a NaN the kernel computed (0/0 in a row with no key) is matched first."""
     __tracebackhide__ = True
     if isinstance(out, torch.Tensor) and out.shape == ref.shape and out.numel():
@@ -141,7 +141,7 @@ def _check_attention_out(out, ref, suspects, name, quiet):
                         f"under that mistake{wrong_heads_positions(out, ref)}.\nHint: {hint}"
                     )
         name += wrong_heads_positions(out, ref)
-    utils.check(out, ref, name=name, quiet=quiet, suspects=suspects)
+    utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, stray=stray)
 
 
 def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=False):
@@ -153,12 +153,13 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
             q4, k4, v4 = random_qkv(1, T, 1, 1, D, dtype)  # (1, T, 1, D) views, rows 3 D apart
             q, k, v = q4[0, :, 0], k4[0, :, 0], v4[0, :, 0]  # (T, D)
             kwargs = {} if c is None else {"causal": c}
-            out = fn(q, k, v, **kwargs, out=utils.nan_empty((T, D), dtype))
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+                out = fn(q, k, v, **kwargs, out=utils.nan_empty((T, D), dtype))
             args64 = (q4.double(), k4.double(), v4.double(), bool(c))
             ref = attention_ref(*args64)[0, :, 0]
             suspects = {hint: wrong[0, :, 0] for hint, wrong in attention_suspects(*args64).items()}
             name = f"attention of one head (T={T}, D={D}, {'causal' if c else 'not causal'})"
-            _check_attention_out(out, ref, suspects, name, quiet)
+            _check_attention_out(out, ref, suspects, name, quiet, stray)
 
 
 ATTENTION_SHAPES = utils.mode.current().pick(
@@ -173,10 +174,11 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
     for B, T, H, KV, D in shapes or ATTENTION_SHAPES:
         for c in causal:
             q, k, v = random_qkv(B, T, H, KV, D, dtype)
-            out = fn(q, k, v, causal=c, out=utils.nan_empty((B, T, H, D), dtype))
+            with utils.watch_memory() as stray:
+                out = fn(q, k, v, causal=c, out=utils.nan_empty((B, T, H, D), dtype))
             args64 = (q.double(), k.double(), v.double(), c)
             name = f"attention (B={B}, T={T}, H={H}, KV={KV}, D={D}, {'causal' if c else 'not causal'})"
-            _check_attention_out(out, attention_ref(*args64), attention_suspects(*args64), name, quiet)
+            _check_attention_out(out, attention_ref(*args64), attention_suspects(*args64), name, quiet, stray)
 
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)

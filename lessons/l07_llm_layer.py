@@ -242,17 +242,19 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
         r[-1] *= 0.003
         w = (1 + 0.1 * torch.randn(N, device=env.device)).to(dtype)
         x64, w64, r64 = x.double(), w.double(), r.double()
-        out = fn(x, w, eps, out=utils.nan_empty((M, N), dtype))
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            out = fn(x, w, eps, out=utils.nan_empty((M, N), dtype))
         ref = rmsnorm_ref(x64, w64, eps)
         name = f"rmsnorm of x ({M}, {N})" + _rows_named(out, ref)
-        utils.check(out, ref, name=name, quiet=quiet, suspects=rmsnorm_suspects(x64, w64, eps))
-        out, x_sum = fn(
-            x, w, eps, residual=r, out=utils.nan_empty((M, N), dtype), sum_out=utils.nan_empty((M, N), dtype)
-        )
+        utils.check(out, ref, name=name, quiet=quiet, suspects=rmsnorm_suspects(x64, w64, eps), stray=stray)
+        with utils.watch_memory() as stray:
+            out, x_sum = fn(
+                x, w, eps, residual=r, out=utils.nan_empty((M, N), dtype), sum_out=utils.nan_empty((M, N), dtype)
+            )
         ref, ref_sum = rmsnorm_ref(x64, w64, eps, residual=r64)
         utils.check(x_sum, ref_sum, name=f"x + residual ({M}, {N})" + _rows_named(x_sum, ref_sum), quiet=quiet)
         name = f"rmsnorm of x + residual ({M}, {N})" + _rows_named(out, ref)
-        utils.check(out, ref, name=name, quiet=quiet, suspects=rmsnorm_suspects(x64, w64, eps, r64))
+        utils.check(out, ref, name=name, quiet=quiet, suspects=rmsnorm_suspects(x64, w64, eps, r64), stray=stray)
 
 
 def rope_interleaved_ref(x, cos, sin):
@@ -286,14 +288,15 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
         cos, sin = rope_tables(T, D, dtype=dtype)
         if B > 2:  # one table per sequence, as HF passes them
             cos, sin = cos.expand(B, T, D).contiguous(), sin.expand(B, T, D).contiguous()
-        q_out, k_out = fn(
-            q, k, cos, sin, q_out=utils.nan_empty((B, T, H, D), dtype), k_out=utils.nan_empty((B, T, KV, D), dtype)
-        )
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            q_out, k_out = fn(
+                q, k, cos, sin, q_out=utils.nan_empty((B, T, H, D), dtype), k_out=utils.nan_empty((B, T, KV, D), dtype)
+            )
         q64, k64, c64, s64 = q.double(), k.double(), cos.double(), sin.double()
         q_ref, k_ref = rope_ref(q64, k64, c64, s64)
         for what, out, ref, x64 in (("q", q_out, q_ref, q64), ("k", k_out, k_ref, k64)):
             name = f"rotated {what} (B={B}, T={T}, heads={x64.shape[2]}, D={D})" + wrong_heads_positions(out, ref)
-            utils.check(out, ref, name=name, quiet=quiet, suspects=rope_suspects(x64, c64, s64))
+            utils.check(out, ref, name=name, quiet=quiet, suspects=rope_suspects(x64, c64, s64), stray=stray)
 
 
 def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
@@ -301,7 +304,8 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
     for M, N in shapes or env.pick(cpu=[(1, 1), (5, 70), (3, 1500)], gpu=[(1, 1), (333, 5632), (7, 3000)]):
         gate_up = torch.randn(M, 2 * N, device=env.device, dtype=dtype)
-        out = fn(gate_up, out=utils.nan_empty((M, N), dtype))
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            out = fn(gate_up, out=utils.nan_empty((M, N), dtype))
         g, u = gate_up.double().chunk(2, dim=-1)
         suspects = {
             "gate and up are swapped: the gate (passed through silu) is the first N columns of each row, up the "
@@ -311,7 +315,12 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
         }
         ref = swiglu_ref(gate_up.double())
         utils.check(
-            out, ref, name=f"swiglu of gate_up ({M}, {2 * N})" + _rows_named(out, ref), quiet=quiet, suspects=suspects
+            out,
+            ref,
+            name=f"swiglu of gate_up ({M}, {2 * N})" + _rows_named(out, ref),
+            quiet=quiet,
+            suspects=suspects,
+            stray=stray,
         )
 
 

@@ -530,7 +530,8 @@ def check_rope_kv_write(fn, *, quiet=False):
         pos = torch.randint(1, max_len - 1, (B,), device=env.device, dtype=torch.int32)  # not the first, not the last
         k_old, v_old = (torch.randn(B, max_len, KV, D, device=env.device, dtype=dtype) for _ in range(2))
         k_cache, v_cache = k_old.clone(), v_old.clone()  # earlier tokens' keys and values: must stay as they are
-        q = fn(qkv, cos, sin, pos, k_cache, v_cache, out=utils.nan_empty((B, H, D), dtype))
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            q = fn(qkv, cos, sin, pos, k_cache, v_cache, out=utils.nan_empty((B, H, D), dtype))
         k_ref, v_ref = k_old.double(), v_old.double()
         q_ref = rope_kv_write_ref(qkv.double(), cos.double(), sin.double(), pos, k_ref, v_ref)
         # the classic mistakes, as references: the angle of the wrong position, the wrong row, no rotation
@@ -551,6 +552,7 @@ def check_rope_kv_write(fn, *, quiet=False):
             q_ref,
             name=f"rotated q {name}",
             quiet=quiet,
+            stray=stray,
             suspects={
                 angle_hint.format("+"): wrong_angle[1][0],
                 angle_hint.format("-"): wrong_angle[-1][0],
@@ -799,7 +801,8 @@ def check_decode_attention(fn, *, quiet=False):
         q = torch.randn(B, H, D, device=env.device, dtype=dtype)
         k_cache, v_cache = (torch.randn(B, max_len, KV, D, device=env.device, dtype=dtype) for _ in range(2))
         lengths = torch.tensor(lens, device=env.device, dtype=torch.int32)
-        out = fn(q, k_cache, v_cache, lengths, out=utils.nan_empty((B, H, D), dtype))
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            out = fn(q, k_cache, v_cache, lengths, out=utils.nan_empty((B, H, D), dtype))
         q64, k64, v64 = q.double(), k_cache.double(), v_cache.double()
         ref = decode_attention_ref(q64, k64, v64, lengths)
         acc, m, l_ = _split_partials_ref(q64, k64, v64, lengths, decode_split(B, KV, max_len)[1])
@@ -830,6 +833,7 @@ def check_decode_attention(fn, *, quiet=False):
             name=f"decode attention (B={B}, H={H}, KV={KV}, D={D}, lengths={lens})",
             quiet=quiet,
             suspects=suspects,
+            stray=stray,
         )
 
 

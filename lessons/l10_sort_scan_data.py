@@ -145,7 +145,8 @@ def check_bitonic_sort(fn, *, quiet=False):
     shapes = env.pick(cpu=[(1, 1), (3, 7), (4, 16), (2, 100)], gpu=[(1, 1), (3, 7), (1000, 16), (513, 1000)])
     for M, N in shapes:
         x = torch.randn(M, N, device=env.device)
-        out = fn(x, out=utils.nan_empty((M, N), device=env.device))
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            out = fn(x, out=utils.nan_empty((M, N), device=env.device))
         B = triton.next_power_of_2(N)
         xp = _padded(x.double().cpu(), B)
         steps = bitonic_steps(B)
@@ -173,6 +174,7 @@ def check_bitonic_sort(fn, *, quiet=False):
             atol=0,
             rtol=0,
             reason="sorting moves values, it rounds none",
+            stray=stray,
             name=f"bitonic_sort {M}x{N}",
             quiet=True,
             suspects=suspects,
@@ -282,14 +284,22 @@ def check_sort_rows(fn, *, quiet=False):
             x[2, ::2] = float("nan")
             x[2, 1::3] = float("-inf")
             x[2, 1::4] = -0.0
-        values, indices = fn(
-            x,
-            out=utils.nan_empty((M, N), device=env.device),
-            out_indices=torch.full((M, N), -1, dtype=torch.int64, device=env.device),
-        )
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            values, indices = fn(
+                x,
+                out=utils.nan_empty((M, N), device=env.device),
+                out_indices=torch.full((M, N), -1, dtype=torch.int64, device=env.device),
+            )
         ref_v, ref_i = sort_ref(x.double())
         utils.check(
-            values, ref_v, atol=0, rtol=0, reason="sorting rounds nothing", name=f"sort_rows values {M}x{N}", quiet=True
+            values,
+            ref_v,
+            atol=0,
+            rtol=0,
+            reason="sorting rounds nothing",
+            name=f"sort_rows values {M}x{N}",
+            quiet=True,
+            stray=stray,
         )
         ties_reversed = torch.sort(x.double().flip(-1), stable=True).indices
         utils.check(
@@ -435,13 +445,14 @@ def check_top_k(fn, *, quiet=False):
         if M > 2:
             x[2, ::3] = float("-inf")
             x[2, 5::7] = float("nan")
-        values, indices = fn(
-            x,
-            k,
-            out=utils.nan_empty((M, k), device=env.device),
-            out_indices=torch.full((M, k), -1, dtype=torch.int64, device=env.device),
-            BLOCK_SIZE=BLOCK_SIZE,
-        )
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            values, indices = fn(
+                x,
+                k,
+                out=utils.nan_empty((M, k), device=env.device),
+                out_indices=torch.full((M, k), -1, dtype=torch.int64, device=env.device),
+                BLOCK_SIZE=BLOCK_SIZE,
+            )
         ref_v, ref_i = top_k_ref(x.double(), k)
         where = f"top_k of {M}x{N}, k={k}, BLOCK_SIZE={BLOCK_SIZE}"
         utils.check(
@@ -450,6 +461,7 @@ def check_top_k(fn, *, quiet=False):
             atol=0,
             rtol=0,
             reason="top-k selects values, it rounds none",
+            stray=stray,
             name=f"values of {where}",
             quiet=True,
             suspects={
@@ -621,7 +633,8 @@ def check_cumsum(fn, *, quiet=False):
                 if dtype.is_floating_point
                 else torch.full((n,), -(2**31), dtype=dtype, device=env.device)
             )
-            out = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE)
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+                out = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE)
             xd = x.double().cpu()
             blocks = torch.nn.functional.pad(xd, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
             local = blocks.cumsum(1).flatten()[:n]  # each block on its own
@@ -646,6 +659,7 @@ def check_cumsum(fn, *, quiet=False):
                 atol=0,
                 rtol=0,
                 reason="small integers: every partial sum is exact",
+                stray=stray,
                 suspects=suspects,
             )
     if not quiet:
@@ -721,7 +735,8 @@ def check_compact(fn, *, quiet=False):
             "all kept": torch.ones(n, dtype=torch.bool, device=env.device),
         }.items():
             values = torch.randn(n, device=env.device)
-            out = fn(values, keep, BLOCK_SIZE=env.pick(cpu=16, gpu=1024))
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+                out = fn(values, keep, BLOCK_SIZE=env.pick(cpu=16, gpu=1024))
             ref = compact_ref(values.double(), keep)
             utils.check(
                 out,
@@ -731,6 +746,7 @@ def check_compact(fn, *, quiet=False):
                 reason="compaction copies values, it rounds none",
                 name=f"compact, n={n}, {name}",
                 quiet=True,
+                stray=stray,
             )
     if not quiet:
         print(f"✓ compact matches values[keep] exactly at n = {', '.join(map(str, sizes))} (none, all, random)")
@@ -858,7 +874,8 @@ def check_groupby_atomic(fn, *, quiet=False):
         value[::5] = float("nan")
         x = torch.rand(n, generator=g, dtype=torch.float64)
         table = {"key": key.to(env.device), "value": value.to(env.device), "x": x.to(env.device)}
-        sums, counts, rows = fn(table, 0.3, num_keys)
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            sums, counts, rows = fn(table, 0.3, num_keys)
         ref_s, ref_c, ref_r = groupby_dense_ref(key, value, x, 0.3, num_keys)
         every_row = groupby_dense_ref(key, value, x, -1.0, num_keys)
         where = f"group-by of {n} rows, {num_keys} keys"
@@ -875,6 +892,7 @@ def check_groupby_atomic(fn, *, quiet=False):
             reason="multiples of 1/4: exact fp64 sums in any order",
             name=f"sums of {where}",
             quiet=True,
+            stray=stray,
             suspects={"The filter is missing: rows with x <= threshold were summed too.": every_row[0]},
         )
         utils.check(

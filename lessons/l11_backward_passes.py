@@ -722,7 +722,7 @@ def lesson_dtypes():
     return (torch.float32, utils.mode.current().dtype)
 
 
-def _grad_check(name, got, ref, suspects, dtype, reason=None):
+def _grad_check(name, got, ref, suspects, dtype, reason=None, stray=None):
     __tracebackhide__ = True
     if dtype == torch.float64:
         tol = dict(atol=1e-10, rtol=1e-8, reason="fp64 inputs and arithmetic; only summation order differs")
@@ -732,7 +732,7 @@ def _grad_check(name, got, ref, suspects, dtype, reason=None):
     else:
         tol = {}
     utils.check(got.reshape(-1) if got.dim() == 0 else got, ref.reshape(-1) if ref.dim() == 0 else ref,
-                name=name, quiet=True, suspects=suspects, **tol)  # fmt: skip
+                name=name, quiet=True, suspects=suspects, stray=stray, **tol)  # fmt: skip
 
 
 def gradcheck(fn, *inputs):
@@ -770,7 +770,8 @@ def check_kl_div(fn, *, quiet=False):
             M, V = shapes[(i + j) % len(shapes)]
             y, t = _kl_inputs(M, V, dtype, log_target, env.device)
             what = f"kl_div of {M}x{V} {utils.dtype_name(dtype)}, reduction={reduction!r}, log_target={log_target}"
-            out = fn(y, t, reduction=reduction, log_target=log_target)
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                out = fn(y, t, reduction=reduction, log_target=log_target)
             y64, t64 = y.detach().double().requires_grad_(), t.double()
             ref = kl_div_ref(y64, t64, reduction, log_target)
             _grad_check(f"the loss of {what}", out, ref, {
@@ -778,12 +779,13 @@ def check_kl_div(fn, *, quiet=False):
                     kl_div_ref(y64, t64, "mean", log_target),
                 "the loss is divided by the rows M, but reduction 'mean' divides by every element, M * V":
                     kl_div_ref(y64, t64, "batchmean", log_target),
-            }, dtype)  # fmt: skip
+            }, dtype, stray=stray)  # fmt: skip
             # a random upstream gradient (backward must multiply by it), drawn in the output's dtype: the kernel
             # and the reference see the same numbers
             go = torch.randn_like(ref).to(out.dtype).double()
             (want,) = torch.autograd.grad(ref, y64, go)
-            (got,) = torch.autograd.grad(out, y, go.to(out.dtype))
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                (got,) = torch.autograd.grad(out, y, go.to(out.dtype))
             p = t64.exp() if log_target else t64
             scale, g = 1.0 / kl_div_divisor(reduction, M, V), go
             _grad_check(f"the gradient of {what}", got, want, {
@@ -793,7 +795,7 @@ def check_kl_div(fn, *, quiet=False):
                 "the gradient has the wrong sign: d/d(log q) of -p log q is -p": p * g * scale,
                 "with log_target the target holds log p: the gradient is -exp(target), not -target":
                     -t64 * g * scale,
-            }, dtype)  # fmt: skip
+            }, dtype, stray=stray)  # fmt: skip
             cases += 1
     if not quiet:
         print(
@@ -838,7 +840,8 @@ def check_cross_entropy(fn, *, quiet=False):
         for dtype in (torch.float64, *lesson_dtypes()):
             logits, labels = _ce_inputs(M, V, dtype, env.device)
             what = f"cross_entropy of {M}x{V} {utils.dtype_name(dtype)} logits"
-            out = fn(logits, labels, ignore_index=-100)
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                out = fn(logits, labels, ignore_index=-100)
             x64 = logits.detach().double().requires_grad_()
             ref = cross_entropy_ref(x64, labels)
             keep = labels != -100
@@ -848,11 +851,12 @@ def check_cross_entropy(fn, *, quiet=False):
             _grad_check(f"the loss of {what}", out, ref, {
                 "the loss is the mean over every row: ignored rows must add nothing and not count in the mean":
                     torch.where(keep, lse - picked, 0).sum() / M,
-            }, torch.float64 if dtype == torch.float64 else torch.float32, reason)  # fmt: skip
+            }, torch.float64 if dtype == torch.float64 else torch.float32, reason, stray=stray)  # fmt: skip
             go = (torch.rand((), dtype=torch.float64, device=env.device) + 0.5).to(out.dtype).double()
             (want,) = torch.autograd.grad(ref, x64, go)
-            (got,) = torch.autograd.grad(out, logits, go.to(out.dtype))
-            _grad_check(f"the gradient of {what}", got, want, _ce_suspects(x64, labels, want, go), dtype)
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                (got,) = torch.autograd.grad(out, logits, go.to(out.dtype))
+            _grad_check(f"the gradient of {what}", got, want, _ce_suspects(x64, labels, want, go), dtype, stray=stray)
             cases += 1
     if not quiet:
         print(
@@ -878,24 +882,26 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
             if T > 1:
                 labels[::4] = -100
             what = f"fused_linear_cross_entropy of x {T}x{H}, W {V}x{H}, chunk={chunk}, {utils.dtype_name(dtype)}"
-            out = fn(x, w, labels, ignore_index=-100, chunk=chunk)
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                out = fn(x, w, labels, ignore_index=-100, chunk=chunk)
             x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
             ref = linear_cross_entropy_ref(x64, w64, labels)
             reason = {
                 torch.float64: None,
                 torch.float32: "fp32 matmuls over H and V, then fp32 sums over chunks",
             }.get(dtype, "low-precision logits and gradients, and grad_W summed over the chunks in that dtype")
-            _grad_check(f"the loss of {what}", out, ref, {}, dtype, reason)
+            _grad_check(f"the loss of {what}", out, ref, {}, dtype, reason, stray=stray)
             go = (torch.rand((), dtype=torch.float64, device=env.device) + 0.5).to(dtype).double()
             want_x, want_w = torch.autograd.grad(ref, (x64, w64), go)
-            got_x, got_w = torch.autograd.grad(out, (x, w), go.to(dtype))
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                got_x, got_w = torch.autograd.grad(out, (x, w), go.to(dtype))
             size = chunk or default_chunk(T, H, V)
             n_valid = int((labels != -100).sum())
             _grad_check(f"grad_x of {what}", got_x, want_x, {
                 "grad_x misses the mean's 1/N: scale by 1/(non-ignored labels of ALL chunks)": want_x * n_valid,
                 "each chunk is scaled by 1/(its own non-ignored labels): the mean is over ALL the chunks' labels":
                     _per_chunk_mean_grad_x(x64, w64, labels, size, go),
-            }, dtype, reason)  # fmt: skip
+            }, dtype, reason, stray=stray)  # fmt: skip
             last = _last_chunk_grad_w(x64, w64, labels, size, go) if size < T else want_w * float("nan")
             _grad_check(f"grad_W of {what}", got_w, want_w, {
                 "grad_W holds only the last chunk's share: accumulate (addmm_ / +=) across chunks, don't overwrite":
@@ -961,22 +967,24 @@ def check_rmsnorm_with_grad(fn, *, quiet=False):
             x = torch.randn(M, C, device=env.device, dtype=dtype).requires_grad_()
             w = (1 + 0.1 * torch.randn(C, device=env.device, dtype=dtype)).requires_grad_()
             what = f"rmsnorm of {M}x{C} {utils.dtype_name(dtype)}"
-            y = fn(x, w, 1e-6)
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                y = fn(x, w, 1e-6)
             x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
             ref = rmsnorm_ref(x64, w64, 1e-6)
-            _grad_check(f"y of {what}", y, ref, {}, dtype)
+            _grad_check(f"y of {what}", y, ref, {}, dtype, stray=stray)
             # the upstream gradient drawn in the input's dtype, so that the kernel and the reference see the same
             # numbers: an fp64 dy rounded to bf16 for the kernel only would move dw (a sum of M products) by about
             # 2**-9 sqrt(M) in absolute terms, beyond any tolerance meant for the kernel's own rounding
             dy = torch.randn(M, C, device=env.device, dtype=dtype).double()
             want_x, want_w = torch.autograd.grad(ref, (x64, w64), dy)
-            got_x, got_w = torch.autograd.grad(y, (x, w), dy.to(dtype))
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                got_x, got_w = torch.autograd.grad(y, (x, w), dy.to(dtype))
             rstd64 = torch.rsqrt(x64.detach().pow(2).mean(-1) + 1e-6)
             long_sum = "dw sums M rows of products in fp32, then rounds to the low-precision dtype"
             _grad_check(f"dx of {what}", got_x, want_x, {
                 "dx misses the term from rstd depending on x: dx = rstd (dy w - xhat mean(dy w xhat)), not rstd dy w":
                     dy * w64.detach() * rstd64[:, None],
-            }, dtype)  # fmt: skip
+            }, dtype, stray=stray)  # fmt: skip
             _grad_check(f"dw of {what}", got_w, want_w, _rmsnorm_dw_suspects(x64.detach(), dy, rstd64, M, C), dtype,
                         None if dtype == torch.float64 else long_sum)  # fmt: skip
             cases += 1
@@ -994,13 +1002,15 @@ def check_swiglu_with_grad(fn, *, quiet=False):
         for dtype in (torch.float64, *lesson_dtypes()):
             gu = (2 * torch.randn(M, F2, device=env.device, dtype=dtype)).requires_grad_()
             what = f"swiglu of {M}x{F2} {utils.dtype_name(dtype)}"
-            out = fn(gu)
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                out = fn(gu)
             gu64 = gu.detach().double().requires_grad_()
             ref = swiglu_ref(gu64)
-            _grad_check(f"out of {what}", out, ref, {}, dtype)
+            _grad_check(f"out of {what}", out, ref, {}, dtype, stray=stray)
             dout = torch.randn_like(ref).to(dtype).double()  # in the input's dtype: the kernel sees the same numbers
             (want,) = torch.autograd.grad(ref, gu64, dout)
-            (got,) = torch.autograd.grad(out, gu, dout.to(dtype))
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                (got,) = torch.autograd.grad(out, gu, dout.to(dtype))
             g, u = gu64.detach().chunk(2, dim=-1)
             s = torch.sigmoid(g)
             _grad_check(f"d(gate_up) of {what}", got, want, {
@@ -1008,7 +1018,7 @@ def check_swiglu_with_grad(fn, *, quiet=False):
                     torch.cat([dout * u * s, dout * g * s], dim=-1),
                 "d(gate) and d(up) are swapped: gate is the first half of each row, up the second":
                     torch.cat([dout * g * s, dout * u * s * (1 + g * (1 - s))], dim=-1),
-            }, dtype)  # fmt: skip
+            }, dtype, stray=stray)  # fmt: skip
             cases += 1
     if not quiet:
         print(f"✓ swiglu_with_grad matches swiglu_ref (out and its gradient) in {cases} cases")
@@ -1030,16 +1040,18 @@ def check_rope_with_grad(fn, *, quiet=False):
             # x1 c - x2 s can cancel into a large relative error on a small result
             cos, sin = (t.to(dtype).double() for t in rope_tables(T + 3, D, dtype=torch.float64))
             what = f"rope of q {B}x{T}x{H}x{D}, k with {KV} heads, {utils.dtype_name(dtype)}"
-            got_q, got_k = fn(q, k, cos.to(dtype), sin.to(dtype))
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                got_q, got_k = fn(q, k, cos.to(dtype), sin.to(dtype))
             q64, k64 = (t.detach().double().requires_grad_() for t in (q, k))
             ref_q, ref_k = rope_ref(q64, k64, cos[:, :T], sin[:, :T])
-            _grad_check(f"q of {what}", got_q, ref_q, {}, dtype)
+            _grad_check(f"q of {what}", got_q, ref_q, {}, dtype, stray=stray)
             _grad_check(f"k of {what}", got_k, ref_k, {}, dtype)
             # upstream gradients in the input's dtype: the kernel and the reference rotate the same numbers (with an
             # fp64 dq rounded for the kernel only, x1 c - x2 s cancels that rounding into a large relative error)
             dq, dk = torch.randn_like(ref_q).to(dtype).double(), torch.randn_like(ref_k).to(dtype).double()
             want_q, want_k = torch.autograd.grad((ref_q, ref_k), (q64, k64), (dq, dk))
-            got = torch.autograd.grad((got_q, got_k), (q, k), (dq.to(dtype), dk.to(dtype)))
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                got = torch.autograd.grad((got_q, got_k), (q, k), (dq.to(dtype), dk.to(dtype)))
             forward_again = rope_ref(dq, dk, cos[:, :T], sin[:, :T])
             for name, g, want, wrong in (
                 ("dq", got[0], want_q, forward_again[0]),
@@ -1047,7 +1059,7 @@ def check_rope_with_grad(fn, *, quiet=False):
             ):
                 _grad_check(f"{name} of {what}", g, want, {
                     "the backward rotates by +angle, like the forward: it must rotate by -angle (negate sin)": wrong,
-                }, dtype)  # fmt: skip
+                }, dtype, stray=stray)  # fmt: skip
             cases += 1
     if not quiet:
         print(f"✓ rope_with_grad matches rope_ref (q, k and their gradients) in {cases} cases")

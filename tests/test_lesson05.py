@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 import utils
-from utils import setup
+from utils import offline, setup
 from utils.lessons import load
 
 ENV = setup(quiet=True)
@@ -433,7 +433,7 @@ def test_only_configs_that_fit_are_tuned(budget, monkeypatch):
             assert kept, "the autotuner needs at least one configuration"
             assert all(L.smem_bytes(**L.blocks_of(c), elem=elem, tma_store=tma_store) <= budget for c in kept)
     a16 = torch.empty(1, 1, dtype=torch.float16)
-    assert L.prune_configs(configs, {"a_ptr": a16}) == L.fitting_configs(configs, 2)
+    assert L.prune_configs(configs, {"a_ptr": a16, "M": 4096}) == L.fitting_configs(configs, 2)
     assert L.prune_tma_configs(configs, {"a_ptr": a16}) == L.fitting_configs(configs, 2, tma_store=True)
     tile = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3)
     for elem in (2, 4):
@@ -454,3 +454,50 @@ def test_quoted_figures_keep_their_markers():
 
     prose = "\n".join(c.source for c in nbformat.read(ROOT / "solutions" / "05_matmul.ipynb", 4).cells)
     assert len(figures.figures(prose, "05")) > 40, "the lesson's measured figures lost their markers"
+
+
+def test_row_alignment_is_the_largest_power_of_two_dividing_every_size():
+    assert L.row_alignment(4096, 4096, 4096) == 16
+    assert L.row_alignment(1000, 5000, 1000, 5000, 5000) == 8
+    assert L.row_alignment(1000, 5000, 1002) == 2
+    assert L.row_alignment(999, 5000) == 1
+    assert L.row_alignment(32, 64, 0) == 16  # an empty dimension does not limit it
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_odd_shapes_compile_to_the_fast_path_once_the_launcher_passes_align():
+    """Compiled for an H100 (sm_90) without a GPU: at 3000 x 5000 x 1000 no size is a multiple of 16, and without the
+    ALIGN hint the kernel loads one element at a time and spills; with the ALIGN the launcher passes (8) it copies
+    16-byte vectors and spills nothing, like at 4096^3. This is the collapse the lesson's "Odd shapes" explains."""
+
+    def job(M, N, K, align):
+        ints = dict(M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=N, stride_bn=1, stride_cm=N, stride_cn=1)
+        config = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8)  # the first of MATMUL_CONFIGS on a GPU
+        return offline.job(
+            "matmul_kernel",
+            pointers=dict(a_ptr="fp16", b_ptr="fp16", c_ptr="fp16", bias_ptr="fp16"),
+            ints=ints,
+            constexprs=dict(**config, HAS_BIAS=False, ACTIVATION=None, ALIGN=align),
+            num_warps=8,
+            num_stages=4,
+        )
+
+    assert L.row_alignment(1000, 5000, 1000, 5000, 5000) == 8  # what matmul() passes at this shape
+    round_, odd, odd_unhinted = offline.compile_kernels(
+        L.__file__, [job(4096, 4096, 4096, 16), job(3000, 5000, 1000, 8), job(3000, 5000, 1000, 1)]
+    )
+    for compiled in (round_, odd):
+        assert compiled.uses_wgmma and compiled.cp_async_bytes == {16} and compiled.spill_bytes == 0
+        assert compiled.scalar_global_loads == 0
+    assert not odd_unhinted.cp_async_bytes and odd_unhinted.scalar_global_loads > 0  # the slow path, still there
+
+
+def test_small_m_configs_are_tried_for_a_few_rows_only(monkeypatch):
+    small = [L.make_config(16, 64, 128, num_warps=4, num_stages=4)]
+    monkeypatch.setattr(L, "SMALL_M_CONFIGS", small)  # (empty under the interpreter, where nothing is tuned)
+    configs = [L.make_config(*c) for c in H200_CONFIGS]
+    a16 = torch.empty(1, 1, dtype=torch.float16)
+    few = L.prune_configs(configs, {"a_ptr": a16, "M": 16})
+    many = L.prune_configs(configs, {"a_ptr": a16, "M": L.SMALL_M + 1})
+    assert small[0] in few and small[0] not in many
+    assert all(c in few for c in many)  # the usual ones stay candidates: the autotuner decides

@@ -1,10 +1,11 @@
 """Triton, the hard way: the course's harness. One module per job:
 
-mode (GPU or interpreter), checking (feedback that teaches), timing, roofline, pictures, lessons (solutions as
-modules), notebooks (participant copies), hints and explorers (widgets).
+mode (GPU or interpreter), checking (feedback that teaches), memcheck (bounds checking under the interpreter),
+offline (compiling for a GPU that is not there), timing, roofline, pictures, lessons (solutions as modules),
+notebooks (participant copies), hints and explorers (widgets).
 """
 
-from . import hints  # so that `utils.hints.answer(...)` works after `import utils`
+from . import hints, offline  # so that `utils.hints.answer(...)`, `utils.offline...` work after `import utils`
 from .checking import (
     check,
     nan_empty,
@@ -18,10 +19,12 @@ from .checking import (
     require_power_of_two,
     require_same_shape,
 )
+from .memcheck import watch_memory
 from .mode import Env, dtype_name, setup
 
 __all__ = [
     "hints",
+    "offline",
     "setup",
     "Env",
     "dtype_name",
@@ -36,4 +39,5 @@ __all__ = [
     "require_power_of_two",
     "require_number",
     "require_int32_offsets",
+    "watch_memory",
 ]

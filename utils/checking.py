@@ -456,6 +456,7 @@ def check(
     dims: tuple[str, ...] | None = None,
     kind: str = "kernel",
     empty_ok: bool = True,
+    stray=None,
 ) -> None:
     """Checks ``out`` against ``ref``; raises AssertionError that teaches, or prints one line on success.
 
@@ -587,6 +588,8 @@ def check(
                 f"{ref64.reshape(-1)[worst].item():.6g} (tolerance atol={atol:g}, rtol={rtol:g}: {reason}).\n"
                 f"Hint: {hint}"
             )
+    if stray:
+        problems.append(_stray_problem(name, stray, right=not problems))
     if problems:
         _raise(AssertionError("\n".join(problems)))
     if not quiet:
@@ -597,6 +600,38 @@ def check(
                 f"✓ {name} matches the reference: shape {shape}, {dtype_name(out.dtype)}, "
                 f"atol={atol:g}, rtol={rtol:g} ({reason})."
             )
+
+
+def _stray_problem(name: str, stray, right: bool) -> str:
+    """The paragraph for accesses outside every tensor of their launch (utils.memcheck.Stray or plain lines)."""
+    strays = list(stray)
+    accesses = {getattr(s, "access", "") for s in strays}
+    if accesses == {"reads"}:
+        hint = (
+            "a tl.load needs a mask that stops at the end of its own tensor (offsets < n; in a K loop, "
+            "offs_k < K - k). "
+            + (
+                f"The values read out there never reached {name} (the store is masked), so no comparison of "
+                "outputs can see this; "
+                if right
+                else ""
+            )
+            + "on a GPU such a load reads memory that belongs to something else, or stops the program with an "
+            "illegal memory access."
+        )
+    else:
+        hint = (
+            "every tl.store (and atomic) needs a mask that keeps it inside its own tensor: a write out there "
+            "changes memory that belongs to something else (another tensor, the allocator's bookkeeping)."
+        )
+    lead = (
+        f"{name} is right, but the kernel touches memory outside the tensors it was given"
+        if right
+        else "The kernel also touches memory outside the tensors it was given"
+    )
+    return (
+        f"{lead} (checked lane by lane under the interpreter):\n- " + "\n- ".join(map(str, strays)) + f"\nHint: {hint}"
+    )
 
 
 def refuses(calls: dict, *, errors=(ValueError, TypeError), quiet: bool = False) -> None:

@@ -1,0 +1,197 @@
+"""utils.watch_memory: under the interpreter, every lane of every load and store must stay inside the tensors its
+launch was given. It catches what no output comparison sees (a load past the end whose values are masked away at
+the store), and the lessons' checks report it with its own hint."""
+
+import functools
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import utils
+from lessons import l02_simt_vs_blocks as L02
+from lessons import l07_llm_layer as L07
+from lessons import l09_test_debug_tune as L09
+from utils.memcheck import tensor_span, watch_memory
+from utils.mode import current
+
+ENV = current()
+
+
+def inside_a_larger_buffer(n, before=0, after=64, dtype=torch.float32):
+    """An n-element tensor cut from a larger one: the kernels here stray on purpose, and under the interpreter
+    their loads and stores really happen, so the memory they reach must be ours (a store past the end of a real
+    allocation corrupts the heap). The watch still flags it: only the tensor given to the launch counts."""
+    return torch.randn(before + n + after).to(dtype)[before : before + n]
+
+
+pytestmark = pytest.mark.skipif(not ENV.interpret, reason="memory is watched under the interpreter only")
+
+
+@triton.jit
+def add_unmasked_loads_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    """The classic that every output check passes: the loads run past the end, the store is masked."""
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    y = tl.load(y_ptr + offsets, mask=offsets < n)
+    tl.store(out_ptr + offsets, x + y, mask=offsets < n)
+
+
+@triton.jit
+def shift_kernel(x_ptr, out_ptr, n, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """out[i] = x[i + SHIFT] with the mask of i: reads before the start (SHIFT < 0) or past the end (> 0)."""
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets + SHIFT, mask=mask), mask=mask)
+
+
+@triton.jit
+def store_past_end_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n, other=0.0))
+
+
+@triton.jit
+def count_kernel(counts_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.atomic_add(counts_ptr + offsets, 1, mask=offsets < n + 1)  # one lane too many
+
+
+def test_an_unmasked_load_is_found_though_the_output_is_right():
+    n = 100
+    x, y, out = inside_a_larger_buffer(n), torch.randn(n), torch.empty(n)
+    with watch_memory() as watch:
+        add_unmasked_loads_kernel[(triton.cdiv(n, 64),)](x, y, out, n, BLOCK_SIZE=64)
+    assert torch.equal(out, x + y)  # nothing in the output shows it
+    assert watch.watched and watch.launches == 1 and len(watch.strays) == 1
+    (stray,) = watch.strays
+    assert (stray.kernel, stray.access, stray.near, stray.after, stray.lanes) == (
+        "add_unmasked_loads_kernel",
+        "reads",
+        "x_ptr",
+        True,
+        28,
+    )
+    assert "28 lane(s) past the end of `x_ptr` (a tensor of 100 element(s)), up to 28" in str(stray)
+
+
+def test_a_correct_kernel_and_a_view_with_gaps_pass():
+    wide = torch.randn(6, 40)
+    x = wide[:, :33]  # rows 40 apart: the kernel reads only inside the view's span
+    out = torch.empty(6, 33)
+    with watch_memory() as watch:
+        L02.scale_rows(x, torch.randn(6), out=out)
+    assert not watch and watch.launches == 1
+
+
+@pytest.mark.parametrize("shift, side", [(-3, "before the start"), (5, "past the end")])
+def test_reads_before_the_start_and_past_the_end_are_told_apart(shift, side):
+    x, out = inside_a_larger_buffer(50, before=8, after=8), torch.empty(50)
+    with watch_memory() as watch:
+        shift_kernel[(1,)](x, out, 50, SHIFT=shift, BLOCK_SIZE=64)
+    assert len(watch.strays) == 1 and side in str(watch.strays[0])
+    assert f"up to {abs(shift)} element(s)" in str(watch.strays[0])
+
+
+def test_stores_and_atomics_outside_are_found():
+    x, out = torch.randn(10), inside_a_larger_buffer(10)
+    with watch_memory() as watch:
+        store_past_end_kernel[(1,)](x, out, 10, BLOCK_SIZE=16)
+    assert [(s.access, s.near, s.lanes) for s in watch] == [("writes", "out_ptr", 6)]
+    counts = inside_a_larger_buffer(7, dtype=torch.int32).zero_()
+    with watch_memory() as watch:
+        count_kernel[(1,)](counts, 7, BLOCK_SIZE=8)
+    assert [(s.access, s.near, s.lanes) for s in watch] == [("atomically updates", "counts_ptr", 1)]
+
+
+def test_the_interpreter_is_left_as_it_was_even_after_an_error():
+    from triton.runtime import interpreter
+
+    call = interpreter.GridExecutor.__call__
+    with pytest.raises(RuntimeError, match="planted"):
+        with watch_memory():
+            raise RuntimeError("planted")
+    assert interpreter.GridExecutor.__call__ is call
+    assert not {"create_masked_load", "create_masked_store", "create_atomic_rmw"} & set(
+        vars(interpreter.interpreter_builder)
+    )
+    x, out = torch.randn(10), inside_a_larger_buffer(10)
+    with watch_memory() as outer, L09.interpreter_memcheck(x=x, out=out) as inner:  # lesson 09's own, nested
+        store_past_end_kernel[(1,)](x, out, 10, BLOCK_SIZE=16)
+    assert outer and inner
+    assert not set(vars(interpreter.interpreter_builder)) & {"create_masked_load", "create_masked_store"}
+
+
+def test_tensor_span_covers_views_and_nothing_else():
+    base = torch.zeros(10, 8)
+    lo, hi = tensor_span(base[2:5, 1:3])
+    assert (lo - base.data_ptr(), hi - base.data_ptr()) == ((2 * 8 + 1) * 4, (4 * 8 + 3) * 4)
+    lo, hi = tensor_span(torch.empty(0))
+    assert lo == hi
+
+
+def test_check_fails_on_stray_accesses_with_the_right_hint():
+    n = 100
+    x, y = inside_a_larger_buffer(n), torch.randn(n)
+    out = utils.nan_empty(n)
+    with watch_memory() as stray:
+        add_unmasked_loads_kernel[(2,)](x, y, out, n, BLOCK_SIZE=64)
+    with pytest.raises(AssertionError, match=r"(?s)sum is right, but the kernel touches memory outside.*x_ptr.*"
+                       r"Hint: a tl.load needs a mask.*no comparison of outputs can see this"):  # fmt: skip
+        utils.check(out, x.double() + y.double(), name="sum", quiet=True, stray=stray)
+    with pytest.raises(AssertionError, match=r"(?s)differs from the reference.*The kernel also touches memory"):
+        utils.check(out + 1, x.double() + y.double(), name="sum", quiet=True, stray=stray)
+    utils.check(out, x.double() + y.double(), name="sum", quiet=True, stray=[])  # nothing stray: it passes
+
+
+# -- the lessons' checks use it ----------------------------------------------------------------------------------
+
+
+def test_lesson02_add_with_unmasked_loads_is_caught():
+    with pytest.raises(AssertionError, match=r"(?s)add at n=\d+.* is right, but .*`x_ptr`.*a tl.load needs a mask"):
+        L02.check_add(functools.partial(L02.add, kernel=add_unmasked_loads_kernel), quiet=True)
+
+
+@triton.jit
+def rmsnorm_weight_unmasked_kernel(
+    x_ptr, res_ptr, w_ptr, out_ptr, sum_ptr, N, eps, BLOCK_SIZE: tl.constexpr, HAS_RESIDUAL: tl.constexpr
+):
+    """Lesson 07's rmsnorm_kernel with the weight loaded without its mask: x's tail is zero, so x * w is right."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < N
+    offsets = row * N + cols
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    if HAS_RESIDUAL:
+        x += tl.load(res_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        tl.store(sum_ptr + offsets, x.to(sum_ptr.dtype.element_ty), mask=mask)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
+    w = tl.load(w_ptr + cols).to(tl.float32)  # the mistake
+    tl.store(out_ptr + offsets, (x * rstd * w).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def test_lesson07_rmsnorm_weight_read_past_its_end_is_caught(monkeypatch):
+    monkeypatch.setattr(L07, "rmsnorm_kernel", rmsnorm_weight_unmasked_kernel)
+    with pytest.raises(AssertionError, match=r"(?s)touches memory outside the tensors.*`w_ptr`.*a tl.load needs"):
+        L07.check_rmsnorm(L07.rmsnorm, shapes=[(3, 100)], quiet=True)
+    monkeypatch.undo()
+    L07.check_rmsnorm(L07.rmsnorm, shapes=[(3, 100)], quiet=True)  # the lesson's own kernel passes the same check
+
+
+@triton.jit
+def block_sum_unmasked_kernel(x_ptr, sums_ptr, n, BLOCK_SIZE: tl.constexpr):
+    """Lesson 10's block sums with the load unmasked: only the last block's sum is wrong, and no later block adds
+    it, so every output of the scan is still right."""
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offs)  # the mistake
+    tl.store(sums_ptr + pid, tl.sum(x, axis=0))
+
+
+def test_lesson10_scan_reading_past_its_input_is_caught(monkeypatch):
+    from lessons import l10_sort_scan_data as L10
+
+    monkeypatch.setattr(L10, "block_sum_kernel", block_sum_unmasked_kernel)
+    with pytest.raises(AssertionError, match=r"(?s)is right, but.*`block_sum_unmasked_kernel` reads .*`x_ptr`"):
+        L10.check_cumsum(L10.cumsum, quiet=True)

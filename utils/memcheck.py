@@ -1,0 +1,196 @@
+"""Bounds checking for kernels run by Triton's interpreter: the mistakes no output comparison can see.
+
+A load that runs past the end of its tensor but whose values are never stored (a tail lane read without a mask,
+then masked at the store) leaves the output right: on a GPU it reads whatever lies there, or faults when that
+memory is not mapped, and only a sanitizer sees it. Under the interpreter every ``tl.load``, ``tl.store`` and
+atomic goes through one Python object, so we can look at each lane's address. :func:`watch_memory` does, for
+every kernel launched inside its ``with`` block: every lane that the access's mask lets through must fall inside
+one of the tensors passed to *that launch*. The lessons' checks run the learner's launcher under it and report
+what strays (see ``utils.check(..., stray=...)``); lesson 09 builds a smaller version by hand and shows the GPU's
+tool, ``compute-sanitizer``.
+
+It relies on two internals of the pinned Triton's interpreter (``GridExecutor.__call__`` and the interpreter
+builder's ``create_masked_load`` / ``create_masked_store`` / ``create_atomic_*``). Where they are missing (another
+Triton version), or on a GPU, it watches nothing and says so once in ``Watch.note``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .mode import current
+
+
+def tensor_span(t: torch.Tensor) -> tuple[int, int]:
+    """The byte range ``[start, end)`` that a tensor (any view, any strides) may touch; empty for no elements."""
+    if t.numel() == 0:
+        return t.data_ptr(), t.data_ptr()
+    lo = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if stride < 0)
+    hi = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if stride > 0)
+    return t.data_ptr() + lo * t.element_size(), t.data_ptr() + (hi + 1) * t.element_size()
+
+
+@dataclass
+class Stray:
+    """Accesses of one kind by one kernel that fell outside every tensor of their launch."""
+
+    kernel: str
+    access: str  # "reads", "writes", "atomically updates"
+    near: str  # the launch's argument whose tensor lies closest to the first stray address
+    after: bool  # past the end of that tensor (True) or before its start
+    size: int  # that tensor's span in bytes
+    itemsize: int
+    lanes: int = 0
+    farthest: int = 0  # bytes between the tensor's edge and the farthest stray lane attributed to it
+
+    def __str__(self) -> str:
+        elements = self.size // self.itemsize
+        reach = -(-self.farthest // self.itemsize)
+        side = "past the end" if self.after else "before the start"
+        return (
+            f"`{self.kernel}` {self.access} {self.lanes} lane(s) {side} of `{self.near}` (a tensor of {elements} "
+            f"element(s)), up to {reach} element(s) {'beyond its end' if self.after else 'before it'}"
+        )
+
+
+@dataclass
+class Watch:
+    """What :func:`watch_memory` yields: the stray accesses found (empty when all stayed inside), and whether
+    anything was watched at all."""
+
+    strays: list[Stray] = field(default_factory=list)
+    watched: bool = False
+    launches: int = 0
+    note: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.strays)
+
+    def __iter__(self):
+        return iter(self.strays)
+
+    def lines(self) -> list[str]:
+        return [str(s) for s in self.strays]
+
+
+def _tensors(name, value):
+    """(name, tensor) for every tensor an argument holds: a tensor, a tuple of them, a TMA descriptor's base."""
+    if isinstance(value, torch.Tensor):
+        yield name, value
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from _tensors(f"{name}[{i}]", v)
+    elif hasattr(value, "base") and isinstance(value.base, torch.Tensor):  # TensorDescriptor
+        yield name, value.base
+    elif hasattr(value, "data_ptr") and hasattr(value, "base"):  # triton's TensorWrapper (reinterpret)
+        yield from _tensors(name, value.base)
+
+
+@contextlib.contextmanager
+def watch_memory():
+    """Watches every kernel launched inside the block (interpreter only); yields a :class:`Watch`."""
+    watch = Watch()
+    env = current()
+    if not env.interpret:
+        watch.note = "memory is watched under the interpreter only; on a GPU, run under compute-sanitizer"
+        yield watch
+        return
+    try:
+        from triton.runtime import interpreter
+
+        builder = interpreter.interpreter_builder
+        executor = interpreter.GridExecutor
+        names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")
+        originals = {n: getattr(builder, n) for n in names}
+        original_call = executor.__call__
+    except (ImportError, AttributeError) as error:  # another Triton's interpreter: say so, do not fail the check
+        watch.note = f"memory not watched: this Triton's interpreter differs ({error})"
+        yield watch
+        return
+
+    launch = {}  # the launch being run: kernel name, [(arg name, lo, hi, itemsize)]
+    found = {}  # (kernel, access, near, before/after) -> Stray
+
+    def audit(access, ptrs, mask):
+        if not launch:
+            return
+        addresses = np.asarray(ptrs.data).astype(np.int64)
+        if mask is not None:
+            addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
+        addresses = addresses.reshape(-1)
+        if addresses.size == 0:
+            return
+        inside = np.zeros(addresses.shape, dtype=bool)
+        for _, lo, hi, _ in launch["spans"]:
+            inside |= (addresses >= lo) & (addresses < hi)
+        stray = addresses[~inside]
+        if stray.size == 0:
+            return
+        first = int(stray[0])
+        spans = launch["spans"] or [("(no tensor)", first, first + 1, 1)]
+        near, lo, hi, itemsize = min(spans, key=lambda s: min(abs(first - s[1]), abs(first - (s[2] - 1))))
+        after = first >= hi
+        key = (launch["kernel"], access, near, after)
+        if key not in found:
+            found[key] = Stray(launch["kernel"], access, near, after, hi - lo, itemsize)
+            watch.strays.append(found[key])
+        found[key].lanes += int(stray.size)
+        reach = int(stray.max()) - hi + 1 if after else lo - int(stray.min())
+        found[key].farthest = max(found[key].farthest, reach)
+
+    def load(ptrs, mask, *rest, **kw):
+        audit("reads", ptrs, mask)
+        return originals["create_masked_load"](ptrs, mask, *rest, **kw)
+
+    def store(ptrs, value, mask, *rest, **kw):
+        audit("writes", ptrs, mask)
+        return originals["create_masked_store"](ptrs, value, mask, *rest, **kw)
+
+    def rmw(op, ptr, val, mask, *rest, **kw):
+        audit("atomically updates", ptr, mask)
+        return originals["create_atomic_rmw"](op, ptr, val, mask, *rest, **kw)
+
+    def cas(ptr, cmp, val, *rest, **kw):
+        audit("atomically updates", ptr, None)
+        return originals["create_atomic_cas"](ptr, cmp, val, *rest, **kw)
+
+    def call(self, *args, **kwargs):
+        try:
+            params = inspect.signature(self.fn).parameters
+            bound = (
+                inspect.signature(self.fn)
+                .bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
+                .arguments
+            )
+        except TypeError:
+            bound = {f"argument {i}": a for i, a in enumerate(args)}
+        spans = []
+        for name, value in bound.items():
+            for label, t in _tensors(name, value):
+                if t.device.type == "cpu":
+                    spans.append((label, *tensor_span(t), t.element_size()))
+        launch.update(kernel=getattr(self.fn, "__name__", "kernel"), spans=spans)
+        watch.launches += 1
+        try:
+            return original_call(self, *args, **kwargs)
+        finally:
+            launch.clear()
+
+    builder.create_masked_load, builder.create_masked_store = load, store
+    builder.create_atomic_rmw, builder.create_atomic_cas = rmw, cas
+    executor.__call__ = call
+    watch.watched = True
+    try:
+        yield watch
+    finally:
+        executor.__call__ = original_call
+        for n in names:  # back to the class's own methods (lesson 09's memcheck patches the same way)
+            if n in vars(builder):
+                delattr(builder, n)
+            if getattr(builder, n) != originals[n]:
+                setattr(builder, n, originals[n])
