@@ -701,7 +701,8 @@ def check_wxa16(fn, bits, *, dtype=None, shapes=CHECK_SHAPES, quiet=False, **kwa
         W = (torch.randn(N, K, device=env.device) / math.sqrt(K)).to(dtype)
         for G in GROUP_SIZES if bits == 4 else (None,):
             w = quantize_int4_ref(W, G) if bits == 4 else quantize_int8_ref(W)
-            out = fn(x, w, out=utils.nan_empty((M, N), dtype), **kwargs)
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+                out = fn(x, w, out=utils.nan_empty((M, N), dtype), **kwargs)
             what = f"group {G}, " if G else ""
             utils.check(
                 out,
@@ -710,6 +711,7 @@ def check_wxa16(fn, bits, *, dtype=None, shapes=CHECK_SHAPES, quiet=False, **kwa
                 name=f"{fn.__name__}: y ({M}, {N}) = x ({M}, {K}) @ W.T, {what}{utils.dtype_name(dtype)}",
                 quiet=quiet,
                 suspects=w4a16_suspects(x, w) if bits == 4 else w8a16_suspects(x, w),
+                stray=stray,
             )
 
 

@@ -257,8 +257,10 @@ def planted_w4a16_kernel(
         scale = tl.load(scale_ptr + rows_n * stride_sn + gs, mask=mask_n, other=0.0).to(tl.float32)
         zero = tl.load(zero_ptr + rows_n * stride_sn + gs, mask=mask_n, other=0).to(tl.float32)
         k_even = g * GROUP_SIZE + 2 * offs_j
-        x_even = tl.load(x_rows + k_even[None, :], mask=mask_m[:, None] & (k_even[None, :] < K), other=0.0)
-        x_odd = tl.load(x_rows + k_even[None, :] + 1, mask=mask_m[:, None] & (k_even[None, :] + 1 < K), other=0.0)
+        mask_k = (k_even[None, :] < K) | (MISTAKE == "x unmasked along K")
+        x_even = tl.load(x_rows + k_even[None, :], mask=mask_m[:, None] & mask_k, other=0.0)
+        mask_k = (k_even[None, :] + 1 < K) | (MISTAKE == "x unmasked along K")
+        x_odd = tl.load(x_rows + k_even[None, :] + 1, mask=mask_m[:, None] & mask_k, other=0.0)
         q_lo = byte & 0xF
         q_hi = byte >> 4
         if MISTAKE == "swapped":
@@ -322,6 +324,13 @@ def test_planted_w4a16_without_a_mistake_passes():
 def test_planted_w4a16_mistake_gets_its_hint(mistake):
     with pytest.raises(AssertionError, match=W4_MISTAKES[mistake]):
         L.check_w4a16(planted_w4a16(mistake), quiet=True)
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="memory is watched under the interpreter only")
+def test_planted_w4a16_reading_x_past_k_is_caught_by_the_memory_watch():
+    # the padded last group's codes dequantize to 0, so the output is right: only the addresses give it away
+    with pytest.raises(AssertionError, match="right, but the kernel touches memory outside"):
+        L.check_w4a16(planted_w4a16("x unmasked along K"), quiet=True)
 
 
 @triton.jit
