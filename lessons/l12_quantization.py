@@ -398,7 +398,9 @@ def schedule(M, N, K, BLOCK_K, sm_count=None, *, itemsize=2, bits=8, smem=None) 
     env = utils.mode.current()
     sm_count = sm_count or env.sm_count or 4  # the interpreter: pretend to have 4 SMs
     smem = smem or env.shared_memory_bytes or 64 * 1024
-    if M > DECODE_M:  # prefill: compute-bound, lesson 05's tiles
+    if M > DECODE_M and bits == 4:  # prefill, int4: a K step is a whole group (up to 128): 64-row tiles, 8 warps,
+        sched = Schedule(64, 128, BLOCK_K, 1, 8, 2)  # 2 stages (compiled for sm_80 and sm_90 offline: no spills)
+    elif M > DECODE_M:  # prefill: compute-bound, lesson 05's tiles
         BLOCK_M = 128 if M >= 128 else 64
         sched = Schedule(BLOCK_M, 128, BLOCK_K, 1, 8 if BLOCK_M == 128 else 4, 3)
     else:
@@ -746,6 +748,7 @@ def w4a16_fast_kernel(
     DOT_PRECISION: tl.constexpr,
     MAGIC: tl.constexpr,  # bits of OFFSET in x's dtype (0x4300 bf16, 0x6400 fp16); 0: convert plainly (fp32)
     OFFSET: tl.constexpr,  # 128.0 (bf16), 1024.0 (fp16), 0.0 (fp32)
+    FOLD_ZERO: tl.constexpr,  # decode: the zero point out of the loop; prefill: subtracted per weight (see below)
 ):
     # -- map program id to tile, and to this program's slice of the groups (as w4a16_kernel)
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -775,11 +778,15 @@ def w4a16_fast_kernel(
         else:
             lo = ((byte & 0xF).to(tl.int16) | MAGIC).to(x_even.dtype, bitcast=True)
             hi = ((byte >> 4).to(tl.int16) | MAGIC).to(x_even.dtype, bitcast=True)
-        part = tl.dot(x_even, tl.trans(lo), input_precision=DOT_PRECISION)
-        part = tl.dot(x_odd, tl.trans(hi), part, input_precision=DOT_PRECISION)  # Σ x (OFFSET + q)
-        # -- the zero point (and the offset), once per row and column: - (OFFSET + z) Σ x
-        x_sum = tl.sum(x_even.to(tl.float32), axis=1) + tl.sum(x_odd.to(tl.float32), axis=1)  # (BLOCK_M,)
-        part -= x_sum[:, None] * (zero + OFFSET)[None, :]
+        if FOLD_ZERO:  # -- the zero point (and the offset) once per row and column: - (OFFSET + z) Σ x
+            part = tl.dot(x_even, tl.trans(lo), input_precision=DOT_PRECISION)
+            part = tl.dot(x_odd, tl.trans(hi), part, input_precision=DOT_PRECISION)  # Σ x (OFFSET + q)
+            x_sum = tl.sum(x_even.to(tl.float32), axis=1) + tl.sum(x_odd.to(tl.float32), axis=1)  # (BLOCK_M,)
+            part -= x_sum[:, None] * (zero + OFFSET)[None, :]
+        else:  # -- prefill: BLOCK_M rows share each tile, so subtract per weight (exact: small integers)
+            z = (zero + OFFSET).to(x_even.dtype)[:, None]
+            part = tl.dot(x_even, tl.trans(lo - z), input_precision=DOT_PRECISION)
+            part = tl.dot(x_odd, tl.trans(hi - z), part, input_precision=DOT_PRECISION)
         acc += part * scale[None, :]
     out = out_ptr + tl.program_id(1) * stride_os + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
     tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
@@ -791,7 +798,9 @@ MAGIC_BITS = {torch.bfloat16: (0x4300, 128.0), torch.float16: (0x6400, 1024.0), 
 def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
     """w4a16 with the int -> float conversions and the zero-point subtractions taken out of the inner loop."""
     magic, offset = MAGIC_BITS.get(x.dtype, (0, 0.0)) if isinstance(x, torch.Tensor) else (0, 0.0)
-    return _w4a16(w4a16_fast_kernel, x, w, out, residual, BLOCK_M, BLOCK_N, SPLIT_K, MAGIC=magic, OFFSET=offset)
+    decode = isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[0] <= DECODE_M
+    return _w4a16(w4a16_fast_kernel, x, w, out, residual, BLOCK_M, BLOCK_N, SPLIT_K, MAGIC=magic, OFFSET=offset,
+                  FOLD_ZERO=decode)  # fmt: skip
 
 
 class Transposed:
