@@ -1,0 +1,148 @@
+"""Lesson 12 for `make bench`: int8 and int4 weight-only matmuls (W8A16, W4A16) and a quantized model's decode.
+
+Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the same shape, in the same run:
+
+- GEMV at decode's shapes, M = 1 and 16 rows, int4 (groups of 128) and int8, at a 1B-class pair of projections
+  (2048 -> 8192 and 8192 -> 2048, TinyLlama's MLP rounded) and an 8B-class pair (4096 -> 14336 and 14336 -> 4096,
+  Llama-3-8B's MLP). bytes = the format's own minimum traffic (`w4a16_bytes`: packed codes + scales + zero points
+  + activations + output; `w8a16_bytes`: codes + scales + activations + output), so the report's roof % is the
+  share of the HBM roofline counting packed bytes, and the ratio at M = 16 is the speed-up over bf16 cuBLAS. int4
+  runs `w4a16_fast` (floats built from bits, zero point out of the loop) and, as a second row, the lesson's
+  exercise kernel `w4a16` (plain int -> float conversions), to measure what the two tricks buy;
+- prefill, M = 2048, at the 8B-class up projection (compute-bound: flops = 2 M N K);
+- end to end: decode tokens/s at batch 1 with bf16 (lesson 08's model, cuBLAS projections), int8 and int4 weights
+  (every projection and the LM head quantized), on TinyLlama-1.1B's shape with random weights (22 layers, hidden
+  2048, 32 query heads sharing 4, MLP 5632, vocabulary 32000), a 512-token prompt and 256 new tokens, each decode
+  step replayed from lesson 08's CUDA graph: ms per token = (generate 256 - generate 1) / 255, bytes = the weights
+  as stored + the KV cache at the mean context;
+- torchao's int4 weight-only linear (`Int4WeightOnlyConfig(group_size=128)`) as a peer GEMV row, only where torchao
+  is installed (`importlib.util.find_spec("torchao")`); otherwise the row is skipped and the run says so.
+"""
+
+import importlib.util
+import math
+
+import torch
+
+from bench.common import Row, paired
+from lessons import l07_llm_layer as L7
+from lessons import l08_llama_model as L8
+from lessons import l12_quantization as L
+
+DTYPE = torch.bfloat16
+GROUP = 128
+PROJECTIONS = {"1B": ((2048, 8192), (8192, 2048)), "8B": ((4096, 14336), (14336, 4096))}  # (K in, N out)
+PROMPT, NEW = 512, 256
+CONTEXT = PROMPT + NEW // 2  # the mean context of the decode steps
+
+
+def _weight(N, K):
+    return torch.randn(N, K, device="cuda", dtype=DTYPE) / math.sqrt(K)
+
+
+def gemv() -> list[Row]:
+    rows = []
+    for size, pairs in PROJECTIONS.items():
+        for K, N in pairs:
+            w = _weight(N, K)
+            w8, w4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, GROUP)
+            for M in (1, 16):
+                x = torch.randn(M, K, device="cuda", dtype=DTYPE)
+                baseline = ("cuBLAS bf16 x @ w.T", lambda x=x, w=w: x @ w.T)
+                shape = f"{size} {K}->{N} M={M}"
+                int4 = {
+                    f"triton int4 g{GROUP}": lambda x=x: L.w4a16_fast(x, w4),
+                    f"triton int4 g{GROUP} (lesson's exercise kernel)": lambda x=x: L.w4a16(x, w4),
+                }
+                for op, impls, nbytes in (
+                    ("W4A16 GEMV", int4, L.w4a16_bytes(M, N, K, GROUP)),
+                    ("W8A16 GEMV", {"triton int8": lambda x=x: L.w8a16(x, w8)}, L.w8a16_bytes(M, N, K)),
+                ):
+                    rows += paired(impls, baseline, lesson="12", op=op, shape=shape, dtype="bf16", bytes=nbytes,
+                                   flops=L.wxa16_flops(M, N, K))  # fmt: skip
+                rows += torchao_peer(w, x, shape, baseline)
+    return rows
+
+
+_TORCHAO_SAID = []
+
+
+def torchao_peer(w, x, shape, baseline) -> list[Row]:
+    """torchao's int4 weight-only linear on the same weight, where torchao is installed (a peer, not ours)."""
+    if importlib.util.find_spec("torchao") is None:
+        if not _TORCHAO_SAID:
+            print("  torchao is not installed: its int4 weight-only peer rows are skipped")
+            _TORCHAO_SAID.append(True)
+        return []
+    try:
+        from torchao.quantization import Int4WeightOnlyConfig, quantize_
+
+        lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, device="cuda", dtype=DTYPE)
+        with torch.no_grad():
+            lin.weight.copy_(w)
+        quantize_(lin, Int4WeightOnlyConfig(group_size=GROUP))
+        fn = lambda: lin(x)  # noqa: E731
+        fn()
+    except Exception as e:  # noqa: BLE001 - an API that moved, a missing backend: say so, keep our rows
+        if not _TORCHAO_SAID:
+            print(f"  torchao int4 weight-only failed ({type(e).__name__}: {e}): its peer rows are skipped")
+            _TORCHAO_SAID.append(True)
+        return []
+    M, K = x.shape
+    return paired({f"torchao int4 g{GROUP}": fn}, baseline, lesson="12", op="W4A16 GEMV", shape=shape, dtype="bf16",
+                  bytes=L.w4a16_bytes(M, w.shape[0], K, GROUP), flops=L.wxa16_flops(M, w.shape[0], K))  # fmt: skip
+
+
+def prefill() -> list[Row]:
+    K, N, M = 4096, 14336, 2048
+    w = _weight(N, K)
+    x = torch.randn(M, K, device="cuda", dtype=DTYPE)
+    w8, w4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, GROUP)
+    baseline = ("cuBLAS bf16 x @ w.T", lambda: x @ w.T)
+    rows = []
+    for op, impls, nbytes in (
+        ("W4A16 prefill", {f"triton int4 g{GROUP}": lambda: L.w4a16_fast(x, w4)}, L.w4a16_bytes(M, N, K, GROUP)),
+        ("W8A16 prefill", {"triton int8": lambda: L.w8a16(x, w8)}, L.w8a16_bytes(M, N, K)),
+    ):
+        rows += paired(impls, baseline, lesson="12", op=op, shape=f"8B {K}->{N} M={M}", dtype="bf16", bytes=nbytes,
+                       flops=L.wxa16_flops(M, N, K))  # fmt: skip
+    return rows
+
+
+def tinyllama() -> L8.Model:
+    """TinyLlama-1.1B's shape with random weights, bf16, built on the GPU (no transformers needed)."""
+    args = L8.ModelArgs(vocab_size=32000, n_layers=22, dim=2048, n_heads=32, n_kv_heads=4, ffn_dim=5632,
+                        tie_embeddings=False)  # fmt: skip
+    layers = [L7.random_weights(args.layer, DTYPE, "cuda") for _ in range(args.n_layers)]
+    embed = (0.1 * torch.randn(args.vocab_size, args.dim, device="cuda")).to(DTYPE)
+    norm = torch.ones(args.dim, device="cuda", dtype=DTYPE)
+    return L8.Model(args, embed, layers, norm, _weight(args.vocab_size, args.dim))
+
+
+def decode() -> list[Row]:
+    model = tinyllama()
+    models = {"int8": L.quantize_model(model, 8), f"int4 g{GROUP}": L.quantize_model(model, 4, GROUP)}
+    ids = torch.randint(0, model.args.vocab_size, (1, PROMPT), device="cuda")
+
+    def gen(m, n):
+        return lambda: L8.generate(m, ids, n, max_len=PROMPT + NEW)
+
+    timed = {}
+    for n, op in ((1, "time to first token"), (NEW, f"generate {NEW} tokens")):
+        impls = {f"triton {name}": gen(m, n) for name, m in models.items()}
+        timed[n] = paired(impls, ("bf16 (lesson 08, cuBLAS)", gen(model, n)), lesson="12", op=op,
+                          shape=f"TinyLlama-1.1B B=1 prompt={PROMPT}", dtype="bf16")  # fmt: skip
+    rows = timed[1] + timed[NEW]
+    kv = L8.kv_cache_bytes(model.args, 1, CONTEXT)
+    for first, whole, (name, m) in zip(timed[1], timed[NEW], models.items()):
+        per_token = (whole.ms - first.ms) / (NEW - 1)
+        base = (whole.baseline_ms - first.baseline_ms) / (NEW - 1)
+        rows.append(Row("12", "decode per token", f"TinyLlama-1.1B B=1 context={CONTEXT}", "bf16", whole.impl,
+                        per_token, whole.baseline, base, bytes=L.model_weight_bytes(m) + kv,
+                        flops=L8.decode_flops(model.args, 1, CONTEXT)))  # fmt: skip
+        print(f"  decode {name}: {1e3 / per_token:,.0f} tokens/s, bf16 {1e3 / base:,.0f} ({base / per_token:.2f}x)")
+    return rows
+
+
+def run() -> list[Row]:
+    return gemv() + prefill() + decode()

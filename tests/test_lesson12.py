@@ -1,0 +1,575 @@
+"""Lesson 12's solution (quantized weights): the int4 packing, exact; the int8/int4 specs against a plain fp64
+dequantization written here element by element; both kernels through the lesson's own checks (with forced split-K);
+planted mistakes in a kernel written here, each of which the check must name; every refusal; empty inputs; and the
+quantized tiny model of lesson 08 against its dequantized-weights reference.
+
+On the CPU everything runs in Triton's interpreter (fp16 activations in the kernel checks, the fp32 tiny model);
+on a GPU the same tests run compiled, in bf16.
+"""
+
+import math
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import utils
+import utils.checkpoints as ckpt
+from lessons import l05_matmul as L5
+from lessons import l08_llama_model as L8
+from lessons import l12_quantization as L
+from utils.mode import current
+
+ENV = current()
+DEV = ENV.device
+
+
+def weight(N, K, seed=0, dtype=None):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(N, K, generator=g) / math.sqrt(max(K, 1))).to(DEV, dtype or ENV.dtype)
+
+
+# -- packing --------------------------------------------------------------------------------------------------------
+
+
+def test_pack_check_passes_on_the_solution():
+    L.check_pack_int4(L.pack_int4, L.unpack_int4, quiet=True)
+
+
+@pytest.mark.parametrize("N", [1, 7, 16])
+def test_unpack_of_pack_is_exact_for_every_code_in_both_nibbles(N):
+    codes = torch.arange(16, dtype=torch.uint8)
+    q = torch.stack(torch.meshgrid(codes, codes, indexing="ij"), -1).reshape(1, -1).repeat(N, 1)  # (N, 512)
+    q = q.roll(shifts=3, dims=1).to(DEV)  # every (lo, hi) pair, not aligned on anything
+    packed = L.pack_int4(q)
+    assert packed.shape == (N, 256) and packed.dtype == torch.uint8
+    assert torch.equal(L.unpack_int4(packed), q)
+    assert torch.equal(packed.long(), q[:, 0::2].long() + 16 * q[:, 1::2].long()), "k = 2j low, 2j + 1 high"
+
+
+def test_planted_packing_mistakes_get_their_hints():
+    swapped = lambda q: q[:, 1::2] | (q[:, 0::2] << 4)  # noqa: E731
+    with pytest.raises(AssertionError, match="nibbles are swapped"):
+        L.check_pack_int4(swapped, L.unpack_int4, quiet=True)
+    halves = lambda p: torch.cat([p & 0xF, p >> 4], 1)  # noqa: E731
+    with pytest.raises(AssertionError, match="interleave them"):
+        L.check_pack_int4(L.pack_int4, halves, quiet=True)
+
+
+# -- the specs against a plain fp64 dequantization ------------------------------------------------------------------
+
+
+def plain_int4(w: L.Int4Weight):
+    """W[n, k] = (code - zero[n, g]) * scale[n, g], code from byte k // 2, element by element, in fp64."""
+    N, K = w.shape
+    packed, z, s = w.packed.cpu().tolist(), w.zero.cpu().tolist(), w.scale.double().cpu().tolist()
+    out = torch.empty(N, K, dtype=torch.float64)
+    for n in range(N):
+        for k in range(K):
+            byte = packed[n][k // 2]
+            code = (byte >> 4) if k % 2 else (byte & 0xF)
+            g = k // w.group_size
+            out[n, k] = (code - z[n][g]) * s[n][g]
+    return out
+
+
+@pytest.mark.parametrize("group_size", L.GROUP_SIZES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_int4_spec_against_plain_dequantization(group_size, dtype):
+    w = weight(5, 150, seed=group_size, dtype=dtype)
+    qw = L.quantize_int4_ref(w, group_size)
+    assert qw.groups == triton.cdiv(150, group_size) and qw.scale.dtype == L.scale_dtype(dtype)
+    assert int(unpack_max(qw)) <= 15 and int(qw.zero.max()) <= 15
+    deq = L.dequantize_int4_ref(qw, torch.float64).cpu()
+    torch.testing.assert_close(deq, plain_int4(qw), rtol=0, atol=0)
+    # round to nearest: every weight within half a step of its group's scale (plus the scale's own rounding)
+    s = qw.scale.double().cpu().repeat_interleave(group_size, 1)[:, :150]
+    assert bool(((deq - w.double().cpu()).abs() <= 0.5 * s * (1 + 1e-2) + 1e-7).all())
+
+
+def unpack_max(qw):
+    return L.unpack_int4(qw.packed).max()
+
+
+def test_int4_pads_the_last_group_with_exact_zeros():
+    qw = L.quantize_int4_ref(weight(3, 70), 64)  # 2 groups, the second holds 6 columns and 58 of padding
+    codes = L.unpack_int4(qw.packed).view(3, 2, 64)
+    assert torch.equal(codes[:, 1, 6:], qw.zero[:, 1:].expand(3, 58)), "padding codes equal the zero point"
+
+
+def test_int8_spec_against_plain_dequantization():
+    w = weight(6, 77, dtype=torch.float32)
+    w[2] = 0  # an all-zero row: any scale, zero codes
+    qw = L.quantize_int8_ref(w)
+    q, s = qw.q.cpu(), qw.scale.double().cpu()
+    plain = torch.tensor([[q[n, k].item() * s[n].item() for k in range(77)] for n in range(6)], dtype=torch.float64)
+    torch.testing.assert_close(L.dequantize_int8_ref(qw, torch.float64).cpu(), plain, rtol=0, atol=0)
+    assert int(q.abs().max()) <= 127 and int(q[2].abs().max()) == 0
+    assert bool(((plain - w.double().cpu()).abs() <= 0.5 * s[:, None] + 1e-9).all())
+
+
+def codes_with(w, group_size, steps=15, per_row=False):
+    """int4_codes_ref's arithmetic written again here, with 16 steps or one range per row: two classic mistakes."""
+    N, K = w.shape
+    G, groups = group_size, triton.cdiv(K, group_size)
+    wf = torch.nn.functional.pad(w.float(), (0, groups * G - K)).view(N, groups, G)
+    lo, hi = wf.amin(-1).clamp(max=0), wf.amax(-1).clamp(min=0)
+    if per_row:
+        lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
+    scale = torch.where(hi > lo, (hi - lo) / steps, 1.0).to(L.scale_dtype(w.dtype))
+    s = scale.float()
+    zero = torch.round(-lo / s).clamp(0, 15)
+    q = torch.round(wf / s[..., None] + zero[..., None]).clamp(0, 15).to(torch.uint8).view(N, -1)
+    return q, scale, zero.to(torch.uint8)
+
+
+def test_int4_codes_check_passes_and_planted_mistakes_get_their_hints():
+    L.check_int4_codes(L.int4_codes_ref, quiet=True)
+    L.check_int4_codes(codes_with, quiet=True)  # the copy above, without a mistake, passes too
+    with pytest.raises(AssertionError, match="divides the range by 16"):
+        L.check_int4_codes(lambda w, G: codes_with(w, G, steps=16), quiet=True)
+    with pytest.raises(AssertionError, match="one scale for the whole row"):
+        L.check_int4_codes(lambda w, G: codes_with(w, G, per_row=True), quiet=True)
+    with pytest.raises(AssertionError, match="must return three tensors"):
+        L.check_int4_codes(lambda w, G: L.quantize_int4_ref(w, G), quiet=True)
+    with pytest.raises(AssertionError, match="codes and zero points are uint8"):
+        L.check_int4_codes(lambda w, G: tuple(t.float() for t in codes_with(w, G)), quiet=True)
+
+
+# -- the kernels ---------------------------------------------------------------------------------------------------
+
+
+def test_w8a16_check():
+    L.check_w8a16(L.w8a16, quiet=True)
+
+
+def test_w4a16_check():
+    L.check_w4a16(L.w4a16, quiet=True)
+
+
+def test_w4a16_fast_check():
+    L.check_w4a16(L.w4a16_fast, quiet=True)
+
+
+@pytest.mark.parametrize("SPLIT_K", [2, 4])
+def test_split_k(SPLIT_K):
+    shapes = ENV.pick(cpu=((5, 47, 200), (1, 17, 300)), gpu=((5, 1001, 2000), (1, 333, 4100)))
+    L.check_w4a16(L.w4a16, shapes=shapes, SPLIT_K=SPLIT_K, quiet=True)
+    L.check_w4a16(L.w4a16_fast, shapes=shapes, SPLIT_K=SPLIT_K, quiet=True)
+    L.check_w8a16(L.w8a16, shapes=shapes, SPLIT_K=SPLIT_K, quiet=True)
+
+
+def test_other_tiles_and_fp32_activations():
+    L.check_w4a16(L.w4a16, shapes=((20, 40, 100),), BLOCK_M=32, BLOCK_N=32, quiet=True)
+    L.check_w8a16(L.w8a16, shapes=((20, 40, 100),), dtype=torch.float32, quiet=True)
+    L.check_w4a16(L.w4a16, shapes=((3, 40, 100),), dtype=torch.float32, quiet=True)
+    L.check_w4a16(L.w4a16_fast, shapes=((3, 40, 100),), dtype=torch.float32, quiet=True)
+
+
+@pytest.mark.parametrize("launcher", ["w8a16", "w4a16", "w4a16_fast"])
+@pytest.mark.parametrize("SPLIT_K", [1, 2])
+def test_residual_is_added_in_the_combine_and_may_be_the_output(launcher, SPLIT_K):
+    fn = getattr(L, launcher)
+    M, N, K = 5, 47, 200
+    x = torch.randn(M, K, device=DEV, dtype=ENV.dtype)
+    w = L.quantize_int8_ref(weight(N, K)) if launcher == "w8a16" else L.quantize_int4_ref(weight(N, K), 64)
+    r = torch.randn(M, N, device=DEV, dtype=ENV.dtype)
+    ref = L.wxa16_ref(x.double(), w) + r.double()
+    tol = L._wxa16_tolerance(x, w, ENV.dtype)
+    out = fn(x, w, residual=r, out=utils.nan_empty((M, N), ENV.dtype), SPLIT_K=SPLIT_K)
+    utils.check(out, ref, name=f"{launcher} + residual", quiet=True, **tol)
+    r_before = r.clone()
+    same = fn(x, w, out=r, residual=r, SPLIT_K=SPLIT_K)  # in place, as lesson 08's x.addmm_(a, w.T)
+    assert same is r
+    utils.check(r, L.wxa16_ref(x.double(), w) + r_before.double(), name="in place", quiet=True, **tol)
+    with pytest.raises(ValueError, match="shares memory with the input residual"):
+        fn(x, w, out=torch.as_strided(r, (M, N), (N, 1)), residual=r)  # another view of it: refused
+
+
+def test_schedule_follows_m():
+    decode = L.schedule(1, 14336, 4096, 128, sm_count=132, smem=227 * 1024)
+    assert decode.BLOCK_M == 16 and decode.SPLIT_K >= 2, "decode: thin tiles, K split to fill the GPU"
+    small_n = L.schedule(1, 2048, 8192, 128, sm_count=132, smem=227 * 1024)
+    assert small_n.SPLIT_K > decode.SPLIT_K, "a narrower output needs more splits"
+    for M, N, K in ((1, 14336, 4096), (16, 4096, 14336), (1, 2048, 8192), (16, 8192, 2048)):
+        s = L.schedule(M, N, K, 128, sm_count=132, smem=227 * 1024)
+        programs = triton.cdiv(N, s.BLOCK_N) * s.SPLIT_K
+        assert 132 <= programs <= 4 * 132 and triton.cdiv(K, 128) >= 4 * s.SPLIT_K, (M, N, K, s)
+    prefill = L.schedule(2048, 14336, 4096, 64, sm_count=132, smem=227 * 1024)
+    assert prefill.SPLIT_K == 1 and prefill.BLOCK_M == 128 and prefill.BLOCK_N == 128
+    int4 = L.schedule(2048, 14336, 4096, 128, sm_count=132, bits=4, smem=227 * 1024)
+    assert int4.SPLIT_K == 1 and (int4.BLOCK_M, int4.BLOCK_N, int4.num_warps) == (64, 128, 8)
+
+
+@pytest.mark.parametrize("smem", [64 * 1024, 163 * 1024, 227 * 1024])
+@pytest.mark.parametrize("bits, BLOCK_K", [(4, 32), (4, 128), (8, 64), (8, 128)])
+@pytest.mark.parametrize("M", [1, 16, 64, 2048])
+def test_schedules_fit_the_shared_memory(smem, bits, BLOCK_K, M):
+    s = L.schedule(M, 14336, 4096, BLOCK_K, sm_count=132, bits=bits, smem=smem)
+    assert L.pipeline_bytes(s, 2, bits) <= smem and s.num_stages >= 2 and min(s.BLOCK_M, s.BLOCK_N) >= 16, s
+
+
+# -- planted mistakes: a W4A16 / W8A16 kernel written here, wrong in one way each --------------------------------------
+
+
+@triton.jit
+def planted_w4a16_kernel(
+    x_ptr,
+    packed_ptr,
+    scale_ptr,
+    zero_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_pn,
+    stride_sn,
+    stride_om,
+    stride_os,
+    GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    MISTAKE: tl.constexpr,
+):
+    pid_m, pid_n = L5.grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    groups = tl.cdiv(K, GROUP_SIZE)
+    if MISTAKE == "drop last group":
+        groups = K // GROUP_SIZE
+    per_split = tl.cdiv(groups, SPLIT_K)
+    first = tl.program_id(1) * per_split
+    last = tl.minimum(first + per_split, groups)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_j = tl.arange(0, GROUP_SIZE // 2)
+    mask_m, mask_n = offs_m < M, offs_n < N
+    rows_n = offs_n.to(tl.int64)
+    x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    p_rows = packed_ptr + rows_n[:, None] * stride_pn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for g in range(first, last):
+        byte = tl.load(p_rows + g * (GROUP_SIZE // 2) + offs_j[None, :], mask=mask_n[:, None], other=0)
+        gs = g
+        if MISTAKE == "group 0":
+            gs = 0
+        scale = tl.load(scale_ptr + rows_n * stride_sn + gs, mask=mask_n, other=0.0).to(tl.float32)
+        zero = tl.load(zero_ptr + rows_n * stride_sn + gs, mask=mask_n, other=0).to(tl.float32)
+        k_even = g * GROUP_SIZE + 2 * offs_j
+        mask_k = (k_even[None, :] < K) | (MISTAKE == "x unmasked along K")
+        x_even = tl.load(x_rows + k_even[None, :], mask=mask_m[:, None] & mask_k, other=0.0)
+        mask_k = (k_even[None, :] + 1 < K) | (MISTAKE == "x unmasked along K")
+        x_odd = tl.load(x_rows + k_even[None, :] + 1, mask=mask_m[:, None] & mask_k, other=0.0)
+        q_lo = byte & 0xF
+        q_hi = byte >> 4
+        if MISTAKE == "swapped":
+            q_lo, q_hi = q_hi, q_lo
+        if MISTAKE == "unmasked":
+            q_lo = byte
+        z = zero[:, None]
+        if MISTAKE == "no zero":
+            z = 0.0 * z
+        if MISTAKE == "plus zero":
+            z = -z
+        lo = (q_lo.to(tl.float32) - z).to(x_even.dtype)
+        hi = (q_hi.to(tl.float32) - z).to(x_even.dtype)
+        if MISTAKE == "byte group":  # each byte's scale from (byte index) // GROUP_SIZE, dequantized in place
+            gb = (g * (GROUP_SIZE // 2) + offs_j[None, :]) // GROUP_SIZE
+            sb = tl.load(scale_ptr + rows_n[:, None] * stride_sn + gb, mask=mask_n[:, None], other=0.0).to(tl.float32)
+            zb = tl.load(zero_ptr + rows_n[:, None] * stride_sn + gb, mask=mask_n[:, None], other=0).to(tl.float32)
+            lo = ((q_lo.to(tl.float32) - zb) * sb).to(tl.float32)
+            hi = ((q_hi.to(tl.float32) - zb) * sb).to(tl.float32)
+            part = tl.dot(x_even.to(tl.float32), tl.trans(lo), input_precision="ieee")
+            acc += tl.dot(x_odd.to(tl.float32), tl.trans(hi), part, input_precision="ieee")
+        else:
+            part = tl.dot(x_even, tl.trans(lo), input_precision=DOT_PRECISION)
+            part = tl.dot(x_odd, tl.trans(hi), part, input_precision=DOT_PRECISION)
+            if MISTAKE == "scale twice":
+                part = part * scale[None, :]
+            acc += part * scale[None, :]
+    out = out_ptr + tl.program_id(1) * stride_os + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+
+def planted_w4a16(mistake):
+    def w4a16(x, w, *, out=None):
+        M, (N, K) = x.shape[0], w.shape
+        out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device)
+        sched = L.schedule(M, N, K, w.group_size)
+        strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
+        return L._launch(planted_w4a16_kernel, x, (w.packed, w.scale, w.zero), out, M, N, K, strides, sched,
+                         GROUP_SIZE=w.group_size, MISTAKE=mistake)  # fmt: skip
+
+    return w4a16
+
+
+W4_MISTAKES = {
+    "swapped": "nibbles are swapped",
+    "no zero": "zero point is not subtracted",
+    "plus zero": "zero point is added",
+    "unmasked": "low nibble is not masked",
+    "group 0": "group 0's scale",
+    "byte group": "scale of the wrong group",
+    "scale twice": "scale is applied twice",
+    "drop last group": "misses the last, partial group",
+}
+
+
+def test_planted_w4a16_without_a_mistake_passes():
+    L.check_w4a16(planted_w4a16("none"), quiet=True)
+
+
+@pytest.mark.parametrize("mistake", list(W4_MISTAKES))
+def test_planted_w4a16_mistake_gets_its_hint(mistake):
+    with pytest.raises(AssertionError, match=W4_MISTAKES[mistake]):
+        L.check_w4a16(planted_w4a16(mistake), quiet=True)
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="memory is watched under the interpreter only")
+def test_planted_w4a16_reading_x_past_k_is_caught_by_the_memory_watch():
+    # the padded last group's codes dequantize to 0, so the output is right (unless the bytes past x hold a NaN):
+    # the addresses give it away either way
+    with pytest.raises(AssertionError, match="touches memory outside the tensors it was given"):
+        L.check_w4a16(planted_w4a16("x unmasked along K"), quiet=True)
+
+
+@triton.jit
+def planted_w8a16_kernel(
+    x_ptr,
+    q_ptr,
+    scale_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_qn,
+    stride_om,
+    stride_os,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    MISTAKE: tl.constexpr,
+):
+    pid_m, pid_n = L5.grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    steps = tl.cdiv(K, BLOCK_K)
+    if MISTAKE == "drop last step":
+        steps = K // BLOCK_K
+    per_split = tl.cdiv(steps, SPLIT_K)
+    first = tl.program_id(1) * per_split
+    last = tl.minimum(first + per_split, steps)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_m, mask_n = offs_m < M, offs_n < N
+    x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    q_rows = q_ptr + offs_n.to(tl.int64)[:, None] * stride_qn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for step in range(first, last):
+        k = step * BLOCK_K + offs_k
+        x = tl.load(x_rows + k[None, :], mask=mask_m[:, None] & (k[None, :] < K), other=0.0)
+        q = tl.load(q_rows + k[None, :], mask=mask_n[:, None] & (k[None, :] < K), other=0)
+        if MISTAKE == "unsigned":
+            q = q.to(tl.uint8).to(tl.int32)
+        acc += tl.dot(x, tl.trans(q.to(x.dtype)), input_precision=DOT_PRECISION)
+    if MISTAKE != "no scale":
+        acc = acc * tl.load(scale_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+    out = out_ptr + tl.program_id(1) * stride_os + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+
+def planted_w8a16(mistake):
+    def w8a16(x, w, *, out=None):
+        M, (N, K) = x.shape[0], w.shape
+        out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device)
+        BLOCK_K = 128 if M <= L.DECODE_M else 64
+        sched = L.schedule(M, N, K, BLOCK_K)
+        return L._launch(planted_w8a16_kernel, x, (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)),
+                         sched, BLOCK_K=BLOCK_K, MISTAKE=mistake)  # fmt: skip
+
+    return w8a16
+
+
+W8_MISTAKES = {
+    "no scale": "scale is not applied",
+    "unsigned": "read as unsigned bytes",
+    "drop last step": "misses its last, partial step",
+}
+
+
+def test_planted_w8a16_without_a_mistake_passes():
+    L.check_w8a16(planted_w8a16("none"), quiet=True)
+
+
+@pytest.mark.parametrize("mistake", list(W8_MISTAKES))
+def test_planted_w8a16_mistake_gets_its_hint(mistake):
+    with pytest.raises(AssertionError, match=W8_MISTAKES[mistake]):
+        L.check_w8a16(planted_w8a16(mistake), quiet=True)
+
+
+# -- refusals and empty inputs --------------------------------------------------------------------------------------
+
+
+def test_formats_and_specs_refuse_inconsistent_parts():
+    w = weight(6, 100, dtype=torch.float32)
+    q8, q4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, 32)
+    u8 = lambda *s: torch.zeros(*s, dtype=torch.uint8, device=DEV)  # noqa: E731
+    cases = {
+        "group size 48": (lambda: L.quantize_int4_ref(w, 48), "group_size=48 is not offered"),
+        "group size 48 in the bundle": (lambda: L.Int4Weight(q4.packed, q4.scale, q4.zero, 100, 48), "not offered"),
+        "an int weight": (lambda: L.quantize_int8_ref(w.long()), "dtype int64"),
+        "a 1-D weight": (lambda: L.quantize_int8_ref(w[0]), "2 dimension"),
+        "codes past 15": (lambda: L.pack_int4(u8(2, 4) + 16), "int4 codes are 0 .. 15"),
+        "an odd K to pack": (lambda: L.pack_int4(u8(2, 5)), "pad K to an even number"),
+        "int8 codes to pack": (lambda: L.pack_int4(u8(2, 4).to(torch.int8)), "dtype int8"),
+        "scales of another weight": (lambda: L.Int8Weight(q8.q, q8.scale[:-1]), r"Int8Weight.scale has shape"),
+        "int scales": (lambda: L.Int8Weight(q8.q, q8.scale.int()), "scales are fp32, fp16 or bf16"),
+        "int16 codes": (lambda: L.Int8Weight(q8.q.short(), q8.scale), "2-D int8 tensor"),
+        "packed too short for K": (lambda: L.Int4Weight(q4.packed, q4.scale, q4.zero, 200, 32), "needs 7 x 32"),
+        "scales per row for int4": (lambda: L.Int4Weight(q4.packed, q4.scale[:, 0], q4.zero, 100, 32), "scale has"),
+        "float zero points": (lambda: L.Int4Weight(q4.packed, q4.scale, q4.zero.float(), 100, 32), "uint8 tensor"),
+        "zero points of another shape": (lambda: L.Int4Weight(q4.packed, q4.scale, q4.zero[:1], 100, 32), "zero has"),
+        "packed as int8": (lambda: L.Int4Weight(q4.packed.to(torch.int8), q4.scale, q4.zero, 100, 32), "uint8"),
+        "K as a float": (lambda: L.Int4Weight(q4.packed, q4.scale, q4.zero, 100.0, 32), "non-negative int"),
+        "3 bits": (lambda: L.quantize(w, 3), "bits=3"),
+    }
+    for what, (call, message) in cases.items():
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+        utils.refuses({what: call}, quiet=True)
+
+
+def test_launchers_refuse_bad_inputs():
+    w = weight(6, 100)
+    q8, q4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, 32)
+    x = torch.randn(3, 100, device=DEV, dtype=ENV.dtype)
+    cases = {
+        "x with the wrong K": (lambda: L.w4a16(x[:, :64].contiguous(), q4), "K=100"),
+        "a plain tensor as the weight": (lambda: L.w4a16(x, w), "must be an Int4Weight"),
+        "an Int4Weight to w8a16": (lambda: L.w8a16(x, q4), "must be an Int8Weight"),
+        "int activations": (lambda: L.w8a16(x.long(), q8), "dtype int64"),
+        "a non-contiguous x": (lambda: L.w8a16(x.T.contiguous().T, q8), "non-contiguous"),
+        "a 3-D x": (lambda: L.w4a16(x[None], q4), "2 dimension"),
+        "out of the wrong shape": (lambda: L.w8a16(x, q8, out=torch.empty(3, 7, device=DEV, dtype=x.dtype)), "shape"),
+        "out of the wrong dtype": (
+            lambda: L.w4a16(x, q4, out=torch.empty(3, 6, device=DEV, dtype=torch.float64)),
+            "dtype",
+        ),  # fmt: skip
+        "out aliasing x": (lambda: L.w8a16(x, q8, out=x[:, :6]), "non-contiguous|shares memory"),
+        "BLOCK_N not a power of two": (lambda: L.w4a16(x, q4, BLOCK_N=48), "power of two"),
+        "BLOCK_M below 16": (lambda: L.w8a16(x, q8, BLOCK_M=8), "at least 16"),
+        "SPLIT_K of 3": (lambda: L.w8a16(x, q8, SPLIT_K=3), "power of two"),
+    }
+    for call, message in cases.values():
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+
+
+@pytest.mark.parametrize("M, N, K", [(0, 6, 100), (3, 0, 100), (3, 6, 0), (0, 0, 0)])
+def test_empty_inputs(M, N, K):
+    w = weight(N, K)
+    x = torch.randn(M, K, device=DEV, dtype=ENV.dtype)
+    for fn, qw in ((L.w8a16, L.quantize_int8_ref(w)), (L.w4a16, L.quantize_int4_ref(w, 64))):
+        y = fn(x, qw)
+        assert y.shape == (M, N) and y.dtype == x.dtype
+        assert bool((y == 0).all()), "an empty sum over K is 0"
+
+
+# -- the quantized model -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = ckpt.build_checkpoint(tmp_path_factory.mktemp("tiny"))
+    return L8.load_model(folder, dtype=torch.float32), L8.load_tokenizer(folder)
+
+
+@pytest.mark.parametrize("bits, group_size, head", [(8, 128, True), (4, 64, True), (4, 32, False)])
+def test_quantized_model_matches_its_dequantized_reference(tiny, bits, group_size, head):
+    model = L.quantize_model(tiny[0], bits, group_size, head=head)
+    kinds = {type(t).__name__ for w in model.layers for t in (w.wqkv, w.wo, w.w13, w.w2)}
+    assert kinds == {"Int8Weight" if bits == 8 else "Int4Weight"}
+    assert isinstance(model.lm_head, torch.Tensor) != head
+    L.check_quantized_model(model, quiet=True)
+
+
+def test_quantized_model_reads_fewer_bytes_and_stays_close(tiny):
+    model, tokenizer = tiny
+    ids = torch.tensor(tokenizer.encode(L.utils.quantization.TEXT.read_text()).ids[:40], device=DEV)
+    ppl = {bits: L.perplexity(L.quantize_model(model, bits, 64), ids, window=20) for bits in (16, 8, 4)}
+    size = {bits: L.model_weight_bytes(L.quantize_model(model, bits, 64)) for bits in (16, 8, 4)}
+    assert size[4] < size[8] < size[16]
+    assert all(math.isfinite(p) and p > 1 for p in ppl.values())
+    assert abs(math.log(ppl[8] / ppl[16])) < 0.05, ppl  # int8: ~1% error per weight moves the loss very little
+
+
+def test_transposed_refuses_other_operations(tiny):
+    qw = L.quantize_int8_ref(weight(6, 64))
+    x = torch.randn(3, 64, device=DEV, dtype=ENV.dtype)
+    with pytest.raises(TypeError):
+        torch.add(x, qw.T)
+    with pytest.raises(TypeError):
+        qw.T @ x
+    torch.testing.assert_close(x @ qw.T, L.w8a16(x, qw))
+    y = torch.zeros(3, 6, device=DEV, dtype=x.dtype)
+    torch.testing.assert_close(y.addmm_(x, qw.T), L.w8a16(x, qw))
+
+
+# -- compiled for an H100 without one: the schedules' tiles fit the registers -----------------------------------------
+
+
+def _kernels_file(tmp_path):
+    """Lesson 12's @triton.jit functions and lesson 05's grouped_tile (which they call) in one file, as
+    utils.offline compiles kernels from a single module's source."""
+    import ast
+    from pathlib import Path
+
+    parts = ["import triton", "import triton.language as tl", ""]
+    for module, keep in ((L5, {"grouped_tile"}), (L, None)):
+        source = Path(module.__file__).read_text()
+        for node in ast.parse(source).body:
+            decorators = [ast.get_source_segment(source, d) for d in getattr(node, "decorator_list", [])]
+            jit = isinstance(node, ast.FunctionDef) and any(d.endswith("jit") for d in decorators)
+            if jit and (keep is None or node.name in keep):
+                parts.append("@triton.jit\n" + ast.get_source_segment(source, node) + "\n")
+    path = tmp_path / "l12_kernels.py"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def test_kernels_compile_for_sm90_without_spills_at_the_schedules(tmp_path):
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    jobs = []
+    for M, N, K in ((1, 14336, 4096), (16, 4096, 14336), (2048, 14336, 4096)):
+        for kernel, bits, extra in (
+            ("w8a16_kernel", 8, {}),
+            ("w4a16_kernel", 4, {}),
+            ("w4a16_fast_kernel", 4, dict(MAGIC=0x4300, OFFSET=128.0, FOLD_ZERO=M <= L.DECODE_M)),
+        ):
+            BLOCK_K = 128 if bits == 4 or M <= L.DECODE_M else 64
+            s = L.schedule(M, N, K, BLOCK_K, sm_count=132, bits=bits, smem=227 * 1024)
+            out = "fp32" if s.SPLIT_K > 1 else "bf16"
+            ints = dict(M=M, N=N, K=K, stride_xm=K, stride_om=N, stride_os=M * N if s.SPLIT_K > 1 else 0)
+            meta = dict(BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, SPLIT_K=s.SPLIT_K, GROUP_M=8, DOT_PRECISION="tf32")
+            if bits == 8:
+                pointers = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", out_ptr=out)
+                ints["stride_qn"], meta["BLOCK_K"] = K, BLOCK_K
+            else:
+                pointers = dict(x_ptr="bf16", packed_ptr="u8", scale_ptr="bf16", zero_ptr="u8", out_ptr=out)
+                ints.update(stride_pn=K // 2, stride_sn=K // 128)
+                meta.update(GROUP_SIZE=128, **extra)
+            jobs.append(offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps,
+                                    num_stages=s.num_stages))  # fmt: skip
+    for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = f"{job['kernel']} at M={job['ints']['M']}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
