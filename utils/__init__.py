@@ -5,7 +5,7 @@ offline (compiling for a GPU that is not there), timing, roofline, pictures, les
 notebooks (participant copies), hints and explorers (widgets).
 """
 
-from . import hints, offline  # so that `utils.hints.answer(...)`, `utils.offline...` work after `import utils`
+from . import hints  # so that `utils.hints.answer(...)` works after `import utils`
 from .checking import (
     check,
     nan_empty,
@@ -41,3 +41,12 @@ __all__ = [
     "require_int32_offsets",
     "watch_memory",
 ]
+
+
+def __getattr__(name):
+    """`utils.offline` on first use: imported lazily, so that `python -m utils.offline` runs it fresh."""
+    if name == "offline":
+        import importlib
+
+        return importlib.import_module(".offline", __name__)
+    raise AttributeError(f"module 'utils' has no attribute {name!r}")
