@@ -181,11 +181,11 @@ def test_lesson07_rmsnorm_weight_read_past_its_end_is_caught(monkeypatch):
 
 @triton.jit
 def block_sum_unmasked_kernel(x_ptr, sums_ptr, n, BLOCK_SIZE: tl.constexpr):
-    """Lesson 10's block sums with the load unmasked: only the last block's sum is wrong, and no later block adds
-    it, so every output of the scan is still right."""
+    """Lesson 10's block sums with the load unmasked, its lanes past the end dropped after the load: every sum, and
+    so every output of the scan, is still right (and the garbage read cannot overflow an int32 sum)."""
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    x = tl.load(x_ptr + offs)  # the mistake
+    x = tl.where(offs < n, tl.load(x_ptr + offs), 0)  # the mistake: the load itself is not masked
     tl.store(sums_ptr + pid, tl.sum(x, axis=0))
 
 
