@@ -214,8 +214,15 @@ def _notebook_page(context, base, token, filename):
 
 
 def _wait_settled(page, base, token, timeout_s=RUN_TIMEOUT_S):
-    """Until no cell shows [*] and the kernel reports idle, three polls in a row."""
+    """Until the run has started (a prompt shows [*] or a number), then no cell shows [*] and the kernel reports
+    idle, three polls in a row. Without the first condition a kernel still idle just after "Run All Cells" counts
+    as finished before anything ran."""
     deadline, calm = time.monotonic() + timeout_s, 0
+    prompts = page.locator(".jp-InputPrompt")
+    while not any(re.search(r"\[(\*|\d+)\]", t) for t in prompts.all_inner_texts()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no cell started running within {timeout_s} s of Run All Cells")
+        page.wait_for_timeout(200)
     while calm < 3:
         if time.monotonic() > deadline:
             raise AssertionError(f"cells still running after {timeout_s} s")
