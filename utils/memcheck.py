@@ -23,16 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .checking import _span as tensor_span  # the byte range [start, end) a tensor may touch
 from .mode import current
-
-
-def tensor_span(t: torch.Tensor) -> tuple[int, int]:
-    """The byte range ``[start, end)`` that a tensor (any view, any strides) may touch; empty for no elements."""
-    if t.numel() == 0:
-        return t.data_ptr(), t.data_ptr()
-    lo = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if stride < 0)
-    hi = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if stride > 0)
-    return t.data_ptr() + lo * t.element_size(), t.data_ptr() + (hi + 1) * t.element_size()
 
 
 @dataclass
