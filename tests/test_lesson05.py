@@ -421,6 +421,7 @@ H200_CONFIGS = [
     (128, 128, 64, 4, 3),
     (64, 128, 64, 4, 4),
 ]
+SMALL_M_GPU_CONFIGS = [(16, 64, 128, 4, 4), (16, 32, 256, 4, 3), (32, 64, 128, 4, 4)]  # SMALL_M_CONFIGS on a GPU
 
 
 @pytest.mark.parametrize("budget", [64 * 1024, 163 * 1024, 227 * 1024], ids=["T4", "A100", "H100"])
@@ -501,3 +502,44 @@ def test_small_m_configs_are_tried_for_a_few_rows_only(monkeypatch):
     many = L.prune_configs(configs, {"a_ptr": a16, "M": L.SMALL_M + 1})
     assert small[0] in few and small[0] not in many
     assert all(c in few for c in many)  # the usual ones stay candidates: the autotuner decides
+
+
+def _matmul_job(config, dtype, capability, M=4096, N=4096, K=4096):
+    BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages = config
+    return offline.job(
+        "matmul_kernel",
+        pointers=dict(a_ptr=dtype, b_ptr=dtype, c_ptr=dtype, bias_ptr=dtype),
+        ints=dict(M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=N, stride_bn=1, stride_cm=N, stride_cn=1),
+        constexprs=dict(
+            BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8, HAS_BIAS=False, ACTIVATION=None, ALIGN=16
+        ),  # fmt: skip
+        num_warps=num_warps,
+        num_stages=num_stages,
+        capability=capability,
+    )
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_tensor_cores_from_an_a100_on_not_on_a_t4():
+    """What the lesson says about Colab's T4: the pinned Triton compiles tl.dot for sm_75 to plain FMAs (no mma),
+    for sm_80 to mma.sync. If a Triton release adds a Turing tensor-core path, this fails and the text must change."""
+    t4, a100 = offline.compile_kernels(L.__file__, [_matmul_job((64, 128, 64, 4, 2), "fp16", c) for c in (75, 80)])
+    assert "mma" not in t4.ptx and "fma.rn" in t4.ptx
+    assert "mma.sync" in a100.ptx
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+@pytest.mark.parametrize("capability, budget", [(75, 64 * 1024), (80, 163 * 1024), (90, 227 * 1024)])
+def test_the_configs_kept_for_a_gpu_fit_its_shared_memory_as_the_compiler_counts_it(capability, budget, monkeypatch):
+    """fitting_configs decides from smem_bytes, an estimate; the compiler's own count for that GPU must not exceed
+    the budget (a launch asking for more fails with 'out of resources')."""
+    monkeypatch.setattr(L, "env", dataclasses.replace(L.env, shared_memory_bytes=budget))
+    jobs, kept = [], []
+    for elem, dtype in ((2, "fp16"), (4, "fp32")):
+        for c in L.fitting_configs([L.make_config(*c) for c in H200_CONFIGS + SMALL_M_GPU_CONFIGS], elem):
+            k = c.kwargs
+            config = (k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"], c.num_warps, c.num_stages)
+            jobs.append(_matmul_job(config, dtype, capability))
+            kept.append((dtype, config))
+    for (dtype, config), compiled in zip(kept, offline.compile_kernels(L.__file__, jobs)):
+        assert compiled.shared <= budget, f"{dtype} {config} on sm_{capability}: {compiled.shared} B > {budget} B"

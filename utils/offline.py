@@ -119,13 +119,14 @@ for job in request["jobs"]:
         spills = re.search(r"(\d+) bytes spill stores", report.stderr)
         results.append({
             "ptx": ptx,
+            "shared": int(compiled.metadata.shared),
             "registers": int(regs.group(1)) if regs else None,
             "spill_bytes": int(spills.group(1)) if spills else 0,
             "ptxas": report.stderr[-2000:],
             "error": None if report.returncode == 0 else "ptxas: " + report.stderr[-2000:],
         })
     except Exception as e:  # one kernel's failure is reported with its job, the others still compile
-        results.append({"ptx": "", "registers": None, "spill_bytes": 0, "ptxas": "",
+        results.append({"ptx": "", "shared": None, "registers": None, "spill_bytes": 0, "ptxas": "",
                         "error": "".join(traceback.format_exception_only(type(e), e))[-3000:]})
 print(json.dumps(results))
 """
@@ -136,6 +137,7 @@ class Compiled:
     """What one offline compile produced: the PTX and what ptxas said about it."""
 
     ptx: str
+    shared: int | None  # bytes of shared memory one program asks for (what a launch checks against the GPU's)
     registers: int | None
     spill_bytes: int
     ptxas: str
@@ -385,8 +387,8 @@ def _main(argv=None):
     results = compile_kernels(Path(__file__), todo, raise_errors=False)
     for j, r in zip(todo, results):
         where = f"{Path(j['path']).stem}.{j['kernel']}"
-        print(f"{where:60s} " + (f"ERROR {r.error.strip().splitlines()[-1]}" if r.error else
-                                  f"{r.registers} registers, {r.spill_bytes} bytes spilled"))  # fmt: skip
+        report = f"{r.registers} registers, {r.spill_bytes} bytes spilled, {r.shared} B shared memory"
+        print(f"{where:60s} " + (f"ERROR {r.error.strip().splitlines()[-1]}" if r.error else report))
     for s in skipped:
         print("not run outside its notebook:", s)
     failed = sum(1 for r in results if r.error)
