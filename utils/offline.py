@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -146,8 +147,6 @@ class Compiled:
     @property
     def cp_async_bytes(self) -> set[int]:
         """Widths (bytes) of the asynchronous global-to-shared copies: 16 is the fast path, 4 or 2 a narrow one."""
-        import re
-
         return {
             int(w, 0)
             for w in re.findall(r"cp\.async\.c[ag]\.shared\.global[^;]*?,\s*(0x[0-9a-f]+|\d+)\s*[,;]", self.ptx)
@@ -160,8 +159,6 @@ class Compiled:
     @property
     def scalar_global_loads(self) -> int:
         """How many one-element global loads (``ld.global`` of 16 or 32 bits, no vector) the PTX has."""
-        import re
-
         return len(re.findall(r"ld\.global(?:\.[a-z0-9:]+)*\.b(?:16|32) ", self.ptx))
 
 
