@@ -8,9 +8,10 @@
 - one trace (256 requests arriving at 1000/s: an overload, so tokens/s is the server's capacity) replayed on the
   wall clock through the lesson's engine and SmolLM2-135M's shape (30 layers, hidden 576, 9 heads sharing 3) with
   random weights and the course's small local vocabulary, a pool of 512 blocks of 16 tokens: in-flight batching
-  (8 and 32 requests in flight) against static batches of 8. ms is the replay's span (first arrival to last token)
-  for the same tokens, so ``× baseline`` is the throughput ratio; tokens/s, p99 time between tokens, p99 time to
-  first token and the peak KV memory (with lesson 08's contiguous worst case for 8 rows) are in the impl text;
+  (8 and 32 requests in flight, and 8 with steps of at most 16 tokens) against static batches of 8. ms is the
+  replay's span (first arrival to last token) for the same tokens, so ``× baseline`` is the throughput ratio;
+  tokens/s, p99 time between tokens, p99 time to first token and the peak KV memory (with lesson 08's contiguous
+  worst case for 8 rows) are in the impl text;
 - speculative decoding at batch 1, k = 4, 128 new tokens after a 64-token prompt, against the target alone through
   the same paged step. Random weights make any draft a poor guesser, so the target here is SmolLM2's shape whose
   layers after the third add little (their output projections scaled by 0.05) and the draft is its first three
@@ -71,27 +72,33 @@ def smollm2(quiet_layers_after=None):
 def serving_trace(model) -> list[Row]:
     n_blocks, max_len = 512, 256
     block_mb = L.block_bytes(model.args, P) / 1e6
-    configs = {"static, 8 rows": ("static", 8), "in-flight, 8": ("in-flight", 8), "in-flight, 32": ("in-flight", 32)}
+    configs = {  # name: (policy, rows, tokens a step may carry)
+        "static, 8 rows": ("static", 8, 64),
+        "in-flight, 8": ("in-flight", 8, 64),
+        "in-flight, 8, 16-token steps": ("in-flight", 8, 16),  # less prefill per step: the p99 TBT trade
+        "in-flight, 32": ("in-flight", 32, 64),
+    }
 
-    def replay(trace, policy, rows):
-        engine = L.Engine(L.ModelRunner(model, n_blocks, P, max_len), L.BlockPool(n_blocks, P), policy=policy,
-                          max_seqs=rows, max_step_tokens=64, block_bytes=L.block_bytes(model.args, P))  # fmt: skip
+    def replay(trace, policy, rows, step_tokens):
+        runner, pool = L.ModelRunner(model, n_blocks, P, max_len), L.BlockPool(n_blocks, P)
+        engine = L.Engine(runner, pool, policy=policy, max_seqs=rows, max_step_tokens=step_tokens,
+                          block_bytes=L.block_bytes(model.args, P))  # fmt: skip
         return serving.replay(engine, trace, serving.WallClock())
 
     warm = serving.make_trace(48, rate=1000.0, seed=1, vocab_size=model.args.vocab_size)
-    for policy, rows in configs.values():  # compiles every kernel variant (decode, chunks) before timing
-        replay(warm, policy, rows)
+    for config in configs.values():  # compiles every kernel variant (decode, chunks) before timing
+        replay(warm, *config)
     trace = serving.make_trace(256, rate=1000.0, seed=0, vocab_size=model.args.vocab_size)
     span, stats = {}, {}
-    for name, (policy, rows) in configs.items():
-        rec = replay(trace, policy, rows)
+    for name, config in configs.items():
+        rec = replay(trace, *config)
         span[name], stats[name] = rec.end - min(rec.arrival.values()), serving.metrics(rec)
         print(f"  {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in stats[name].items()))
     longest = max(len(r.prompt) + r.max_new_tokens for r in trace)
     worst_mb = L.kv_cache_bytes(model.args, 8, longest) / 1e6
     base = "static, 8 rows"
     out = []
-    for name in ("in-flight, 8", "in-flight, 32"):
+    for name in [n for n in configs if n != base]:
         s, b = stats[name], stats[base]
         out.append(
             Row(
