@@ -83,6 +83,43 @@ def _tensors(name, value):
         yield from _tensors(name, value.base)
 
 
+def launch_arguments(executor, args, kwargs) -> dict:
+    """A launch's arguments by parameter name, defaults filled in, as the interpreter's GridExecutor receives them
+    (keywords that are launch options, num_warps and the like, left out); by position if they do not bind."""
+    signature = inspect.signature(executor.fn)
+    try:
+        bound = signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
+    except TypeError:
+        return {f"argument {i}": a for i, a in enumerate(args)}
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+@contextlib.contextmanager
+def intercept_launches(before, after=None):
+    """Under the interpreter, for every kernel launched inside the block: ``before(executor, args, kwargs)`` just
+    before it runs and ``after()`` once it has (errors included). Patches the interpreter's GridExecutor and puts it
+    back on leaving; raises AttributeError/ImportError where this Triton's interpreter has no GridExecutor."""
+    from triton.runtime import interpreter
+
+    executor = interpreter.GridExecutor
+    original = executor.__call__
+
+    def call(self, *args, **kwargs):
+        before(self, args, kwargs)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            if after is not None:
+                after()
+
+    executor.__call__ = call
+    try:
+        yield
+    finally:
+        executor.__call__ = original
+
+
 @contextlib.contextmanager
 def watch_memory():
     """Watches every kernel launched inside the block (interpreter only); yields a :class:`Watch`."""
@@ -96,10 +133,9 @@ def watch_memory():
         from triton.runtime import interpreter
 
         builder = interpreter.interpreter_builder
-        executor = interpreter.GridExecutor
+        interpreter.GridExecutor  # noqa: B018 - intercept_launches needs it: fail here, with the note, if missing
         names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")
         originals = {n: getattr(builder, n) for n in names}
-        original_call = executor.__call__
     except (ImportError, AttributeError) as error:  # another Triton's interpreter: say so, do not fail the check
         watch.note = f"memory not watched: this Triton's interpreter differs ({error})"
         yield watch
@@ -151,36 +187,22 @@ def watch_memory():
         audit("atomically updates", ptr, None)
         return originals["create_atomic_cas"](ptr, cmp, val, *rest, **kw)
 
-    def call(self, *args, **kwargs):
-        try:
-            params = inspect.signature(self.fn).parameters
-            bound = (
-                inspect.signature(self.fn)
-                .bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
-                .arguments
-            )
-        except TypeError:
-            bound = {f"argument {i}": a for i, a in enumerate(args)}
+    def before(executor, args, kwargs):
         spans = []
-        for name, value in bound.items():
+        for name, value in launch_arguments(executor, args, kwargs).items():
             for label, t in _tensors(name, value):
                 if t.device.type == "cpu":
                     spans.append((label, *tensor_span(t), t.element_size()))
-        launch.update(kernel=getattr(self.fn, "__name__", "kernel"), spans=spans)
+        launch.update(kernel=getattr(executor.fn, "__name__", "kernel"), spans=spans)
         watch.launches += 1
-        try:
-            return original_call(self, *args, **kwargs)
-        finally:
-            launch.clear()
 
     builder.create_masked_load, builder.create_masked_store = load, store
     builder.create_atomic_rmw, builder.create_atomic_cas = rmw, cas
-    executor.__call__ = call
     watch.watched = True
     try:
-        yield watch
+        with intercept_launches(before, after=launch.clear):
+            yield watch
     finally:
-        executor.__call__ = original_call
         for n in names:  # back to the class's own methods (lesson 09's memcheck patches the same way)
             if n in vars(builder):
                 delattr(builder, n)

@@ -239,29 +239,22 @@ def record_launches():
     what the launch passed (its module file as ``path``, pointer dtypes, integers, constexprs, num_warps and
     num_stages), ready for :func:`compile_kernels`. Launches that pass tensor descriptors (TMA) are skipped: their
     compile needs the descriptor's layout, which only a GPU launch builds."""
+    from .memcheck import intercept_launches
     from .mode import current
 
     jobs: list[dict] = []
     if not current().interpret:
         yield jobs
         return
-    from triton.runtime import interpreter
 
-    executor = interpreter.GridExecutor
-    original = executor.__call__
-
-    def call(self, *args, **kwargs):
+    def record(executor, args, kwargs):
         try:
-            jobs.append(_job_from_launch(self, args, kwargs))
+            jobs.append(_job_from_launch(executor, args, kwargs))
         except _Skip:
             pass
-        return original(self, *args, **kwargs)
 
-    executor.__call__ = call
-    try:
+    with intercept_launches(record):
         yield jobs
-    finally:
-        executor.__call__ = original
 
 
 class _Skip(Exception):
@@ -269,16 +262,13 @@ class _Skip(Exception):
 
 
 def _job_from_launch(executor, args, kwargs) -> dict:
-    import inspect
-
     import torch
 
+    from .memcheck import launch_arguments
+
     fn = executor.fn
-    params = inspect.signature(fn).parameters
-    bound = inspect.signature(fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
-    bound.apply_defaults()
     pointers, ints, constexprs = {}, {}, {}
-    for name, value in bound.arguments.items():
+    for name, value in launch_arguments(executor, args, kwargs).items():
         if name in executor.constexprs or value is None or isinstance(value, str):
             constexprs[name] = value
         elif isinstance(value, torch.Tensor) or hasattr(value, "dtype") and hasattr(value, "data_ptr"):
@@ -328,20 +318,19 @@ def unique(jobs: list[dict], by: str = "signature") -> list[dict]:
 def record_lesson_checks(stems=None):
     """Runs the check cells of the solution notebooks (all, or those whose name starts with one of ``stems``, e.g.
     "05") under the interpreter in their lesson module's namespace, recording every launch. Returns (jobs, skipped):
-    skipped lists the cells that could not run outside their notebook (they use a name only the notebook defines).
-    Call utils.setup() before triton is first imported, as every notebook does."""
+    skipped lists the cells that could not run outside their notebook (they use a name only the notebook defines)."""
     import functools
     import importlib
     import math
     import random
 
+    from .mode import current
+
+    env = current()  # GPU or interpreter, decided before triton is first imported (as every notebook's setup cell)
+
     import torch
     import triton
 
-    from . import setup as _setup
-    from .mode import current
-
-    env = current() if "triton" in sys.modules else _setup(quiet=True)
     root = Path(__file__).resolve().parents[1]
     jobs, skipped = [], []
     for path in sorted((root / "solutions").glob("[0-9][0-9]_*.ipynb")):
@@ -366,8 +355,6 @@ def record_lesson_checks(stems=None):
 def _main(argv=None):
     import argparse
 
-    from . import setup as _setup
-
     parser = argparse.ArgumentParser(description="Compile every kernel the lessons' checks launch, for a GPU that is "
                                      "not there, and print registers, spills and errors.")  # fmt: skip
     parser.add_argument("lessons", nargs="*", help="lesson numbers (default: all), e.g. 05 12")
@@ -376,7 +363,6 @@ def _main(argv=None):
         "--every-config", action="store_true", help="one compile per distinct signature, not per kernel"
     )
     args = parser.parse_args(argv)
-    _setup(quiet=True)
     jobs, skipped = record_lesson_checks(args.lessons)
     todo = unique(jobs, by="signature" if args.every_config else "kernel")
     for j in todo:
