@@ -465,27 +465,33 @@ def test_row_alignment_is_the_largest_power_of_two_dividing_every_size():
     assert L.row_alignment(32, 64, 0) == 16  # an empty dimension does not limit it
 
 
+def _matmul_job(config, dtype="fp16", capability=90, M=4096, N=4096, K=4096, ALIGN=16):
+    """lesson 05's matmul_kernel as matmul() launches it, for utils.offline: config (BLOCK_M, BLOCK_N, BLOCK_K,
+    num_warps, num_stages), A (M, K) and B (K, N) contiguous."""
+    BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages = config
+    return offline.job(
+        "matmul_kernel",
+        pointers=dict(a_ptr=dtype, b_ptr=dtype, c_ptr=dtype, bias_ptr=dtype),
+        ints=dict(M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=N, stride_bn=1, stride_cm=N, stride_cn=1),
+        constexprs=dict(
+            BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8, HAS_BIAS=False, ACTIVATION=None, ALIGN=ALIGN
+        ),  # fmt: skip
+        num_warps=num_warps,
+        num_stages=num_stages,
+        capability=capability,
+    )
+
+
 @pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
 def test_odd_shapes_compile_to_the_fast_path_once_the_launcher_passes_align():
     """Compiled for an H100 (sm_90) without a GPU: at 3000 x 5000 x 1000 no size is a multiple of 16, and without the
     ALIGN hint the kernel loads one element at a time and spills; with the ALIGN the launcher passes (8) it copies
     16-byte vectors and spills nothing, like at 4096^3. This is the collapse the lesson's "Odd shapes" explains."""
-
-    def job(M, N, K, align):
-        ints = dict(M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=N, stride_bn=1, stride_cm=N, stride_cn=1)
-        config = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8)  # the first of MATMUL_CONFIGS on a GPU
-        return offline.job(
-            "matmul_kernel",
-            pointers=dict(a_ptr="fp16", b_ptr="fp16", c_ptr="fp16", bias_ptr="fp16"),
-            ints=ints,
-            constexprs=dict(**config, HAS_BIAS=False, ACTIVATION=None, ALIGN=align),
-            num_warps=8,
-            num_stages=4,
-        )
-
+    config = H200_CONFIGS[0]  # the first of MATMUL_CONFIGS on a GPU: 128 x 256 x 64, 8 warps, 4 stages
     assert L.row_alignment(1000, 5000, 1000, 5000, 5000) == 8  # what matmul() passes at this shape
+    odd = dict(M=3000, N=5000, K=1000)
     round_, odd, odd_unhinted = offline.compile_kernels(
-        L.__file__, [job(4096, 4096, 4096, 16), job(3000, 5000, 1000, 8), job(3000, 5000, 1000, 1)]
+        L.__file__, [_matmul_job(config), _matmul_job(config, ALIGN=8, **odd), _matmul_job(config, ALIGN=1, **odd)]
     )
     for compiled in (round_, odd):
         assert compiled.uses_wgmma and compiled.cp_async_bytes == {16} and compiled.spill_bytes == 0
@@ -504,26 +510,11 @@ def test_small_m_configs_are_tried_for_a_few_rows_only(monkeypatch):
     assert all(c in few for c in many)  # the usual ones stay candidates: the autotuner decides
 
 
-def _matmul_job(config, dtype, capability, M=4096, N=4096, K=4096):
-    BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages = config
-    return offline.job(
-        "matmul_kernel",
-        pointers=dict(a_ptr=dtype, b_ptr=dtype, c_ptr=dtype, bias_ptr=dtype),
-        ints=dict(M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=N, stride_bn=1, stride_cm=N, stride_cn=1),
-        constexprs=dict(
-            BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8, HAS_BIAS=False, ACTIVATION=None, ALIGN=16
-        ),  # fmt: skip
-        num_warps=num_warps,
-        num_stages=num_stages,
-        capability=capability,
-    )
-
-
 @pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
 def test_tensor_cores_from_an_a100_on_not_on_a_t4():
     """What the lesson says about Colab's T4: the pinned Triton compiles tl.dot for sm_75 to plain FMAs (no mma),
     for sm_80 to mma.sync. If a Triton release adds a Turing tensor-core path, this fails and the text must change."""
-    t4, a100 = offline.compile_kernels(L.__file__, [_matmul_job((64, 128, 64, 4, 2), "fp16", c) for c in (75, 80)])
+    t4, a100 = offline.compile_kernels(L.__file__, [_matmul_job((64, 128, 64, 4, 2), capability=c) for c in (75, 80)])
     assert "mma" not in t4.ptx and "fma.rn" in t4.ptx
     assert "mma.sync" in a100.ptx
 
