@@ -67,6 +67,24 @@ def paired(
     ]
 
 
+def graphed(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` captured once in a CUDA graph (after warm-up on a side stream, as torch.cuda.graph asks); returns the
+    graph's replay. Timing a replay measures the GPU's work without the host's: what a launch costs in Python
+    (argument checks, Triton's dispatch) is gone, on both sides of a comparison."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def plain_copy_gbs(nbytes: int = 1 << 30, copies: int = 50) -> float:
     """Copy bandwidth without the harness (CUDA events around back-to-back 1 GiB copies, best of three): a
     cross-check of the ceiling that ``utils.roofline`` measures with ``utils.timing``."""

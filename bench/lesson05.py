@@ -11,6 +11,10 @@ timed by bench.common.paired against cuBLAS in the same run, cuBLAS before and a
 At the awkward shapes, "triton, ALIGN=1" is the same kernel and configuration as "triton" without the launcher's
 alignment hint (lesson 05, "Odd shapes"): the two rows side by side measure what the hint is worth.
 
+At the shapes in HOST_BOUND a kernel takes about as long on the GPU as its launch takes in Python (argument checks and
+Triton's dispatch: tens of microseconds on a slow host CPU), so they are timed once more with both sides replayed from
+CUDA graphs (`bench.common.graphed`): the "(CUDA graph)" rows are the GPU's work alone.
+
 The ladder rows time every step of the lesson at 4096^3 (naive, tiled in row-major order, grouped order, autotuned,
 the final matmul, persistent, persistent + TMA). The fused-epilogue rows time matmul(a, b, bias, "gelu") against
 three spellings in PyTorch: gelu(a @ b + bias) (three kernels), gelu(addmm(bias, a, b)) (cuBLAS adds the bias in its
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.common import Row, paired
+from bench.common import Row, graphed, paired
 from lessons.l05_matmul import (
     matmul,
     matmul_autotuned,
@@ -40,6 +44,9 @@ from lessons.l05_matmul import (
 SQUARE = [(n, n, n) for n in (1024, 2048, 4096, 8192)]
 LLM = [(4096, 11008, 4096), (8192, 14336, 4096), (16384, 4096, 14336), (2048, 5632, 2048)]
 AWKWARD = [(3000, 5000, 1000), (16, 4096, 4096)]
+#: shapes whose GPU time is near what one launch costs the host in Python: timed once more with both sides replayed
+#: from CUDA graphs, the GPU's work alone
+HOST_BOUND = [(1024, 1024, 1024), (2048, 2048, 2048), (3000, 5000, 1000), (16, 4096, 4096)]
 FUSED = (8192, 11008, 4096)
 LADDER = (4096, 4096, 4096)
 CUBLAS = "torch.matmul (cuBLAS)"
@@ -78,9 +85,7 @@ def _matmul_rows(M, N, K, name, dtype) -> list[Row]:
     impls = {**STEPS, **FINAL} if (M, N, K) == LADDER else FINAL
     if (M, N, K) in AWKWARD:
         impls = {**FINAL, "triton, ALIGN=1": matmul_unhinted}  # after "triton": it tunes the configuration
-    return paired(
-        {impl: (lambda fn=fn: fn(a, b)) for impl, fn in impls.items()},
-        (CUBLAS, lambda: torch.matmul(a, b)),
+    counts = dict(
         lesson="05",
         op="matmul",
         shape=_shape(M, N, K),
@@ -88,6 +93,16 @@ def _matmul_rows(M, N, K, name, dtype) -> list[Row]:
         bytes=matmul_bytes(M, N, K, a.element_size()),
         flops=matmul_flops(M, N, K),
     )
+    rows = paired(
+        {impl: (lambda fn=fn: fn(a, b)) for impl, fn in impls.items()}, (CUBLAS, lambda: torch.matmul(a, b)), **counts
+    )
+    if (M, N, K) in HOST_BOUND:
+        rows += paired(
+            {f"{impl} (CUDA graph)": graphed(lambda fn=fn: fn(a, b)) for impl, fn in FINAL.items()},
+            (f"{CUBLAS}, CUDA graph", graphed(lambda: torch.matmul(a, b))),
+            **counts,
+        )
+    return rows
 
 
 def _fused_rows(name, dtype) -> list[Row]:

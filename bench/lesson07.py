@@ -14,7 +14,7 @@
 import torch
 import torch.nn.functional as F
 
-from bench.common import Row, paired
+from bench.common import Row, graphed, paired
 from lessons.l07_llm_layer import (
     LLAMA_1B,
     TRITON_OPS,
@@ -95,20 +95,6 @@ def kernels() -> list[Row]:
     return rows
 
 
-def _graphed(fn):
-    """fn captured once in a CUDA graph (after warm-up on a side stream, as torch.cuda.graph asks); returns replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
-
-
 def layer() -> list[Row]:
     rows, args = [], LLAMA_1B
     for B, T in [(1, 2048), (8, 1024)]:
@@ -140,7 +126,7 @@ def layer() -> list[Row]:
         for _ in range(3):  # record and warm the graph outside the timing
             hf_forward(graphed_hf, x, cos, sin)
         rows += paired(
-            {"triton (CUDA graph)": _graphed(ours)},
+            {"triton (CUDA graph)": graphed(ours)},
             ("HF torch.compile (reduce-overhead: CUDA graph)", lambda: hf_forward(graphed_hf, x, cos, sin)),
             **common,
         )
