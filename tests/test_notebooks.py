@@ -212,6 +212,23 @@ def test_lessons_import_as_plain_modules_without_jupyter():
     assert done.returncode == 0, done.stderr
 
 
+def test_no_two_lessons_define_the_same_public_name():
+    """One name per meaning across the course: a later lesson imports an earlier lesson's definition, or names its
+    own differently (docs/authoring.md). Private helpers (a leading underscore) may repeat."""
+    import ast
+
+    owner: dict[str, str] = {}
+    clashes = []
+    for path in sorted((gen.ROOT / "lessons").glob("l[0-9]*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                if node.name in owner:
+                    clashes.append(f"{node.name} in {owner[node.name]} and {path.name}")
+                owner.setdefault(node.name, path.name)
+    assert owner, "no lesson modules found"
+    assert clashes == [], "defined in two lessons: " + "; ".join(clashes)
+
+
 def test_prose_has_no_accidental_bold():
     """`2**26` written bare in markdown renders as bold between two such numbers: powers go in code spans."""
     found = []
