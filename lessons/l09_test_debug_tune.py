@@ -239,6 +239,7 @@ def splitk_suspects(a, b, split):
 def check_matmul_splitk(fn, *, quiet=False):
     """fn(a, b, out=..., SPLIT_K=s): equal to the fp64 spec bit for bit on exact fp16 inputs (where the order of the
     additions cannot matter), then close to it on random fp32 inputs."""
+    __tracebackhide__ = True
     for (M, N, K), split in SPLITK_CASES:
         x, y = exact_matmul_inputs(M, N, K, torch.float16, device=env.device)
         got = fn(x, y, out=utils.nan_empty((M, N), torch.float16), SPLIT_K=split)
@@ -286,6 +287,7 @@ def bitwise_config_test(launcher, configs, M=37, N=45, K=70, dtype=torch.float16
 
 def check_bitwise_config_test(test, *, quiet=False):
     """test(launcher, configs) must pass correct kernels in any configuration and catch fp16 accumulation."""
+    __tracebackhide__ = True
     x, y = exact_matmul_inputs(37, 45, 70, torch.float16, device=env.device)
     if not bitwise_equal(matmul_splitk(x, y, SPLIT_K=2), matmul_ref(x.double(), y.double()).to(torch.float16)):
         raise AssertionError(
@@ -485,6 +487,7 @@ ROW_SCALE_SHAPES = env.pick(cpu=[(3, 100), (1, 7), (5, 64)], gpu=[(333, 1000), (
 def check_row_scale(fn, *, quiet=False):
     """fn(x, w, out=...) against x * w in fp64 at awkward shapes; under the interpreter, also every address it
     touches (on a GPU, compute-sanitizer does that part: see the lesson)."""
+    __tracebackhide__ = True
     for M, N in ROW_SCALE_SHAPES:
         x = torch.randn(M, N, device=env.device)
         w = torch.randn(N, device=env.device)
@@ -564,6 +567,7 @@ def prune_for_shape(configs, named_args, **kwargs):
 def check_prune_for_shape(fn, *, quiet=False):
     """fn(configs, named_args) on the GPU list of TUNE_CONFIGS for several shapes and dtypes, against the two rules
     (the last two cases keep no config by the rules: the fallback must answer)."""
+    __tracebackhide__ = True
     configs = TUNE_CONFIGS[:-1]
     cases = [(4096, 4096, torch.float16), (8, 4096, torch.float16), (100, 30, torch.float32), (1, 1, torch.float32)]
     for M, N, dtype in cases:
@@ -710,6 +714,7 @@ def check_matmul_flushed(fn, *, quiet=False):
     """fn(a, b, out=..., FLUSH_EVERY=1) on exact positive inputs whose sums over one K step fit fp16 but whose totals
     do not: flushed every step, the result must be exact, bit for bit (every fp16 partial sum is representable, so
     no rounding mode of the tensor cores can change it); then on random fp16 inputs, close to the fp64 spec."""
+    __tracebackhide__ = True
     bk = FP16ACC_TILE["BLOCK_K"]
     for M, N, K in FLUSHED_SHAPES:
         x, y = exact_matmul_inputs(
