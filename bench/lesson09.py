@@ -6,17 +6,19 @@
   twice the rate.
 - split-K at a decoder's shape (16 tokens, 4096 -> 4096): too few tiles to fill the GPU without it.
 
-flops = 2 M N K; bytes = (M K + K N + M N) * 2 (fp16 in and out; split-K's fp32 partials are extra traffic it pays).
+flops = matmul_flops(M, N, K) = 2 M N K; bytes = matmul_bytes(M, N, K, 2) = (M K + K N + M N) * 2 (lesson 01's counts:
+fp16 in and out; split-K's fp32 partials are extra traffic it pays).
 """
 
 import torch
 
 from bench.common import Row, paired
+from lessons.l01_gpu_hardware import matmul_bytes, matmul_flops
 from lessons.l09_test_debug_tune import FP16ACC_TILE, matmul_flushed, matmul_fp16acc, matmul_splitk, matmul_tiled
 
 
 def _costs(M, N, K):
-    return dict(flops=2 * M * N * K, bytes=(M * K + K * N + M * N) * 2)
+    return dict(flops=matmul_flops(M, N, K), bytes=matmul_bytes(M, N, K, 2))  # fp16
 
 
 def run() -> list[Row]:

@@ -39,6 +39,7 @@ from lessons.l11_backward_passes import (
     tiny_llama_loss,
     tiny_llama_weights,
 )
+from utils import timing
 
 VOCAB = 128_256  # Llama 3's
 
@@ -72,12 +73,7 @@ def _with_liger(name, rows_fn) -> list[Row]:
 
 def _peak_mb(fn) -> float:
     """Peak memory allocated while fn() runs, above what was allocated before it (MB)."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - before) / 1e6
+    return timing.peak_memory(fn) / 1e6
 
 
 def _memory_row(op, shape, dtype, ours, baseline, base_fn) -> Row:

@@ -147,6 +147,7 @@ def _check_attention_out(out, ref, suspects, name, quiet, stray=None):
 def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=False):
     """fn(q, k, v, [causal=c,] out=...) for one head, q, k, v (T, D) with rows further apart than D, against
     attention_ref. causal=None: fn takes no causal argument and must compute non-causal attention."""
+    __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
     for T, D in shapes or env.pick(cpu=[(1, 16), (37, 16), (50, 32)], gpu=[(1, 64), (333, 128), (1000, 64)]):
         for c in causal or (None,):
@@ -170,6 +171,7 @@ ATTENTION_SHAPES = utils.mode.current().pick(
 
 def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=False):
     """fn(q, k, v, causal=c, out=...) for q (B, T, H, D) and k, v (B, T, KV, D), views into one qkv buffer."""
+    __tracebackhide__ = True
     dtype = dtype or lesson_dtype()
     for B, T, H, KV, D in shapes or ATTENTION_SHAPES:
         for c in causal:

@@ -235,6 +235,7 @@ def rmsnorm_suspects(x, w, eps, residual=None):
 
 def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
     """fn(x, w, eps, [residual=r,] out=..., [sum_out=...]) against rmsnorm_ref; the last row has a tiny RMS."""
+    __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
     for M, N in shapes or env.pick(cpu=[(1, 7), (5, 64), (3, 100)], gpu=[(1, 7), (333, 2048), (97, 5000)]):
         x, r = (torch.randn(M, N, device=env.device, dtype=dtype) for _ in range(2))
@@ -279,6 +280,7 @@ def rope_suspects(x, cos, sin):
 
 def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
     """fn(q, k, cos, sin, q_out=..., k_out=...) against rope_ref, q and k views into one qkv buffer."""
+    __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
     for B, T, H, KV, D in shapes or env.pick(
         cpu=[(1, 1, 4, 2, 16), (2, 13, 4, 2, 16), (3, 9, 3, 1, 32)],
@@ -301,6 +303,7 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
 
 def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
     """fn(gate_up, out=...) against swiglu_ref."""
+    __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
     for M, N in shapes or env.pick(cpu=[(1, 1), (5, 70), (3, 1500)], gpu=[(1, 1), (333, 5632), (7, 3000)]):
         gate_up = torch.randn(M, 2 * N, device=env.device, dtype=dtype)
@@ -326,6 +329,7 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
 
 def check_layer(ops, *, args=None, B=None, T=None, attn_implementation="sdpa", dtype=None, quiet=False):
     """llama_layer(..., ops) against transformers' LlamaDecoderLayer with the same weights (see above)."""
+    __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
     args = args or env.pick(cpu=TINY, gpu=LLAMA_1B)
     B, T = B or 2, T or env.pick(cpu=21, gpu=333)

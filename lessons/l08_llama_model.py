@@ -517,6 +517,7 @@ def _write_rows(cache, pos, values):
 
 def check_rope_kv_write(fn, *, quiet=False):
     """fn(qkv, cos, sin, pos, k_cache, v_cache, out=...) against rope_kv_write_ref, in fp64."""
+    __tracebackhide__ = True
     env = utils.mode.current()
     dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
     cases = env.pick(
@@ -787,6 +788,7 @@ def _split_partials_ref(q, k_cache, v_cache, lengths, split_len):
 def check_decode_attention(fn, *, quiet=False):
     """fn(q, k_cache, v_cache, lengths, out=...) against decode_attention_ref in fp64, caches full of other
     values past each sequence's length (an earlier, longer conversation), several splits per sequence."""
+    __tracebackhide__ = True
     env = utils.mode.current()
     dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
     cases = env.pick(
@@ -984,6 +986,7 @@ def _low_precision_close(out, truth, ref_low, name, quiet):
 
 def check_model(model: Model, *, B=2, T=None, steps=None, quiet=False):
     """Prefill logits at every position, then each decode step's logits, against forward_ref in fp64."""
+    __tracebackhide__ = True
     env = utils.mode.current()
     T, steps = T or env.pick(cpu=7, gpu=100), steps or env.pick(cpu=3, gpu=16)
     tokens = torch.randint(0, model.args.vocab_size, (B, T + steps), device=model.embed.device)
@@ -1014,6 +1017,7 @@ def check_model(model: Model, *, B=2, T=None, steps=None, quiet=False):
 def check_generate(model: Model, n_tokens=None, *, quiet=False):
     """Greedy generation with the kernels: each token must be the argmax of the fp64 reference's logits for the
     sequence generated so far, up to a near tie (the gap to the best within the dtype's error)."""
+    __tracebackhide__ = True
     env = utils.mode.current()
     n = n_tokens or env.pick(cpu=8, gpu=64)
     prompt = torch.randint(0, model.args.vocab_size, (2, 5), device=model.embed.device)

@@ -18,7 +18,16 @@ env = utils.setup(quiet=True, seed=None)  # the Env found above (utils.lessons.l
 
 # The kernels of earlier lessons that this one tests, debugs, tunes and profiles (all imports of them are here).
 from lessons.l04_fused_softmax import softmax, softmax_kernel, softmax_ref
-from lessons.l05_matmul import matmul, matmul_grouped, matmul_grouped_kernel, matmul_ref, matmul_tiled, matmul_tolerance
+from lessons.l05_matmul import (
+    blocks_of,
+    matmul,
+    matmul_grouped,
+    matmul_grouped_kernel,
+    matmul_ref,
+    matmul_tiled,
+    matmul_tolerance,
+    smem_bytes,
+)
 from lessons.l07_llm_layer import rmsnorm, rmsnorm_ref
 
 
@@ -89,7 +98,7 @@ def matmul_operands(a, b, out, dtypes=(torch.float16, torch.bfloat16, torch.floa
     return M, N, K, out
 
 
-def tile_config(defaults, given):
+def launch_config(defaults, given):
     """The launch configuration: `defaults` overridden by the `given` keywords that are not None, blocks checked."""
     config = {**defaults, **{k: v for k, v in given.items() if v is not None}}
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
@@ -102,7 +111,7 @@ def tile_config(defaults, given):
 def matmul_fp16acc(a, b, *, out=None, BLOCK_M=None, BLOCK_N=None, BLOCK_K=None):
     """a @ b for fp16 a and b, accumulated in fp16 (fast on GeForce cards, less accurate everywhere)."""
     M, N, K, out = matmul_operands(a, b, out, dtypes=(torch.float16,))
-    config = tile_config(FP16ACC_TILE, dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K))
+    config = launch_config(FP16ACC_TILE, dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K))
     if M == 0 or N == 0:
         return out
     grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
@@ -178,7 +187,7 @@ def matmul_splitk(a, b, *, out=None, SPLIT_K=2, BLOCK_M=None, BLOCK_N=None, BLOC
     M, N, K, out = matmul_operands(a, b, out)
     if isinstance(SPLIT_K, bool) or not isinstance(SPLIT_K, int) or not 1 <= SPLIT_K <= 65535:
         raise ValueError(f"SPLIT_K must be an int from 1 to 65535 (it is grid axis 1), got {SPLIT_K!r}.")
-    config = tile_config(SPLITK_TILE, dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K))
+    config = launch_config(SPLITK_TILE, dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K))
     if M == 0 or N == 0:
         return out
     if K == 0:
@@ -230,6 +239,7 @@ def splitk_suspects(a, b, split):
 def check_matmul_splitk(fn, *, quiet=False):
     """fn(a, b, out=..., SPLIT_K=s): equal to the fp64 spec bit for bit on exact fp16 inputs (where the order of the
     additions cannot matter), then close to it on random fp32 inputs."""
+    __tracebackhide__ = True
     for (M, N, K), split in SPLITK_CASES:
         x, y = exact_matmul_inputs(M, N, K, torch.float16, device=env.device)
         got = fn(x, y, out=utils.nan_empty((M, N), torch.float16), SPLIT_K=split)
@@ -277,6 +287,7 @@ def bitwise_config_test(launcher, configs, M=37, N=45, K=70, dtype=torch.float16
 
 def check_bitwise_config_test(test, *, quiet=False):
     """test(launcher, configs) must pass correct kernels in any configuration and catch fp16 accumulation."""
+    __tracebackhide__ = True
     x, y = exact_matmul_inputs(37, 45, 70, torch.float16, device=env.device)
     if not bitwise_equal(matmul_splitk(x, y, SPLIT_K=2), matmul_ref(x.double(), y.double()).to(torch.float16)):
         raise AssertionError(
@@ -476,6 +487,7 @@ ROW_SCALE_SHAPES = env.pick(cpu=[(3, 100), (1, 7), (5, 64)], gpu=[(333, 1000), (
 def check_row_scale(fn, *, quiet=False):
     """fn(x, w, out=...) against x * w in fp64 at awkward shapes; under the interpreter, also every address it
     touches (on a GPU, compute-sanitizer does that part: see the lesson)."""
+    __tracebackhide__ = True
     for M, N in ROW_SCALE_SHAPES:
         x = torch.randn(M, N, device=env.device)
         w = torch.randn(N, device=env.device)
@@ -509,10 +521,10 @@ print("the kernel finished, and its output is right")
 """
 
 
-def smem_bytes(config, itemsize):
-    """Shared memory a matmul configuration asks for: num_stages copies of an A block and a B block."""
-    k = config.kwargs
-    return (k["BLOCK_M"] + k["BLOCK_N"]) * k["BLOCK_K"] * itemsize * config.num_stages
+def config_smem_bytes(config, itemsize):
+    """Shared memory a triton.Config of the matmul asks for: num_stages copies of an A block and a B block (lesson
+    05's smem_bytes)."""
+    return smem_bytes(**blocks_of(config), elem=itemsize)
 
 
 def smem_budget():
@@ -536,7 +548,7 @@ TUNE_CONFIGS = [
 ] + [matmul_config(16, 16, 16, num_warps=1, num_stages=1, GROUP_M=2)]
 
 
-def prune_configs(configs, named_args, **kwargs):
+def prune_for_shape(configs, named_args, **kwargs):
     """early_config_prune for the matmul autotuner: the configs whose shared memory fits smem_budget() and whose
     tiles are no larger than max(16, next_power_of_2(M)) x max(16, next_power_of_2(N)); never an empty list."""
     itemsize = named_args["a_ptr"].element_size()
@@ -545,14 +557,17 @@ def prune_configs(configs, named_args, **kwargs):
     kept = [
         c
         for c in configs
-        if smem_bytes(c, itemsize) <= smem_budget() and c.kwargs["BLOCK_M"] <= tall and c.kwargs["BLOCK_N"] <= wide
+        if config_smem_bytes(c, itemsize) <= smem_budget()
+        and c.kwargs["BLOCK_M"] <= tall
+        and c.kwargs["BLOCK_N"] <= wide
     ]
-    return kept or [min(configs, key=lambda c: smem_bytes(c, itemsize))]
+    return kept or [min(configs, key=lambda c: config_smem_bytes(c, itemsize))]
 
 
-def check_prune_configs(fn, *, quiet=False):
+def check_prune_for_shape(fn, *, quiet=False):
     """fn(configs, named_args) on the GPU list of TUNE_CONFIGS for several shapes and dtypes, against the two rules
     (the last two cases keep no config by the rules: the fallback must answer)."""
+    __tracebackhide__ = True
     configs = TUNE_CONFIGS[:-1]
     cases = [(4096, 4096, torch.float16), (8, 4096, torch.float16), (100, 30, torch.float32), (1, 1, torch.float32)]
     for M, N, dtype in cases:
@@ -560,10 +575,10 @@ def check_prune_configs(fn, *, quiet=False):
         itemsize = named["a_ptr"].element_size()
         got = fn(list(configs), named)
         tall, wide = max(16, triton.next_power_of_2(M)), max(16, triton.next_power_of_2(N))
-        fits = [c for c in configs if smem_bytes(c, itemsize) <= smem_budget()]
+        fits = [c for c in configs if config_smem_bytes(c, itemsize) <= smem_budget()]
         want = [c for c in fits if c.kwargs["BLOCK_M"] <= tall and c.kwargs["BLOCK_N"] <= wide]
-        want = want or [min(configs, key=lambda c: smem_bytes(c, itemsize))]
-        where = f"prune_configs for M={M}, N={N}, {utils.dtype_name(dtype)}"
+        want = want or [min(configs, key=lambda c: config_smem_bytes(c, itemsize))]
+        where = f"prune_for_shape for M={M}, N={N}, {utils.dtype_name(dtype)}"
         if not isinstance(got, list) or not got:
             raise AssertionError(
                 f"{where} returned {got!r}: return a non-empty list (when no config passes the rules, the one "
@@ -572,10 +587,11 @@ def check_prune_configs(fn, *, quiet=False):
         if got != want:
             extra = [c for c in got if c not in want]
             missing = [c for c in want if c not in got]
-            if any(smem_bytes(c, itemsize) > smem_budget() for c in extra):
-                c = next(c for c in extra if smem_bytes(c, itemsize) > smem_budget())
+            if any(config_smem_bytes(c, itemsize) > smem_budget() for c in extra):
+                c = next(c for c in extra if config_smem_bytes(c, itemsize) > smem_budget())
                 hint = (
-                    f"{c} needs {smem_bytes(c, itemsize)} bytes of shared memory, over the {smem_budget()} budget: "
+                    f"{c} needs {config_smem_bytes(c, itemsize)} bytes of shared memory, "
+                    f"over the {smem_budget()} budget: "
                     f"count num_stages copies of (BLOCK_M + BLOCK_N) * BLOCK_K * itemsize"
                 )
             elif extra:
@@ -592,13 +608,15 @@ def check_prune_configs(fn, *, quiet=False):
 matmul_tuned_kernel = triton.autotune(
     configs=env.pick(cpu=TUNE_CONFIGS[-1:], gpu=TUNE_CONFIGS[:-1]),
     key=["M", "N", "K"],
-    prune_configs_by={"early_config_prune": lambda configs, named_args, **kw: prune_configs(configs, named_args, **kw)},
+    prune_configs_by={
+        "early_config_prune": lambda configs, named_args, **kw: prune_for_shape(configs, named_args, **kw)
+    },
     cache_results=True,
 )(matmul_grouped_kernel)
 
 
 def matmul_tuned(a, b, *, out=None):
-    """Lesson 05's grouped kernel, autotuned over TUNE_CONFIGS after prune_configs."""
+    """Lesson 05's grouped kernel, autotuned over TUNE_CONFIGS after prune_for_shape."""
     M, N, K, out = matmul_operands(a, b, out)
     if M == 0 or N == 0:
         return out
@@ -664,7 +682,7 @@ def matmul_flushed_kernel(
 def matmul_flushed(a, b, *, out=None, FLUSH_EVERY=4, BLOCK_M=None, BLOCK_N=None, BLOCK_K=None):
     """a @ b for fp16 a and b: fp16 accumulation, added to an fp32 total every FLUSH_EVERY K steps (0: never)."""
     M, N, K, out = matmul_operands(a, b, out, dtypes=(torch.float16,))
-    config = tile_config(FP16ACC_TILE, dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K))
+    config = launch_config(FP16ACC_TILE, dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K))
     if isinstance(FLUSH_EVERY, bool) or not isinstance(FLUSH_EVERY, int) or FLUSH_EVERY < 0:
         raise ValueError(f"FLUSH_EVERY must be an int >= 0 (0: never flush), got {FLUSH_EVERY!r}.")
     if M == 0 or N == 0:
@@ -696,6 +714,7 @@ def check_matmul_flushed(fn, *, quiet=False):
     """fn(a, b, out=..., FLUSH_EVERY=1) on exact positive inputs whose sums over one K step fit fp16 but whose totals
     do not: flushed every step, the result must be exact, bit for bit (every fp16 partial sum is representable, so
     no rounding mode of the tensor cores can change it); then on random fp16 inputs, close to the fp64 spec."""
+    __tracebackhide__ = True
     bk = FP16ACC_TILE["BLOCK_K"]
     for M, N, K in FLUSHED_SHAPES:
         x, y = exact_matmul_inputs(

@@ -634,7 +634,7 @@ def swiglu_with_grad(gate_up):
 
 
 @triton.jit
-def rope_kernel(
+def rope_fwd_bwd_kernel(
     x_ptr,
     cos_ptr,
     sin_ptr,
@@ -673,7 +673,7 @@ def _rope_launch(x, cos, sin, inverse):
     out = new_output(x.shape, x.dtype, x.device)
     ROWS, BLOCK_J = row_tile(B * T, H * D // 2, max_block=16384)
     if x.numel():
-        rope_kernel[(triton.cdiv(B * T, ROWS),)](
+        rope_fwd_bwd_kernel[(triton.cdiv(B * T, ROWS),)](
             x, cos, sin, out, B * T, T, H, D, D // 2, INVERSE=inverse, ROWS=ROWS, BLOCK_J=BLOCK_J,
             ACC=acc_dtype(x.dtype), num_warps=num_warps_for(ROWS, BLOCK_J),
         )  # fmt: skip

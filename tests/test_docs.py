@@ -34,3 +34,12 @@ def test_the_instructor_guide_times_every_lesson_as_the_lesson_does():
     rows = dict(re.findall(r"^\| (\d\d) [^|]+\| ≈(\d+) min \|", text, re.M))
     stated = {lesson.number: str(lesson.minutes) for lesson in gen.lesson_index()}
     assert rows == stated, "docs/instructor.md's lesson table must list every lesson with the time it states"
+
+
+def test_the_setup_cell_shown_in_the_docs_is_the_one_the_lessons_have():
+    cell = gen.setup_cell_source()
+    shown = [(d.name, b) for d in DOCS for b in re.findall(r"```python\n(.*?)\n```", d.read_text(), re.S)
+             if "google.colab" in b]  # fmt: skip
+    assert shown, "docs/ show no setup cell"
+    for doc, block in shown:
+        assert block == cell, f"{doc}: its setup cell is not the one `make notebooks` writes (utils.notebooks)"

@@ -41,14 +41,14 @@ def test_figures_that_match_pass_and_wrong_ones_are_named(root):
 def test_broken_markers_and_unmarked_ratios_are_reported(root):
     text = (
         "<!-- fig lesson=05 col=ratio -->0.9× two rows, no agg; <!-- fig lesson=07 col=ratio -->1.0× no row; "
-        "<!-- fig lesson=05 shape=4096 col=nope -->1 no column; and a bare 1.23× ratio"
+        "<!-- fig lesson=05 shape=4096 col=nope -->1 no column; and a bare 1.23× ratio, 0.93x spelt with an x, 0x1f hex"
     )
     (root / "README.md").write_text(text)
     found = "\n".join(figures.problems(root))
     assert "2 rows" in found and "agg=" in found
     assert "no row of results/bench.csv" in found
     assert "no column 'nope'" in found
-    assert "1.23× is quoted without" in found
+    assert "1.23× is quoted without" in found and "0.93x is quoted without" in found and "0x1f" not in found
 
 
 def test_update_rewrites_figures_with_their_own_rounding(root):

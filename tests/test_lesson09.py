@@ -214,7 +214,7 @@ def test_interpreter_memcheck_refuses_to_run_on_a_gpu():
 
 
 def test_prune_configs_solution_passes_its_check():
-    L.check_prune_configs(L.prune_configs, quiet=True)
+    L.check_prune_for_shape(L.prune_for_shape, quiet=True)
 
 
 def _forgets_num_stages(configs, named_args, **kwargs):
@@ -231,7 +231,7 @@ def _forgets_num_stages(configs, named_args, **kwargs):
 
 def _no_tile_rule(configs, named_args, **kwargs):
     size = named_args["a_ptr"].element_size()
-    return [c for c in configs if L.smem_bytes(c, size) <= L.smem_budget()]
+    return [c for c in configs if L.config_smem_bytes(c, size) <= L.smem_budget()]
 
 
 def _may_return_nothing(configs, named_args, **kwargs):
@@ -240,7 +240,7 @@ def _may_return_nothing(configs, named_args, **kwargs):
     return [
         c
         for c in configs
-        if L.smem_bytes(c, size) <= L.smem_budget()
+        if L.config_smem_bytes(c, size) <= L.smem_budget()
         and c.kwargs["BLOCK_M"] <= max(16, triton.next_power_of_2(named_args["M"]))
         and c.kwargs["BLOCK_N"] <= max(16, triton.next_power_of_2(named_args["N"]))
     ]
@@ -256,7 +256,7 @@ def _may_return_nothing(configs, named_args, **kwargs):
 )
 def test_prune_check_names_the_classic_mistakes(planted, hint):
     with pytest.raises(AssertionError, match=hint):
-        L.check_prune_configs(planted, quiet=True)
+        L.check_prune_for_shape(planted, quiet=True)
 
 
 def test_tuned_matmul_runs_with_pruning():

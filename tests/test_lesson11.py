@@ -338,7 +338,7 @@ def _rope_never_inverse_kernel(
 
 
 def test_rope_backward_not_inverted_is_named(monkeypatch):
-    monkeypatch.setattr(lesson, "rope_kernel", _rope_never_inverse_kernel)
+    monkeypatch.setattr(lesson, "rope_fwd_bwd_kernel", _rope_never_inverse_kernel)
     with pytest.raises(AssertionError, match="must rotate by -angle"):
         lesson.check_rope_with_grad(lesson.rope_with_grad, quiet=True)
 
@@ -355,7 +355,7 @@ def test_bad_inputs_are_refused_before_any_launch(monkeypatch):
         "cross_entropy_kernel",
         "rmsnorm_forward_kernel",
         "swiglu_forward_kernel",
-        "rope_kernel",
+        "rope_fwd_bwd_kernel",
     ):
         monkeypatch.setattr(lesson, name, type("NoLaunch", (), {"__getitem__": lambda self, grid: no_launch})())
     dev = ENV.device

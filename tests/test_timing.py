@@ -171,3 +171,29 @@ def test_an_error_in_the_timed_function_reaches_the_caller(monkeypatch):
         timing.bench(wrong_call)
     with pytest.raises(TypeError, match="unexpected keyword argument 'block'"):
         timing.compare({"mine": wrong_call})
+
+
+# -- memory -----------------------------------------------------------------------------------------------------
+
+
+def test_peak_memory_is_none_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(timing, "_decline_reason", lambda: "no GPU")
+    ran = []
+    assert timing.peak_memory(lambda: ran.append(1)) is None
+    assert ran == [], "nothing is run where nothing can be measured"
+
+
+def test_peak_memory_counts_what_the_call_adds(monkeypatch):
+    import torch
+
+    state = {"now": 1000, "peak": 1000}
+
+    def grow():
+        state["peak"] = max(state["peak"], state["now"] + 4096)
+
+    monkeypatch.setattr(timing, "_decline_reason", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: state.update(peak=state["now"]))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: state["now"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: state["peak"])
+    assert timing.peak_memory(grow) == 4096

@@ -13,8 +13,8 @@ value rounded to the decimals it is written with.
     python -m utils.figures           # exit 1 and list every figure that no longer matches its results
     python -m utils.figures --update  # rewrite the figures from the results (after a new `make bench`)
 
-A two-decimal ratio such as ``0.94×`` written without a marker is reported too: a measured figure must say where it
-comes from (predictions and rough figures are written without decimals: "about 4×").
+A two-decimal ratio such as ``0.94×`` (or ``0.94x``) written without a marker is reported too: a measured figure
+must say where it comes from (predictions and rough figures are written without decimals: "about 4×").
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 MARKER = re.compile(r"<!--\s*fig\s+(?P<keys>[^>]*?)\s*-->(?P<value>-?\d[\d,]*(?:\.\d+)?)")
-UNMARKED = re.compile(r"(?<![\d.>])\d+\.\d\d×")
+UNMARKED = re.compile(r"(?<![\d.>])\d+\.\d\d(?:×|x(?!\w))")  # 0.94× or 0.94x
 AGGREGATES = {
     "min": min,
     "max": max,

@@ -4,7 +4,9 @@ Three calls, one job each:
 
 * :func:`bench` times one callable and returns a :class:`Timing` (ms, spread, GB/s, TFLOP/s);
 * :func:`compare` times several implementations of the same op and returns a table with a speed-up column;
-* :func:`sweep` does :func:`compare` over a list of sizes, with a progress bar.
+* :func:`sweep` does :func:`compare` over a list of sizes, with a progress bar;
+
+and :func:`peak_memory`, the GPU memory a call needs at its peak.
 
 Under Triton's interpreter (no GPU) all three print one line saying why they decline and return ``None``: the
 interpreter runs kernels as NumPy on the CPU, 10^3-10^5 times slower, so its numbers would mean nothing.
@@ -248,3 +250,21 @@ def sweep(
     out = pd.concat(frames, ignore_index=True)
     out.attrs["baseline"] = frames[0].attrs["baseline"] if frames else baseline
     return out
+
+
+# -- memory -----------------------------------------------------------------------------------------------------
+
+
+def peak_memory(fn: Callable[[], object]) -> int | None:
+    """Bytes of GPU memory allocated at the peak while ``fn()`` runs, above what was allocated before it (what the
+    call itself needs: activations, logits, workspaces). ``None`` where there is no GPU to measure on."""
+    if _decline_reason() is not None:
+        return None
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
