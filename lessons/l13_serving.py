@@ -366,6 +366,9 @@ def paged_schedule(B: int, KV: int, D: int, capacity: int, dtype, env=None):
         BLOCK_N, per_sm, warps, stages = PAGED_SCHEDULES[D]
         target = per_sm * (env.sm_count or 132)
         stages = 1 if dtype == torch.float32 else stages  # fp32 tiles are twice as large: no room to pipeline
+        tile = 2 * BLOCK_N * D * 2  # one stage's bf16 key and value tiles, in bytes; a 64-row query tile besides
+        while stages > 1 and stages * tile + 64 * D * 2 > (env.shared_memory_bytes or 232448):
+            stages -= 1  # a smaller GPU (or TRITON_HARD_WAY_AS): fewer tiles in flight
     steps = -(-capacity // BLOCK_N)
     n_splits = max(1, min(steps, -(-target // max(B * KV, 1))))
     split_len = -(-steps // n_splits) * BLOCK_N

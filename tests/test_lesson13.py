@@ -255,6 +255,10 @@ def test_schedule_fills_the_gpu_and_follows_the_table(monkeypatch):
     n, split_len, block_n, warps, stages = L.paged_schedule(1, 8, 128, 8192, torch.bfloat16, gpu)
     assert (n, split_len, block_n, warps, stages) == (16, 512, 128, 8, 2)  # 132 programs: 17 splits, of 4 steps: 16
     assert L.paged_schedule(1, 8, 128, 8192, torch.float32, gpu)[4] == 1  # fp32: one stage
+    monkeypatch.setitem(L.PAGED_SCHEDULES, 128, (128, 2, 4, 4))  # 4 stages of 64 KB: only on a Hopper, if at all
+    for smem, stages in ((227 * 1024, 3), (163 * 1024, 2), (99 * 1024, 1)):
+        small = utils.Env(device="cuda", interpret=False, capability=(8, 0), sm_count=108, shared_memory_bytes=smem)
+        assert L.paged_schedule(4, 8, 128, 8192, torch.bfloat16, small)[4] == stages
 
 
 def test_schedule_refusals():
