@@ -275,11 +275,16 @@ def paged_attention_kernel(
     last = tl.minimum(q_block * BLOCK_Q + BLOCK_Q, q_len)
     end = tl.minimum(start + split_len, length - q_len + last)
     table = block_table_ptr + b.to(tl.int64) * stride_table
+    # -- logical position -> physical row: the block table entry of its page, then the row in the page. The entries
+    # are read one step ahead, so a step's key and value loads wait on no load of their own step (the pipeliner
+    # can then issue them stages ahead, as for lesson 08's contiguous keys)
+    cols = start + tl.arange(0, BLOCK_N)
+    page_next = tl.load(table + cols // PAGE_SIZE, mask=cols < end, other=0)
     for n in range(start, end, BLOCK_N):
         cols = n + tl.arange(0, BLOCK_N)
         keep = cols < end
-        # -- logical position -> physical row: the block table entry of its page, then the row in the page
-        page = tl.load(table + cols // PAGE_SIZE, mask=keep, other=0).to(tl.int64)
+        page = page_next.to(tl.int64)
+        page_next = tl.load(table + (cols + BLOCK_N) // PAGE_SIZE, mask=cols + BLOCK_N < end, other=0)
         offs = page[:, None] * stride_page + (cols % PAGE_SIZE)[:, None] * stride_row + kv_h * HEAD_DIM + d[None, :]
         k = tl.load(k_pages_ptr + offs, mask=keep[:, None], other=0.0)
         v = tl.load(v_pages_ptr + offs, mask=keep[:, None], other=0.0)

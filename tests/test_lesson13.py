@@ -532,6 +532,7 @@ def _unmasked_table_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ONE_QUERY: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     # -- map program id to (request b, kv head, split of the keys, block of the queries)
@@ -540,8 +541,12 @@ def _unmasked_table_kernel(
     split = tl.program_id(1)
     n_splits = tl.num_programs(1)
     q_block = tl.program_id(2)
-    q_lo = tl.load(q_start_ptr + b)
-    q_len = tl.load(q_start_ptr + b + 1) - q_lo
+    if ONE_QUERY:  # a decode step: request b's one new token is row b of q, no q_start to read
+        q_lo = b
+        q_len = 1
+    else:
+        q_lo = tl.load(q_start_ptr + b)
+        q_len = tl.load(q_start_ptr + b + 1) - q_lo
     length = tl.load(lengths_ptr + b)
     # -- the tile's rows: (query i, head g) pairs; query i sits at position length - q_len + i
     r = tl.arange(0, BLOCK_M)
@@ -559,17 +564,28 @@ def _unmasked_table_kernel(
     last = tl.minimum(q_block * BLOCK_Q + BLOCK_Q, q_len)
     end = tl.minimum(start + split_len, length - q_len + last)
     table = block_table_ptr + b.to(tl.int64) * stride_table
+    # -- logical position -> physical row: the block table entry of its page, then the row in the page. The entries
+    # are read one step ahead, so a step's key and value loads wait on no load of their own step (the pipeliner
+    # can then issue them stages ahead, as for lesson 08's contiguous keys)
+    cols = start + tl.arange(0, BLOCK_N)
+    page_next = tl.load(table + cols // PAGE_SIZE)  # the planted mistake: no mask
     for n in range(start, end, BLOCK_N):
         cols = n + tl.arange(0, BLOCK_N)
         keep = cols < end
-        page = tl.load(table + cols // PAGE_SIZE).to(tl.int64)  # the planted mistake: no mask
+        page = page_next.to(tl.int64)
+        page_next = tl.load(table + (cols + BLOCK_N) // PAGE_SIZE)  # and here
         offs = page[:, None] * stride_page + (cols % PAGE_SIZE)[:, None] * stride_row + kv_h * HEAD_DIM + d[None, :]
         k = tl.load(k_pages_ptr + offs, mask=keep[:, None], other=0.0)
         v = tl.load(v_pages_ptr + offs, mask=keep[:, None], other=0.0)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), base 2
-        s = tl.where(keep[None, :] & (cols[None, :] <= pos[:, None]), s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, not NaN
+        if ONE_QUERY:  # every key before `end` precedes the query, and each tile holds one: no causal mask
+            s = tl.where(keep[None, :], s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_safe = m_new
+        else:
+            s = tl.where(keep[None, :] & (cols[None, :] <= pos[:, None]), s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, not NaN
         p = tl.exp2(s - m_safe[:, None])
         alpha = tl.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
