@@ -28,7 +28,6 @@ from lessons.l08_llama_model import (
     decode_attention,
     decode_attention_ref,
     decode_combine,
-    decode_split,
     generate,
     kv_cache_bytes,
     load_model,
@@ -244,6 +243,7 @@ def paged_attention_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ONE_QUERY: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     # -- map program id to (request b, kv head, split of the keys, block of the queries)
@@ -252,8 +252,12 @@ def paged_attention_kernel(
     split = tl.program_id(1)
     n_splits = tl.num_programs(1)
     q_block = tl.program_id(2)
-    q_lo = tl.load(q_start_ptr + b)
-    q_len = tl.load(q_start_ptr + b + 1) - q_lo
+    if ONE_QUERY:  # a decode step: request b's one new token is row b of q, no q_start to read
+        q_lo = b
+        q_len = 1
+    else:
+        q_lo = tl.load(q_start_ptr + b)
+        q_len = tl.load(q_start_ptr + b + 1) - q_lo
     length = tl.load(lengths_ptr + b)
     # -- the tile's rows: (query i, head g) pairs; query i sits at position length - q_len + i
     r = tl.arange(0, BLOCK_M)
@@ -271,18 +275,28 @@ def paged_attention_kernel(
     last = tl.minimum(q_block * BLOCK_Q + BLOCK_Q, q_len)
     end = tl.minimum(start + split_len, length - q_len + last)
     table = block_table_ptr + b.to(tl.int64) * stride_table
+    # -- logical position -> physical row: the block table entry of its page, then the row in the page. The entries
+    # are read one step ahead, so a step's key and value loads wait on no load of their own step (the pipeliner
+    # can then issue them stages ahead, as for lesson 08's contiguous keys)
+    cols = start + tl.arange(0, BLOCK_N)
+    page_next = tl.load(table + cols // PAGE_SIZE, mask=cols < end, other=0)
     for n in range(start, end, BLOCK_N):
         cols = n + tl.arange(0, BLOCK_N)
         keep = cols < end
-        # -- logical position -> physical row: the block table entry of its page, then the row in the page
-        page = tl.load(table + cols // PAGE_SIZE, mask=keep, other=0).to(tl.int64)
+        page = page_next.to(tl.int64)
+        page_next = tl.load(table + (cols + BLOCK_N) // PAGE_SIZE, mask=cols + BLOCK_N < end, other=0)
         offs = page[:, None] * stride_page + (cols % PAGE_SIZE)[:, None] * stride_row + kv_h * HEAD_DIM + d[None, :]
         k = tl.load(k_pages_ptr + offs, mask=keep[:, None], other=0.0)
         v = tl.load(v_pages_ptr + offs, mask=keep[:, None], other=0.0)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), base 2
-        s = tl.where(keep[None, :] & (cols[None, :] <= pos[:, None]), s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, not NaN
+        if ONE_QUERY:  # every key before `end` precedes the query, and each tile holds one: no causal mask
+            s = tl.where(keep[None, :], s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_safe = m_new
+        else:
+            s = tl.where(keep[None, :] & (cols[None, :] <= pos[:, None]), s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, not NaN
         p = tl.exp2(s - m_safe[:, None])
         alpha = tl.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
@@ -340,19 +354,60 @@ def _require_table_contents(q, k_pages, block_table, lengths, q_start):
     return int(q_len.max()) if B else 0
 
 
+# -- THE paged kernel's schedule, in one place (measured by the GPU sweep against lesson 08's contiguous kernel) --
+#: head_dim -> (BLOCK_N keys per loop step, programs wanted per SM (they set the number of splits), num_warps,
+#: num_stages), for bf16/fp16 on a GPU; fp32 runs one stage, as in lesson 08. Lesson 08's choice is (64, 2, 4, 3).
+PAGED_SCHEDULES = {16: (64, 2, 4, 3), 32: (64, 2, 4, 3), 64: (64, 2, 4, 3), 128: (64, 2, 4, 3)}
+
+
+def paged_schedule(B: int, KV: int, D: int, capacity: int, dtype, env=None):
+    """(n_splits, split_len, BLOCK_N, num_warps, num_stages) for B requests' KV heads over block tables of
+    ``capacity`` tokens: enough programs to fill the GPU, each split a whole number of BLOCK_N-key steps. Fixed by
+    the tables' capacity, not the current lengths, so one compiled variant serves every step."""
+    env = env or utils.mode.current()
+    if env.interpret:
+        BLOCK_N, target, warps, stages = 16, 4, 4, 1
+    else:
+        BLOCK_N, per_sm, warps, stages = PAGED_SCHEDULES[D]
+        target = per_sm * (env.sm_count or 132)
+        stages = 1 if dtype == torch.float32 else stages  # fp32 tiles are twice as large: no room to pipeline
+        tile = 2 * BLOCK_N * D * 2  # one stage's bf16 key and value tiles, in bytes; a 64-row query tile besides
+        while stages > 1 and stages * tile + 64 * D * 2 > (env.shared_memory_bytes or 232448):
+            stages -= 1  # a smaller GPU (or TRITON_HARD_WAY_AS): fewer tiles in flight
+    steps = -(-capacity // BLOCK_N)
+    n_splits = max(1, min(steps, -(-target // max(B * KV, 1))))
+    split_len = -(-steps // n_splits) * BLOCK_N
+    return -(-capacity // split_len), split_len, BLOCK_N, warps, stages
+
+
+def _require_schedule(n_splits, BLOCK_N, num_warps, num_stages):
+    for name, value in (("n_splits", n_splits), ("num_stages", num_stages)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if BLOCK_N is not None:
+        utils.require_power_of_two(BLOCK_N, "BLOCK_N")
+        if BLOCK_N < 16:
+            raise ValueError(f"BLOCK_N={BLOCK_N}: tl.dot needs tiles of at least 16 keys")
+    if num_warps is not None:
+        utils.require_power_of_two(num_warps, "num_warps")
+
+
 def paged_attention(
     q, k_pages, v_pages, block_table, lengths, q_start=None, *, out=None, max_q_len=None, n_splits=None,
-    trusted=False,
+    BLOCK_N=None, num_warps=None, num_stages=None, trusted=False,
 ):  # fmt: skip
     """Attention of the packed new tokens q (N, H, D) of B requests to their cached keys and values in pages
     (n_blocks, block_size, KV, D), through block_table (B, n_table) int32; lengths (B,) int32 counts each request's
     tokens including the new ones; q_start (B + 1,) int32 delimits each request's queries (None: one each, a
-    decode step). Causal within a chunk. Returns (N, H, D)."""
+    decode step). Causal within a chunk. Returns (N, H, D). n_splits, BLOCK_N, num_warps, num_stages override
+    paged_schedule's choice."""
     _require_paged(q, k_pages, v_pages, block_table, lengths, q_start)
     out = utils.require_out(
         out, shape=tuple(q.shape), dtype=q.dtype, device=q.device, inputs={"q": q, "k_pages": k_pages}
     )
     utils.require_int32_offsets(q, "q")
+    if n_splits is not None or BLOCK_N is not None or num_warps is not None or num_stages is not None:
+        _require_schedule(n_splits, BLOCK_N, num_warps, num_stages)
     (N, H, D), (_, P, KV, _) = q.shape, k_pages.shape
     B, W = block_table.shape
     if not trusted:
@@ -361,20 +416,23 @@ def paged_attention(
     if B == 0 or N == 0:
         return out
     if q_start is None:
-        q_start, max_q_len = torch.arange(B + 1, dtype=torch.int32, device=q.device), 1
+        max_q_len = 1
     if max_q_len is None:
         raise ValueError("trusted=True needs max_q_len (the longest chunk): it sizes the grid")
+    one_query = max_q_len == 1 and N == B  # every request has exactly one new token: the decode kernel
     env = utils.mode.current()
     GROUP = H // KV
-    BLOCK_M = max(16 if max_q_len == 1 else env.pick(cpu=16, gpu=64), triton.next_power_of_2(GROUP))
+    BLOCK_M = max(16 if max_q_len == 1 else (16 if env.interpret else 64), 1 << (GROUP - 1).bit_length())
     BLOCK_Q = BLOCK_M // GROUP
-    q_blocks = triton.cdiv(max_q_len, BLOCK_Q)
-    n_default, split_len, BLOCK_N = decode_split(B, KV, W * P)
-    if n_splits is not None:
-        if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 1:
-            raise ValueError(f"n_splits must be a positive int, got {n_splits!r}")
-        split_len = triton.cdiv(triton.cdiv(W * P, n_splits), BLOCK_N) * BLOCK_N
-    n_splits = triton.cdiv(W * P, split_len)
+    q_blocks = -(-max_q_len // BLOCK_Q)
+    capacity = W * P
+    splits, split_len, block_n, warps, stages = paged_schedule(B, KV, D, capacity, q.dtype, env)
+    block_n = BLOCK_N or block_n
+    if n_splits is not None or BLOCK_N is not None:
+        wanted = splits if n_splits is None else n_splits
+        per_split = -(-capacity // wanted)
+        split_len = -(-per_split // block_n) * block_n  # a whole number of steps per split
+    n_splits = -(-capacity // split_len)
     if n_splits > 65535 or q_blocks > 65535:
         raise ValueError(f"{n_splits} splits x {q_blocks} query blocks: grid axes 1 and 2 take at most 65535")
     acc = torch.empty(N, H, n_splits, D, device=q.device, dtype=torch.float32)
@@ -386,7 +444,7 @@ def paged_attention(
         v_pages,
         block_table,
         lengths,
-        q_start,
+        lengths if q_start is None else q_start,  # not read by the one-query kernel
         acc,
         m,
         l_,
@@ -402,10 +460,11 @@ def paged_attention(
         HEAD_DIM=D,
         BLOCK_Q=BLOCK_Q,
         BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N,
+        BLOCK_N=block_n,
+        ONE_QUERY=one_query,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        num_warps=4,
-        num_stages=1 if q.dtype == torch.float32 else 3,
+        num_warps=num_warps or warps,
+        num_stages=num_stages or stages,
     )
     return decode_combine(acc, m, l_, out=out)
 

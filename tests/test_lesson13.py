@@ -188,6 +188,95 @@ def test_empty_batch_returns_empty():
     assert L.paged_attention_ref(q, kp, kp, none.view(0, 1), none).shape == (0, 4, 16)
 
 
+# -- the schedule: keys per step, splits, warps and stages ---------------------------------------------------------
+
+
+def _against_ref(B, H, KV, D, P, lens, q_lens, shared, seed=0, **schedule):
+    """The launcher with an explicit schedule against paged_attention_ref in fp64 (and, for a decode step, against
+    lesson 08's contiguous kernel on the same keys laid out in order)."""
+    gen = torch.Generator().manual_seed(seed)
+    q, kp, vp, table, lengths, q_start = L._paged_case(B, H, KV, D, P, lens, q_lens, shared, torch.float32,
+                                                       ENV.device, gen)  # fmt: skip
+    decode = max(q_lens) == 1
+    with utils.watch_memory() as stray:  # under the interpreter: a step past the table must not read past it
+        out = L.paged_attention(q, kp, vp, table, lengths, None if decode else q_start,
+                                out=utils.nan_empty(tuple(q.shape), q.dtype), **schedule)  # fmt: skip
+    ref = L.paged_attention_ref(q.double(), kp.double(), vp.double(), table, lengths, q_start)
+    utils.check(out, ref, name=f"paged attention, schedule {schedule}", quiet=True, stray=stray)
+    if decode:
+        W = table.shape[1]
+        kc = torch.zeros(B, W * P, KV, D, device=ENV.device)
+        vc = torch.zeros_like(kc)
+        for b, n in enumerate(lens):
+            kc[b, :n], vc[b, :n] = L.gather_pages(kp, table[b], n), L.gather_pages(vp, table[b], n)
+        utils.check(out, L.decode_attention(q, kc, vc, lengths), name="paged vs lesson 08's contiguous", quiet=True)
+
+
+@pytest.mark.parametrize(
+    "P, BLOCK_N, n_splits",
+    [(4, 16, 1), (4, 32, 2), (8, 16, 3), (32, 16, 2), (16, 64, 1)],
+    ids=["4-pages-a-step", "8-pages-a-step-2-splits", "2-pages-a-step-3-splits", "a-page-over-2-steps",
+         "a-step-past-the-table"],
+)  # fmt: skip
+def test_decode_schedules_gather_whole_steps_of_keys(P, BLOCK_N, n_splits):
+    """Steps of several pages, pages straddling steps and splits, out-of-order and shared prefix pages, a last
+    partial page, one-token and different-length requests: the same output whatever the schedule."""
+    lens = [1, P + 1, 3 * P - 1, 2 * P + 3]  # one token, one past a page, partial last pages, the longest last
+    _against_ref(4, 4, 2, 16, P, lens, [1] * 4, shared=1, BLOCK_N=BLOCK_N, n_splits=n_splits, num_warps=2,
+                 num_stages=2)  # fmt: skip
+
+
+@pytest.mark.parametrize("BLOCK_N, n_splits", [(16, 1), (32, 2)])
+def test_chunk_schedules(BLOCK_N, n_splits):
+    """Prefill chunks (several queries per request, causal) through the general path with other schedules."""
+    _against_ref(3, 4, 2, 16, 8, [13, 9, 20], [5, 1, 7], shared=1, seed=1, BLOCK_N=BLOCK_N, n_splits=n_splits)
+
+
+def test_decode_in_a_batch_takes_the_one_query_path_with_or_without_q_start():
+    """The engine passes q_start even for a decode step: one query each (max_q_len 1, N = B) gives the same output
+    as q_start None; a chunk of two keeps the general path."""
+    gen = torch.Generator().manual_seed(5)
+    q, kp, vp, table, lengths, q_start = L._paged_case(3, 4, 1, 16, 4, [7, 1, 12], [1, 1, 1], 0, torch.float32,
+                                                       ENV.device, gen)  # fmt: skip
+    a = L.paged_attention(q, kp, vp, table, lengths)
+    b = L.paged_attention(q, kp, vp, table, lengths, q_start, max_q_len=1, trusted=True)
+    assert torch.equal(a, b)
+
+
+def test_schedule_fills_the_gpu_and_follows_the_table(monkeypatch):
+    gpu = utils.Env(device="cuda", interpret=False, capability=(9, 0), sm_count=132)
+    for B, KV, capacity in ((1, 4, 8192), (8, 4, 8192), (8, 4, 4112), (4, 8, 8192), (64, 8, 640)):
+        n, split_len, block_n, warps, stages = L.paged_schedule(B, KV, 64, capacity, torch.bfloat16, gpu)
+        assert (block_n, warps, stages) == tuple(L.PAGED_SCHEDULES[64][i] for i in (0, 2, 3))
+        assert split_len % block_n == 0 and (n - 1) * split_len < capacity <= n * split_len
+        steps = -(-capacity // block_n)
+        assert n == steps or B * KV * n >= L.PAGED_SCHEDULES[64][1] * 132 // 2  # enough programs, or one step each
+    monkeypatch.setitem(L.PAGED_SCHEDULES, 128, (128, 1, 8, 2))
+    n, split_len, block_n, warps, stages = L.paged_schedule(1, 8, 128, 8192, torch.bfloat16, gpu)
+    assert (n, split_len, block_n, warps, stages) == (16, 512, 128, 8, 2)  # 132 programs: 17 splits, of 4 steps: 16
+    assert L.paged_schedule(1, 8, 128, 8192, torch.float32, gpu)[4] == 1  # fp32: one stage
+    monkeypatch.setitem(L.PAGED_SCHEDULES, 128, (128, 2, 4, 4))  # 4 stages of 64 KB: only on a Hopper, if at all
+    for smem, stages in ((227 * 1024, 3), (163 * 1024, 2), (99 * 1024, 1)):
+        small = utils.Env(device="cuda", interpret=False, capability=(8, 0), sm_count=108, shared_memory_bytes=smem)
+        assert L.paged_schedule(4, 8, 128, 8192, torch.bfloat16, small)[4] == stages
+
+
+def test_schedule_refusals():
+    q = torch.randn(2, 4, 16, device=ENV.device)
+    kp = torch.randn(6, 4, 2, 16, device=ENV.device)
+    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32, device=ENV.device)
+    lengths = torch.tensor([5, 8], dtype=torch.int32, device=ENV.device)
+    utils.refuses(
+        {
+            "BLOCK_N of 8": lambda: L.paged_attention(q, kp, kp, table, lengths, BLOCK_N=8),
+            "BLOCK_N of 48": lambda: L.paged_attention(q, kp, kp, table, lengths, BLOCK_N=48),
+            "3 warps": lambda: L.paged_attention(q, kp, kp, table, lengths, num_warps=3),
+            "0 stages": lambda: L.paged_attention(q, kp, kp, table, lengths, num_stages=0),
+        },
+        quiet=True,
+    )
+
+
 # -- the engine ---------------------------------------------------------------------------------------------------
 
 
@@ -443,6 +532,7 @@ def _unmasked_table_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ONE_QUERY: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     # -- map program id to (request b, kv head, split of the keys, block of the queries)
@@ -451,8 +541,12 @@ def _unmasked_table_kernel(
     split = tl.program_id(1)
     n_splits = tl.num_programs(1)
     q_block = tl.program_id(2)
-    q_lo = tl.load(q_start_ptr + b)
-    q_len = tl.load(q_start_ptr + b + 1) - q_lo
+    if ONE_QUERY:  # a decode step: request b's one new token is row b of q, no q_start to read
+        q_lo = b
+        q_len = 1
+    else:
+        q_lo = tl.load(q_start_ptr + b)
+        q_len = tl.load(q_start_ptr + b + 1) - q_lo
     length = tl.load(lengths_ptr + b)
     # -- the tile's rows: (query i, head g) pairs; query i sits at position length - q_len + i
     r = tl.arange(0, BLOCK_M)
@@ -470,17 +564,28 @@ def _unmasked_table_kernel(
     last = tl.minimum(q_block * BLOCK_Q + BLOCK_Q, q_len)
     end = tl.minimum(start + split_len, length - q_len + last)
     table = block_table_ptr + b.to(tl.int64) * stride_table
+    # -- logical position -> physical row: the block table entry of its page, then the row in the page. The entries
+    # are read one step ahead, so a step's key and value loads wait on no load of their own step (the pipeliner
+    # can then issue them stages ahead, as for lesson 08's contiguous keys)
+    cols = start + tl.arange(0, BLOCK_N)
+    page_next = tl.load(table + cols // PAGE_SIZE)  # the planted mistake: no mask
     for n in range(start, end, BLOCK_N):
         cols = n + tl.arange(0, BLOCK_N)
         keep = cols < end
-        page = tl.load(table + cols // PAGE_SIZE).to(tl.int64)  # the planted mistake: no mask
+        page = page_next.to(tl.int64)
+        page_next = tl.load(table + (cols + BLOCK_N) // PAGE_SIZE)  # and here
         offs = page[:, None] * stride_page + (cols % PAGE_SIZE)[:, None] * stride_row + kv_h * HEAD_DIM + d[None, :]
         k = tl.load(k_pages_ptr + offs, mask=keep[:, None], other=0.0)
         v = tl.load(v_pages_ptr + offs, mask=keep[:, None], other=0.0)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), base 2
-        s = tl.where(keep[None, :] & (cols[None, :] <= pos[:, None]), s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, not NaN
+        if ONE_QUERY:  # every key before `end` precedes the query, and each tile holds one: no causal mask
+            s = tl.where(keep[None, :], s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_safe = m_new
+        else:
+            s = tl.where(keep[None, :] & (cols[None, :] <= pos[:, None]), s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, not NaN
         p = tl.exp2(s - m_safe[:, None])
         alpha = tl.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
@@ -493,6 +598,7 @@ def _unmasked_table_kernel(
     tl.store(l_ptr + part, l_i, mask=live)
 
 
+@pytest.mark.skipif(not ENV.interpret, reason="memory is watched under the interpreter only")
 def test_check_names_a_block_table_read_past_its_end(monkeypatch):
     monkeypatch.setattr(L, "paged_attention_kernel", _unmasked_table_kernel)
     with pytest.raises(AssertionError, match="past the end of `block_table_ptr`"):
