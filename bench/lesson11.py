@@ -8,7 +8,8 @@ nothing accumulates into .grad between calls).
   F.cross_entropy(x @ W.T) in eager PyTorch (and Liger's fused version if installed). flops = 3 matmuls,
   linear_cross_entropy_flops. Its peak memory is one more Row whose op says so: `ms` and `baseline_ms` hold
   megabytes (peak allocated during one forward + backward, above the inputs), not milliseconds.
-- RMSNorm, bf16, 16 384 x 4096: against rmsnorm_ref (eager) and Liger's RMSNorm if installed;
+- RMSNorm, bf16, 16 384 x 4096: against rmsnorm_ref (eager) and Liger's RMSNorm if installed, called as a user
+  would and once more with every side replayed from a CUDA graph (the GPU's work alone);
   bytes = rmsnorm_bytes (5 M C: forward reads x, writes y; backward reads dy and x, writes dx).
 - One training step (forward, backward, AdamW) of the lesson's Llama at dim 1024, 4 layers, 8 x 1024 byte tokens,
   fp32: PyTorch's ops against the lesson's kernels, eager and under torch.compile (compiled before timing); peak
@@ -20,7 +21,7 @@ Tensors are freed between cases: the eager cross-entropy alone holds about 13 GB
 import torch
 import torch.nn.functional as F
 
-from bench.common import Row, paired
+from bench.common import Row, graphed, paired
 from lessons.l11_backward_passes import (
     KERNEL_OPS,
     TORCH_OPS,
@@ -142,6 +143,20 @@ def _rmsnorm() -> list[Row]:
         "rms_norm",
         lambda liger: paired(
             ours, ("Liger-Kernel", lambda: torch.autograd.grad(liger.apply(x, w, 1e-6), (x, w), dy)), **meta
+        ),
+    )
+    # autograd and three launches cost the host more than the GPU's 0.3 ms on a slow host CPU, and the timings above
+    # include what the flush between repetitions does not hide; replayed from CUDA graphs, every side is the GPU's
+    # work alone
+    graphed_ours = {"triton (CUDA graph)": graphed(ours["triton"])}
+    ref = graphed(lambda: torch.autograd.grad(rmsnorm_ref(x, w, 1e-6), (x, w), dy))
+    rows += paired(graphed_ours, ("rmsnorm_ref (eager), CUDA graph", ref), **meta)
+    rows += _with_liger(
+        "rms_norm",
+        lambda liger: paired(
+            graphed_ours,
+            ("Liger-Kernel, CUDA graph", graphed(lambda: torch.autograd.grad(liger.apply(x, w, 1e-6), (x, w), dy))),
+            **meta,
         ),
     )
     return rows

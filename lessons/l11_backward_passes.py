@@ -479,7 +479,9 @@ def rmsnorm_backward_kernel(
     cols = tl.arange(0, BLOCK_C)
     w = tl.load(w_ptr + cols, mask=cols < C, other=0.0).to(ACC)
     dw = tl.zeros((BLOCK_C,), ACC)  # this program's share of dw, summed in registers across its rows
-    for tile in range(pid, tl.cdiv(M, ROWS), n_programs):
+    # tl.range with num_stages: the next tile's loads are issued while this one computes (a plain range is not
+    # pipelined here: 0.19 -> 0.15 ms at 16384 x 4096 bf16 on an H100, results/h100-2026-11-23/sweeps)
+    for tile in tl.range(pid, tl.cdiv(M, ROWS), n_programs, num_stages=3):
         rows = tile * ROWS + tl.arange(0, ROWS).to(tl.int64)  # int64: rows * stride may pass 2**31
         mask = (rows[:, None] < M) & (cols[None, :] < C)
         x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(ACC)
@@ -523,7 +525,7 @@ class RMSNormFunction(torch.autograd.Function):
         ROWS, BLOCK_C = row_tile(M, C, max_block=MAX_C)
         n_tiles = triton.cdiv(M, ROWS)
         env = utils.mode.current()
-        P = max(1, min(n_tiles, env.pick(cpu=2, gpu=4 * (env.sm_count or 100))))  # programs: a few per SM
+        P = max(1, min(n_tiles, env.pick(cpu=2, gpu=2 * (env.sm_count or 100))))  # programs: two per SM
         partial = torch.zeros(P, C, dtype=torch_acc_dtype(x.dtype), device=x.device)
         if M:
             rmsnorm_backward_kernel[(P,)](
