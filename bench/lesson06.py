@@ -5,7 +5,9 @@ and grouped-query heads (32 over 4) at D = 64 (TinyLlama-1.1B's) and 128, from T
 to T = 8192; each causal and not. q, k, v are views into one qkv buffer, as the layer makes them; SDPA gets the same
 tensors as free transposed views in its (B, heads, T, D) layout. Which SDPA backend ran is read from the profiler's
 kernel names and written into the baseline's label. On a GPU with TMA both of the lesson's paths are timed: the
-descriptor kernel (`attention`, "triton") and the pointer kernel older GPUs take ("triton, pointer loads").
+descriptor kernel (`attention`, "triton") and the pointer kernel older GPUs take ("triton, pointer loads"). Up to
+T = SHORT the GPU's work is a few microseconds, about what a launch costs the host in Python: those shapes are timed
+once more with both sides replayed from CUDA graphs ("(CUDA graph)" rows, the GPU's work alone).
 
     flops = 4 B H T^2 D, halved when causal        bytes = (2 H + 2 KV) B T D * 2 (read q, k, v, write o once)
 """
@@ -13,17 +15,19 @@ descriptor kernel (`attention`, "triton") and the pointer kernel older GPUs take
 import torch
 import torch.nn.functional as F
 
-from bench.common import Row, paired
+from bench.common import Row, graphed, paired
 from lessons.l06_flash_attention import attention, attention_bytes, attention_flops, attention_pointers, random_qkv
 from utils.mode import current
 from utils.profiling import sdpa_backend
 
 DTYPE = torch.bfloat16
+SHORT = 512  # up to this many tokens, also timed with both sides replayed from CUDA graphs
 SHAPES = [  # (B, T, H, KV, D)
     (1, 2048, 32, 32, 128),
     (1, 4096, 32, 32, 128),
     (8, 1024, 32, 32, 128),
     (1, 333, 32, 4, 64),
+    (1, 512, 32, 4, 64),
     (1, 2048, 32, 4, 128),
     (1, 2048, 32, 4, 64),
     (8, 1024, 32, 4, 64),
@@ -47,9 +51,7 @@ def run() -> list[Row]:
                 impls = {"triton": lambda causal=causal: attention(q, k, v, causal)}
                 if current().supports_tma:  # attention() took the descriptors: time the pointer path beside it
                     impls["triton, pointer loads"] = lambda causal=causal: attention_pointers(q, k, v, causal)
-                rows += paired(
-                    impls,
-                    (f"SDPA ({sdpa_backend(sdpa)})", sdpa),
+                counts = dict(
                     lesson="06",
                     op="attention causal" if causal else "attention",
                     shape=f"B={B} H={H} KV={KV} T={T} D={D}",
@@ -57,5 +59,15 @@ def run() -> list[Row]:
                     bytes=attention_bytes(B, H, T, D, KV, q.element_size()),
                     flops=attention_flops(B, H, T, D, causal),
                 )
+                backend = sdpa_backend(sdpa)
+                rows += paired(impls, (f"SDPA ({backend})", sdpa), **counts)
+                if (
+                    T <= SHORT
+                ):  # microseconds of GPU work: the launch's host time shows above; graphs time the GPU alone
+                    rows += paired(
+                        {f"{name} (CUDA graph)": graphed(fn) for name, fn in impls.items()},
+                        (f"SDPA ({backend}), CUDA graph", graphed(sdpa)),
+                        **counts,
+                    )
             q = k = v = qt = kt = vt = None
     return rows
