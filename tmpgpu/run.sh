@@ -22,6 +22,10 @@ for step in "$@"; do
              $(for l in ${a//,/ }; do ls solutions/${l}_*.ipynb; done) > "$out/nb$tag-${a//,/_}.log" 2>&1 ;;
     bench) mkdir -p "$out/bench$tag-$a"; timeout "$b" python3 -m bench --only ${a//,/ } --out "$out/bench$tag-$a" > "$out/bench$tag-$a/log.txt" 2>&1 ;;
     py) timeout "$b" python3 "$a" > "$out/$(basename "$a" .py)$tag.log" 2>&1 ;;
+    cpbig) mkdir -p /tmp/big && cp .big$a/* /tmp/big/ && ls -la /tmp/big ;;
+    install371) cat /tmp/big/part* > /tmp/big/triton-3.7.1-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl && rm /tmp/big/part* \
+        && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-big /tmp/big/triton-*.whl \
+        && PYTHONPATH=/tmp/site-big:$PYTHONPATH python3 -c 'import triton; print("installed triton", triton.__version__)' ;;
   esac
   echo "$step: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$out/steps.txt"
 done
