@@ -1346,46 +1346,65 @@ def groupby_partials_kernel(
     KEYS: tl.constexpr,
 ):
     """groupby_atomic_kernel's result for few keys (num_keys <= KEYS): each program sums ROWS_PER_PROGRAM rows per
-    key in registers, through a one-hot (BLOCK_SIZE, KEYS) mask and tl.sum, then adds its KEYS partial results
-    with atomics: 3 * KEYS atomics per program instead of 3 per row."""
+    key in registers, through a one-hot (BLOCK_SIZE, KEYS) mask, then adds its KEYS partial results with atomics:
+    3 * KEYS atomics per program instead of 3 per row. The accumulators keep the (BLOCK_SIZE, KEYS) shape until
+    the loop ends (elementwise adds, no reduction across threads per step); the rows and the non-NaN counts add
+    in one int32 (16 bits each: a launch keeps ROWS_PER_PROGRAM // BLOCK_SIZE below 2**16), sums in fp64."""
     slots = tl.arange(0, KEYS)
-    acc_s = tl.zeros((KEYS,), tl.float64)
-    acc_c = tl.zeros((KEYS,), tl.int64)
-    acc_r = tl.zeros((KEYS,), tl.int64)
-    n_bad = tl.zeros((BLOCK_SIZE,), tl.int64)
+    acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
+    acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
+    n_bad = tl.zeros((BLOCK_SIZE, 1), tl.int32)
     threshold = tl.load(threshold_ptr)
     first = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM
     for start in range(0, ROWS_PER_PROGRAM, BLOCK_SIZE):
-        offs = first + start + tl.arange(0, BLOCK_SIZE)
+        offs = first + start + tl.arange(0, BLOCK_SIZE)[:, None]  # (BLOCK_SIZE, 1): already the accumulators' rows
         in_range = offs < n
         passed = in_range & (tl.load(x_ptr + offs, mask=in_range, other=0) > threshold)
-        key = tl.load(key_ptr + offs, mask=passed, other=0).to(tl.int64)
+        key = tl.load(key_ptr + offs, mask=passed, other=0)
         good = passed & (key >= 0) & (key < num_keys)
         value = tl.load(value_ptr + offs, mask=good, other=0).to(tl.float64)
         is_num = good & (value == value)
-        hit = (key[:, None] == slots[None, :]) & good[:, None]  # (BLOCK_SIZE, KEYS): row r has key k
-        acc_s += tl.sum(tl.where(hit & is_num[:, None], value[:, None], 0.0), axis=0)
-        acc_c += tl.sum((hit & is_num[:, None]).to(tl.int64), axis=0)
-        acc_r += tl.sum(hit.to(tl.int64), axis=0)
-        n_bad += (passed & ~good).to(tl.int64)
+        # -- per row once: the slot it adds to (-1: none), what it adds; then per key one compare and two adds
+        code = tl.where(good, key, -1)
+        v = tl.where(is_num, value, 0.0)
+        rc = 1 + (is_num.to(tl.int32) << 16)
+        hit = code == slots[None, :]  # (BLOCK_SIZE, KEYS): row r has key k
+        acc_s += tl.where(hit, v, 0.0)
+        acc_rc += tl.where(hit, rc, 0)
+        n_bad += (passed & ~good).to(tl.int32)
     keep = slots < num_keys
-    tl.atomic_add(sums_ptr + slots, acc_s, mask=keep)
-    tl.atomic_add(counts_ptr + slots, acc_c, mask=keep)
-    tl.atomic_add(rows_ptr + slots, acc_r, mask=keep)
-    tl.atomic_add(rows_ptr + num_keys, tl.sum(n_bad, axis=0))
+    tl.atomic_add(sums_ptr + slots, tl.sum(acc_s, axis=0), mask=keep)
+    tl.atomic_add(counts_ptr + slots, tl.sum(acc_rc >> 16, axis=0).to(tl.int64), mask=keep)
+    tl.atomic_add(rows_ptr + slots, tl.sum(acc_rc & 0xFFFF, axis=0).to(tl.int64), mask=keep)
+    tl.atomic_add(rows_ptr + num_keys, tl.sum(tl.sum(n_bad, axis=1), axis=0).to(tl.int64))
 
 
-def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=256, ROWS_PER_PROGRAM=8192):
+# -- groupby_partials' schedule, the ONE place it is chosen: rows per step, rows per program, warps
+GROUPBY_PARTIALS_SCHEDULE = (128, 16384, 4)
+
+
+def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, ROWS_PER_PROGRAM=None, num_warps=None):
     """groupby_atomic's result with per-program partial sums, for up to MAX_PARTIAL_KEYS keys (few keys: where
-    per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic."""
+    per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic. BLOCK_SIZE,
+    ROWS_PER_PROGRAM and num_warps default to GROUPBY_PARTIALS_SCHEDULE."""
     if isinstance(num_keys, int) and num_keys > MAX_PARTIAL_KEYS:
         return groupby_atomic(table, threshold, num_keys)
+    default_block, default_rows, default_warps = GROUPBY_PARTIALS_SCHEDULE
+    BLOCK_SIZE = default_block if BLOCK_SIZE is None else BLOCK_SIZE
+    ROWS_PER_PROGRAM = default_rows if ROWS_PER_PROGRAM is None else ROWS_PER_PROGRAM
+    num_warps = default_warps if num_warps is None else num_warps
+    utils.require_power_of_two(num_warps, "num_warps")
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     utils.require_power_of_two(ROWS_PER_PROGRAM, "ROWS_PER_PROGRAM")
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
     if n:
         rows_per_program = max(min(ROWS_PER_PROGRAM, triton.next_power_of_2(n)), BLOCK_SIZE)  # small n: one pass
+        if rows_per_program // BLOCK_SIZE >= 2**16:
+            raise ValueError(
+                f"ROWS_PER_PROGRAM // BLOCK_SIZE = {rows_per_program // BLOCK_SIZE}: must stay below 2**16 (the "
+                f"kernel counts each slot's rows in 16 bits); pass a smaller ROWS_PER_PROGRAM."
+            )
         grid = (triton.cdiv(n, rows_per_program),)
         groupby_partials_kernel[grid](
             table["key"],
@@ -1400,6 +1419,7 @@ def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=256, ROWS_PER_PRO
             ROWS_PER_PROGRAM=rows_per_program,
             BLOCK_SIZE=BLOCK_SIZE,
             KEYS=max(triton.next_power_of_2(num_keys), 2),
+            num_warps=num_warps,
         )
     return sums, counts, _refuse_bad_keys(rows, num_keys)
 
@@ -1583,6 +1603,7 @@ def check_join(fn, *, quiet=False):
     """Checks fn(left_table, right_table, on="key") against pandas' merge, EXACTLY (same rows in the same order):
     keys that miss, an empty side, one row, all left keys equal, negative and huge int64 keys."""
     env = utils.mode.current()
+    check_compact(compact, quiet=True)  # the join keeps its matches by compaction: checked first
     n = env.pick(cpu=300, gpu=10**6 + 3)
     rng = np.random.default_rng(7)
     dim_keys = rng.choice(np.arange(-(2**40), 2**40, 2**20 + 7), size=n // 3, replace=False)

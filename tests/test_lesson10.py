@@ -119,6 +119,23 @@ def test_lookback_walks_back_over_block_totals():
     assert (int(status[11]) & 0xFFFFFFFF) == int(ref[-1]) & 0xFFFFFFFF
 
 
+def test_groupby_partials_over_several_steps_and_programs_is_exact():
+    """Small steps and programs, so that the 2-D accumulators add over several steps and programs add by atomics;
+    NaN values, a filter, 5 keys of 8 slots."""
+    L.check_groupby_atomic(
+        lambda t, th, k: L.groupby_partials(t, th, k, BLOCK_SIZE=16, ROWS_PER_PROGRAM=64), quiet=True
+    )
+    g = torch.Generator().manual_seed(1)
+    key = torch.randint(0, 5, (700,), generator=g, dtype=torch.int32)
+    value = torch.randint(-40, 40, (700,), generator=g) / 4.0
+    value[::3] = float("nan")
+    x = torch.rand(700, generator=g)
+    table = {"key": key.to(DEV), "value": value.to(DEV), "x": x.to(DEV)}
+    got = L.groupby_partials(table, 0.3, 5, BLOCK_SIZE=16, ROWS_PER_PROGRAM=128, num_warps=1)
+    for a, b in zip(got, L.groupby_dense_ref(key, value, x, 0.3, 5)):
+        assert torch.equal(a.cpu(), b)
+
+
 def test_every_scan_method_is_exact():
     for method in ("reduce-then-scan", "lookback"):
         for n in (1, 16, 17, 1000):
@@ -487,6 +504,13 @@ BAD = {
     "key out of range (sorted)": (lambda: L.query(_table, 0.0, 2, method="sorted"), ValueError, "outside 0..1"),
     "key out of range (partials)": (lambda: L.query(_table, 0.0, 2, method="partials"), ValueError, "outside 0..1"),
     "num_keys zero": (lambda: L.query(_table, 0.5, 0), ValueError, "num_keys"),
+    "partials counters overflow": (
+        lambda: L.groupby_partials(
+            L.table_from_pandas(L.random_table(2**17, 3), DEV), 0.5, 3, BLOCK_SIZE=1, ROWS_PER_PROGRAM=2**17
+        ),
+        ValueError,
+        "below 2\\*\\*16",
+    ),  # fmt: skip
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
     "duplicate right keys": (lambda: L.join_tables(_table, {"key": _table["key"]}), ValueError, "duplicate"),
