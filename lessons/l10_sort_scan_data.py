@@ -405,19 +405,18 @@ def bitonic_top_k(
     descending run and the ascending run beside it holds the K largest of the two, as a bitonic run that log2(K)
     steps sort (or a whole sort of the run, MERGE_BY_SORT). About log2(K)(log2(K)+1)/2 + 2 log2(K) steps per
     element instead of log2(B)(log2(B)+1)/2."""
-    R: tl.constexpr = BLOCK_SIZE // K
-    x = tl.reshape(packed, (R, K))
-    up = (tl.arange(0, R) % 2 == 1)[:, None]  # odd runs ascending: ~x reverses the order of int64 keys
-    x = sort_rows_2d(tl.where(up, ~x, x), R, K, True, USE_TL_SORT)
+    x = tl.reshape(packed, (BLOCK_SIZE // K, K))  # R = BLOCK_SIZE // K runs of K
+    up = (tl.arange(0, BLOCK_SIZE // K) % 2 == 1)[:, None]  # odd runs ascending: ~x reverses the order of int64 keys
+    x = sort_rows_2d(tl.where(up, ~x, x), BLOCK_SIZE // K, K, True, USE_TL_SORT)
     x = tl.where(up, ~x, x)
-    for level in tl.static_range(1, R.bit_length()):
-        x = tl.max(tl.reshape(x, (R >> level, 2, K)), axis=1)  # run 2i (down) against run 2i + 1 (up)
-        up = (tl.arange(0, R >> level) % 2 == 1)[:, None]
+    for level in tl.static_range(1, (BLOCK_SIZE // K).bit_length()):
+        x = tl.max(tl.reshape(x, ((BLOCK_SIZE // K) >> level, 2, K)), axis=1)  # run 2i (down) against run 2i + 1 (up)
+        up = (tl.arange(0, (BLOCK_SIZE // K) >> level) % 2 == 1)[:, None]
         if MERGE_BY_SORT:
-            x = sort_rows_2d(tl.where(up, ~x, x), R >> level, K, True, USE_TL_SORT)
+            x = sort_rows_2d(tl.where(up, ~x, x), (BLOCK_SIZE // K) >> level, K, True, USE_TL_SORT)
             x = tl.where(up, ~x, x)
         else:
-            x = merge_bitonic_rows(x, up, R >> level, K)
+            x = merge_bitonic_rows(x, up, (BLOCK_SIZE // K) >> level, K)
     return tl.reshape(x, (K,))
 
 
