@@ -857,11 +857,12 @@ def lookback_prefix(status_ptr, block, total, LOOKBACK: tl.constexpr):
 
 @triton.jit
 def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
-                           LOOKBACK: tl.constexpr):  # fmt: skip
+                           LOOKBACK: tl.constexpr, TICKET: tl.constexpr):  # fmt: skip
     """cumsum in ONE pass (read x, write out: the minimum): each program takes the next block in launch order (a
     ticket from an atomic counter, so every block before it has started and waiting on it cannot deadlock), scans
-    it, and learns the total of the blocks before it by decoupled look-back."""
-    block = tl.atomic_add(ticket_ptr, 1)
+    it, and learns the total of the blocks before it by decoupled look-back. TICKET False takes the program id
+    instead, as CUB does: GPUs start programs in id order, but nothing promises it."""
+    block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
     offs = block.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0)
@@ -876,6 +877,7 @@ SCAN_METHOD = "lookback"
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 8)}
 COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 8)}
 LOOKBACK = 32  # status words a block reads at once while it looks back
+LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
 
 
 def _scan_schedule(table, method, BLOCK_SIZE, num_warps):
@@ -919,7 +921,15 @@ def cumsum(x, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
     if method == "lookback":
         status, ticket = _lookback_state(n_blocks, x.device)
         cumsum_lookback_kernel[(n_blocks,)](
-            x, out, status, ticket, n, BLOCK_SIZE=BLOCK_SIZE, LOOKBACK=LOOKBACK, num_warps=num_warps
+            x,
+            out,
+            status,
+            ticket,
+            n,
+            BLOCK_SIZE=BLOCK_SIZE,
+            LOOKBACK=LOOKBACK,
+            TICKET=LOOKBACK_TICKET,
+            num_warps=num_warps,
         )
         return out
     block_cumsum = out  # one block: nothing comes before it, the kernel reads no prefix
@@ -1010,10 +1020,10 @@ def compact_kernel(values_ptr, keep_ptr, block_cumsum_ptr, out_ptr, n, BLOCK_SIZ
 
 @triton.jit
 def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
-                            LOOKBACK: tl.constexpr):  # fmt: skip
+                            LOOKBACK: tl.constexpr, TICKET: tl.constexpr):  # fmt: skip
     """compact in ONE pass: count this block's flags, learn how many the blocks before it kept by decoupled
     look-back (lookback_prefix), scatter. The last block's inclusive status word is the number kept."""
-    block = tl.atomic_add(ticket_ptr, 1)
+    block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
     offs = block.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     keep = tl.load(keep_ptr + offs, mask=offs < n, other=0).to(tl.int32)
     before = lookback_prefix(status_ptr, block, tl.sum(keep, axis=0), LOOKBACK)
@@ -1046,7 +1056,16 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
         status, ticket = _lookback_state(n_blocks, values.device)
         out = values.new_empty(n)  # room for all: the count is known only at the end
         compact_lookback_kernel[(n_blocks,)](
-            values, keep, out, status, ticket, n, BLOCK_SIZE=BLOCK_SIZE, LOOKBACK=LOOKBACK, num_warps=num_warps
+            values,
+            keep,
+            out,
+            status,
+            ticket,
+            n,
+            BLOCK_SIZE=BLOCK_SIZE,
+            LOOKBACK=LOOKBACK,
+            TICKET=LOOKBACK_TICKET,
+            num_warps=num_warps,
         )
         return out[: int(status[-1]) & 0xFFFFFFFF]  # the one sync: the last block's inclusive count
     n_blocks = triton.cdiv(n, BLOCK_SIZE)

@@ -112,7 +112,7 @@ def test_lookback_walks_back_over_block_totals():
     status[:10] = words
     ticket[0] = 10
     out = torch.zeros_like(x)
-    L.cumsum_lookback_kernel[(2,)](x, out, status, ticket, x.numel(), BLOCK_SIZE=BLOCK, LOOKBACK=4)
+    L.cumsum_lookback_kernel[(2,)](x, out, status, ticket, x.numel(), BLOCK_SIZE=BLOCK, LOOKBACK=4, TICKET=True)
     ref = torch.cumsum(x, 0).int()
     assert torch.equal(out[10 * BLOCK :], ref[10 * BLOCK :])
     assert int(status[10]) >> 32 == 2 and int(status[11]) >> 32 == 2
@@ -143,6 +143,11 @@ def test_every_scan_method_is_exact():
             assert torch.equal(L.cumsum(x, BLOCK_SIZE=16, method=method), torch.cumsum(x, 0).int())
             keep = x > 0
             assert torch.equal(L.compact(x, keep, BLOCK_SIZE=16, method=method), x[keep])
+    with pytest.MonkeyPatch.context() as m:  # blocks in program-id order instead of ticket order
+        m.setattr(L, "LOOKBACK_TICKET", False)
+        x = torch.randint(-3, 4, (1000,), device=DEV).int()
+        assert torch.equal(L.cumsum(x, BLOCK_SIZE=16, method="lookback"), torch.cumsum(x, 0).int())
+        assert torch.equal(L.compact(x, x > 0, BLOCK_SIZE=16, method="lookback"), x[x > 0])
     x = torch.arange(40, device=DEV)  # int64: the default falls back to reduce-then-scan
     assert torch.equal(L.cumsum(x, BLOCK_SIZE=16), torch.cumsum(x, 0))
 
