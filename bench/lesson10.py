@@ -1,13 +1,16 @@
 """Lesson 10 for `make bench`: sorting, top-k, scans and a small analytical query, against PyTorch and pandas.
 
-- segmented sort: rows of 256, 1024 and 4096 fp32 (2**24 elements in all), sort_rows vs torch.sort (both return
-  values and int64 indices); bytes = read x + write values + write indices = 16 bytes per element; plus exercise
-  1's bitonic_sort (values only, credited with the same bytes) at rows of 1024;
-- top-k at a vocabulary of 131072 (and 152064), k = 50 and 64, batch 1, 8 and 64: top_k vs torch.topk;
-  bytes = top_k_bytes (read the logits, write k values and indices);
+- segmented sort: rows of 256, 1024 and 4096 fp32 (2**24 elements in all), sort_rows (its SORT_ROWS_SCHEDULES
+  network and warps per row length) vs torch.sort (both return values and int64 indices); bytes = read x + write
+  values + write indices = 16 bytes per element; plus exercise 1's bitonic_sort (values only, credited with the
+  same bytes) at rows of 1024;
+- top-k at a vocabulary of 131072 (and 152064), k = 50 and 64, batch 1, 8 and 64: top_k (TOP_K_SCHEDULES'
+  method per batch) and exercise 2's whole-block sort (method "sort") vs torch.topk; bytes = top_k_bytes (read
+  the logits, write k values and indices);
 - device-wide prefix sum of 2**28 int32 and fp32 vs torch.cumsum (same dtype out), bytes = cumsum_bytes (read
-  once, write once: the minimum; our reduce-then-scan really moves 3/2 of it); compaction of 2**28 fp32 with half
-  the flags set vs x[keep], bytes = compact_bytes;
+  once, write once: the minimum): the default (SCAN_METHOD, the one-pass look-back) and exercise 3's
+  reduce-then-scan (which really moves 3/2 of it); compaction of 2**28 fp32 with half the flags set vs x[keep],
+  both methods likewise, bytes = compact_bytes;
 - the query (filter + group-by, sum / count / mean) on 10**8 rows, 16 and 10**7 keys: the atomic, the
   partial-sums (per-program sums for up to 64 keys; more keys fall back to the atomic plan) and the
   sort-then-reduce plans vs the same query in PyTorch ops (groupby_dense_ref then boolean masks), and vs pandas on
@@ -27,6 +30,7 @@ import torch
 
 from bench.common import Row, paired
 from lessons.l10_sort_scan_data import (
+    SCAN_METHOD,
     bitonic_sort,
     compact,
     compact_bytes,
@@ -39,9 +43,11 @@ from lessons.l10_sort_scan_data import (
     query_ref,
     random_table,
     sort_rows,
+    sort_rows_schedule,
     table_from_pandas,
     top_k,
     top_k_bytes,
+    top_k_schedule,
 )
 
 QUERY_ROWS = 10**8
@@ -62,8 +68,9 @@ def _sorts() -> list[Row]:
     rows = []
     for N in (256, 1024, 4096):
         x = torch.randn(2**24 // N, N, device="cuda")
+        network, _ = sort_rows_schedule(N)
         rows += paired(
-            {"triton sort_rows": lambda: sort_rows(x)},
+            {f"triton sort_rows ({network})": lambda: sort_rows(x)},
             ("torch.sort", lambda: torch.sort(x, dim=-1)),
             lesson="10",
             op="segmented sort",
@@ -88,8 +95,12 @@ def _top_k() -> list[Row]:
     rows = []
     for B, V, k in [(1, 131072, 50), (8, 131072, 50), (64, 131072, 64), (64, 152064, 50)]:
         logits = torch.randn(B, V, device="cuda")
+        method, block, _ = top_k_schedule(B)
         rows += paired(
-            {"triton top_k": lambda: top_k(logits, k)},
+            {
+                f"triton top_k ({method}, BLOCK_SIZE={block})": lambda: top_k(logits, k),
+                "triton top_k (exercise 2: sort each block)": lambda: top_k(logits, k, BLOCK_SIZE=2048, method="sort"),
+            },
             ("torch.topk", lambda: torch.topk(logits, k)),
             lesson="10",
             op=f"top-k (k={k})",
@@ -106,7 +117,10 @@ def _scans() -> list[Row]:
     for name, dtype in (("int32", torch.int32), ("fp32", torch.float32)):
         x = torch.randint(0, 9, (n,), device="cuda").to(dtype)
         rows += paired(
-            {"triton cumsum": lambda: cumsum(x)},
+            {
+                f"triton cumsum ({SCAN_METHOD})": lambda: cumsum(x),
+                "triton cumsum (reduce-then-scan)": lambda: cumsum(x, BLOCK_SIZE=2048, method="reduce-then-scan"),
+            },
             ("torch.cumsum", lambda: torch.cumsum(x, 0, dtype=dtype)),
             lesson="10",
             op="prefix sum",
@@ -117,7 +131,10 @@ def _scans() -> list[Row]:
     keep = torch.rand(n, device="cuda") < 0.5
     kept = int(keep.sum())
     rows += paired(
-        {"triton compact": lambda: compact(x, keep)},
+        {
+            f"triton compact ({SCAN_METHOD})": lambda: compact(x, keep),
+            "triton compact (reduce-then-scan)": lambda: compact(x, keep, BLOCK_SIZE=2048, method="reduce-then-scan"),
+        },
         ("x[keep]", lambda: x[keep]),
         lesson="10",
         op="compaction (half kept)",

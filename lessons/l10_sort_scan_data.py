@@ -241,9 +241,28 @@ def sort_rows_kernel(x_ptr, values_ptr, indices_ptr, N, stride_xm, BLOCK_SIZE: t
     tl.store(indices_ptr + row * N + cols, packed & 0xFFFFFFFF, mask=mask)
 
 
-def sort_rows(x, *, out=None, out_indices=None):
+# -- sort_rows' schedule, the ONE place it is chosen: padded row length -> (network, num_warps). "tl.sort" is
+#    Triton's network (exchanges by reshapes and reductions), "gather" exercise 1's (exchanges by tl.gather); both
+#    sort the same packed keys. Rows longer than the table's longest use its last line.
+SORT_ROWS_SCHEDULES = {
+    256: ("tl.sort", 1),
+    512: ("tl.sort", 2),
+    1024: ("gather", 4),
+    2048: ("gather", 8),
+    4096: ("gather", 8),
+}
+
+
+def sort_rows_schedule(BLOCK_SIZE):
+    """(network, num_warps) for rows padded to BLOCK_SIZE, from SORT_ROWS_SCHEDULES."""
+    lengths = sorted(SORT_ROWS_SCHEDULES)
+    return SORT_ROWS_SCHEDULES[next((n for n in lengths if BLOCK_SIZE <= n), lengths[-1])]
+
+
+def sort_rows(x, *, out=None, out_indices=None, network=None, num_warps=None):
     """Segmented sort: every row of a 2-D fp32 tensor sorted ascending, as torch.sort(x, stable=True) gives it:
-    (values, int64 indices); NaN last; -0.0 comes back as 0.0. Rows of at most MAX_SORT_ROW elements."""
+    (values, int64 indices); NaN last; -0.0 comes back as 0.0. Rows of at most MAX_SORT_ROW elements. network
+    ("tl.sort" or "gather") and num_warps default to SORT_ROWS_SCHEDULES."""
     _require_rows(x, "x", torch.float32)
     M, N = x.shape
     if N > MAX_SORT_ROW:
@@ -251,6 +270,10 @@ def sort_rows(x, *, out=None, out_indices=None):
             f"x has rows of {N} elements, but sort_rows holds a row in one program, at most "
             f"{MAX_SORT_ROW}: use torch.sort for longer rows."
         )
+    if network is not None and network not in ("tl.sort", "gather"):
+        raise ValueError(f"network must be 'tl.sort' or 'gather', got {network!r}.")
+    if num_warps is not None:
+        utils.require_power_of_two(num_warps, "num_warps")
     out = utils.require_out(out, shape=(M, N), dtype=torch.float32, device=x.device, inputs={"x": x})
     out_indices = utils.require_out(
         out_indices, shape=(M, N), dtype=torch.int64, device=x.device, inputs={"x": x, "out": out}, name="out_indices"
@@ -258,6 +281,8 @@ def sort_rows(x, *, out=None, out_indices=None):
     if M == 0 or N == 0:
         return out, out_indices
     BLOCK_SIZE = triton.next_power_of_2(N)
+    default_network, default_warps = sort_rows_schedule(BLOCK_SIZE)
+    network = default_network if network is None else network
     sort_rows_kernel[(M,)](
         x,
         out,
@@ -265,8 +290,8 @@ def sort_rows(x, *, out=None, out_indices=None):
         N,
         x.stride(0),
         BLOCK_SIZE=BLOCK_SIZE,
-        USE_TL_SORT=_use_tl_sort(),
-        num_warps=min(max(BLOCK_SIZE // 256, 1), 16),
+        USE_TL_SORT=_use_tl_sort() and network == "tl.sort",  # under the interpreter: always the gather network
+        num_warps=default_warps if num_warps is None else num_warps,
     )
     return out, out_indices
 
@@ -342,14 +367,162 @@ def top_k_block_kernel(
 
 
 @triton.jit
-def top_k_merge_kernel(
-    cand_ptr, values_ptr, indices_ptr, k, n_cand, K: tl.constexpr, BLOCK_C: tl.constexpr, USE_TL_SORT: tl.constexpr
+def sort_rows_2d(x, R: tl.constexpr, C: tl.constexpr, DESCENDING: tl.constexpr, USE_TL_SORT: tl.constexpr):
+    """Each row of an (R, C) block sorted (tl.sort sorts along the last dimension); under the interpreter
+    exercise 1's gather network, row by row: the same result."""
+    if USE_TL_SORT:
+        return tl.sort(x, dim=1, descending=DESCENDING)
+    else:
+        cols = tl.arange(0, C)
+        for s in tl.static_range(1, C.bit_length()):
+            for t in tl.static_range(s):
+                partner = cols ^ (1 << (s - 1 - t))
+                p = tl.gather(x, tl.broadcast_to(partner[None, :], (R, C)), 1)
+                keep_min = (((cols & (1 << s)) == 0) == (cols < partner)) != DESCENDING
+                x = tl.where(keep_min[None, :], tl.minimum(x, p), tl.maximum(x, p))
+        return x
+
+
+@triton.jit
+def merge_bitonic_rows(x, up, R: tl.constexpr, C: tl.constexpr):
+    """Each row of x (R, C) is bitonic (down then up, or up then down): log2(C) compare-exchange steps sort it,
+    descending, or ascending where up (R, 1) is True: the last stage of a bitonic sort."""
+    cols = tl.arange(0, C)
+    for t in tl.static_range(C.bit_length() - 1):
+        partner = cols ^ (C >> (t + 1))
+        p = tl.gather(x, tl.broadcast_to(partner[None, :], (R, C)), 1)
+        keep_max = (cols < partner)[None, :] != up  # descending: the lower lane of a pair keeps the maximum
+        x = tl.where(keep_max, tl.maximum(x, p), tl.minimum(x, p))
+    return x
+
+
+@triton.jit
+def bitonic_top_k(
+    packed, K: tl.constexpr, BLOCK_SIZE: tl.constexpr, MERGE_BY_SORT: tl.constexpr, USE_TL_SORT: tl.constexpr
 ):
-    """values[row, :k], indices[row, :k] from the row's n_cand packed candidates: sort them, keep the first k."""
+    """The K largest of a block of int64 keys, largest first, without sorting the whole block (bitonic top-k):
+    sort runs of K, alternately down and up; then halve, log2(BLOCK_SIZE / K) times: the elementwise maximum of a
+    descending run and the ascending run beside it holds the K largest of the two, as a bitonic run that log2(K)
+    steps sort (or a whole sort of the run, MERGE_BY_SORT). About log2(K)(log2(K)+1)/2 + 2 log2(K) steps per
+    element instead of log2(B)(log2(B)+1)/2."""
+    x = tl.reshape(packed, (BLOCK_SIZE // K, K))  # R = BLOCK_SIZE // K runs of K
+    up = (tl.arange(0, BLOCK_SIZE // K) % 2 == 1)[:, None]  # odd runs ascending: ~x reverses the order of int64 keys
+    x = sort_rows_2d(tl.where(up, ~x, x), BLOCK_SIZE // K, K, True, USE_TL_SORT)
+    x = tl.where(up, ~x, x)
+    for level in tl.static_range(1, (BLOCK_SIZE // K).bit_length()):
+        x = tl.max(tl.reshape(x, ((BLOCK_SIZE // K) >> level, 2, K)), axis=1)  # run 2i (down) against run 2i + 1 (up)
+        up = (tl.arange(0, (BLOCK_SIZE // K) >> level) % 2 == 1)[:, None]
+        if MERGE_BY_SORT:
+            x = sort_rows_2d(tl.where(up, ~x, x), (BLOCK_SIZE // K) >> level, K, True, USE_TL_SORT)
+            x = tl.where(up, ~x, x)
+        else:
+            x = merge_bitonic_rows(x, up, (BLOCK_SIZE // K) >> level, K)
+    return tl.reshape(x, (K,))
+
+
+# how a block's K best are picked (METHOD in the kernels); "tl.topk" is Triton's own bitonic top-k (recent Tritons
+# have it; top_k refuses the method where the installed one does not)
+TOP_K_SELECT = {"sort": 0, "bitonic": 1, "bitonic-sort": 2, "tl.topk": 3, "filter": 1}  # filter: its merge is bitonic
+
+
+@triton.jit
+def select_top_k(packed, K: tl.constexpr, BLOCK_SIZE: tl.constexpr, METHOD: tl.constexpr, USE_TL_SORT: tl.constexpr):
+    """The K largest of a block of int64 keys, largest first: sort it all and keep row 0 of the (BLOCK_SIZE // K,
+    K) reshape (METHOD 0, exercise 2's way), bitonic top-k merging by log2(K) steps (1) or by a sort (2), or
+    tl.topk (3)."""
+    if METHOD == 1:
+        return bitonic_top_k(packed, K, BLOCK_SIZE, False, USE_TL_SORT)
+    elif METHOD == 2:
+        return bitonic_top_k(packed, K, BLOCK_SIZE, True, USE_TL_SORT)
+    elif METHOD == 3:
+        return tl.topk(packed, K)
+    else:
+        return tl.max(tl.reshape(sort_block(packed, BLOCK_SIZE, True, USE_TL_SORT), (BLOCK_SIZE // K, K)), axis=0)
+
+
+@triton.jit
+def top_k_select_kernel(
+    x_ptr,
+    cand_ptr,
+    N,
+    stride_xm,
+    K: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    METHOD: tl.constexpr,
+    USE_TL_SORT: tl.constexpr,
+):
+    """top_k_block_kernel's candidates (the same keys, in the same order), picked by select_top_k's METHOD."""
+    row = tl.program_id(0).to(tl.int64)
+    blk = tl.program_id(1)
+    cols = blk * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
+    packed = (float_sort_key(x).to(tl.int64) << 32) | (0xFFFFFFFF - cols.to(tl.int64))
+    packed = tl.where(mask, packed, -0x7FFFFFFFFFFFFFFF - 1)
+    best = select_top_k(packed, K, BLOCK_SIZE, METHOD, USE_TL_SORT)
+    tl.store(cand_ptr + (row * tl.num_programs(1) + blk) * K + tl.arange(0, K), best)
+
+
+@triton.jit
+def top_k_filter_kernel(
+    x_ptr,
+    cand_ptr,
+    N,
+    stride_xm,
+    K: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    GROUPS: tl.constexpr,
+    CAP: tl.constexpr,
+    USE_TL_SORT: tl.constexpr,
+):
+    """cand[row, blk, :CAP] = a superset of the K largest packed keys of the block (unordered, padded with the
+    smallest int64), found without sorting the block: the K-th largest of GROUPS group maxima is at most the
+    block's K-th largest (K groups each hold an element at least that large), so only the entries at or above it
+    can be among the K best. On random data about 1.07 K of them pass (with GROUPS = 8 K); they are compacted with
+    a scan. When more than CAP pass (many ties), the block falls back to bitonic_top_k."""
+    row = tl.program_id(0).to(tl.int64)
+    blk = tl.program_id(1)
+    cols = blk * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
+    key = tl.where(mask, float_sort_key(x), -0x7FFFFFFF - 1)  # padding: below every float's key
+    packed = (key.to(tl.int64) << 32) | (0xFFFFFFFF - cols.to(tl.int64))
+    packed = tl.where(mask, packed, -0x7FFFFFFFFFFFFFFF - 1)
+    # -- the threshold: the K-th largest of the groups' maxima (a top-k of GROUPS numbers, not BLOCK_SIZE)
+    group_max = tl.max(tl.reshape(key, (GROUPS, BLOCK_SIZE // GROUPS)), axis=1)
+    threshold = tl.min(bitonic_top_k(group_max, K, GROUPS, False, USE_TL_SORT), axis=0)
+    passed = key >= threshold
+    n_passed = tl.sum(passed.to(tl.int32), axis=0)
+    base = cand_ptr + (row * tl.num_programs(1) + blk) * CAP
+    slots = tl.arange(0, CAP)
+    if n_passed <= CAP:
+        # -- compaction: each passing entry goes to slot (how many passed before it)
+        tl.store(base + tl.cumsum(passed.to(tl.int32), axis=0) - 1, packed, mask=passed)
+        tl.store(base + slots, tl.full((CAP,), -0x7FFFFFFFFFFFFFFF - 1, tl.int64), mask=slots >= n_passed)
+    else:
+        best = bitonic_top_k(packed, K, BLOCK_SIZE, False, USE_TL_SORT)
+        tl.store(base + tl.arange(0, K), best)
+        tl.store(base + slots, tl.full((CAP,), -0x7FFFFFFFFFFFFFFF - 1, tl.int64), mask=slots >= K)
+
+
+@triton.jit
+def top_k_merge_kernel(
+    cand_ptr,
+    values_ptr,
+    indices_ptr,
+    k,
+    n_cand,
+    K: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    METHOD: tl.constexpr,
+    USE_TL_SORT: tl.constexpr,
+):
+    """values[row, :k], indices[row, :k] from the row's n_cand packed candidates: the first k of them, largest
+    first (select_top_k: a sort of them all, or a top-k)."""
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK_C)
     c = tl.load(cand_ptr + row * n_cand + offs, mask=offs < n_cand, other=-0x7FFFFFFFFFFFFFFF - 1)
-    best = tl.max(tl.reshape(sort_block(c, BLOCK_C, True, USE_TL_SORT), (BLOCK_C // K, K)), axis=0)
+    best = select_top_k(c, K, BLOCK_C, METHOD, USE_TL_SORT)
     out = tl.arange(0, K)
     tl.store(values_ptr + row * k + out, float_from_sort_key((best >> 32).to(tl.int32)), mask=out < k)
     tl.store(indices_ptr + row * k + out, 0xFFFFFFFF - (best & 0xFFFFFFFF), mask=out < k)
@@ -358,16 +531,46 @@ def top_k_merge_kernel(
 MAX_K = 64  # the largest k top_k takes (sampling keeps at most a few dozen tokens)
 MAX_CANDIDATES = 8192  # candidates per row the merge sorts in one program
 
+# -- top_k's schedule, the ONE place it is chosen: (rows up to, method, BLOCK_SIZE, num_warps), the first line whose
+#    row count is reached. "sort" is exercise 2's kernel (a whole sort per block); "bitonic" sorts runs of K and
+#    halves ("bitonic-sort": each halving re-sorted by tl.sort); "filter" keeps what passes a threshold (about
+#    K entries of a block, no sort: top_k_filter_kernel); "tl.topk" is Triton's (when the installed Triton has
+#    it). Few rows want many small blocks (programs to fill the GPU); many rows want big blocks (fewer candidates
+#    to merge).
+TOP_K_SCHEDULES = [
+    (1, "filter", 4096, 4),
+    (8, "filter", 4096, 4),
+    (None, "filter", 8192, 8),
+]
 
-def top_k(x, k, *, out=None, out_indices=None, BLOCK_SIZE=2048):
+
+def top_k_schedule(M):
+    """(method, BLOCK_SIZE, num_warps) for M rows, from TOP_K_SCHEDULES."""
+    for rows, method, block_size, num_warps in TOP_K_SCHEDULES:
+        if rows is None or M <= rows:
+            return method, block_size, num_warps
+    raise AssertionError("TOP_K_SCHEDULES needs a last line for any number of rows (None)")
+
+
+def top_k(x, k, *, out=None, out_indices=None, BLOCK_SIZE=None, method=None, num_warps=None):
     """The k largest entries of each row of a 2-D fp32 tensor, largest first, as top_k_ref: (values, int64
     indices). Two kernels: the K = next_power_of_2(k) best of every block of BLOCK_SIZE columns (in parallel
-    over rows and blocks), then one program per row merges those candidates."""
+    over rows and blocks), then one program per row merges those candidates. BLOCK_SIZE, method ("sort",
+    "bitonic", "bitonic-sort", "filter", "tl.topk") and num_warps default to TOP_K_SCHEDULES."""
     _require_rows(x, "x", torch.float32)
     M, N = x.shape
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= min(N, MAX_K):
         raise ValueError(f"k must be an int with 0 <= k <= min(N, {MAX_K}) = {min(N, MAX_K)}, got {k!r}.")
+    default_method, default_block, default_warps = top_k_schedule(M)
+    method = default_method if method is None else method
+    if method not in TOP_K_SELECT:
+        raise ValueError(f"method must be one of {', '.join(map(repr, TOP_K_SELECT))}, got {method!r}.")
+    if method == "tl.topk" and not hasattr(tl, "topk"):
+        raise ValueError(f"method 'tl.topk' needs a Triton with tl.topk (this is {triton.__version__}): use 'bitonic'.")
+    BLOCK_SIZE = default_block if BLOCK_SIZE is None else BLOCK_SIZE
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
+    if num_warps is not None:
+        utils.require_power_of_two(num_warps, "num_warps")
     out = utils.require_out(out, shape=(M, k), dtype=torch.float32, device=x.device, inputs={"x": x})
     out_indices = utils.require_out(
         out_indices, shape=(M, k), dtype=torch.int64, device=x.device, inputs={"x": x, "out": out}, name="out_indices"
@@ -377,23 +580,46 @@ def top_k(x, k, *, out=None, out_indices=None, BLOCK_SIZE=2048):
     K = triton.next_power_of_2(k)
     BLOCK_SIZE = max(min(BLOCK_SIZE, triton.next_power_of_2(N)), K)
     n_blocks = triton.cdiv(N, BLOCK_SIZE)
-    n_cand = n_blocks * K
+    per_block = 2 * K if method == "filter" else K  # candidates each block hands over
+    n_cand = n_blocks * per_block
     if n_cand > MAX_CANDIDATES or n_blocks > 65535:
         raise ValueError(
-            f"{n_blocks} blocks of {K} candidates is {n_cand}, more than the merge takes "
+            f"{n_blocks} blocks of {per_block} candidates is {n_cand}, more than the merge takes "
             f"({MAX_CANDIDATES}): pass a larger BLOCK_SIZE (now {BLOCK_SIZE})."
         )
-    cand = torch.empty((M, n_blocks, K), dtype=torch.int64, device=x.device)
-    top_k_block_kernel[(M, n_blocks)](
-        x,
-        cand,
-        N,
-        x.stride(0),
-        K=K,
-        BLOCK_SIZE=BLOCK_SIZE,
-        USE_TL_SORT=_use_tl_sort(),
-        num_warps=min(max(BLOCK_SIZE // 256, 1), 16),
-    )
+    if num_warps is None:
+        num_warps = min(max(BLOCK_SIZE // 256, 1), 16) if method == "sort" else default_warps
+    cand = torch.empty((M, n_blocks, per_block), dtype=torch.int64, device=x.device)
+    grid = (M, n_blocks)
+    if method == "sort":  # exercise 2's kernel
+        top_k_block_kernel[grid](
+            x, cand, N, x.stride(0), K=K, BLOCK_SIZE=BLOCK_SIZE, USE_TL_SORT=_use_tl_sort(), num_warps=num_warps
+        )
+    elif method == "filter":
+        top_k_filter_kernel[grid](
+            x,
+            cand,
+            N,
+            x.stride(0),
+            K=K,
+            BLOCK_SIZE=BLOCK_SIZE,
+            GROUPS=min(8 * K, BLOCK_SIZE),
+            CAP=2 * K,
+            USE_TL_SORT=_use_tl_sort(),
+            num_warps=num_warps,
+        )
+    else:
+        top_k_select_kernel[grid](
+            x,
+            cand,
+            N,
+            x.stride(0),
+            K=K,
+            BLOCK_SIZE=BLOCK_SIZE,
+            METHOD=TOP_K_SELECT[method],
+            USE_TL_SORT=_use_tl_sort(),
+            num_warps=num_warps,
+        )
     BLOCK_C = triton.next_power_of_2(n_cand)
     top_k_merge_kernel[(M,)](
         cand,
@@ -403,8 +629,9 @@ def top_k(x, k, *, out=None, out_indices=None, BLOCK_SIZE=2048):
         n_cand,
         K=K,
         BLOCK_C=BLOCK_C,
+        METHOD=TOP_K_SELECT[method],
         USE_TL_SORT=_use_tl_sort(),
-        num_warps=min(max(BLOCK_C // 256, 1), 16),
+        num_warps=min(max(BLOCK_C // 256, 1), 16) if method == "sort" else min(max(BLOCK_C // 512, 1), 8),
     )
     return out, out_indices
 
@@ -431,14 +658,19 @@ def _smallest_per_block_then_top(x, k, BLOCK_SIZE):
 
 
 def check_top_k(fn, *, quiet=False):
-    """Checks fn(x, k, out=..., out_indices=..., BLOCK_SIZE=...) against top_k_ref: values and indices exactly,
-    on rows with ties (many equal values), -inf and NaN, at several k and block sizes (rows over several blocks)."""
+    """Checks fn(x, k, out=..., out_indices=..., BLOCK_SIZE=..., method=...) against top_k_ref: values and indices
+    exactly, on rows with ties (many equal values), -inf and NaN, at several k and block sizes (rows over several
+    blocks), for every method of picking a block's candidates (exercise 2's "sort" first)."""
     env = utils.mode.current()
     cases = env.pick(
         cpu=[(1, 1, 1, 16), (3, 100, 5, 32), (2, 300, 17, 128)],
         gpu=[(1, 1, 1, 16), (3, 100, 5, 16), (64, 131072, 64, 2048), (5, 152064, 50, 4096), (7, 1000, 33, 256)],
     )
-    for M, N, k, BLOCK_SIZE in cases:
+    # exercise 2's kernel ("sort") first, then the faster ways of picking a block's best: on a GPU the ones
+    # TOP_K_SCHEDULES picks (each method compiles per block size), under the interpreter both
+    scheduled = {top_k_schedule(M)[0] for M in (1, 8, 64)} - {"sort"}
+    methods = ["sort"] + (sorted(scheduled) if env.is_gpu else ["bitonic", "filter"])
+    for (M, N, k, BLOCK_SIZE), method in ((case, method) for method in methods for case in cases):
         x = torch.randn(M, N, device=env.device)
         if M > 1:
             x[1] = torch.randint(0, 4, (N,), device=env.device).float()  # many ties at the top
@@ -452,9 +684,10 @@ def check_top_k(fn, *, quiet=False):
                 out=utils.nan_empty((M, k), device=env.device),
                 out_indices=torch.full((M, k), -1, dtype=torch.int64, device=env.device),
                 BLOCK_SIZE=BLOCK_SIZE,
+                method=method,
             )
         ref_v, ref_i = top_k_ref(x.double(), k)
-        where = f"top_k of {M}x{N}, k={k}, BLOCK_SIZE={BLOCK_SIZE}"
+        where = f"top_k of {M}x{N}, k={k}, BLOCK_SIZE={BLOCK_SIZE}, method={method}"
         utils.check(
             values,
             ref_v,
@@ -495,7 +728,7 @@ def check_top_k(fn, *, quiet=False):
     if not quiet:
         print(
             f"✓ top_k matches top_k_ref (values and indices, ties and NaN included) at "
-            f"{', '.join(f'{M}x{N} k={k}' for M, N, k, _ in cases)}"
+            f"{', '.join(f'{M}x{N} k={k}' for M, N, k, _ in cases)}, methods {', '.join(methods)}"
         )
 
 
@@ -590,24 +823,120 @@ def cumsum_kernel(x_ptr, block_cumsum_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr)
 SCAN_DTYPES = (torch.int32, torch.int64, torch.float32)
 
 
-def cumsum(x, *, out=None, BLOCK_SIZE=2048):
-    """Device-wide inclusive prefix sum of a 1-D int32/int64/fp32 tensor, in the input's dtype (int32 wraps on
-    overflow, as torch.cumsum(x, 0, dtype=torch.int32) does). Reduce, then scan: block sums (read x); their prefix
-    sum, by this same function (recursively: 2**30 elements take three levels); then each block scans itself and
-    adds the blocks before it (read x, write out). 3 passes over n elements; the minimum is 2."""
-    utils.require(x, "x", dtype=SCAN_DTYPES, ndim=1)
+@triton.jit
+def lookback_prefix(status_ptr, block, total, LOOKBACK: tl.constexpr):
+    """Decoupled look-back (Merrill and Garland, 2016): block `block` publishes its total, then adds up the words
+    of the blocks before it, LOOKBACK at a time, newest first, until it meets an inclusive prefix; then publishes
+    its own inclusive prefix. Returns the exclusive prefix (the total of every block before this one).
+
+    A status word is one int64, (flag << 32) | the 32 bits of a value, so that flag and value are read together:
+    flag 0 = nothing yet, 1 = the block's own total, 2 = its inclusive prefix (blocks 0..b together)."""
+    bits = total.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+    tl.atomic_xchg(status_ptr + block, (tl.where(block == 0, 2, 1).to(tl.int64) << 32) | bits)
+    i = tl.arange(0, LOOKBACK)
+    prefix = total * 0
+    newest = block - 1  # the newest block not yet added
+    done = (block == 0).to(tl.int32)
+    spins = 0
+    while (done == 0) & (spins < 1 << 20):  # bounded: a bug gives wrong sums (caught by the checks), not a hang
+        idx = newest - i
+        word = tl.load(status_ptr + idx, mask=idx >= 0, other=2 << 32, volatile=True)  # before block 0: "0 so far"
+        flag = (word >> 32).to(tl.int32)
+        value = (word & 0xFFFFFFFF).to(tl.int32).to(total.dtype, bitcast=True)
+        first_inclusive = tl.min(tl.where(flag == 2, i, LOOKBACK), axis=0)
+        first_empty = tl.min(tl.where(flag == 0, i, LOOKBACK), axis=0)
+        ready = (first_empty == LOOKBACK) | (first_empty > first_inclusive)  # no gap before the inclusive word
+        prefix += tl.where(ready, tl.sum(tl.where(i <= first_inclusive, value, 0), axis=0), 0)
+        done = (ready & (first_inclusive < LOOKBACK)).to(tl.int32)
+        newest = tl.where(ready, newest - LOOKBACK, newest)
+        spins += 1
+    inclusive = (prefix + total).to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+    tl.atomic_xchg(status_ptr + block, (2 << 32) | inclusive, mask=block > 0)
+    return prefix
+
+
+@triton.jit
+def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
+                           LOOKBACK: tl.constexpr, TICKET: tl.constexpr):  # fmt: skip
+    """cumsum in ONE pass (read x, write out: the minimum): each program takes the next block in launch order (a
+    ticket from an atomic counter, so every block before it has started and waiting on it cannot deadlock), scans
+    it, and learns the total of the blocks before it by decoupled look-back. TICKET False takes the program id
+    instead, as CUB does: GPUs start programs in id order, but nothing promises it."""
+    block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
+    offs = block.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0)
+    before = lookback_prefix(status_ptr, block, tl.sum(x, axis=0), LOOKBACK)
+    tl.store(out_ptr + offs, tl.cumsum(x, axis=0) + before, mask=mask)
+
+
+# -- the ONE place the scan's and the compaction's schedules are chosen: method -> (BLOCK_SIZE, num_warps).
+#    "reduce-then-scan" is exercise 3's (3 passes over the data); "lookback" is one pass (32-bit data only: int64
+#    scans use reduce-then-scan). The default method is SCAN_METHOD.
+SCAN_METHOD = "lookback"
+SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 8)}
+COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 8)}
+LOOKBACK = 32  # status words a block reads at once while it looks back
+LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
+
+
+def _scan_schedule(table, method, BLOCK_SIZE, num_warps):
+    method = SCAN_METHOD if method is None else method
+    if method not in table:
+        raise ValueError(f"method must be one of {', '.join(map(repr, table))}, got {method!r}.")
+    if BLOCK_SIZE is None:
+        BLOCK_SIZE, default_warps = table[method]
+    else:
+        default_warps = min(max(BLOCK_SIZE // 256, 1), 16)
+    num_warps = default_warps if num_warps is None else num_warps
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
+    utils.require_power_of_two(num_warps, "num_warps")
+    return method, BLOCK_SIZE, num_warps
+
+
+def _lookback_state(n_blocks, device):
+    """The status words (one per block, all 0: nothing published) and the ticket counter, in one allocation."""
+    state = torch.zeros(n_blocks + 1, dtype=torch.int64, device=device)
+    return state[1:], state[:1]
+
+
+def cumsum(x, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
+    """Device-wide inclusive prefix sum of a 1-D int32/int64/fp32 tensor, in the input's dtype (int32 wraps on
+    overflow, as torch.cumsum(x, 0, dtype=torch.int32) does). method "reduce-then-scan" (exercise 3): block sums
+    (read x); their prefix sum, by this same function (recursively: 2**30 elements take three levels); then each
+    block scans itself and adds the blocks before it (read x, write out): 3 passes over n elements, where the
+    minimum is 2. method "lookback": the minimum, one pass (cumsum_lookback_kernel; int32 and fp32). BLOCK_SIZE,
+    method and num_warps default to SCAN_METHOD and SCAN_SCHEDULES."""
+    utils.require(x, "x", dtype=SCAN_DTYPES, ndim=1)
+    if method is None and x.dtype == torch.int64:
+        method = "reduce-then-scan"  # a status word holds 32 bits of value
+    method, BLOCK_SIZE, num_warps = _scan_schedule(SCAN_SCHEDULES, method, BLOCK_SIZE, num_warps)
+    if method == "lookback" and x.dtype == torch.int64:
+        raise ValueError("method 'lookback' scans 32-bit values (int32, fp32): use 'reduce-then-scan' for int64.")
     out = utils.require_out(out, shape=tuple(x.shape), dtype=x.dtype, device=x.device, inputs={"x": x})
     n = x.numel()
     if n == 0:
         return out
     n_blocks = triton.cdiv(n, BLOCK_SIZE)
-    num_warps = min(max(BLOCK_SIZE // 256, 1), 16)
+    if method == "lookback":
+        status, ticket = _lookback_state(n_blocks, x.device)
+        cumsum_lookback_kernel[(n_blocks,)](
+            x,
+            out,
+            status,
+            ticket,
+            n,
+            BLOCK_SIZE=BLOCK_SIZE,
+            LOOKBACK=LOOKBACK,
+            TICKET=LOOKBACK_TICKET,
+            num_warps=num_warps,
+        )
+        return out
     block_cumsum = out  # one block: nothing comes before it, the kernel reads no prefix
     if n_blocks > 1:
         sums = torch.empty(n_blocks, dtype=x.dtype, device=x.device)
         block_sum_kernel[(n_blocks,)](x, sums, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
-        block_cumsum = cumsum(sums, BLOCK_SIZE=BLOCK_SIZE)
+        block_cumsum = cumsum(sums, BLOCK_SIZE=BLOCK_SIZE, method="reduce-then-scan")
     cumsum_kernel[(n_blocks,)](x, block_cumsum, out, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
     return out
 
@@ -618,14 +947,15 @@ def cumsum_bytes(n, element_size):
 
 
 def check_cumsum(fn, *, quiet=False):
-    """Checks fn(x, out=..., BLOCK_SIZE=...) against cumsum_ref, exactly: the inputs are small integers (as fp32
+    """Checks fn(x, out=..., BLOCK_SIZE=..., method=...) against cumsum_ref, exactly, by exercise 3's
+    "reduce-then-scan" and then the one-pass "lookback": the inputs are small integers (as fp32
     too, where every partial sum below 2**24 is exact, so the order of the additions cannot matter)."""
     env = utils.mode.current()
     cases = env.pick(
         cpu=[(1, 16), (15, 16), (100, 16), (1000, 16)],
         gpu=[(1, 1024), (100, 16), (5000, 64), (10**7 + 3, 2048), (2**20, 1024)],
     )
-    for dtype in (torch.int32, torch.float32):
+    for dtype, method in [(d, m) for m in ("reduce-then-scan", "lookback") for d in (torch.int32, torch.float32)]:
         for n, BLOCK_SIZE in cases:
             x = torch.randint(-8, 9, (n,), device=env.device).to(dtype)
             out = (
@@ -634,7 +964,7 @@ def check_cumsum(fn, *, quiet=False):
                 else torch.full((n,), -(2**31), dtype=dtype, device=env.device)
             )
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-                out = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE)
+                out = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE, method=method)
             xd = x.double().cpu()
             blocks = torch.nn.functional.pad(xd, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
             local = blocks.cumsum(1).flatten()[:n]  # each block on its own
@@ -655,7 +985,7 @@ def check_cumsum(fn, *, quiet=False):
                 ref.to(dtype) if not dtype.is_floating_point else ref,
                 dtype=dtype,
                 quiet=True,
-                name=f"cumsum of {n} {utils.dtype_name(dtype)} (BLOCK_SIZE={BLOCK_SIZE})",
+                name=f"cumsum of {n} {utils.dtype_name(dtype)} (BLOCK_SIZE={BLOCK_SIZE}, {method})",
                 atol=0,
                 rtol=0,
                 reason="small integers: every partial sum is exact",
@@ -688,24 +1018,60 @@ def compact_kernel(values_ptr, keep_ptr, block_cumsum_ptr, out_ptr, n, BLOCK_SIZ
     tl.store(out_ptr + dest, tl.load(values_ptr + offs, mask=kept), mask=kept)
 
 
+@triton.jit
+def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
+                            LOOKBACK: tl.constexpr, TICKET: tl.constexpr):  # fmt: skip
+    """compact in ONE pass: count this block's flags, learn how many the blocks before it kept by decoupled
+    look-back (lookback_prefix), scatter. The last block's inclusive status word is the number kept."""
+    block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
+    offs = block.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    keep = tl.load(keep_ptr + offs, mask=offs < n, other=0).to(tl.int32)
+    before = lookback_prefix(status_ptr, block, tl.sum(keep, axis=0), LOOKBACK)
+    dest = before + tl.cumsum(keep, axis=0) - keep
+    kept = keep != 0
+    tl.store(out_ptr + dest, tl.load(values_ptr + offs, mask=kept), mask=kept)
+
+
 COLUMN_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)
 
 
-def compact(values, keep, *, BLOCK_SIZE=2048):
-    """values[keep] for 1-D tensors (stream compaction), order kept: count the flags per block, scan the counts
-    (cumsum), scatter. No out=: the result's length is known only once the flags are counted."""
+def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
+    """values[keep] for 1-D tensors (stream compaction), order kept. method "reduce-then-scan": count the flags
+    per block, scan the counts (cumsum), scatter; "lookback": one pass (compact_lookback_kernel, under 2**31
+    elements). No out=: the result's length is known only once the flags are counted. BLOCK_SIZE, method and
+    num_warps default to SCAN_METHOD and COMPACT_SCHEDULES."""
     utils.require(values, "values", dtype=COLUMN_DTYPES, ndim=1)
     utils.require(keep, "keep", dtype=torch.bool, ndim=1)
     utils.require_same_shape(values, keep, ("values", "keep"))
-    utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
+    if method is None and values.numel() >= 2**31:
+        method = "reduce-then-scan"  # a status word holds a 32-bit count
+    method, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
+    if method == "lookback" and values.numel() >= 2**31:
+        raise ValueError("method 'lookback' counts in 32 bits: use 'reduce-then-scan' for 2**31 elements or more.")
     n = values.numel()
     if n == 0:
         return values.new_empty(0)
+    if method == "lookback":
+        n_blocks = triton.cdiv(n, BLOCK_SIZE)
+        status, ticket = _lookback_state(n_blocks, values.device)
+        out = values.new_empty(n)  # room for all: the count is known only at the end
+        compact_lookback_kernel[(n_blocks,)](
+            values,
+            keep,
+            out,
+            status,
+            ticket,
+            n,
+            BLOCK_SIZE=BLOCK_SIZE,
+            LOOKBACK=LOOKBACK,
+            TICKET=LOOKBACK_TICKET,
+            num_warps=num_warps,
+        )
+        return out[: int(status[-1]) & 0xFFFFFFFF]  # the one sync: the last block's inclusive count
     n_blocks = triton.cdiv(n, BLOCK_SIZE)
-    num_warps = min(max(BLOCK_SIZE // 256, 1), 16)
     counts = torch.empty(n_blocks, dtype=torch.int64 if n >= 2**31 else torch.int32, device=values.device)
     count_kernel[(n_blocks,)](keep, counts, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
-    block_cumsum = cumsum(counts, BLOCK_SIZE=BLOCK_SIZE)
+    block_cumsum = cumsum(counts, BLOCK_SIZE=BLOCK_SIZE, method="reduce-then-scan")
     # the one sync: the result's length, and a cheap look at the scan (n / BLOCK_SIZE numbers) that the scatter
     # trusts with its addresses: a wrong prefix sum would write out of bounds
     scan_ok = (block_cumsum[:1] == counts[:1]).all() & (block_cumsum.diff() == counts[1:]).all()
@@ -724,11 +1090,11 @@ def compact_bytes(n, n_kept, element_size):
 
 
 def check_compact(fn, *, quiet=False):
-    """Checks fn(values, keep, BLOCK_SIZE=...) against compact_ref, exactly, at keep-none, keep-all, one element
-    and random flags over several blocks."""
+    """Checks fn(values, keep, BLOCK_SIZE=..., method=...) against compact_ref, exactly (both methods), at
+    keep-none, keep-all, one element and random flags over several blocks."""
     env = utils.mode.current()
     sizes = env.pick(cpu=[1, 17, 100, 1000], gpu=[1, 17, 100, 10**7 + 1])
-    for n in sizes:
+    for n, method in [(n, m) for m in ("reduce-then-scan", "lookback") for n in sizes]:
         for name, keep in {
             "random flags": torch.rand(n, device=env.device) < 0.3,
             "none kept": torch.zeros(n, dtype=torch.bool, device=env.device),
@@ -736,7 +1102,7 @@ def check_compact(fn, *, quiet=False):
         }.items():
             values = torch.randn(n, device=env.device)
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-                out = fn(values, keep, BLOCK_SIZE=env.pick(cpu=16, gpu=1024))
+                out = fn(values, keep, BLOCK_SIZE=env.pick(cpu=16, gpu=1024), method=method)
             ref = compact_ref(values.double(), keep)
             utils.check(
                 out,
@@ -744,7 +1110,7 @@ def check_compact(fn, *, quiet=False):
                 atol=0,
                 rtol=0,
                 reason="compaction copies values, it rounds none",
-                name=f"compact, n={n}, {name}",
+                name=f"compact, n={n}, {name}, {method}",
                 quiet=True,
                 stray=stray,
             )
@@ -998,46 +1364,65 @@ def groupby_partials_kernel(
     KEYS: tl.constexpr,
 ):
     """groupby_atomic_kernel's result for few keys (num_keys <= KEYS): each program sums ROWS_PER_PROGRAM rows per
-    key in registers, through a one-hot (BLOCK_SIZE, KEYS) mask and tl.sum, then adds its KEYS partial results
-    with atomics: 3 * KEYS atomics per program instead of 3 per row."""
+    key in registers, through a one-hot (BLOCK_SIZE, KEYS) mask, then adds its KEYS partial results with atomics:
+    3 * KEYS atomics per program instead of 3 per row. The accumulators keep the (BLOCK_SIZE, KEYS) shape until
+    the loop ends (elementwise adds, no reduction across threads per step); the rows and the non-NaN counts add
+    in one int32 (16 bits each: a launch keeps ROWS_PER_PROGRAM // BLOCK_SIZE below 2**16), sums in fp64."""
     slots = tl.arange(0, KEYS)
-    acc_s = tl.zeros((KEYS,), tl.float64)
-    acc_c = tl.zeros((KEYS,), tl.int64)
-    acc_r = tl.zeros((KEYS,), tl.int64)
-    n_bad = tl.zeros((BLOCK_SIZE,), tl.int64)
+    acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
+    acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
+    n_bad = tl.zeros((BLOCK_SIZE, 1), tl.int32)
     threshold = tl.load(threshold_ptr)
     first = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM
     for start in range(0, ROWS_PER_PROGRAM, BLOCK_SIZE):
-        offs = first + start + tl.arange(0, BLOCK_SIZE)
+        offs = first + start + tl.arange(0, BLOCK_SIZE)[:, None]  # (BLOCK_SIZE, 1): already the accumulators' rows
         in_range = offs < n
         passed = in_range & (tl.load(x_ptr + offs, mask=in_range, other=0) > threshold)
-        key = tl.load(key_ptr + offs, mask=passed, other=0).to(tl.int64)
+        key = tl.load(key_ptr + offs, mask=passed, other=0)
         good = passed & (key >= 0) & (key < num_keys)
         value = tl.load(value_ptr + offs, mask=good, other=0).to(tl.float64)
         is_num = good & (value == value)
-        hit = (key[:, None] == slots[None, :]) & good[:, None]  # (BLOCK_SIZE, KEYS): row r has key k
-        acc_s += tl.sum(tl.where(hit & is_num[:, None], value[:, None], 0.0), axis=0)
-        acc_c += tl.sum((hit & is_num[:, None]).to(tl.int64), axis=0)
-        acc_r += tl.sum(hit.to(tl.int64), axis=0)
-        n_bad += (passed & ~good).to(tl.int64)
+        # -- per row once: the slot it adds to (-1: none), what it adds; then per key one compare and two adds
+        code = tl.where(good, key, -1)
+        v = tl.where(is_num, value, 0.0)
+        rc = 1 + (is_num.to(tl.int32) << 16)
+        hit = code == slots[None, :]  # (BLOCK_SIZE, KEYS): row r has key k
+        acc_s += tl.where(hit, v, 0.0)
+        acc_rc += tl.where(hit, rc, 0)
+        n_bad += (passed & ~good).to(tl.int32)
     keep = slots < num_keys
-    tl.atomic_add(sums_ptr + slots, acc_s, mask=keep)
-    tl.atomic_add(counts_ptr + slots, acc_c, mask=keep)
-    tl.atomic_add(rows_ptr + slots, acc_r, mask=keep)
-    tl.atomic_add(rows_ptr + num_keys, tl.sum(n_bad, axis=0))
+    tl.atomic_add(sums_ptr + slots, tl.sum(acc_s, axis=0), mask=keep)
+    tl.atomic_add(counts_ptr + slots, tl.sum(acc_rc >> 16, axis=0).to(tl.int64), mask=keep)
+    tl.atomic_add(rows_ptr + slots, tl.sum(acc_rc & 0xFFFF, axis=0).to(tl.int64), mask=keep)
+    tl.atomic_add(rows_ptr + num_keys, tl.sum(tl.sum(n_bad, axis=1), axis=0).to(tl.int64))
 
 
-def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=256, ROWS_PER_PROGRAM=8192):
+# -- groupby_partials' schedule, the ONE place it is chosen: rows per step, rows per program, warps
+GROUPBY_PARTIALS_SCHEDULE = (128, 16384, 4)
+
+
+def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, ROWS_PER_PROGRAM=None, num_warps=None):
     """groupby_atomic's result with per-program partial sums, for up to MAX_PARTIAL_KEYS keys (few keys: where
-    per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic."""
+    per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic. BLOCK_SIZE,
+    ROWS_PER_PROGRAM and num_warps default to GROUPBY_PARTIALS_SCHEDULE."""
     if isinstance(num_keys, int) and num_keys > MAX_PARTIAL_KEYS:
         return groupby_atomic(table, threshold, num_keys)
+    default_block, default_rows, default_warps = GROUPBY_PARTIALS_SCHEDULE
+    BLOCK_SIZE = default_block if BLOCK_SIZE is None else BLOCK_SIZE
+    ROWS_PER_PROGRAM = default_rows if ROWS_PER_PROGRAM is None else ROWS_PER_PROGRAM
+    num_warps = default_warps if num_warps is None else num_warps
+    utils.require_power_of_two(num_warps, "num_warps")
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     utils.require_power_of_two(ROWS_PER_PROGRAM, "ROWS_PER_PROGRAM")
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
     if n:
         rows_per_program = max(min(ROWS_PER_PROGRAM, triton.next_power_of_2(n)), BLOCK_SIZE)  # small n: one pass
+        if rows_per_program // BLOCK_SIZE >= 2**16:
+            raise ValueError(
+                f"ROWS_PER_PROGRAM // BLOCK_SIZE = {rows_per_program // BLOCK_SIZE}: must stay below 2**16 (the "
+                f"kernel counts each slot's rows in 16 bits); pass a smaller ROWS_PER_PROGRAM."
+            )
         grid = (triton.cdiv(n, rows_per_program),)
         groupby_partials_kernel[grid](
             table["key"],
@@ -1052,6 +1437,7 @@ def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=256, ROWS_PER_PRO
             ROWS_PER_PROGRAM=rows_per_program,
             BLOCK_SIZE=BLOCK_SIZE,
             KEYS=max(triton.next_power_of_2(num_keys), 2),
+            num_warps=num_warps,
         )
     return sums, counts, _refuse_bad_keys(rows, num_keys)
 
@@ -1235,6 +1621,7 @@ def check_join(fn, *, quiet=False):
     """Checks fn(left_table, right_table, on="key") against pandas' merge, EXACTLY (same rows in the same order):
     keys that miss, an empty side, one row, all left keys equal, negative and huge int64 keys."""
     env = utils.mode.current()
+    check_compact(compact, quiet=True)  # the join keeps its matches by compaction: checked first
     n = env.pick(cpu=300, gpu=10**6 + 3)
     rng = np.random.default_rng(7)
     dim_keys = rng.choice(np.arange(-(2**40), 2**40, 2**20 + 7), size=n // 3, replace=False)

@@ -53,9 +53,103 @@ def test_the_compiled_sort_path_agrees_under_the_interpreter(monkeypatch):
     values, indices = L.sort_rows(x)
     ref_v, ref_i = L.sort_ref(x)
     assert torch.equal(values, ref_v) and torch.equal(indices, ref_i)
-    values, indices = L.top_k(x, 5, BLOCK_SIZE=32)
     ref_v, ref_i = L.top_k_ref(x, 5)
-    assert torch.equal(values, ref_v) and torch.equal(indices, ref_i)
+    for method in ("sort", "bitonic", "bitonic-sort", "filter") + ("tl.topk",) * hasattr(tl, "topk"):
+        values, indices = L.top_k(x, 5, BLOCK_SIZE=32, method=method)
+        assert torch.equal(values, ref_v) and torch.equal(indices, ref_i), method
+    for network in ("tl.sort", "gather"):
+        values, indices = L.sort_rows(x, network=network, num_warps=2)
+        assert torch.equal(values, L.sort_ref(x)[0]) and torch.equal(indices, L.sort_ref(x)[1]), network
+
+
+# -- the schedules: every method and block size the GPU tables may pick, checked on tiny shapes ------------------------
+
+
+@pytest.mark.parametrize("method", ["bitonic", "filter", "sort"])
+def test_top_k_methods_agree_with_the_reference_at_edge_shapes(method):
+    """k = the row length, one row, a block equal to K, rows of ties and NaN: every method as exact as top_k_ref."""
+    g = torch.Generator().manual_seed(3)
+    for M, N, k, BLOCK_SIZE in [(1, 8, 8, 8), (2, 33, 33, 64), (3, 200, 3, 16), (2, 64, 16, 16)]:
+        x = torch.randn(M, N, generator=g).to(DEV)
+        x[-1, ::2] = 1.0  # ties: smaller index first
+        x[0, 1] = float("nan")
+        values, indices = L.top_k(x, k, BLOCK_SIZE=BLOCK_SIZE, method=method)
+        ref_v, ref_i = L.top_k_ref(x, k)
+        torch.testing.assert_close(values, ref_v, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(indices, ref_i), (M, N, k, BLOCK_SIZE)
+
+
+def test_top_k_filter_falls_back_when_too_many_pass():
+    """A block of equal values: every entry passes the threshold (more than 2K), so the filter kernel must take its
+    bitonic_top_k branch; a random block takes the compaction branch. Both exact, and the schedule's default too."""
+    x = torch.randn(2, 256, device=DEV)
+    x[1] = 0.5
+    ref_v, ref_i = L.top_k_ref(x, 4)
+    for method in ("filter", None):
+        values, indices = L.top_k(x, 4, BLOCK_SIZE=128, method=method)
+        assert torch.equal(values, ref_v) and torch.equal(indices, ref_i)
+
+
+def test_the_schedules_are_complete():
+    assert all(m in L.TOP_K_SELECT for _, m, _, _ in L.TOP_K_SCHEDULES) and L.TOP_K_SCHEDULES[-1][0] is None
+    assert {L.top_k_schedule(M)[0] for M in (1, 8, 64, 10**6)} <= set(L.TOP_K_SELECT)
+    assert all(net in ("tl.sort", "gather") for net, _ in L.SORT_ROWS_SCHEDULES.values())
+    assert L.sort_rows_schedule(8) == L.SORT_ROWS_SCHEDULES[min(L.SORT_ROWS_SCHEDULES)]
+    assert L.SCAN_METHOD in L.SCAN_SCHEDULES and L.SCAN_METHOD in L.COMPACT_SCHEDULES
+
+
+def test_lookback_walks_back_over_block_totals():
+    """Under the interpreter programs run in order, so each block finds its neighbour's inclusive prefix at once.
+    Here the status words of blocks 0..9 are written by hand (block 0 inclusive, the others only their totals) and
+    the ticket starts at 10: block 10 must add nine totals over three windows of LOOKBACK = 4, then publish."""
+    BLOCK = 16
+    x = torch.randint(-5, 6, (12 * BLOCK,), dtype=torch.int32, device=DEV)
+    sums = x.view(12, BLOCK).sum(1)
+    state = torch.zeros(13, dtype=torch.int64, device=DEV)
+    status, ticket = state[1:], state[:1]
+    words = (sums[:10].long() & 0xFFFFFFFF) | (1 << 32)
+    words[0] = (int(sums[0]) & 0xFFFFFFFF) | (2 << 32)
+    status[:10] = words
+    ticket[0] = 10
+    out = torch.zeros_like(x)
+    L.cumsum_lookback_kernel[(2,)](x, out, status, ticket, x.numel(), BLOCK_SIZE=BLOCK, LOOKBACK=4, TICKET=True)
+    ref = torch.cumsum(x, 0).int()
+    assert torch.equal(out[10 * BLOCK :], ref[10 * BLOCK :])
+    assert int(status[10]) >> 32 == 2 and int(status[11]) >> 32 == 2
+    assert (int(status[11]) & 0xFFFFFFFF) == int(ref[-1]) & 0xFFFFFFFF
+
+
+def test_groupby_partials_over_several_steps_and_programs_is_exact():
+    """Small steps and programs, so that the 2-D accumulators add over several steps and programs add by atomics;
+    NaN values, a filter, 5 keys of 8 slots."""
+    L.check_groupby_atomic(
+        lambda t, th, k: L.groupby_partials(t, th, k, BLOCK_SIZE=16, ROWS_PER_PROGRAM=64), quiet=True
+    )
+    g = torch.Generator().manual_seed(1)
+    key = torch.randint(0, 5, (700,), generator=g, dtype=torch.int32)
+    value = torch.randint(-40, 40, (700,), generator=g) / 4.0
+    value[::3] = float("nan")
+    x = torch.rand(700, generator=g)
+    table = {"key": key.to(DEV), "value": value.to(DEV), "x": x.to(DEV)}
+    got = L.groupby_partials(table, 0.3, 5, BLOCK_SIZE=16, ROWS_PER_PROGRAM=128, num_warps=1)
+    for a, b in zip(got, L.groupby_dense_ref(key, value, x, 0.3, 5)):
+        assert torch.equal(a.cpu(), b)
+
+
+def test_every_scan_method_is_exact():
+    for method in ("reduce-then-scan", "lookback"):
+        for n in (1, 16, 17, 1000):
+            x = torch.randint(-3, 4, (n,), device=DEV).int()
+            assert torch.equal(L.cumsum(x, BLOCK_SIZE=16, method=method), torch.cumsum(x, 0).int())
+            keep = x > 0
+            assert torch.equal(L.compact(x, keep, BLOCK_SIZE=16, method=method), x[keep])
+    with pytest.MonkeyPatch.context() as m:  # blocks in program-id order instead of ticket order
+        m.setattr(L, "LOOKBACK_TICKET", False)
+        x = torch.randint(-3, 4, (1000,), device=DEV).int()
+        assert torch.equal(L.cumsum(x, BLOCK_SIZE=16, method="lookback"), torch.cumsum(x, 0).int())
+        assert torch.equal(L.compact(x, x > 0, BLOCK_SIZE=16, method="lookback"), x[x > 0])
+    x = torch.arange(40, device=DEV)  # int64: the default falls back to reduce-then-scan
+    assert torch.equal(L.cumsum(x, BLOCK_SIZE=16), torch.cumsum(x, 0))
 
 
 def test_references_agree_with_torch_and_pandas():
@@ -194,8 +288,8 @@ def test_top_k_mistakes_get_their_hint(kernel, words, monkeypatch):
 
 
 def test_top_k_missing_ties_gets_its_hint():
-    def index_from_value(x, k, out=None, out_indices=None, BLOCK_SIZE=None):
-        values, _ = L.top_k(x, k, BLOCK_SIZE=BLOCK_SIZE)
+    def index_from_value(x, k, out=None, out_indices=None, BLOCK_SIZE=None, method=None):
+        values, _ = L.top_k(x, k, BLOCK_SIZE=BLOCK_SIZE, method=method)
         return values, L.first_index_of(x, values)  # the first column holding each value
 
     with pytest.raises(AssertionError, match="Tied values share one index"):
@@ -271,7 +365,7 @@ def test_compaction_refuses_to_scatter_with_a_wrong_scan(monkeypatch):
     monkeypatch.setattr(L, "cumsum_kernel", _cumsum_no_prefix_kernel)
     keep = torch.ones(1000, dtype=torch.bool, device=DEV)  # 63 blocks: their counts take a scan of 4 blocks
     with pytest.raises(AssertionError, match="wrong prefix sum"):
-        L.compact(torch.randn(1000, device=DEV), keep, BLOCK_SIZE=16)
+        L.compact(torch.randn(1000, device=DEV), keep, BLOCK_SIZE=16, method="reduce-then-scan")
 
 
 # -- exercise 4: the group-by ------------------------------------------------------------------------------------
@@ -377,7 +471,16 @@ BAD = {
         "larger BLOCK_SIZE",
     ),  # fmt: skip
     "sampler p > 1": (lambda: L.sample_top_k_top_p(_x, 5, p=1.5), ValueError, "p <= 1"),
+    "top_k unknown method": (lambda: L.top_k(_x, 5, method="heap"), ValueError, "method must be"),
+    "top_k bad num_warps": (lambda: L.top_k(_x, 5, num_warps=3), ValueError, "power of two"),
+    "sort_rows unknown network": (lambda: L.sort_rows(_x, network="radix"), ValueError, "network must be"),
     "cumsum 2-D": (lambda: L.cumsum(_x), ValueError, "1 dimension"),
+    "cumsum unknown method": (lambda: L.cumsum(_x[0], method="serial"), ValueError, "method must be"),
+    "cumsum lookback int64": (
+        lambda: L.cumsum(_x[0].long(), method="lookback"),
+        ValueError,
+        "reduce-then-scan",
+    ),  # fmt: skip
     "cumsum fp16": (lambda: L.cumsum(_x[0].half()), TypeError, "dtype"),
     "cumsum out aliasing x": (lambda: L.cumsum(_x[0], out=_x[0]), ValueError, "shares memory"),
     "compact lengths": (
@@ -406,6 +509,13 @@ BAD = {
     "key out of range (sorted)": (lambda: L.query(_table, 0.0, 2, method="sorted"), ValueError, "outside 0..1"),
     "key out of range (partials)": (lambda: L.query(_table, 0.0, 2, method="partials"), ValueError, "outside 0..1"),
     "num_keys zero": (lambda: L.query(_table, 0.5, 0), ValueError, "num_keys"),
+    "partials counters overflow": (
+        lambda: L.groupby_partials(
+            L.table_from_pandas(L.random_table(2**17, 3), DEV), 0.5, 3, BLOCK_SIZE=1, ROWS_PER_PROGRAM=2**17
+        ),
+        ValueError,
+        "below 2\\*\\*16",
+    ),  # fmt: skip
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
     "duplicate right keys": (lambda: L.join_tables(_table, {"key": _table["key"]}), ValueError, "duplicate"),
