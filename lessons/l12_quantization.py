@@ -824,6 +824,7 @@ def w4a16_gemv_kernel(
     BLOCK_M: tl.constexpr,  # rows of x, each a separate pass over the widened tile (1 .. GEMV_M)
     BLOCK_N: tl.constexpr,  # output columns (rows of W) a program owns
     BLOCK_K: tl.constexpr,  # columns of W a step: a whole number of groups
+    PREFETCH: tl.constexpr,  # load step s + 1's bytes before using step s's (schedule's num_stages >= 2)
     SPLIT_K,  # a runtime argument: another split needs no new compile
     HAS_RESIDUAL: tl.constexpr,
 ):
@@ -845,10 +846,18 @@ def w4a16_gemv_kernel(
     p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + offs_g[None, :, None] * HALF + tl.arange(0, HALF)
     s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
     acc = tl.zeros((BLOCK_M, BLOCK_N, GROUPS), dtype=tl.float32)  # one sum a group: summed over groups at the end
+    g_next = first * GROUPS
+    mask_next = mask_n[:, None] & ((g_next + offs_g < groups) & (first < last))[None, :]
+    byte_next = tl.load(p_tile + g_next * HALF, mask=mask_next[:, :, None], other=0)
     for step in range(first, last):
         g0 = step * GROUPS
         mask_g = mask_n[:, None] & (g0 + offs_g < groups)[None, :]
-        byte = tl.load(p_tile + g0 * HALF, mask=mask_g[:, :, None], other=0)
+        if PREFETCH:  # -- the next step's bytes are on their way while this step's are used
+            byte = byte_next
+            mask_next = mask_n[:, None] & ((g0 + GROUPS + offs_g < groups) & (step + 1 < last))[None, :]
+            byte_next = tl.load(p_tile + (g0 + GROUPS) * HALF, mask=mask_next[:, :, None], other=0)
+        else:
+            byte = tl.load(p_tile + g0 * HALF, mask=mask_g[:, :, None], other=0)
         scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0).to(tl.float32)
         zero = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0).to(tl.float32)
         # -- widen without a conversion: the fp32 number with bits 0x4B000000 | q is 2**23 + q; subtracting
@@ -953,6 +962,7 @@ def w8a16_gemv_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    PREFETCH: tl.constexpr,
     SPLIT_K,  # a runtime argument: another split needs no new compile
     HAS_RESIDUAL: tl.constexpr,
 ):
@@ -966,9 +976,17 @@ def w8a16_gemv_kernel(
     mask_n = offs_n < N
     q_tile = q_ptr + offs_n.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    k = first * BLOCK_K + offs_k
+    q_next = tl.load(q_tile + first * BLOCK_K, mask=mask_n[:, None] & ((k < K) & (first < last))[None, :], other=0)
     for step in range(first, last):
         k = step * BLOCK_K + offs_k
-        q = tl.load(q_tile + step * BLOCK_K, mask=mask_n[:, None] & (k < K)[None, :], other=0)
+        if PREFETCH:  # -- the next step's codes are on their way while this step's are used
+            q = q_next
+            k1 = k + BLOCK_K
+            mask_next = mask_n[:, None] & ((k1 < K) & (step + 1 < last))[None, :]
+            q_next = tl.load(q_tile + (step + 1) * BLOCK_K, mask=mask_next, other=0)
+        else:
+            q = tl.load(q_tile + step * BLOCK_K, mask=mask_n[:, None] & (k < K)[None, :], other=0)
         # -- widen without a conversion: bits 0x4B000080 + q (q in -128 .. 127) are the fp32 number 2**23 + 128 + q
         w = (q.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
         for i in tl.static_range(BLOCK_M):
@@ -995,12 +1013,12 @@ class FastSchedule(NamedTuple):
     BLOCK_K: int  # gemv: columns of W a step (int4: a whole number of groups); tile: the group size
     SPLIT_K: int
     num_warps: int
-    num_stages: int
+    num_stages: int  # gemv: 1, or 2 to load the next step's weights while this step's are used
 
 
 GEMV_BLOCK_N = {4: 32, 8: 16}  # by bits: rows of W a program
 GEMV_BLOCK_K = {4: 256, 8: 256}  # columns of W a step: 128 bytes a row (int4) or 256 (int8)
-GEMV_WARPS, GEMV_STAGES = 4, 1
+GEMV_WARPS, GEMV_STAGES = 4, 2  # GEMV_STAGES 2: prefetch the next step's weights into registers
 GEMV_PROGRAMS_PER_SM = 2  # split K until about this many programs an SM ...
 GEMV_MIN_STEPS = 4  # ... while each split keeps at least this many steps
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
@@ -1059,11 +1077,14 @@ def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, *
     direct = s.SPLIT_K == 1
     target = out if direct else torch.empty(s.SPLIT_K, M, N, device=x.device)
     has_residual = direct and residual is not None
+    stages = s.num_stages
+    if s.kernel == "gemv":  # its stages are its own: num_stages >= 2 prefetches the next step into registers
+        meta["PREFETCH"], stages = s.num_stages >= 2, 1
     kernel[(grid_n, s.SPLIT_K)](
         x, *parts, residual if has_residual else target, target, M, N, K, *strides,
         N, 0 if direct else M * N,  # stride_om, stride_os: contiguous (M, N), one slice per split
         BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, SPLIT_K=s.SPLIT_K, HAS_RESIDUAL=has_residual,
-        num_warps=s.num_warps, num_stages=s.num_stages, **meta,
+        num_warps=s.num_warps, num_stages=stages, **meta,
     )  # fmt: skip
     if not direct:
         BLOCK_SIZE = 1024
