@@ -1016,11 +1016,12 @@ class FastSchedule(NamedTuple):
     num_stages: int  # gemv: 1, or 2 to load the next step's weights while this step's are used
 
 
-GEMV_BLOCK_N = {4: 32, 8: 16}  # by bits: rows of W a program
-GEMV_BLOCK_K = {4: 256, 8: 256}  # columns of W a step: 128 bytes a row (int4) or 256 (int8)
+GEMV_BLOCK_N = {4: 32, 8: 16}  # by bits: rows of W a program, halved (down to 16) while programs are too few
+GEMV_BLOCK_K = {4: 512, 8: 256}  # columns of W a step: 256 bytes a row either way
 GEMV_WARPS, GEMV_STAGES = 4, 2  # GEMV_STAGES 2: prefetch the next step's weights into registers
-GEMV_PROGRAMS_PER_SM = 2  # split K until about this many programs an SM ...
+GEMV_PROGRAMS_PER_SM = 2  # aim for about this many programs an SM (smaller BLOCK_N first, then split K) ...
 GEMV_MIN_STEPS = 4  # ... while each split keeps at least this many steps
+GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
 FAST_SCHEDULES: dict = {}
 
@@ -1047,7 +1048,9 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
         return FAST_SCHEDULES[bits, M, N, K]
     if M <= GEMV_M:
         BLOCK_N, BLOCK_K = GEMV_BLOCK_N[bits], max(GEMV_BLOCK_K[bits], group_size)
-        split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count)
+        while BLOCK_N > 16 and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
+            BLOCK_N //= 2
+        split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
         return FastSchedule("gemv", triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, GEMV_WARPS, GEMV_STAGES)
     s = schedule(M, N, K, group_size if bits == 4 else (128 if M <= DECODE_M else 64), sm_count, bits=bits,
                  smem=smem)  # fmt: skip
