@@ -905,6 +905,7 @@ def w4a16_tile_kernel(
     MAGIC: tl.constexpr,  # as w4a16_fast_kernel: bits of OFFSET in x's dtype; 0: convert plainly (fp32)
     OFFSET: tl.constexpr,
     SCALE_IN_TILE: tl.constexpr,  # True: (q - z) * s in the tile, one chained dot (prefill); False: scale after
+    SWAP_AB: tl.constexpr,  # True: W @ x.T, W's rows fill the tensor cores' M side (>= 64), x's few rows their N
     HAS_RESIDUAL: tl.constexpr,
 ):
     HALF: tl.constexpr = GROUP_SIZE // 2
@@ -935,6 +936,8 @@ def w4a16_tile_kernel(
         if SCALE_IN_TILE:
             w = (w.to(tl.float32) * scale[:, None]).to(x.dtype)
             acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+        elif SWAP_AB:
+            acc += tl.trans(tl.dot(w, tl.trans(x), input_precision=DOT_PRECISION)) * scale[None, :]
         else:
             acc += tl.dot(x, tl.trans(w), input_precision=DOT_PRECISION) * scale[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
@@ -1007,7 +1010,7 @@ GEMV_M = 4  # up to this many rows of x: the GEMV kernels (CUDA cores); more: te
 
 
 class FastSchedule(NamedTuple):
-    kernel: str  # "gemv" or "tile"
+    kernel: str  # "gemv", "tile", or "tile_swap" (int4: the tile kernel computing W @ x.T)
     BLOCK_M: int  # gemv: the rows of x (M rounded up to a power of two); tile: rows of x a program
     BLOCK_N: int
     BLOCK_K: int  # gemv: columns of W a step (int4: a whole number of groups); tile: the group size
@@ -1021,6 +1024,7 @@ GEMV_BLOCK_K = {4: 512, 8: 256}  # columns of W a step: 256 bytes a row either w
 GEMV_WARPS, GEMV_STAGES = 4, 2  # GEMV_STAGES 2: prefetch the next step's weights into registers
 GEMV_PROGRAMS_PER_SM = 2  # aim for about this many programs an SM (smaller BLOCK_N first, then split K) ...
 GEMV_MIN_STEPS = 4  # ... while each split keeps at least this many steps
+TILE_KERNEL = "tile_swap"  # int4, GEMV_M < M <= DECODE_M: "tile_swap" (W @ x.T) or "tile" (x @ W.T)
 GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
 FAST_SCHEDULES: dict = {}
@@ -1047,7 +1051,8 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
     if (bits, M, N, K) in FAST_SCHEDULES:
         return FAST_SCHEDULES[bits, M, N, K]
     if M <= GEMV_M:
-        BLOCK_N, BLOCK_K = GEMV_BLOCK_N[bits], max(GEMV_BLOCK_K[bits], group_size)
+        BLOCK_N = GEMV_BLOCK_N[bits]
+        BLOCK_K = max(group_size, min(GEMV_BLOCK_K[bits], triton.next_power_of_2(K)))  # no step wider than K
         while BLOCK_N > 16 and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
             BLOCK_N //= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
@@ -1055,22 +1060,22 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
     s = schedule(M, N, K, group_size if bits == 4 else (128 if M <= DECODE_M else 64), sm_count, bits=bits,
                  smem=smem)  # fmt: skip
     if bits == 4 and M > DECODE_M:  # prefill: one group a step, the dequantized tile in shared memory once
-        s = fit(Schedule(128, 128, group_size, 1, 8, 3), 2, 4, smem)
-    return FastSchedule("tile", *s)
+        return FastSchedule("tile", *fit(Schedule(128, 128, group_size, 1, 8, 3), 2, 4, smem))
+    return FastSchedule(TILE_KERNEL if bits == 4 else "tile", *s)  # a few rows: W's rows on the dot's M side
 
 
 def _require_fast_schedule(s, bits, M, group_size):
-    if not isinstance(s, FastSchedule) or s.kernel not in ("gemv", "tile"):
-        raise TypeError(f"schedule must be a FastSchedule with kernel 'gemv' or 'tile', got {s!r}")
+    if not isinstance(s, FastSchedule) or s.kernel not in ("gemv", "tile", "tile_swap"):
+        raise TypeError(f"schedule must be a FastSchedule with kernel 'gemv', 'tile' or 'tile_swap', got {s!r}")
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps"):
         utils.require_power_of_two(getattr(s, name), name)
     if s.kernel == "gemv" and (s.BLOCK_M < M or s.BLOCK_M > 16):
         raise ValueError(f"BLOCK_M={s.BLOCK_M}: the GEMV kernel takes every row of x at once, M={M} (at most 16)")
     if s.kernel == "gemv" and bits == 4 and s.BLOCK_K % group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {group_size}")
-    if s.kernel == "tile" and min(s.BLOCK_M, s.BLOCK_N) < 16:
+    if s.kernel != "gemv" and min(s.BLOCK_M, s.BLOCK_N) < 16:
         raise ValueError("BLOCK_M and BLOCK_N must be at least 16 (the smallest tile tl.dot takes)")
-    if s.kernel == "tile" and bits == 4 and s.BLOCK_K != group_size:
+    if s.kernel != "gemv" and bits == 4 and s.BLOCK_K != group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K}: the int4 tile kernel steps one group at a time ({group_size})")
 
 
@@ -1141,6 +1146,7 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
     grid_n = triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N)
     return _fast_launch(w4a16_tile_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,
                         GROUP_SIZE=w.group_size, GROUP_M=8, MAGIC=magic, OFFSET=offset, SCALE_IN_TILE=M > DECODE_M,
+                        SWAP_AB=s.kernel == "tile_swap",
                         DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")  # fmt: skip
 
 
@@ -1151,7 +1157,7 @@ def w8a16_fast(x, w: Int8Weight, *, out=None, residual=None, schedule=None, **ov
         return out
     if K == 0:
         return out.zero_() if residual is None else out.copy_(residual)
-    if s.kernel == "tile":
+    if s.kernel != "gemv":
         return w8a16(x, w, out=out, residual=residual, BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, SPLIT_K=s.SPLIT_K)
     return _fast_launch(w8a16_gemv_kernel, triton.cdiv(N, s.BLOCK_N), x, (w.q, w.scale), out, M, N, K,
                         (x.stride(0), w.q.stride(0)), s, residual, BLOCK_K=s.BLOCK_K)  # fmt: skip

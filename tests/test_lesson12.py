@@ -252,8 +252,11 @@ def test_int8_gemv_schedules(dtype, M, N, K, s):
                 suspects=L.w8a16_suspects(x, w))  # fmt: skip
 
 
-@pytest.mark.parametrize("M, s", [(16, _fs("tile", 16, 32, 32, 2, 4, 2)), (20, _fs("tile", 16, 16, 32, 1, 4, 2)),
-                                  (1, _fs("tile", 16, 16, 32, 4, 4, 2))])  # fmt: skip
+TILE_CASES = [(16, _fs("tile", 16, 32, 32, 2, 4, 2)), (20, _fs("tile", 16, 16, 32, 1, 4, 2)),
+              (1, _fs("tile", 16, 16, 32, 4, 4, 2)), (5, _fs("tile_swap", 16, 32, 32, 2, 4, 2))]  # fmt: skip
+
+
+@pytest.mark.parametrize("M, s", TILE_CASES)
 def test_int4_tile_schedules(M, s):
     """M <= DECODE_M: the scale after each dot; more rows (prefill): the scale in the tile, one chained dot."""
     N, K = 33, 100
@@ -293,7 +296,7 @@ def test_fast_schedules_at_the_h100_shapes():
         programs = triton.cdiv(N, s.BLOCK_N) * s.SPLIT_K
         assert s.kernel == "gemv" and s.BLOCK_M >= M and s.BLOCK_K % 128 == 0, s
         assert 132 <= programs and triton.cdiv(K, s.BLOCK_K) >= s.SPLIT_K * L.GEMV_MIN_STEPS // 2, (M, N, K, s)
-    assert L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024).kernel == "tile"
+    assert L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024).kernel.startswith("tile")
     prefill = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=132, smem=227 * 1024)
     assert (prefill.kernel, prefill.BLOCK_K, prefill.SPLIT_K) == ("tile", 128, 1) and prefill.BLOCK_M >= 64
     small = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=40, smem=64 * 1024)  # a T4's shared memory
@@ -322,7 +325,7 @@ def test_fast_launchers_refuse_bad_schedules():
                                               "one group at a time"),
         "a tile of 8 rows": (lambda: L.w8a16_fast(x, q8, schedule=_fs("tile", 8, 16, 64, 1)), "at least 16"),
         "an unknown field": (lambda: L.w4a16_fast(x, q4, BLOCK_Q=2), "unknown schedule fields"),
-        "an unknown kernel": (lambda: L.w4a16_fast(x, q4, kernel="fast"), "'gemv' or 'tile'"),
+        "an unknown kernel": (lambda: L.w4a16_fast(x, q4, kernel="fast"), "'gemv', 'tile' or 'tile_swap'"),
         "SPLIT_K of 3": (lambda: L.w8a16_fast(x, q8, SPLIT_K=3), "power of two"),
         "an Int8Weight to w4a16_fast": (lambda: L.w4a16_fast(x, q8), "must be an Int4Weight"),
         "x with the wrong K": (lambda: L.w8a16_fast(x[:, :64].contiguous(), q8), "K=100"),
@@ -717,7 +720,7 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             meta.update(BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2)
         else:
             meta.update(SPLIT_K=s.SPLIT_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
-                        SCALE_IN_TILE=M > L.DECODE_M)  # fmt: skip
+                        SCALE_IN_TILE=M > L.DECODE_M, SWAP_AB=s.kernel == "tile_swap")  # fmt: skip
         if bits == 8:
             pointers = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", res_ptr="bf16", out_ptr=out)
             ints["stride_qn"] = K
@@ -725,7 +728,7 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             pointers = dict(x_ptr="bf16", packed_ptr="u8", scale_ptr="bf16", zero_ptr="u8", res_ptr="bf16", out_ptr=out)
             ints.update(stride_pn=K // 2, stride_sn=K // 128)
             meta["GROUP_SIZE"] = 128
-        kernel = f"w{bits}a16_{s.kernel}_kernel"
+        kernel = f"w{bits}a16_{s.kernel.removesuffix('_swap')}_kernel"
         stages = 1 if s.kernel == "gemv" else s.num_stages  # as _fast_launch compiles them
         jobs.append(offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps,
                                 num_stages=stages))  # fmt: skip
