@@ -979,6 +979,7 @@ def w8a16_gemv_kernel(
     mask_n = offs_n < N
     q_tile = q_ptr + offs_n.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_k = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)  # BLOCK_M = 1 only (unused otherwise: compiled away)
     k = first * BLOCK_K + offs_k
     q_next = tl.load(q_tile + first * BLOCK_K, mask=mask_n[:, None] & ((k < K) & (first < last))[None, :], other=0)
     for step in range(first, last):
@@ -992,10 +993,15 @@ def w8a16_gemv_kernel(
             q = tl.load(q_tile + step * BLOCK_K, mask=mask_n[:, None] & (k < K)[None, :], other=0)
         # -- widen without a conversion: bits 0x4B000080 + q (q in -128 .. 127) are the fp32 number 2**23 + 128 + q
         w = (q.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
-        for i in tl.static_range(BLOCK_M):
-            xk = tl.load(x_ptr + i * stride_xm + k, mask=(k < K) & (i < M), other=0.0).to(tl.float32)
-            part = tl.sum(w * xk[None, :], axis=1)  # (BLOCK_N,)
-            acc += tl.where(offs_m[:, None] == i, part[None, :], 0.0)
+        if BLOCK_M == 1:  # -- one row: the products summed where they are, reduced once after the loop
+            acc_k += w * tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)[None, :]
+        else:
+            for i in tl.static_range(BLOCK_M):
+                xk = tl.load(x_ptr + i * stride_xm + k, mask=(k < K) & (i < M), other=0.0).to(tl.float32)
+                part = tl.sum(w * xk[None, :], axis=1)  # (BLOCK_N,)
+                acc += tl.where(offs_m[:, None] == i, part[None, :], 0.0)
+    if BLOCK_M == 1:
+        acc += tl.sum(acc_k, axis=1)[None, :]
     acc *= tl.load(scale_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]  # a scale a row of W
     mask = (offs_m[:, None] < M) & mask_n[None, :]
     rows_m = offs_m.to(tl.int64)[:, None] * stride_om
