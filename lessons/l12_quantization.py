@@ -805,9 +805,15 @@ def w4a16_magic(x, w: Int4Weight, *, out=None, residual=None, BLOCK_M=None, BLOC
 
 
 @triton.jit
+def _nibble(word, s: tl.constexpr, bias):
+    """Code s (0..7) of 32-bit words as the fp32 number q - z: bits 0x4B000000 | q are 2**23 + q, minus bias."""
+    return (((word >> (4 * s)) & 0xF) | 0x4B000000).to(tl.float32, bitcast=True) - bias
+
+
+@triton.jit
 def w4a16_gemv_kernel(
     x_ptr,
-    packed_ptr,
+    packed_ptr,  # the packed codes as int32 words: 8 codes a word, code s of word j is k = 8 j + s
     scale_ptr,
     zero_ptr,
     res_ptr,
@@ -816,7 +822,7 @@ def w4a16_gemv_kernel(
     N,
     K,
     stride_xm,
-    stride_pn,
+    stride_pn,  # in words
     stride_sn,
     stride_om,
     stride_os,
@@ -824,12 +830,12 @@ def w4a16_gemv_kernel(
     BLOCK_M: tl.constexpr,  # rows of x, each a separate pass over the widened tile (1 .. GEMV_M)
     BLOCK_N: tl.constexpr,  # output columns (rows of W) a program owns
     BLOCK_K: tl.constexpr,  # columns of W a step: a whole number of groups
-    PREFETCH: tl.constexpr,  # load step s + 1's bytes before using step s's (schedule's num_stages >= 2)
+    PREFETCH: tl.constexpr,  # load step s + 1's words before using step s's (schedule's num_stages >= 2)
     SPLIT_K,  # a runtime argument: another split needs no new compile
     HAS_RESIDUAL: tl.constexpr,
 ):
     GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
-    HALF: tl.constexpr = GROUP_SIZE // 2  # bytes of a group
+    WORDS: tl.constexpr = GROUP_SIZE // 8  # 32-bit words of a group
     # -- this program: BLOCK_N rows of W, and its slice of the K steps (no tile over M: x is a few rows)
     groups = tl.cdiv(K, GROUP_SIZE)
     steps = tl.cdiv(groups, GROUPS)
@@ -842,34 +848,42 @@ def w4a16_gemv_kernel(
     offs_k = tl.arange(0, BLOCK_K)
     mask_n = offs_n < N
     rows_n = offs_n.to(tl.int64)
-    # (BLOCK_N, GROUPS, HALF) bytes a step: each row's GROUPS groups are contiguous, 16-byte loads
-    p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + offs_g[None, :, None] * HALF + tl.arange(0, HALF)
+    # (BLOCK_N, GROUPS, WORDS) words a step: each row's GROUPS groups are contiguous, 16-byte loads
+    p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + offs_g[None, :, None] * WORDS + tl.arange(0, WORDS)
     s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
     acc = tl.zeros((BLOCK_M, BLOCK_N, GROUPS), dtype=tl.float32)  # one sum a group: summed over groups at the end
     g_next = first * GROUPS
     mask_next = mask_n[:, None] & ((g_next + offs_g < groups) & (first < last))[None, :]
-    byte_next = tl.load(p_tile + g_next * HALF, mask=mask_next[:, :, None], other=0)
+    word_next = tl.load(p_tile + g_next * WORDS, mask=mask_next[:, :, None], other=0)
     for step in range(first, last):
         g0 = step * GROUPS
         mask_g = mask_n[:, None] & (g0 + offs_g < groups)[None, :]
-        if PREFETCH:  # -- the next step's bytes are on their way while this step's are used
-            byte = byte_next
+        if PREFETCH:  # -- the next step's words are on their way while this step's are used
+            word = word_next
             mask_next = mask_n[:, None] & ((g0 + GROUPS + offs_g < groups) & (step + 1 < last))[None, :]
-            byte_next = tl.load(p_tile + (g0 + GROUPS) * HALF, mask=mask_next[:, :, None], other=0)
+            word_next = tl.load(p_tile + (g0 + GROUPS) * WORDS, mask=mask_next[:, :, None], other=0)
         else:
-            byte = tl.load(p_tile + g0 * HALF, mask=mask_g[:, :, None], other=0)
+            word = tl.load(p_tile + g0 * WORDS, mask=mask_g[:, :, None], other=0)
         scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0).to(tl.float32)
         zero = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0).to(tl.float32)
-        # -- widen without a conversion: the fp32 number with bits 0x4B000000 | q is 2**23 + q; subtracting
-        # 2**23 + z (exact) leaves q - z: the zero point costs nothing more
+        # -- widen without a conversion (see _nibble); subtracting 2**23 + z instead of 2**23 takes the zero point
+        # along for free
         bias = (zero + 8388608.0)[:, :, None]
-        lo = ((byte & 0xF).to(tl.int32) | 0x4B000000).to(tl.float32, bitcast=True) - bias
-        hi = ((byte >> 4).to(tl.int32) | 0x4B000000).to(tl.float32, bitcast=True) - bias
         k = g0 * GROUP_SIZE + offs_k
-        for i in tl.static_range(BLOCK_M):  # -- each row of x: one contiguous load, split into even and odd k
+        for i in tl.static_range(BLOCK_M):  # -- each row of x: one contiguous load, split by k mod 8 in registers
             xk = tl.load(x_ptr + i * stride_xm + k, mask=(k < K) & (i < M), other=0.0).to(tl.float32)
-            x_even, x_odd = tl.split(tl.reshape(xk, (GROUPS, HALF, 2)))
-            dots = tl.sum(lo * x_even[None, :, :] + hi * x_odd[None, :, :], axis=2)  # (BLOCK_N, GROUPS)
+            xe, xo = tl.split(tl.reshape(xk, (GROUPS, WORDS, 4, 2)))  # k = 8 j + 2 t (+ 1)
+            x0, x2 = tl.split(tl.reshape(xe, (GROUPS, WORDS, 2, 2)))  # k = 8 j + 4 v + 2 (x2: + 2)
+            x1, x3 = tl.split(tl.reshape(xo, (GROUPS, WORDS, 2, 2)))
+            x0, x4 = tl.split(x0)  # k = 8 j + 0 and + 4
+            x2, x6 = tl.split(x2)
+            x1, x5 = tl.split(x1)
+            x3, x7 = tl.split(x3)
+            dot = _nibble(word, 0, bias) * x0[None] + _nibble(word, 1, bias) * x1[None]
+            dot += _nibble(word, 2, bias) * x2[None] + _nibble(word, 3, bias) * x3[None]
+            dot += _nibble(word, 4, bias) * x4[None] + _nibble(word, 5, bias) * x5[None]
+            dot += _nibble(word, 6, bias) * x6[None] + _nibble(word, 7, bias) * x7[None]
+            dots = tl.sum(dot, axis=2)  # (BLOCK_N, GROUPS): Σ (q - z) x a group
             acc += tl.where(offs_m[:, None, None] == i, (scale * dots)[None, :, :], 0.0)
     acc = tl.sum(acc, axis=2)  # (BLOCK_M, BLOCK_N)
     mask = (offs_m[:, None] < M) & mask_n[None, :]
@@ -1145,9 +1159,11 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
         return out.zero_() if residual is None else out.copy_(residual)
     strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
     parts = (w.packed, w.scale, w.zero)
-    if s.kernel == "gemv":
-        return _fast_launch(w4a16_gemv_kernel, triton.cdiv(N, s.BLOCK_N), x, parts, out, M, N, K, strides, s,
-                            residual, GROUP_SIZE=w.group_size, BLOCK_K=s.BLOCK_K)  # fmt: skip
+    if s.kernel == "gemv":  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16-byte multiples)
+        words = w.packed.view(torch.int32)
+        return _fast_launch(w4a16_gemv_kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
+                            (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
+                            BLOCK_K=s.BLOCK_K)  # fmt: skip
     magic, offset = MAGIC_BITS[x.dtype]
     grid_n = triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N)
     return _fast_launch(w4a16_tile_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,

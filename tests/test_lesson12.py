@@ -725,8 +725,11 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             pointers = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", res_ptr="bf16", out_ptr=out)
             ints["stride_qn"] = K
         else:
-            pointers = dict(x_ptr="bf16", packed_ptr="u8", scale_ptr="bf16", zero_ptr="u8", res_ptr="bf16", out_ptr=out)
-            ints.update(stride_pn=K // 2, stride_sn=K // 128)
+            codes = "i32" if s.kernel == "gemv" else "u8"  # the GEMV reads the codes as 32-bit words
+            pointers = dict(
+                x_ptr="bf16", packed_ptr=codes, scale_ptr="bf16", zero_ptr="u8", res_ptr="bf16", out_ptr=out
+            )
+            ints.update(stride_pn=K // 8 if s.kernel == "gemv" else K // 2, stride_sn=K // 128)
             meta["GROUP_SIZE"] = 128
         kernel = f"w{bits}a16_{s.kernel.removesuffix('_swap')}_kernel"
         stages = 1 if s.kernel == "gemv" else s.num_stages  # as _fast_launch compiles them
