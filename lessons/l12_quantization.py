@@ -805,9 +805,10 @@ def w4a16_magic(x, w: Int4Weight, *, out=None, residual=None, BLOCK_M=None, BLOC
 
 
 @triton.jit
-def _nibble(word, s: tl.constexpr, bias):
-    """Code s (0..7) of 32-bit words as the fp32 number q - z: bits 0x4B000000 | q are 2**23 + q, minus bias."""
-    return (((word >> (4 * s)) & 0xF) | 0x4B000000).to(tl.float32, bitcast=True) - bias
+def _code(bits, POS: tl.constexpr, zero):
+    """The code at bits POS .. POS + 3 of ``bits``, left where it is, as the fp32 number (q - z) * 2**POS (POS <= 16):
+    bits 0x4B000000 | (q << POS) are 2**23 + q 2**POS, exactly; one AND-OR and one subtraction."""
+    return ((bits & (0xF << POS)) | 0x4B000000).to(tl.float32, bitcast=True) - (8388608.0 + zero * (1 << POS))
 
 
 @triton.jit
@@ -866,9 +867,10 @@ def w4a16_gemv_kernel(
             word = tl.load(p_tile + g0 * WORDS, mask=mask_g[:, :, None], other=0)
         scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0).to(tl.float32)
         zero = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0).to(tl.float32)
-        # -- widen without a conversion (see _nibble); subtracting 2**23 + z instead of 2**23 takes the zero point
-        # along for free
-        bias = (zero + 8388608.0)[:, :, None]
+        # -- widen without a conversion or a shift (see _code): codes 0-4 where they sit in the word, codes 5-7
+        # after one shift by 12; the zero point comes along in the subtraction, the powers of two go into x
+        z = zero[:, :, None]
+        high = word >> 12  # codes 5, 6, 7 at bits 8, 12, 16
         k = g0 * GROUP_SIZE + offs_k
         for i in tl.static_range(BLOCK_M):  # -- each row of x: one contiguous load, split by k mod 8 in registers
             xk = tl.load(x_ptr + i * stride_xm + k, mask=(k < K) & (i < M), other=0.0).to(tl.float32)
@@ -879,10 +881,12 @@ def w4a16_gemv_kernel(
             x2, x6 = tl.split(x2)
             x1, x5 = tl.split(x1)
             x3, x7 = tl.split(x3)
-            dot = _nibble(word, 0, bias) * x0[None] + _nibble(word, 1, bias) * x1[None]
-            dot += _nibble(word, 2, bias) * x2[None] + _nibble(word, 3, bias) * x3[None]
-            dot += _nibble(word, 4, bias) * x4[None] + _nibble(word, 5, bias) * x5[None]
-            dot += _nibble(word, 6, bias) * x6[None] + _nibble(word, 7, bias) * x7[None]
+            dot = _code(word, 0, z) * x0[None] + _code(word, 4, z) * (x1 * 0.0625)[None]
+            dot += _code(word, 8, z) * (x2 * 0.00390625)[None] + _code(word, 12, z) * (x3 * 0.000244140625)[None]
+            dot += _code(word, 16, z) * (x4 * 0.0000152587890625)[None] + _code(high, 8, z) * (x5 * 0.00390625)[None]
+            dot += (
+                _code(high, 12, z) * (x6 * 0.000244140625)[None] + _code(high, 16, z) * (x7 * 0.0000152587890625)[None]
+            )
             dots = tl.sum(dot, axis=2)  # (BLOCK_N, GROUPS): Σ (q - z) x a group
             acc += tl.where(offs_m[:, None, None] == i, (scale * dots)[None, :, :], 0.0)
     acc = tl.sum(acc, axis=2)  # (BLOCK_M, BLOCK_N)
