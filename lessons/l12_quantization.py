@@ -1072,8 +1072,13 @@ def fast_schedule(bits, M, N, K, group_size=128, sm_count=None, smem=None) -> Fa
 
 @functools.lru_cache(maxsize=1024)
 def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
-    if (bits, M, N, K) in FAST_SCHEDULES:
-        return FAST_SCHEDULES[bits, M, N, K]
+    mine = FAST_SCHEDULES.get((bits, M, N, K))
+    if mine is not None:
+        try:  # measured at one group size: still valid at this one?
+            _require_fast_schedule(mine, bits, M, group_size)
+            return mine
+        except (TypeError, ValueError):
+            pass
     if M <= GEMV_M:
         BLOCK_N = GEMV_BLOCK_N[bits]
         BLOCK_K = max(group_size, min(GEMV_BLOCK_K[bits], triton.next_power_of_2(K)))  # no step wider than K

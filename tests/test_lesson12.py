@@ -309,6 +309,10 @@ def test_fast_schedules_table_wins_over_the_heuristic(monkeypatch):
     L._fast_schedule.cache_clear()
     try:
         assert L.fast_schedule(4, 1, 2048, 8192, 128, sm_count=132, smem=227 * 1024) == mine
+        tile = _fs("tile_swap", 16, 64, 128, 2, 4, 4)  # measured with groups of 128: not for groups of 64
+        monkeypatch.setitem(L.FAST_SCHEDULES, (4, 16, 4096, 14336), tile)
+        assert L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024) == tile
+        assert L.fast_schedule(4, 16, 4096, 14336, 64, sm_count=132, smem=227 * 1024).BLOCK_K == 64
     finally:
         L._fast_schedule.cache_clear()
 
