@@ -7,9 +7,12 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   Llama-3-8B's MLP). bytes = the format's own minimum traffic (`w4a16_bytes`: packed codes + scales + zero points
   + activations + output; `w8a16_bytes`: codes + scales + activations + output), so the report's roof % is the
   share of the HBM roofline counting packed bytes, and the ratio at M = 16 is the speed-up over bf16 cuBLAS. int4
-  runs `w4a16_fast` (floats built from bits, zero point out of the loop) and, as a second row, the lesson's
-  exercise kernel `w4a16` (plain int -> float conversions), to measure what the two tricks buy;
-- prefill, M = 2048, at the 8B-class up projection (compute-bound: flops = 2 M N K);
+  runs `w4a16_fast` (the GEMV kernel at M = 1, the one-dot-a-group tile kernel at M = 16, both scheduled by
+  `fast_schedule`), and as reference rows `w4a16_magic` (the earlier tl.dot kernel with floats built from bits)
+  and the lesson's exercise kernel `w4a16` (plain int -> float conversions); int8 runs `w8a16_fast` (its GEMV
+  kernel at M = 1, lesson's tile kernel at M = 16) and, as a reference row, `w8a16`;
+- prefill, M = 2048, at the 8B-class up projection (compute-bound: flops = 2 M N K): `w4a16_fast`'s tile kernel
+  (one group a step, the scale in the tile, one chained dot) and `w8a16`;
 - end to end: decode tokens/s at batch 1 with bf16 (lesson 08's model, cuBLAS projections), int8 and int4 weights
   (every projection and the LM head quantized), on TinyLlama-1.1B's shape with random weights (22 layers, hidden
   2048, 32 query heads sharing 4, MLP 5632, vocabulary 32000), a 512-token prompt and 256 new tokens, each decode
@@ -52,11 +55,16 @@ def gemv() -> list[Row]:
                 shape = f"{size} {K}->{N} M={M}"
                 int4 = {
                     f"triton int4 g{GROUP}": lambda x=x: L.w4a16_fast(x, w4),
+                    f"triton int4 g{GROUP} (magic-number tl.dot kernel)": lambda x=x: L.w4a16_magic(x, w4),
                     f"triton int4 g{GROUP} (lesson's exercise kernel)": lambda x=x: L.w4a16(x, w4),
+                }
+                int8 = {
+                    "triton int8": lambda x=x: L.w8a16_fast(x, w8),
+                    "triton int8 (lesson's tile kernel)": lambda x=x: L.w8a16(x, w8),
                 }
                 for op, impls, nbytes in (
                     ("W4A16 GEMV", int4, L.w4a16_bytes(M, N, K, GROUP)),
-                    ("W8A16 GEMV", {"triton int8": lambda x=x: L.w8a16(x, w8)}, L.w8a16_bytes(M, N, K)),
+                    ("W8A16 GEMV", int8, L.w8a16_bytes(M, N, K)),
                 ):
                     rows += paired(impls, baseline, lesson="12", op=op, shape=shape, dtype="bf16", bytes=nbytes,
                                    flops=L.wxa16_flops(M, N, K))  # fmt: skip

@@ -210,6 +210,135 @@ def test_schedules_fit_the_shared_memory(smem, bits, BLOCK_K, M):
     assert L.pipeline_bytes(s, 2, bits) <= smem and s.num_stages >= 2 and min(s.BLOCK_M, s.BLOCK_N) >= 16, s
 
 
+# -- the fast path: the GEMV kernel (M <= GEMV_M), the int4 tile kernel, their schedules --------------------------
+
+
+def _fs(kernel, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps=4, num_stages=1):
+    return L.FastSchedule(kernel, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)
+
+
+# (M, N, K, group, schedule): several groups a step with a partial last step (K = 300 is 9.4 groups of 32), a step
+# wider than K, BLOCK_M above M, more splits than steps (empty splits write zeros), N odd and below BLOCK_N
+GEMV_CASES = [
+    (1, 33, 300, 32, _fs("gemv", 1, 16, 128, 1)),
+    (2, 17, 300, 32, _fs("gemv", 2, 32, 64, 2)),
+    (3, 9, 100, 64, _fs("gemv", 4, 16, 256, 1)),
+    (4, 5, 200, 128, _fs("gemv", 4, 8, 128, 4)),
+    (1, 3, 72, 32, _fs("gemv", 16, 16, 32, 8)),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("M, N, K, G, s", GEMV_CASES)
+def test_int4_gemv_schedules(dtype, M, N, K, G, s):
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
+    w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
+    out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 GEMV {s}", quiet=True, **L._wxa16_tolerance(x, w, dtype),
+                suspects=L.w4a16_suspects(x, w))  # fmt: skip
+
+
+INT8_GEMV_CASES = [(1, 33, 300, _fs("gemv", 1, 16, 128, 1)), (3, 17, 100, _fs("gemv", 4, 8, 64, 4)),
+                   (16, 9, 130, _fs("gemv", 16, 16, 32, 2))]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("M, N, K, s", INT8_GEMV_CASES)
+def test_int8_gemv_schedules(dtype, M, N, K, s):
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
+    w = L.quantize_int8_ref(weight(N, K, dtype=dtype))
+    out = L.w8a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int8 GEMV {s}", quiet=True, **L._wxa16_tolerance(x, w, dtype),
+                suspects=L.w8a16_suspects(x, w))  # fmt: skip
+
+
+TILE_CASES = [(16, _fs("tile", 16, 32, 32, 2, 4, 2)), (20, _fs("tile", 16, 16, 32, 1, 4, 2)),
+              (1, _fs("tile", 16, 16, 32, 4, 4, 2)), (5, _fs("tile_swap", 16, 32, 32, 2, 4, 2))]  # fmt: skip
+
+
+@pytest.mark.parametrize("M, s", TILE_CASES)
+def test_int4_tile_schedules(M, s):
+    """M <= DECODE_M: the scale after each dot; more rows (prefill): the scale in the tile, one chained dot."""
+    N, K = 33, 100
+    x = torch.randn(M, K, device=DEV, dtype=ENV.dtype)
+    w = L.quantize_int4_ref(weight(N, K), 32)
+    out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), ENV.dtype), schedule=s)
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 tile {s}", quiet=True,
+                **L._wxa16_tolerance(x, w, ENV.dtype))  # fmt: skip
+
+
+@pytest.mark.parametrize("launcher", ["w4a16_fast", "w8a16_fast"])
+@pytest.mark.parametrize("SPLIT_K", [1, 2])
+def test_gemv_adds_the_residual_in_place(launcher, SPLIT_K):
+    fn, M, N, K = getattr(L, launcher), 2, 21, 200
+    x = torch.randn(M, K, device=DEV, dtype=ENV.dtype)
+    w = L.quantize_int8_ref(weight(N, K)) if launcher == "w8a16_fast" else L.quantize_int4_ref(weight(N, K), 32)
+    assert L.fast_schedule(4 if launcher == "w4a16_fast" else 8, M, N, K, 32).kernel == "gemv"
+    r = torch.randn(M, N, device=DEV, dtype=ENV.dtype)
+    want = L.wxa16_ref(x.double(), w) + r.double()
+    assert fn(x, w, out=r, residual=r, SPLIT_K=SPLIT_K) is r
+    utils.check(r, want, name=f"{launcher} in place", quiet=True, **L._wxa16_tolerance(x, w, ENV.dtype))
+
+
+def test_fast_path_planted_mistake_gets_its_hint():
+    """The check names a mistake on the fast path too: the zero points lost on the way to the kernel."""
+
+    def no_zero_point(x, w, *, out=None, **kwargs):
+        return L.w4a16_fast(x, L.Int4Weight(w.packed, w.scale, torch.zeros_like(w.zero), w.K, w.group_size), out=out)
+
+    with pytest.raises(AssertionError, match="zero point is not subtracted"):
+        L.check_w4a16(no_zero_point, shapes=((1, 17, 100),), quiet=True)
+
+
+def test_fast_schedules_at_the_h100_shapes():
+    for M, N, K in ((1, 8192, 2048), (1, 2048, 8192), (4, 14336, 4096), (1, 4096, 14336)):
+        s = L.fast_schedule(4, M, N, K, 128, sm_count=132, smem=227 * 1024)
+        programs = triton.cdiv(N, s.BLOCK_N) * s.SPLIT_K
+        assert s.kernel == "gemv" and s.BLOCK_M >= M and s.BLOCK_K % 128 == 0, s
+        assert 132 <= programs and triton.cdiv(K, s.BLOCK_K) >= s.SPLIT_K * L.GEMV_MIN_STEPS // 2, (M, N, K, s)
+    assert L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024).kernel.startswith("tile")
+    prefill = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=132, smem=227 * 1024)
+    assert (prefill.kernel, prefill.BLOCK_K, prefill.SPLIT_K) == ("tile", 128, 1) and prefill.BLOCK_M >= 64
+    small = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=40, smem=64 * 1024)  # a T4's shared memory
+    assert L.pipeline_bytes(L.Schedule(*small[1:]), 2, 4) <= 64 * 1024, small
+
+
+def test_fast_schedules_table_wins_over_the_heuristic(monkeypatch):
+    mine = _fs("gemv", 1, 64, 512, 2, 8, 2)
+    monkeypatch.setitem(L.FAST_SCHEDULES, (4, 1, 2048, 8192), mine)
+    L._fast_schedule.cache_clear()
+    try:
+        assert L.fast_schedule(4, 1, 2048, 8192, 128, sm_count=132, smem=227 * 1024) == mine
+        tile = _fs("tile_swap", 16, 64, 128, 2, 4, 4)  # measured with groups of 128: not for groups of 64
+        monkeypatch.setitem(L.FAST_SCHEDULES, (4, 16, 4096, 14336), tile)
+        assert L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024) == tile
+        assert L.fast_schedule(4, 16, 4096, 14336, 64, sm_count=132, smem=227 * 1024).BLOCK_K == 64
+    finally:
+        L._fast_schedule.cache_clear()
+
+
+def test_fast_launchers_refuse_bad_schedules():
+    x = torch.randn(3, 100, device=DEV, dtype=ENV.dtype)
+    q4, q8 = L.quantize_int4_ref(weight(6, 100), 32), L.quantize_int8_ref(weight(6, 100))
+    cases = {
+        "a step that is not whole groups": (lambda: L.w4a16_fast(x, q4, schedule=_fs("gemv", 4, 16, 48, 1)),
+                                            "power of two|whole number of groups"),
+        "a step of 3 groups": (lambda: L.w4a16_fast(x, q4, schedule=_fs("gemv", 4, 16, 96, 1)), "power of two"),
+        "BLOCK_M below M": (lambda: L.w4a16_fast(x, q4, schedule=_fs("gemv", 2, 16, 64, 1)), "every row of x"),
+        "a tile step that is not the group": (lambda: L.w4a16_fast(x, q4, schedule=_fs("tile", 16, 16, 64, 1)),
+                                              "one group at a time"),
+        "a tile of 8 rows": (lambda: L.w8a16_fast(x, q8, schedule=_fs("tile", 8, 16, 64, 1)), "at least 16"),
+        "an unknown field": (lambda: L.w4a16_fast(x, q4, BLOCK_Q=2), "unknown schedule fields"),
+        "an unknown kernel": (lambda: L.w4a16_fast(x, q4, kernel="fast"), "'gemv', 'tile' or 'tile_swap'"),
+        "SPLIT_K of 3": (lambda: L.w8a16_fast(x, q8, SPLIT_K=3), "power of two"),
+        "an Int8Weight to w4a16_fast": (lambda: L.w4a16_fast(x, q8), "must be an Int4Weight"),
+        "x with the wrong K": (lambda: L.w8a16_fast(x[:, :64].contiguous(), q8), "K=100"),
+    }  # fmt: skip
+    for call, message in cases.values():
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+
+
 # -- planted mistakes: a W4A16 / W8A16 kernel written here, wrong in one way each --------------------------------------
 
 
@@ -475,7 +604,8 @@ def test_launchers_refuse_bad_inputs():
 def test_empty_inputs(M, N, K):
     w = weight(N, K)
     x = torch.randn(M, K, device=DEV, dtype=ENV.dtype)
-    for fn, qw in ((L.w8a16, L.quantize_int8_ref(w)), (L.w4a16, L.quantize_int4_ref(w, 64))):
+    q8, q4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, 64)
+    for fn, qw in ((L.w8a16, q8), (L.w4a16, q4), (L.w8a16_fast, q8), (L.w4a16_fast, q4)):
         y = fn(x, qw)
         assert y.shape == (M, N) and y.dtype == x.dtype
         assert bool((y == 0).all()), "an empty sum over K is 0"
@@ -573,3 +703,46 @@ def test_kernels_compile_for_sm90_without_spills_at_the_schedules(tmp_path):
         where = f"{job['kernel']} at M={job['ints']['M']}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
+
+
+def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_path):
+    import re
+
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    jobs = []
+    for bits, M, N, K in ((4, 1, 8192, 2048), (4, 4, 2048, 8192), (4, 16, 4096, 14336), (4, 2048, 14336, 4096),
+                          (8, 1, 14336, 4096)):  # fmt: skip
+        s = L.fast_schedule(bits, M, N, K, 128, sm_count=132, smem=227 * 1024)
+        out = "fp32" if s.SPLIT_K > 1 else "bf16"
+        ints = dict(M=M, N=N, K=K, stride_xm=K, stride_om=N, stride_os=M * N if s.SPLIT_K > 1 else 0)
+        meta = dict(BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, HAS_RESIDUAL=False)
+        if s.kernel == "gemv":
+            ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the GEMV kernels
+            meta.update(BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2)
+        else:
+            meta.update(SPLIT_K=s.SPLIT_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
+                        SCALE_IN_TILE=M > L.DECODE_M, SWAP_AB=s.kernel == "tile_swap")  # fmt: skip
+        if bits == 8:
+            pointers = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", res_ptr="bf16", out_ptr=out)
+            ints["stride_qn"] = K
+        else:
+            codes = "i32" if s.kernel == "gemv" else "u8"  # the GEMV reads the codes as 32-bit words
+            pointers = dict(
+                x_ptr="bf16", packed_ptr=codes, scale_ptr="bf16", zero_ptr="u8", res_ptr="bf16", out_ptr=out
+            )
+            ints.update(stride_pn=K // 8 if s.kernel == "gemv" else K // 2, stride_sn=K // 128)
+            meta["GROUP_SIZE"] = 128
+        kernel = f"w{bits}a16_{s.kernel.removesuffix('_swap')}_kernel"
+        stages = 1 if s.kernel == "gemv" else s.num_stages  # as _fast_launch compiles them
+        jobs.append(offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps,
+                                num_stages=stages))  # fmt: skip
+    for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = f"{job['kernel']} at M={job['ints']['M']}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        if job["kernel"].endswith("gemv_kernel"):
+            assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
+        else:
+            assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
