@@ -498,6 +498,13 @@ def rmsnorm_backward_kernel(
 MAX_C = 65536  # a row held whole in one program
 
 
+def rmsnorm_backward_programs(n_tiles):
+    """How many programs rmsnorm_backward_kernel runs for n_tiles tiles of rows: two per SM on a GPU (each loops over
+    its share of the tiles, its dw partial sum kept in registers), two under the interpreter."""
+    env = utils.mode.current()
+    return max(1, min(n_tiles, env.pick(cpu=2, gpu=2 * (env.sm_count or 100))))
+
+
 class RMSNormFunction(torch.autograd.Function):
     """rmsnorm_ref(x, weight, eps) for x (M, C), with gradients for x and weight."""
 
@@ -524,8 +531,7 @@ class RMSNormFunction(torch.autograd.Function):
         dx = new_output(x.shape, x.dtype, x.device)
         ROWS, BLOCK_C = row_tile(M, C, max_block=MAX_C)
         n_tiles = triton.cdiv(M, ROWS)
-        env = utils.mode.current()
-        P = max(1, min(n_tiles, env.pick(cpu=2, gpu=2 * (env.sm_count or 100))))  # programs: two per SM
+        P = rmsnorm_backward_programs(n_tiles)
         partial = torch.zeros(P, C, dtype=torch_acc_dtype(x.dtype), device=x.device)
         if M:
             rmsnorm_backward_kernel[(P,)](
@@ -941,8 +947,7 @@ def _rmsnorm_dw_suspects(x64, dy64, rstd64, M, C):
     """dw as the classic mistakes of rmsnorm_backward_kernel's launcher and loop would compute it."""
     ROWS, _ = row_tile(M, C, max_block=MAX_C)
     n_tiles = triton.cdiv(M, ROWS)
-    env = utils.mode.current()
-    P = max(1, min(n_tiles, env.pick(cpu=2, gpu=4 * (env.sm_count or 100))))
+    P = rmsnorm_backward_programs(n_tiles)  # the launcher's own count: the suspects split the rows as it does
     per_row = dy64 * x64 * rstd64[:, None]  # (M, C): each row's share of dw
     tiles = [per_row[t * ROWS : (t + 1) * ROWS].sum(0) for t in range(n_tiles)]
     partial = [sum(tiles[t] for t in range(p, n_tiles, P)) for p in range(P)]
