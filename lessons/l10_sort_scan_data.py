@@ -538,7 +538,7 @@ MAX_CANDIDATES = 8192  # candidates per row the merge sorts in one program
 #    it). Few rows want many small blocks (programs to fill the GPU); many rows want big blocks (fewer candidates
 #    to merge).
 TOP_K_SCHEDULES = [
-    (1, "filter", 4096, 4),
+    (1, "bitonic", 8192, 8),  # H100 sweep (results/h100-2026-11-23/sweeps): 2.1x torch.topk, filter 1.8x
     (8, "filter", 4096, 4),
     (None, "filter", 8192, 8),
 ]
