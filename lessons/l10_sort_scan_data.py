@@ -946,6 +946,19 @@ def cumsum_bytes(n, element_size):
     return 2 * n * element_size
 
 
+def exclusive_everywhere_ref(xd, BLOCK_SIZE):
+    """What reduce-then-scan returns when cumsum_kernel scans exclusively (tl.cumsum(x) - x): wrong at every level of
+    the recursion, since the block sums are scanned by the same kernel, and block pid adds block_cumsum[pid - 1]."""
+    n = xd.numel()
+    blocks = torch.nn.functional.pad(xd, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
+    local = (blocks.cumsum(1) - blocks).flatten()[:n]
+    if blocks.shape[0] == 1:
+        return local
+    prefix = exclusive_everywhere_ref(blocks.sum(1), BLOCK_SIZE)  # what block_cumsum holds
+    before = torch.cat([prefix.new_zeros(1), prefix[:-1]])  # block pid reads block_cumsum[pid - 1], block 0 nothing
+    return local + torch.repeat_interleave(before, BLOCK_SIZE)[:n]
+
+
 def check_cumsum(fn, *, quiet=False):
     """Checks fn(x, out=..., BLOCK_SIZE=..., method=...) against cumsum_ref, exactly, by exercise 3's
     "reduce-then-scan" and then the one-pass "lookback": the inputs are small integers (as fp32
@@ -977,7 +990,7 @@ def check_cumsum(fn, *, quiet=False):
                 "Every block also counts itself twice: block_cumsum[pid] includes the block's own sum; the blocks "
                 "before block pid add up to block_cumsum[pid - 1].": local + own,
                 "This is an exclusive scan (out[i] leaves out x[i]): tl.cumsum is inclusive; do not subtract x.": (
-                    ref - xd
+                    exclusive_everywhere_ref(xd, BLOCK_SIZE) if method == "reduce-then-scan" else ref - xd
                 ),
             }
             utils.check(

@@ -539,3 +539,15 @@ def test_bad_inputs_are_refused(case):
     with pytest.raises(error, match=words):
         call()
     utils.refuses({case: call}, quiet=True)
+
+
+@pytest.mark.parametrize("n", [100, 16 * 16 * 3 + 5])  # one level of block sums, then two
+def test_the_exclusive_scan_suspect_is_what_the_planted_kernel_returns(n, monkeypatch):
+    """The hint must not depend on which case fails first: over several blocks (and levels) the suspect is exactly
+    what an exclusive cumsum_kernel makes of reduce-then-scan (on a GPU a one-element first case can pass by luck)."""
+    monkeypatch.setattr(L, "cumsum_kernel", _cumsum_exclusive_kernel)
+    x = torch.randint(-8, 9, (n,), device=utils.mode.current().device).to(torch.int32)
+    got = L.cumsum(x, BLOCK_SIZE=16, method="reduce-then-scan")
+    want = L.exclusive_everywhere_ref(x.double().cpu(), 16)
+    assert torch.equal(got.cpu().double(), want)
+    assert not torch.equal(want, L.cumsum_ref(x.double().cpu()) - x.double().cpu())  # the naive suspect would not do
