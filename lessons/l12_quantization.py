@@ -1048,10 +1048,34 @@ GEMV_BLOCK_K = {4: 512, 8: 256}  # columns of W a step: 256 bytes a row either w
 GEMV_WARPS, GEMV_STAGES = 4, 2  # GEMV_STAGES 2: prefetch the next step's weights into registers
 GEMV_PROGRAMS_PER_SM = 2  # aim for about this many programs an SM (smaller BLOCK_N first, then split K) ...
 GEMV_MIN_STEPS = 4  # ... while each split keeps at least this many steps
-TILE_KERNEL = "tile_swap"  # int4, GEMV_M < M <= DECODE_M: "tile_swap" (W @ x.T) or "tile" (x @ W.T)
+# int4, GEMV_M < M <= DECODE_M: "tile_swap" (W @ x.T) or "tile" (x @ W.T); on the H100 "tile" took 0.83 of the time
+TILE_KERNEL = "tile"
 GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
-FAST_SCHEDULES: dict = {}
+FAST_SCHEDULES: dict = {  # winners of the H100 sweep (results/h100-2026-11-23/sweeps/l12-gemv-schedules.txt)
+    (4, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (8, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
+    (4, 1, 2048, 8192): FastSchedule("gemv", 1, 16, 512, 1, 4, 2),
+    (4, 1, 14336, 4096): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (8, 1, 14336, 4096): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
+    (8, 1, 4096, 14336): FastSchedule("gemv", 1, 16, 512, 1, 4, 2),
+    (4, 16, 8192, 2048): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
+    (4, 16, 2048, 8192): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
+    (4, 16, 14336, 4096): FastSchedule("tile", 16, 64, 128, 1, 4, 4),
+    (4, 16, 4096, 14336): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
+    (4, 1, 2560, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (8, 1, 2048, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
+    (4, 1, 11264, 2048): FastSchedule("gemv", 1, 16, 512, 1, 4, 2),
+    (4, 1, 2048, 5632): FastSchedule("gemv", 1, 16, 256, 2, 4, 2),
+    (8, 1, 2048, 5632): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (4, 1, 32000, 2048): FastSchedule("gemv", 1, 32, 256, 1, 4, 2),
+    (8, 1, 32000, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
+    (4, 4, 8192, 2048): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
+    (8, 4, 8192, 2048): FastSchedule("gemv", 4, 16, 256, 1, 4, 1),
+    (4, 4, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
+    (8, 4, 2048, 8192): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
+    (4, 4, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
+}
 
 
 def gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) -> int:

@@ -290,7 +290,22 @@ def test_fast_path_planted_mistake_gets_its_hint():
         L.check_w4a16(no_zero_point, shapes=((1, 17, 100),), quiet=True)
 
 
-def test_fast_schedules_at_the_h100_shapes():
+def test_fast_schedules_at_the_h100_shapes(monkeypatch):
+    """The heuristic alone (FAST_SCHEDULES emptied: its measured entries override it at these shapes)."""
+    monkeypatch.setattr(L, "FAST_SCHEDULES", {})
+    L._fast_schedule.cache_clear()  # schedules are cached per shape: forget the table's
+    try:
+        _heuristic_schedules()
+    finally:
+        L._fast_schedule.cache_clear()  # and forget the heuristic's, before the table comes back
+
+
+def test_measured_fast_schedules_are_used_and_valid():
+    for (bits, M, N, K), s in L.FAST_SCHEDULES.items():
+        assert L.fast_schedule(bits, M, N, K, 128, sm_count=132, smem=227 * 1024) == s, (bits, M, N, K)
+
+
+def _heuristic_schedules():
     for M, N, K in ((1, 8192, 2048), (1, 2048, 8192), (4, 14336, 4096), (1, 4096, 14336)):
         s = L.fast_schedule(4, M, N, K, 128, sm_count=132, smem=227 * 1024)
         programs = triton.cdiv(N, s.BLOCK_N) * s.SPLIT_K
