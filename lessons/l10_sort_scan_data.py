@@ -247,9 +247,9 @@ def sort_rows_kernel(x_ptr, values_ptr, indices_ptr, N, stride_xm, BLOCK_SIZE: t
 SORT_ROWS_SCHEDULES = {
     256: ("tl.sort", 1),
     512: ("tl.sort", 2),
-    1024: ("gather", 4),
-    2048: ("gather", 8),
-    4096: ("gather", 8),
+    1024: ("tl.sort", 4),  # the gather network, carrying the indices too, took 4x as long on an H100
+    2048: ("tl.sort", 8),
+    4096: ("tl.sort", 16),
 }
 
 
@@ -873,7 +873,7 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
 # -- the ONE place the scan's and the compaction's schedules are chosen: method -> (BLOCK_SIZE, num_warps).
 #    "reduce-then-scan" is exercise 3's (3 passes over the data); "lookback" is one pass (32-bit data only: int64
 #    scans use reduce-then-scan). The default method is SCAN_METHOD.
-SCAN_METHOD = "lookback"
+SCAN_METHOD = "reduce-then-scan"  # on an H100 the one-pass look-back took 1.5x as long (results/h100-2026-11-23-after)
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 8)}
 COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 8)}
 LOOKBACK = 32  # status words a block reads at once while it looks back
