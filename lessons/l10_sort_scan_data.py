@@ -141,6 +141,7 @@ def _padded(x, n):
 def check_bitonic_sort(fn, *, quiet=False):
     """Checks fn(x, out=...) = each row of x sorted, at awkward row lengths, against sort_ref in fp64; on failure,
     the hint names the network's classic mistakes (each simulated by bitonic_network_ref)."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     shapes = env.pick(cpu=[(1, 1), (3, 7), (4, 16), (2, 100)], gpu=[(1, 1), (3, 7), (1000, 16), (513, 1000)])
     for M, N in shapes:
@@ -299,6 +300,7 @@ def sort_rows(x, *, out=None, out_indices=None, network=None, num_warps=None):
 def check_sort_rows(fn, *, quiet=False):
     """Checks fn(x, out=..., out_indices=...) against sort_ref: values exactly, and indices exactly, so equal
     values must keep their original order; rows with ties, NaN, ±inf and -0.0, at awkward lengths."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     shapes = env.pick(cpu=[(1, 1), (3, 5), (4, 100)], gpu=[(1, 1), (3, 5), (4099, 100), (1000, 4096)])
     for M, N in shapes:
@@ -661,6 +663,7 @@ def check_top_k(fn, *, quiet=False):
     """Checks fn(x, k, out=..., out_indices=..., BLOCK_SIZE=..., method=...) against top_k_ref: values and indices
     exactly, on rows with ties (many equal values), -inf and NaN, at several k and block sizes (rows over several
     blocks), for every method of picking a block's candidates (exercise 2's "sort" first)."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     cases = env.pick(
         cpu=[(1, 1, 1, 16), (3, 100, 5, 32), (2, 300, 17, 128)],
@@ -768,6 +771,7 @@ def sample_top_k_top_p_ref(logits, k=50, p=1.0, temperature=1.0, generator=None)
 def check_sample_top_k_top_p(fn, *, quiet=False):
     """Checks fn(logits, k, p, temperature, generator) against sample_top_k_top_p_ref with an identically seeded
     generator: the same tokens, draw for draw (top_k is checked first: the sampler stands on it)."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     check_top_k(top_k, quiet=True)
     cases = env.pick(
@@ -963,6 +967,7 @@ def check_cumsum(fn, *, quiet=False):
     """Checks fn(x, out=..., BLOCK_SIZE=..., method=...) against cumsum_ref, exactly, by exercise 3's
     "reduce-then-scan" and then the one-pass "lookback": the inputs are small integers (as fp32
     too, where every partial sum below 2**24 is exact, so the order of the additions cannot matter)."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     cases = env.pick(
         cpu=[(1, 16), (15, 16), (100, 16), (1000, 16)],
@@ -1105,6 +1110,7 @@ def compact_bytes(n, n_kept, element_size):
 def check_compact(fn, *, quiet=False):
     """Checks fn(values, keep, BLOCK_SIZE=..., method=...) against compact_ref, exactly (both methods), at
     keep-none, keep-all, one element and random flags over several blocks."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     sizes = env.pick(cpu=[1, 17, 100, 1000], gpu=[1, 17, 100, 10**7 + 1])
     for n, method in [(n, m) for m in ("reduce-then-scan", "lookback") for n in sizes]:
@@ -1244,6 +1250,7 @@ def groupby_atomic(table, threshold, num_keys, *, BLOCK_SIZE=1024):
 def check_groupby_atomic(fn, *, quiet=False):
     """Checks fn(table, threshold, num_keys) against groupby_dense_ref, exactly (values are multiples of 1/4:
     every fp64 partial sum is exact, whatever order the atomics add in); NaN values, few and many keys."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     cases = env.pick(cpu=[(1, 1), (100, 3), (1000, 700)], gpu=[(1, 1), (100, 3), (10**6 + 3, 16), (10**6, 10**5)])
     for n, num_keys in cases:
@@ -1497,6 +1504,7 @@ def check_query(fn, *, quiet=False):
     """Checks fn(table, threshold, num_keys) -> result table against pandas (query_ref), EXACTLY (same index,
     columns, dtypes and values): empty table, one row, nothing passes, all keys equal, all distinct, NaN values,
     a key whose values are all NaN."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     n_big = env.pick(cpu=300, gpu=10**6 + 7)
     cases = {
@@ -1633,6 +1641,7 @@ def join_tables(left, right, on="key"):
 def check_join(fn, *, quiet=False):
     """Checks fn(left_table, right_table, on="key") against pandas' merge, EXACTLY (same rows in the same order):
     keys that miss, an empty side, one row, all left keys equal, negative and huge int64 keys."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     check_compact(compact, quiet=True)  # the join keeps its matches by compaction: checked first
     n = env.pick(cpu=300, gpu=10**6 + 3)

@@ -161,6 +161,7 @@ def unpack_int4(packed):
 
 def check_pack_int4(pack, unpack, *, quiet=False):
     """pack and unpack against the spec's layout: every pair of codes 0..15 in every byte, odd N, one row."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     every = torch.stack(torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij"), -1).reshape(1, -1)
     cases = {"every pair of codes": every.to(torch.uint8)}  # (1, 512): byte j = (j // 16, j % 16)
@@ -277,6 +278,7 @@ def _dequant_codes(q, z, s, K):
 
 def check_int4_codes(fn, *, quiet=False):
     """fn(w, group_size) -> (codes, scale, zero), dequantized here: it must equal the spec's arithmetic exactly."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     for (N, K), G in zip(((5, 100), (1, 64), (9, 300)), GROUP_SIZES):
         w = (torch.randn(N, K, device=env.device) / math.sqrt(K)).to(env.dtype)
@@ -455,7 +457,7 @@ def split_k_combine_kernel(part_ptr, res_ptr, out_ptr, numel, SPLIT_K, HAS_RESID
     tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch(kernel, x, w_parts, out, M, N, K, strides, sched, residual=None, **meta):
+def launch_wxa16(kernel, x, w_parts, out, M, N, K, strides, sched, residual=None, **meta):
     """Runs ``kernel`` with schedule ``sched``: straight into ``out``, or (split-K, or a residual to add) into fp32
     partial sums (SPLIT_K, M, N) that split_k_combine_kernel adds up (with the residual) into ``out``."""
     direct = sched.SPLIT_K == 1 and residual is None
@@ -525,7 +527,7 @@ def w8a16(x, w: Int8Weight, *, out=None, residual=None, BLOCK_M=None, BLOCK_N=No
         return out
     if K == 0:  # an empty sum
         return out.zero_() if residual is None else out.copy_(residual)
-    return _launch(w8a16_kernel, x, (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)), sched, residual,
+    return launch_wxa16(w8a16_kernel, x, (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)), sched, residual,
                    BLOCK_K=sched.BLOCK_K)  # fmt: skip
 
 
@@ -605,7 +607,7 @@ def _w4a16(kernel, x, w, out, residual, BLOCK_M, BLOCK_N, SPLIT_K, **meta):
     if K == 0:
         return out.zero_() if residual is None else out.copy_(residual)
     strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
-    return _launch(kernel, x, (w.packed, w.scale, w.zero), out, M, N, K, strides, sched, residual,
+    return launch_wxa16(kernel, x, (w.packed, w.scale, w.zero), out, M, N, K, strides, sched, residual,
                    GROUP_SIZE=w.group_size, **meta)  # fmt: skip
 
 
@@ -680,7 +682,7 @@ def w8a16_suspects(x, w: Int8Weight):
     return suspects
 
 
-def _wxa16_tolerance(x, w, dtype):
+def wxa16_tolerance(x, w, dtype):
     scale = (
         math.sqrt(w.shape[1])
         * float(x.float().pow(2).mean().sqrt())
@@ -697,6 +699,7 @@ def _wxa16_tolerance(x, w, dtype):
 
 def check_wxa16(fn, bits, *, dtype=None, shapes=CHECK_SHAPES, quiet=False, **kwargs):
     """fn(x, w, out=..., **kwargs) against wxa16_ref in fp64, at ``shapes`` and, for int4, every group size."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     dtype = dtype or env.dtype
     for M, N, K in shapes:
@@ -710,7 +713,7 @@ def check_wxa16(fn, bits, *, dtype=None, shapes=CHECK_SHAPES, quiet=False, **kwa
             utils.check(
                 out,
                 wxa16_ref(x.double(), w),
-                **_wxa16_tolerance(x, w, dtype),
+                **wxa16_tolerance(x, w, dtype),
                 name=f"{fn.__name__}: y ({M}, {N}) = x ({M}, {K}) @ W.T, {what}{utils.dtype_name(dtype)}",
                 quiet=quiet,
                 suspects=w4a16_suspects(x, w) if bits == 4 else w8a16_suspects(x, w),
@@ -719,10 +722,12 @@ def check_wxa16(fn, bits, *, dtype=None, shapes=CHECK_SHAPES, quiet=False, **kwa
 
 
 def check_w8a16(fn, *, quiet=False, **kwargs):
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     check_wxa16(fn, 8, quiet=quiet, **kwargs)
 
 
 def check_w4a16(fn, *, quiet=False, **kwargs):
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     check_wxa16(fn, 4, quiet=quiet, **kwargs)
 
 
@@ -1117,6 +1122,12 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
     return FastSchedule(TILE_KERNEL if bits == 4 else "tile", *s)  # a few rows: W's rows on the dot's M side
 
 
+def clear_schedule_cache():
+    """Forget the schedules fast_schedule has cached per shape: call it after editing FAST_SCHEDULES or the GEMV_*
+    constants, or the launchers keep using what they chose before."""
+    _fast_schedule.cache_clear()
+
+
 def _require_fast_schedule(s, bits, M, group_size):
     if not isinstance(s, FastSchedule) or s.kernel not in ("gemv", "tile", "tile_swap"):
         raise TypeError(f"schedule must be a FastSchedule with kernel 'gemv', 'tile' or 'tile_swap', got {s!r}")
@@ -1284,6 +1295,7 @@ def model_weight_bytes(model: Model) -> int:
 def check_quantized_model(model: Model, *, B=2, T=None, steps=None, quiet=False):
     """Prefill and decode logits of a quantized model, and its greedy tokens, against forward_ref in fp64 on the
     dequantized weights."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     T, steps = T or env.pick(cpu=6, gpu=100), steps or env.pick(cpu=2, gpu=16)
     tokens = torch.randint(0, model.args.vocab_size, (B, T + steps), device=model.embed.device)

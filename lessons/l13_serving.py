@@ -181,6 +181,7 @@ class BlockPool:
 def check_block_pool(pool_cls=None, *, quiet=False):
     """A scripted life of three requests: allocation on demand, sharing a prefix, copy-on-write, refusal when the
     pool is short, and every block back on the free list at the end."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     pool_cls = pool_cls or BlockPool
     P = 4
     pool = pool_cls(n_blocks=8, block_size=P)
@@ -471,7 +472,7 @@ def paged_attention(
     return decode_combine(acc, m, l_, out=out)
 
 
-def _paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, device, gen):
+def paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, device, gen):
     """Random pages in shuffled order, a block table per request (the first ``shared`` blocks of requests 0 and 1
     the same), q packed with q_lens[b] queries per request; every unused row holds other random values."""
     W = max(-(-n // P) for n in lens)
@@ -491,6 +492,7 @@ def _paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, device, gen):
 def check_paged_attention(fn, *, quiet=False):
     """fn(q, k_pages, v_pages, block_table, lengths, q_start, out=...) against paged_attention_ref in fp64, and
     its decode case against lesson 08's contiguous decode_attention_ref on the same keys."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
     gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, (1,))))
@@ -508,7 +510,7 @@ def check_paged_attention(fn, *, quiet=False):
     )  # (B, H, KV, D, block_size, lengths, new queries per request, blocks shared by requests 0 and 1); the
     # longest request last, its table full and its last key tile past it: a table read without a mask strays
     for B, H, KV, D, P, lens, q_lens, shared in cases:
-        q, kp, vp, table, lengths, q_start = _paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, env.device, gen)
+        q, kp, vp, table, lengths, q_start = paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, env.device, gen)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             out = fn(q, kp, vp, table, lengths, q_start, out=utils.nan_empty(tuple(q.shape), dtype))
         q64, k64, v64 = q.double(), kp.double(), vp.double()
@@ -521,7 +523,7 @@ def check_paged_attention(fn, *, quiet=False):
             "block.": _reference_as_offset(q64, k64, v64, table, lengths, q_start, P),
             "The logical block was used instead of the physical one: look the page up in the block table, page = "
             "tl.load(block_table_ptr + b * stride_table + cols // PAGE_SIZE), not cols // PAGE_SIZE itself.": (
-                paged_attention_ref(q64, k64, v64, _identity_tables(B, W, q.device), lengths, q_start)
+                paged_attention_ref(q64, k64, v64, identity_tables(B, W, q.device), lengths, q_start)
             ),
             "Query head h read kv head h % KV: grouped-query attention shares kv head h // GROUP between GROUP "
             "consecutive query heads (row r of the tile is head kv_h * GROUP + r % GROUP).": paged_attention_ref(
@@ -546,7 +548,7 @@ def check_paged_attention(fn, *, quiet=False):
                         quiet=quiet)  # fmt: skip
 
 
-def _identity_tables(B, W, device):
+def identity_tables(B, W, device):
     """Block tables that read logical block j from physical block j: the tables of the "logical block" mistake."""
     return torch.arange(W, dtype=torch.int32, device=device).expand(B, W).contiguous()
 
@@ -795,6 +797,7 @@ class Engine:
 def check_engine(model: Model, *, quiet=False):
     """Greedy tokens of every request under in-flight batching + paged attention == the request run alone; the
     memory budget holds and nothing is dropped on a trace that overloads the pool."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     model = cast(model, torch.float32)  # greedy tokens compared exactly: bf16 near ties would differ by rounding
     P = 4
@@ -897,6 +900,7 @@ def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, 
 def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=False):
     """Speculative greedy output == the target's greedy output alone (lesson 08's generate), for a random prompt;
     prints the acceptance rate and the tokens per target pass."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     target, draft = cast(target, torch.float32), cast(draft, torch.float32)  # exact comparison: no bf16 near ties
     n_new = n_new or env.pick(cpu=10, gpu=64)

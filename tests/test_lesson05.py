@@ -421,7 +421,8 @@ H200_CONFIGS = [
     (128, 128, 64, 4, 3),
     (64, 128, 64, 4, 4),
 ]
-SMALL_M_GPU_CONFIGS = [(16, 64, 256, 4, 4), (32, 32, 256, 4, 4), (16, 32, 256, 2, 4), (16, 64, 128, 4, 4)]  # SMALL_M_CONFIGS on a GPU
+# SMALL_M_CONFIGS on a GPU
+SMALL_M_GPU_CONFIGS = [(16, 64, 256, 4, 4), (32, 32, 256, 4, 4), (16, 32, 256, 2, 4), (16, 64, 128, 4, 4)]
 
 
 @pytest.mark.parametrize("budget", [64 * 1024, 163 * 1024, 227 * 1024], ids=["T4", "A100", "H100"])

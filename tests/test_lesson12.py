@@ -176,7 +176,7 @@ def test_residual_is_added_in_the_combine_and_may_be_the_output(launcher, SPLIT_
     w = L.quantize_int8_ref(weight(N, K)) if launcher == "w8a16" else L.quantize_int4_ref(weight(N, K), 64)
     r = torch.randn(M, N, device=DEV, dtype=ENV.dtype)
     ref = L.wxa16_ref(x.double(), w) + r.double()
-    tol = L._wxa16_tolerance(x, w, ENV.dtype)
+    tol = L.wxa16_tolerance(x, w, ENV.dtype)
     out = fn(x, w, residual=r, out=utils.nan_empty((M, N), ENV.dtype), SPLIT_K=SPLIT_K)
     utils.check(out, ref, name=f"{launcher} + residual", quiet=True, **tol)
     r_before = r.clone()
@@ -234,7 +234,7 @@ def test_int4_gemv_schedules(dtype, M, N, K, G, s):
     x = torch.randn(M, K, device=DEV, dtype=dtype)
     w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
     out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
-    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 GEMV {s}", quiet=True, **L._wxa16_tolerance(x, w, dtype),
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 GEMV {s}", quiet=True, **L.wxa16_tolerance(x, w, dtype),
                 suspects=L.w4a16_suspects(x, w))  # fmt: skip
 
 
@@ -248,7 +248,7 @@ def test_int8_gemv_schedules(dtype, M, N, K, s):
     x = torch.randn(M, K, device=DEV, dtype=dtype)
     w = L.quantize_int8_ref(weight(N, K, dtype=dtype))
     out = L.w8a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
-    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int8 GEMV {s}", quiet=True, **L._wxa16_tolerance(x, w, dtype),
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int8 GEMV {s}", quiet=True, **L.wxa16_tolerance(x, w, dtype),
                 suspects=L.w8a16_suspects(x, w))  # fmt: skip
 
 
@@ -264,7 +264,7 @@ def test_int4_tile_schedules(M, s):
     w = L.quantize_int4_ref(weight(N, K), 32)
     out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), ENV.dtype), schedule=s)
     utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 tile {s}", quiet=True,
-                **L._wxa16_tolerance(x, w, ENV.dtype))  # fmt: skip
+                **L.wxa16_tolerance(x, w, ENV.dtype))  # fmt: skip
 
 
 @pytest.mark.parametrize("launcher", ["w4a16_fast", "w8a16_fast"])
@@ -277,7 +277,7 @@ def test_gemv_adds_the_residual_in_place(launcher, SPLIT_K):
     r = torch.randn(M, N, device=DEV, dtype=ENV.dtype)
     want = L.wxa16_ref(x.double(), w) + r.double()
     assert fn(x, w, out=r, residual=r, SPLIT_K=SPLIT_K) is r
-    utils.check(r, want, name=f"{launcher} in place", quiet=True, **L._wxa16_tolerance(x, w, ENV.dtype))
+    utils.check(r, want, name=f"{launcher} in place", quiet=True, **L.wxa16_tolerance(x, w, ENV.dtype))
 
 
 def test_fast_path_planted_mistake_gets_its_hint():
@@ -293,11 +293,11 @@ def test_fast_path_planted_mistake_gets_its_hint():
 def test_fast_schedules_at_the_h100_shapes(monkeypatch):
     """The heuristic alone (FAST_SCHEDULES emptied: its measured entries override it at these shapes)."""
     monkeypatch.setattr(L, "FAST_SCHEDULES", {})
-    L._fast_schedule.cache_clear()  # schedules are cached per shape: forget the table's
+    L.clear_schedule_cache()  # schedules are cached per shape: forget the table's
     try:
         _heuristic_schedules()
     finally:
-        L._fast_schedule.cache_clear()  # and forget the heuristic's, before the table comes back
+        L.clear_schedule_cache()  # and forget the heuristic's, before the table comes back
 
 
 def test_measured_fast_schedules_are_used_and_valid():
@@ -321,7 +321,7 @@ def _heuristic_schedules():
 def test_fast_schedules_table_wins_over_the_heuristic(monkeypatch):
     mine = _fs("gemv", 1, 64, 512, 2, 8, 2)
     monkeypatch.setitem(L.FAST_SCHEDULES, (4, 1, 2048, 8192), mine)
-    L._fast_schedule.cache_clear()
+    L.clear_schedule_cache()
     try:
         assert L.fast_schedule(4, 1, 2048, 8192, 128, sm_count=132, smem=227 * 1024) == mine
         tile = _fs("tile_swap", 16, 64, 128, 2, 4, 4)  # measured with groups of 128: not for groups of 64
@@ -329,7 +329,7 @@ def test_fast_schedules_table_wins_over_the_heuristic(monkeypatch):
         assert L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024) == tile
         assert L.fast_schedule(4, 16, 4096, 14336, 64, sm_count=132, smem=227 * 1024).BLOCK_K == 64
     finally:
-        L._fast_schedule.cache_clear()
+        L.clear_schedule_cache()
 
 
 def test_fast_launchers_refuse_bad_schedules():
@@ -444,7 +444,7 @@ def planted_w4a16(mistake):
         out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device)
         sched = L.schedule(M, N, K, w.group_size)
         strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
-        return L._launch(planted_w4a16_kernel, x, (w.packed, w.scale, w.zero), out, M, N, K, strides, sched,
+        return L.launch_wxa16(planted_w4a16_kernel, x, (w.packed, w.scale, w.zero), out, M, N, K, strides, sched,
                          GROUP_SIZE=w.group_size, MISTAKE=mistake)  # fmt: skip
 
     return w4a16
@@ -534,7 +534,7 @@ def planted_w8a16(mistake):
         out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device)
         BLOCK_K = 128 if M <= L.DECODE_M else 64
         sched = L.schedule(M, N, K, BLOCK_K)
-        return L._launch(planted_w8a16_kernel, x, (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)),
+        return L.launch_wxa16(planted_w8a16_kernel, x, (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)),
                          sched, BLOCK_K=BLOCK_K, MISTAKE=mistake)  # fmt: skip
 
     return w8a16

@@ -92,7 +92,7 @@ def test_paged_equals_contiguous_at_awkward_lengths(n_splits):
     B, H, KV, D, P = 4, 4, 2, 16, 8
     lens = [1, 9, 17, 23]
     gen = torch.Generator().manual_seed(3)
-    q, kp, vp, table, lengths, _ = L._paged_case(B, H, KV, D, P, lens, [1] * B, 1, torch.float32, ENV.device, gen)
+    q, kp, vp, table, lengths, _ = L.paged_case(B, H, KV, D, P, lens, [1] * B, 1, torch.float32, ENV.device, gen)
     W = table.shape[1]
     kc = torch.zeros(B, W * P, KV, D, device=ENV.device)
     vc = torch.zeros_like(kc)
@@ -118,7 +118,7 @@ def _as_offset(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
 
 
 def _logical(q, k_pages, v_pages, table, lengths, q_start=None, *, out=None):
-    return L.paged_attention(q, k_pages, v_pages, L._identity_tables(*table.shape, table.device), lengths, q_start,
+    return L.paged_attention(q, k_pages, v_pages, L.identity_tables(*table.shape, table.device), lengths, q_start,
                              out=out)  # fmt: skip
 
 
@@ -195,7 +195,7 @@ def _against_ref(B, H, KV, D, P, lens, q_lens, shared, seed=0, **schedule):
     """The launcher with an explicit schedule against paged_attention_ref in fp64 (and, for a decode step, against
     lesson 08's contiguous kernel on the same keys laid out in order)."""
     gen = torch.Generator().manual_seed(seed)
-    q, kp, vp, table, lengths, q_start = L._paged_case(B, H, KV, D, P, lens, q_lens, shared, torch.float32,
+    q, kp, vp, table, lengths, q_start = L.paged_case(B, H, KV, D, P, lens, q_lens, shared, torch.float32,
                                                        ENV.device, gen)  # fmt: skip
     decode = max(q_lens) == 1
     with utils.watch_memory() as stray:  # under the interpreter: a step past the table must not read past it
@@ -236,7 +236,7 @@ def test_decode_in_a_batch_takes_the_one_query_path_with_or_without_q_start():
     """The engine passes q_start even for a decode step: one query each (max_q_len 1, N = B) gives the same output
     as q_start None; a chunk of two keeps the general path."""
     gen = torch.Generator().manual_seed(5)
-    q, kp, vp, table, lengths, q_start = L._paged_case(3, 4, 1, 16, 4, [7, 1, 12], [1, 1, 1], 0, torch.float32,
+    q, kp, vp, table, lengths, q_start = L.paged_case(3, 4, 1, 16, 4, [7, 1, 12], [1, 1, 1], 0, torch.float32,
                                                        ENV.device, gen)  # fmt: skip
     a = L.paged_attention(q, kp, vp, table, lengths)
     b = L.paged_attention(q, kp, vp, table, lengths, q_start, max_q_len=1, trusted=True)
