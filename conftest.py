@@ -1,11 +1,18 @@
-"""Notebook runs (`make test-notebooks`: nbval under pytest-xdist) start a kernel again when one dies while starting.
+"""Kernels for the notebook tests (nbval and nbclient under pytest-xdist) talk over Unix sockets, not TCP ports, and
+nbval starts a kernel again when one dies while starting.
 
 jupyter_client picks a kernel's five ports by binding to port 0 and releasing the socket; the kernel binds them a
 moment later. Two workers starting kernels at the same instant can be handed the same free port, and the kernel
 that loses exits before it answers `kernel_info` ("Kernel died before replying to kernel_info"), failing every cell
-of its notebook though nothing in the notebook is wrong. It happened once in CI; a fresh start gets fresh ports.
+of its notebook though nothing in the notebook is wrong. It happened once in CI; a fresh start gets fresh ports. A
+later local run hung instead: a participant notebook's client waited ten minutes on an idle kernel. Both come from
+sharing one port space between processes, so every kernel here gets its own socket files (transport "ipc", named
+after the process and the kernel manager) and no port is chosen at all; the restart stays for any other start-up
+failure.
 """
 
+import os
+import tempfile
 import warnings
 
 try:
@@ -14,6 +21,25 @@ except ImportError:  # the unit tests run without nbval too
     nbval = None
 
 ATTEMPTS = 3
+
+try:
+    from jupyter_client.connect import ConnectionFileMixin
+    from jupyter_client.manager import AsyncKernelManager, KernelManager
+except ImportError:  # the unit tests run without Jupyter too
+    ConnectionFileMixin = None
+
+if ConnectionFileMixin is not None:
+    ConnectionFileMixin.class_traits()["transport"].default_value = "ipc"
+
+    def _socket_prefix(self):
+        """Where an ipc kernel's sockets go: a path of its own (the default, "kernel-ipc" in the working directory,
+        is shared by every kernel started there)."""
+        if self.transport != "ipc":
+            return "127.0.0.1"
+        return os.path.join(tempfile.gettempdir(), f"kernel-{os.getpid()}-{id(self):x}-ipc")
+
+    for _manager in (KernelManager, AsyncKernelManager):  # traitlets looks a default up on the instance's own class
+        _manager._ip_default = _socket_prefix
 
 if nbval is not None:
     _start_new_kernel = nbval.kernel.start_new_kernel

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import os
 import re
 
 import nbformat
@@ -302,3 +303,23 @@ def test_a_kernel_that_dies_while_starting_is_started_again(monkeypatch):
     monkeypatch.setattr(conftest, "_start_new_kernel", always_dies)
     with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="Kernel died"):
         conftest._start_new_kernel_again_if_it_dies()
+
+
+def test_test_kernels_use_sockets_of_their_own():
+    """conftest.py: kernels started by the tests talk over Unix sockets named after their manager (no TCP port to race
+    for), and a kernel started that way runs code."""
+    from jupyter_client.manager import AsyncKernelManager, KernelManager
+
+    _root_conftest()
+    a, b, c = KernelManager(kernel_name="python3"), KernelManager(kernel_name="python3"), AsyncKernelManager()
+    assert {a.transport, b.transport, c.transport} == {"ipc"}
+    assert len({a.ip, b.ip, c.ip}) == 3 and all(os.path.isabs(m.ip) for m in (a, b, c))
+    a.start_kernel()
+    try:
+        client = a.client()
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
+        assert client.execute_interactive("6 * 7", timeout=60)["content"]["status"] == "ok"
+        client.stop_channels()
+    finally:
+        a.shutdown_kernel(now=True)
