@@ -63,6 +63,18 @@ def main(argv=None) -> int:
         f"ceilings measured here: copy {ceil.bandwidth_gbs:.0f} GB/s; "
         + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in ceil.tflops.items())
     )
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    meta = {
+        "gpu": env.gpu_name,
+        "torch": env.versions["torch"],
+        "triton": env.versions["triton"],
+        "python": platform.python_version(),
+        "date": stamp,
+        "copy GB/s": round(ceil.bandwidth_gbs, 1),
+        "plain torch copy GB/s": round(plain, 1),
+        **{f"{k} TFLOP/s (matmul)": round(v, 1) for k, v in ceil.tflops.items()},
+    }
+    out = Path(args.out)
     rows, failed = [], []
     for lesson in chosen:
         t0 = time.time()
@@ -78,21 +90,11 @@ def main(argv=None) -> int:
             continue
         print(f"lesson {lesson}: {len(got)} comparisons in {time.time() - t0:.0f} s", flush=True)
         rows += got
+        partial(rows, ceil, meta, out)  # a run stopped by a time limit keeps the lessons it finished
     table = report.enrich(rows, ceil)
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    meta = {
-        "gpu": env.gpu_name,
-        "torch": env.versions["torch"],
-        "triton": env.versions["triton"],
-        "python": platform.python_version(),
-        "date": stamp,
-        "copy GB/s": round(ceil.bandwidth_gbs, 1),
-        "plain torch copy GB/s": round(plain, 1),
-        **{f"{k} TFLOP/s (matmul)": round(v, 1) for k, v in ceil.tflops.items()},
-    }
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame([{**meta, **r} for r in table]).to_csv(out / "bench.csv", index=False)
+    (out / "bench-partial.csv").unlink(missing_ok=True)
     header = (
         f"Measured by `make bench` on **{env.gpu_name}** ({stamp}), torch {meta['torch']}, triton "
         f"{meta['triton']}. Ceilings measured in the same run: copy {ceil.bandwidth_gbs:.0f} GB/s (read + "
@@ -111,6 +113,17 @@ def main(argv=None) -> int:
     print(report.markdown(table, header))
     print(f"wrote {out / 'bench.csv'}, {out / 'bench.md'}, {out / 'roofline.png'}")
     return 1 if failed else 0
+
+
+def partial(rows, ceil, meta: dict, out: Path) -> None:
+    """The rows measured so far, as ``bench-partial.csv`` in ``out``, in bench.csv's columns (``--merge`` reads it
+    once renamed); removed when the run completes."""
+    import pandas as pd
+
+    from bench import report
+
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame([{**meta, **r} for r in report.enrich(rows, ceil)]).to_csv(out / "bench-partial.csv", index=False)
 
 
 def torch_cuda_broken() -> bool:

@@ -1,34 +1,86 @@
 #!/usr/bin/env bash
 # Validate the course on a GPU machine that has torch and triton but no Jupyter and no network (see
-# ../shared/gpu/README.md): carried wheels in .whl/ give nbval and a kernel.
-#   scripts/gpu-validate.sh tests     every unit and lesson test, on the GPU
-#   scripts/gpu-validate.sh notebooks every solution notebook top to bottom under nbval, compiled
-#   scripts/gpu-validate.sh bench     make bench's driver: results/bench.{csv,md} and results/roofline.png
-# TRITON_HARD_WAY_AS=7.5 (or 8.0) in the environment runs them as the course behaves on a T4 (or an A100).
-# Logs and results go to $OUT when it is set (the device tool), else to build/gpu.
+# ../shared/gpu/README.md): carried wheels in .whl/ give nbval, xdist and a kernel.
+#   scripts/gpu-validate.sh tests              every unit and lesson test, on the GPU
+#   scripts/gpu-validate.sh tests:10,12        the tests of lessons 10 and 12 only (tests/test_lesson10.py ...)
+#   scripts/gpu-validate.sh notebooks          every solution notebook top to bottom under nbval, compiled
+#   scripts/gpu-validate.sh notebooks:05,13    those lessons' solution notebooks only
+#   scripts/gpu-validate.sh bench              make bench's driver: bench.{csv,md} and roofline.png
+#   scripts/gpu-validate.sh bench:05           one lesson's bench, in its own folder (merge folders with
+#                                              `python -m bench --merge DIR... --out results/NAME`)
+#   scripts/gpu-validate.sh big:1 ... pinned   copy a part of the pinned triton's wheel (.big1 ...: see
+#                                              ../shared/gpu/carry-big-wheel.sh; one call of the device tool a part,
+#                                              back to back); `pinned` joins the parts in /tmp/big, installs the wheel
+#                                              and runs the steps after it with that triton
+# A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is stopped, the next one runs.
+# Tests and notebooks run in 8 processes (pytest-xdist). TRITON_HARD_WAY_AS=7.5 (or 8.0) in the environment runs
+# them as the course behaves on a T4 (or an A100). Logs and results go to $OUT when it is set (the device tool),
+# else to build/gpu; every step's exit status and time are appended to steps.txt there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu}
 mkdir -p "$out"
-if [ -d .whl ]; then
+if [ -d .whl ] && [ ! -d /tmp/site/nbval ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
+export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 mode=${TRITON_HARD_WAY_AS:+-as$TRITON_HARD_WAY_AS}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/gpu.txt"
-python3 -c 'import torch, triton, transformers; print("torch", torch.__version__, "triton", triton.__version__, "transformers", transformers.__version__)' | tee -a "$out/gpu.txt"
-echo "TRITON_HARD_WAY_AS=${TRITON_HARD_WAY_AS:-} (unset: the GPU as it is)" | tee -a "$out/gpu.txt"
+versions() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/gpu.txt"
+  python3 -c 'import torch, triton, transformers; print("torch", torch.__version__, "triton", triton.__version__, "transformers", transformers.__version__)' | tee -a "$out/gpu.txt"
+  echo "TRITON_HARD_WAY_AS=${TRITON_HARD_WAY_AS:-} (unset: the GPU as it is)" | tee -a "$out/gpu.txt"
+}
+files() {  # "10,12" -> the files of those lessons matching $2 (tests/test_lessonNN.py or solutions/NN_*.ipynb)
+  local n
+  for n in ${1//,/ }; do
+    if [ "$2" = tests ]; then echo "tests/test_lesson$n.py"; else ls solutions/"$n"_*.ipynb; fi
+  done
+}
+versions
 status=0
-for what in "$@"; do
+tag=$(python3 -c 'import triton; print(triton.__version__)')
+for step in "$@"; do
+  limit=${step##*@}; [ "$limit" = "$step" ] && limit=0; step=${step%@*}
+  what=${step%%:*}; which=""; [ "$what" != "$step" ] && which=${step#*:}
+  run=(timeout "$limit"); [ "$limit" = 0 ] && run=()
+  t0=$(date +%s)
   case $what in
-    tests) python3 -m pytest -q -p no:cacheprovider tests --ignore=tests/test_browser.py \
-             --ignore=tests/test_participants.py 2>&1 | tee "$out/tests$mode.log" || status=1 ;;
-    notebooks) python3 -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env solutions 2>&1 \
-             | tee "$out/notebooks$mode.log" || status=1 ;;
-    bench) python3 -m bench --out "$out" 2>&1 | tee "$out/bench.log" || status=1 ;;
-    *) echo "unknown step: $what (tests, notebooks, bench)"; exit 2 ;;
+    tests)
+      sel=(tests --ignore=tests/test_browser.py --ignore=tests/test_participants.py)
+      [ -n "$which" ] && mapfile -t sel < <(files "$which" tests)
+      "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n 8 --tb=short -rfE "${sel[@]}" \
+        > "$out/tests-$tag$mode${which:+-${which//,/_}}.log" 2>&1 ;;
+    notebooks)
+      sel=(solutions); [ -n "$which" ] && mapfile -t sel < <(files "$which" notebooks)
+      "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadfile --tb=short -rfE --nbval-lax \
+        --nbval-current-env "${sel[@]}" > "$out/notebooks-$tag$mode${which:+-${which//,/_}}.log" 2>&1 ;;
+    bench)
+      dest=$out${which:+/bench-$which}; mkdir -p "$dest"
+      "${run[@]}" python3 -m bench ${which:+--only ${which//,/ }} --out "$dest" > "$dest/bench.log" 2>&1 ;;
+    big) mkdir -p /tmp/big && cp ".big$which"/* /tmp/big/ ;;
+    pinned)
+      wheel=$(python3 - <<'PY'
+import glob, zipfile
+parts = sorted(glob.glob("/tmp/big/part*"))
+with open("/tmp/big/whole.zip", "wb") as whole:
+    for p in parts:
+        whole.write(open(p, "rb").read())
+z = zipfile.ZipFile("/tmp/big/whole.zip")
+info = next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL"))
+tags = [l.split(": ")[1] for l in z.read(info).decode().splitlines() if l.startswith("Tag: ")]
+name, version = info.split("/")[0].removesuffix(".dist-info").rsplit("-", 1)
+py, abi = tags[0].split("-")[:2]
+print(f"/tmp/big/{name}-{version}-{py}-{abi}-{'.'.join(t.split('-')[2] for t in tags)}.whl")
+PY
+)
+      mv /tmp/big/whole.zip "$wheel" && rm -f /tmp/big/part* \
+        && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-big "$wheel" \
+        && export PYTHONPATH=/tmp/site-big:$PYTHONPATH && versions && tag=$(python3 -c 'import triton; print(triton.__version__)') ;;
+    *) echo "unknown step: $step (tests[:NN,..], notebooks[:NN,..], bench[:NN], big:N, pinned; @SECONDS)"; exit 2 ;;
   esac
+  rc=$?; [ $rc -ne 0 ] && status=1
+  [ "$limit" = 0 ] && limit=""
+  echo "$step${limit:+@$limit}: exit $rc in $(( $(date +%s) - t0 )) s (triton $tag$mode)" | tee -a "$out/steps.txt"
 done
 exit $status

@@ -95,3 +95,18 @@ def test_runs_made_apart_merge_into_one_report(tmp_path):
     text = (tmp_path / "out" / "bench.md").read_text()
     assert "in 2 runs" in text and text.count("\n| ") == len(recorded) + 1  # the header row, then one per row
     assert (tmp_path / "out" / "roofline.png").stat().st_size > 10_000
+
+
+def test_a_partial_run_keeps_what_it_measured_in_bench_csv_columns(tmp_path):
+    """After each lesson the driver writes bench-partial.csv: a run cut short by a time limit keeps its finished
+    lessons, in the columns --merge reads (the GPU and versions on every row)."""
+    import pandas as pd
+
+    from bench.__main__ import partial
+
+    meta = {"gpu": "test GPU", "torch": "t", "triton": "x", "python": "3", "date": "d", "copy GB/s": 4000.0}
+    partial([row(ms=1.0, baseline_ms=2.0, bytes=4e9), row(op="y", ms=3.0, baseline_ms=3.0, flops=1e12)], CEIL, meta,
+            tmp_path)  # fmt: skip
+    saved = pd.read_csv(tmp_path / "bench-partial.csv", dtype={"lesson": str})
+    assert list(saved["op"]) == ["x", "y"] and set(saved["gpu"]) == {"test GPU"}
+    assert list(saved["ratio"]) == [2.0, 1.0]
