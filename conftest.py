@@ -4,11 +4,10 @@ nbval starts a kernel again when one dies while starting.
 jupyter_client picks a kernel's five ports by binding to port 0 and releasing the socket; the kernel binds them a
 moment later. Two workers starting kernels at the same instant can be handed the same free port, and the kernel
 that loses exits before it answers `kernel_info` ("Kernel died before replying to kernel_info"), failing every cell
-of its notebook though nothing in the notebook is wrong. It happened once in CI; a fresh start gets fresh ports. A
-later local run hung instead: a participant notebook's client waited ten minutes on an idle kernel. Both come from
-sharing one port space between processes, so every kernel here gets its own socket files (transport "ipc", named
-after the process and the kernel manager) and no port is chosen at all; the restart stays for any other start-up
-failure.
+of its notebook though nothing in the notebook is wrong. It happened once in CI. So every kernel here gets its own
+socket files (transport "ipc", named after the process and the kernel manager) and no port is chosen at all; the
+restart stays for any other start-up failure. (A different, rarer hang, nbclient waiting on an idle kernel after
+lesson 02's widget cells, is handled where nbclient runs: tests/test_participants.py.)
 """
 
 import os
