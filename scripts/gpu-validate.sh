@@ -11,7 +11,8 @@
 #   scripts/gpu-validate.sh big:1 ... pinned   copy a part of the pinned triton's wheel (.big1 ...: see
 #                                              ../shared/gpu/carry-big-wheel.sh; one call of the device tool a part,
 #                                              back to back); `pinned` joins the parts in /tmp/big, installs the wheel
-#                                              and runs the steps after it with that triton
+#                                              and runs the steps after it with that triton (in a later call to
+#                                              the same warm machine, `pinned` alone uses the installed one again)
 # A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is stopped, the next one runs.
 # Tests and notebooks run in 8 processes (pytest-xdist). TRITON_HARD_WAY_AS=7.5 (or 8.0) in the environment runs
 # them as the course behaves on a T4 (or an A100). Logs and results go to $OUT when it is set (the device tool),
@@ -60,6 +61,9 @@ for step in "$@"; do
       "${run[@]}" python3 -m bench ${which:+--only ${which//,/ }} --out "$dest" > "$dest/bench.log" 2>&1 ;;
     big) mkdir -p /tmp/big && cp ".big$which"/* /tmp/big/ ;;
     pinned)
+      if [ -d /tmp/site-big/triton ] && ! ls /tmp/big/part* >/dev/null 2>&1; then  # installed by an earlier call
+        export PYTHONPATH=/tmp/site-big:$PYTHONPATH && versions && tag=$(python3 -c 'import triton; print(triton.__version__)')
+      else
       wheel=$(python3 - <<'PY'
 import glob, zipfile
 parts = sorted(glob.glob("/tmp/big/part*"))
@@ -76,7 +80,8 @@ PY
 )
       mv /tmp/big/whole.zip "$wheel" && rm -f /tmp/big/part* \
         && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-big "$wheel" \
-        && export PYTHONPATH=/tmp/site-big:$PYTHONPATH && versions && tag=$(python3 -c 'import triton; print(triton.__version__)') ;;
+        && export PYTHONPATH=/tmp/site-big:$PYTHONPATH && versions && tag=$(python3 -c 'import triton; print(triton.__version__)')
+      fi ;;
     *) echo "unknown step: $step (tests[:NN,..], notebooks[:NN,..], bench[:NN], big:N, pinned; @SECONDS)"; exit 2 ;;
   esac
   rc=$?; [ $rc -ne 0 ] && status=1
