@@ -103,3 +103,26 @@ def plain_copy_gbs(nbytes: int = 1 << 30, copies: int = 50) -> float:
         end.synchronize()
         best = min(best, start.elapsed_time(end) / copies)
     return 2 * nbytes / best / 1e6
+
+
+def liger(module: str, name: str):
+    """Liger-Kernel's ``liger_kernel.ops.<module>.<name>`` (an autograd Function), or None when liger_kernel is not
+    installed or has no such op (a baseline, optional: its rows are then left out)."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(f"liger_kernel.ops.{module}"), name, None)
+    except Exception:  # noqa: BLE001 - not installed, or an incompatible version: skip quietly
+        return None
+
+
+def with_liger(lesson: str, module: str, name: str, rows_fn: Callable[[object], list[Row]]) -> list[Row]:
+    """rows_fn(the Liger op)'s rows, or none when Liger-Kernel is missing or its API differs from the one used."""
+    op = liger(module, name)
+    if op is None:
+        return []
+    try:
+        return rows_fn(op)
+    except Exception as e:  # noqa: BLE001 - a baseline we could not run is left out, with a note, not a crash
+        print(f"lesson {lesson}: Liger-Kernel's {name} skipped ({type(e).__name__}: {e})")
+        return []

@@ -5,6 +5,9 @@
   unfused PyTorch reference; bytes = read + write of x (the weight is 4 KB).
 - RMSNorm with the residual add fused (reads x and r, writes the sum and the norm) against x + r then the reference.
 - RoPE (q and k of the 1B layer) against Hugging Face's apply_rotary_pos_emb; SwiGLU against F.silu(g) * u.
+- RMSNorm, the residual add + RMSNorm, RoPE and SwiGLU once more against Liger-Kernel's Triton kernels for the same
+  ops (LigerRMSNormFunction, LigerFusedAddRMSNormFunction, LigerRopeFunction, LigerFusedGateUpSiLUMulFunction), when
+  liger_kernel is installed (pure Python, optional: its rows are left out without it).
 - The whole layer at (B=1, T=2048) and (B=8, T=1024) against transformers' LlamaDecoderLayer with the same weights,
   eager ("sdpa" attention, HF's default) and under torch.compile (dynamic=False, compiled and warmed up before
   timing); and once more with both sides in CUDA graphs (ours captured with torch.cuda.graph, HF's compiled with
@@ -14,7 +17,7 @@
 import torch
 import torch.nn.functional as F
 
-from bench.common import Row, graphed, paired
+from bench.common import Row, graphed, paired, with_liger
 from lessons.l07_llm_layer import (
     LLAMA_1B,
     TRITON_OPS,
@@ -56,6 +59,15 @@ def kernels() -> list[Row]:
             bytes=nbytes,
             **common,
         )
+        rows += with_liger(
+            "07",
+            "rms_norm",
+            "LigerRMSNormFunction",
+            lambda op, x=x, ours=ours, shape=shape, nbytes=nbytes: paired(
+                {"triton": ours}, ("Liger-Kernel", lambda: op.apply(x, w, EPS)), op="rmsnorm", shape=shape,
+                bytes=nbytes, **common,
+            ),
+        )  # fmt: skip
     r = torch.randn_like(x)  # with the residual add fused: read x and r, write the sum and the norm
     rows += paired(
         {"triton": lambda: rmsnorm(x, w, EPS, residual=r)},
@@ -65,6 +77,15 @@ def kernels() -> list[Row]:
         bytes=2 * nbytes,
         **common,
     )
+    rows += with_liger(
+        "07",
+        "fused_add_rms_norm",
+        "LigerFusedAddRMSNormFunction",
+        lambda op: paired(
+            {"triton": lambda: rmsnorm(x, w, EPS, residual=r)}, ("Liger-Kernel", lambda: op.apply(x, r, w, EPS)),
+            op="residual + rmsnorm", shape=shape, bytes=2 * nbytes, **common,
+        ),
+    )  # fmt: skip
     x = r = None
     # -- RoPE on q and k, against HF's apply_rotary_pos_emb on its (B, heads, T, D) layout
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
@@ -81,6 +102,18 @@ def kernels() -> list[Row]:
         bytes=2 * (q.numel() + k.numel()) * q.element_size() + 2 * cos.nbytes,
         **common,
     )
+    # Liger rotates q and k in place (its kernel writes over its inputs): give it copies of its own
+    lq, lk = qt.clone(), kt.clone()
+    rows += with_liger(
+        "07",
+        "rope",
+        "LigerRopeFunction",
+        lambda op: paired(
+            {"triton": lambda: rope(q, k, cos, sin)}, ("Liger-Kernel", lambda: op.apply(lq, lk, cos, sin)),
+            op="rope q+k", shape=f"B={B} T={T} H={H} KV={KV} D={D}",
+            bytes=2 * (q.numel() + k.numel()) * q.element_size() + 2 * cos.nbytes, **common,
+        ),
+    )  # fmt: skip
     # -- SwiGLU
     gu = torch.randn(8192, 2 * args.ffn_dim, device="cuda", dtype=DTYPE)
     g, u = gu.chunk(2, dim=-1)
@@ -92,6 +125,15 @@ def kernels() -> list[Row]:
         bytes=gu.nbytes * 3 // 2,
         **common,
     )
+    rows += with_liger(
+        "07",
+        "swiglu",
+        "LigerFusedGateUpSiLUMulFunction",
+        lambda op: paired(
+            {"triton": lambda: swiglu(gu)}, ("Liger-Kernel", lambda: op.apply(gu)), op="swiglu",
+            shape=f"M=8192 F={args.ffn_dim}", bytes=gu.nbytes * 3 // 2, **common,
+        ),
+    )  # fmt: skip
     return rows
 
 

@@ -21,7 +21,7 @@ Tensors are freed between cases: the eager cross-entropy alone holds about 13 GB
 import torch
 import torch.nn.functional as F
 
-from bench.common import Row, graphed, paired
+from bench.common import Row, graphed, paired, with_liger
 from lessons.l11_backward_passes import (
     KERNEL_OPS,
     TORCH_OPS,
@@ -45,33 +45,6 @@ from utils import timing
 VOCAB = 128_256  # Llama 3's
 
 
-def _liger(name):
-    """A Liger-Kernel op class, or None when liger_kernel is not installed (that baseline is then skipped)."""
-    try:
-        import liger_kernel.ops.fused_linear_cross_entropy as flce
-        import liger_kernel.ops.kl_div as kl
-        import liger_kernel.ops.rms_norm as rms
-    except Exception:  # noqa: BLE001 - not installed, or an incompatible version: skip quietly
-        return None
-    return {
-        "kl_div": getattr(kl, "LigerKLDivLossFunction", None),
-        "flce": getattr(flce, "LigerFusedLinearCrossEntropyFunction", None),
-        "rms_norm": getattr(rms, "LigerRMSNormFunction", None),
-    }[name]
-
-
-def _with_liger(name, rows_fn) -> list[Row]:
-    """rows_fn(liger_op)'s rows, or none when Liger-Kernel is missing or its API differs from the one used here."""
-    op = _liger(name)
-    if op is None:
-        return []
-    try:
-        return rows_fn(op)
-    except Exception as e:  # noqa: BLE001 - a baseline we could not run is left out, with a note, not a crash
-        print(f"lesson 11: Liger-Kernel's {name} skipped ({type(e).__name__}: {e})")
-        return []
-
-
 def _peak_mb(fn) -> float:
     """Peak memory allocated while fn() runs, above what was allocated before it (MB)."""
     return timing.peak_memory(fn) / 1e6
@@ -92,8 +65,10 @@ def _kl_div() -> list[Row]:
                 bytes=kl_div_bytes(M, VOCAB, 4), flops=kl_div_flops(M, VOCAB))  # fmt: skip
     eager = ("F.kl_div (eager)", lambda: torch.autograd.grad(F.kl_div(y, t, reduction="batchmean"), y))
     rows = paired(ours, eager, **meta)
-    rows += _with_liger(
+    rows += with_liger(
+        "11",
         "kl_div",
+        "LigerKLDivLossFunction",
         lambda liger: paired(
             ours, ("Liger-Kernel", lambda: torch.autograd.grad(liger.apply(y, t, "batchmean"), y)), **meta
         ),
@@ -126,7 +101,7 @@ def _fused_linear_cross_entropy() -> list[Row]:
         memory = _memory_row("fused linear cross-entropy", shape, "bf16", ours, "Liger-Kernel", theirs)
         return [memory, *paired({"triton": ours}, ("Liger-Kernel", theirs), **meta)]
 
-    return rows + _with_liger("flce", against_liger)
+    return rows + with_liger("11", "fused_linear_cross_entropy", "LigerFusedLinearCrossEntropyFunction", against_liger)
 
 
 def _rmsnorm() -> list[Row]:
@@ -139,8 +114,10 @@ def _rmsnorm() -> list[Row]:
     rows = paired(
         ours, ("rmsnorm_ref (eager)", lambda: torch.autograd.grad(rmsnorm_ref(x, w, 1e-6), (x, w), dy)), **meta
     )
-    rows += _with_liger(
+    rows += with_liger(
+        "11",
         "rms_norm",
+        "LigerRMSNormFunction",
         lambda liger: paired(
             ours, ("Liger-Kernel", lambda: torch.autograd.grad(liger.apply(x, w, 1e-6), (x, w), dy)), **meta
         ),
@@ -151,8 +128,10 @@ def _rmsnorm() -> list[Row]:
     graphed_ours = {"triton (CUDA graph)": graphed(ours["triton"])}
     ref = graphed(lambda: torch.autograd.grad(rmsnorm_ref(x, w, 1e-6), (x, w), dy))
     rows += paired(graphed_ours, ("rmsnorm_ref (eager), CUDA graph", ref), **meta)
-    rows += _with_liger(
+    rows += with_liger(
+        "11",
         "rms_norm",
+        "LigerRMSNormFunction",
         lambda liger: paired(
             graphed_ours,
             ("Liger-Kernel, CUDA graph", graphed(lambda: torch.autograd.grad(liger.apply(x, w, 1e-6), (x, w), dy))),
