@@ -1402,6 +1402,24 @@ MAX_PARTIAL_KEYS = 64  # groupby_partials keeps one partial sum per key in regis
 
 
 @triton.jit
+def partials_add_rows(acc_s, acc_rc, n_bad, slots, offs, x, key, value, threshold, n, num_keys):
+    """One step of groupby_partials_kernel: the rows at offs (a (BLOCK_SIZE, 1) column, loaded) added to the
+    (BLOCK_SIZE, KEYS) accumulators."""
+    passed = (offs < n) & (x > threshold)
+    good = passed & (key >= 0) & (key < num_keys)
+    is_num = good & (value == value)
+    # -- per row once: the slot it adds to (-1: none), what it adds; then per key one compare and two adds
+    code = tl.where(good, key, -1)
+    v = tl.where(is_num, value, 0.0)
+    rc = 1 + (is_num.to(tl.int32) << 16)
+    hit = code == slots[None, :]  # (BLOCK_SIZE, KEYS): row r has key k
+    acc_s += tl.where(hit, v, 0.0)
+    acc_rc += tl.where(hit, rc, 0)
+    n_bad += (passed & ~good).to(tl.int32)
+    return acc_s, acc_rc, n_bad
+
+
+@triton.jit
 def groupby_partials_kernel(
     key_ptr,
     value_ptr,
@@ -1414,39 +1432,40 @@ def groupby_partials_kernel(
     num_keys,
     BLOCK_SIZE: tl.constexpr,
     KEYS: tl.constexpr,
+    UNROLL: tl.constexpr,
 ):
     """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a persistent grid: program p takes the
-    blocks of BLOCK_SIZE rows p, p + P, p + 2P, ... (P programs, a few per SM), sums each key's rows in registers
-    through a one-hot (BLOCK_SIZE, KEYS) mask, and adds its KEYS partial results with atomics at the end: 3 * KEYS
-    atomics per program instead of 3 per row, so P * KEYS in all, whatever n. The accumulators keep the
-    (BLOCK_SIZE, KEYS) shape until the loop ends (elementwise adds, no reduction across threads per step); the
-    rows and the non-NaN counts add in one int32 (16 bits each: the launcher keeps the steps of a program below
-    2**16), sums in fp64. The three columns load together, unmasked by the filter: a load that waited for x to
-    decide would add a round trip to memory per step, and the sectors of the failing rows come anyway."""
+    steps p, p + P, p + 2P, ... (P programs, a few per SM; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
+    key's rows in registers through a one-hot (BLOCK_SIZE, KEYS) mask, and adds its KEYS partial results with
+    atomics at the end: 3 * KEYS atomics per program instead of 3 per row, so P * KEYS in all, whatever n. The
+    accumulators keep the (BLOCK_SIZE, KEYS) shape until the loop ends (elementwise adds, no reduction across
+    threads per step); the rows and the non-NaN counts add in one int32 (16 bits each: the launcher keeps a
+    program's steps * UNROLL below 2**16), sums in fp64. The columns load together, unmasked by the filter (a load
+    that waited for x to decide would add a round trip to memory per step, and the sectors of the failing rows
+    come anyway); UNROLL = 2 issues the second block's loads before the first block's adds, to keep more bytes in
+    flight without larger accumulators."""
     slots = tl.arange(0, KEYS)
     acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
     acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
     n_bad = tl.zeros((BLOCK_SIZE, 1), tl.int32)
     threshold = tl.load(threshold_ptr)
     rows = tl.arange(0, BLOCK_SIZE)[:, None]  # (BLOCK_SIZE, 1): already the accumulators' rows
-    for block in range(tl.program_id(0), tl.cdiv(n, BLOCK_SIZE), tl.num_programs(0)):
-        offs = tl.cast(block, tl.int64) * BLOCK_SIZE + rows  # int64: n may pass 2**31
-        in_range = offs < n
-        # -- three independent loads, then the filter
-        x = tl.load(x_ptr + offs, mask=in_range, other=0)
-        key = tl.load(key_ptr + offs, mask=in_range, other=0)
-        value = tl.load(value_ptr + offs, mask=in_range, other=0).to(tl.float64)
-        passed = in_range & (x > threshold)
-        good = passed & (key >= 0) & (key < num_keys)
-        is_num = good & (value == value)
-        # -- per row once: the slot it adds to (-1: none), what it adds; then per key one compare and two adds
-        code = tl.where(good, key, -1)
-        v = tl.where(is_num, value, 0.0)
-        rc = 1 + (is_num.to(tl.int32) << 16)
-        hit = code == slots[None, :]  # (BLOCK_SIZE, KEYS): row r has key k
-        acc_s += tl.where(hit, v, 0.0)
-        acc_rc += tl.where(hit, rc, 0)
-        n_bad += (passed & ~good).to(tl.int32)
+    for step in range(tl.program_id(0), tl.cdiv(n, BLOCK_SIZE * UNROLL), tl.num_programs(0)):
+        offs = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + rows  # int64: n may pass 2**31
+        # -- every load of the step first, then the adds
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+        key = tl.load(key_ptr + offs, mask=offs < n, other=0)
+        value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
+        if UNROLL == 2:
+            offs2 = offs + BLOCK_SIZE
+            x2 = tl.load(x_ptr + offs2, mask=offs2 < n, other=0)
+            key2 = tl.load(key_ptr + offs2, mask=offs2 < n, other=0)
+            value2 = tl.load(value_ptr + offs2, mask=offs2 < n, other=0).to(tl.float64)
+        acc_s, acc_rc, n_bad = partials_add_rows(acc_s, acc_rc, n_bad, slots, offs, x, key, value, threshold, n,
+                                                 num_keys)  # fmt: skip
+        if UNROLL == 2:
+            acc_s, acc_rc, n_bad = partials_add_rows(acc_s, acc_rc, n_bad, slots, offs2, x2, key2, value2, threshold,
+                                                     n, num_keys)  # fmt: skip
     keep = slots < num_keys
     tl.atomic_add(sums_ptr + slots, tl.sum(acc_s, axis=0), mask=keep)
     tl.atomic_add(counts_ptr + slots, tl.sum(acc_rc >> 16, axis=0).to(tl.int64), mask=keep)
@@ -1477,10 +1496,10 @@ def groupby_packed_kernel(
 
 
 # -- the ONE place the group-by's plan and schedules are chosen. query's default method: the first line of
-#    GROUPBY_METHODS whose key limit holds num_keys. GROUPBY_SCHEDULES: "partials" -> (BLOCK_SIZE rows per step,
-#    programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
+#    GROUPBY_METHODS whose key limit holds num_keys. GROUPBY_SCHEDULES: "partials" -> (BLOCK_SIZE rows per block,
+#    UNROLL blocks per step (1 or 2), programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
 GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
-GROUPBY_SCHEDULES = {"partials": (128, 4, 4), "packed": (1024, 4)}
+GROUPBY_SCHEDULES = {"partials": (128, 2, 4, 4), "packed": (1024, 4)}
 
 
 def groupby_method(num_keys):
@@ -1488,45 +1507,48 @@ def groupby_method(num_keys):
     return next(method for limit, method in GROUPBY_METHODS if limit is None or num_keys <= limit)
 
 
-def _partials_programs(n_blocks, programs_per_sm):
-    """The persistent grid: programs_per_sm per SM (2 in all under the interpreter), at most one per block, and
-    enough that no program takes 2**16 steps (its 16-bit counters)."""
+def _partials_programs(n_steps, programs_per_sm, unroll=1):
+    """The persistent grid: programs_per_sm per SM (2 in all under the interpreter), at most one per step, and
+    enough that no program adds 2**16 rows to one counter (steps * unroll: its 16-bit counters)."""
     env = utils.mode.current()
-    programs = max(1, min(n_blocks, env.pick(cpu=2, gpu=programs_per_sm * (env.sm_count or 132))))
-    return max(programs, triton.cdiv(n_blocks, 2**16 - 1))
+    programs = max(1, min(n_steps, env.pick(cpu=2, gpu=programs_per_sm * (env.sm_count or 132))))
+    return max(programs, triton.cdiv(n_steps, (2**16 - 1) // unroll))
 
 
-def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, PROGRAMS_PER_SM=None, num_warps=None,
-                     num_programs=None):  # fmt: skip
+def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, UNROLL=None, PROGRAMS_PER_SM=None,
+                     num_warps=None, num_programs=None):  # fmt: skip
     """groupby_atomic's result with per-program partial sums, for up to MAX_PARTIAL_KEYS keys (few keys: where
-    per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic. BLOCK_SIZE,
+    per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic. BLOCK_SIZE, UNROLL,
     PROGRAMS_PER_SM and num_warps default to GROUPBY_SCHEDULES["partials"]; num_programs overrides the grid
     (PROGRAMS_PER_SM times the SMs; 2 under the interpreter)."""
-    sums, counts, rows = _groupby_partials(table, threshold, num_keys, BLOCK_SIZE, PROGRAMS_PER_SM, num_warps,
-                                           num_programs)  # fmt: skip
+    sums, counts, rows = _groupby_partials(table, threshold, num_keys, BLOCK_SIZE, UNROLL, PROGRAMS_PER_SM,
+                                           num_warps, num_programs)  # fmt: skip
     return sums, counts, _refuse_bad_keys(rows, num_keys)
 
 
-def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, PROGRAMS_PER_SM=None, num_warps=None,
-                      num_programs=None):  # fmt: skip
+def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, PROGRAMS_PER_SM=None,
+                      num_warps=None, num_programs=None):  # fmt: skip
     if isinstance(num_keys, int) and num_keys > MAX_PARTIAL_KEYS:
         return _groupby_atomic(table, threshold, num_keys)
-    default_block, default_programs, default_warps = GROUPBY_SCHEDULES["partials"]
+    default_block, default_unroll, default_programs, default_warps = GROUPBY_SCHEDULES["partials"]
     BLOCK_SIZE = default_block if BLOCK_SIZE is None else BLOCK_SIZE
+    UNROLL = default_unroll if UNROLL is None else UNROLL
+    if UNROLL not in (1, 2):
+        raise ValueError(f"UNROLL must be 1 or 2 (blocks of rows loaded per step), got {UNROLL!r}.")
     PROGRAMS_PER_SM = default_programs if PROGRAMS_PER_SM is None else PROGRAMS_PER_SM
     num_warps = default_warps if num_warps is None else num_warps
     utils.require_power_of_two(num_warps, "num_warps")
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
-    PROGRAMS_PER_SM = utils.require_number(PROGRAMS_PER_SM, "PROGRAMS_PER_SM", positive=True)
+    PROGRAMS_PER_SM = int(utils.require_number(PROGRAMS_PER_SM, "PROGRAMS_PER_SM", positive=True))
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
     if n:
-        n_blocks = triton.cdiv(n, BLOCK_SIZE)
-        programs = _partials_programs(n_blocks, int(PROGRAMS_PER_SM)) if num_programs is None else num_programs
-        if triton.cdiv(n_blocks, programs) >= 2**16:
+        n_steps = triton.cdiv(n, BLOCK_SIZE * UNROLL)
+        programs = _partials_programs(n_steps, PROGRAMS_PER_SM, UNROLL) if num_programs is None else num_programs
+        if triton.cdiv(n_steps, programs) * UNROLL >= 2**16:
             raise ValueError(
-                f"{triton.cdiv(n_blocks, programs)} steps of BLOCK_SIZE={BLOCK_SIZE} rows per program: must stay "
-                f"below 2**16 (the kernel counts each slot's rows in 16 bits); pass more programs."
+                f"{triton.cdiv(n_steps, programs) * UNROLL} blocks of BLOCK_SIZE={BLOCK_SIZE} rows per program: must "
+                f"stay below 2**16 (the kernel counts each slot's rows in 16 bits); pass more programs."
             )
         groupby_partials_kernel[(programs,)](
             table["key"],
@@ -1540,6 +1562,7 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, PROGRAMS_PER_
             num_keys,
             BLOCK_SIZE=BLOCK_SIZE,
             KEYS=max(triton.next_power_of_2(num_keys), 2),
+            UNROLL=UNROLL,
             num_warps=num_warps,
         )
     return sums, counts, rows

@@ -130,14 +130,16 @@ def test_groupby_partials_over_several_steps_and_programs_is_exact():
     """Small steps and programs, so that the 2-D accumulators add over several steps and programs add by atomics;
     NaN values, a filter, 5 keys of 8 slots."""
     L.check_groupby_atomic(lambda t, th, k: L.groupby_partials(t, th, k, BLOCK_SIZE=16, num_programs=3), quiet=True)
-    L.check_groupby_atomic(lambda t, th, k: L.groupby_partials(t, th, k, BLOCK_SIZE=32, PROGRAMS_PER_SM=1), quiet=True)
+    L.check_groupby_atomic(lambda t, th, k: L.groupby_partials(t, th, k, BLOCK_SIZE=32, UNROLL=1), quiet=True)
     g = torch.Generator().manual_seed(1)
     key = torch.randint(0, 5, (700,), generator=g, dtype=torch.int32)
     value = torch.randint(-40, 40, (700,), generator=g) / 4.0
     value[::3] = float("nan")
     x = torch.rand(700, generator=g)
     table = {"key": key.to(DEV), "value": value.to(DEV), "x": x.to(DEV)}
-    got = L.groupby_partials(table, 0.3, 5, BLOCK_SIZE=16, num_programs=5, num_warps=1)  # 44 blocks, 5 programs
+    got = L.groupby_partials(
+        table, 0.3, 5, BLOCK_SIZE=16, UNROLL=2, num_programs=5, num_warps=1
+    )  # 22 steps, 5 programs
     for a, b in zip(got, L.groupby_dense_ref(key, value, x, 0.3, 5)):
         assert torch.equal(a.cpu(), b)
 
@@ -530,6 +532,7 @@ BAD = {
         ValueError,
         "below 2\\*\\*16",
     ),  # fmt: skip
+    "partials UNROLL 3": (lambda: L.groupby_partials(_table, 0.5, 3, UNROLL=3), ValueError, "UNROLL must be"),
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
     "duplicate right keys": (lambda: L.join_tables(_table, {"key": _table["key"]}), ValueError, "duplicate"),
@@ -584,7 +587,8 @@ def test_the_query_waits_for_the_gpu_once(monkeypatch):
 
 def test_persistent_partials_need_no_more_than_2_16_steps_a_program():
     """The 16-bit row counters: the launcher adds programs where n would give a program 2**16 steps or more."""
-    for n_blocks in (1, 5, 2**16 + 5, 10**9):
-        programs = L._partials_programs(n_blocks, 1)
-        assert 1 <= programs <= n_blocks and triton.cdiv(n_blocks, programs) < 2**16, n_blocks
+    for n_steps in (1, 5, 2**16 + 5, 10**9):
+        for unroll in (1, 2):
+            programs = L._partials_programs(n_steps, 1, unroll)
+            assert 1 <= programs <= n_steps and triton.cdiv(n_steps, programs) * unroll < 2**16, (n_steps, unroll)
     assert L._partials_programs(1000, 4) == 2  # the interpreter's grid: 2 programs
