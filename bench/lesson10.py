@@ -8,14 +8,17 @@
   method per batch) and exercise 2's whole-block sort (method "sort") vs torch.topk; bytes = top_k_bytes (read
   the logits, write k values and indices);
 - device-wide prefix sum of 2**28 int32 and fp32 vs torch.cumsum (same dtype out), bytes = cumsum_bytes (read
-  once, write once: the minimum): the default (SCAN_METHOD, the one-pass look-back) and exercise 3's
-  reduce-then-scan (which really moves 3/2 of it); compaction of 2**28 fp32 with half the flags set vs x[keep],
-  both methods likewise, bytes = compact_bytes;
+  once, write once: the minimum): the one-pass look-back (SCAN_SCHEDULES' block size) and exercise 3's
+  reduce-then-scan (which really moves 3/2 of it), plus the default (SCAN_METHOD) when it is neither of those
+  schedules; compaction of 2**28 fp32 with half the flags set vs x[keep], both methods likewise (COMPACT_METHOD),
+  bytes = compact_bytes;
 - the query (filter + group-by, sum / count / mean) on 10**8 rows, 16 and 10**7 keys: the atomic, the
-  partial-sums (per-program sums for up to 64 keys; more keys fall back to the atomic plan) and the
-  sort-then-reduce plans vs the same query in PyTorch ops (groupby_dense_ref then boolean masks), and vs pandas on
-  the machine's CPU: pandas is timed ONCE, with time.perf_counter, in this run, on the same 10**8 rows (its row
-  is written by hand: paired() times GPU work with CUDA events, which cannot time a CPU library);
+  partial-sums (a persistent grid of per-program sums for up to 64 keys; more keys fall back to the atomic plan),
+  the packed-atomic (2 atomics a row into one 16-byte slot per key) and the sort-then-reduce plans (query's
+  default, GROUPBY_METHODS, is one of them) vs the same query in PyTorch ops (groupby_dense_ref then boolean
+  masks), and vs pandas on the machine's CPU: pandas is timed ONCE, with time.perf_counter, in this run, on the
+  same 10**8 rows (its row is written by hand: paired() times GPU work with CUDA events, which cannot time a CPU
+  library);
 - the hash join of 2 * 10**7 fact rows with 10**6 unique dimension keys (about 1 in 11 fact keys missing): vs
   the same join in PyTorch ops (sort the right keys, searchsorted) and vs pandas' merge, timed once likewise.
 
@@ -30,7 +33,10 @@ import torch
 
 from bench.common import Row, paired
 from lessons.l10_sort_scan_data import (
+    COMPACT_METHOD,
+    COMPACT_SCHEDULES,
     SCAN_METHOD,
+    SCAN_SCHEDULES,
     bitonic_sort,
     compact,
     compact_bytes,
@@ -111,6 +117,14 @@ def _top_k() -> list[Row]:
     return rows
 
 
+def _default_row(op, method, schedules, fn):
+    """A row for the default only when it is not one of the two rows above (look-back at its schedule,
+    reduce-then-scan at 2048): then the table says which method the default is."""
+    if method == "lookback" or schedules[method][0] == 2048:
+        return {}
+    return {f"triton {op} (default: {method}, BLOCK_SIZE={schedules[method][0]})": fn}
+
+
 def _scans() -> list[Row]:
     n = 2**28
     rows = []
@@ -118,9 +132,10 @@ def _scans() -> list[Row]:
         x = torch.randint(0, 9, (n,), device="cuda").to(dtype)
         rows += paired(
             {
-                f"triton cumsum ({SCAN_METHOD})": lambda: cumsum(x),
+                "triton cumsum (lookback)": lambda: cumsum(x, method="lookback"),
                 "triton cumsum (reduce-then-scan)": lambda: cumsum(x, BLOCK_SIZE=2048, method="reduce-then-scan"),
-            },
+            }
+            | _default_row("cumsum", SCAN_METHOD, SCAN_SCHEDULES, lambda: cumsum(x)),
             ("torch.cumsum", lambda: torch.cumsum(x, 0, dtype=dtype)),
             lesson="10",
             op="prefix sum",
@@ -132,9 +147,10 @@ def _scans() -> list[Row]:
     kept = int(keep.sum())
     rows += paired(
         {
-            f"triton compact ({SCAN_METHOD})": lambda: compact(x, keep),
+            "triton compact (lookback)": lambda: compact(x, keep, method="lookback"),
             "triton compact (reduce-then-scan)": lambda: compact(x, keep, BLOCK_SIZE=2048, method="reduce-then-scan"),
-        },
+        }
+        | _default_row("compact", COMPACT_METHOD, COMPACT_SCHEDULES, lambda: compact(x, keep)),
         ("x[keep]", lambda: x[keep]),
         lesson="10",
         op="compaction (half kept)",
@@ -163,6 +179,7 @@ def _query_at(num_keys) -> list[Row]:
         {
             "triton atomics": lambda: query(table, 0.5, num_keys, method="atomic"),
             "triton partial sums + atomics": lambda: query(table, 0.5, num_keys, method="partials"),
+            "triton packed atomics": lambda: query(table, 0.5, num_keys, method="packed"),
             "triton sort-then-reduce": lambda: query(table, 0.5, num_keys, method="sorted"),
         },
         ("PyTorch ops", lambda: _query_torch(table, 0.5, num_keys)),

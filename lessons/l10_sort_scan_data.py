@@ -828,15 +828,18 @@ SCAN_DTYPES = (torch.int32, torch.int64, torch.float32)
 
 
 @triton.jit
-def lookback_prefix(status_ptr, block, total, LOOKBACK: tl.constexpr):
+def lookback_prefix(status_ptr, block, total, LOOKBACK: tl.constexpr, SEM: tl.constexpr):
     """Decoupled look-back (Merrill and Garland, 2016): block `block` publishes its total, then adds up the words
     of the blocks before it, LOOKBACK at a time, newest first, until it meets an inclusive prefix; then publishes
     its own inclusive prefix. Returns the exclusive prefix (the total of every block before this one).
 
     A status word is one int64, (flag << 32) | the 32 bits of a value, so that flag and value are read together:
-    flag 0 = nothing yet, 1 = the block's own total, 2 = its inclusive prefix (blocks 0..b together)."""
+    flag 0 = nothing yet, 1 = the block's own total, 2 = its inclusive prefix (blocks 0..b together). Since a
+    reader needs nothing but that one word, the publishing exchange can be "relaxed" (SEM): no fence orders it
+    with the block's other memory traffic; "acq_rel" adds the fences, for comparison. Under the interpreter,
+    programs run one after another in launch order, so a block finds block - 1 finished: it never waits."""
     bits = total.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
-    tl.atomic_xchg(status_ptr + block, (tl.where(block == 0, 2, 1).to(tl.int64) << 32) | bits)
+    tl.atomic_xchg(status_ptr + block, (tl.where(block == 0, 2, 1).to(tl.int64) << 32) | bits, sem=SEM)
     i = tl.arange(0, LOOKBACK)
     prefix = total * 0
     newest = block - 1  # the newest block not yet added
@@ -855,13 +858,13 @@ def lookback_prefix(status_ptr, block, total, LOOKBACK: tl.constexpr):
         newest = tl.where(ready, newest - LOOKBACK, newest)
         spins += 1
     inclusive = (prefix + total).to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
-    tl.atomic_xchg(status_ptr + block, (2 << 32) | inclusive, mask=block > 0)
+    tl.atomic_xchg(status_ptr + block, (2 << 32) | inclusive, mask=block > 0, sem=SEM)
     return prefix
 
 
 @triton.jit
 def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
-                           LOOKBACK: tl.constexpr, TICKET: tl.constexpr):  # fmt: skip
+                           LOOKBACK: tl.constexpr, TICKET: tl.constexpr, SEM: tl.constexpr = "relaxed"):  # fmt: skip
     """cumsum in ONE pass (read x, write out: the minimum): each program takes the next block in launch order (a
     ticket from an atomic counter, so every block before it has started and waiting on it cannot deadlock), scans
     it, and learns the total of the blocks before it by decoupled look-back. TICKET False takes the program id
@@ -870,22 +873,26 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
     offs = block.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0)
-    before = lookback_prefix(status_ptr, block, tl.sum(x, axis=0), LOOKBACK)
+    before = lookback_prefix(status_ptr, block, tl.sum(x, axis=0), LOOKBACK, SEM)
     tl.store(out_ptr + offs, tl.cumsum(x, axis=0) + before, mask=mask)
 
 
 # -- the ONE place the scan's and the compaction's schedules are chosen: method -> (BLOCK_SIZE, num_warps).
 #    "reduce-then-scan" is exercise 3's (3 passes over the data); "lookback" is one pass (32-bit data only: int64
-#    scans use reduce-then-scan). The default method is SCAN_METHOD.
-SCAN_METHOD = "reduce-then-scan"  # on an H100 the one-pass look-back took 1.5x as long (results/h100-2026-11-23-after)
-SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 8)}
-COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 8)}
+#    scans use reduce-then-scan). The default method is SCAN_METHOD (scan) and COMPACT_METHOD (compaction).
+SCAN_METHOD = (
+    "reduce-then-scan"  # on an H100 the look-back of 4096-element blocks took 1.5x as long (h100-2026-11-23-after)
+)
+COMPACT_METHOD = "reduce-then-scan"
+SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (8192, 8)}  # look-back: larger blocks, fewer waits
+COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (8192, 16)}
 LOOKBACK = 32  # status words a block reads at once while it looks back
 LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
+LOOKBACK_SEM = "relaxed"  # the status word's exchange: "relaxed" (it carries all a reader needs) or "acq_rel"
 
 
 def _scan_schedule(table, method, BLOCK_SIZE, num_warps):
-    method = SCAN_METHOD if method is None else method
+    method = (SCAN_METHOD if table is SCAN_SCHEDULES else COMPACT_METHOD) if method is None else method
     if method not in table:
         raise ValueError(f"method must be one of {', '.join(map(repr, table))}, got {method!r}.")
     if BLOCK_SIZE is None:
@@ -933,6 +940,7 @@ def cumsum(x, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
             BLOCK_SIZE=BLOCK_SIZE,
             LOOKBACK=LOOKBACK,
             TICKET=LOOKBACK_TICKET,
+            SEM=LOOKBACK_SEM,
             num_warps=num_warps,
         )
         return out
@@ -1038,13 +1046,15 @@ def compact_kernel(values_ptr, keep_ptr, block_cumsum_ptr, out_ptr, n, BLOCK_SIZ
 
 @triton.jit
 def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
-                            LOOKBACK: tl.constexpr, TICKET: tl.constexpr):  # fmt: skip
+                            LOOKBACK: tl.constexpr, TICKET: tl.constexpr, SEM: tl.constexpr = "relaxed"):  # fmt: skip
     """compact in ONE pass: count this block's flags, learn how many the blocks before it kept by decoupled
     look-back (lookback_prefix), scatter. The last block's inclusive status word is the number kept."""
     block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
     offs = block.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    keep = tl.load(keep_ptr + offs, mask=offs < n, other=0).to(tl.int32)
-    before = lookback_prefix(status_ptr, block, tl.sum(keep, axis=0), LOOKBACK)
+    # the same offsets, but runs of 4 to the compiler: it then gives the 1-byte flags the layout of the 4-byte
+    # values (4 a thread, not 16), and moves a quarter as much through shared memory to match them up
+    keep = tl.load(keep_ptr + (offs // 4) * 4 + offs % 4, mask=offs < n, other=0).to(tl.int32)
+    before = lookback_prefix(status_ptr, block, tl.sum(keep, axis=0), LOOKBACK, SEM)
     dest = before + tl.cumsum(keep, axis=0) - keep
     kept = keep != 0
     tl.store(out_ptr + dest, tl.load(values_ptr + offs, mask=kept), mask=kept)
@@ -1057,7 +1067,7 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     """values[keep] for 1-D tensors (stream compaction), order kept. method "reduce-then-scan": count the flags
     per block, scan the counts (cumsum), scatter; "lookback": one pass (compact_lookback_kernel, under 2**31
     elements). No out=: the result's length is known only once the flags are counted. BLOCK_SIZE, method and
-    num_warps default to SCAN_METHOD and COMPACT_SCHEDULES."""
+    num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES."""
     utils.require(values, "values", dtype=COLUMN_DTYPES, ndim=1)
     utils.require(keep, "keep", dtype=torch.bool, ndim=1)
     utils.require_same_shape(values, keep, ("values", "keep"))
@@ -1070,22 +1080,8 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     if n == 0:
         return values.new_empty(0)
     if method == "lookback":
-        n_blocks = triton.cdiv(n, BLOCK_SIZE)
-        status, ticket = _lookback_state(n_blocks, values.device)
-        out = values.new_empty(n)  # room for all: the count is known only at the end
-        compact_lookback_kernel[(n_blocks,)](
-            values,
-            keep,
-            out,
-            status,
-            ticket,
-            n,
-            BLOCK_SIZE=BLOCK_SIZE,
-            LOOKBACK=LOOKBACK,
-            TICKET=LOOKBACK_TICKET,
-            num_warps=num_warps,
-        )
-        return out[: int(status[-1]) & 0xFFFFFFFF]  # the one sync: the last block's inclusive count
+        out, n_kept = _compact_no_sync(values, keep, BLOCK_SIZE, num_warps)
+        return out[: int(n_kept)]  # the one sync: the last block's inclusive count
     n_blocks = triton.cdiv(n, BLOCK_SIZE)
     counts = torch.empty(n_blocks, dtype=torch.int64 if n >= 2**31 else torch.int32, device=values.device)
     count_kernel[(n_blocks,)](keep, counts, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
@@ -1100,6 +1096,32 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     if total:
         compact_kernel[(n_blocks,)](values, keep, block_cumsum, out, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
     return out
+
+
+def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False):
+    """compact by the look-back, without waiting for the GPU: (out, n_kept), out as long as values (the kept
+    first, then garbage, or zeros if zeros=True) and n_kept a one-element int64 tensor on the device (under 2**31
+    elements)."""
+    _, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, "lookback", BLOCK_SIZE, num_warps)
+    n = values.numel()
+    n_blocks = max(triton.cdiv(n, BLOCK_SIZE), 1)
+    status, ticket = _lookback_state(n_blocks, values.device)
+    out = torch.zeros_like(values) if zeros else torch.empty_like(values)
+    if n:
+        compact_lookback_kernel[(n_blocks,)](
+            values,
+            keep,
+            out,
+            status,
+            ticket,
+            n,
+            BLOCK_SIZE=BLOCK_SIZE,
+            LOOKBACK=LOOKBACK,
+            TICKET=LOOKBACK_TICKET,
+            SEM=LOOKBACK_SEM,
+            num_warps=num_warps,
+        )
+    return out, status[-1:] & 0xFFFFFFFF
 
 
 def compact_bytes(n, n_kept, element_size):
@@ -1202,32 +1224,39 @@ def _groupby_inputs(table, threshold, num_keys):
     if isinstance(num_keys, bool) or not isinstance(num_keys, int) or num_keys < 1:
         raise ValueError(f"num_keys must be a positive int (keys are codes 0..num_keys-1), got {num_keys!r}.")
     x = table["x"]
-    return n, torch.tensor([threshold], dtype=x.dtype, device=x.device)
+    return n, torch.full((1,), threshold, dtype=x.dtype, device=x.device)  # rounded to x's dtype, no host copy
 
 
 def _accumulators(num_keys, device):
-    """sums (fp64), counts and rows (int64) for keys 0..num_keys-1; rows[num_keys] counts bad keys."""
-    return (
-        torch.zeros(num_keys, dtype=torch.float64, device=device),
-        torch.zeros(num_keys, dtype=torch.int64, device=device),
-        torch.zeros(num_keys + 1, dtype=torch.int64, device=device),
-    )
+    """sums (fp64), counts and rows (int64) for keys 0..num_keys-1; rows[num_keys] counts bad keys. Views of one
+    zeroed buffer: one launch (the bits of int64 0 are fp64 0.0)."""
+    buf = torch.zeros(3 * num_keys + 1, dtype=torch.int64, device=device)
+    return buf[:num_keys].view(torch.float64), buf[num_keys : 2 * num_keys], buf[2 * num_keys :]
 
 
 def _refuse_bad_keys(rows, num_keys):
-    bad = int(rows[num_keys])
+    _refuse_bad_count(int(rows[num_keys]), num_keys)
+    return rows[:num_keys]
+
+
+def _refuse_bad_count(bad, num_keys):
     if bad:
         raise ValueError(
             f"{bad} rows that passed the filter have a key outside 0..{num_keys - 1}: keys must be "
             f"dense codes (pd.factorize(df['key'])[0]) and num_keys one more than the largest."
         )
-    return rows[:num_keys]
 
 
 def groupby_atomic(table, threshold, num_keys, *, BLOCK_SIZE=1024):
     """The dense group-by: (sums, counts, rows) for keys 0..num_keys-1 over the rows with x > threshold, by
     atomic adds. fp64 additions in whatever order the atomics land: exact when every partial sum is (e.g. values
     that are multiples of 2**-8 below 2**15, under 2**30 rows), otherwise equal up to rounding, run to run."""
+    sums, counts, rows = _groupby_atomic(table, threshold, num_keys, BLOCK_SIZE)
+    return sums, counts, _refuse_bad_keys(rows, num_keys)
+
+
+def _groupby_atomic(table, threshold, num_keys, BLOCK_SIZE=1024):
+    """groupby_atomic without the check of the keys: rows[num_keys] holds the bad-key count (no sync)."""
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
@@ -1244,7 +1273,7 @@ def groupby_atomic(table, threshold, num_keys, *, BLOCK_SIZE=1024):
             num_keys,
             BLOCK_SIZE=BLOCK_SIZE,
         )
-    return sums, counts, _refuse_bad_keys(rows, num_keys)
+    return sums, counts, rows
 
 
 def check_groupby_atomic(fn, *, quiet=False):
@@ -1349,6 +1378,11 @@ def groupby_sorted_kernel(
 def groupby_sorted(table, threshold, num_keys, *, BLOCK_SIZE=1024):
     """groupby_atomic's result by sort-then-reduce: filter (failing rows get key num_keys), sort the keys
     (torch.sort: a device-wide radix sort is a lesson of its own), then a segmented reduction of each run."""
+    sums, counts, rows = _groupby_sorted(table, threshold, num_keys, BLOCK_SIZE)
+    return sums, counts, _refuse_bad_keys(rows, num_keys)
+
+
+def _groupby_sorted(table, threshold, num_keys, BLOCK_SIZE=1024):
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
@@ -1359,13 +1393,30 @@ def groupby_sorted(table, threshold, num_keys, *, BLOCK_SIZE=1024):
         filter_keys_kernel[grid](
             table["key"], table["x"], threshold_t, fkey, rows[num_keys:], n, num_keys, BLOCK_SIZE=BLOCK_SIZE
         )
-        _refuse_bad_keys(rows, num_keys)
-        skey, perm = torch.sort(fkey)
+        skey, perm = torch.sort(fkey)  # rows with a bad key sort last, with the failing ones: never summed
         groupby_sorted_kernel[grid](skey, perm, table["value"], sums, counts, rows, n, num_keys, BLOCK_SIZE=BLOCK_SIZE)
-    return sums, counts, rows[:num_keys]
+    return sums, counts, rows
 
 
 MAX_PARTIAL_KEYS = 64  # groupby_partials keeps one partial sum per key in registers: up to this many keys
+
+
+@triton.jit
+def partials_add_rows(acc_s, acc_rc, n_bad, slots, offs, x, key, value, threshold, n, num_keys):
+    """One step of groupby_partials_kernel: the rows at offs (a (BLOCK_SIZE, 1) column, loaded) added to the
+    (BLOCK_SIZE, KEYS) accumulators."""
+    passed = (offs < n) & (x > threshold)
+    good = passed & (key >= 0) & (key < num_keys)
+    is_num = good & (value == value)
+    # -- per row once: the slot it adds to (-1: none), what it adds; then per key one compare and two adds
+    code = tl.where(good, key, -1)
+    v = tl.where(is_num, value, 0.0)
+    rc = 1 + (is_num.to(tl.int32) << 16)
+    hit = code == slots[None, :]  # (BLOCK_SIZE, KEYS): row r has key k
+    acc_s += tl.where(hit, v, 0.0)
+    acc_rc += tl.where(hit, rc, 0)
+    n_bad += (passed & ~good).to(tl.int32)
+    return acc_s, acc_rc, n_bad
 
 
 @triton.jit
@@ -1379,37 +1430,42 @@ def groupby_partials_kernel(
     rows_ptr,
     n,
     num_keys,
-    ROWS_PER_PROGRAM: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
     KEYS: tl.constexpr,
+    UNROLL: tl.constexpr,
 ):
-    """groupby_atomic_kernel's result for few keys (num_keys <= KEYS): each program sums ROWS_PER_PROGRAM rows per
-    key in registers, through a one-hot (BLOCK_SIZE, KEYS) mask, then adds its KEYS partial results with atomics:
-    3 * KEYS atomics per program instead of 3 per row. The accumulators keep the (BLOCK_SIZE, KEYS) shape until
-    the loop ends (elementwise adds, no reduction across threads per step); the rows and the non-NaN counts add
-    in one int32 (16 bits each: a launch keeps ROWS_PER_PROGRAM // BLOCK_SIZE below 2**16), sums in fp64."""
+    """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a persistent grid: program p takes the
+    steps p, p + P, p + 2P, ... (P programs, a few per SM; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
+    key's rows in registers through a one-hot (BLOCK_SIZE, KEYS) mask, and adds its KEYS partial results with
+    atomics at the end: 3 * KEYS atomics per program instead of 3 per row, so P * KEYS in all, whatever n. The
+    accumulators keep the (BLOCK_SIZE, KEYS) shape until the loop ends (elementwise adds, no reduction across
+    threads per step); the rows and the non-NaN counts add in one int32 (16 bits each: the launcher keeps a
+    program's steps * UNROLL below 2**16), sums in fp64. The columns load together, unmasked by the filter (a load
+    that waited for x to decide would add a round trip to memory per step, and the sectors of the failing rows
+    come anyway); UNROLL = 2 issues the second block's loads before the first block's adds, to keep more bytes in
+    flight without larger accumulators."""
     slots = tl.arange(0, KEYS)
     acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
     acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
     n_bad = tl.zeros((BLOCK_SIZE, 1), tl.int32)
     threshold = tl.load(threshold_ptr)
-    first = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM
-    for start in range(0, ROWS_PER_PROGRAM, BLOCK_SIZE):
-        offs = first + start + tl.arange(0, BLOCK_SIZE)[:, None]  # (BLOCK_SIZE, 1): already the accumulators' rows
-        in_range = offs < n
-        passed = in_range & (tl.load(x_ptr + offs, mask=in_range, other=0) > threshold)
-        key = tl.load(key_ptr + offs, mask=passed, other=0)
-        good = passed & (key >= 0) & (key < num_keys)
-        value = tl.load(value_ptr + offs, mask=good, other=0).to(tl.float64)
-        is_num = good & (value == value)
-        # -- per row once: the slot it adds to (-1: none), what it adds; then per key one compare and two adds
-        code = tl.where(good, key, -1)
-        v = tl.where(is_num, value, 0.0)
-        rc = 1 + (is_num.to(tl.int32) << 16)
-        hit = code == slots[None, :]  # (BLOCK_SIZE, KEYS): row r has key k
-        acc_s += tl.where(hit, v, 0.0)
-        acc_rc += tl.where(hit, rc, 0)
-        n_bad += (passed & ~good).to(tl.int32)
+    rows = tl.arange(0, BLOCK_SIZE)[:, None]  # (BLOCK_SIZE, 1): already the accumulators' rows
+    for step in range(tl.program_id(0), tl.cdiv(n, BLOCK_SIZE * UNROLL), tl.num_programs(0)):
+        offs = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + rows  # int64: n may pass 2**31
+        # -- every load of the step first, then the adds
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+        key = tl.load(key_ptr + offs, mask=offs < n, other=0)
+        value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
+        if UNROLL == 2:
+            offs2 = offs + BLOCK_SIZE
+            x2 = tl.load(x_ptr + offs2, mask=offs2 < n, other=0)
+            key2 = tl.load(key_ptr + offs2, mask=offs2 < n, other=0)
+            value2 = tl.load(value_ptr + offs2, mask=offs2 < n, other=0).to(tl.float64)
+        acc_s, acc_rc, n_bad = partials_add_rows(acc_s, acc_rc, n_bad, slots, offs, x, key, value, threshold, n,
+                                                 num_keys)  # fmt: skip
+        if UNROLL == 2:
+            acc_s, acc_rc, n_bad = partials_add_rows(acc_s, acc_rc, n_bad, slots, offs2, x2, key2, value2, threshold,
+                                                     n, num_keys)  # fmt: skip
     keep = slots < num_keys
     tl.atomic_add(sums_ptr + slots, tl.sum(acc_s, axis=0), mask=keep)
     tl.atomic_add(counts_ptr + slots, tl.sum(acc_rc >> 16, axis=0).to(tl.int64), mask=keep)
@@ -1417,34 +1473,84 @@ def groupby_partials_kernel(
     tl.atomic_add(rows_ptr + num_keys, tl.sum(tl.sum(n_bad, axis=1), axis=0).to(tl.int64))
 
 
-# -- groupby_partials' schedule, the ONE place it is chosen: rows per step, rows per program, warps
-GROUPBY_PARTIALS_SCHEDULE = (128, 16384, 4)
+@triton.jit
+def groupby_packed_kernel(
+    key_ptr, value_ptr, x_ptr, threshold_ptr, sums_ptr, packed_ptr, bad_ptr, n, num_keys, BLOCK_SIZE: tl.constexpr
+):
+    """groupby_atomic_kernel for many keys with 2 atomics per row instead of 3, into one 16-byte slot per key:
+    sums[2 * key] the fp64 sum, packed[2 * key + 1] = (non-NaN values << 32) | rows (both pointers into one
+    buffer). Random atomics each make the memory read and write back a 32-byte sector: one sector per row here,
+    three in groupby_atomic_kernel. The three columns load together, as in groupby_partials_kernel."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    in_range = offs < n
+    x = tl.load(x_ptr + offs, mask=in_range, other=0)
+    key = tl.load(key_ptr + offs, mask=in_range, other=0).to(tl.int64)
+    value = tl.load(value_ptr + offs, mask=in_range, other=0).to(tl.float64)
+    passed = in_range & (x > tl.load(threshold_ptr))
+    good = passed & (key >= 0) & (key < num_keys)
+    is_num = good & (value == value)
+    tl.atomic_add(sums_ptr + 2 * key, value, mask=is_num)
+    tl.atomic_add(packed_ptr + 2 * key + 1, (is_num.to(tl.int64) << 32) | 1, mask=good)
+    n_bad = tl.sum((passed & ~good).to(tl.int64), axis=0)
+    tl.atomic_add(bad_ptr, n_bad, mask=n_bad > 0)
 
 
-def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, ROWS_PER_PROGRAM=None, num_warps=None):
+# -- the ONE place the group-by's plan and schedules are chosen. query's default method: the first line of
+#    GROUPBY_METHODS whose key limit holds num_keys. GROUPBY_SCHEDULES: "partials" -> (BLOCK_SIZE rows per block,
+#    UNROLL blocks per step (1 or 2), programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
+GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
+GROUPBY_SCHEDULES = {"partials": (128, 2, 4, 4), "packed": (1024, 4)}
+
+
+def groupby_method(num_keys):
+    """query's default plan for num_keys keys, from GROUPBY_METHODS."""
+    return next(method for limit, method in GROUPBY_METHODS if limit is None or num_keys <= limit)
+
+
+def _partials_programs(n_steps, programs_per_sm, unroll=1):
+    """The persistent grid: programs_per_sm per SM (2 in all under the interpreter), at most one per step, and
+    enough that no program adds 2**16 rows to one counter (steps * unroll: its 16-bit counters)."""
+    env = utils.mode.current()
+    programs = max(1, min(n_steps, env.pick(cpu=2, gpu=programs_per_sm * (env.sm_count or 132))))
+    return max(programs, triton.cdiv(n_steps, (2**16 - 1) // unroll))
+
+
+def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, UNROLL=None, PROGRAMS_PER_SM=None,
+                     num_warps=None, num_programs=None):  # fmt: skip
     """groupby_atomic's result with per-program partial sums, for up to MAX_PARTIAL_KEYS keys (few keys: where
-    per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic. BLOCK_SIZE,
-    ROWS_PER_PROGRAM and num_warps default to GROUPBY_PARTIALS_SCHEDULE."""
+    per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic. BLOCK_SIZE, UNROLL,
+    PROGRAMS_PER_SM and num_warps default to GROUPBY_SCHEDULES["partials"]; num_programs overrides the grid
+    (PROGRAMS_PER_SM times the SMs; 2 under the interpreter)."""
+    sums, counts, rows = _groupby_partials(table, threshold, num_keys, BLOCK_SIZE, UNROLL, PROGRAMS_PER_SM,
+                                           num_warps, num_programs)  # fmt: skip
+    return sums, counts, _refuse_bad_keys(rows, num_keys)
+
+
+def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, PROGRAMS_PER_SM=None,
+                      num_warps=None, num_programs=None):  # fmt: skip
     if isinstance(num_keys, int) and num_keys > MAX_PARTIAL_KEYS:
-        return groupby_atomic(table, threshold, num_keys)
-    default_block, default_rows, default_warps = GROUPBY_PARTIALS_SCHEDULE
+        return _groupby_atomic(table, threshold, num_keys)
+    default_block, default_unroll, default_programs, default_warps = GROUPBY_SCHEDULES["partials"]
     BLOCK_SIZE = default_block if BLOCK_SIZE is None else BLOCK_SIZE
-    ROWS_PER_PROGRAM = default_rows if ROWS_PER_PROGRAM is None else ROWS_PER_PROGRAM
+    UNROLL = default_unroll if UNROLL is None else UNROLL
+    if UNROLL not in (1, 2):
+        raise ValueError(f"UNROLL must be 1 or 2 (blocks of rows loaded per step), got {UNROLL!r}.")
+    PROGRAMS_PER_SM = default_programs if PROGRAMS_PER_SM is None else PROGRAMS_PER_SM
     num_warps = default_warps if num_warps is None else num_warps
     utils.require_power_of_two(num_warps, "num_warps")
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
-    utils.require_power_of_two(ROWS_PER_PROGRAM, "ROWS_PER_PROGRAM")
+    PROGRAMS_PER_SM = int(utils.require_number(PROGRAMS_PER_SM, "PROGRAMS_PER_SM", positive=True))
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
     if n:
-        rows_per_program = max(min(ROWS_PER_PROGRAM, triton.next_power_of_2(n)), BLOCK_SIZE)  # small n: one pass
-        if rows_per_program // BLOCK_SIZE >= 2**16:
+        n_steps = triton.cdiv(n, BLOCK_SIZE * UNROLL)
+        programs = _partials_programs(n_steps, PROGRAMS_PER_SM, UNROLL) if num_programs is None else num_programs
+        if triton.cdiv(n_steps, programs) * UNROLL >= 2**16:
             raise ValueError(
-                f"ROWS_PER_PROGRAM // BLOCK_SIZE = {rows_per_program // BLOCK_SIZE}: must stay below 2**16 (the "
-                f"kernel counts each slot's rows in 16 bits); pass a smaller ROWS_PER_PROGRAM."
+                f"{triton.cdiv(n_steps, programs) * UNROLL} blocks of BLOCK_SIZE={BLOCK_SIZE} rows per program: must "
+                f"stay below 2**16 (the kernel counts each slot's rows in 16 bits); pass more programs."
             )
-        grid = (triton.cdiv(n, rows_per_program),)
-        groupby_partials_kernel[grid](
+        groupby_partials_kernel[(programs,)](
             table["key"],
             table["value"],
             table["x"],
@@ -1454,25 +1560,73 @@ def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, ROWS_PER_PR
             rows,
             n,
             num_keys,
-            ROWS_PER_PROGRAM=rows_per_program,
             BLOCK_SIZE=BLOCK_SIZE,
             KEYS=max(triton.next_power_of_2(num_keys), 2),
+            UNROLL=UNROLL,
             num_warps=num_warps,
         )
-    return sums, counts, _refuse_bad_keys(rows, num_keys)
+    return sums, counts, rows
 
 
-def query(table, threshold, num_keys, *, method="atomic"):
+def groupby_packed(table, threshold, num_keys, *, BLOCK_SIZE=None, num_warps=None):
+    """groupby_atomic's result by groupby_packed_kernel (2 atomics per row into one 16-byte slot per key): for
+    many keys. BLOCK_SIZE and num_warps default to GROUPBY_SCHEDULES["packed"]."""
+    sums, counts, rows = _groupby_packed(table, threshold, num_keys, BLOCK_SIZE, num_warps)
+    return sums.contiguous(), counts, _refuse_bad_keys(rows, num_keys)
+
+
+def _groupby_packed(table, threshold, num_keys, BLOCK_SIZE=None, num_warps=None):
+    default_block, default_warps = GROUPBY_SCHEDULES["packed"]
+    BLOCK_SIZE = default_block if BLOCK_SIZE is None else BLOCK_SIZE
+    num_warps = default_warps if num_warps is None else num_warps
+    utils.require_power_of_two(num_warps, "num_warps")
+    n, threshold_t = _groupby_inputs(table, threshold, num_keys)
+    utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
+    if n >= 2**32:
+        return _groupby_atomic(table, threshold, num_keys)  # a key's rows might not fit 32 bits
+    device = table["key"].device
+    buf = torch.zeros(2 * num_keys + 1, dtype=torch.int64, device=device)  # (sum, packed) per key, then bad keys
+    if n:
+        groupby_packed_kernel[(triton.cdiv(n, BLOCK_SIZE),)](
+            table["key"],
+            table["value"],
+            table["x"],
+            threshold_t,
+            buf.view(torch.float64),
+            buf,
+            buf[2 * num_keys :],
+            n,
+            num_keys,
+            BLOCK_SIZE=BLOCK_SIZE,
+            num_warps=num_warps,
+        )
+    packed = buf[1 : 2 * num_keys : 2]
+    rows = torch.cat([packed & 0xFFFFFFFF, buf[2 * num_keys :]])  # rows, then the bad-key count
+    return buf[: 2 * num_keys : 2].view(torch.float64), packed >> 32, rows
+
+
+GROUPBY_PLANS = {"atomic": _groupby_atomic, "partials": _groupby_partials, "sorted": _groupby_sorted,
+                 "packed": _groupby_packed}  # fmt: skip
+
+
+def query(table, threshold, num_keys, *, method=None):
     """SELECT key, SUM(value), COUNT(value), AVG(value) WHERE x > threshold GROUP BY key ORDER BY key, on the
-    GPU: the dense group-by (method "atomic", "partials" or "sorted"), then the keys that had rows, by
-    compaction. Returns a table {"key", "sum", "count", "mean"} (key in the key column's dtype); see to_frame."""
-    plans = {"atomic": groupby_atomic, "partials": groupby_partials, "sorted": groupby_sorted}
-    if method not in plans:
-        raise ValueError(f"method must be one of {', '.join(map(repr, plans))}, got {method!r}.")
-    sums, counts, rows = plans[method](table, threshold, num_keys)
-    keys = compact(torch.arange(num_keys, device=rows.device), rows > 0)  # the keys that had rows, in order
-    sums, counts = sums[keys], counts[keys]
-    return {"key": keys.to(table["key"].dtype), "sum": sums, "count": counts, "mean": sums / counts}  # 0/0 = NaN
+    GPU: the dense group-by (method "atomic", "partials", "packed" or "sorted"; default: groupby_method), then
+    the keys that had rows, by compaction. Returns a table {"key", "sum", "count", "mean"} (key in the key
+    column's dtype); see to_frame. The host waits for the GPU once, at the end (the result's length and the
+    count of bad keys in one transfer): every launch before it queues behind the group-by's kernel."""
+    if method is None:  # an invalid num_keys is refused by the plan
+        method = groupby_method(num_keys) if isinstance(num_keys, int) and not isinstance(num_keys, bool) else "atomic"
+    if method not in GROUPBY_PLANS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, GROUPBY_PLANS))}, got {method!r}.")
+    sums, counts, rows = GROUPBY_PLANS[method](table, threshold, num_keys)
+    keys, n_kept = _compact_no_sync(torch.arange(num_keys, dtype=table["key"].dtype, device=rows.device),
+                                    rows[:num_keys] > 0, zeros=True)  # fmt: skip
+    sums, counts = sums[keys], counts[keys]  # past n_kept, keys holds 0: gathers of key 0, sliced off below
+    mean = sums / counts  # 0/0 = NaN, pandas' mean of a key with only NaN values
+    bad, n_kept = torch.cat([rows[num_keys:], n_kept]).tolist()  # the one sync
+    _refuse_bad_count(bad, num_keys)
+    return {"key": keys[:n_kept], "sum": sums[:n_kept], "count": counts[:n_kept], "mean": mean[:n_kept]}
 
 
 def to_frame(result):

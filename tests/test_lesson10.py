@@ -36,6 +36,9 @@ CHECKS = {
     "query atomic": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="atomic"), quiet=True),
     "query partials": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="partials"), quiet=True),
     "query sorted": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="sorted"), quiet=True),
+    "query packed": lambda: L.check_query(lambda t, th, k: L.query(t, th, k, method="packed"), quiet=True),
+    "query default": lambda: L.check_query(L.query, quiet=True),
+    "groupby_packed": lambda: L.check_groupby_atomic(L.groupby_packed, quiet=True),
     "join": lambda: L.check_join(L.join_tables, quiet=True),
 }
 
@@ -95,7 +98,11 @@ def test_the_schedules_are_complete():
     assert {L.top_k_schedule(M)[0] for M in (1, 8, 64, 10**6)} <= set(L.TOP_K_SELECT)
     assert all(net in ("tl.sort", "gather") for net, _ in L.SORT_ROWS_SCHEDULES.values())
     assert L.sort_rows_schedule(8) == L.SORT_ROWS_SCHEDULES[min(L.SORT_ROWS_SCHEDULES)]
-    assert L.SCAN_METHOD in L.SCAN_SCHEDULES and L.SCAN_METHOD in L.COMPACT_SCHEDULES
+    assert L.SCAN_METHOD in L.SCAN_SCHEDULES and L.COMPACT_METHOD in L.COMPACT_SCHEDULES
+    assert L.LOOKBACK_SEM in ("relaxed", "acq_rel", "release")
+    assert L.GROUPBY_METHODS[-1][0] is None and all(m in L.GROUPBY_PLANS for _, m in L.GROUPBY_METHODS)
+    assert L.groupby_method(1) in L.GROUPBY_PLANS and L.groupby_method(10**9) in L.GROUPBY_PLANS
+    assert {"partials", "packed"} <= set(L.GROUPBY_SCHEDULES)
 
 
 def test_lookback_walks_back_over_block_totals():
@@ -122,16 +129,17 @@ def test_lookback_walks_back_over_block_totals():
 def test_groupby_partials_over_several_steps_and_programs_is_exact():
     """Small steps and programs, so that the 2-D accumulators add over several steps and programs add by atomics;
     NaN values, a filter, 5 keys of 8 slots."""
-    L.check_groupby_atomic(
-        lambda t, th, k: L.groupby_partials(t, th, k, BLOCK_SIZE=16, ROWS_PER_PROGRAM=64), quiet=True
-    )
+    L.check_groupby_atomic(lambda t, th, k: L.groupby_partials(t, th, k, BLOCK_SIZE=16, num_programs=3), quiet=True)
+    L.check_groupby_atomic(lambda t, th, k: L.groupby_partials(t, th, k, BLOCK_SIZE=32, UNROLL=1), quiet=True)
     g = torch.Generator().manual_seed(1)
     key = torch.randint(0, 5, (700,), generator=g, dtype=torch.int32)
     value = torch.randint(-40, 40, (700,), generator=g) / 4.0
     value[::3] = float("nan")
     x = torch.rand(700, generator=g)
     table = {"key": key.to(DEV), "value": value.to(DEV), "x": x.to(DEV)}
-    got = L.groupby_partials(table, 0.3, 5, BLOCK_SIZE=16, ROWS_PER_PROGRAM=128, num_warps=1)
+    got = L.groupby_partials(
+        table, 0.3, 5, BLOCK_SIZE=16, UNROLL=2, num_programs=5, num_warps=1
+    )  # 22 steps, 5 programs
     for a, b in zip(got, L.groupby_dense_ref(key, value, x, 0.3, 5)):
         assert torch.equal(a.cpu(), b)
 
@@ -143,6 +151,11 @@ def test_every_scan_method_is_exact():
             assert torch.equal(L.cumsum(x, BLOCK_SIZE=16, method=method), torch.cumsum(x, 0).int())
             keep = x > 0
             assert torch.equal(L.compact(x, keep, BLOCK_SIZE=16, method=method), x[keep])
+    with pytest.MonkeyPatch.context() as m:  # the status words exchanged with fences (acq_rel)
+        m.setattr(L, "LOOKBACK_SEM", "acq_rel")
+        x = torch.randint(-3, 4, (1000,), device=DEV).int()
+        assert torch.equal(L.cumsum(x, BLOCK_SIZE=16, method="lookback"), torch.cumsum(x, 0).int())
+        assert torch.equal(L.compact(x, x > 0, BLOCK_SIZE=16, method="lookback"), x[x > 0])
     with pytest.MonkeyPatch.context() as m:  # blocks in program-id order instead of ticket order
         m.setattr(L, "LOOKBACK_TICKET", False)
         x = torch.randint(-3, 4, (1000,), device=DEV).int()
@@ -432,7 +445,7 @@ def test_atomics_and_sort_then_reduce_agree_on_floats_that_round():
     df = L.random_table(2000, 13, seed=9).assign(value=lambda d: np.float32(np.pi) * d["value"])
     table = L.table_from_pandas(df, DEV)
     a = L.query(table, 0.5, 13, method="atomic")
-    for method in ("partials", "sorted"):
+    for method in ("partials", "sorted", "packed"):
         b = L.query(table, 0.5, 13, method=method)
         assert torch.equal(a["key"], b["key"]) and torch.equal(a["count"], b["count"])
         torch.testing.assert_close(a["sum"], b["sum"], rtol=2000 * 2**-52, atol=1e-9)
@@ -505,17 +518,21 @@ BAD = {
         TypeError,
         "codes",
     ),
-    "key out of range (atomic)": (lambda: L.query(_table, 0.0, 2), ValueError, "outside 0..1"),
+    "key out of range (atomic)": (lambda: L.query(_table, 0.0, 2, method="atomic"), ValueError, "outside 0..1"),
+    "key out of range (default)": (lambda: L.query(_table, 0.0, 2), ValueError, "outside 0..1"),
     "key out of range (sorted)": (lambda: L.query(_table, 0.0, 2, method="sorted"), ValueError, "outside 0..1"),
     "key out of range (partials)": (lambda: L.query(_table, 0.0, 2, method="partials"), ValueError, "outside 0..1"),
+    "key out of range (packed)": (lambda: L.query(_table, 0.0, 2, method="packed"), ValueError, "outside 0..1"),
+    "key out of range (groupby_packed)": (lambda: L.groupby_packed(_table, 0.0, 2), ValueError, "outside 0..1"),
     "num_keys zero": (lambda: L.query(_table, 0.5, 0), ValueError, "num_keys"),
     "partials counters overflow": (
         lambda: L.groupby_partials(
-            L.table_from_pandas(L.random_table(2**17, 3), DEV), 0.5, 3, BLOCK_SIZE=1, ROWS_PER_PROGRAM=2**17
+            L.table_from_pandas(L.random_table(2**17, 3), DEV), 0.5, 3, BLOCK_SIZE=1, num_programs=1
         ),
         ValueError,
         "below 2\\*\\*16",
     ),  # fmt: skip
+    "partials UNROLL 3": (lambda: L.groupby_partials(_table, 0.5, 3, UNROLL=3), ValueError, "UNROLL must be"),
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
     "duplicate right keys": (lambda: L.join_tables(_table, {"key": _table["key"]}), ValueError, "duplicate"),
@@ -551,3 +568,27 @@ def test_the_exclusive_scan_suspect_is_what_the_planted_kernel_returns(n, monkey
     want = L.exclusive_everywhere_ref(x.double().cpu(), 16)
     assert torch.equal(got.cpu().double(), want)
     assert not torch.equal(want, L.cumsum_ref(x.double().cpu()) - x.double().cpu())  # the naive suspect would not do
+
+
+def test_the_query_waits_for_the_gpu_once(monkeypatch):
+    """query's launches all queue behind the group-by: one transfer to the host, at the end (the result's length and
+    the count of bad keys together), so the host's time to launch hides behind the GPU's work."""
+    syncs = []
+    real = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: syncs.append(t.numel()) or real(t))
+    monkeypatch.setattr(torch.Tensor, "item", lambda t: pytest.fail("query called .item()"))
+    monkeypatch.setattr(torch.Tensor, "__int__", lambda t: pytest.fail("query called int() on a tensor"))
+    table = L.table_from_pandas(L.random_table(300, 5, seed=3), DEV)
+    for method in L.GROUPBY_PLANS:
+        syncs.clear()
+        L.query(table, 0.5, 5, method=method)
+        assert syncs == [2], (method, syncs)
+
+
+def test_persistent_partials_need_no_more_than_2_16_steps_a_program():
+    """The 16-bit row counters: the launcher adds programs where n would give a program 2**16 steps or more."""
+    for n_steps in (1, 5, 2**16 + 5, 10**9):
+        for unroll in (1, 2):
+            programs = L._partials_programs(n_steps, 1, unroll)
+            assert 1 <= programs <= n_steps and triton.cdiv(n_steps, programs) * unroll < 2**16, (n_steps, unroll)
+    assert L._partials_programs(1000, 4) == 2  # the interpreter's grid: 2 programs
