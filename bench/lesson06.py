@@ -6,8 +6,9 @@ to T = 8192; each causal and not. q, k, v are views into one qkv buffer, as the 
 tensors as free transposed views in its (B, heads, T, D) layout. Which SDPA backend ran is read from the profiler's
 kernel names and written into the baseline's label. On a GPU with TMA both of the lesson's paths are timed: the
 descriptor kernel (`attention`, "triton") and the pointer kernel older GPUs take ("triton, pointer loads"). Up to
-T = SHORT the GPU's work is a few microseconds, about what a launch costs the host in Python: those shapes are timed
-once more with both sides replayed from CUDA graphs ("(CUDA graph)" rows, the GPU's work alone).
+T = SHORT the GPU's work takes at most ~0.15 ms, no more than what a launch can cost the host in Python (50-80 us on
+the H100 that measured it, more with descriptors to build): those shapes are timed once more with both sides
+replayed from CUDA graphs ("(CUDA graph)" rows, the GPU's work alone).
 
     flops = 4 B H T^2 D, halved when causal        bytes = (2 H + 2 KV) B T D * 2 (read q, k, v, write o once)
 """
@@ -21,7 +22,7 @@ from utils.mode import current
 from utils.profiling import sdpa_backend
 
 DTYPE = torch.bfloat16
-SHORT = 512  # up to this many tokens, also timed with both sides replayed from CUDA graphs
+SHORT = 2048  # up to this many tokens, also timed with both sides replayed from CUDA graphs
 SHAPES = [  # (B, T, H, KV, D)
     (1, 2048, 32, 32, 128),
     (1, 4096, 32, 32, 128),
@@ -61,9 +62,7 @@ def run() -> list[Row]:
                 )
                 backend = sdpa_backend(sdpa)
                 rows += paired(impls, (f"SDPA ({backend})", sdpa), **counts)
-                if (
-                    T <= SHORT
-                ):  # microseconds of GPU work: the launch's host time shows above; graphs time the GPU alone
+                if T <= SHORT:  # little GPU work: the launch's host time shows above; graphs time the GPU alone
                     rows += paired(
                         {f"{name} (CUDA graph)": graphed(fn) for name, fn in impls.items()},
                         (f"SDPA ({backend}), CUDA graph", graphed(sdpa)),

@@ -96,7 +96,7 @@ def _fused_linear_cross_entropy() -> list[Row]:
 
     def against_liger(liger):
         def theirs():
-            return torch.autograd.grad(liger.apply(x, W, labels), (x, W))
+            return torch.autograd.grad(liger.apply(x, W, labels)[0], (x, W))  # (loss, z_loss, accuracy, tokens)
 
         memory = _memory_row("fused linear cross-entropy", shape, "bf16", ours, "Liger-Kernel", theirs)
         return [memory, *paired({"triton": ours}, ("Liger-Kernel", theirs), **meta)]

@@ -574,7 +574,10 @@ def attention_config(D, causal, itemsize=2):
     env = utils.mode.current()
     if not env.is_gpu:
         return 32, 16, 4, 1  # the interpreter: small tiles; BLOCK_M = 2 BLOCK_N, so the diagonal spans two blocks
-    BLOCK_M, BLOCK_N, num_warps, num_stages = (64, 64, 4, 3) if causal or D <= 64 else (128, 128, 8, 3)
+    if causal:
+        BLOCK_M, BLOCK_N, num_warps, num_stages = 64, 64, 4, 3
+    else:
+        BLOCK_M, BLOCK_N, num_warps, num_stages = (128, 64, 8, 3) if D <= 64 else (128, 128, 8, 3)
     budget = env.shared_memory_bytes or 48 * 1024
 
     def shared_bytes(bm, bn, stages):
@@ -720,8 +723,9 @@ def attention_kernel(
 ):
     pid = tl.program_id(0)
     n_m = tl.cdiv(T, BLOCK_M)
-    pid_m = pid % n_m
-    bh = pid // n_m
+    n_bh = tl.num_programs(0) // n_m  # B * H
+    pid_m = n_m - 1 - pid // n_bh  # the last query blocks (the most keys when causal) first
+    bh = pid % n_bh  # neighbouring programs: the heads of one query block, GROUP of them per kv head
     b = bh // H
     h = bh % H
     kv_h = h // GROUP

@@ -105,9 +105,14 @@ def linear_cross_entropy_flops(T, H, V):
     return 3 * 2 * T * H * V  # logits = x W^T, grad_x = dlogits W, grad_W = dlogits^T x: three (T, H, V) matmuls
 
 
+MIN_CHUNK = 2048  # tokens: below this, re-reading grad_W once a chunk costs more than ~10 % (see the text)
+
+
 def default_chunk(T, H, V):
-    """Tokens per chunk so that a chunk's logits (chunk, V) are about as big as x (T, H): Liger-Kernel's rule."""
-    return max(1, min(triton.next_power_of_2(triton.cdiv(T, triton.cdiv(V, H))), triton.next_power_of_2(max(T, 1))))
+    """Tokens per chunk: Liger-Kernel's rule (a chunk's logits (chunk, V) about as big as x (T, H)), but at least
+    MIN_CHUNK, since every chunk reads and writes all of grad_W (V, H) once; never more than T (rounded up)."""
+    liger = triton.next_power_of_2(triton.cdiv(T, triton.cdiv(V, H)))
+    return max(1, min(max(liger, MIN_CHUNK), triton.next_power_of_2(max(T, 1))))
 
 
 def linear_cross_entropy_memory(T, H, V, itemsize, chunk=None):
@@ -394,8 +399,9 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         grad_x, grad_w = ctx.saved_tensors
-        grad_x = None if grad_x is None else grad_x * grad_output
-        grad_w = None if grad_w is None else grad_w * grad_output
+        if grad_output.item() != 1.0:  # a loss used as is (the usual case) skips a copy of grad_W (V x H)
+            grad_x = None if grad_x is None else grad_x * grad_output
+            grad_w = None if grad_w is None else grad_w * grad_output
         return grad_x, grad_w, None, None, None
 
 
