@@ -171,11 +171,12 @@ def test_an_integer_valued_scan_gives_the_same_bits_at_every_block_size(BLOCK_SI
     assert_bitwise_equal(L10.cumsum(x, BLOCK_SIZE=BLOCK_SIZE), torch.cumsum(x, 0), name=f"cumsum, {BLOCK_SIZE}")
 
 
-def test_the_three_group_by_plans_give_the_same_bits_on_exact_values():
+def test_every_group_by_plan_gives_the_same_bits_on_exact_values():
     """Atomics add in whatever order the programs reach them; on multiples of 1/4 every order gives one sum."""
     df = L10.random_table(2000, 13, seed=3)
     table = L10.table_from_pandas(df)
-    results = {method: L10.query(table, 0.3, 13, method=method) for method in ("atomic", "partials", "sorted")}
+    results = {method: L10.query(table, 0.3, 13, method=method) for method in L10.GROUPBY_PLANS}
+    assert set(results) >= {"atomic", "partials", "packed", "sorted"}
     for method, result in results.items():
         for column in ("key", "sum", "count"):
             assert_bitwise_equal(result[column], results["atomic"][column], name=f"{method} vs atomic: {column}")
