@@ -1227,7 +1227,8 @@ class FastSchedule(NamedTuple):
 
 
 GEMV_KERNEL = {4: "slab", 8: "gemv"}  # by bits, at M <= GEMV_M: int4's "slab" (w4a16_slab_kernel) or "gemv"
-GEMV_BLOCK_N = {4: 16, 8: 16}  # by bits: rows of W a program, halved (down to 16) while programs are too few
+GEMV_BLOCK_N = {4: 16, 8: 16}  # by bits: rows of W a program, halved while programs are too few, down to
+GEMV_MIN_BLOCK_N = {"slab": 8, "gemv": 16}  # ... these (the slab kernel's x loads are shared by fewer rows then)
 GEMV_BLOCK_K = {4: 1024, 8: 256}  # columns of W a step: 512 bytes a row (int4 slab), 256 (int8)
 GEMV_WARPS, GEMV_STAGES = 4, 2  # GEMV_STAGES 2: prefetch the next step's weights into registers
 GEMV_PROGRAMS_PER_SM = 2  # aim for about this many programs an SM (smaller BLOCK_N first, then split K) ...
@@ -1283,10 +1284,10 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
         except (TypeError, ValueError):
             pass
     if M <= GEMV_M:
-        kernel = GEMV_KERNEL[bits] if bits == 4 else "gemv"
+        kernel = GEMV_KERNEL[bits]
         BLOCK_N = GEMV_BLOCK_N[bits]
         BLOCK_K = max(group_size, min(GEMV_BLOCK_K[bits], triton.next_power_of_2(K)))  # no step wider than K
-        while BLOCK_N > 16 and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
+        while BLOCK_N > GEMV_MIN_BLOCK_N[kernel] and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
             BLOCK_N //= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
         return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, GEMV_WARPS, GEMV_STAGES)
