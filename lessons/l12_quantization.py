@@ -1287,6 +1287,8 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
         kernel = GEMV_KERNEL[bits]
         BLOCK_N = GEMV_BLOCK_N[bits]
         BLOCK_K = max(group_size, min(GEMV_BLOCK_K[bits], triton.next_power_of_2(K)))  # no step wider than K
+        if kernel == "slab" and M > 1:  # each row of x adds registers: half the step keeps them from spilling
+            BLOCK_K = max(group_size, BLOCK_K // 2)
         while BLOCK_N > GEMV_MIN_BLOCK_N[kernel] and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
             BLOCK_N //= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1

@@ -739,7 +739,7 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
         pytest.skip("needs Triton's NVIDIA backend and its ptxas")
     jobs = []
     for bits, M, N, K in ((4, 1, 8192, 2048), (4, 4, 2048, 8192), (4, 16, 4096, 14336), (4, 2048, 14336, 4096),
-                          (8, 1, 14336, 4096)):  # fmt: skip
+                          (8, 1, 14336, 4096), (4, 4, 8192, 2048), (4, 1, 2048, 2048)):  # fmt: skip
         s = L.fast_schedule(bits, M, N, K, 128, sm_count=132, smem=227 * 1024)
         out = "fp32" if s.SPLIT_K > 1 else "bf16"
         ints = dict(M=M, N=N, K=K, stride_xm=K, stride_om=N, stride_os=M * N if s.SPLIT_K > 1 else 0)
