@@ -7,10 +7,13 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   Llama-3-8B's MLP). bytes = the format's own minimum traffic (`w4a16_bytes`: packed codes + scales + zero points
   + activations + output; `w8a16_bytes`: codes + scales + activations + output), so the report's roof % is the
   share of the HBM roofline counting packed bytes, and the ratio at M = 16 is the speed-up over bf16 cuBLAS. int4
-  runs `w4a16_fast` (the GEMV kernel at M = 1, the one-dot-a-group tile kernel at M = 16, both scheduled by
+  runs `w4a16_fast` (the slab GEMV kernel at M = 1, the one-dot-a-group tile kernel at M = 16, both scheduled by
   `fast_schedule`), and as reference rows `w4a16_magic` (the earlier tl.dot kernel with floats built from bits)
   and the lesson's exercise kernel `w4a16` (plain int -> float conversions); int8 runs `w8a16_fast` (its GEMV
-  kernel at M = 1, lesson's tile kernel at M = 16) and, as a reference row, `w8a16`;
+  kernel at M = 1, lesson's tile kernel at M = 16) and, as a reference row, `w8a16`. Each fast launcher is timed
+  twice: called from Python (the host's launch included, 50-80 us on the H100 box, longer than these kernels) and
+  replayed from a CUDA graph against cuBLAS replayed the same way ("(CUDA graph)" rows: the GPU's time alone,
+  L2 flushed before every replay);
 - prefill, M = 2048, at the 8B-class up projection (compute-bound: flops = 2 M N K): `w4a16_fast`'s tile kernel
   (one group a step, the scale in the tile, one chained dot) and `w8a16`;
 - end to end: decode tokens/s at batch 1 with bf16 (lesson 08's model, cuBLAS projections), int8 and int4 weights
@@ -27,7 +30,7 @@ import math
 
 import torch
 
-from bench.common import Row, paired
+from bench.common import Row, graphed, paired
 from lessons import l07_llm_layer as L7
 from lessons import l08_llama_model as L8
 from lessons import l12_quantization as L
@@ -62,12 +65,20 @@ def gemv() -> list[Row]:
                     "triton int8": lambda x=x: L.w8a16_fast(x, w8),
                     "triton int8 (lesson's tile kernel)": lambda x=x: L.w8a16(x, w8),
                 }
-                for op, impls, nbytes in (
-                    ("W4A16 GEMV", int4, L.w4a16_bytes(M, N, K, GROUP)),
-                    ("W8A16 GEMV", int8, L.w8a16_bytes(M, N, K)),
-                ):
+                graph_base = ("cuBLAS bf16 x @ w.T, CUDA graph", graphed(lambda x=x, w=w: x @ w.T))
+                for op, impls, graph_impl, nbytes in (
+                    ("W4A16 GEMV", int4, (f"triton int4 g{GROUP} (CUDA graph)", lambda x=x: L.w4a16_fast(x, w4)),
+                     L.w4a16_bytes(M, N, K, GROUP)),
+                    ("W8A16 GEMV", int8, ("triton int8 (CUDA graph)", lambda x=x: L.w8a16_fast(x, w8)),
+                     L.w8a16_bytes(M, N, K)),
+                ):  # fmt: skip
                     rows += paired(impls, baseline, lesson="12", op=op, shape=shape, dtype="bf16", bytes=nbytes,
                                    flops=L.wxa16_flops(M, N, K))  # fmt: skip
+                    # the same kernel replayed from a CUDA graph, against cuBLAS replayed the same way: the GPU's
+                    # time without the host's launch (L2 still flushed before every replay)
+                    name, fn = graph_impl
+                    rows += paired({name: graphed(fn)}, graph_base, lesson="12", op=op, shape=shape, dtype="bf16",
+                                   bytes=nbytes, flops=L.wxa16_flops(M, N, K))  # fmt: skip
                 rows += torchao_peer(w, x, shape, baseline)
     return rows
 

@@ -904,6 +904,184 @@ def w4a16_gemv_kernel(
 
 
 @triton.jit
+def _pick(base, POS: tl.constexpr, z):
+    """(q - z) * 2**POS as an fp32 number, for the code at bits POS .. POS + 3 of ``base``, a word that already
+    carries the exponent bits 0x4B000000 (the float 2**23): one AND keeps the code and the exponent, one
+    subtraction removes 2**23 and the zero point. Exact for POS <= 16 (q 2**POS below 2**23)."""
+    return (base & (0x4B000000 | (0xF << POS))).to(tl.float32, bitcast=True) - (8388608.0 + z * (1 << POS))
+
+
+@triton.jit
+def _x(x_row, kb, S: tl.constexpr, K, MASKED: tl.constexpr):
+    """x at column S of each word, in fp32, in the word tile's shape; past K: 0 (MASKED) or never read."""
+    if MASKED:
+        return tl.load(x_row + kb + S, mask=kb + S < K, other=0.0).to(tl.float32)
+    return tl.load(x_row + kb + S).to(tl.float32)
+
+
+@triton.jit
+def _slab_row(x_row, kb, K, lo, hi, z, MASKED: tl.constexpr):
+    """Σ over a word's 8 codes of (q - z) x, for every word of the tile: (BLOCK_N, GROUPS, WORDS) fp32. ``kb``
+    (the column of each word's code 0) has the tile's own shape, so x arrives in W's layout (no shuffle) and the
+    compiler merges the copies the rows share into a few 16-byte loads; x is pre-scaled by 2**-POS to meet
+    _pick's (q - z) 2**POS. One AND, one subtraction, one multiply-add a code."""
+    t = _pick(lo, 0, z) * _x(x_row, kb, 0, K, MASKED)
+    t += _pick(lo, 4, z) * (_x(x_row, kb, 1, K, MASKED) * 0.0625)
+    t += _pick(lo, 8, z) * (_x(x_row, kb, 2, K, MASKED) * 0.00390625)
+    t += _pick(lo, 12, z) * (_x(x_row, kb, 3, K, MASKED) * 0.000244140625)
+    t += _pick(lo, 16, z) * (_x(x_row, kb, 4, K, MASKED) * 0.0000152587890625)
+    t += _pick(hi, 8, z) * (_x(x_row, kb, 5, K, MASKED) * 0.00390625)
+    t += _pick(hi, 12, z) * (_x(x_row, kb, 6, K, MASKED) * 0.000244140625)
+    t += _pick(hi, 16, z) * (_x(x_row, kb, 7, K, MASKED) * 0.0000152587890625)
+    return t
+
+
+@triton.jit
+def _slab_step(
+    acc,
+    word,
+    x_ptr,
+    scale_ptr,
+    zero_ptr,
+    s_tile,
+    kb,
+    g0,
+    mask_g,
+    M,
+    K,
+    stride_xm,
+    offs_m,
+    GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    MASKED: tl.constexpr,
+):
+    """One step of w4a16_slab_kernel: the words of BLOCK_N rows x GROUPS groups, times every row of x."""
+    scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0).to(tl.float32)  # (BLOCK_N, GROUPS)
+    z = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0).to(tl.float32)[:, :, None]
+    # -- the exponent of 2**23 put in once a word: codes 0-4 where they sit, codes 5-7 shifted to bits 8-19
+    lo = (word & 0xFFFFF) | 0x4B000000
+    hi = ((word >> 12) & 0xFFF00) | 0x4B000000
+    k0 = g0 * GROUP_SIZE
+    for i in tl.static_range(BLOCK_M):
+        x_row = x_ptr + tl.minimum(i, M - 1) * stride_xm + k0  # rows past M re-read row M - 1 (never stored)
+        t = _slab_row(x_row, kb, K - k0, lo, hi, z, MASKED)
+        if BLOCK_M == 1:
+            acc += t * scale[:, :, None]
+        else:
+            acc += tl.where(offs_m[:, None, None] == i, (tl.sum(t, axis=2) * scale)[None], 0.0)
+    return acc
+
+
+@triton.jit
+def w4a16_slab_kernel(
+    x_ptr,
+    packed_ptr,  # the packed codes as int32 words: 8 codes a word, code s of word j is k = 8 j + s
+    scale_ptr,
+    zero_ptr,
+    res_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_pn,  # in words
+    stride_sn,
+    stride_om,
+    stride_os,
+    GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,  # rows of x (1 .. GEMV_M), each a pass over the words of a step
+    BLOCK_N: tl.constexpr,  # rows of W a program owns
+    BLOCK_K: tl.constexpr,  # columns of W a step: a whole number of groups
+    PREFETCH: tl.constexpr,  # load step s + 1's words before using step s's (schedule's num_stages >= 2)
+    SPLIT_K,  # a runtime argument: another split needs no new compile
+    HAS_RESIDUAL: tl.constexpr,
+):
+    GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
+    WORDS: tl.constexpr = GROUP_SIZE // 8  # 32-bit words of a group
+    groups = tl.cdiv(K, GROUP_SIZE)
+    steps = tl.cdiv(groups, GROUPS)
+    per_split = tl.cdiv(steps, SPLIT_K)
+    first = tl.program_id(1) * per_split
+    last = tl.minimum(first + per_split, steps)
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_g = tl.arange(0, GROUPS)
+    offs_m = tl.arange(0, BLOCK_M)
+    mask_n = offs_n < N
+    rows_n = offs_n.to(tl.int64)
+    cols = offs_g[:, None] * WORDS + tl.arange(0, WORDS)[None, :]  # (GROUPS, WORDS): the words of a step
+    p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + cols[None, :, :]  # 16-byte loads along a row
+    s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
+    kb = tl.broadcast_to(cols[None, :, :] * 8, (BLOCK_N, GROUPS, WORDS))  # column of each word's code 0
+    if BLOCK_M == 1:  # -- one row: the products kept per word, reduced once after the loop
+        acc = tl.zeros((BLOCK_N, GROUPS, WORDS), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N, GROUPS), dtype=tl.float32)
+    # -- the steps whose columns are all inside x, without masks on x; the next step's words in flight
+    full_last = tl.minimum(last, K // BLOCK_K)
+    mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < full_last))[None, :]
+    word_next = tl.load(p_tile + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
+    for step in range(first, full_last):
+        g0 = step * GROUPS
+        if PREFETCH:
+            word = word_next
+            mask_next = mask_n[:, None] & ((g0 + GROUPS + offs_g < groups) & (step + 1 < full_last))[None, :]
+            word_next = tl.load(p_tile + (g0 + GROUPS) * WORDS, mask=mask_next[:, :, None], other=0)
+        else:
+            word = tl.load(p_tile + g0 * WORDS, mask=mask_n[:, None, None], other=0)
+        acc = _slab_step(
+            acc,
+            word,
+            x_ptr,
+            scale_ptr,
+            zero_ptr,
+            s_tile,
+            kb,
+            g0,
+            mask_n[:, None],
+            M,
+            K,
+            stride_xm,
+            offs_m,
+            GROUP_SIZE,
+            BLOCK_M,
+            False,
+        )
+    # -- the last, partial step (K not a multiple of BLOCK_K): masked
+    for step in range(tl.maximum(first, full_last), last):
+        g0 = step * GROUPS
+        mask_g = mask_n[:, None] & (g0 + offs_g < groups)[None, :]
+        word = tl.load(p_tile + g0 * WORDS, mask=mask_g[:, :, None], other=0)
+        acc = _slab_step(
+            acc,
+            word,
+            x_ptr,
+            scale_ptr,
+            zero_ptr,
+            s_tile,
+            kb,
+            g0,
+            mask_g,
+            M,
+            K,
+            stride_xm,
+            offs_m,
+            GROUP_SIZE,
+            BLOCK_M,
+            True,
+        )
+    if BLOCK_M == 1:
+        acc = tl.sum(tl.sum(acc, axis=2), axis=1)[None, :]
+    else:
+        acc = tl.sum(acc, axis=2)
+    mask = (offs_m[:, None] < M) & mask_n[None, :]
+    rows_m = offs_m.to(tl.int64)[:, None] * stride_om
+    if HAS_RESIDUAL:  # read and written by this program only, element by element: out may be the residual
+        acc += tl.load(res_ptr + rows_m + offs_n[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + tl.program_id(1) * stride_os + rows_m + offs_n[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=mask)  # fmt: skip
+
+
+@triton.jit
 def w4a16_tile_kernel(
     x_ptr,
     packed_ptr,
@@ -1039,17 +1217,19 @@ GEMV_M = 4  # up to this many rows of x: the GEMV kernels (CUDA cores); more: te
 
 
 class FastSchedule(NamedTuple):
-    kernel: str  # "gemv", "tile", or "tile_swap" (int4: the tile kernel computing W @ x.T)
-    BLOCK_M: int  # gemv: the rows of x (M rounded up to a power of two); tile: rows of x a program
+    kernel: str  # "slab" (int4) or "gemv": CUDA cores; "tile", or "tile_swap" (int4: W @ x.T): tensor cores
+    BLOCK_M: int  # slab/gemv: the rows of x (M rounded up to a power of two); tile: rows of x a program
     BLOCK_N: int
-    BLOCK_K: int  # gemv: columns of W a step (int4: a whole number of groups); tile: the group size
+    BLOCK_K: int  # slab/gemv: columns of W a step (int4: a whole number of groups); tile: the group size
     SPLIT_K: int
     num_warps: int
     num_stages: int  # gemv: 1, or 2 to load the next step's weights while this step's are used
 
 
-GEMV_BLOCK_N = {4: 32, 8: 16}  # by bits: rows of W a program, halved (down to 16) while programs are too few
-GEMV_BLOCK_K = {4: 512, 8: 256}  # columns of W a step: 256 bytes a row either way
+GEMV_KERNEL = {4: "slab", 8: "gemv"}  # by bits, at M <= GEMV_M: int4's "slab" (w4a16_slab_kernel) or "gemv"
+GEMV_BLOCK_N = {4: 16, 8: 16}  # by bits: rows of W a program, halved while programs are too few, down to
+GEMV_MIN_BLOCK_N = {"slab": 8, "gemv": 16}  # ... these (the slab kernel's x loads are shared by fewer rows then)
+GEMV_BLOCK_K = {4: 1024, 8: 256}  # columns of W a step: 512 bytes a row (int4 slab), 256 (int8)
 GEMV_WARPS, GEMV_STAGES = 4, 2  # GEMV_STAGES 2: prefetch the next step's weights into registers
 GEMV_PROGRAMS_PER_SM = 2  # aim for about this many programs an SM (smaller BLOCK_N first, then split K) ...
 GEMV_MIN_STEPS = 4  # ... while each split keeps at least this many steps
@@ -1058,28 +1238,23 @@ TILE_KERNEL = "tile"
 GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
 FAST_SCHEDULES: dict = {  # winners of the H100 sweep (results/h100-2026-11-23/sweeps/l12-gemv-schedules.txt)
-    (4, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    # int8 at M = 1 (timed with the host's launch; the int4 rows of that sweep timed the old "gemv" kernel)
     (8, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
-    (4, 1, 2048, 8192): FastSchedule("gemv", 1, 16, 512, 1, 4, 2),
-    (4, 1, 14336, 4096): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
     (8, 1, 14336, 4096): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
     (8, 1, 4096, 14336): FastSchedule("gemv", 1, 16, 512, 1, 4, 2),
+    (8, 1, 2048, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
+    (8, 1, 2048, 5632): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (8, 1, 32000, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
+    (8, 4, 8192, 2048): FastSchedule("gemv", 4, 16, 256, 1, 4, 1),
+    (8, 4, 2048, 8192): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
+    # int4 at M = 16 and M = 4 (tensor cores)
     (4, 16, 8192, 2048): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
     (4, 16, 2048, 8192): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
     (4, 16, 14336, 4096): FastSchedule("tile", 16, 64, 128, 1, 4, 4),
     (4, 16, 4096, 14336): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
-    (4, 1, 2560, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
-    (8, 1, 2048, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
-    (4, 1, 11264, 2048): FastSchedule("gemv", 1, 16, 512, 1, 4, 2),
-    (4, 1, 2048, 5632): FastSchedule("gemv", 1, 16, 256, 2, 4, 2),
-    (8, 1, 2048, 5632): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
-    (4, 1, 32000, 2048): FastSchedule("gemv", 1, 32, 256, 1, 4, 2),
-    (8, 1, 32000, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
-    (4, 4, 8192, 2048): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
-    (8, 4, 8192, 2048): FastSchedule("gemv", 4, 16, 256, 1, 4, 1),
     (4, 4, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
-    (8, 4, 2048, 8192): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
     (4, 4, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
+    # the 2026-11-24 sweep (tmpgpu/l12.py, every candidate timed in CUDA graphs): paste its lines here
 }
 
 
@@ -1109,12 +1284,15 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
         except (TypeError, ValueError):
             pass
     if M <= GEMV_M:
+        kernel = GEMV_KERNEL[bits]
         BLOCK_N = GEMV_BLOCK_N[bits]
         BLOCK_K = max(group_size, min(GEMV_BLOCK_K[bits], triton.next_power_of_2(K)))  # no step wider than K
-        while BLOCK_N > 16 and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
+        if kernel == "slab" and M > 1:  # each row of x adds registers: half the step keeps them from spilling
+            BLOCK_K = max(group_size, BLOCK_K // 2)
+        while BLOCK_N > GEMV_MIN_BLOCK_N[kernel] and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
             BLOCK_N //= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
-        return FastSchedule("gemv", triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, GEMV_WARPS, GEMV_STAGES)
+        return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, GEMV_WARPS, GEMV_STAGES)
     s = schedule(M, N, K, group_size if bits == 4 else (128 if M <= DECODE_M else 64), sm_count, bits=bits,
                  smem=smem)  # fmt: skip
     if bits == 4 and M > DECODE_M:  # prefill: one group a step, the dequantized tile in shared memory once
@@ -1129,17 +1307,19 @@ def clear_schedule_cache():
 
 
 def _require_fast_schedule(s, bits, M, group_size):
-    if not isinstance(s, FastSchedule) or s.kernel not in ("gemv", "tile", "tile_swap"):
-        raise TypeError(f"schedule must be a FastSchedule with kernel 'gemv', 'tile' or 'tile_swap', got {s!r}")
+    if not isinstance(s, FastSchedule) or s.kernel not in ("gemv", "slab", "tile", "tile_swap"):
+        raise TypeError(f"schedule must be a FastSchedule with kernel 'gemv', 'slab', 'tile' or 'tile_swap', got {s!r}")
+    if s.kernel == "slab" and bits != 4:
+        raise ValueError("the 'slab' kernel reads int4 codes: int8 weights take 'gemv' or 'tile'")
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps"):
         utils.require_power_of_two(getattr(s, name), name)
-    if s.kernel == "gemv" and (s.BLOCK_M < M or s.BLOCK_M > 16):
+    if s.kernel in ("gemv", "slab") and (s.BLOCK_M < M or s.BLOCK_M > 16):
         raise ValueError(f"BLOCK_M={s.BLOCK_M}: the GEMV kernel takes every row of x at once, M={M} (at most 16)")
-    if s.kernel == "gemv" and bits == 4 and s.BLOCK_K % group_size:
+    if s.kernel in ("gemv", "slab") and bits == 4 and s.BLOCK_K % group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {group_size}")
-    if s.kernel != "gemv" and min(s.BLOCK_M, s.BLOCK_N) < 16:
+    if s.kernel in ("tile", "tile_swap") and min(s.BLOCK_M, s.BLOCK_N) < 16:
         raise ValueError("BLOCK_M and BLOCK_N must be at least 16 (the smallest tile tl.dot takes)")
-    if s.kernel != "gemv" and bits == 4 and s.BLOCK_K != group_size:
+    if s.kernel in ("tile", "tile_swap") and bits == 4 and s.BLOCK_K != group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K}: the int4 tile kernel steps one group at a time ({group_size})")
 
 
@@ -1150,7 +1330,7 @@ def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, *
     target = out if direct else torch.empty(s.SPLIT_K, M, N, device=x.device)
     has_residual = direct and residual is not None
     stages = s.num_stages
-    if s.kernel == "gemv":  # its stages are its own: num_stages >= 2 prefetches the next step into registers
+    if s.kernel in ("gemv", "slab"):  # their stages are their own: >= 2 prefetches the next step into registers
         meta["PREFETCH"], stages = s.num_stages >= 2, 1
     kernel[(grid_n, s.SPLIT_K)](
         x, *parts, residual if has_residual else target, target, M, N, K, *strides,
@@ -1203,9 +1383,10 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
         return out.zero_() if residual is None else out.copy_(residual)
     strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
     parts = (w.packed, w.scale, w.zero)
-    if s.kernel == "gemv":  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16-byte multiples)
+    if s.kernel in ("gemv", "slab"):  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = w.packed.view(torch.int32)
-        return _fast_launch(w4a16_gemv_kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
+        kernel = w4a16_slab_kernel if s.kernel == "slab" else w4a16_gemv_kernel
+        return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
                             (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
                             BLOCK_K=s.BLOCK_K)  # fmt: skip
     magic, offset = MAGIC_BITS[x.dtype]

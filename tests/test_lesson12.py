@@ -225,6 +225,13 @@ GEMV_CASES = [
     (3, 9, 100, 64, _fs("gemv", 4, 16, 256, 1)),
     (4, 5, 200, 128, _fs("gemv", 4, 8, 128, 4)),
     (1, 3, 72, 32, _fs("gemv", 16, 16, 32, 8)),
+    # the slab kernel: unmasked full steps and a masked last one (K = 300: 9 full steps of 32 and a partial group),
+    # a step wider than K (only the masked loop runs), several rows of x, splits, no prefetch
+    (1, 33, 300, 32, _fs("slab", 1, 16, 32, 1, 4, 2)),
+    (1, 17, 1000, 64, _fs("slab", 1, 8, 128, 2, 2, 2)),
+    (1, 9, 100, 128, _fs("slab", 1, 16, 256, 1, 4, 1)),
+    (3, 9, 300, 32, _fs("slab", 4, 16, 64, 2, 4, 2)),
+    (2, 5, 256, 64, _fs("slab", 2, 8, 128, 1, 4, 2)),
 ]
 
 
@@ -273,7 +280,7 @@ def test_gemv_adds_the_residual_in_place(launcher, SPLIT_K):
     fn, M, N, K = getattr(L, launcher), 2, 21, 200
     x = torch.randn(M, K, device=DEV, dtype=ENV.dtype)
     w = L.quantize_int8_ref(weight(N, K)) if launcher == "w8a16_fast" else L.quantize_int4_ref(weight(N, K), 32)
-    assert L.fast_schedule(4 if launcher == "w4a16_fast" else 8, M, N, K, 32).kernel == "gemv"
+    assert L.fast_schedule(4 if launcher == "w4a16_fast" else 8, M, N, K, 32).kernel in ("gemv", "slab")
     r = torch.randn(M, N, device=DEV, dtype=ENV.dtype)
     want = L.wxa16_ref(x.double(), w) + r.double()
     assert fn(x, w, out=r, residual=r, SPLIT_K=SPLIT_K) is r
@@ -309,7 +316,7 @@ def _heuristic_schedules():
     for M, N, K in ((1, 8192, 2048), (1, 2048, 8192), (4, 14336, 4096), (1, 4096, 14336)):
         s = L.fast_schedule(4, M, N, K, 128, sm_count=132, smem=227 * 1024)
         programs = triton.cdiv(N, s.BLOCK_N) * s.SPLIT_K
-        assert s.kernel == "gemv" and s.BLOCK_M >= M and s.BLOCK_K % 128 == 0, s
+        assert s.kernel == L.GEMV_KERNEL[4] and s.BLOCK_M >= M and s.BLOCK_K % 128 == 0, s
         assert 132 <= programs and triton.cdiv(K, s.BLOCK_K) >= s.SPLIT_K * L.GEMV_MIN_STEPS // 2, (M, N, K, s)
     assert L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024).kernel.startswith("tile")
     prefill = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=132, smem=227 * 1024)
@@ -344,7 +351,10 @@ def test_fast_launchers_refuse_bad_schedules():
                                               "one group at a time"),
         "a tile of 8 rows": (lambda: L.w8a16_fast(x, q8, schedule=_fs("tile", 8, 16, 64, 1)), "at least 16"),
         "an unknown field": (lambda: L.w4a16_fast(x, q4, BLOCK_Q=2), "unknown schedule fields"),
-        "an unknown kernel": (lambda: L.w4a16_fast(x, q4, kernel="fast"), "'gemv', 'tile' or 'tile_swap'"),
+        "an unknown kernel": (lambda: L.w4a16_fast(x, q4, kernel="fast"), "'gemv', 'slab', 'tile' or 'tile_swap'"),
+        "the int4 slab kernel for int8": (lambda: L.w8a16_fast(x, q8, kernel="slab"), "reads int4 codes"),
+        "a slab step that is not whole groups": (lambda: L.w4a16_fast(x, q4, schedule=_fs("slab", 4, 16, 16, 1)),
+                                                 "whole number of groups"),
         "SPLIT_K of 3": (lambda: L.w8a16_fast(x, q8, SPLIT_K=3), "power of two"),
         "an Int8Weight to w4a16_fast": (lambda: L.w4a16_fast(x, q8), "must be an Int4Weight"),
         "x with the wrong K": (lambda: L.w8a16_fast(x[:, :64].contiguous(), q8), "K=100"),
@@ -729,12 +739,12 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
         pytest.skip("needs Triton's NVIDIA backend and its ptxas")
     jobs = []
     for bits, M, N, K in ((4, 1, 8192, 2048), (4, 4, 2048, 8192), (4, 16, 4096, 14336), (4, 2048, 14336, 4096),
-                          (8, 1, 14336, 4096)):  # fmt: skip
+                          (8, 1, 14336, 4096), (4, 4, 8192, 2048), (4, 1, 2048, 2048)):  # fmt: skip
         s = L.fast_schedule(bits, M, N, K, 128, sm_count=132, smem=227 * 1024)
         out = "fp32" if s.SPLIT_K > 1 else "bf16"
         ints = dict(M=M, N=N, K=K, stride_xm=K, stride_om=N, stride_os=M * N if s.SPLIT_K > 1 else 0)
         meta = dict(BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, HAS_RESIDUAL=False)
-        if s.kernel == "gemv":
+        if s.kernel in ("gemv", "slab"):
             ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the GEMV kernels
             meta.update(BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2)
         else:
@@ -744,20 +754,20 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             pointers = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", res_ptr="bf16", out_ptr=out)
             ints["stride_qn"] = K
         else:
-            codes = "i32" if s.kernel == "gemv" else "u8"  # the GEMV reads the codes as 32-bit words
+            codes = "i32" if s.kernel in ("gemv", "slab") else "u8"  # the GEMVs read the codes as 32-bit words
             pointers = dict(
                 x_ptr="bf16", packed_ptr=codes, scale_ptr="bf16", zero_ptr="u8", res_ptr="bf16", out_ptr=out
             )
-            ints.update(stride_pn=K // 8 if s.kernel == "gemv" else K // 2, stride_sn=K // 128)
+            ints.update(stride_pn=K // 8 if codes == "i32" else K // 2, stride_sn=K // 128)
             meta["GROUP_SIZE"] = 128
         kernel = f"w{bits}a16_{s.kernel.removesuffix('_swap')}_kernel"
-        stages = 1 if s.kernel == "gemv" else s.num_stages  # as _fast_launch compiles them
+        stages = 1 if s.kernel in ("gemv", "slab") else s.num_stages  # as _fast_launch compiles them
         jobs.append(offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps,
                                 num_stages=stages))  # fmt: skip
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         where = f"{job['kernel']} at M={job['ints']['M']}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
-        if job["kernel"].endswith("gemv_kernel"):
+        if job["kernel"].endswith(("gemv_kernel", "slab_kernel")):
             assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
         else:
             assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
