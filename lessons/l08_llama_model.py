@@ -692,7 +692,7 @@ class DecodeSchedule(NamedTuple):
 
 # ---- the schedules of flash-decoding, by head_dim: the sweep (tmpgpu/l08.py) prints the winners to put here ----
 DECODE_ATTENTION_SCHEDULES = {
-    64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=8, MIN_BLOCK_N=16, num_warps=4, num_stages=2),
+    64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=4, MIN_BLOCK_N=16, num_warps=4, num_stages=2),
     128: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=4, MIN_BLOCK_N=16, num_warps=4, num_stages=2),
 }
 MAX_SPLITS = 256  # the combine holds one (n_splits, D) tile per program: more splits would spill its registers
@@ -706,15 +706,15 @@ def decode_schedule(head_dim: int) -> DecodeSchedule:
 
 def decode_split(B: int, KV: int, max_len: int, device=None, *, head_dim=64, schedule=None):
     """(n_splits, split_len, BLOCK_N): about PROGRAMS_PER_SM programs per SM in all (B KV kv heads times the
-    splits), each split a multiple of BLOCK_N keys. A short cache takes smaller key blocks rather than leave SMs
-    idle. Fixed by the cache's max_len, not the current length, so a captured step serves every length."""
+    splits), each split a multiple of BLOCK_N keys. A short cache takes smaller key blocks rather than leave most
+    SMs idle. Fixed by the cache's max_len, not the current length, so a captured step serves every length."""
     env = utils.mode.current()
     s = schedule or decode_schedule(head_dim)
     BLOCK_N = env.pick(cpu=16, gpu=s.BLOCK_N)
     target = env.pick(cpu=4, gpu=s.PROGRAMS_PER_SM * (env.sm_count or 132))  # programs wanted in all
     heads = max(B * KV, 1)
-    while BLOCK_N > env.pick(cpu=16, gpu=s.MIN_BLOCK_N) and triton.cdiv(max_len, BLOCK_N) * heads < target:
-        BLOCK_N //= 2  # fewer keys a program: more programs for a short cache
+    while BLOCK_N > env.pick(cpu=16, gpu=s.MIN_BLOCK_N) and 2 * triton.cdiv(max_len, BLOCK_N) * heads <= target:
+        BLOCK_N //= 2  # not half the programs wanted even at one block each: smaller blocks, more programs
     blocks = triton.cdiv(max_len, BLOCK_N)
     n_splits = max(1, min(blocks, MAX_SPLITS, triton.cdiv(target, heads)))
     split_len = triton.cdiv(blocks, n_splits) * BLOCK_N
@@ -892,31 +892,30 @@ def decode_gemv_kernel(
     keep = rows < N
     cols = tl.arange(0, BLOCK_K)
     w_rows = w_ptr + rows.to(tl.int64)[:, None] * K + cols[None, :]
-    # -- fused RMSNorm: every program sums x's squares itself (K numbers from L2: cheaper than another launch)
-    if NORM:
-        sq = tl.zeros([BLOCK_K], tl.float32)
-        for k in range(0, K, BLOCK_K):
-            xk = tl.load(x_ptr + k + cols, mask=k + cols < K, other=0.0).to(tl.float32)
-            sq += xk * xk
-        rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
     # -- K loop: products summed where they are, (BLOCK_N, BLOCK_K) of them, reduced once after the loop
     acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
     acc_up = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)  # SWIGLU only (compiled away otherwise)
+    sq = tl.zeros([BLOCK_K], tl.float32)  # NORM only: x's squares, summed in the same pass
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
-        xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0)
-        if NORM:  # rounded to x's dtype, as rmsnorm's output is before a matmul reads it
-            g = tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
-            xk = (xk.to(tl.float32) * rstd * g).to(x_ptr.dtype.element_ty)
-        xk = xk.to(tl.float32)[None, :]
+        xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        if NORM:  # x * norm now; the 1/rms, one number for the whole row, multiplies the sums after the loop
+            sq += xk * xk
+            xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
         mask = keep[:, None] & in_k[None, :]
-        acc += tl.load(w_rows + k, mask=mask, other=0.0).to(tl.float32) * xk
+        acc += tl.load(w_rows + k, mask=mask, other=0.0).to(tl.float32) * xk[None, :]
         if SWIGLU:
-            acc_up += tl.load(w_rows + N * K + k, mask=mask, other=0.0).to(tl.float32) * xk
+            acc_up += tl.load(w_rows + N * K + k, mask=mask, other=0.0).to(tl.float32) * xk[None, :]
+    y = tl.sum(acc, 1)
+    up = tl.sum(acc_up, 1)
+    if NORM:  # -- fused RMSNorm: each program has all of x's squares, so it needs no other program's result
+        rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
+        y *= rstd
+        up *= rstd
     # -- write back: each output rounded to x's dtype (as a matmul's would be), then the fused epilogue
-    y = tl.sum(acc, 1).to(x_ptr.dtype.element_ty).to(tl.float32)
+    y = y.to(x_ptr.dtype.element_ty).to(tl.float32)
     if SWIGLU:
-        up = tl.sum(acc_up, 1).to(x_ptr.dtype.element_ty).to(tl.float32)
+        up = up.to(x_ptr.dtype.element_ty).to(tl.float32)
         y = y * tl.sigmoid(y) * up
     if RESIDUAL:
         y += tl.load(res_ptr + rows, mask=keep, other=0.0).to(tl.float32)
@@ -942,7 +941,7 @@ DECODE_GEMV_SCHEDULES = {
 
 def decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
     """x (1, K) -> (1, N): rmsnorm(x) (with ``norm``) @ w.T, SwiGLU of the two halves of w's rows (with swiglu),
-    plus ``residual``. Rounded as the unfused decode step rounds: after the norm and after the matmul."""
+    plus ``residual``: the unfused decode step's rounding (after the norm and after the matmul)."""
     if norm is not None:
         x = rmsnorm_ref(x, norm, eps)
     y = x @ w.T
@@ -1012,7 +1011,7 @@ def check_decode_gemv(fn, *, quiet=False):
     norm = (1 + 0.1 * torch.randn(K, device=env.device)).to(dtype)
     residual = torch.randn(1, N, device=env.device, dtype=dtype)
     x64, w64, res64 = x.double(), w.double(), residual.double()
-    h64 = rmsnorm_ref(x, norm, 1e-5).double()  # the norm's output rounded to the dtype, as the kernel rounds it
+    h64 = rmsnorm_ref(x64, norm.double(), 1e-5)
     cases = {  # name: (keyword arguments, reference, {hint: reference under that mistake})
         "rmsnorm(x) @ w.T (qkv, the LM head)": (
             {"norm": norm},
@@ -1067,7 +1066,7 @@ def _fused_gemv(model: Model, B: int, ops: DecodeOps) -> bool:
     if ops.gemv is None or not USE_TRITON_GEMV or B != 1:
         return False
     weights = [model.lm_head, model.norm, *(t for w in model.layers for t in w)]
-    return all(type(t) is torch.Tensor for t in weights)
+    return all(isinstance(t, torch.Tensor) for t in weights)
 
 
 def decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = TRITON_DECODE):
