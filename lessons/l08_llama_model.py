@@ -939,6 +939,16 @@ DECODE_GEMV_SCHEDULES = {
 }
 
 
+def gemv_schedule(N: int, K: int) -> GemvSchedule:
+    """DECODE_GEMV_SCHEDULES's row for an (N, K) weight; under the interpreter, which runs the programs one after
+    another, a few large blocks instead."""
+    if utils.mode.current().interpret:
+        return GemvSchedule(
+            min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1
+        )
+    return DECODE_GEMV_SCHEDULES.get((N, K), DECODE_GEMV_SCHEDULES[None])
+
+
 def decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
     """x (1, K) -> (1, N): rmsnorm(x) (with ``norm``) @ w.T, SwiGLU of the two halves of w's rows (with swiglu),
     plus ``residual``: the unfused decode step's rounding (after the norm and after the matmul)."""
@@ -972,7 +982,7 @@ def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=N
     inputs = {"x": x, "w": w} if norm is None else {"x": x, "w": w, "norm": norm}  # out may alias the residual
     out = utils.require_out(out, shape=(1, N), dtype=out_dtype, device=x.device, inputs=inputs)
     utils.require_int32_offsets(w, "w")
-    s = schedule or DECODE_GEMV_SCHEDULES.get((N, K), DECODE_GEMV_SCHEDULES[None])
+    s = schedule or gemv_schedule(N, K)
     utils.require_power_of_two(s.BLOCK_N, "BLOCK_N")
     utils.require_power_of_two(s.BLOCK_K, "BLOCK_K")
     if N == 0:

@@ -445,6 +445,8 @@ def test_kernel_refusals():
 
 def test_decode_gemv():
     L.check_decode_gemv(L.decode_gemv, quiet=True)
+    small = L.GemvSchedule(BLOCK_N=4, BLOCK_K=16, num_warps=4, num_stages=3)  # a GPU-like tiling: many programs
+    L.check_decode_gemv(lambda *args, **kw: L.decode_gemv(*args, schedule=small, **kw), quiet=True)
 
 
 def _halves_swapped(x, w, **kw):
