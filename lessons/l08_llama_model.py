@@ -1233,22 +1233,23 @@ def check_model(model: Model, *, B=2, T=None, steps=None, quiet=False):
     tol = {"atol": 1e-4, "rtol": 1e-4, "reason": "fp32 sums in another order through every layer; logits ~10"}
     if env.is_gpu:  # compiled, tl.dot rounds fp32 operands to TF32 (10-bit mantissa): attention's scores and sums
         tol = {"atol": 1e-2, "rtol": 1e-2, "reason": "TF32 products in attention's tl.dot; logits ~1-10"}
-    cache = new_cache(model, B, T + steps)
-    logits = prefill(model, tokens[:, :T], cache, all_logits=True)
-    name = f"prefill logits (B={B}, T={T})"
-    if low:
-        _low_precision_close(logits, truth[:, :T], ref_low[:, :T], name, quiet)
-    else:
-        utils.check(logits, truth[:, :T], name=name, quiet=quiet, **tol)
-    pos = torch.full((B,), T, dtype=torch.int32, device=tokens.device)
-    for i in range(steps):
-        logits = decode_step(model, tokens[:, T + i], pos, cache)
-        pos += 1
-        name = f"decode step {i + 1} (cache of {T + i} tokens) vs re-running the whole prefix"
+    for n in [B, 1] if B > 1 else [B]:  # and the first sequence alone: a batch of 1 takes the fused GEMV step
+        cache = new_cache(model, n, T + steps)
+        logits = prefill(model, tokens[:n, :T], cache, all_logits=True)
+        name = f"prefill logits (B={n}, T={T})"
         if low:
-            _low_precision_close(logits, truth[:, T + i], ref_low[:, T + i], name, quiet)
+            _low_precision_close(logits, truth[:n, :T], ref_low[:n, :T], name, quiet)
         else:
-            utils.check(logits, truth[:, T + i], name=name, quiet=quiet, **tol)
+            utils.check(logits, truth[:n, :T], name=name, quiet=quiet, **tol)
+        pos = torch.full((n,), T, dtype=torch.int32, device=tokens.device)
+        for i in range(steps):
+            logits = decode_step(model, tokens[:n, T + i], pos, cache)
+            pos += 1
+            name = f"decode step {i + 1} (B={n}, cache of {T + i} tokens) vs re-running the whole prefix"
+            if low:
+                _low_precision_close(logits, truth[:n, T + i], ref_low[:n, T + i], name, quiet)
+            else:
+                utils.check(logits, truth[:n, T + i], name=name, quiet=quiet, **tol)
 
 
 def check_generate(model: Model, n_tokens=None, *, quiet=False):
@@ -1258,7 +1259,7 @@ def check_generate(model: Model, n_tokens=None, *, quiet=False):
     env = utils.mode.current()
     n = n_tokens or env.pick(cpu=8, gpu=64)
     prompt = torch.randint(0, model.args.vocab_size, (2, 5), device=model.embed.device)
-    out = generate(model, prompt, n)
+    out = torch.cat([generate(model, prompt, n), generate(model, prompt[:1], n)])  # a batch of 2, then 1 alone
     truth = forward_ref(cast(model, torch.float64), out)[:, 4:-1]  # the logits that chose each new token
     chosen = out[:, 5:]
     gap = truth.max(-1).values - truth.gather(-1, chosen[..., None])[..., 0]  # 0 where ours is the argmax
@@ -1280,4 +1281,4 @@ def check_generate(model: Model, n_tokens=None, *, quiet=False):
             else f"first step that differs from the fp64 argmax: {ties[0, 1].item()} (a near tie: gap "
             f"{float(gap[tuple(ties[0])]):.2g} <= {float(tol[tuple(ties[0])]):.2g})"
         )
-        print(f"✓ {n} greedy tokens x 2 sequences agree with the fp64 reference: {first}")
+        print(f"✓ {n} greedy tokens x 3 sequences (2 in a batch, 1 alone) agree with the fp64 reference: {first}")
