@@ -886,6 +886,7 @@ def decode_gemv_kernel(
     RESIDUAL: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     # -- map program id to BLOCK_N rows of w (and, with SWIGLU, the up rows N further down: w is (2 N, K))
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -896,27 +897,43 @@ def decode_gemv_kernel(
     acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
     acc_up = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)  # SWIGLU only (compiled away otherwise)
     sq = tl.zeros([BLOCK_K], tl.float32)  # NORM only: x's squares, summed in the same pass
+    if PREFETCH:  # the first step's weights (a load nothing waits on yet)
+        first = keep[:, None] & (cols < K)[None, :]
+        w_next = tl.load(w_rows, mask=first, other=0.0)
+        if SWIGLU:
+            up_next = tl.load(w_rows + N * K, mask=first, other=0.0)
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
+        mask = keep[:, None] & in_k[None, :]
+        if PREFETCH:  # -- the next step's weights are on their way while this step's are multiplied
+            nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]  # past the end: all masked, reads nothing
+            w = w_next
+            w_next = tl.load(w_rows + k + BLOCK_K, mask=nxt, other=0.0)
+            if SWIGLU:
+                up = up_next
+                up_next = tl.load(w_rows + N * K + k + BLOCK_K, mask=nxt, other=0.0)
+        else:
+            w = tl.load(w_rows + k, mask=mask, other=0.0)
+            if SWIGLU:
+                up = tl.load(w_rows + N * K + k, mask=mask, other=0.0)
         xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
         if NORM:  # x * norm now; the 1/rms, one number for the whole row, multiplies the sums after the loop
             sq += xk * xk
             xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
-        mask = keep[:, None] & in_k[None, :]
-        acc += tl.load(w_rows + k, mask=mask, other=0.0).to(tl.float32) * xk[None, :]
+        acc += w.to(tl.float32) * xk[None, :]
         if SWIGLU:
-            acc_up += tl.load(w_rows + N * K + k, mask=mask, other=0.0).to(tl.float32) * xk[None, :]
+            acc_up += up.to(tl.float32) * xk[None, :]
     y = tl.sum(acc, 1)
-    up = tl.sum(acc_up, 1)
+    u = tl.sum(acc_up, 1)
     if NORM:  # -- fused RMSNorm: each program has all of x's squares, so it needs no other program's result
         rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
         y *= rstd
-        up *= rstd
+        u *= rstd
     # -- write back: each output rounded to x's dtype (as a matmul's would be), then the fused epilogue
     y = y.to(x_ptr.dtype.element_ty).to(tl.float32)
     if SWIGLU:
-        up = up.to(x_ptr.dtype.element_ty).to(tl.float32)
-        y = y * tl.sigmoid(y) * up
+        u = u.to(x_ptr.dtype.element_ty).to(tl.float32)
+        y = y * tl.sigmoid(y) * u
     if RESIDUAL:
         y += tl.load(res_ptr + rows, mask=keep, other=0.0).to(tl.float32)
     tl.store(out_ptr + rows, y.to(out_ptr.dtype.element_ty), mask=keep)
@@ -926,7 +943,7 @@ class GemvSchedule(NamedTuple):
     BLOCK_N: int  # rows of w a program: N / BLOCK_N programs, each reading BLOCK_N K weights
     BLOCK_K: int
     num_warps: int
-    num_stages: int
+    num_stages: int  # 1: load each step's weights when it starts; 2 or more: the next step's while this one's are used
 
 
 # ---- the decode step's matrix-vector products: the sweep (tmpgpu/l08.py) prints the winners to put here ----
@@ -1003,8 +1020,9 @@ def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=N
         RESIDUAL=residual is not None,
         BLOCK_N=s.BLOCK_N,
         BLOCK_K=s.BLOCK_K,
+        PREFETCH=s.num_stages >= 2,  # Triton pipelines loads that feed tl.dot; these feed sums, so we prefetch
         num_warps=s.num_warps,
-        num_stages=s.num_stages,
+        num_stages=1,
     )
     return out
 

@@ -445,8 +445,9 @@ def test_kernel_refusals():
 
 def test_decode_gemv():
     L.check_decode_gemv(L.decode_gemv, quiet=True)
-    small = L.GemvSchedule(BLOCK_N=4, BLOCK_K=16, num_warps=4, num_stages=3)  # a GPU-like tiling: many programs
-    L.check_decode_gemv(lambda *args, **kw: L.decode_gemv(*args, schedule=small, **kw), quiet=True)
+    for stages in (1, 2):  # GPU-like tilings (many programs, several K steps), without and with the prefetch
+        small = L.GemvSchedule(BLOCK_N=4, BLOCK_K=16, num_warps=4, num_stages=stages)
+        L.check_decode_gemv(lambda *args, s=small, **kw: L.decode_gemv(*args, schedule=s, **kw), quiet=True)
 
 
 def _halves_swapped(x, w, **kw):
