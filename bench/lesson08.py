@@ -12,15 +12,18 @@ state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512
   bandwidth: the HBM roofline of decode;
 - one decode step, replayed from our CUDA graph at a context of 640 tokens, at batch 1, 8, 32, 64 against a
   copy of the same bytes (what the memory allows); tokens/s = B / ms * 1e3;
+- at batch 1, the same step unfused (cuBLAS matmuls, separate RMSNorm and SwiGLU kernels: the step before
+  decode_gemv), in a CUDA graph too;
 - flash-decoding at 8192 cached tokens (TinyLlama's heads at batch 1, whose 8 MB cache takes a few µs, and at
   batch 8; Llama-3-8B's 32/8 heads of D = 128 at batch 4) against torch's scaled_dot_product_attention on the
-  same cache, bytes = decode_attention_bytes.
+  same cache, bytes = decode_attention_bytes: launched from Python, and both sides replayed from CUDA graphs (the
+  GPU's time: a launch costs the host more than the kernel's few µs).
 """
 
 import torch
 import torch.nn.functional as F
 
-from bench.common import Row, paired
+from bench.common import Row, graphed, paired
 from lessons import l08_llama_model as L
 
 DTYPE = torch.bfloat16
@@ -105,8 +108,15 @@ def decode_steps(model) -> list[Row]:
         nbytes = L.decode_bytes(model.args, B, CONTEXT + 1)
         src = torch.empty(nbytes // 4, dtype=torch.int16, device="cuda")  # copy: read + write = the step's bytes
         dst = torch.empty_like(src)
+        impls = {"triton (CUDA graph)": step}
+        if B == 1:  # the step before decode_gemv: cuBLAS matmuls, separate norms and SwiGLU, in a graph too
+            cache, token = dec.cache, dec.token
+            pos = torch.full((1,), CONTEXT, dtype=torch.int32, device="cuda")
+            impls["triton unfused: cuBLAS matmuls (CUDA graph)"] = graphed(
+                lambda: L.decode_step(model, token, pos, cache, L.TRITON_DECODE_UNFUSED)
+            )
         rows += paired(
-            {"triton (CUDA graph)": step},
+            impls,
             ("copy of the same bytes", lambda: dst.copy_(src)),
             lesson="08",
             op="decode step",
@@ -115,7 +125,7 @@ def decode_steps(model) -> list[Row]:
             bytes=nbytes,
             flops=L.decode_flops(model.args, B, CONTEXT + 1),
         )
-        print(f"  decode at B={B}: {B / rows[-1].ms * 1e3:,.0f} tokens/s")
+        print(f"  decode at B={B}: {B / rows[-len(impls)].ms * 1e3:,.0f} tokens/s")
         model.decoders.clear()  # free this batch's cache before the next
         src = dst = None
     return rows
@@ -129,9 +139,9 @@ def decode_attention() -> list[Row]:
         k, v = (torch.randn(B, context, KV, D, device="cuda", dtype=DTYPE) for _ in range(2))
         lengths = torch.full((B,), context, dtype=torch.int32, device="cuda")
         kt, vt, q4 = k.transpose(1, 2), v.transpose(1, 2), q[:, :, None]  # SDPA's layout, as free views
-        rows += paired(
-            {"triton flash-decoding": lambda: L.decode_attention(q, k, v, lengths)},
-            ("torch SDPA", lambda: F.scaled_dot_product_attention(q4, kt, vt, enable_gqa=True)),
+        ours = lambda: L.decode_attention(q, k, v, lengths)  # noqa: E731
+        sdpa = lambda: F.scaled_dot_product_attention(q4, kt, vt, enable_gqa=True)  # noqa: E731
+        common = dict(
             lesson="08",
             op="decode attention",
             shape=f"B={B} H={H} KV={KV} D={D} context={context}",
@@ -139,6 +149,10 @@ def decode_attention() -> list[Row]:
             bytes=L.decode_attention_bytes(B, H, KV, D, context),
             flops=4 * B * H * D * context,
         )
+        rows += paired({"triton flash-decoding": ours}, ("torch SDPA", sdpa), **common)
+        # both sides replayed from CUDA graphs: the GPU's time, without the host's 50-80 us a launch
+        graphs = {"triton flash-decoding (CUDA graph)": graphed(ours)}
+        rows += paired(graphs, ("torch SDPA (CUDA graph)", graphed(sdpa)), **common)
     return rows
 
 

@@ -680,19 +680,48 @@ def decode_combine_kernel(acc_ptr, m_ptr, l_ptr, out_ptr, n_splits, HEAD_DIM: tl
 LOG2E = 1.4426950408889634
 
 
-def decode_split(B: int, KV: int, max_len: int, device=None):
-    """(n_splits, split_len, BLOCK_N): enough programs to fill the GPU (about two per SM), splits a multiple of
-    BLOCK_N keys. Fixed by the cache's max_len, not the current length, so a captured step serves every length."""
+class DecodeSchedule(NamedTuple):
+    """How flash-decoding is launched for one head_dim (see DECODE_ATTENTION_SCHEDULES)."""
+
+    BLOCK_N: int  # keys per loop step
+    PROGRAMS_PER_SM: int  # programs wanted per SM: many small ones keep the last wave a small share of the time
+    MIN_BLOCK_N: int  # short caches: BLOCK_N halves down to this to give the GPU more programs
+    num_warps: int
+    num_stages: int
+
+
+# ---- the schedules of flash-decoding, by head_dim: the sweep (tmpgpu/l08.py) prints the winners to put here ----
+DECODE_ATTENTION_SCHEDULES = {
+    64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=4, MIN_BLOCK_N=16, num_warps=4, num_stages=2),
+    128: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=4, MIN_BLOCK_N=16, num_warps=4, num_stages=2),
+}
+MAX_SPLITS = 256  # the combine holds one (n_splits, D) tile per program: more splits would spill its registers
+
+
+def decode_schedule(head_dim: int) -> DecodeSchedule:
+    """The schedule for this head_dim: its own row of the table, or the row of the next larger head_dim."""
+    fits = [d for d in sorted(DECODE_ATTENTION_SCHEDULES) if d >= head_dim]
+    return DECODE_ATTENTION_SCHEDULES[fits[0] if fits else max(DECODE_ATTENTION_SCHEDULES)]
+
+
+def decode_split(B: int, KV: int, max_len: int, device=None, *, head_dim=64, schedule=None):
+    """(n_splits, split_len, BLOCK_N): about PROGRAMS_PER_SM programs per SM in all (B KV kv heads times the
+    splits), each split a multiple of BLOCK_N keys. A short cache takes smaller key blocks rather than leave most
+    SMs idle. Fixed by the cache's max_len, not the current length, so a captured step serves every length."""
     env = utils.mode.current()
-    BLOCK_N = env.pick(cpu=16, gpu=64)
-    target = env.pick(cpu=4, gpu=2 * (env.sm_count or 132))  # programs wanted in all
+    s = schedule or decode_schedule(head_dim)
+    BLOCK_N = env.pick(cpu=16, gpu=s.BLOCK_N)
+    target = env.pick(cpu=4, gpu=s.PROGRAMS_PER_SM * (env.sm_count or 132))  # programs wanted in all
+    heads = max(B * KV, 1)
+    while BLOCK_N > env.pick(cpu=16, gpu=s.MIN_BLOCK_N) and 2 * triton.cdiv(max_len, BLOCK_N) * heads <= target:
+        BLOCK_N //= 2  # not half the programs wanted even at one block each: smaller blocks, more programs
     blocks = triton.cdiv(max_len, BLOCK_N)
-    n_splits = max(1, min(blocks, triton.cdiv(target, max(B * KV, 1))))
+    n_splits = max(1, min(blocks, MAX_SPLITS, triton.cdiv(target, heads)))
     split_len = triton.cdiv(blocks, n_splits) * BLOCK_N
     return triton.cdiv(max_len, split_len), split_len, BLOCK_N
 
 
-def decode_partials(q, k_cache, v_cache, lengths, n_splits=None):
+def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=None):
     """The first kernel alone: (acc, m, l), each split's unnormalised partial result (see the combine)."""
     utils.require(q, "q", dtype=FLOATS, ndim=3)
     B, H, D = q.shape
@@ -704,7 +733,8 @@ def decode_partials(q, k_cache, v_cache, lengths, n_splits=None):
     if D not in (16, 32, 64, 128):
         raise ValueError(f"head_dim D={D}: this kernel takes 16, 32, 64 or 128")
     utils.require_int32_offsets(q, "q")
-    n_default, split_len, BLOCK_N = decode_split(B, KV, max_len)
+    s = schedule or decode_schedule(D)
+    n_default, split_len, BLOCK_N = decode_split(B, KV, max_len, head_dim=D, schedule=s)
     if n_splits is None:
         n_splits = n_default
     else:
@@ -738,8 +768,8 @@ def decode_partials(q, k_cache, v_cache, lengths, n_splits=None):
         BLOCK_H=max(16, triton.next_power_of_2(H // KV)),
         BLOCK_N=BLOCK_N,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # fp32: exact products, not TF32's
-        num_warps=4,
-        num_stages=1 if q.dtype == torch.float32 else 3,  # fp32 tiles are twice as large: no room to pipeline
+        num_warps=s.num_warps,
+        num_stages=1 if q.dtype == torch.float32 else s.num_stages,  # fp32 tiles are twice as large
     )
     return acc, m, l_
 
@@ -749,18 +779,20 @@ def decode_combine(acc, m, l_, *, out):
     B, H, n_splits, D = acc.shape
     if B:
         BLOCK_S = max(2, triton.next_power_of_2(n_splits))  # the masked padding adds nothing
-        decode_combine_kernel[(B * H,)](acc, m, l_, out, n_splits, HEAD_DIM=D, BLOCK_S=BLOCK_S)
+        num_warps = 8 if BLOCK_S * D > 8192 else 4  # the (BLOCK_S, D) fp32 tile lives in registers
+        decode_combine_kernel[(B * H,)](acc, m, l_, out, n_splits, HEAD_DIM=D, BLOCK_S=BLOCK_S, num_warps=num_warps)
     return out
 
 
-def decode_attention(q, k_cache, v_cache, lengths, *, out=None, n_splits=None):
+def decode_attention(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, schedule=None):
     """Flash-decoding: q (B, H, D), one query per sequence, attends to the first lengths[b] (int32, on the GPU)
-    rows of its caches (B, max_len, KV, D). Returns (B, H, D). Two launches, no host synchronisation."""
+    rows of its caches (B, max_len, KV, D). Returns (B, H, D). Two launches, no host synchronisation.
+    schedule: a DecodeSchedule (default: DECODE_ATTENTION_SCHEDULES's row for this head_dim)."""
     utils.require(q, "q", dtype=FLOATS, ndim=3)
     out = utils.require_out(
         out, shape=tuple(q.shape), dtype=q.dtype, device=q.device, inputs={"q": q, "k_cache": k_cache}
     )
-    return decode_combine(*decode_partials(q, k_cache, v_cache, lengths, n_splits), out=out)
+    return decode_combine(*decode_partials(q, k_cache, v_cache, lengths, n_splits, schedule=schedule), out=out)
 
 
 def _split_partials_ref(q, k_cache, v_cache, lengths, split_len):
@@ -807,7 +839,7 @@ def check_decode_attention(fn, *, quiet=False):
             out = fn(q, k_cache, v_cache, lengths, out=utils.nan_empty((B, H, D), dtype))
         q64, k64, v64 = q.double(), k_cache.double(), v_cache.double()
         ref = decode_attention_ref(q64, k64, v64, lengths)
-        acc, m, l_ = _split_partials_ref(q64, k64, v64, lengths, decode_split(B, KV, max_len)[1])
+        acc, m, l_ = _split_partials_ref(q64, k64, v64, lengths, decode_split(B, KV, max_len, head_dim=D)[1])
         wrong_heads = torch.arange(H, device=q.device) % KV  # query head h read kv head h % KV
         full = torch.full_like(lengths, max_len)
         suspects = {
@@ -839,17 +871,230 @@ def check_decode_attention(fn, *, quiet=False):
         )
 
 
+@triton.jit
+def decode_gemv_kernel(
+    x_ptr,
+    w_ptr,
+    norm_ptr,
+    res_ptr,
+    out_ptr,
+    N,
+    K,
+    eps,
+    NORM: tl.constexpr,
+    SWIGLU: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    # -- map program id to BLOCK_N rows of w (and, with SWIGLU, the up rows N further down: w is (2 N, K))
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    keep = rows < N
+    cols = tl.arange(0, BLOCK_K)
+    w_rows = w_ptr + rows.to(tl.int64)[:, None] * K + cols[None, :]
+    # -- K loop: products summed where they are, (BLOCK_N, BLOCK_K) of them, reduced once after the loop
+    acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
+    acc_up = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)  # SWIGLU only (compiled away otherwise)
+    sq = tl.zeros([BLOCK_K], tl.float32)  # NORM only: x's squares, summed in the same pass
+    if PREFETCH:  # the first step's weights (a load nothing waits on yet)
+        first = keep[:, None] & (cols < K)[None, :]
+        w_next = tl.load(w_rows, mask=first, other=0.0)
+        if SWIGLU:
+            up_next = tl.load(w_rows + N * K, mask=first, other=0.0)
+    for k in range(0, K, BLOCK_K):
+        in_k = k + cols < K
+        mask = keep[:, None] & in_k[None, :]
+        if PREFETCH:  # -- the next step's weights are on their way while this step's are multiplied
+            nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]  # past the end: all masked, reads nothing
+            w = w_next
+            w_next = tl.load(w_rows + k + BLOCK_K, mask=nxt, other=0.0)
+            if SWIGLU:
+                up = up_next
+                up_next = tl.load(w_rows + N * K + k + BLOCK_K, mask=nxt, other=0.0)
+        else:
+            w = tl.load(w_rows + k, mask=mask, other=0.0)
+            if SWIGLU:
+                up = tl.load(w_rows + N * K + k, mask=mask, other=0.0)
+        xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        if NORM:  # x * norm now; the 1/rms, one number for the whole row, multiplies the sums after the loop
+            sq += xk * xk
+            xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        acc += w.to(tl.float32) * xk[None, :]
+        if SWIGLU:
+            acc_up += up.to(tl.float32) * xk[None, :]
+    y = tl.sum(acc, 1)
+    u = tl.sum(acc_up, 1)
+    if NORM:  # -- fused RMSNorm: each program has all of x's squares, so it needs no other program's result
+        rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
+        y *= rstd
+        u *= rstd
+    # -- write back: each output rounded to x's dtype (as a matmul's would be), then the fused epilogue
+    y = y.to(x_ptr.dtype.element_ty).to(tl.float32)
+    if SWIGLU:
+        u = u.to(x_ptr.dtype.element_ty).to(tl.float32)
+        y = y * tl.sigmoid(y) * u
+    if RESIDUAL:
+        y += tl.load(res_ptr + rows, mask=keep, other=0.0).to(tl.float32)
+    tl.store(out_ptr + rows, y.to(out_ptr.dtype.element_ty), mask=keep)
+
+
+class GemvSchedule(NamedTuple):
+    BLOCK_N: int  # rows of w a program: N / BLOCK_N programs, each reading BLOCK_N K weights
+    BLOCK_K: int
+    num_warps: int
+    num_stages: int  # 1: load each step's weights when it starts; 2 or more: the next step's while this one's are used
+
+
+# ---- the decode step's matrix-vector products: the sweep (tmpgpu/l08.py) prints the winners to put here ----
+# USE_TRITON_GEMV: batch-1 decode steps use decode_gemv (RMSNorm, SwiGLU and residual adds fused in) instead of
+# cuBLAS; False keeps the unfused step (rmsnorm, h @ w.T, swiglu, addmm_). Schedules by (N, K) of the weight
+# (N: the outputs, for w13 the F outputs of SwiGLU); None: every other shape.
+USE_TRITON_GEMV = True
+DECODE_GEMV_SCHEDULES = {
+    None: GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=3),  # N / 4 programs: several per SM
+}
+
+
+def gemv_schedule(N: int, K: int) -> GemvSchedule:
+    """DECODE_GEMV_SCHEDULES's row for an (N, K) weight; under the interpreter, which runs the programs one after
+    another, a few large blocks instead."""
+    if utils.mode.current().interpret:
+        return GemvSchedule(
+            min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1
+        )
+    return DECODE_GEMV_SCHEDULES.get((N, K), DECODE_GEMV_SCHEDULES[None])
+
+
+def decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
+    """x (1, K) -> (1, N): rmsnorm(x) (with ``norm``) @ w.T, SwiGLU of the two halves of w's rows (with swiglu),
+    plus ``residual``: the unfused decode step's rounding (after the norm and after the matmul)."""
+    if norm is not None:
+        x = rmsnorm_ref(x, norm, eps)
+    y = x @ w.T
+    if swiglu:
+        y = swiglu_ref(y)
+    return y if residual is None else y + residual
+
+
+def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None):
+    """One launch of decode_gemv_ref for a batch of one: x (1, K), w (N, K) or (2 N, K) with swiglu; returns
+    (1, N) in x's dtype, or in out's (fp32 logits). out may be residual itself: x += w @ ... in place."""
+    utils.require(x, "x", dtype=FLOATS, ndim=2)
+    utils.require(w, "w", dtype=x.dtype, ndim=2)
+    M, K = x.shape
+    if M != 1:
+        raise ValueError(f"x has {M} rows: decode_gemv reads the weights once per row, so it takes one (B = 1)")
+    if w.shape[1] != K:
+        raise ValueError(f"w has shape {tuple(w.shape)} but x has K={K} columns: w must be (N, {K})")
+    if swiglu and w.shape[0] % 2:
+        raise ValueError(f"swiglu: w has {w.shape[0]} rows, it must stack gate and up (an even number)")
+    N = w.shape[0] // 2 if swiglu else w.shape[0]
+    eps = utils.require_number(eps, "eps")
+    if norm is not None:
+        utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
+    if residual is not None:
+        utils.require(residual, "residual", dtype=x.dtype, shape=(1, N))
+    out_dtype = out.dtype if out is not None and out.dtype in (x.dtype, torch.float32) else x.dtype
+    inputs = {"x": x, "w": w} if norm is None else {"x": x, "w": w, "norm": norm}  # out may alias the residual
+    out = utils.require_out(out, shape=(1, N), dtype=out_dtype, device=x.device, inputs=inputs)
+    utils.require_int32_offsets(w, "w")
+    s = schedule or gemv_schedule(N, K)
+    utils.require_power_of_two(s.BLOCK_N, "BLOCK_N")
+    utils.require_power_of_two(s.BLOCK_K, "BLOCK_K")
+    if N == 0:
+        return out
+    if K == 0:
+        return out.zero_() if residual is None else out.copy_(residual)
+    decode_gemv_kernel[(triton.cdiv(N, s.BLOCK_N),)](
+        x,
+        w,
+        norm,
+        residual,
+        out,
+        N,
+        K,
+        eps,
+        NORM=norm is not None,
+        SWIGLU=swiglu,
+        RESIDUAL=residual is not None,
+        BLOCK_N=s.BLOCK_N,
+        BLOCK_K=s.BLOCK_K,
+        PREFETCH=s.num_stages >= 2,  # Triton pipelines loads that feed tl.dot; these feed sums, so we prefetch
+        num_warps=s.num_warps,
+        num_stages=1,
+    )
+    return out
+
+
+def check_decode_gemv(fn, *, quiet=False):
+    """fn(x, w, norm=, eps=, residual=, swiglu=, out=) against decode_gemv_ref in fp64, called as the decode
+    step calls it (norm in front, SwiGLU behind, a residual added in place), N and K with tails."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
+    N, K = env.pick(cpu=(37, 70), gpu=(2500, 2100))
+    x = torch.randn(1, K, device=env.device, dtype=dtype)
+    w = (torch.randn(2 * N, K, device=env.device) / math.sqrt(K)).to(dtype)  # outputs of about 1
+    norm = (1 + 0.1 * torch.randn(K, device=env.device)).to(dtype)
+    residual = torch.randn(1, N, device=env.device, dtype=dtype)
+    x64, w64, res64 = x.double(), w.double(), residual.double()
+    h64 = rmsnorm_ref(x64, norm.double(), 1e-5)
+    cases = {  # name: (keyword arguments, reference, {hint: reference under that mistake})
+        "rmsnorm(x) @ w.T (qkv, the LM head)": (
+            {"norm": norm},
+            h64 @ w64[:N].T,
+            {"The norm was left out: scale x by rsqrt(mean(x^2) + eps) * norm before the products.": x64 @ w64[:N].T},
+        ),
+        "silu(gate) * up of rmsnorm(x) @ w.T (gate/up)": (
+            {"norm": norm, "swiglu": True},
+            swiglu_ref(h64 @ w64.T),
+            {
+                "Gate and up swapped: gate is rows [0, N) of w, up rows [N, 2 N); silu goes on the gate.": swiglu_ref(
+                    torch.cat([h64 @ w64[N:].T, h64 @ w64[:N].T], dim=1)
+                ),
+            },
+        ),
+        "x + o @ w.T in place (wo, down)": (
+            {"residual": "in place"},
+            res64 + x64 @ w64[:N].T,
+            {"The residual was not added: y += the residual's row before the store.": x64 @ w64[:N].T},
+        ),
+    }
+    for name, (kwargs, ref, suspects) in cases.items():
+        if kwargs.get("residual") == "in place":
+            out = residual.clone()
+            kwargs = {"residual": out}
+        else:
+            out = utils.nan_empty((1, N), dtype)
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            got = fn(x, w if kwargs.get("swiglu") else w[:N], eps=1e-5, out=out, **kwargs)
+        utils.check(got, ref, name=f"decode GEMV, {name} (N={N}, K={K})", quiet=quiet, suspects=suspects, stray=stray)
+
+
 class DecodeOps(NamedTuple):
-    """The pieces of a decode step: Triton kernels or their PyTorch references."""
+    """The pieces of a decode step: Triton kernels or their PyTorch references. gemv: the fused matrix-vector
+    product of a batch-1 step (decode_gemv), or None for the unfused step (rmsnorm, h @ w.T, swiglu, addmm_)."""
 
     rmsnorm: Callable
     swiglu: Callable
     rope_kv_write: Callable
     decode_attention: Callable
+    gemv: Callable | None = None
 
 
-TRITON_DECODE = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention)
+TRITON_DECODE = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention, decode_gemv)
+TRITON_DECODE_UNFUSED = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention)  # cuBLAS's matmuls
 REF_DECODE = DecodeOps(rmsnorm_ref, swiglu_ref, rope_kv_write_ref, decode_attention_ref)
+
+
+def _fused_gemv(model: Model, B: int, ops: DecodeOps) -> bool:
+    """The fused batch-1 step applies: switched on, one sequence, every weight a plain tensor (lesson 12 swaps in
+    quantized ones, which run their own kernels through h @ w.T)."""
+    if ops.gemv is None or not USE_TRITON_GEMV or B != 1:
+        return False
+    weights = [model.lm_head, model.norm, *(t for w in model.layers for t in w)]
+    return all(isinstance(t, torch.Tensor) for t in weights)
 
 
 def decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = TRITON_DECODE):
@@ -858,7 +1103,17 @@ def decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = TRITO
     B, H, KV, D = token.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
     lengths = pos + 1  # each sequence attends to its earlier tokens and to the new one
     x = F.embedding(token, model.embed)  # (B, C)
-    for i, w in enumerate(model.layers):
+    if _fused_gemv(model, B, ops):  # 7 launches a layer: norms, SwiGLU and residual adds inside the GEMVs
+        for i, w in enumerate(model.layers):
+            qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps).view(B, H + 2 * KV, D)
+            q = ops.rope_kv_write(qkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i])  # (B, H, D)
+            o = ops.decode_attention(q, cache.k[i], cache.v[i], lengths)  # (B, H, D)
+            ops.gemv(o.view(B, H * D), w.wo, residual=x, out=x)  # x += o wo^T
+            g = ops.gemv(x, w.w13, norm=w.mlp_norm, eps=a.norm_eps, swiglu=True)  # silu(gate) * up, (B, F)
+            ops.gemv(g, w.w2, residual=x, out=x)  # x += g w2^T
+        logits = torch.empty(B, a.vocab_size, device=x.device, dtype=torch.float32)
+        return ops.gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits)
+    for i, w in enumerate(model.layers):  # 10 launches a layer
         h = ops.rmsnorm(x, w.attn_norm, a.norm_eps)
         qkv = (h @ w.wqkv.T).view(B, H + 2 * KV, D)  # one matrix-vector product per sequence
         q = ops.rope_kv_write(qkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i])  # (B, H, D)
@@ -996,22 +1251,23 @@ def check_model(model: Model, *, B=2, T=None, steps=None, quiet=False):
     tol = {"atol": 1e-4, "rtol": 1e-4, "reason": "fp32 sums in another order through every layer; logits ~10"}
     if env.is_gpu:  # compiled, tl.dot rounds fp32 operands to TF32 (10-bit mantissa): attention's scores and sums
         tol = {"atol": 1e-2, "rtol": 1e-2, "reason": "TF32 products in attention's tl.dot; logits ~1-10"}
-    cache = new_cache(model, B, T + steps)
-    logits = prefill(model, tokens[:, :T], cache, all_logits=True)
-    name = f"prefill logits (B={B}, T={T})"
-    if low:
-        _low_precision_close(logits, truth[:, :T], ref_low[:, :T], name, quiet)
-    else:
-        utils.check(logits, truth[:, :T], name=name, quiet=quiet, **tol)
-    pos = torch.full((B,), T, dtype=torch.int32, device=tokens.device)
-    for i in range(steps):
-        logits = decode_step(model, tokens[:, T + i], pos, cache)
-        pos += 1
-        name = f"decode step {i + 1} (cache of {T + i} tokens) vs re-running the whole prefix"
+    for n in [B, 1] if B > 1 else [B]:  # and the first sequence alone: a batch of 1 takes the fused GEMV step
+        cache = new_cache(model, n, T + steps)
+        logits = prefill(model, tokens[:n, :T], cache, all_logits=True)
+        name = f"prefill logits (B={n}, T={T})"
         if low:
-            _low_precision_close(logits, truth[:, T + i], ref_low[:, T + i], name, quiet)
+            _low_precision_close(logits, truth[:n, :T], ref_low[:n, :T], name, quiet)
         else:
-            utils.check(logits, truth[:, T + i], name=name, quiet=quiet, **tol)
+            utils.check(logits, truth[:n, :T], name=name, quiet=quiet, **tol)
+        pos = torch.full((n,), T, dtype=torch.int32, device=tokens.device)
+        for i in range(steps):
+            logits = decode_step(model, tokens[:n, T + i], pos, cache)
+            pos += 1
+            name = f"decode step {i + 1} (B={n}, cache of {T + i} tokens) vs re-running the whole prefix"
+            if low:
+                _low_precision_close(logits, truth[:n, T + i], ref_low[:n, T + i], name, quiet)
+            else:
+                utils.check(logits, truth[:n, T + i], name=name, quiet=quiet, **tol)
 
 
 def check_generate(model: Model, n_tokens=None, *, quiet=False):
@@ -1021,7 +1277,7 @@ def check_generate(model: Model, n_tokens=None, *, quiet=False):
     env = utils.mode.current()
     n = n_tokens or env.pick(cpu=8, gpu=64)
     prompt = torch.randint(0, model.args.vocab_size, (2, 5), device=model.embed.device)
-    out = generate(model, prompt, n)
+    out = torch.cat([generate(model, prompt, n), generate(model, prompt[:1], n)])  # a batch of 2, then 1 alone
     truth = forward_ref(cast(model, torch.float64), out)[:, 4:-1]  # the logits that chose each new token
     chosen = out[:, 5:]
     gap = truth.max(-1).values - truth.gather(-1, chosen[..., None])[..., 0]  # 0 where ours is the argmax
@@ -1043,4 +1299,4 @@ def check_generate(model: Model, n_tokens=None, *, quiet=False):
             else f"first step that differs from the fp64 argmax: {ties[0, 1].item()} (a near tie: gap "
             f"{float(gap[tuple(ties[0])]):.2g} <= {float(tol[tuple(ties[0])]):.2g})"
         )
-        print(f"✓ {n} greedy tokens x 2 sequences agree with the fp64 reference: {first}")
+        print(f"✓ {n} greedy tokens x 3 sequences (2 in a batch, 1 alone) agree with the fp64 reference: {first}")

@@ -438,3 +438,76 @@ def test_kernel_refusals():
         },
         quiet=True,
     )
+
+
+# -- the fused batch-1 decode step ---------------------------------------------------------------------------------
+
+
+def test_decode_gemv():
+    L.check_decode_gemv(L.decode_gemv, quiet=True)
+    for stages in (1, 2):  # GPU-like tilings (many programs, several K steps), without and with the prefetch
+        small = L.GemvSchedule(BLOCK_N=4, BLOCK_K=16, num_warps=4, num_stages=stages)
+        L.check_decode_gemv(lambda *args, s=small, **kw: L.decode_gemv(*args, schedule=s, **kw), quiet=True)
+
+
+def _halves_swapped(x, w, **kw):
+    if kw.get("swiglu"):
+        w = torch.cat([w[w.shape[0] // 2 :], w[: w.shape[0] // 2]])
+    return L.decode_gemv(x, w, **kw)
+
+
+@pytest.mark.parametrize(
+    "planted, hint",
+    [
+        (lambda x, w, **kw: L.decode_gemv(x, w, **{**kw, "norm": None}), "The norm was left out"),
+        (_halves_swapped, "Gate and up swapped"),
+        (lambda x, w, **kw: L.decode_gemv(x, w, **{**kw, "residual": None}), "The residual was not added"),
+    ],
+)
+def test_check_decode_gemv_names_the_mistake(planted, hint):
+    with pytest.raises(AssertionError, match=hint):
+        L.check_decode_gemv(planted, quiet=True)
+
+
+def test_fused_step_matches_the_unfused_one(tied, monkeypatch):
+    model, _ = tied
+    ids = prompt(B=1, T=5)
+    logits = {}
+    for name, ops in (("fused", L.TRITON_DECODE), ("unfused", L.TRITON_DECODE_UNFUSED)):
+        cache = L.new_cache(model, 1, 8)
+        L.prefill(model, ids, cache)
+        pos = torch.tensor([5], dtype=torch.int32, device=ENV.device)
+        logits[name] = L.decode_step(model, ids[:, -1], pos, cache, ops)
+    utils.check(logits["fused"], logits["unfused"], atol=1e-5, rtol=1e-5, reason="fp32 sums in another order")
+    fused = L.generate(model, ids, 6)
+    monkeypatch.setattr(L, "USE_TRITON_GEMV", False)  # the switch the sweep's winner sets
+    assert torch.equal(fused, L.generate(model, ids, 6))
+
+
+def test_decode_attention_takes_a_schedule():
+    B, H, KV, D, max_len = 1, 4, 2, 16, 40
+    q = torch.randn(B, H, D, device=ENV.device)
+    k, v = (torch.randn(B, max_len, KV, D, device=ENV.device) for _ in range(2))
+    lengths = torch.tensor([33], dtype=torch.int32, device=ENV.device)
+    s = L.DecodeSchedule(BLOCK_N=32, PROGRAMS_PER_SM=8, MIN_BLOCK_N=16, num_warps=8, num_stages=3)
+    out = L.decode_attention(q, k, v, lengths, out=utils.nan_empty((B, H, D)), schedule=s)
+    utils.check(out, L.decode_attention_ref(q.double(), k.double(), v.double(), lengths), quiet=True)
+    assert L.decode_schedule(16) == L.DECODE_ATTENTION_SCHEDULES[64]  # the next larger head_dim's row
+
+
+def test_decode_gemv_refusals():
+    x, w = torch.randn(1, 8, device=ENV.device), torch.randn(6, 8, device=ENV.device)
+    cases = {
+        "two rows": (lambda: L.decode_gemv(torch.randn(2, 8, device=ENV.device), w), "takes one"),
+        "w of another K": (lambda: L.decode_gemv(x, w[:, :4].contiguous()), "must be"),
+        "odd rows for swiglu": (lambda: L.decode_gemv(x, w[:5], swiglu=True), "even number"),
+        "a residual of another shape": (
+            lambda: L.decode_gemv(x, w, residual=torch.zeros(1, 5, device=ENV.device)),
+            "residual",
+        ),
+        "a BLOCK_N of 3": (lambda: L.decode_gemv(x, w, schedule=L.GemvSchedule(3, 16, 4, 1)), "BLOCK_N"),
+    }
+    for _what, (call, message) in cases.items():
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert L.decode_gemv(x, w[:0]).shape == (1, 0)  # no outputs: no launch
