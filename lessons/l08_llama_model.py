@@ -691,9 +691,9 @@ class DecodeSchedule(NamedTuple):
 
 
 # ---- the schedules of flash-decoding, by head_dim: the sweep (tmpgpu/l08.py) prints the winners to put here ----
-DECODE_ATTENTION_SCHEDULES = {
-    64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=4, MIN_BLOCK_N=16, num_warps=4, num_stages=2),
-    128: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=4, MIN_BLOCK_N=16, num_warps=4, num_stages=2),
+DECODE_ATTENTION_SCHEDULES = {  # an H100 sweep's choice (results/h100-2026-11-23-late/sweeps/l08-decode.txt)
+    64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=4, MIN_BLOCK_N=64, num_warps=4, num_stages=2),
+    128: DecodeSchedule(BLOCK_N=32, PROGRAMS_PER_SM=4, MIN_BLOCK_N=16, num_warps=4, num_stages=2),
 }
 MAX_SPLITS = 256  # the combine holds one (n_splits, D) tile per program: more splits would spill its registers
 
@@ -951,8 +951,13 @@ class GemvSchedule(NamedTuple):
 # cuBLAS; False keeps the unfused step (rmsnorm, h @ w.T, swiglu, addmm_). Schedules by (N, K) of the weight
 # (N: the outputs, for w13 the F outputs of SwiGLU); None: every other shape.
 USE_TRITON_GEMV = True
-DECODE_GEMV_SCHEDULES = {
+DECODE_GEMV_SCHEDULES = {  # (N, K) -> schedule; an H100 sweep's winners (results/h100-2026-11-23-late/sweeps)
     None: GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=3),  # N / 4 programs: several per SM
+    (2560, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=1),  # TinyLlama's qkv
+    (2048, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=8, num_stages=3),  # wo
+    (5632, 2048): GemvSchedule(BLOCK_N=2, BLOCK_K=2048, num_warps=4, num_stages=2),  # gate and up, SwiGLU'd
+    (2048, 5632): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=8, num_stages=3),  # down
+    (32000, 2048): GemvSchedule(BLOCK_N=2, BLOCK_K=2048, num_warps=4, num_stages=2),  # LM head
 }
 
 

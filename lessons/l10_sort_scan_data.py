@@ -880,11 +880,9 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
 # -- the ONE place the scan's and the compaction's schedules are chosen: method -> (BLOCK_SIZE, num_warps).
 #    "reduce-then-scan" is exercise 3's (3 passes over the data); "lookback" is one pass (32-bit data only: int64
 #    scans use reduce-then-scan). The default method is SCAN_METHOD (scan) and COMPACT_METHOD (compaction).
-SCAN_METHOD = (
-    "reduce-then-scan"  # on an H100 the look-back of 4096-element blocks took 1.5x as long (h100-2026-11-23-after)
-)
+SCAN_METHOD = "lookback"  # H100: 93 % of copy at (4096, 4); reduce-then-scan 67 % (h100-2026-11-23-late/sweeps)
 COMPACT_METHOD = "reduce-then-scan"
-SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (8192, 8)}  # look-back: larger blocks, fewer waits
+SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}  # look-back: 32 elements a thread
 COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (8192, 16)}
 LOOKBACK = 32  # status words a block reads at once while it looks back
 LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
@@ -1499,7 +1497,7 @@ def groupby_packed_kernel(
 #    GROUPBY_METHODS whose key limit holds num_keys. GROUPBY_SCHEDULES: "partials" -> (BLOCK_SIZE rows per block,
 #    UNROLL blocks per step (1 or 2), programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
 GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
-GROUPBY_SCHEDULES = {"partials": (128, 2, 4, 4), "packed": (1024, 4)}
+GROUPBY_SCHEDULES = {"partials": (128, 2, 8, 4), "packed": (512, 4)}  # the H100 sweep's winners
 
 
 def groupby_method(num_keys):

@@ -1226,35 +1226,49 @@ class FastSchedule(NamedTuple):
     num_stages: int  # gemv: 1, or 2 to load the next step's weights while this step's are used
 
 
-GEMV_KERNEL = {4: "slab", 8: "gemv"}  # by bits, at M <= GEMV_M: int4's "slab" (w4a16_slab_kernel) or "gemv"
+GEMV_KERNEL = {4: "gemv", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab" (w4a16_slab_kernel)
 GEMV_BLOCK_N = {4: 16, 8: 16}  # by bits: rows of W a program, halved while programs are too few, down to
 GEMV_MIN_BLOCK_N = {"slab": 8, "gemv": 16}  # ... these (the slab kernel's x loads are shared by fewer rows then)
-GEMV_BLOCK_K = {4: 1024, 8: 256}  # columns of W a step: 512 bytes a row (int4 slab), 256 (int8)
+GEMV_BLOCK_K = {4: 256, 8: 256}  # columns of W a step (the slab kernel wanted 1024: 512 bytes a row)
 GEMV_WARPS, GEMV_STAGES = 4, 2  # GEMV_STAGES 2: prefetch the next step's weights into registers
 GEMV_PROGRAMS_PER_SM = 2  # aim for about this many programs an SM (smaller BLOCK_N first, then split K) ...
 GEMV_MIN_STEPS = 4  # ... while each split keeps at least this many steps
-# int4, GEMV_M < M <= DECODE_M: "tile_swap" (W @ x.T) or "tile" (x @ W.T); on the H100 "tile" took 0.83 of the time
-TILE_KERNEL = "tile"
+# int4, GEMV_M < M <= DECODE_M: "tile_swap" (W @ x.T) or "tile" (x @ W.T); timed in CUDA graphs on the H100,
+# "tile" took 1.05x the time of "tile_swap" (geometric mean over four shapes; host-timed, the reverse had shown)
+TILE_KERNEL = "tile_swap"
 GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
-FAST_SCHEDULES: dict = {  # winners of the H100 sweep (results/h100-2026-11-23/sweeps/l12-gemv-schedules.txt)
-    # int8 at M = 1 (timed with the host's launch; the int4 rows of that sweep timed the old "gemv" kernel)
-    (8, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
+FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA graphs unless said
+    # (results/h100-2026-11-23-late/sweeps/l12-gemv-schedules.txt; the rest: results/h100-2026-11-23/sweeps/)
+    # M = 1, int4: "gemv" everywhere but one shape, where the slab kernel won
+    (4, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (4, 1, 2048, 8192): FastSchedule("slab", 1, 32, 512, 4, 4, 2),
+    (4, 1, 14336, 4096): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (4, 1, 4096, 14336): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    # M = 1, int8
+    (8, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (8, 1, 2048, 8192): FastSchedule("gemv", 1, 16, 512, 2, 4, 2),
     (8, 1, 14336, 4096): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
     (8, 1, 4096, 14336): FastSchedule("gemv", 1, 16, 512, 1, 4, 2),
-    (8, 1, 2048, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
-    (8, 1, 2048, 5632): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (8, 1, 2560, 2048): FastSchedule("gemv", 1, 16, 512, 1, 4, 2),
+    (8, 1, 2048, 2048): FastSchedule("gemv", 1, 16, 512, 1, 4, 2),
+    (8, 1, 11264, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
+    (8, 1, 2048, 5632): FastSchedule("gemv", 1, 16, 512, 2, 4, 2),
     (8, 1, 32000, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 1),
+    # M = 4 (the first sweep, timed with the host's launch)
     (8, 4, 8192, 2048): FastSchedule("gemv", 4, 16, 256, 1, 4, 1),
     (8, 4, 2048, 8192): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
-    # int4 at M = 16 and M = 4 (tensor cores)
-    (4, 16, 8192, 2048): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
-    (4, 16, 2048, 8192): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
-    (4, 16, 14336, 4096): FastSchedule("tile", 16, 64, 128, 1, 4, 4),
-    (4, 16, 4096, 14336): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
     (4, 4, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
     (4, 4, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
-    # the 2026-11-24 sweep (tmpgpu/l12.py, every candidate timed in CUDA graphs): paste its lines here
+    # M = 16 (tensor cores)
+    (4, 16, 8192, 2048): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
+    (4, 16, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 8, 4, 4),
+    (4, 16, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
+    (4, 16, 4096, 14336): FastSchedule("tile", 16, 64, 128, 4, 4, 3),
+    (8, 16, 8192, 2048): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
+    (8, 16, 2048, 8192): FastSchedule("tile", 16, 64, 128, 8, 4, 4),
+    (8, 16, 14336, 4096): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
+    (8, 16, 4096, 14336): FastSchedule("tile", 16, 64, 128, 4, 4, 4),
 }
 
 
