@@ -723,12 +723,13 @@ def attention_kernel(
 ):
     pid = tl.program_id(0)
     n_m = tl.cdiv(T, BLOCK_M)
-    n_bh = tl.num_programs(0) // n_m  # B * H
-    pid_m = n_m - 1 - pid // n_bh  # the last query blocks (the most keys when causal) first
-    bh = pid % n_bh  # neighbouring programs: the heads of one query block, GROUP of them per kv head
-    b = bh // H
-    h = bh % H
-    kv_h = h // GROUP
+    per_kv = n_m * GROUP  # the programs that read one (sequence, kv head)'s keys and values: neighbours
+    bkv = pid // per_kv
+    r = pid % per_kv
+    pid_m = n_m - 1 - r // GROUP  # among them, the last query blocks (the most keys when causal) first
+    b = bkv // (H // GROUP)
+    kv_h = bkv % (H // GROUP)
+    h = kv_h * GROUP + r % GROUP
     start_m = pid_m * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q = q_desc.load([b, start_m, h * HEAD_DIM]).reshape([BLOCK_M, HEAD_DIM])
