@@ -57,7 +57,7 @@ for step in "$@"; do
       "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadfile --tb=short -rfE --nbval-lax \
         --nbval-current-env "${sel[@]}" > "$out/notebooks-$tag$mode${which:+-${which//,/_}}.log" 2>&1 ;;
     bench)
-      dest=$out${which:+/bench-$which}; mkdir -p "$dest"
+      dest=$out${which:+/bench-${which//,/_}}; mkdir -p "$dest"
       "${run[@]}" python3 -m bench ${which:+--only ${which//,/ }} --out "$dest" > "$dest/bench.log" 2>&1 ;;
     big) mkdir -p /tmp/big && cp ".big$which"/* /tmp/big/ ;;
     pinned)
