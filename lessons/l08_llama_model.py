@@ -690,7 +690,7 @@ class DecodeSchedule(NamedTuple):
     num_stages: int
 
 
-# ---- the schedules of flash-decoding, by head_dim: the sweep (tmpgpu/l08.py) prints the winners to put here ----
+# ---- the schedules of flash-decoding, by head_dim: the sweep (bench/sweeps/l08.py) prints the winners to put here ----
 DECODE_ATTENTION_SCHEDULES = {  # an H100 sweep's choice (results/h100-2026-11-23-late/sweeps/l08-decode.txt)
     64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=4, MIN_BLOCK_N=64, num_warps=4, num_stages=2),
     128: DecodeSchedule(BLOCK_N=32, PROGRAMS_PER_SM=4, MIN_BLOCK_N=16, num_warps=4, num_stages=2),
@@ -946,7 +946,7 @@ class GemvSchedule(NamedTuple):
     num_stages: int  # 1: load each step's weights when it starts; 2 or more: the next step's while this one's are used
 
 
-# ---- the decode step's matrix-vector products: the sweep (tmpgpu/l08.py) prints the winners to put here ----
+# ---- the decode step's matrix-vector products: the sweep (bench/sweeps/l08.py) prints the winners to put here ----
 # USE_TRITON_GEMV: batch-1 decode steps use decode_gemv (RMSNorm, SwiGLU and residual adds fused in) instead of
 # cuBLAS; False keeps the unfused step (rmsnorm, h @ w.T, swiglu, addmm_). Schedules by (N, K) of the weight
 # (N: the outputs, for w13 the F outputs of SwiGLU); None: every other shape.

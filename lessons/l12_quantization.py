@@ -1212,7 +1212,7 @@ def w8a16_gemv_kernel(
              mask=mask)  # fmt: skip
 
 
-# == THE schedules of the fast launchers, in one place (the sweep tmpgpu/l12.py prints which line to change) ======
+# == THE schedules of the fast launchers, in one place (the sweep bench/sweeps/l12.py prints which line to change) =====
 GEMV_M = 4  # up to this many rows of x: the GEMV kernels (CUDA cores); more: tensor-core tiles
 
 
