@@ -1,6 +1,6 @@
 """Sweep: lesson 06's flash-attention forward (tensor-descriptor kernel) on Hopper: tile configurations and the
 order of the query blocks (heaviest causal blocks first), against SDPA, both in CUDA graphs.
-python3 bench/sweeps/l06.py [--cpu]"""
+PYTHONPATH=$PWD python3 bench/sweeps/l06.py [--cpu] [--configs]"""
 
 import math
 import os
@@ -175,7 +175,13 @@ else:
         (8, 32, 4, 1024, 64, True),
         (1, 32, 4, 8192, 128, False),
     ]
-    configs = None  # the lesson's rule
+    # --configs: six tile configurations at each shape (the sweep that chose attention_config, with only two orders
+    # then: results/h100-2026-11-23-late/sweeps/l06-attention-configs.txt); otherwise the lesson's rule
+    configs = (
+        [(64, 64, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 2), (128, 128, 8, 2)]
+        if "--configs" in sys.argv
+        else None
+    )
 best = {}
 for B, H, KV, T, D, causal in shapes:
     if time.time() - t_start > 140:

@@ -14,8 +14,8 @@ y), % of the measured copy bandwidth, ratio to cuBLAS (> 1: faster).
 
 The edits the summary maps to (solutions/12_quantization.ipynb, the cell with FAST_SCHEDULES; then
 `python -m utils.notebooks`):
-  - the indented "(bits, M, N, K): FastSchedule(...)," lines: paste them into the FAST_SCHEDULES dict, after its
-    last comment "# the 2026-11-23 sweep ...: paste its lines here" (a later key replaces an earlier equal one);
+  - the indented "(bits, M, N, K): FastSchedule(...)," lines: put them into the FAST_SCHEDULES dict, each in place
+    of the entry with the same key (or as a new entry);
   - "int4 M=1 default: GEMV_KERNEL[4] = ...; GEMV_BLOCK_N[4] = ...; GEMV_BLOCK_K[4] = ...; GEMV_WARPS, GEMV_STAGES
     = ..." (the config with the best geometric mean over the four M = 1 shapes) replaces those constants; the int8
     line the same for GEMV_BLOCK_N[8] / GEMV_BLOCK_K[8] (GEMV_WARPS / GEMV_STAGES are shared: take int4's);
@@ -273,8 +273,8 @@ def decode_part():
 
 def summary():
     say("")
-    say("== best per shape; FAST_SCHEDULES lines to paste (solutions/12_quantization.ipynb, the FAST_SCHEDULES "
-        "cell, after '# the 2026-11-23 sweep ...: paste its lines here') ==")  # fmt: skip
+    say("== best per shape; FAST_SCHEDULES lines to put in (solutions/12_quantization.ipynb, the FAST_SCHEDULES "
+        "cell, each in place of the entry with its key) ==")  # fmt: skip
     for (lab, op), rows in RESULTS.items():
         ms, name, s = min(rows, key=lambda r: r[0] if r[0] == r[0] else 0)
         default = next((r for r in rows if r[1].startswith("default")), None)
