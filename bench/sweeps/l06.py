@@ -16,6 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from bench.common import graphed  # noqa: E402
 from lessons.l06_flash_attention import (  # noqa: E402
     LOG2E,
     _attention_range_tma,
@@ -146,16 +147,7 @@ def graph_ms(fn):
     if cpu:
         fn()
         return float("nan")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return triton.testing.do_bench(g.replay, warmup=10, rep=100)
+    return triton.testing.do_bench(graphed(fn), warmup=10, rep=100)  # the bench's own graph capture
 
 
 dev = "cpu" if cpu else "cuda"
