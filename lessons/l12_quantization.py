@@ -21,7 +21,6 @@ from lessons.l05_matmul import grouped_tile
 from lessons.l07_llm_layer import Weights, rmsnorm_ref, swiglu_ref
 from lessons.l08_llama_model import (
     TRITON_DECODE,
-    TRITON_DECODE_UNFUSED,
     Decoder,
     DecodeOps,
     GemvSchedule,

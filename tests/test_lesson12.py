@@ -808,8 +808,10 @@ def test_generate_takes_the_fused_step_and_the_switch_takes_it_back(tiny, monkey
     fused = L8.generate(model, ids, 3)
     assert calls and set(calls) == {8}, "the batch-1 steps did not run the int8 fused GEMV"
     assert {type(d) for d in model.decoders.values()} == {L.QuantizedDecoder}
-    # ... and the switch brings the unfused step back, with the same greedy tokens
+    # ... and the switch brings the unfused step back, with the same greedy tokens (a new decode loop: on a GPU the
+    # old one would replay the fused step from its CUDA graph)
     calls.clear()
+    model.decoders.clear()
     monkeypatch.setattr(L, "USE_FUSED_DECODE", False)
     assert torch.equal(fused, L8.generate(model, ids, 3)) and not calls
 
