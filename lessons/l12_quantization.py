@@ -1676,7 +1676,8 @@ def w8a16_decode_kernel(
 
 # == THE fused decode step's switch and schedules, in one place (the sweep tmpgpu/l12b.py prints which line to change)
 # USE_FUSED_DECODE: a quantized model's batch-1 decode step runs the fused GEMVs (7 launches a layer); False: the
-# unfused step (rmsnorm, GEMV, rmsnorm + residual, GEMV, swiglu, GEMV + residual: 10), as at B > 1.
+# unfused step (rmsnorm, GEMV, rmsnorm + residual, GEMV, swiglu, GEMV + residual, and RoPE and attention's two:
+# 10), as at B > 1.
 # Schedules by (bits, N, K) of the weight (N: its outputs; for w13 the F outputs of SwiGLU); (bits, None): every
 # other shape. Lesson 08's GemvSchedule: BLOCK_N rows a program, BLOCK_K columns a step (int4: at least a group),
 # num_stages >= 2: the next step's codes prefetched into registers.
