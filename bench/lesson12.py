@@ -16,9 +16,10 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   L2 flushed before every replay);
 - prefill, M = 2048, at the 8B-class up projection (compute-bound: flops = 2 M N K): `w4a16_fast`'s tile kernel
   (one group a step, the scale in the tile, one chained dot) and `w8a16`;
-- end to end: decode tokens/s at batch 1 with bf16 (lesson 08's model, cuBLAS projections), int8 and int4 weights
-  (every projection and the LM head quantized), on TinyLlama-1.1B's shape with random weights (22 layers, hidden
-  2048, 32 query heads sharing 4, MLP 5632, vocabulary 32000), a 512-token prompt and 256 new tokens, each decode
+- end to end: decode tokens/s at batch 1 with bf16 (lesson 08's model and its fused batch-1 step), int8 and int4
+  weights (every projection and the LM head quantized; lesson 08's generate runs lesson 12's fused batch-1 step,
+  quantized_decode_step, for a quantize_model model), on TinyLlama-1.1B's shape with random weights (22 layers,
+  hidden 2048, 32 query heads sharing 4, MLP 5632, vocabulary 32000), a 512-token prompt and 256 new tokens, each decode
   step replayed from lesson 08's CUDA graph: ms per token = (generate 256 - generate 1) / 255, bytes = the weights
   as stored + the KV cache at the mean context;
 - torchao's int4 weight-only linear (`Int4WeightOnlyConfig(group_size=128)`) as a peer GEMV row, only where torchao
@@ -149,7 +150,7 @@ def decode() -> list[Row]:
     timed = {}
     for n, op in ((1, "time to first token"), (NEW, f"generate {NEW} tokens")):
         impls = {f"triton {name}": gen(m, n) for name, m in models.items()}
-        timed[n] = paired(impls, ("bf16 (lesson 08, cuBLAS)", gen(model, n)), lesson="12", op=op,
+        timed[n] = paired(impls, ("bf16 (lesson 08)", gen(model, n)), lesson="12", op=op,
                           shape=f"TinyLlama-1.1B B=1 prompt={PROMPT}", dtype="bf16")  # fmt: skip
     rows = timed[1] + timed[NEW]
     kv = L8.kv_cache_bytes(model.args, 1, CONTEXT)

@@ -18,11 +18,18 @@ import utils.timing
 
 
 from lessons.l05_matmul import grouped_tile
-from lessons.l07_llm_layer import Weights
+from lessons.l07_llm_layer import Weights, rmsnorm_ref, swiglu_ref
 from lessons.l08_llama_model import (
+    TRITON_DECODE,
+    Decoder,
+    DecodeOps,
+    GemvSchedule,
+    KVCache,
     Model,
     ModelArgs,
     _low_precision_close,
+    decode_gemv,
+    decode_gemv_ref,
     decode_step,
     forward_ref,
     generate,
@@ -31,6 +38,7 @@ from lessons.l08_llama_model import (
     load_tokenizer,
     new_cache,
     prefill,
+    sample,
 )
 
 
@@ -817,6 +825,32 @@ def _code(bits, POS: tl.constexpr, zero):
 
 
 @triton.jit
+def _x_by_code(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr):
+    """x's BLOCK_K numbers (one contiguous load) split in registers into the eight (GROUPS, WORDS) slices that meet
+    code s = 0 .. 7 of each word (column k = 8 j + s), each times 2**-POS of that code's place (see _int4_dots)."""
+    xe, xo = tl.split(tl.reshape(xk, (GROUPS, WORDS, 4, 2)))  # k = 8 j + 2 t (+ 1)
+    x0, x2 = tl.split(tl.reshape(xe, (GROUPS, WORDS, 2, 2)))  # k = 8 j + 4 v + 2 (x2: + 2)
+    x1, x3 = tl.split(tl.reshape(xo, (GROUPS, WORDS, 2, 2)))
+    x0, x4 = tl.split(x0)  # k = 8 j + 0 and + 4
+    x2, x6 = tl.split(x2)
+    x1, x5 = tl.split(x1)
+    x3, x7 = tl.split(x3)
+    return (x0, x1 * 0.0625, x2 * 0.00390625, x3 * 0.000244140625, x4 * 0.0000152587890625, x5 * 0.00390625,
+            x6 * 0.000244140625, x7 * 0.0000152587890625)  # fmt: skip
+
+
+@triton.jit
+def _int4_dots(word, high, z, x0, x1, x2, x3, x4, x5, x6, x7):
+    """Σ (q - z) x over each group of a (BLOCK_N, GROUPS, WORDS) tile of words -> (BLOCK_N, GROUPS): codes 0-4 where
+    they sit in the word, codes 5-7 in ``high`` = word >> 12 (see _code); x0 .. x7 from _x_by_code."""
+    dot = _code(word, 0, z) * x0[None] + _code(word, 4, z) * x1[None]
+    dot += _code(word, 8, z) * x2[None] + _code(word, 12, z) * x3[None]
+    dot += _code(word, 16, z) * x4[None] + _code(high, 8, z) * x5[None]
+    dot += _code(high, 12, z) * x6[None] + _code(high, 16, z) * x7[None]
+    return tl.sum(dot, axis=2)
+
+
+@triton.jit
 def w4a16_gemv_kernel(
     x_ptr,
     packed_ptr,  # the packed codes as int32 words: 8 codes a word, code s of word j is k = 8 j + s
@@ -879,20 +913,8 @@ def w4a16_gemv_kernel(
         k = g0 * GROUP_SIZE + offs_k
         for i in tl.static_range(BLOCK_M):  # -- each row of x: one contiguous load, split by k mod 8 in registers
             xk = tl.load(x_ptr + i * stride_xm + k, mask=(k < K) & (i < M), other=0.0).to(tl.float32)
-            xe, xo = tl.split(tl.reshape(xk, (GROUPS, WORDS, 4, 2)))  # k = 8 j + 2 t (+ 1)
-            x0, x2 = tl.split(tl.reshape(xe, (GROUPS, WORDS, 2, 2)))  # k = 8 j + 4 v + 2 (x2: + 2)
-            x1, x3 = tl.split(tl.reshape(xo, (GROUPS, WORDS, 2, 2)))
-            x0, x4 = tl.split(x0)  # k = 8 j + 0 and + 4
-            x2, x6 = tl.split(x2)
-            x1, x5 = tl.split(x1)
-            x3, x7 = tl.split(x3)
-            dot = _code(word, 0, z) * x0[None] + _code(word, 4, z) * (x1 * 0.0625)[None]
-            dot += _code(word, 8, z) * (x2 * 0.00390625)[None] + _code(word, 12, z) * (x3 * 0.000244140625)[None]
-            dot += _code(word, 16, z) * (x4 * 0.0000152587890625)[None] + _code(high, 8, z) * (x5 * 0.00390625)[None]
-            dot += (
-                _code(high, 12, z) * (x6 * 0.000244140625)[None] + _code(high, 16, z) * (x7 * 0.0000152587890625)[None]
-            )
-            dots = tl.sum(dot, axis=2)  # (BLOCK_N, GROUPS): Σ (q - z) x a group
+            x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
+            dots = _int4_dots(word, high, z, x0, x1, x2, x3, x4, x5, x6, x7)  # (BLOCK_N, GROUPS): Σ (q - z) x a group
             acc += tl.where(offs_m[:, None, None] == i, (scale * dots)[None, :, :], 0.0)
     acc = tl.sum(acc, axis=2)  # (BLOCK_M, BLOCK_N)
     mask = (offs_m[:, None] < M) & mask_n[None, :]
@@ -1150,6 +1172,13 @@ def w4a16_tile_kernel(
 
 
 @triton.jit
+def _int8_float(q):
+    """int8 codes -> fp32 without a conversion: bits 0x4B000080 + q (q in -128 .. 127) are the fp32 number
+    2**23 + 128 + q; one integer add and one subtraction."""
+    return (q.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
+
+
+@triton.jit
 def w8a16_gemv_kernel(
     x_ptr,
     q_ptr,
@@ -1192,8 +1221,7 @@ def w8a16_gemv_kernel(
             q_next = tl.load(q_tile + (step + 1) * BLOCK_K, mask=mask_next, other=0)
         else:
             q = tl.load(q_tile + step * BLOCK_K, mask=mask_n[:, None] & (k < K)[None, :], other=0)
-        # -- widen without a conversion: bits 0x4B000080 + q (q in -128 .. 127) are the fp32 number 2**23 + 128 + q
-        w = (q.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
+        w = _int8_float(q)  # -- widen without a conversion (see _int8_float)
         if BLOCK_M == 1:  # -- one row: the products summed where they are, reduced once after the loop
             acc_k += w * tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)[None, :]
         else:
@@ -1465,14 +1493,16 @@ def quantize(w, bits, group_size=128):
 
 
 def quantize_model(model: Model, bits, group_size=128, head=True) -> Model:
-    """The same model with every projection (and with head=True the LM head) quantized to ``bits``."""
+    """The same model with every projection (and with head=True the LM head) quantized to ``bits``; lesson 08's
+    generate runs its batch-1 decode steps with quantized_decode_step (see QuantizedDecoders)."""
     if bits not in (4, 8, 16):
         raise ValueError(f"bits={bits!r}: quantize to 8 or 4 bits (or 16 for the weights as they are)")
     if bits == 4 and model.args.dim % 2:
         raise ValueError(f"dim={model.args.dim} is odd: int4 packing needs an even number of input features")
     q = lambda t: quantize(t, bits, group_size)  # noqa: E731
     layers = [w._replace(wqkv=q(w.wqkv), wo=q(w.wo), w13=q(w.w13), w2=q(w.w2)) for w in model.layers]
-    return Model(model.args, model.embed, layers, model.norm, q(model.lm_head) if head else model.lm_head)
+    head = q(model.lm_head) if head else model.lm_head
+    return Model(model.args, model.embed, layers, model.norm, head, decoders=QuantizedDecoders())
 
 
 def dequantize_model(model: Model, dtype) -> Model:
@@ -1487,9 +1517,373 @@ def model_weight_bytes(model: Model) -> int:
     return sum(size(t) for w in model.layers for t in w) + size(model.lm_head) + size(model.norm)
 
 
+@triton.jit
+def _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM: tl.constexpr,
+                     SWIGLU: tl.constexpr, RESIDUAL: tl.constexpr):  # fmt: skip
+    """Lesson 08's fused epilogue: 1/rms of x (one number for the row) scales the sums, each output is rounded to
+    x's dtype (as the unfused GEMV's would be), then silu(gate) * up, then the residual, then the store."""
+    if NORM:
+        rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
+        y *= rstd
+        u *= rstd
+    y = y.to(x_ptr.dtype.element_ty).to(tl.float32)
+    if SWIGLU:
+        u = u.to(x_ptr.dtype.element_ty).to(tl.float32)
+        y = y * tl.sigmoid(y) * u
+    if RESIDUAL:  # read and written by this program only, element by element: out may be the residual
+        y += tl.load(res_ptr + offs_n, mask=keep, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs_n, y.to(out_ptr.dtype.element_ty), mask=keep)
+
+
+@triton.jit
+def w4a16_decode_kernel(
+    x_ptr,
+    packed_ptr,  # the codes as int32 words, as w4a16_gemv_kernel reads them
+    scale_ptr,
+    zero_ptr,
+    norm_ptr,
+    res_ptr,
+    out_ptr,
+    N,
+    K,
+    eps,
+    stride_pn,  # in words
+    stride_sn,
+    GROUP_SIZE: tl.constexpr,
+    NORM: tl.constexpr,
+    SWIGLU: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # a whole number of groups
+    PREFETCH: tl.constexpr,
+):
+    GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
+    WORDS: tl.constexpr = GROUP_SIZE // 8
+    # -- map program id to BLOCK_N rows of W (with SWIGLU also their up rows, N further down: W is (2 N, K))
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    keep = offs_n < N
+    offs_g = tl.arange(0, GROUPS)
+    offs_k = tl.arange(0, BLOCK_K)
+    groups = tl.cdiv(K, GROUP_SIZE)
+    gate, up_rows = offs_n.to(tl.int64), (offs_n + N).to(tl.int64)
+    words = offs_g[None, :, None] * WORDS + tl.arange(0, WORDS)[None, None, :]
+    p_gate = packed_ptr + gate[:, None, None] * stride_pn + words  # (BLOCK_N, GROUPS, WORDS) words a step
+    p_up = packed_ptr + up_rows[:, None, None] * stride_pn + words
+    s_gate = gate[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
+    s_up = up_rows[:, None] * stride_sn + offs_g[None, :]
+    # -- K loop: one sum a group, scaled once a step; x's squares summed in the same pass (NORM)
+    acc = tl.zeros((BLOCK_N, GROUPS), tl.float32)
+    acc_up = tl.zeros((BLOCK_N, GROUPS), tl.float32)  # SWIGLU only (compiled away otherwise)
+    sq = tl.zeros((BLOCK_K,), tl.float32)
+    if PREFETCH:  # the first step's words (a load nothing waits on yet)
+        first = (keep[:, None] & (offs_g < groups)[None, :])[:, :, None]
+        word_next = tl.load(p_gate, mask=first, other=0)
+        if SWIGLU:
+            up_next = tl.load(p_up, mask=first, other=0)
+    for g0 in range(0, groups, GROUPS):
+        mask_g = keep[:, None] & (g0 + offs_g < groups)[None, :]
+        if PREFETCH:  # -- the next step's words are on their way while this step's are used
+            nxt = (keep[:, None] & (g0 + GROUPS + offs_g < groups)[None, :])[:, :, None]  # past the end: nothing
+            word = word_next
+            word_next = tl.load(p_gate + (g0 + GROUPS) * WORDS, mask=nxt, other=0)
+            if SWIGLU:
+                up = up_next
+                up_next = tl.load(p_up + (g0 + GROUPS) * WORDS, mask=nxt, other=0)
+        else:
+            word = tl.load(p_gate + g0 * WORDS, mask=mask_g[:, :, None], other=0)
+            if SWIGLU:
+                up = tl.load(p_up + g0 * WORDS, mask=mask_g[:, :, None], other=0)
+        k = g0 * GROUP_SIZE + offs_k
+        xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+        if NORM:  # x * norm now; 1/rms, one number for the whole row, multiplies the sums after the loop
+            sq += xk * xk
+            xk = xk * tl.load(norm_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+        x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
+        z = tl.load(zero_ptr + s_gate + g0, mask=mask_g, other=0).to(tl.float32)[:, :, None]
+        scale = tl.load(scale_ptr + s_gate + g0, mask=mask_g, other=0.0).to(tl.float32)
+        acc += scale * _int4_dots(word, word >> 12, z, x0, x1, x2, x3, x4, x5, x6, x7)
+        if SWIGLU:  # the up rows: their own codes, scales and zero points, the same x
+            z = tl.load(zero_ptr + s_up + g0, mask=mask_g, other=0).to(tl.float32)[:, :, None]
+            scale = tl.load(scale_ptr + s_up + g0, mask=mask_g, other=0.0).to(tl.float32)
+            acc_up += scale * _int4_dots(up, up >> 12, z, x0, x1, x2, x3, x4, x5, x6, x7)
+    # -- write back
+    _decode_epilogue(tl.sum(acc, 1), tl.sum(acc_up, 1), sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM,
+                     SWIGLU, RESIDUAL)  # fmt: skip
+
+
+@triton.jit
+def w8a16_decode_kernel(
+    x_ptr,
+    q_ptr,
+    scale_ptr,
+    norm_ptr,
+    res_ptr,
+    out_ptr,
+    N,
+    K,
+    eps,
+    stride_qn,
+    NORM: tl.constexpr,
+    SWIGLU: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    # -- map program id to BLOCK_N rows of W (with SWIGLU also their up rows, N further down)
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    keep = offs_n < N
+    cols = tl.arange(0, BLOCK_K)
+    gate, up_rows = offs_n.to(tl.int64), (offs_n + N).to(tl.int64)
+    q_gate = q_ptr + gate[:, None] * stride_qn + cols[None, :]
+    q_up = q_ptr + up_rows[:, None] * stride_qn + cols[None, :]
+    # -- K loop: products summed where they are, (BLOCK_N, BLOCK_K) of them, reduced once after the loop
+    acc = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
+    acc_up = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)  # SWIGLU only
+    sq = tl.zeros((BLOCK_K,), tl.float32)
+    if PREFETCH:
+        first = keep[:, None] & (cols < K)[None, :]
+        q_next = tl.load(q_gate, mask=first, other=0)
+        if SWIGLU:
+            up_next = tl.load(q_up, mask=first, other=0)
+    for k in range(0, K, BLOCK_K):
+        in_k = k + cols < K
+        if PREFETCH:  # -- the next step's codes are on their way while this step's are used
+            nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]
+            q = q_next
+            q_next = tl.load(q_gate + k + BLOCK_K, mask=nxt, other=0)
+            if SWIGLU:
+                up = up_next
+                up_next = tl.load(q_up + k + BLOCK_K, mask=nxt, other=0)
+        else:
+            q = tl.load(q_gate + k, mask=keep[:, None] & in_k[None, :], other=0)
+            if SWIGLU:
+                up = tl.load(q_up + k, mask=keep[:, None] & in_k[None, :], other=0)
+        xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        if NORM:
+            sq += xk * xk
+            xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        acc += _int8_float(q) * xk[None, :]
+        if SWIGLU:
+            acc_up += _int8_float(up) * xk[None, :]
+    # -- a scale a row of W, once; then lesson 08's epilogue
+    y = tl.sum(acc, 1) * tl.load(scale_ptr + gate, mask=keep, other=0.0).to(tl.float32)
+    u = tl.sum(acc_up, 1)
+    if SWIGLU:
+        u *= tl.load(scale_ptr + up_rows, mask=keep, other=0.0).to(tl.float32)
+    _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
+
+
+# == THE fused decode step's switch and schedules, in one place (the sweep tmpgpu/l12b.py prints which line to change)
+# USE_FUSED_DECODE: a quantized model's batch-1 decode step runs the fused GEMVs (7 launches a layer); False: the
+# unfused step (rmsnorm, GEMV, rmsnorm + residual, GEMV, swiglu, GEMV + residual, and RoPE and attention's two:
+# 10), as at B > 1.
+# Schedules by (bits, N, K) of the weight (N: its outputs; for w13 the F outputs of SwiGLU); (bits, None): every
+# other shape. Lesson 08's GemvSchedule: BLOCK_N rows a program, BLOCK_K columns a step (int4: at least a group),
+# num_stages >= 2: the next step's codes prefetched into registers.
+USE_FUSED_DECODE = True
+FUSED_GEMV_SCHEDULES = {  # a first guess (not measured yet): the sweep's "EDIT" lines go here
+    (4, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 256 bytes a step
+    (8, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 512 bytes a step
+}
+
+
+def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
+    """FUSED_GEMV_SCHEDULES's row for a (bits, N, K) weight; under the interpreter, which runs the programs one
+    after another, a few large blocks instead."""
+    if utils.mode.current().interpret:
+        s = GemvSchedule(min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1)
+    else:
+        s = FUSED_GEMV_SCHEDULES.get((bits, N, K), FUSED_GEMV_SCHEDULES[(bits, None)])
+    return s._replace(BLOCK_K=max(s.BLOCK_K, group_size)) if bits == 4 else s  # int4: a step is whole groups
+
+
+def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule):
+    kind = Int4Weight if bits == 4 else Int8Weight
+    if not isinstance(w, kind):
+        raise TypeError(f"w must be an {kind.__name__} (quantize_int{bits}_ref(weight)), got {type(w).__name__}")
+    rows, K = w.shape
+    _require_x(x, K)
+    if x.shape[0] != 1:
+        raise ValueError(f"x has {x.shape[0]} rows: the fused decode GEMV reads the weights once per row, so it "
+                         f"takes one (B = 1); use w{bits}a16_fast for more")  # fmt: skip
+    if x.device != w.scale.device:
+        raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
+    if swiglu and rows % 2:
+        raise ValueError(f"swiglu: w has {rows} rows, it must stack gate and up (an even number)")
+    N = rows // 2 if swiglu else rows
+    eps = utils.require_number(eps, "eps")
+    if norm is not None:
+        utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
+    if residual is not None:
+        utils.require(residual, "residual", dtype=x.dtype, shape=(1, N))
+    codes = w.packed if bits == 4 else w.q
+    inputs = {"x": x, "w": codes} if norm is None else {"x": x, "w": codes, "norm": norm}  # out may be the residual
+    out_dtype = out.dtype if out is not None and out.dtype in (x.dtype, torch.float32) else x.dtype
+    out = utils.require_out(out, shape=(1, N), dtype=out_dtype, device=x.device, inputs=inputs)
+    G = w.group_size if bits == 4 else 1
+    s = schedule if schedule is not None else fused_gemv_schedule(bits, N, K, G)
+    if not isinstance(s, GemvSchedule):
+        raise TypeError(f"schedule must be a GemvSchedule (lesson 08's), got {type(s).__name__}")
+    for name in ("BLOCK_N", "BLOCK_K", "num_warps"):
+        utils.require_power_of_two(getattr(s, name), name)
+    if s.BLOCK_K % G:
+        raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {G}")
+    if N == 0:
+        return out
+    if K == 0:  # an empty sum
+        return out.zero_() if residual is None else out.copy_(residual)
+    meta = dict(NORM=norm is not None, SWIGLU=swiglu, RESIDUAL=residual is not None, BLOCK_N=s.BLOCK_N,
+                BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1)  # fmt: skip
+    grid = (triton.cdiv(N, s.BLOCK_N),)
+    if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
+        words = w.packed.view(torch.int32)
+        w4a16_decode_kernel[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps, words.stride(0),
+                                  w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
+    else:
+        w8a16_decode_kernel[grid](x, w.q, w.scale, norm, residual, out, N, K, eps, w.q.stride(0), **meta)
+    return out
+
+
+def w4a16_decode_gemv(x, w: Int4Weight, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None):
+    """Lesson 08's decode_gemv with an int4 weight: x (1, K) -> rmsnorm(x) (with norm) @ dequant(w).T, SwiGLU of
+    the gate and up halves of w's rows (with swiglu), + residual; one launch. out may be the residual itself."""
+    return _fused_gemv(x, w, 4, norm, eps, residual, swiglu, out, schedule)
+
+
+def w8a16_decode_gemv(x, w: Int8Weight, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None):
+    """w4a16_decode_gemv with an int8 weight."""
+    return _fused_gemv(x, w, 8, norm, eps, residual, swiglu, out, schedule)
+
+
+def quantized_decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None):
+    """The fused batch-1 GEMV for any weight of this lesson: int4, int8, or a plain tensor (lesson 08's)."""
+    fn = {Int4Weight: w4a16_decode_gemv, Int8Weight: w8a16_decode_gemv}.get(type(w), decode_gemv)
+    return fn(x, w, norm=norm, eps=eps, residual=residual, swiglu=swiglu, out=out, schedule=schedule)
+
+
+def quantized_decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
+    """The spec: lesson 08's decode_gemv_ref on the dequantized weight (in x's dtype: fp64 x for a reference)."""
+    return decode_gemv_ref(x, dequantize(w, x.dtype), norm=norm, eps=eps, residual=residual, swiglu=swiglu)
+
+
+def check_quantized_decode_gemv(fn, *, quiet=False, **kwargs):
+    """fn(x, w, norm=, eps=, residual=, swiglu=, out=, **kwargs) with int4 (groups of 32 and 128) and int8 weights
+    against quantized_decode_gemv_ref in fp64, called as the fused decode step calls it (norm in front, SwiGLU
+    behind, a residual added in place); N odd, K not a multiple of a group or a block, and a single output."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
+    env = utils.mode.current()
+    dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
+    for N, K in env.pick(cpu=((37, 70), (1, 200)), gpu=((2501, 2100), (1, 1000))):
+        x = torch.randn(1, K, device=env.device, dtype=dtype)
+        W = (torch.randn(2 * N, K, device=env.device) / math.sqrt(K)).to(dtype)  # outputs of about 1
+        norm = (1 + 0.1 * torch.randn(K, device=env.device)).to(dtype)
+        residual = torch.randn(1, N, device=env.device, dtype=dtype)
+        x64, res64 = x.double(), residual.double()
+        h64 = rmsnorm_ref(x64, norm.double(), 1e-5)
+        formats = {
+            "int4, group 32": lambda t: quantize_int4_ref(t, 32),
+            "int4, group 128": lambda t: quantize_int4_ref(t, 128),
+            "int8": quantize_int8_ref,
+        }
+        for what, quant in formats.items():
+            w, w_gate = quant(W), quant(W[:N].contiguous())  # quantized row by row: the same first N rows
+            W64 = dequantize(w, torch.float64)  # (2 N, K)
+            gate, up = W64[:N], W64[N:]
+            if isinstance(w, Int8Weight):  # the up rows' codes with the gate rows' scales
+                up_wrong = w.q[N:].double() * w.scale[:N].double()[:, None]
+            else:
+                up_wrong = _dequant_codes(unpack_int4(w.packed[N:]).double(), w.zero[:N].double(),
+                                          w.scale[:N].double(), K)  # fmt: skip
+            cases = {  # name: (keyword arguments, reference, {hint: reference under that mistake})
+                "rmsnorm(x) @ w.T (qkv, the LM head)": (
+                    {"norm": norm},
+                    h64 @ gate.T,
+                    {
+                        "The norm was left out: scale x by rsqrt(mean(x^2) + eps) * norm before the products.": (
+                            x64 @ gate.T
+                        )
+                    },
+                ),
+                "silu(gate) * up of rmsnorm(x) @ w.T (gate/up)": (
+                    {"norm": norm, "swiglu": True},
+                    swiglu_ref(h64 @ W64.T),
+                    {
+                        "Gate and up swapped: gate is rows [0, N) of w, up rows [N, 2 N); silu goes on the gate.": (
+                            swiglu_ref(torch.cat([h64 @ up.T, h64 @ gate.T], dim=1))
+                        ),
+                        "The up rows used the gate rows' scales (and zero points): index them at row n + N, as "
+                        "their codes": swiglu_ref(torch.cat([h64 @ gate.T, h64 @ up_wrong.T], dim=1)),
+                    },
+                ),
+                "x + o @ w.T in place (wo, down)": (
+                    {"residual": "in place"},
+                    res64 + x64 @ gate.T,
+                    {"The residual was not added: y += the residual's row before the store.": x64 @ gate.T},
+                ),
+            }
+            for name, (kw, ref, suspects) in cases.items():
+                if kw.get("residual") == "in place":
+                    out = residual.clone()
+                    kw = {"residual": out}
+                else:
+                    out = utils.nan_empty((1, N), dtype)
+                with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+                    got = fn(x, w if kw.get("swiglu") else w_gate, eps=1e-5, out=out, **kw, **kwargs)
+                utils.check(got, ref, name=f"fused decode GEMV, {what}, {name} (N={N}, K={K})", quiet=quiet,
+                            suspects=suspects, stray=stray)  # fmt: skip
+
+
+QUANTIZED_DECODE = TRITON_DECODE._replace(gemv=quantized_decode_gemv)  # lesson 08's kernels, any weight's GEMV
+
+
+def quantized_decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = QUANTIZED_DECODE):
+    """Lesson 08's decode_step for a model whose weights may be quantized. A batch of one (with USE_FUSED_DECODE
+    and an ops.gemv) takes lesson 08's fused step, each product through ops.gemv; anything else lesson 08's
+    unfused step (the quantized products through h @ w.T, as at B > 1)."""
+    a = model.args
+    B, H, KV, D = token.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
+    if ops.gemv is None or not USE_FUSED_DECODE or B != 1:
+        return decode_step(model, token, pos, cache, ops._replace(gemv=None))
+    lengths = pos + 1
+    x = F.embedding(token, model.embed)  # (1, C)
+    for i, w in enumerate(model.layers):  # lesson 08's fused step, line for line: 7 launches a layer
+        qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps).view(B, H + 2 * KV, D)
+        q = ops.rope_kv_write(qkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i])  # (B, H, D)
+        o = ops.decode_attention(q, cache.k[i], cache.v[i], lengths)  # (B, H, D)
+        ops.gemv(o.view(B, H * D), w.wo, residual=x, out=x)  # x += o wo^T
+        g = ops.gemv(x, w.w13, norm=w.mlp_norm, eps=a.norm_eps, swiglu=True)  # silu(gate) * up, (B, F)
+        ops.gemv(g, w.w2, residual=x, out=x)  # x += g w2^T
+    logits = torch.empty(B, a.vocab_size, device=x.device, dtype=torch.float32)
+    return ops.gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits)
+
+
+class QuantizedDecoder(Decoder):
+    """Lesson 08's decode loop (its cache, token, position and CUDA graph) stepping with quantized_decode_step:
+    the quantized GEMVs where lesson 08's kernels would run, the PyTorch references where they would."""
+
+    def _step(self):
+        ops = QUANTIZED_DECODE if self.ops.gemv is not None else self.ops
+        logits = quantized_decode_step(self.model, self.token, self.pos, self.cache, ops)
+        self.token.copy_(sample(logits, **self.sampling))
+        self.pos += 1
+
+
+class QuantizedDecoders(dict):
+    """A quantized model's ``decoders``: lesson 08's generate keeps each decode loop it builds here, one per shape,
+    and reads it back from here; each arrives as lesson 08's Decoder and is kept as a QuantizedDecoder."""
+
+    def __setitem__(self, key, decoder):
+        if type(decoder) is Decoder:  # a new loop of lesson 08's generate: the same arguments, this lesson's step
+            B, max_len = decoder.token.shape[0], decoder.cache.max_len
+            decoder = QuantizedDecoder(decoder.model, B, max_len, decoder.sampling, decoder.ops, decoder.cuda_graph)
+        super().__setitem__(key, decoder)
+
+
 def check_quantized_model(model: Model, *, B=2, T=None, steps=None, quiet=False):
     """Prefill and decode logits of a quantized model, and its greedy tokens, against forward_ref in fp64 on the
-    dequantized weights."""
+    dequantized weights; then its first sequence alone (B = 1), whose decode steps take the fused GEMVs: its
+    logits against the same reference, its greedy tokens against the batch's (the unfused step)."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     T, steps = T or env.pick(cpu=6, gpu=100), steps or env.pick(cpu=2, gpu=16)
@@ -1515,9 +1909,27 @@ def check_quantized_model(model: Model, *, B=2, T=None, steps=None, quiet=False)
         logits = decode_step(model, tokens[:, T + i], pos, cache)
         pos += 1
         close(logits, truth[:, T + i], ref_low[:, T + i] if low else None, f"quantized decode step {i + 1}")
-    # greedy: each token the reference's argmax, up to a near tie
+    # B = 1: the first sequence alone, its decode steps fused (quantized_decode_step), from its prefilled cache
+    # (each step writes its row before reading it: what the steps above left there is overwritten)
+    cache = KVCache(cache.k[:, :1].clone(), cache.v[:, :1].clone(), cache.cos, cache.sin)
+    pos = torch.full((1,), T, dtype=torch.int32, device=tokens.device)
+    for i in range(steps):
+        logits = quantized_decode_step(model, tokens[:1, T + i], pos, cache)
+        pos += 1
+        close(
+            logits, truth[:1, T + i], ref_low[:1, T + i] if low else None, f"quantized decode step {i + 1}, B=1 fused"
+        )
+    # greedy: each token the reference's argmax, up to a near tie; B = 2 runs unfused, B = 1 fused
     n = env.pick(cpu=4, gpu=32)
     out = generate(model, tokens[:, :5], n)
+    alone = generate(model, tokens[:1, :5], n)
+    if not low and not torch.equal(alone, out[:1]):
+        j = int((alone != out[:1]).nonzero()[0, 1]) - 5
+        raise AssertionError(
+            f"greedy token {j} of the first sequence is {int(alone[0, 5 + j])} alone (B = 1, the fused step) but "
+            f"{int(out[0, 5 + j])} in a batch of two (the unfused step): in fp32 they must agree"
+        )
+    out = torch.cat([out, alone])
     want = forward_ref(dequantize_model(model, torch.float64), out)[:, 4:-1]
     gap = want.max(-1).values - want.gather(-1, out[:, 5:, None])[..., 0]
     bad = torch.nonzero(gap > (2e-2 if low else 1e-4) * want.abs().amax(-1))
@@ -1528,7 +1940,10 @@ def check_quantized_model(model: Model, *, B=2, T=None, steps=None, quiet=False)
             f"{int(want[b, j].argmax())}, by more than a near tie: check the kernels at M = 1 (decode)"
         )
     if not quiet:
-        print(f"✓ {n} greedy tokens x {B} sequences: the reference's argmax at every step (up to near ties)")
+        print(
+            f"✓ {n} greedy tokens x {B} sequences and the first alone (fused): the reference's argmax at every "
+            f"step (up to near ties)"
+        )
 
 
 @torch.no_grad()

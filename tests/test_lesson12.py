@@ -676,6 +676,146 @@ def test_transposed_refuses_other_operations(tiny):
     torch.testing.assert_close(y.addmm_(x, qw.T), L.w8a16(x, qw))
 
 
+# -- the fused batch-1 decode step -----------------------------------------------------------------------------------
+
+
+def test_fused_decode_gemv_check():
+    L.check_quantized_decode_gemv(L.quantized_decode_gemv, quiet=True)
+    # GPU-like: several programs and two K steps (K = 200), with the next step's codes prefetched
+    small = L8.GemvSchedule(BLOCK_N=8, BLOCK_K=128, num_warps=4, num_stages=2)
+    L.check_quantized_decode_gemv(L.quantized_decode_gemv, quiet=True, schedule=small)
+
+
+@pytest.mark.parametrize("bits, G, BLOCK_K", [(4, 32, 32), (4, 32, 64), (8, None, 32)])
+@pytest.mark.parametrize("stages", [1, 2])
+def test_fused_decode_gemv_many_steps(bits, G, BLOCK_K, stages):
+    """Several K steps, the last one partial (K = 150), a tail of rows (N = 13), each epilogue, out fp32 too."""
+    N, K = 13, 150
+    W = weight(2 * N, K, seed=3, dtype=torch.float32)
+    w = L.quantize_int4_ref(W, G) if bits == 4 else L.quantize_int8_ref(W)
+    x, norm, res = (torch.randn(*shape, device=DEV) for shape in ((1, K), (K,), (1, N)))
+    s = L8.GemvSchedule(BLOCK_N=4, BLOCK_K=BLOCK_K, num_warps=4, num_stages=stages)
+    gate = L.quantize_int4_ref(W[:N].contiguous(), G) if bits == 4 else L.quantize_int8_ref(W[:N].contiguous())
+    for kw, wt, out in (
+        ({"norm": norm}, gate, utils.nan_empty((1, N), torch.float32)),
+        ({"norm": norm, "swiglu": True}, w, None),
+        ({"residual": res}, gate, res.clone()),
+    ):
+        want = L.quantized_decode_gemv_ref(x.double(), wt, eps=1e-5, **kw)
+        if out is not None and "residual" in kw:
+            kw = {"residual": out}
+        got = L.quantized_decode_gemv(x, wt, eps=1e-5, out=out, schedule=s, **kw)
+        utils.check(got, want, quiet=True, name=f"int{bits} {sorted(kw)}")
+
+
+def _rows(w, rows):
+    """The quantized weight with its rows (codes, scales, zero points) in the order ``rows``."""
+    if isinstance(w, L.Int8Weight):
+        return L.Int8Weight(w.q[rows].contiguous(), w.scale[rows].contiguous())
+    return L.Int4Weight(w.packed[rows].contiguous(), w.scale[rows].contiguous(), w.zero[rows].contiguous(), w.K,
+                        w.group_size)  # fmt: skip
+
+
+def _halves_swapped(x, w, **kw):
+    if kw.get("swiglu"):
+        N = w.shape[0] // 2
+        w = _rows(w, torch.cat([torch.arange(N, 2 * N), torch.arange(N)]))
+    return L.quantized_decode_gemv(x, w, **kw)
+
+
+def _up_with_gate_scales(x, w, **kw):
+    if kw.get("swiglu"):
+        N = w.shape[0] // 2
+        rows = torch.cat([torch.arange(N), torch.arange(N)])  # gate scales (and zero points) on the up rows
+        if isinstance(w, L.Int8Weight):
+            w = L.Int8Weight(w.q, w.scale[rows].contiguous())
+        else:
+            w = L.Int4Weight(w.packed, w.scale[rows].contiguous(), w.zero[rows].contiguous(), w.K, w.group_size)
+    return L.quantized_decode_gemv(x, w, **kw)
+
+
+@pytest.mark.parametrize(
+    "planted, hint",
+    [
+        (lambda x, w, **kw: L.quantized_decode_gemv(x, w, **{**kw, "norm": None}), "The norm was left out"),
+        (_halves_swapped, "Gate and up swapped"),
+        (_up_with_gate_scales, "The up rows used the gate rows' scales"),
+        (lambda x, w, **kw: L.quantized_decode_gemv(x, w, **{**kw, "residual": None}), "The residual was not added"),
+    ],
+)
+def test_fused_decode_gemv_check_names_the_mistake(planted, hint):
+    with pytest.raises(AssertionError, match=hint):
+        L.check_quantized_decode_gemv(planted, quiet=True)
+
+
+def test_fused_decode_gemv_refusals_and_empty_inputs():
+    w = weight(6, 100)
+    q8, q4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, 64)
+    x = torch.randn(1, 100, device=DEV, dtype=ENV.dtype)
+    cases = {
+        "two rows": (lambda: L.w8a16_decode_gemv(torch.randn(2, 100, device=DEV, dtype=x.dtype), q8), "takes one"),
+        "x of another K": (lambda: L.w4a16_decode_gemv(x[:, :64].contiguous(), q4), "K=100"),
+        "a plain tensor to the int4 launcher": (lambda: L.w4a16_decode_gemv(x, w), "must be an Int4Weight"),
+        "an Int4Weight to the int8 launcher": (lambda: L.w8a16_decode_gemv(x, q4), "must be an Int8Weight"),
+        "odd rows for swiglu": (
+            lambda: L.w8a16_decode_gemv(x, L.quantize_int8_ref(weight(5, 100)), swiglu=True),
+            "even number",
+        ),
+        "a residual of another shape": (
+            lambda: L.w4a16_decode_gemv(x, q4, residual=torch.zeros(1, 5, device=DEV, dtype=x.dtype)),
+            "residual",
+        ),
+        "a norm of another length": (
+            lambda: L.w8a16_decode_gemv(x, q8, norm=torch.ones(99, device=DEV, dtype=x.dtype)),
+            "norm",
+        ),
+        "out of another dtype": (
+            lambda: L.w8a16_decode_gemv(x, q8, out=torch.empty(1, 6, device=DEV, dtype=torch.float64)),
+            "dtype",
+        ),
+        "eps not a number": (lambda: L.w8a16_decode_gemv(x, q8, eps="1e-5"), "eps"),
+        "a BLOCK_N of 3": (lambda: L.w8a16_decode_gemv(x, q8, schedule=L8.GemvSchedule(3, 64, 4, 1)), "BLOCK_N"),
+        "a step of half a group": (
+            lambda: L.w4a16_decode_gemv(x, q4, schedule=L8.GemvSchedule(4, 32, 4, 1)),
+            "whole number of groups",
+        ),
+        "lesson 12's FastSchedule": (
+            lambda: L.w4a16_decode_gemv(x, q4, schedule=L.fast_schedule(4, 1, 6, 100, 64)),
+            "GemvSchedule",
+        ),
+    }
+    for _what, (call, message) in cases.items():
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+    for qw in (q8, q4):  # no rows: no launch; K = 0: an empty sum, plus the residual
+        assert L.quantized_decode_gemv(x, _rows(qw, torch.arange(0))).shape == (1, 0)
+    x0, w0 = torch.randn(1, 0, device=DEV, dtype=x.dtype), weight(6, 0)
+    res = torch.randn(1, 6, device=DEV, dtype=x.dtype)
+    for qw in (L.quantize_int8_ref(w0), L.quantize_int4_ref(w0, 32)):
+        assert bool((L.quantized_decode_gemv(x0, qw) == 0).all())
+        assert torch.equal(L.quantized_decode_gemv(x0, qw, residual=res), res)
+
+
+def test_generate_takes_the_fused_step_and_the_switch_takes_it_back(tiny, monkeypatch):
+    """check_quantized_model compares the fused step's logits and greedy tokens with the reference and the unfused
+    step's; here: lesson 08's generate runs it for a quantized model, and USE_FUSED_DECODE = False does not."""
+    model = L.quantize_model(tiny[0], 8)
+    ids = torch.randint(0, model.args.vocab_size, (1, 5), device=DEV)
+    # lesson 08's generate takes the fused step for a quantized model (its decoders are QuantizedDecoders) ...
+    calls = []
+    fused_gemv = L._fused_gemv
+    monkeypatch.setattr(L, "_fused_gemv", lambda *args: calls.append(args[2]) or fused_gemv(*args))
+    fused = L8.generate(model, ids, 3)
+    assert calls and set(calls) == {8}, "the batch-1 steps did not run the int8 fused GEMV"
+    assert {type(d) for d in model.decoders.values()} == {L.QuantizedDecoder}
+    # ... and the switch brings the unfused step back, with the same greedy tokens (a new decode loop: on a GPU the
+    # old one would replay the fused step from its CUDA graph)
+    calls.clear()
+    model.decoders.clear()
+    monkeypatch.setattr(L, "USE_FUSED_DECODE", False)
+    assert torch.equal(fused, L8.generate(model, ids, 3)) and not calls
+
+
 # -- compiled for an H100 without one: the schedules' tiles fit the registers -----------------------------------------
 
 
@@ -771,3 +911,34 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
         else:
             assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
+
+
+def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_path):
+    import re
+
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    jobs = []
+    # TinyLlama's qkv (norm in front), gate/up (norm and SwiGLU) and down (+ residual), each format's table row
+    for N, K, flags in ((2560, 2048, (1, 0, 0)), (5632, 2048, (1, 1, 0)), (2048, 5632, (0, 0, 1))):
+        NORM, SWIGLU, RESIDUAL = map(bool, flags)
+        for bits in (4, 8):
+            s = L.FUSED_GEMV_SCHEDULES.get((bits, N, K), L.FUSED_GEMV_SCHEDULES[(bits, None)])
+            meta = dict(NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, PREFETCH=s.num_stages >= 2)
+            pointers = dict(x_ptr="bf16", scale_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
+            if bits == 4:
+                pointers.update(packed_ptr="i32", zero_ptr="u8")
+                meta.update(GROUP_SIZE=128, BLOCK_K=max(s.BLOCK_K, 128))
+                ints = dict(N=N, K=K, eps=1e-5, stride_pn=K // 8, stride_sn=K // 128)
+            else:
+                pointers["q_ptr"] = "i8"
+                meta["BLOCK_K"] = s.BLOCK_K
+                ints = dict(N=N, K=K, eps=1e-5, stride_qn=K)
+            jobs.append(offline.job(f"w{bits}a16_decode_kernel", pointers=pointers, ints=ints, constexprs=meta,
+                                    num_warps=s.num_warps, num_stages=1))  # fmt: skip
+    for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
