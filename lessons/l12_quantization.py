@@ -1682,9 +1682,14 @@ def w8a16_decode_kernel(
 # other shape. Lesson 08's GemvSchedule: BLOCK_N rows a program, BLOCK_K columns a step (int4: at least a group),
 # num_stages >= 2: the next step's codes prefetched into registers.
 USE_FUSED_DECODE = True
-FUSED_GEMV_SCHEDULES = {  # a first guess (not measured yet): the sweep's "EDIT" lines go here
-    (4, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 256 bytes a step
+FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/sweeps/l12b.txt, bench/sweeps/l12b.py)
+    (4, None): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # 4 rows x 512 bytes a step
     (8, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 512 bytes a step
+    (4, 5632, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=256, num_warps=4, num_stages=2),  # gate/up (+ SwiGLU)
+    (8, 5632, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=256, num_warps=4, num_stages=2),
+    (4, 32000, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=256, num_warps=4, num_stages=2),  # the LM head
+    (8, 2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # int8 down, wo
+    (8, 2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),
 }
 
 
