@@ -687,16 +687,16 @@ def _attention_range_tma(
     for n in range(start, end, BLOCK_N):
         k = k_desc.load([b, n, kv_col]).reshape([BLOCK_N, HEAD_DIM])  # keys n .. n + BLOCK_N (past T: zeros)
         v = v_desc.load([b, n, kv_col]).reshape([BLOCK_N, HEAD_DIM])
-        s = tl.dot(q, tl.trans(k)) * qk_scale
+        s = tl.dot(q, tl.trans(k))  # unscaled: the scale goes into the exponent below
         if MASKED:
             offs_n = n + tl.arange(0, BLOCK_N)
             keep = offs_n[None, :] < T
             if IS_CAUSAL:
                 keep = keep & (offs_n[None, :] <= offs_m[:, None])
             s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # a row's max in base-2 units, as before
         alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
+        p = tl.exp2(s * qk_scale - m_new[:, None])  # one fused multiply-add a score
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new

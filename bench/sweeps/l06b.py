@@ -3,7 +3,8 @@ kv heads): how the softmax scale is applied inside the loop, and Triton's warp s
 SDPA, both in CUDA graphs.
 PYTHONPATH=$PWD python3 bench/sweeps/l06b.py [--cpu]
 
-SCALE: 0 = the lesson's loop (s = q k^T * scale, then s - m: a multiply and a subtract a score);
+SCALE: 0 = the lesson's loop when this ran (s = q k^T * scale, then s - m: a multiply and a subtract a score; the
+           lesson has taken SCALE 1 since, so "lesson" in a new run is SCALE 1);
        1 = the scale folded into the exponent (m from max(s) * scale, p = exp2(s * scale - m): one fused
            multiply-add a score, as Triton's tutorial does);
        2 = q multiplied by the scale once before the loop (in the input's precision: a rounding more, no multiply
