@@ -1230,6 +1230,63 @@ def decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-
     return out
 
 
+def check_decode_qkv_rope(fn, *, quiet=False):
+    """fn(x, w, cos, sin, pos, k_cache, v_cache, norm=, eps=, out=) against decode_qkv_rope_ref in fp64: q, and
+    the caches with row pos written and every other row as it was; head sizes 16 and 32, grouped heads, pos at
+    both ends of the cache."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
+    cases = env.pick(cpu=[(4, 2, 16, 24, 6, 0), (8, 1, 32, 40, 9, 8)], gpu=[(32, 4, 64, 2048, 700, 699)])
+    for H, KV, D, C, max_len, p in cases:  # p: the new token's position
+        fake = ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
+        cos, sin = rope_cache(fake, max_len, dtype)
+        x = torch.randn(1, C, device=env.device, dtype=dtype)
+        w = (torch.randn((H + 2 * KV) * D, C, device=env.device) / math.sqrt(C)).to(dtype)
+        norm = (1 + 0.1 * torch.randn(C, device=env.device)).to(dtype)
+        pos = torch.tensor([p], device=env.device, dtype=torch.int32)
+        k_old, v_old = (torch.randn(1, max_len, KV, D, device=env.device, dtype=dtype) for _ in range(2))
+        k_cache, v_cache = k_old.clone(), v_old.clone()
+        with utils.watch_memory() as stray:
+            q = fn(x, w, cos, sin, pos, k_cache, v_cache, norm=norm, eps=1e-5, out=utils.nan_empty((1, H, D), dtype))
+        args64 = [t.double() for t in (x, w, cos, sin)]
+        k_ref, v_ref = k_old.double(), v_old.double()
+        q_ref = decode_qkv_rope_ref(*args64, pos, k_ref, v_ref, norm=norm.double(), eps=1e-5)
+        # the classic mistakes: RoPE's pairs taken as neighbours (2i, 2i + 1: the interleaved convention), v rotated
+        pi = torch.arange(D, device=env.device).view(D // 2, 2).T.reshape(-1)  # 0, 2, 4, .. 1, 3, 5, ..
+        perm = (torch.arange(H + 2 * KV, device=env.device)[:, None] * D + pi[None, :]).reshape(-1)
+        k_int, v_int = k_old.double(), v_old.double()
+        q_int = decode_qkv_rope_ref(args64[0], args64[1][perm], *args64[2:], pos, k_int, v_int, norm=norm.double())
+        unperm = torch.argsort(pi)
+        k_int_rows = k_old.double().clone()
+        k_int_rows[0, p] = k_int[0, p][..., unperm]
+        v_rot = v_old.double().clone()
+        v_rot[0, p] = _rotated_like_k(v_ref[0, p], cos.double()[p], sin.double()[p])
+        interleaved = (
+            "RoPE turned neighbouring outputs (2i, 2i + 1) together: this course's RoPE pairs output i "
+            "with output i + D/2 of the same head (rope_kv_write_ref), the partner rows are D/2 rows further down w."
+        )
+        name = f"(H={H}, KV={KV}, D={D}, C={C}, max_len={max_len}, pos={p})"
+        utils.check(q, q_ref, name=f"fused qkv + RoPE, q {name}", quiet=quiet, stray=stray,
+                    suspects={interleaved: q_int[:, :, unperm]})  # fmt: skip
+        utils.check(k_cache, k_ref, name=f"fused qkv + RoPE, k cache {name}", quiet=quiet,
+                    suspects={interleaved: k_int_rows})  # fmt: skip
+        utils.check(
+            v_cache,
+            v_ref,
+            name=f"fused qkv + RoPE, v cache {name}",
+            quiet=quiet,
+            suspects={"v was rotated: RoPE turns q and k only; v goes into the cache as it is.": v_rot},
+        )
+
+
+def _rotated_like_k(rows, cos, sin):
+    """rows (KV, D) turned by RoPE's angles cos, sin (D,), as k is."""
+    half = rows.shape[-1] // 2
+    r1, r2 = rows[..., :half], rows[..., half:]
+    return torch.cat([r1 * cos[:half] - r2 * sin[:half], r2 * cos[:half] + r1 * sin[:half]], dim=-1)
+
+
 @triton.jit
 def decode_attention_fused_kernel(
     q_ptr,
