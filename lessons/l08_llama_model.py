@@ -1101,10 +1101,9 @@ def decode_qkv_rope_kernel(
 ):
     # -- map program id to BLOCK_P pairs of rows of w: row r = head * D + i and its partner r + D/2 (i < D/2),
     # the two halves RoPE turns together (rope_kv_write_ref's convention): a program owns both of a pair
-    HALF: tl.constexpr = HEAD_DIM // 2
     pairs = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    head = pairs // HALF  # 0 .. H - 1: q; H .. H + KV - 1: k; then v
-    i = pairs % HALF
+    head = pairs // (HEAD_DIM // 2)  # 0 .. H - 1: q; H .. H + KV - 1: k; then v
+    i = pairs % (HEAD_DIM // 2)
     keep = head < H + 2 * KV
     cols = tl.arange(0, BLOCK_K)
     w_rows = w_ptr + (head * HEAD_DIM + i).to(tl.int64)[:, None] * K + cols[None, :]
@@ -1115,7 +1114,7 @@ def decode_qkv_rope_kernel(
     if PREFETCH:
         first = keep[:, None] & (cols < K)[None, :]
         w_next = tl.load(w_rows, mask=first, other=0.0)
-        w2_next = tl.load(w_rows + HALF * K, mask=first, other=0.0)
+        w2_next = tl.load(w_rows + (HEAD_DIM // 2) * K, mask=first, other=0.0)
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
         mask = keep[:, None] & in_k[None, :]
@@ -1124,10 +1123,10 @@ def decode_qkv_rope_kernel(
             w = w_next
             w2 = w2_next
             w_next = tl.load(w_rows + k + BLOCK_K, mask=nxt, other=0.0)
-            w2_next = tl.load(w_rows + HALF * K + k + BLOCK_K, mask=nxt, other=0.0)
+            w2_next = tl.load(w_rows + (HEAD_DIM // 2) * K + k + BLOCK_K, mask=nxt, other=0.0)
         else:
             w = tl.load(w_rows + k, mask=mask, other=0.0)
-            w2 = tl.load(w_rows + HALF * K + k, mask=mask, other=0.0)
+            w2 = tl.load(w_rows + (HEAD_DIM // 2) * K + k, mask=mask, other=0.0)
         xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
         if NORM:
             sq += xk * xk
@@ -1153,14 +1152,14 @@ def decode_qkv_rope_kernel(
     is_v = keep & (head >= H + KV)
     q_off = head * HEAD_DIM + i  # q (1, H, D)
     tl.store(q_ptr + q_off, r1.to(q_ptr.dtype.element_ty), mask=is_q)
-    tl.store(q_ptr + q_off + HALF, r2.to(q_ptr.dtype.element_ty), mask=is_q)
+    tl.store(q_ptr + q_off + HEAD_DIM // 2, r2.to(q_ptr.dtype.element_ty), mask=is_q)
     # -- k (rotated) and v (as it is) straight into row pos of the caches (1, max_len, KV, D)
     kv_head = tl.where(head < H + KV, head - H, head - H - KV)
     row = pos * stride_ct + kv_head * HEAD_DIM + i
     tl.store(k_cache_ptr + row, r1.to(k_cache_ptr.dtype.element_ty), mask=is_k)
-    tl.store(k_cache_ptr + row + HALF, r2.to(k_cache_ptr.dtype.element_ty), mask=is_k)
+    tl.store(k_cache_ptr + row + HEAD_DIM // 2, r2.to(k_cache_ptr.dtype.element_ty), mask=is_k)
     tl.store(v_cache_ptr + row, y1.to(v_cache_ptr.dtype.element_ty), mask=is_v)
-    tl.store(v_cache_ptr + row + HALF, y2.to(v_cache_ptr.dtype.element_ty), mask=is_v)
+    tl.store(v_cache_ptr + row + HEAD_DIM // 2, y2.to(v_cache_ptr.dtype.element_ty), mask=is_v)
 
 
 def decode_qkv_rope_ref(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5):
