@@ -1078,6 +1078,34 @@ def check_decode_gemv(fn, *, quiet=False):
 
 
 @triton.jit
+def _rope_kv_epilogue(
+    y1, y2, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, stride_ct,
+    HEAD_DIM: tl.constexpr,
+):  # fmt: skip
+    """A batch-1 qkv GEMV's outputs y1 (row head * D + i) and y2 (row head * D + i + D/2), already rounded to the
+    activations' dtype: q and k turned by the angles of pos, q to q_ptr (1, H, D), k and v into row pos of the
+    caches (1, max_len, KV, D). A helper, so that a quantized qkv GEMV (lesson 12) can end the same way."""
+    pos = tl.load(pos_ptr).to(tl.int64)  # a batch of one
+    c = tl.load(cos_ptr + pos * HEAD_DIM + i).to(tl.float32)
+    s = tl.load(sin_ptr + pos * HEAD_DIM + i).to(tl.float32)
+    r1 = y1 * c - y2 * s
+    r2 = y2 * c + y1 * s
+    is_q = keep & (head < H)
+    is_k = keep & (head >= H) & (head < H + KV)
+    is_v = keep & (head >= H + KV)
+    q_off = head * HEAD_DIM + i  # q (1, H, D)
+    tl.store(q_ptr + q_off, r1.to(q_ptr.dtype.element_ty), mask=is_q)
+    tl.store(q_ptr + q_off + HEAD_DIM // 2, r2.to(q_ptr.dtype.element_ty), mask=is_q)
+    # -- k (rotated) and v (as it is) straight into row pos of the caches (1, max_len, KV, D)
+    kv_head = tl.where(head < H + KV, head - H, head - H - KV)
+    row = pos * stride_ct + kv_head * HEAD_DIM + i
+    tl.store(k_cache_ptr + row, r1.to(k_cache_ptr.dtype.element_ty), mask=is_k)
+    tl.store(k_cache_ptr + row + HEAD_DIM // 2, r2.to(k_cache_ptr.dtype.element_ty), mask=is_k)
+    tl.store(v_cache_ptr + row, y1.to(v_cache_ptr.dtype.element_ty), mask=is_v)
+    tl.store(v_cache_ptr + row + HEAD_DIM // 2, y2.to(v_cache_ptr.dtype.element_ty), mask=is_v)
+
+
+@triton.jit
 def decode_qkv_rope_kernel(
     x_ptr,
     w_ptr,
@@ -1142,24 +1170,8 @@ def decode_qkv_rope_kernel(
     # -- the epilogue is rope_kv_write_kernel's: qkv rounded to x's dtype, q and k turned by the angles of pos
     y1 = y1.to(x_ptr.dtype.element_ty).to(tl.float32)
     y2 = y2.to(x_ptr.dtype.element_ty).to(tl.float32)
-    pos = tl.load(pos_ptr).to(tl.int64)  # a batch of one
-    c = tl.load(cos_ptr + pos * HEAD_DIM + i).to(tl.float32)
-    s = tl.load(sin_ptr + pos * HEAD_DIM + i).to(tl.float32)
-    r1 = y1 * c - y2 * s
-    r2 = y2 * c + y1 * s
-    is_q = keep & (head < H)
-    is_k = keep & (head >= H) & (head < H + KV)
-    is_v = keep & (head >= H + KV)
-    q_off = head * HEAD_DIM + i  # q (1, H, D)
-    tl.store(q_ptr + q_off, r1.to(q_ptr.dtype.element_ty), mask=is_q)
-    tl.store(q_ptr + q_off + HEAD_DIM // 2, r2.to(q_ptr.dtype.element_ty), mask=is_q)
-    # -- k (rotated) and v (as it is) straight into row pos of the caches (1, max_len, KV, D)
-    kv_head = tl.where(head < H + KV, head - H, head - H - KV)
-    row = pos * stride_ct + kv_head * HEAD_DIM + i
-    tl.store(k_cache_ptr + row, r1.to(k_cache_ptr.dtype.element_ty), mask=is_k)
-    tl.store(k_cache_ptr + row + HEAD_DIM // 2, r2.to(k_cache_ptr.dtype.element_ty), mask=is_k)
-    tl.store(v_cache_ptr + row, y1.to(v_cache_ptr.dtype.element_ty), mask=is_v)
-    tl.store(v_cache_ptr + row + HEAD_DIM // 2, y2.to(v_cache_ptr.dtype.element_ty), mask=is_v)
+    _rope_kv_epilogue(y1, y2, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
+                      stride_ct, HEAD_DIM)  # fmt: skip
 
 
 def decode_qkv_rope_ref(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5):
@@ -1385,6 +1397,7 @@ def decode_attention_fused_kernel(
 
 
 _TICKETS = {}  # device -> int32 counters, one per (sequence, kv head), always back at 0 after a launch
+_OUTGROWN_TICKETS = []  # smaller counters replaced by larger ones, kept alive for the graphs that captured them
 
 
 def _tickets(device, n: int) -> torch.Tensor:
@@ -1395,7 +1408,9 @@ def _tickets(device, n: int) -> torch.Tensor:
     if t is None or t.numel() < n:
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             raise RuntimeError("decode attention's ticket counters must be allocated before a CUDA graph capture")
-        t = _TICKETS[str(device)] = torch.zeros(max(n, 256), dtype=torch.int32, device=device)
+        if t is not None:  # a graph captured earlier may still use the smaller one: it must never be freed
+            _OUTGROWN_TICKETS.append(t)
+        t = _TICKETS[str(device)] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     return t
 
 
