@@ -544,7 +544,11 @@ def test_qkv_rope_is_the_gemv_then_rope_kv_write_bit_for_bit(H, KV, D, p):
     q1 = L.decode_qkv_rope(x, w, cos, sin, pos, k1, v1, norm=norm)
     qkv = L.decode_gemv(x, w, norm=norm).view(1, H + 2 * KV, D)  # the same schedule: the same sums
     q2 = L.rope_kv_write(qkv, cos, sin, pos, k2, v2)
-    assert torch.equal(q1, q2) and torch.equal(k1, k2) and torch.equal(v1, v2)
+    if ENV.interpret:  # the same sums in the same order, then rope_kv_write_kernel's arithmetic
+        assert torch.equal(q1, q2) and torch.equal(k1, k2) and torch.equal(v1, v2)
+    else:  # compiled, a (pairs, BLOCK_K) tile may reduce its rows in another order than the GEMV's tile
+        for a, b in ((q1, q2), (k1, k2), (v1, v2)):
+            utils.check(a, b, atol=1e-5, rtol=1e-5, quiet=True, reason="fp32 sums reduced in another order")
     untouched = torch.arange(8, device=ENV.device) != p
     assert torch.equal(k1[:, untouched], k0[:, untouched]) and torch.equal(v1[:, untouched], v0[:, untouched])
 
@@ -605,7 +609,7 @@ def test_ticket_attention_called_again_and_again(B, H, KV, D, n_splits):
         lengths = lengths.to(ENV.device)
         out = L.decode_attention_fused(q, k, v, lengths, n_splits=n_splits, out=utils.nan_empty((B, H, D)))
         utils.check(out, L.decode_attention_ref(q.double(), k.double(), v.double(), lengths), quiet=True)
-        assert int(L._TICKETS[str(q.device)].abs().sum()) == 0, "a ticket counter was left non-zero"
+        assert all(int(t.abs().sum()) == 0 for t in L._TICKETS.values()), "a ticket counter was left non-zero"
 
 
 def test_check_decode_attention_catches_a_fused_variant_reading_past_the_length():
@@ -648,9 +652,11 @@ def test_every_fusion_gives_the_same_steps(tied, monkeypatch):
         for f, (logits, cache) in runs.items():
             tol = dict(atol=1e-4, rtol=1e-4) if f == "ref" else dict(atol=1e-5, rtol=1e-5)
             utils.check(logits, base_logits, name=f"B={B} {f}", quiet=True, reason="fp32, sums reordered", **tol)
-            if f != "ref":  # the caches: written by rope_kv_write or by the GEMV's epilogue, the same bits
+            if f != "ref" and ENV.interpret:  # the caches: by rope_kv_write or the GEMV's epilogue, the same bits
                 assert torch.equal(cache.k, base_cache.k) and torch.equal(cache.v, base_cache.v), f
-    assert int(L._TICKETS[str(ENV.device)].abs().sum()) == 0
+            elif f != "ref":
+                utils.check(cache.k, base_cache.k, atol=1e-5, rtol=1e-5, quiet=True, reason="fp32, sums reordered")
+    assert all(int(t.abs().sum()) == 0 for t in L._TICKETS.values()), "a ticket counter was left non-zero"
 
 
 def test_fused_decode_refusals():
