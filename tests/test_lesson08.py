@@ -689,3 +689,18 @@ def test_fused_decode_refusals():
     l0 = torch.zeros(0, dtype=torch.int32, device=ENV.device)
     for variant in ("ticket", "one-pass"):
         assert L.decode_attention_fused(q0, empty, empty, l0, variant=variant).shape == (0, 4, 16)
+
+
+@pytest.mark.skipif(not ENV.is_gpu, reason="CUDA graphs need a GPU")
+def test_ticket_attention_replayed_from_a_cuda_graph():
+    """A captured launch replays with the counters the previous replay left: each replay must find them at 0."""
+    B, H, KV, D, max_len = 2, 8, 2, 64, 300
+    q = torch.randn(B, H, D, device=ENV.device)
+    k, v = (torch.randn(B, max_len, KV, D, device=ENV.device) for _ in range(2))
+    lengths = torch.tensor([1, 300], dtype=torch.int32, device=ENV.device)
+    out = torch.empty_like(q)
+    graph = L.capture(lambda: L.decode_attention_fused(q, k, v, lengths, out=out, variant="ticket"), ())
+    for step in range(4):
+        lengths.copy_(torch.tensor([1 + 70 * step, 300 - 50 * step], dtype=torch.int32))
+        graph.replay()
+        utils.check(out, L.decode_attention_ref(q.double(), k.double(), v.double(), lengths), quiet=True)
