@@ -13,11 +13,13 @@ state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512
 - one decode step, replayed from our CUDA graph at a context of 640 tokens, at batch 1, 8, 32, 64 against a
   copy of the same bytes (what the memory allows); tokens/s = B / ms * 1e3;
 - at batch 1, the same step unfused (cuBLAS matmuls, separate RMSNorm and SwiGLU kernels: the step before
-  decode_gemv), in a CUDA graph too;
+  decode_gemv), in a CUDA graph too; and the fused step without DECODE_FUSIONS (RoPE and the cache write in their
+  own kernel, flash-decoding in two launches: 7 launches a layer, where the table's fusions leave 5);
 - flash-decoding at 8192 cached tokens (TinyLlama's heads at batch 1, whose 8 MB cache takes a few µs, and at
   batch 8; Llama-3-8B's 32/8 heads of D = 128 at batch 4) against torch's scaled_dot_product_attention on the
   same cache, bytes = decode_attention_bytes: launched from Python, and both sides replayed from CUDA graphs (the
-  GPU's time: a launch costs the host more than the kernel's few µs).
+  GPU's time: a launch costs the host more than the kernel's few µs); in graphs also the decode step's one-launch
+  variant (decode_attention_step, DECODE_FUSIONS.attention) unless the table says "split+combine".
 """
 
 import torch
@@ -94,6 +96,16 @@ def generation(model, hf) -> list[Row]:
     return rows
 
 
+def _graphed_with(fusions, fn):
+    """fn captured in a CUDA graph with L.DECODE_FUSIONS set to ``fusions`` (read while capturing, then restored)."""
+    saved = L.DECODE_FUSIONS
+    L.DECODE_FUSIONS = fusions
+    try:
+        return graphed(fn)
+    finally:
+        L.DECODE_FUSIONS = saved
+
+
 def decode_steps(model) -> list[Row]:
     rows = []
     for B in (1, 8, 32, 64):
@@ -114,6 +126,11 @@ def decode_steps(model) -> list[Row]:
             pos = torch.full((1,), CONTEXT, dtype=torch.int32, device="cuda")
             impls["triton unfused: cuBLAS matmuls (CUDA graph)"] = graphed(
                 lambda: L.decode_step(model, token, pos, cache, L.TRITON_DECODE_UNFUSED)
+            )
+            # the fused step without DECODE_FUSIONS (RoPE in the qkv GEMV, one-launch attention): 7 launches a layer
+            impls["triton, 7 launches a layer (CUDA graph)"] = _graphed_with(
+                L.DecodeFusions(rope_in_qkv=False, attention="split+combine"),
+                lambda: L.decode_step(model, token, pos, cache, L.TRITON_DECODE),
             )
         rows += paired(
             impls,
@@ -152,6 +169,10 @@ def decode_attention() -> list[Row]:
         rows += paired({"triton flash-decoding": ours}, ("torch SDPA", sdpa), **common)
         # both sides replayed from CUDA graphs: the GPU's time, without the host's 50-80 us a launch
         graphs = {"triton flash-decoding (CUDA graph)": graphed(ours)}
+        if L.DECODE_FUSIONS.attention != "split+combine":  # the decode step's variant: one launch
+            graphs["triton flash-decoding, one launch (CUDA graph)"] = graphed(
+                lambda: L.decode_attention_step(q, k, v, lengths)
+            )
         rows += paired(graphs, ("torch SDPA (CUDA graph)", graphed(sdpa)), **common)
     return rows
 

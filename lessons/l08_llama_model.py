@@ -1077,18 +1077,449 @@ def check_decode_gemv(fn, *, quiet=False):
         utils.check(got, ref, name=f"decode GEMV, {name} (N={N}, K={K})", quiet=quiet, suspects=suspects, stray=stray)
 
 
+@triton.jit
+def _rope_kv_epilogue(
+    y1, y2, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, stride_ct,
+    HEAD_DIM: tl.constexpr,
+):  # fmt: skip
+    """A batch-1 qkv GEMV's outputs y1 (row head * D + i) and y2 (row head * D + i + D/2), already rounded to the
+    activations' dtype: q and k turned by the angles of pos, q to q_ptr (1, H, D), k and v into row pos of the
+    caches (1, max_len, KV, D). A helper, so that a quantized qkv GEMV (lesson 12) can end the same way."""
+    pos = tl.load(pos_ptr).to(tl.int64)  # a batch of one
+    c = tl.load(cos_ptr + pos * HEAD_DIM + i).to(tl.float32)
+    s = tl.load(sin_ptr + pos * HEAD_DIM + i).to(tl.float32)
+    r1 = y1 * c - y2 * s
+    r2 = y2 * c + y1 * s
+    is_q = keep & (head < H)
+    is_k = keep & (head >= H) & (head < H + KV)
+    is_v = keep & (head >= H + KV)
+    q_off = head * HEAD_DIM + i  # q (1, H, D)
+    tl.store(q_ptr + q_off, r1.to(q_ptr.dtype.element_ty), mask=is_q)
+    tl.store(q_ptr + q_off + HEAD_DIM // 2, r2.to(q_ptr.dtype.element_ty), mask=is_q)
+    # -- k (rotated) and v (as it is) straight into row pos of the caches (1, max_len, KV, D)
+    kv_head = tl.where(head < H + KV, head - H, head - H - KV)
+    row = pos * stride_ct + kv_head * HEAD_DIM + i
+    tl.store(k_cache_ptr + row, r1.to(k_cache_ptr.dtype.element_ty), mask=is_k)
+    tl.store(k_cache_ptr + row + HEAD_DIM // 2, r2.to(k_cache_ptr.dtype.element_ty), mask=is_k)
+    tl.store(v_cache_ptr + row, y1.to(v_cache_ptr.dtype.element_ty), mask=is_v)
+    tl.store(v_cache_ptr + row + HEAD_DIM // 2, y2.to(v_cache_ptr.dtype.element_ty), mask=is_v)
+
+
+@triton.jit
+def decode_qkv_rope_kernel(
+    x_ptr,
+    w_ptr,
+    norm_ptr,
+    cos_ptr,
+    sin_ptr,
+    pos_ptr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    H,
+    KV,
+    K,
+    eps,
+    stride_ct,
+    NORM: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    # -- map program id to BLOCK_P pairs of rows of w: row r = head * D + i and its partner r + D/2 (i < D/2),
+    # the two halves RoPE turns together (rope_kv_write_ref's convention): a program owns both of a pair
+    pairs = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+    head = pairs // (HEAD_DIM // 2)  # 0 .. H - 1: q; H .. H + KV - 1: k; then v
+    i = pairs % (HEAD_DIM // 2)
+    keep = head < H + 2 * KV
+    cols = tl.arange(0, BLOCK_K)
+    w_rows = w_ptr + (head * HEAD_DIM + i).to(tl.int64)[:, None] * K + cols[None, :]
+    # -- K loop: decode_gemv_kernel's, with the partner rows where SwiGLU reads the up rows
+    acc = tl.zeros([BLOCK_P, BLOCK_K], tl.float32)
+    acc2 = tl.zeros([BLOCK_P, BLOCK_K], tl.float32)
+    sq = tl.zeros([BLOCK_K], tl.float32)
+    if PREFETCH:
+        first = keep[:, None] & (cols < K)[None, :]
+        w_next = tl.load(w_rows, mask=first, other=0.0)
+        w2_next = tl.load(w_rows + (HEAD_DIM // 2) * K, mask=first, other=0.0)
+    for k in range(0, K, BLOCK_K):
+        in_k = k + cols < K
+        mask = keep[:, None] & in_k[None, :]
+        if PREFETCH:
+            nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]
+            w = w_next
+            w2 = w2_next
+            w_next = tl.load(w_rows + k + BLOCK_K, mask=nxt, other=0.0)
+            w2_next = tl.load(w_rows + (HEAD_DIM // 2) * K + k + BLOCK_K, mask=nxt, other=0.0)
+        else:
+            w = tl.load(w_rows + k, mask=mask, other=0.0)
+            w2 = tl.load(w_rows + (HEAD_DIM // 2) * K + k, mask=mask, other=0.0)
+        xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        if NORM:
+            sq += xk * xk
+            xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        acc += w.to(tl.float32) * xk[None, :]
+        acc2 += w2.to(tl.float32) * xk[None, :]
+    y1 = tl.sum(acc, 1)
+    y2 = tl.sum(acc2, 1)
+    if NORM:
+        rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
+        y1 *= rstd
+        y2 *= rstd
+    # -- the epilogue is rope_kv_write_kernel's: qkv rounded to x's dtype, q and k turned by the angles of pos
+    y1 = y1.to(x_ptr.dtype.element_ty).to(tl.float32)
+    y2 = y2.to(x_ptr.dtype.element_ty).to(tl.float32)
+    _rope_kv_epilogue(y1, y2, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
+                      stride_ct, HEAD_DIM)  # fmt: skip
+
+
+def decode_qkv_rope_ref(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5):
+    """The qkv projection of a batch-1 step and rope_kv_write_ref after it: returns the rotated q (1, H, D)."""
+    D = k_cache.shape[3]
+    qkv = decode_gemv_ref(x, w, norm=norm, eps=eps)
+    return rope_kv_write_ref(qkv.view(1, w.shape[0] // D, D), cos, sin, pos, k_cache, v_cache)
+
+
+def decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5, out=None, schedule=None):
+    """decode_gemv(x, w, norm=) and rope_kv_write in one launch (batch 1): x (1, C), w ((H + 2 KV) D, C), pos (1,)
+    int32, caches (1, max_len, KV, D). Writes k and v into row pos of the caches; returns the rotated q (1, H, D).
+    schedule: a GemvSchedule whose BLOCK_N rows a program are BLOCK_N / 2 pairs (default: gemv_schedule's)."""
+    utils.require(x, "x", dtype=FLOATS, ndim=2)
+    utils.require(w, "w", dtype=x.dtype, ndim=2)
+    M, K = x.shape
+    if M != 1:
+        raise ValueError(f"x has {M} rows: decode_qkv_rope is the batch-1 step's (B = 1)")
+    _require_cache(k_cache, v_cache, 1, k_cache.shape[3] if k_cache.ndim == 4 else -1, x.dtype)
+    _, max_len, KV, D = k_cache.shape
+    if D < 2 or D & (D - 1):
+        raise ValueError(f"head_dim D={D} must be a power of two here (tl.arange needs one)")
+    if w.shape[1] != K or w.shape[0] % D or w.shape[0] // D < 3 * KV or (w.shape[0] // D - 2 * KV) % KV:
+        raise ValueError(
+            f"w has shape {tuple(w.shape)}: it must be ((H + 2 KV) D, K) = ((H + {2 * KV}) x {D}, {K}), "
+            f"H a multiple of KV={KV} (q, k and v stacked)"
+        )
+    H = w.shape[0] // D - 2 * KV
+    eps = utils.require_number(eps, "eps")
+    if norm is not None:
+        utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
+    for name, table in (("cos", cos), ("sin", sin)):
+        utils.require(table, name, dtype=x.dtype, shape=(max_len, D))
+    utils.require(pos, "pos", dtype=torch.int32, shape=(1,))
+    inputs = {"x": x, "w": w, "k_cache": k_cache, "v_cache": v_cache}
+    out = utils.require_out(out, shape=(1, H, D), dtype=x.dtype, device=x.device, inputs=inputs)
+    utils.require_int32_offsets(w, "w")
+    s = schedule or gemv_schedule(w.shape[0], K)
+    utils.require_power_of_two(s.BLOCK_N, "BLOCK_N")
+    utils.require_power_of_two(s.BLOCK_K, "BLOCK_K")
+    if K == 0:
+        raise ValueError("x has no columns (K = 0): there is nothing to project")
+    BLOCK_P = max(1, s.BLOCK_N // 2)  # pairs: the same BLOCK_N rows of w a program as the plain GEMV
+    decode_qkv_rope_kernel[(triton.cdiv((H + 2 * KV) * D // 2, BLOCK_P),)](
+        x,
+        w,
+        norm,
+        cos,
+        sin,
+        pos,
+        out,
+        k_cache,
+        v_cache,
+        H,
+        KV,
+        K,
+        eps,
+        k_cache.stride(1),
+        NORM=norm is not None,
+        HEAD_DIM=D,
+        BLOCK_P=BLOCK_P,
+        BLOCK_K=s.BLOCK_K,
+        PREFETCH=s.num_stages >= 2,
+        num_warps=s.num_warps,
+        num_stages=1,
+    )
+    return out
+
+
+def check_decode_qkv_rope(fn, *, quiet=False):
+    """fn(x, w, cos, sin, pos, k_cache, v_cache, norm=, eps=, out=) against decode_qkv_rope_ref in fp64: q, and
+    the caches with row pos written and every other row as it was; head sizes 16 and 32, grouped heads, pos at
+    both ends of the cache."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
+    cases = env.pick(cpu=[(4, 2, 16, 24, 6, 0), (8, 1, 32, 40, 9, 8)], gpu=[(32, 4, 64, 2048, 700, 699)])
+    for H, KV, D, C, max_len, p in cases:  # p: the new token's position
+        fake = ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
+        cos, sin = rope_cache(fake, max_len, dtype)
+        x = torch.randn(1, C, device=env.device, dtype=dtype)
+        w = (torch.randn((H + 2 * KV) * D, C, device=env.device) / math.sqrt(C)).to(dtype)
+        norm = (1 + 0.1 * torch.randn(C, device=env.device)).to(dtype)
+        pos = torch.tensor([p], device=env.device, dtype=torch.int32)
+        k_old, v_old = (torch.randn(1, max_len, KV, D, device=env.device, dtype=dtype) for _ in range(2))
+        k_cache, v_cache = k_old.clone(), v_old.clone()
+        with utils.watch_memory() as stray:
+            q = fn(x, w, cos, sin, pos, k_cache, v_cache, norm=norm, eps=1e-5, out=utils.nan_empty((1, H, D), dtype))
+        args64 = [t.double() for t in (x, w, cos, sin)]
+        k_ref, v_ref = k_old.double(), v_old.double()
+        q_ref = decode_qkv_rope_ref(*args64, pos, k_ref, v_ref, norm=norm.double(), eps=1e-5)
+        # the classic mistakes: RoPE's pairs taken as neighbours (2i, 2i + 1: the interleaved convention), v rotated
+        pi = torch.arange(D, device=env.device).view(D // 2, 2).T.reshape(-1)  # 0, 2, 4, .. 1, 3, 5, ..
+        perm = (torch.arange(H + 2 * KV, device=env.device)[:, None] * D + pi[None, :]).reshape(-1)
+        k_int, v_int = k_old.double(), v_old.double()
+        q_int = decode_qkv_rope_ref(args64[0], args64[1][perm], *args64[2:], pos, k_int, v_int, norm=norm.double())
+        unperm = torch.argsort(pi)
+        k_int_rows = k_old.double().clone()
+        k_int_rows[0, p] = k_int[0, p][..., unperm]
+        v_rot = v_old.double().clone()
+        v_rot[0, p] = _rotated_like_k(v_ref[0, p], cos.double()[p], sin.double()[p])
+        interleaved = (
+            "RoPE turned neighbouring outputs (2i, 2i + 1) together: this course's RoPE pairs output i "
+            "with output i + D/2 of the same head (rope_kv_write_ref), the partner rows are D/2 rows further down w."
+        )
+        name = f"(H={H}, KV={KV}, D={D}, C={C}, max_len={max_len}, pos={p})"
+        utils.check(q, q_ref, name=f"fused qkv + RoPE, q {name}", quiet=quiet, stray=stray,
+                    suspects={interleaved: q_int[:, :, unperm]})  # fmt: skip
+        utils.check(k_cache, k_ref, name=f"fused qkv + RoPE, k cache {name}", quiet=quiet,
+                    suspects={interleaved: k_int_rows})  # fmt: skip
+        utils.check(
+            v_cache,
+            v_ref,
+            name=f"fused qkv + RoPE, v cache {name}",
+            quiet=quiet,
+            suspects={"v was rotated: RoPE turns q and k only; v goes into the cache as it is.": v_rot},
+        )
+
+
+def _rotated_like_k(rows, cos, sin):
+    """rows (KV, D) turned by RoPE's angles cos, sin (D,), as k is."""
+    half = rows.shape[-1] // 2
+    r1, r2 = rows[..., :half], rows[..., half:]
+    return torch.cat([r1 * cos[:half] - r2 * sin[:half], r2 * cos[:half] + r1 * sin[:half]], dim=-1)
+
+
+@triton.jit
+def decode_attention_fused_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    lengths_ptr,
+    acc_ptr,
+    m_ptr,
+    l_ptr,
+    out_ptr,
+    tickets_ptr,
+    KV,
+    GROUP,
+    max_len,
+    split_len,
+    qk_scale,
+    stride_cb,
+    stride_ct,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    CHUNK_S: tl.constexpr,
+    ONE_PASS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    # -- decode_attention_kernel, line for line, up to its partial result
+    b = tl.program_id(0) // KV
+    kv_h = tl.program_id(0) % KV
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    length = tl.minimum(tl.load(lengths_ptr + b), max_len)
+    start = split * split_len
+    end = tl.minimum(start + split_len, length)
+    rows = tl.arange(0, BLOCK_H)
+    heads = b * KV * GROUP + kv_h * GROUP + rows
+    d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + heads[:, None] * HEAD_DIM + d[None, :], mask=rows[:, None] < GROUP, other=0.0)
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
+    base = b.to(tl.int64) * stride_cb + kv_h * HEAD_DIM
+    for n in range(start, end, BLOCK_N):
+        cols = n + tl.arange(0, BLOCK_N)
+        keep = cols < end
+        offs = base + cols[:, None].to(tl.int64) * stride_ct + d[None, :]
+        k = tl.load(k_ptr + offs, mask=keep[:, None], other=0.0)
+        v = tl.load(v_ptr + offs, mask=keep[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        s = tl.where(keep[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
+    real = rows < GROUP
+    if ONE_PASS:  # -- one split holds all the keys: normalise here, no partials, no second launch
+        o = acc / tl.where(real, l_i, 1.0)[:, None]
+        tl.store(out_ptr + heads[:, None] * HEAD_DIM + d[None, :], o.to(out_ptr.dtype.element_ty), mask=real[:, None])
+    else:
+        part = heads * n_splits + split
+        tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=real[:, None])
+        tl.store(m_ptr + part, m_i, mask=real)
+        tl.store(l_ptr + part, l_i, mask=real)
+        # -- the ticket: every thread's stores above come before the increment (the barrier orders the program's
+        # threads; acq_rel at GPU scope publishes them). The program that draws the last ticket has seen every
+        # other split's increment, hence (acquire) their partials: it combines them, as decode_combine_kernel does
+        tl.debug_barrier()
+        ticket = tl.atomic_add(tickets_ptr + tl.program_id(0), 1, sem="acq_rel", scope="gpu")
+        if ticket == n_splits - 1:
+            tl.debug_barrier()
+            splits = tl.arange(0, BLOCK_S)
+            both = real[:, None] & (splits < n_splits)[None, :]
+            m_all = tl.load(m_ptr + heads[:, None] * n_splits + splits[None, :], mask=both, other=float("-inf"),
+                            cache_modifier=".cg")  # fmt: skip
+            m_max = tl.where(real, tl.max(m_all, 1), 0.0)  # split 0 always has keys: finite for real rows
+            total = tl.zeros([BLOCK_H], tl.float32)
+            o = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
+            for s0 in range(0, n_splits, CHUNK_S):  # (BLOCK_H, CHUNK_S, D) partials at a time, from L2
+                sp = s0 + tl.arange(0, CHUNK_S)
+                ok = real[:, None] & (sp < n_splits)[None, :]
+                idx = heads[:, None] * n_splits + sp[None, :]
+                m_c = tl.load(m_ptr + idx, mask=ok, other=float("-inf"), cache_modifier=".cg")
+                l_c = tl.load(l_ptr + idx, mask=ok, other=0.0, cache_modifier=".cg")
+                a_c = tl.load(acc_ptr + idx[:, :, None] * HEAD_DIM + d[None, None, :], mask=ok[:, :, None],
+                              other=0.0, cache_modifier=".cg")  # fmt: skip
+                scale = tl.exp2(m_c - m_max[:, None])  # empty splits (m = -inf) weigh 0
+                total += tl.sum(l_c * scale, 1)
+                o += tl.sum(a_c * scale[:, :, None], 1)
+            o = o / tl.where(real, total, 1.0)[:, None]
+            tl.store(out_ptr + heads[:, None] * HEAD_DIM + d[None, :], o.to(out_ptr.dtype.element_ty),
+                     mask=real[:, None])  # fmt: skip
+            # every split of this (sequence, kv head) has drawn its ticket: reset the counter for the next launch
+            # (the next layer, the next token, a CUDA graph's next replay all find it at 0)
+            tl.store(tickets_ptr + tl.program_id(0), 0)
+
+
+_TICKETS = {}  # device -> int32 counters, one per (sequence, kv head), always back at 0 after a launch
+_OUTGROWN_TICKETS = []  # smaller counters replaced by larger ones, kept alive for the graphs that captured them
+
+
+def _tickets(device, n: int) -> torch.Tensor:
+    """The ticket counters of a device, at least n of them. Allocated (zeroed) once and grown only outside a
+    CUDA graph's capture, they are shared by every launch in stream order: launches on two streams at once
+    would mix their tickets (this course decodes on one stream)."""
+    t = _TICKETS.get(str(device))
+    if t is None or t.numel() < n:
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("decode attention's ticket counters must be allocated before a CUDA graph capture")
+        if t is not None:  # a graph captured earlier may still use the smaller one: it must never be freed
+            _OUTGROWN_TICKETS.append(t)
+        t = _TICKETS[str(device)] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    return t
+
+
+ATTENTION_VARIANTS = ("split+combine", "ticket", "one-pass")
+
+
+def decode_attention_fused(q, k_cache, v_cache, lengths, *, out=None, variant="ticket", n_splits=None, schedule=None):
+    """decode_attention in one launch. variant "ticket": the splits of decode_split (or n_splits), the last split
+    of each (sequence, kv head) to finish combines the partials; "one-pass": one split a (sequence, kv head),
+    normalised where it is computed (few programs: for short caches). "split+combine": decode_attention's two
+    launches."""
+    if variant not in ATTENTION_VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(ATTENTION_VARIANTS)}, got {variant!r}")
+    if variant == "split+combine":
+        return decode_attention(q, k_cache, v_cache, lengths, out=out, n_splits=n_splits, schedule=schedule)
+    utils.require(q, "q", dtype=FLOATS, ndim=3)
+    B, H, D = q.shape
+    _require_cache(k_cache, v_cache, B, D, q.dtype)
+    _, max_len, KV, _ = k_cache.shape
+    utils.require(lengths, "lengths", dtype=torch.int32, shape=(B,))
+    if H % KV:
+        raise ValueError(f"the {H} query heads must split evenly over the {KV} key/value heads")
+    if D not in (16, 32, 64, 128):
+        raise ValueError(f"head_dim D={D}: this kernel takes 16, 32, 64 or 128")
+    utils.require_int32_offsets(q, "q")
+    out = utils.require_out(out, shape=(B, H, D), dtype=q.dtype, device=q.device, inputs={"q": q, "k_cache": k_cache})
+    s = schedule or decode_schedule(D)
+    n_default, split_len, BLOCK_N = decode_split(B, KV, max_len, head_dim=D, schedule=s)
+    if variant == "one-pass":
+        n_splits = 1
+    if n_splits is None:
+        n_splits = n_default
+    else:
+        if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 1:
+            raise ValueError(f"n_splits must be a positive int, got {n_splits!r}")
+        split_len = triton.cdiv(triton.cdiv(max_len, n_splits), BLOCK_N) * BLOCK_N
+        n_splits = triton.cdiv(max_len, split_len)
+    if n_splits > MAX_SPLITS:
+        raise ValueError(f"{n_splits} splits: the ticket's combine takes at most {MAX_SPLITS}; pass fewer")
+    if B == 0:
+        return out
+    one = n_splits == 1
+    part = (B, H, 1 if one else n_splits)  # one pass: no partials (tiny placeholders, never read)
+    acc = torch.empty(*part, D, device=q.device, dtype=torch.float32)
+    m, l_ = (torch.empty(part, device=q.device, dtype=torch.float32) for _ in range(2))
+    tickets = _tickets(q.device, B * KV)
+    BLOCK_H = max(16, triton.next_power_of_2(H // KV))
+    decode_attention_fused_kernel[(B * KV, n_splits)](
+        q,
+        k_cache,
+        v_cache,
+        lengths,
+        acc,
+        m,
+        l_,
+        out,
+        tickets,
+        KV,
+        H // KV,
+        max_len,
+        split_len,
+        LOG2E / math.sqrt(D),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        HEAD_DIM=D,
+        BLOCK_H=BLOCK_H,
+        BLOCK_N=BLOCK_N,
+        BLOCK_S=max(2, triton.next_power_of_2(n_splits)),
+        CHUNK_S=max(1, 4096 // (BLOCK_H * D)),  # a (BLOCK_H, CHUNK_S, D) fp32 tile: 4096 numbers
+        ONE_PASS=one,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=s.num_warps,
+        num_stages=1 if q.dtype == torch.float32 else s.num_stages,
+    )
+    return out
+
+
+class DecodeFusions(NamedTuple):
+    """Which fusions the decode step uses (see DECODE_FUSIONS)."""
+
+    rope_in_qkv: bool  # batch 1: RoPE and the cache write in the qkv GEMV's epilogue (decode_qkv_rope)
+    attention: str  # "split+combine" (two launches), "ticket" or "one-pass" (one): decode_attention_fused
+    n_splits: int | None = None  # "ticket": splits per (sequence, kv head); None: decode_split's
+
+
+# ---- the decode step's fusions: the sweep (bench/sweeps/l08b.py) prints the winner to put here ----
+DECODE_FUSIONS = DecodeFusions(rope_in_qkv=True, attention="ticket", n_splits=None)
+
+
+def decode_attention_step(q, k_cache, v_cache, lengths, *, out=None):
+    """The decode step's attention: decode_attention_fused with DECODE_FUSIONS's variant (read at each call)."""
+    f = DECODE_FUSIONS
+    return decode_attention_fused(q, k_cache, v_cache, lengths, out=out, variant=f.attention, n_splits=f.n_splits)
+
+
 class DecodeOps(NamedTuple):
     """The pieces of a decode step: Triton kernels or their PyTorch references. gemv: the fused matrix-vector
-    product of a batch-1 step (decode_gemv), or None for the unfused step (rmsnorm, h @ w.T, swiglu, addmm_)."""
+    product of a batch-1 step (decode_gemv), or None for the unfused step (rmsnorm, h @ w.T, swiglu, addmm_).
+    TRITON_DECODE's decode_attention follows DECODE_FUSIONS (decode_attention_step)."""
 
     rmsnorm: Callable
     swiglu: Callable
     rope_kv_write: Callable
     decode_attention: Callable
     gemv: Callable | None = None
+    qkv_rope: Callable | None = None  # batch 1: the qkv GEMV with RoPE and the cache write (decode_qkv_rope)
 
 
-TRITON_DECODE = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention, decode_gemv)
+TRITON_DECODE = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention_step, decode_gemv, decode_qkv_rope)
 TRITON_DECODE_UNFUSED = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention)  # cuBLAS's matmuls
 REF_DECODE = DecodeOps(rmsnorm_ref, swiglu_ref, rope_kv_write_ref, decode_attention_ref)
 
@@ -1108,10 +1539,15 @@ def decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = TRITO
     B, H, KV, D = token.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
     lengths = pos + 1  # each sequence attends to its earlier tokens and to the new one
     x = F.embedding(token, model.embed)  # (B, C)
-    if _fused_gemv(model, B, ops):  # 7 launches a layer: norms, SwiGLU and residual adds inside the GEMVs
+    if _fused_gemv(model, B, ops):  # 5 to 7 launches a layer: norms, SwiGLU and residual adds inside the GEMVs
+        rope_in_qkv = DECODE_FUSIONS.rope_in_qkv and ops.qkv_rope is not None
         for i, w in enumerate(model.layers):
-            qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps).view(B, H + 2 * KV, D)
-            q = ops.rope_kv_write(qkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i])  # (B, H, D)
+            if rope_in_qkv:  # one launch: q out, k and v into row pos of the caches
+                q = ops.qkv_rope(x, w.wqkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i], norm=w.attn_norm,
+                                 eps=a.norm_eps)  # fmt: skip
+            else:
+                qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps).view(B, H + 2 * KV, D)
+                q = ops.rope_kv_write(qkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i])  # (B, H, D)
             o = ops.decode_attention(q, cache.k[i], cache.v[i], lengths)  # (B, H, D)
             ops.gemv(o.view(B, H * D), w.wo, residual=x, out=x)  # x += o wo^T
             g = ops.gemv(x, w.w13, norm=w.mlp_norm, eps=a.norm_eps, swiglu=True)  # silu(gate) * up, (B, F)

@@ -511,3 +511,196 @@ def test_decode_gemv_refusals():
         with pytest.raises(ValueError, match=message):
             call()
     assert L.decode_gemv(x, w[:0]).shape == (1, 0)  # no outputs: no launch
+
+
+# -- fewer launches a layer: RoPE in the qkv GEMV, flash-decoding in one launch (DECODE_FUSIONS) -------------------
+
+
+def _qkv_case(H, KV, D, C, max_len, p, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    fake = L.ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
+    cos, sin = L.rope_cache(fake, max_len, torch.float32)
+    x = torch.randn(1, C, generator=g).to(ENV.device)
+    w = (torch.randn((H + 2 * KV) * D, C, generator=g) / math.sqrt(C)).to(ENV.device)
+    norm = (1 + 0.1 * torch.randn(C, generator=g)).to(ENV.device)
+    caches = [torch.randn(1, max_len, KV, D, generator=g).to(ENV.device) for _ in range(2)]
+    return x, w, cos, sin, torch.tensor([p], dtype=torch.int32, device=ENV.device), norm, caches
+
+
+def test_decode_qkv_rope():
+    L.check_decode_qkv_rope(L.decode_qkv_rope, quiet=True)
+    for stages in (1, 2):  # GPU-like tilings: 2 pairs a program, several K steps, without and with the prefetch
+        s = L.GemvSchedule(BLOCK_N=4, BLOCK_K=16, num_warps=4, num_stages=stages)
+        L.check_decode_qkv_rope(lambda *a, s=s, **kw: L.decode_qkv_rope(*a, schedule=s, **kw), quiet=True)
+
+
+@pytest.mark.parametrize(
+    "H, KV, D, p",
+    [(2, 2, 32, 0), (4, 1, 64, 6), (8, 1, 16, 3), (4, 1, 128, 7)],  # GQA 1, 4, 8; pos 0 and the cache's last row
+)
+def test_qkv_rope_is_the_gemv_then_rope_kv_write_bit_for_bit(H, KV, D, p):
+    x, w, cos, sin, pos, norm, (k0, v0) = _qkv_case(H, KV, D, 24, 8, p)
+    k1, v1, k2, v2 = k0.clone(), v0.clone(), k0.clone(), v0.clone()
+    q1 = L.decode_qkv_rope(x, w, cos, sin, pos, k1, v1, norm=norm)
+    qkv = L.decode_gemv(x, w, norm=norm).view(1, H + 2 * KV, D)  # the same schedule: the same sums
+    q2 = L.rope_kv_write(qkv, cos, sin, pos, k2, v2)
+    if ENV.interpret:  # the same sums in the same order, then rope_kv_write_kernel's arithmetic
+        assert torch.equal(q1, q2) and torch.equal(k1, k2) and torch.equal(v1, v2)
+    else:  # compiled, a (pairs, BLOCK_K) tile may reduce its rows in another order than the GEMV's tile
+        for a, b in ((q1, q2), (k1, k2), (v1, v2)):
+            utils.check(a, b, atol=1e-5, rtol=1e-5, quiet=True, reason="fp32 sums reduced in another order")
+    untouched = torch.arange(8, device=ENV.device) != p
+    assert torch.equal(k1[:, untouched], k0[:, untouched]) and torch.equal(v1[:, untouched], v0[:, untouched])
+
+
+def _wrong_pos(x, w, cos, sin, pos, k, v, **kw):
+    return L.decode_qkv_rope(x, w, cos, sin, pos + 1, k, v, **kw)
+
+
+def _v_rotated(x, w, cos, sin, pos, k, v, **kw):
+    q = L.decode_qkv_rope(x, w, cos, sin, pos, k, v, **kw)
+    p = int(pos[0])
+    v[0, p] = L._rotated_like_k(v[0, p], cos[p], sin[p])
+    return q
+
+
+def _interleaved(x, w, cos, sin, pos, k, v, **kw):
+    D = k.shape[-1]
+    pi = torch.arange(D, device=w.device).view(D // 2, 2).T.reshape(-1)
+    perm = (torch.arange(w.shape[0] // D, device=w.device)[:, None] * D + pi[None, :]).reshape(-1)
+    p, unperm = int(pos[0]), torch.argsort(pi)
+    q = L.decode_qkv_rope(x, w[perm].contiguous(), cos, sin, pos, k, v, **kw)
+    k[0, p], v[0, p] = k[0, p][..., unperm].clone(), v[0, p][..., unperm].clone()
+    return q[..., unperm].contiguous()
+
+
+@pytest.mark.parametrize(
+    "planted, hint",
+    [(_interleaved, "neighbouring outputs"), (_v_rotated, "v was rotated")],
+)
+def test_check_decode_qkv_rope_names_the_mistake(planted, hint):
+    with pytest.raises(AssertionError, match=hint):
+        L.check_decode_qkv_rope(planted, quiet=True)
+
+
+def test_check_decode_qkv_rope_fails_at_the_wrong_position():
+    with pytest.raises(AssertionError):
+        L.check_decode_qkv_rope(_wrong_pos, quiet=True)
+
+
+@pytest.mark.parametrize("variant", ["ticket", "one-pass"])
+def test_decode_attention_fused(variant):
+    fn = lambda *a, **kw: L.decode_attention_fused(*a, variant=variant, **kw)  # noqa: E731
+    L.check_decode_attention(fn, quiet=True)
+
+
+@pytest.mark.parametrize(
+    "B, H, KV, D, n_splits",
+    [(1, 4, 4, 32, 3), (2, 8, 2, 64, 5), (1, 8, 1, 128, None), (3, 4, 1, 16, 70)],  # GQA 1, 4, 8; 1 key a split
+)
+def test_ticket_attention_called_again_and_again(B, H, KV, D, n_splits):
+    """The ticket counters are back at 0 after every launch, so the next call (the next layer, token, or CUDA
+    graph replay) finds them ready: call it several times in a row, with other lengths each time."""
+    max_len = 70
+    q = torch.randn(B, H, D, device=ENV.device)
+    k, v = (torch.randn(B, max_len, KV, D, device=ENV.device) for _ in range(2))
+    for step in range(3):
+        lengths = torch.tensor([1 + (7 * b + 23 * step) % max_len for b in range(B)], dtype=torch.int32)
+        lengths = lengths.to(ENV.device)
+        out = L.decode_attention_fused(q, k, v, lengths, n_splits=n_splits, out=utils.nan_empty((B, H, D)))
+        utils.check(out, L.decode_attention_ref(q.double(), k.double(), v.double(), lengths), quiet=True)
+        assert all(int(t.abs().sum()) == 0 for t in L._TICKETS.values()), "a ticket counter was left non-zero"
+
+
+def test_check_decode_attention_catches_a_fused_variant_reading_past_the_length():
+    def planted(q, k, v, lengths, **kw):
+        return L.decode_attention_fused(q, k, v, torch.full_like(lengths, k.shape[1]), **kw)
+
+    with pytest.raises(AssertionError, match="Keys past the sequence's length"):
+        L.check_decode_attention(planted, quiet=True)
+
+
+FUSIONS = [
+    L.DecodeFusions(rope_in_qkv=False, attention="split+combine"),  # the step before these fusions
+    L.DecodeFusions(rope_in_qkv=True, attention="split+combine"),
+    L.DecodeFusions(rope_in_qkv=False, attention="ticket"),
+    L.DecodeFusions(rope_in_qkv=True, attention="ticket", n_splits=3),
+    L.DecodeFusions(rope_in_qkv=True, attention="one-pass"),
+]
+
+
+def test_every_fusion_gives_the_same_steps(tied, monkeypatch):
+    """Several decode steps at B = 1 (the fused GEMV step) and B = 2 under each DECODE_FUSIONS: logits as the
+    step without fusions and REF_DECODE's; the caches bit for bit where the arithmetic is the same (RoPE in
+    the GEMV's epilogue computes what rope_kv_write computes)."""
+    model, _ = tied
+    for B in (1, 2):
+        ids = prompt(B=B, T=9)
+        runs = {}
+        for f in [*(FUSIONS if B == 1 else FUSIONS[::2]), "ref"]:  # B = 2: no fused GEMV, the attention varies
+            monkeypatch.setattr(L, "DECODE_FUSIONS", FUSIONS[0] if f == "ref" else f)
+            cache = L.new_cache(model, B, 9)
+            L.prefill(model, ids[:, :6], cache)
+            pos = torch.full((B,), 6, dtype=torch.int32, device=ENV.device)
+            logits = []
+            for t in range(6, 9):  # the last step writes the cache's last row
+                ops = L.REF_DECODE if f == "ref" else L.TRITON_DECODE
+                logits.append(L.decode_step(model, ids[:, t - 1], pos, cache, ops))
+                pos += 1
+            runs[f] = (torch.stack(logits), cache)
+        base_logits, base_cache = runs[FUSIONS[0]]
+        for f, (logits, cache) in runs.items():
+            tol = dict(atol=1e-4, rtol=1e-4) if f == "ref" else dict(atol=1e-5, rtol=1e-5)
+            utils.check(logits, base_logits, name=f"B={B} {f}", quiet=True, reason="fp32, sums reordered", **tol)
+            if f != "ref" and ENV.interpret:  # the caches: by rope_kv_write or the GEMV's epilogue, the same bits
+                assert torch.equal(cache.k, base_cache.k) and torch.equal(cache.v, base_cache.v), f
+            elif f != "ref":
+                utils.check(cache.k, base_cache.k, atol=1e-5, rtol=1e-5, quiet=True, reason="fp32, sums reordered")
+    assert all(int(t.abs().sum()) == 0 for t in L._TICKETS.values()), "a ticket counter was left non-zero"
+
+
+def test_fused_decode_refusals():
+    x, w, cos, sin, pos, norm, (k, v) = _qkv_case(4, 2, 16, 24, 8, 3)
+    q = torch.randn(1, 4, 16, device=ENV.device)
+    lengths = torch.ones(1, dtype=torch.int32, device=ENV.device)
+    cases = {
+        "two rows of x": (lambda: L.decode_qkv_rope(x.repeat(2, 1), w, cos, sin, pos, k, v), "B = 1"),
+        "w not (H + 2 KV) D rows": (lambda: L.decode_qkv_rope(x, w[:-16], cos, sin, pos, k, v), "q, k and v"),
+        "w of another K": (lambda: L.decode_qkv_rope(x, w[:, :20].contiguous(), cos, sin, pos, k, v), "q, k and v"),
+        "int64 pos": (lambda: L.decode_qkv_rope(x, w, cos, sin, pos.long(), k, v), "pos"),
+        "tables shorter than the cache": (lambda: L.decode_qkv_rope(x, w, cos[:4], sin[:4], pos, k, v), "cos"),
+        "a batch-2 cache": (
+            lambda: L.decode_qkv_rope(x, w, cos, sin, pos, k.repeat(2, 1, 1, 1), v.repeat(2, 1, 1, 1)),
+            "k_cache",
+        ),
+        "an out aliasing the cache": (
+            lambda: L.decode_qkv_rope(x, w, cos, sin, pos, k, v, out=k.view(-1)[:64].view(1, 4, 16)),
+            "out",
+        ),
+        "an unknown variant": (lambda: L.decode_attention_fused(q, k, v, lengths, variant="fast"), "variant"),
+        "zero splits": (lambda: L.decode_attention_fused(q, k, v, lengths, n_splits=0), "n_splits"),
+        "int64 lengths": (lambda: L.decode_attention_fused(q, k, v, lengths.long()), "lengths"),
+    }
+    for _what, (call, message) in cases.items():
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+    empty = torch.zeros(0, 8, 2, 16, device=ENV.device)
+    q0 = torch.randn(0, 4, 16, device=ENV.device)
+    l0 = torch.zeros(0, dtype=torch.int32, device=ENV.device)
+    for variant in ("ticket", "one-pass"):
+        assert L.decode_attention_fused(q0, empty, empty, l0, variant=variant).shape == (0, 4, 16)
+
+
+@pytest.mark.skipif(not ENV.is_gpu, reason="CUDA graphs need a GPU")
+def test_ticket_attention_replayed_from_a_cuda_graph():
+    """A captured launch replays with the counters the previous replay left: each replay must find them at 0."""
+    B, H, KV, D, max_len = 2, 8, 2, 64, 300
+    q = torch.randn(B, H, D, device=ENV.device)
+    k, v = (torch.randn(B, max_len, KV, D, device=ENV.device) for _ in range(2))
+    lengths = torch.tensor([1, 300], dtype=torch.int32, device=ENV.device)
+    out = torch.empty_like(q)
+    graph = L.capture(lambda: L.decode_attention_fused(q, k, v, lengths, out=out, variant="ticket"), ())
+    for step in range(4):
+        lengths.copy_(torch.tensor([1 + 70 * step, 300 - 50 * step], dtype=torch.int32))
+        graph.replay()
+        utils.check(out, L.decode_attention_ref(q.double(), k.double(), v.double(), lengths), quiet=True)
