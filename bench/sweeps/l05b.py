@@ -14,7 +14,10 @@ a FAIL is never chosen). One line a candidate, printed as it finishes: shape, ca
 Shapes (M x N x K): 3000x5000x1000 fp16 (issue 12's awkward shape: 480 tiles of 128 x 256 = 3.6 rounds of 132 SMs,
 K = 15 whole steps of 64 and a tail of 40), 1024^3 fp16 (32 tiles of 128 x 256 for 132 SMs), 2048x5632x2048 fp16
 (a 1B model's MLP), 777x4096x4096 fp16 (M = 777: a short last row of tiles, 112 tiles of 128 x 256 = 0.85 round),
-3000x5000x1000 bf16.
+3000x5000x1000 bf16. And 3072x5120x1024 fp16, the awkward shape's aligned twin (the same 480 tiles of 128 x 256
+and 16 steps of 64, but every size a multiple of the tiles and every row 128-byte aligned): the "== twin" line
+compares the two per FLOP. If the twin is much nearer cuBLAS, the awkward shape loses to its odd sizes (misaligned
+rows, masks, the tail); if not, to the short K loop and the last round, whatever the sizes.
 
 Candidates (config = BLOCK_M x BLOCK_N x BLOCK_K, warps, stages; GROUP_M = 8):
   plain    lessons.l05_matmul.matmul_kernel at a fixed config (the autotuner's .fn, as matmul() launches it)
@@ -151,6 +154,7 @@ if CPU:
 else:
     SHAPES = [
         ((3000, 5000, 1000), torch.float16),
+        ((3072, 5120, 1024), torch.float16),
         ((1024, 1024, 1024), torch.float16),
         ((2048, 5632, 2048), torch.float16),
         ((777, 4096, 4096), torch.float16),
@@ -177,6 +181,7 @@ else:
             ("tma", cfg(64, 128, 64, 4, 4)),
             ("splitk", cfg(128, 128, 64, 4, 3)),
         ],  # fmt: skip
+        (3072, 5120, 1024): [("plain", OLD), ("peeled", OLD), ("tma", cfg(128, 256, 64, 8, 3))],
         (2048, 5632, 2048): CORE + [("plain", cfg(128, 256, 64, 8, 3))],
         (777, 4096, 4096): CORE + [("plain", cfg(64, 256, 64, 4, 4))],
     }
@@ -287,5 +292,15 @@ for label, results in RESULTS.items():
         if f"plain {name_of(c)}" in times and f"peeled {name_of(c)}" in times:
             ratio = times[f"plain {name_of(c)}"] / times[f"peeled {name_of(c)}"]
             say(f"   peeled K vs plain at {name_of(c)}: {ratio:.3f}x (above 1: peeling pays)")
+twin = {label: {n: (t, b) for t, n, b in results} for label, results in RESULTS.items()}
+TWIN = ((37, 40, 72), (20, 33, 17)) if CPU else ((3000, 5000, 1000), (3072, 5120, 1024))  # (odd, aligned twin)
+odd, even = (twin.get("{}x{}x{} float16".format(*shape), {}) for shape in TWIN)
+for name in sorted(set(odd) & set(even)):
+    (t_odd, b_odd), (t_even, b_even) = odd[name], even[name]
+    flops_ratio = L.matmul_flops(*TWIN[0]) / L.matmul_flops(*TWIN[1])
+    say(
+        f"== twin {name}: TFLOP/s at {'x'.join(map(str, TWIN[0]))} / at {'x'.join(map(str, TWIN[1]))} = "
+        f"{flops_ratio * t_even / t_odd:.3f} (x cuBLAS {b_odd / t_odd:.3f} vs {b_even / t_even:.3f})"
+    )
 say(f"done in {time.time() - T0:.0f} s")
 save()
