@@ -8,6 +8,9 @@ timed by bench.common.paired against cuBLAS in the same run, cuBLAS before and a
     flops = matmul_flops(M, N, K) = 2 * M * N * K
     bytes = matmul_bytes(M, N, K, e) = (M * K + K * N + M * N) * e   (read A and B, write C once)
 
+At 3000 x 5000 x 1000, 2048 x 5632 x 2048 and 1024^3, "triton, peeled K" is matmul_peeled: matmul with the K tail peeled
+off the loop (lesson 05, "Extra: the K tail, peeled off"; autotuned over the same configurations).
+
 At the awkward shapes, "triton, ALIGN=1" is the same kernel and configuration as "triton" without the launcher's
 alignment hint (lesson 05, "Odd shapes"): the two rows side by side measure what the hint is worth.
 
@@ -35,6 +38,7 @@ from lessons.l05_matmul import (
     matmul_grouped,
     matmul_kernel,
     matmul_naive,
+    matmul_peeled,
     matmul_persistent,
     matmul_persistent_tma,
     matmul_ref,
@@ -52,6 +56,8 @@ LADDER = (4096, 4096, 4096)
 CUBLAS = "torch.matmul (cuBLAS)"
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 FINAL = {"triton": matmul, "triton persistent": matmul_persistent, "triton persistent+TMA": matmul_persistent_tma}
+#: shapes where the K loop is short or K is not a whole number of steps: matmul_peeled is timed there too
+PEELED = {(3000, 5000, 1000), (2048, 5632, 2048), (1024, 1024, 1024)}
 STEPS = {
     "ladder 1: naive": matmul_naive,
     "ladder 2: tiled, row-major": matmul_tiled,
@@ -85,6 +91,8 @@ def _matmul_rows(M, N, K, name, dtype) -> list[Row]:
     impls = {**STEPS, **FINAL} if (M, N, K) == LADDER else FINAL
     if (M, N, K) in AWKWARD:
         impls = {**FINAL, "triton, ALIGN=1": matmul_unhinted}  # after "triton": it tunes the configuration
+    if (M, N, K) in PEELED:
+        impls = {**impls, "triton, peeled K": matmul_peeled}
     counts = dict(
         lesson="05",
         op="matmul",
@@ -97,8 +105,9 @@ def _matmul_rows(M, N, K, name, dtype) -> list[Row]:
         {impl: (lambda fn=fn: fn(a, b)) for impl, fn in impls.items()}, (CUBLAS, lambda: torch.matmul(a, b)), **counts
     )
     if (M, N, K) in HOST_BOUND:
+        graph_impls = {**FINAL, "triton, peeled K": matmul_peeled} if (M, N, K) in PEELED else FINAL
         rows += paired(
-            {f"{impl} (CUDA graph)": graphed(lambda fn=fn: fn(a, b)) for impl, fn in FINAL.items()},
+            {f"{impl} (CUDA graph)": graphed(lambda fn=fn: fn(a, b)) for impl, fn in graph_impls.items()},
             (f"{CUBLAS}, CUDA graph", graphed(lambda: torch.matmul(a, b))),
             **counts,
         )

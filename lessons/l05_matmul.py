@@ -634,11 +634,39 @@ def fitting_configs(configs, elem, tma_store=False):
     return [triton.Config(kw, num_warps=smallest.num_warps, num_stages=stages)]
 
 
+#: -- the wave-aware choice (one place to edit after a sweep: bench/sweeps/l05b.py) --------------------------------
+#: how fast each tile shape multiplies when every SM is busy, relative to 128 x 256 (fp16 at 4096^3 on an H100,
+#: each shape's best configuration, results/h100-2026-11-23/sweeps/l05-configs.txt); shapes not listed count 0.5
+TILE_SPEED = {(128, 256): 1.0, (256, 128): 0.9, (128, 128): 0.87, (64, 256): 0.79, (64, 128): 0.68, (128, 64): 0.65}
+#: the autotuner times only the configurations whose estimate is within this factor of the best estimate
+WAVE_SLACK = 1.1
+
+
+def wave_estimate(config, M, N, num_sms):
+    """Relative time of a configuration at an (M, N) output: rounds of tiles over the SMs (the last, partial round
+    counted whole) times the work of one tile, divided by how fast that tile shape runs (TILE_SPEED)."""
+    BM, BN = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    rounds = triton.cdiv(triton.cdiv(M, BM) * triton.cdiv(N, BN), num_sms)
+    return rounds * BM * BN / TILE_SPEED.get((BM, BN), 0.5)
+
+
+def wave_prune(configs, M, N, num_sms=None):
+    """The configurations whose wave_estimate is within WAVE_SLACK of the best one, in their order."""
+    num_sms = num_sms or env.sm_count or 4
+    cost = {id(c): wave_estimate(c, M, N, num_sms) for c in configs}
+    best = min(cost.values(), default=0)
+    return [c for c in configs if cost[id(c)] <= best * WAVE_SLACK]
+
+
 def prune_configs(configs, named_args, **kwargs):
-    """Autotuner hook (early_config_prune): at most SMALL_M rows, the small-M configurations are tried too; then keep
-    what fits, for the dtype of this call's A."""
+    """Autotuner hook (early_config_prune): at most SMALL_M rows, the small-M configurations are tried too; more rows,
+    only the tiles that wave_prune keeps for this M and N; then keep what fits, for the dtype of this call's A."""
     if named_args["M"] <= SMALL_M:
         configs = [*SMALL_M_CONFIGS, *configs]
+    elif "N" in named_args:
+        configs = wave_prune(
+            fitting_configs(configs, named_args["a_ptr"].element_size()), named_args["M"], named_args["N"]
+        )
     return fitting_configs(configs, named_args["a_ptr"].element_size())
 
 
@@ -751,6 +779,113 @@ def matmul(a, b, bias=None, activation=None, *, out=None):
     return out
 
 
+@triton.jit
+def tile_dot_peeled(
+    a_ptr,
+    b_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    pid_m,
+    pid_n,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """tile_dot with the K tail peeled off: K // BLOCK_K whole steps whose masks are the same at every step (rows past
+    M, columns past N), then at most one partial step, masked along K as well."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    in_m = offs_m[:, None] < M  # computed once: the same for every step of the loop
+    in_n = offs_n[None, :] < N
+    # -- the whole steps: nothing along K to mask
+    for _ in range(0, K // BLOCK_K):
+        a = tl.load(a_ptrs, mask=in_m, other=0.0)
+        b = tl.load(b_ptrs, mask=in_n, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    # -- the tail: K % BLOCK_K products, zeros past K add nothing
+    k_left = K - K // BLOCK_K * BLOCK_K  # K % BLOCK_K, in a form whose divisibility the compiler follows
+    if k_left > 0:
+        a = tl.load(a_ptrs, mask=in_m & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & in_n, other=0.0)
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_configs})
+@triton.jit
+def matmul_peeled_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    bias_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    ALIGN: tl.constexpr,
+):
+    """matmul_kernel with tile_dot_peeled for its K loop."""
+    K, N = K // ALIGN * ALIGN, N // ALIGN * ALIGN  # as in matmul_kernel
+    stride_am, stride_bk, stride_cm = stride_am // ALIGN * ALIGN, stride_bk // ALIGN * ALIGN, stride_cm // ALIGN * ALIGN
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = tile_dot_peeled(
+        a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K
+    )
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def matmul_args(a, b, out, bias):
+    """The pointer, size and stride arguments matmul_kernel and matmul_peeled_kernel take, in order."""
+    (M, K), N = a.shape, b.shape[1]
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1))
+    return (a, b, out, a if bias is None else bias, M, N, K, *strides)
+
+
+def matmul_peeled(a, b, bias=None, activation=None, *, out=None, **config):
+    """matmul() with the K tail peeled off; `config` (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) fixes
+    the configuration instead of autotuning it (a sweep times configurations one by one that way)."""
+    M, N, K, out = matmul_inputs(a, b, out, bias, activation)
+    if config:
+        config = tile_config({**TILE, "GROUP_M": 8}, config, a.element_size())
+    if matmul_is_empty(out, K, bias, activation):
+        return out
+    kernel = matmul_peeled_kernel.fn if config else matmul_peeled_kernel  # .fn: the kernel without its autotuner
+    kernel[matmul_grid(M, N)](
+        *matmul_args(a, b, out, bias),
+        HAS_BIAS=bias is not None,
+        ACTIVATION=activation,
+        ALIGN=row_alignment(K, N, a.stride(0), b.stride(0), out.stride(0)),
+        **config,
+    )
+    return out
+
+
 NUM_SMS = env.sm_count or 4  # under the interpreter: 4 programs, looping like the real ones
 
 
@@ -846,8 +981,12 @@ TMA_CONFIGS = env.pick(
 
 
 def prune_tma_configs(configs, named_args, **kwargs):
-    """Autotuner hook: keep what fits, counting the C tile the TMA store stages in shared memory."""
-    return fitting_configs(configs, named_args["a_ptr"].element_size(), tma_store=True)
+    """Autotuner hook: keep what fits, counting the C tile the TMA store stages in shared memory; then, for more than
+    SMALL_M rows, what wave_prune keeps."""
+    configs = fitting_configs(configs, named_args["a_ptr"].element_size(), tma_store=True)
+    if "M" in named_args and "N" in named_args and named_args["M"] > SMALL_M:
+        configs = wave_prune(configs, named_args["M"], named_args["N"])
+    return configs
 
 
 @triton.autotune(configs=TMA_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_tma_configs})

@@ -310,8 +310,8 @@ def test_tolerance_grows_like_sqrt_k():
 # -- launchers refuse bad inputs before any launch ------------------------------------------------------------------
 
 MATMULS = ["matmul_naive", "matmul_tiled", "matmul_grouped", "matmul_autotuned", "matmul", "matmul_persistent",
-           "matmul_persistent_tma"]  # fmt: skip
-EPILOGUES = ["matmul", "matmul_persistent", "matmul_persistent_tma"]
+           "matmul_persistent_tma", "matmul_peeled"]  # fmt: skip
+EPILOGUES = ["matmul", "matmul_persistent", "matmul_persistent_tma", "matmul_peeled"]
 
 
 def _t(*shape, dtype=None):
@@ -359,12 +359,12 @@ def test_matmul_launchers_refuse_bad_inputs(launcher):
     if launcher == "matmul_naive":
         bad["BLOCK_K not a power of two"] = lambda: f(a, b, BLOCK_K=48)
         bad["N past grid axis 1"] = lambda: f(a, torch.empty(16, 65536, device=DEVICE, dtype=ENV.dtype))
-    if launcher in ("matmul_tiled", "matmul_grouped"):
+    if launcher in ("matmul_tiled", "matmul_grouped", "matmul_peeled"):
         bad["BLOCK_M not a power of two"] = lambda: f(a, b, BLOCK_M=48)
         bad["BLOCK_N below tl.dot's 16"] = lambda: f(a, b, BLOCK_N=8)
         bad["num_stages of 0"] = lambda: f(a, b, num_stages=0)
         bad["an unknown configuration"] = lambda: f(a, b, BLOCK_Q=16)
-    if launcher == "matmul_grouped":
+    if launcher in ("matmul_grouped", "matmul_peeled"):
         bad["GROUP_M not a power of two"] = lambda: f(a, b, GROUP_M=3)
     if launcher == "matmul_persistent_tma":
         bad["rows TMA cannot read (K = 12)"] = lambda: f(_t(8, 12), _t(12, 24))
@@ -538,3 +538,158 @@ def test_the_configs_kept_for_a_gpu_fit_its_shared_memory_as_the_compiler_counts
             kept.append((dtype, config))
     for (dtype, config), compiled in zip(kept, offline.compile_kernels(L.__file__, jobs)):
         assert compiled.shared <= budget, f"{dtype} {config} on sm_{capability}: {compiled.shared} B > {budget} B"
+
+
+# -- the K tail peeled off (matmul_peeled) and the wave-aware prune ---------------------------------------------------
+
+#: K = 1 (no whole step), K below one block, K a whole number of blocks, a tail of one; one row; one column
+PEELED_SHAPES = ENV.pick(
+    cpu=[(37, 45, 70), (5, 3, 1), (20, 17, 9), (33, 40, 64), (1, 29, 33), (20, 1, 17)],
+    gpu=[(1000, 1337, 999), (77, 300, 1), (300, 1, 1000)],  # few: each new shape compiles what the autotuner keeps
+)
+
+
+def test_peeled():
+    L.check_matmul(L.matmul_peeled, shapes=PEELED_SHAPES, quiet=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=utils.dtype_name)
+def test_peeled_every_dtype_with_an_epilogue(dtype):
+    L.check_matmul(L.matmul_peeled, shapes=AWKWARD, epilogue=True, activation="silu", dtype=dtype, quiet=True)
+
+
+@pytest.mark.parametrize(
+    "config",
+    ENV.pick(
+        cpu=[dict(BLOCK_K=32), dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=64), dict(BLOCK_K=16, GROUP_M=2)],
+        gpu=[dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3), dict(BLOCK_K=32, num_stages=5)],
+    ),
+    ids=str,
+)
+def test_peeled_fixed_configs(config):
+    """A fixed configuration (what the sweep times): the tail is K % BLOCK_K for each BLOCK_K, 0 included."""
+    run = lambda a, b, *, out: L.matmul_peeled(a, b, out=out, **config)
+    L.check_matmul(run, shapes=ENV.pick(cpu=PEELED_SHAPES[:4], gpu=PEELED_SHAPES), quiet=True)
+
+
+def test_peeled_is_deterministic():
+    """No atomics and no split of K across programs: the same inputs give the same bits, run after run."""
+    M, N, K = PEELED_SHAPES[0]
+    a, b = _t(M, K), _t(K, N)
+    first = L.matmul_peeled(a, b)
+    assert torch.equal(first, L.matmul_peeled(a, b))
+
+
+@triton.jit
+def _peeled_planted_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr, MISTAKE: tl.constexpr):
+    """tile_dot_peeled for contiguous A, B and C in BLOCK x BLOCK x BLOCK tiles, with one mistake planted."""
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    offs_k = tl.arange(0, BLOCK)
+    a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
+    in_m, in_n = offs_m[:, None] < M, offs_n[None, :] < N
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for _ in range(0, K // BLOCK):
+        acc = tl.dot(tl.load(a_ptrs, mask=in_m, other=0.0), tl.load(b_ptrs, mask=in_n, other=0.0), acc)
+        a_ptrs += BLOCK
+        b_ptrs += BLOCK * N
+    k_left = K - K // BLOCK * BLOCK
+    if MISTAKE == "unmasked_tail":
+        k_left = BLOCK + 0 * k_left  # the tail read as a whole block: past K, into the next row of A
+    if MISTAKE != "no_tail" and k_left > 0:
+        a = tl.load(a_ptrs, mask=in_m & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & in_n, other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(c_ptr.dtype.element_ty), mask=in_m & in_n)
+
+
+def _peeled_planted(mistake):
+    def launcher(a, b, *, out):
+        (M, K), N = a.shape, b.shape[1]
+        _peeled_planted_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](a, b, out, M, N, K, BLOCK=16, MISTAKE=mistake)
+        return out
+
+    launcher.__name__ = f"peeled_{mistake or 'nothing'}"
+    return launcher
+
+
+def test_peeled_planted_kernel_without_a_mistake_passes():
+    L.check_matmul(_peeled_planted(""), shapes=PLANT_SHAPES, quiet=True)
+
+
+def test_peeled_without_its_tail_gets_the_tail_hint():
+    with pytest.raises(AssertionError, match="misses its last, partial step"):
+        L.check_matmul(_peeled_planted("no_tail"), shapes=PLANT_SHAPES[1:], quiet=True)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter multiplies what it read past the ends
+def test_peeled_with_an_unmasked_tail_fails():
+    """The tail read as a whole block adds products past K (from A's next row, B's rows past K): caught."""
+    with pytest.raises(AssertionError):
+        L.check_matmul(_peeled_planted("unmasked_tail"), shapes=PLANT_SHAPES[1:], quiet=True)
+
+
+def _h100(monkeypatch, budget=227 * 1024):
+    monkeypatch.setattr(L, "env", dataclasses.replace(L.env, shared_memory_bytes=budget, sm_count=132))
+
+
+def _tiles(configs):
+    return [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_stages) for c in configs]
+
+
+def test_wave_prune_keeps_the_tiles_that_fill_the_gpu(monkeypatch):
+    """On 132 SMs: at 1024^3 only 64 x 128 tiles (128 programs; 128 x 256 would make 32); at the large and the awkward
+    shapes the fast 128 x 256 tiles, both stage counts (the autotuner decides between them)."""
+    _h100(monkeypatch)
+    configs = [L.make_config(*c) for c in H200_CONFIGS]
+    a16 = torch.empty(1, 1, dtype=torch.float16)
+    assert _tiles(L.prune_configs(configs, {"a_ptr": a16, "M": 1024, "N": 1024})) == [(64, 128, 4)]
+    for M, N in [(3000, 5000), (4096, 4096), (8192, 8192), (2048, 5632)]:
+        kept = _tiles(L.prune_configs(configs, {"a_ptr": a16, "M": M, "N": N}))
+        assert kept == [(128, 256, 4), (128, 256, 3)], (M, N, kept)
+    assert L.wave_estimate(configs[0], 3000, 5000, 132) == 4 * 128 * 256  # 480 tiles: 4 rounds, the last partial
+    # TMA: 64 x 128 is also the one kept at 1024^3, among the configs that fit with the C tile staged
+    tma = [L.make_config(128, 256, 64, 8, 3), L.make_config(128, 128, 64, 4, 4), L.make_config(64, 128, 64, 4, 4)]
+    assert _tiles(L.prune_tma_configs(tma, {"a_ptr": a16, "M": 1024, "N": 1024})) == [(64, 128, 4)]
+    # a few rows: the small-M configurations, no wave rule
+    few = L.prune_configs(configs, {"a_ptr": a16, "M": 16, "N": 4096})
+    assert len(few) == len(L.fitting_configs([*L.SMALL_M_CONFIGS, *configs], 2))
+
+
+@pytest.mark.parametrize("budget", [64 * 1024, 163 * 1024], ids=["T4", "A100"])
+def test_wave_prune_only_chooses_among_configs_that_fit(budget, monkeypatch):
+    """With less shared memory (TRITON_HARD_WAY_AS=7.5 / 8.0) the shared-memory rule runs first: whatever the wave
+    rule prefers, every configuration the autotuner gets fits, and there is at least one."""
+    _h100(monkeypatch, budget)
+    configs = [L.make_config(*c) for c in H200_CONFIGS]
+    for elem, dtype in ((2, torch.float16), (4, torch.float32)):
+        a = torch.empty(1, 1, dtype=dtype)
+        for M, N in [(1024, 1024), (3000, 5000), (4096, 4096), (16, 4096)]:
+            kept = L.prune_configs(configs, {"a_ptr": a, "M": M, "N": N})
+            assert kept and all(L.fits(c, elem) for c in kept), (budget, elem, M, N)
+            kept = L.prune_tma_configs(configs, {"a_ptr": a, "M": M, "N": N})
+            assert kept and all(L.fits(c, elem, tma_store=True) for c in kept), (budget, elem, M, N)
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_peeled_kernel_compiles_to_the_fast_path_at_the_odd_shape():
+    """Compiled for an H100 at 3000 x 5000 x 1000 (ALIGN = 8): the whole steps go through 16-byte cp.async and wgmma,
+    nothing spills, and the tail step's loads are 16-byte vectors too (with `K % BLOCK_K` they were not)."""
+    import re
+
+    job = _matmul_job(H200_CONFIGS[0], ALIGN=8, M=3000, N=5000, K=1000)
+    job["kernel"] = "matmul_peeled_kernel"
+    (compiled,) = offline.compile_kernels(L.__file__, [job])
+    assert compiled.uses_wgmma and compiled.cp_async_bytes == {16} and compiled.spill_bytes == 0
+    loads = re.findall(r"\sld\.global[\w.]*", compiled.ptx)
+    assert loads and all(".v4." in x for x in loads), sorted(set(loads))
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="on a GPU the compiler may order the two kernels' products differently")
+def test_peeled_sums_in_the_same_order_as_tile_dot():
+    """Peeling moves no product and changes no order: the same bits as the grouped kernel at the same configuration."""
+    config = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=1)
+    for M, N, K in [(37, 45, 70), (20, 17, 9), (33, 40, 64)]:
+        a, b = _t(M, K), _t(K, N)
+        assert torch.equal(L.matmul_peeled(a, b, **config), L.matmul_grouped(a, b, **config)), (M, N, K)
