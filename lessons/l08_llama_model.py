@@ -1496,8 +1496,10 @@ class DecodeFusions(NamedTuple):
     n_splits: int | None = None  # "ticket": splits per (sequence, kv head); None: decode_split's
 
 
-# ---- the decode step's fusions: the sweep (bench/sweeps/l08b.py) prints the winner to put here ----
-DECODE_FUSIONS = DecodeFusions(rope_in_qkv=True, attention="ticket", n_splits=None)
+# ---- the decode step's fusions: the sweep (bench/sweeps/l08b.py) prints the winner to put here. On an H100
+# (results/h100-2026-11-23-s6/sweeps/l08b.txt) RoPE in the qkv GEMV took 5 % off the batch-1 step at 640 and 4096
+# tokens of context; the ticket's one-launch attention was slower than two launches (its last split combines alone)
+DECODE_FUSIONS = DecodeFusions(rope_in_qkv=True, attention="split+combine", n_splits=None)
 
 
 def decode_attention_step(q, k_cache, v_cache, lengths, *, out=None):

@@ -1674,7 +1674,7 @@ def w8a16_decode_kernel(
     _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
 
 
-# == THE fused decode step's switch and schedules, in one place (the sweep bench/sweeps/l12b.py prints which line to change)
+# == THE fused decode step's switch and schedules, in one place (bench/sweeps/l12b.py prints which line to change)
 # USE_FUSED_DECODE: a quantized model's batch-1 decode step runs the fused GEMVs (7 launches a layer); False: the
 # unfused step (rmsnorm, GEMV, rmsnorm + residual, GEMV, swiglu, GEMV + residual, and RoPE and attention's two:
 # 10), as at B > 1.

@@ -49,6 +49,7 @@ if CPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch
+
 import utils
 from lessons import l07_llm_layer as L7
 from lessons import l08_llama_model as L8
@@ -82,6 +83,7 @@ def gtime(fn):
         fn()
         return None
     import triton.testing
+
     from bench.common import graphed
 
     replay = graphed(fn)
