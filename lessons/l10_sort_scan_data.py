@@ -1423,7 +1423,7 @@ MAX_PARTIAL_KEYS = 64  # groupby_partials keeps one partial sum per key in regis
 
 @triton.jit
 def partials_add_rows(acc_s, acc_rc, r_acc, c_acc, n_bad, slots, offs, x, key, value, threshold, n, num_keys,
-                      NIBBLES: tl.constexpr, PREDICATED: tl.constexpr):  # fmt: skip
+                      NIBBLES: tl.constexpr, FMA: tl.constexpr):  # fmt: skip
     """One block of groupby_partials_kernel: the rows at offs (a (BLOCK_SIZE, 1) column, loaded) added to the
     (BLOCK_SIZE, KEYS) sums and, unless NIBBLES, to the (BLOCK_SIZE, KEYS) counters; with NIBBLES the counts go to
     two int64 per row slot instead, 16 keys of 4 bits each (see groupby_partials_kernel)."""
@@ -1434,8 +1434,10 @@ def partials_add_rows(acc_s, acc_rc, r_acc, c_acc, n_bad, slots, offs, x, key, v
     code = tl.where(good, key, -1)
     v = tl.where(is_num, value, 0.0)
     hit = code == slots[None, :]  # (BLOCK_SIZE, KEYS): row r has key k
-    if PREDICATED:
-        acc_s = tl.where(hit, acc_s + v, acc_s)  # an add under a predicate, where the compiler sees one
+    if FMA:
+        # sums[k] += (key == k) * v: one fused multiply-add a key (the 0/1 factor costs half a select), where a
+        # select of the fp64 v costs two. An infinite v makes 0 * inf = NaN in the other keys: see the kernel
+        acc_s += hit.to(tl.float64) * v
     else:
         acc_s += tl.where(hit, v, 0.0)
     if NIBBLES:
@@ -1451,35 +1453,26 @@ def partials_add_rows(acc_s, acc_rc, r_acc, c_acc, n_bad, slots, offs, x, key, v
 
 @triton.jit
 def partials_step(key_ptr, value_ptr, x_ptr, step, acc_s, acc_rc, r_acc, c_acc, n_bad, slots, threshold, n,
-                  num_keys, BLOCK_SIZE: tl.constexpr, UNROLL: tl.constexpr, PAIRS: tl.constexpr,
-                  NIBBLES: tl.constexpr, PREDICATED: tl.constexpr):  # fmt: skip
+                  num_keys, BLOCK_SIZE: tl.constexpr, UNROLL: tl.constexpr, NIBBLES: tl.constexpr,
+                  FMA: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
     """Step `step` of groupby_partials_kernel: UNROLL blocks of BLOCK_SIZE rows, every load first, then the adds.
-    PAIRS (UNROLL 2): the two blocks interleave, row slot r takes rows 2r and 2r + 1 of the step, loaded together
-    (8 bytes a column) and split in registers; otherwise block 2 is the BLOCK_SIZE rows after block 1."""
-    first = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL)  # int64: n may pass 2**31
-    if PAIRS:
-        pair = first + 2 * tl.arange(0, BLOCK_SIZE)[:, None] + tl.arange(0, 2)[None, :]  # (BLOCK_SIZE, 2)
-        x, x2 = tl.split(tl.load(x_ptr + pair, mask=pair < n, other=0))
-        key, key2 = tl.split(tl.load(key_ptr + pair, mask=pair < n, other=0))
-        value, value2 = tl.split(tl.load(value_ptr + pair, mask=pair < n, other=0).to(tl.float64))
-        offs = first + 2 * tl.arange(0, BLOCK_SIZE)[:, None]
-        offs2 = offs + 1
-        x, key, value = x[:, None], key[:, None], value[:, None]
-        x2, key2, value2 = x2[:, None], key2[:, None], value2[:, None]
+    WIDE: int64 row numbers (n may pass 2**31); otherwise int32, half the integer work for addresses and masks."""
+    if WIDE:
+        offs = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + tl.arange(0, BLOCK_SIZE)[:, None]
     else:
-        offs = first + tl.arange(0, BLOCK_SIZE)[:, None]  # (BLOCK_SIZE, 1): already the accumulators' rows
-        x = tl.load(x_ptr + offs, mask=offs < n, other=0)
-        key = tl.load(key_ptr + offs, mask=offs < n, other=0)
-        value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
-        if UNROLL == 2:
-            offs2 = offs + BLOCK_SIZE
-            x2 = tl.load(x_ptr + offs2, mask=offs2 < n, other=0)
-            key2 = tl.load(key_ptr + offs2, mask=offs2 < n, other=0)
-            value2 = tl.load(value_ptr + offs2, mask=offs2 < n, other=0).to(tl.float64)
-    acc = (acc_s, acc_rc, r_acc, c_acc, n_bad)
-    acc = partials_add_rows(*acc, slots, offs, x, key, value, threshold, n, num_keys, NIBBLES, PREDICATED)
+        offs = step * (BLOCK_SIZE * UNROLL) + tl.arange(0, BLOCK_SIZE)[:, None]
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    key = tl.load(key_ptr + offs, mask=offs < n, other=0)
+    value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
     if UNROLL == 2:
-        acc = partials_add_rows(*acc, slots, offs2, x2, key2, value2, threshold, n, num_keys, NIBBLES, PREDICATED)
+        offs2 = offs + BLOCK_SIZE
+        x2 = tl.load(x_ptr + offs2, mask=offs2 < n, other=0)
+        key2 = tl.load(key_ptr + offs2, mask=offs2 < n, other=0)
+        value2 = tl.load(value_ptr + offs2, mask=offs2 < n, other=0).to(tl.float64)
+    acc = (acc_s, acc_rc, r_acc, c_acc, n_bad)
+    acc = partials_add_rows(*acc, slots, offs, x, key, value, threshold, n, num_keys, NIBBLES, FMA)
+    if UNROLL == 2:
+        acc = partials_add_rows(*acc, slots, offs2, x2, key2, value2, threshold, n, num_keys, NIBBLES, FMA)
     return acc
 
 
@@ -1507,9 +1500,9 @@ def groupby_partials_kernel(
     BLOCK_SIZE: tl.constexpr,
     KEYS: tl.constexpr,
     UNROLL: tl.constexpr,
-    PAIRS: tl.constexpr = False,
     NIBBLES: tl.constexpr = False,
-    PREDICATED: tl.constexpr = False,
+    FMA: tl.constexpr = False,
+    WIDE: tl.constexpr = True,
 ):
     """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a persistent grid: program p takes the
     steps p, p + P, p + 2P, ... (P programs, a few per SM; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
@@ -1525,7 +1518,10 @@ def groupby_partials_kernel(
     The one-hot costs O(KEYS) instructions a row, and that is what limits this kernel, not memory. NIBBLES (KEYS
     <= 16) counts with O(1) instead: a row adds 1 << (4 * key) to one int64 (rows) and, if its value is a number,
     to another (non-NaN values): 16 counters of 4 bits in a register, emptied into the int32 counters every
-    15 // UNROLL steps, before any can pass 15. Only the fp64 sums stay one-hot."""
+    15 // UNROLL steps, before any can pass 15. Only the fp64 sums stay one-hot; FMA makes each key's add one
+    fused multiply-add by 0 or 1 (see partials_add_rows). An infinite value then leaves NaN in the other keys'
+    sums (0 * inf), and NaN cannot come otherwise but from inf + -inf: a program whose sums hold a NaN sums its
+    rows again, by selects. Exact either way; the second pass only where there are infinities."""
     slots = tl.arange(0, KEYS)
     acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
     acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
@@ -1533,6 +1529,7 @@ def groupby_partials_kernel(
     c_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)  # NIBBLES: 16 non-NaN counters of 4 bits
     n_bad = tl.zeros((BLOCK_SIZE, 1), tl.int32)
     threshold = tl.load(threshold_ptr)
+    rows = tl.arange(0, BLOCK_SIZE)[:, None]
     n_steps = tl.cdiv(n, BLOCK_SIZE * UNROLL)
     if NIBBLES:
         for first in range(tl.program_id(0), n_steps, tl.num_programs(0) * (15 // UNROLL)):
@@ -1541,15 +1538,26 @@ def groupby_partials_kernel(
             for i in range(15 // UNROLL):  # past the last step, every row is masked off (offs >= n)
                 acc_s, acc_rc, r_acc, c_acc, n_bad = partials_step(
                     key_ptr, value_ptr, x_ptr, first + i * tl.num_programs(0), acc_s, acc_rc, r_acc, c_acc, n_bad,
-                    slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, PAIRS, NIBBLES, PREDICATED,
+                    slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
                 )  # fmt: skip
             acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
     else:
         for step in range(tl.program_id(0), n_steps, tl.num_programs(0)):
             acc_s, acc_rc, r_acc, c_acc, n_bad = partials_step(
                 key_ptr, value_ptr, x_ptr, step, acc_s, acc_rc, r_acc, c_acc, n_bad, slots, threshold, n, num_keys,
-                BLOCK_SIZE, UNROLL, PAIRS, NIBBLES, PREDICATED,
+                BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
             )  # fmt: skip
+    if FMA:
+        if tl.sum(tl.sum((acc_s != acc_s).to(tl.int32), axis=1), axis=0) > 0:  # an infinity: sum again, by selects
+            acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
+            for step in range(tl.program_id(0), n_steps, tl.num_programs(0)):  # the same rows as above
+                for u in tl.static_range(UNROLL):
+                    offs = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + u * BLOCK_SIZE + rows
+                    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+                    key = tl.load(key_ptr + offs, mask=offs < n, other=0)
+                    value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
+                    good = (offs < n) & (x > threshold) & (key >= 0) & (key < num_keys) & (value == value)
+                    acc_s += tl.where(tl.where(good, key, -1) == slots[None, :], tl.where(good, value, 0.0), 0.0)
     keep = slots < num_keys
     tl.atomic_add(sums_ptr + slots, tl.sum(acc_s, axis=0), mask=keep)
     tl.atomic_add(counts_ptr + slots, tl.sum(acc_rc >> 16, axis=0).to(tl.int64), mask=keep)
@@ -1584,10 +1592,9 @@ def groupby_packed_kernel(
 #    UNROLL blocks per step (1 or 2), programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
 GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
 GROUPBY_SCHEDULES = {"partials": (128, 2, 8, 4), "packed": (512, 4)}  # the H100 sweep's winners
-# groupby_partials_kernel's variants (bench/sweeps/l10b.py): "pairs" (UNROLL 2 as adjacent rows, 8-byte loads),
-# "nibbles" (4-bit counters in two int64, up to 16 keys; more keys count one-hot), "predicated" (the sums' add
-# written as an add under the key's predicate)
-PARTIALS_VARIANT = {"pairs": False, "nibbles": True, "predicated": False}
+# groupby_partials_kernel's variants (bench/sweeps/l10b.py): "nibbles" (4-bit counters in two int64, up to 16
+# keys; more keys count one-hot), "fma" (the sums by one multiply-add a key instead of a select and an add)
+PARTIALS_VARIANT = {"nibbles": True, "fma": True}
 
 
 def groupby_method(num_keys):
@@ -1655,9 +1662,9 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
             BLOCK_SIZE=BLOCK_SIZE,
             KEYS=KEYS,
             UNROLL=UNROLL,
-            PAIRS=bool(variant["pairs"]) and UNROLL == 2,
             NIBBLES=bool(variant["nibbles"]) and KEYS <= 16,  # 16 fields of 4 bits in an int64
-            PREDICATED=bool(variant["predicated"]),
+            FMA=bool(variant["fma"]),
+            WIDE=n + 16 * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # NIBBLES' steps past the end too
             num_warps=num_warps,
         )
     return sums, counts, rows
