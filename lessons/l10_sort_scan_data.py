@@ -1611,13 +1611,14 @@ def _partials_programs(n_steps, programs_per_sm, unroll=1):
 
 
 def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, UNROLL=None, PROGRAMS_PER_SM=None,
-                     num_warps=None, num_programs=None):  # fmt: skip
+                     num_warps=None, num_programs=None, variant=None):  # fmt: skip
     """groupby_atomic's result with per-program partial sums, for up to MAX_PARTIAL_KEYS keys (few keys: where
     per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic. BLOCK_SIZE, UNROLL,
     PROGRAMS_PER_SM and num_warps default to GROUPBY_SCHEDULES["partials"]; num_programs overrides the grid
-    (PROGRAMS_PER_SM times the SMs; 2 under the interpreter)."""
+    (PROGRAMS_PER_SM times the SMs; 2 under the interpreter); variant, a dict like PARTIALS_VARIANT, overrides
+    some of its keys."""
     sums, counts, rows = _groupby_partials(table, threshold, num_keys, BLOCK_SIZE, UNROLL, PROGRAMS_PER_SM,
-                                           num_warps, num_programs)  # fmt: skip
+                                           num_warps, num_programs, variant)  # fmt: skip
     return sums, counts, _refuse_bad_keys(rows, num_keys)
 
 
