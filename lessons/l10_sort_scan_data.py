@@ -881,13 +881,15 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
 #    "reduce-then-scan" is exercise 3's (3 passes over the data); "lookback" is one pass (32-bit data only: int64
 #    scans use reduce-then-scan). The default method is SCAN_METHOD (scan) and COMPACT_METHOD (compaction).
 SCAN_METHOD = "lookback"  # H100: 93 % of copy at (4096, 4); reduce-then-scan 67 % (h100-2026-11-23-late/sweeps)
-COMPACT_METHOD = "lookback"  # one launch, the values loaded before the look-back (COMPACT_EARLY_VALUES)
+COMPACT_METHOD = "lookback"  # one launch, the values loaded before the look-back (COMPACT_LOADS)
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}  # look-back: 32 elements a thread
 COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}
-# compaction loads every value of its block, not only the kept ones: one 16-byte load per 4 values instead of 4
-# masked ones, and (look-back) issued before the look-back, so that its latency overlaps the wait for the blocks
-# before. Same bytes when many are kept (a sector holds 8 fp32); fewer kept (under ~1 in 8) would read less masked.
-COMPACT_EARLY_VALUES = True
+# compaction's value loads: "dense-early" loads every value of the block (16-byte loads) before the look-back, so
+# that their trip to memory overlaps the wait for the blocks before; "masked-early" only the kept ones (fewer bytes
+# where few are kept: a 32-byte sector holds 8 fp32), before it too; "masked-late" the kept ones, after it.
+# reduce-then-scan (no look-back) loads densely for "dense-early", masked otherwise.
+COMPACT_LOADS = "dense-early"
+COMPACT_LOAD_MODES = {"masked-late": 0, "dense-early": 1, "masked-early": 2}  # compact_lookback_kernel's EARLY
 LOOKBACK = 32  # status words a block reads at once while it looks back
 LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
 LOOKBACK_SEM = "relaxed"  # the status word's exchange: "relaxed" (it carries all a reader needs) or "acq_rel"
@@ -1056,22 +1058,25 @@ def compact_kernel(values_ptr, keep_ptr, block_cumsum_ptr, out_ptr, n, n_out, BL
 @triton.jit
 def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
                             LOOKBACK: tl.constexpr, TICKET: tl.constexpr, SEM: tl.constexpr = "relaxed",
-                            EARLY: tl.constexpr = False):  # fmt: skip
+                            EARLY: tl.constexpr = 0):  # fmt: skip
     """compact in ONE pass: count this block's flags, learn how many the blocks before it kept by decoupled
-    look-back (lookback_prefix), scatter. The last block's inclusive status word is the number kept. EARLY: load
+    look-back (lookback_prefix), scatter. The last block's inclusive status word is the number kept. EARLY 1: load
     every value of the block BEFORE the look-back (16-byte loads), so that their trip to memory overlaps the wait
-    for the blocks before; otherwise only the kept values, after it (two memory latencies per block in a row)."""
+    for the blocks before; 2: only the kept values, before it too; 0: the kept values after it (two memory
+    latencies per block in a row)."""
     block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
     offs = block.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     # the same offsets, but runs of 4 to the compiler: it then gives the 1-byte flags the layout of the 4-byte
     # values (4 a thread, not 16), and moves a quarter as much through shared memory to match them up
     keep = tl.load(keep_ptr + (offs // 4) * 4 + offs % 4, mask=offs < n, other=0).to(tl.int32)
-    if EARLY:
+    if EARLY == 1:
         v = tl.load(values_ptr + offs, mask=offs < n)
+    if EARLY == 2:
+        v = tl.load(values_ptr + offs, mask=keep != 0)
     before = lookback_prefix(status_ptr, block, tl.sum(keep, axis=0), LOOKBACK, SEM)
     dest = before + tl.cumsum(keep, axis=0) - keep
     kept = keep != 0
-    if not EARLY:
+    if EARLY == 0:
         v = tl.load(values_ptr + offs, mask=kept)
     tl.store(out_ptr + dest, v, mask=kept)
 
@@ -1107,7 +1112,7 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     # idle while the host launches it); it writes nothing outside out, whatever the scan says
     out = values.new_empty(n)
     compact_kernel[(n_blocks,)](values, keep, block_cumsum, out, n, n, BLOCK_SIZE=BLOCK_SIZE,
-                                DENSE=COMPACT_EARLY_VALUES, num_warps=num_warps)  # fmt: skip
+                                DENSE=COMPACT_LOADS == "dense-early", num_warps=num_warps)  # fmt: skip
     # the one sync: the result's length, and a cheap look at the scan (n / BLOCK_SIZE numbers) that the scatter
     # trusted with its addresses
     scan_ok = (block_cumsum[:1] == counts[:1]).all() & (block_cumsum.diff() == counts[1:]).all()
@@ -1138,7 +1143,7 @@ def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=Fal
             LOOKBACK=LOOKBACK,
             TICKET=LOOKBACK_TICKET,
             SEM=LOOKBACK_SEM,
-            EARLY=COMPACT_EARLY_VALUES,
+            EARLY=COMPACT_LOAD_MODES[COMPACT_LOADS],
             num_warps=num_warps,
         )
     return out, status[-1:] & 0xFFFFFFFF
@@ -1592,8 +1597,8 @@ def groupby_packed_kernel(
 #    UNROLL blocks per step (1 or 2), programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
 GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
 GROUPBY_SCHEDULES = {"partials": (128, 2, 8, 4), "packed": (512, 4)}  # the H100 sweep's winners
-# groupby_partials_kernel's variants (bench/sweeps/l10b.py): "nibbles" (4-bit counters in two int64, up to 16
-# keys; more keys count one-hot), "fma" (the sums by one multiply-add a key instead of a select and an add)
+# groupby_partials_kernel's variants (bench/sweeps/l10b.py), each for up to 16 keys (more keys: one-hot selects):
+# "nibbles" (4-bit counters in two int64), "fma" (the sums by one multiply-add a key instead of a select and an add)
 PARTIALS_VARIANT = {"nibbles": True, "fma": True}
 
 
@@ -1664,7 +1669,7 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
             KEYS=KEYS,
             UNROLL=UNROLL,
             NIBBLES=bool(variant["nibbles"]) and KEYS <= 16,  # 16 fields of 4 bits in an int64
-            FMA=bool(variant["fma"]),
+            FMA=bool(variant["fma"]) and KEYS <= 16,  # more keys: ptxas spills its registers in the loop
             WIDE=n + 16 * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # NIBBLES' steps past the end too
             num_warps=num_warps,
         )

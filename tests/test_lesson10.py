@@ -184,9 +184,10 @@ def test_groupby_partials_variants_are_exact(variant):
 
 
 def test_compaction_loads_every_value_or_only_the_kept_exactly():
-    """COMPACT_EARLY_VALUES (all values loaded, before the look-back) and the masked loads give values[keep] bit
-    for bit (NaN included), by both methods, at sizes that are not multiples of the block, all and none kept."""
-    for early in (True, False):
+    """Every COMPACT_LOADS mode (all values loaded before the look-back, the kept ones before it, the kept ones
+    after it) gives values[keep] bit for bit (NaN included), by both methods, at sizes that are not multiples of
+    the block, all and none kept."""
+    for loads in L.COMPACT_LOAD_MODES:
         for method in ("lookback", "reduce-then-scan"):
             for n in (1, 17, 50):
                 values = torch.randn(n, device=DEV)
@@ -194,9 +195,9 @@ def test_compaction_loads_every_value_or_only_the_kept_exactly():
                 for keep in (torch.rand(n, device=DEV) < 0.5, torch.ones(n, dtype=torch.bool, device=DEV),
                              torch.zeros(n, dtype=torch.bool, device=DEV)):  # fmt: skip
                     with pytest.MonkeyPatch.context() as m:
-                        m.setattr(L, "COMPACT_EARLY_VALUES", early)
+                        m.setattr(L, "COMPACT_LOADS", loads)
                         got = L.compact(values, keep, BLOCK_SIZE=16, method=method)
-                    assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (early, method, n)
+                    assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (loads, method, n)
 
 
 def test_every_scan_method_is_exact():

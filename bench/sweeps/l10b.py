@@ -4,10 +4,11 @@ test of the script, not a measurement).
 
 What it compares, each next to a copy of 2**28 int32 measured here (the '% copy'), in one process:
   - compaction of 2**28 fp32, half kept (make bench's shape), bytes = compact_bytes (flags + values read, kept
-    values written), against x[keep]: the one-pass look-back with the values loaded before the look-back
-    (COMPACT_EARLY_VALUES, new) or after it, only the kept ones (as make bench timed it); reduce-then-scan, now
-    with its one wait after the scatter, dense or masked loads; block sizes, warps, ticket or program-id order.
-    One line at 5 % kept shows what the dense load costs where few are kept (no edit).
+    values written), against x[keep]: the one-pass look-back with every value loaded before the look-back
+    ("dense-early", new), the kept ones before it ("masked-early", new) or after it ("masked-late", as make bench
+    timed it); reduce-then-scan, now with its one wait after the scatter, dense or masked loads; block sizes,
+    warps, ticket or program-id order. Three lines at 5 % kept show what the dense load costs where few are kept
+    (no edit: make bench keeps half).
   - the group-by at 1e8 rows and 16 keys (groupby_partials_kernel alone), bytes = query_bytes (key, value, x read
     once), against the kernel as make bench timed it (PARTIALS_VARIANT all False, the same schedule): 4-bit
     counters ("nibbles"), one multiply-add a key for the sums ("fma"), both, at a few schedules; then the whole
@@ -19,11 +20,11 @@ the lesson's check_query. Timed with triton.testing.do_bench (these take ms; the
 times it).
 
 Which line maps to which edit in solutions/10_sort_scan_data.ipynb (then `python -m utils.notebooks`):
-  - compact "lookback B=4096 w=4 early"         -> COMPACT_METHOD = "lookback"; COMPACT_SCHEDULES["lookback"] =
-    (4096, 4); COMPACT_EARLY_VALUES = True ("... late": = False; "... pid": LOOKBACK_TICKET = False, which the
-    scan shares: take it only if the scan's own sweep agrees)
+  - compact "lookback B=4096 w=4 dense-early"   -> COMPACT_METHOD = "lookback"; COMPACT_SCHEDULES["lookback"] =
+    (4096, 4); COMPACT_LOADS = "dense-early" (or the line's other mode; "... pid": LOOKBACK_TICKET = False, which
+    the scan shares: take it only if the scan's own sweep agrees)
   - compact "reduce-then-scan B=2048 w=8 dense"  -> COMPACT_METHOD = "reduce-then-scan";
-    COMPACT_SCHEDULES["reduce-then-scan"] = (2048, 8); COMPACT_EARLY_VALUES = True ("masked": = False)
+    COMPACT_SCHEDULES["reduce-then-scan"] = (2048, 8); COMPACT_LOADS = "dense-early" ("masked": "masked-late")
   - groupby "partials nibbles+fma B=128 U=2 P=8 w=4" -> PARTIALS_VARIANT = {"nibbles": True, "fma": True};
     GROUPBY_SCHEDULES["partials"] = (128, 2, 8, 4)
 The "best per shape" summary at the end prints the edit for each shape's winner.
@@ -139,40 +140,43 @@ class Settings:
 # -- compaction -------------------------------------------------------------------------------------------------
 
 
-def compact_call(x, keep, method, B, w, early, ticket):
-    with Settings(COMPACT_EARLY_VALUES=early, LOOKBACK_TICKET=ticket):
+def compact_call(x, keep, method, B, w, loads, ticket):
+    with Settings(COMPACT_LOADS=loads, LOOKBACK_TICKET=ticket):
         return L.compact(x, keep, BLOCK_SIZE=B, method=method, num_warps=w)
 
 
-def compact_label(method, B, w, early, ticket):
+def compact_label(method, B, w, loads, ticket):
     if method == "lookback":
-        return f"lookback B={B} w={w} {'early' if early else 'late'}" + ("" if ticket else " pid")
-    return f"reduce-then-scan B={B} w={w} {'dense' if early else 'masked'}"
+        return f"lookback B={B} w={w} {loads}" + ("" if ticket else " pid")
+    return f"reduce-then-scan B={B} w={w} {'dense' if loads == 'dense-early' else 'masked'}"
 
 
-def compact_edit(method, B, w, early, ticket):
-    edit = f'COMPACT_METHOD = "{method}"; COMPACT_SCHEDULES["{method}"] = ({B}, {w}); COMPACT_EARLY_VALUES = {early}'
+def compact_edit(method, B, w, loads, ticket):
+    edit = f'COMPACT_METHOD = "{method}"; COMPACT_SCHEDULES["{method}"] = ({B}, {w}); COMPACT_LOADS = "{loads}"'
     return edit + ("" if ticket else "; LOOKBACK_TICKET = False (shared with the scan)")
 
 
 def compact_sweep():
     n = 5000 if CPU else 2**28
-    # (method, BLOCK_SIZE, num_warps, early/dense, ticket)
+    # (method, BLOCK_SIZE, num_warps, COMPACT_LOADS, ticket)
+    D, M, LATE = "dense-early", "masked-early", "masked-late"
     if CPU:
-        cands = [("lookback", 64, 2, True, True), ("lookback", 64, 2, False, True), ("lookback", 64, 2, True, False),
-                 ("reduce-then-scan", 64, 2, True, True), ("reduce-then-scan", 64, 2, False, True)]  # fmt: skip
+        cands = [("lookback", 64, 2, LATE, True), ("lookback", 64, 2, D, True), ("lookback", 64, 2, M, True),
+                 ("lookback", 64, 2, D, False), ("reduce-then-scan", 64, 2, D, True),
+                 ("reduce-then-scan", 64, 2, LATE, True)]  # fmt: skip
     else:
         cands = [
-            ("lookback", 4096, 4, False, True),  # as make bench timed it (50 %), for reference
-            ("lookback", 4096, 4, True, True),  # the new default
-            ("lookback", 4096, 4, True, False),
-            ("lookback", 2048, 2, True, True),
-            ("lookback", 2048, 4, True, True),
-            ("lookback", 4096, 8, True, True),
-            ("lookback", 8192, 8, True, True),
-            ("reduce-then-scan", 2048, 8, False, True),  # make bench's kernel (57 %), now with one wait
-            ("reduce-then-scan", 2048, 8, True, True),
-            ("reduce-then-scan", 4096, 8, True, True),
+            ("lookback", 4096, 4, LATE, True),  # as make bench timed it (50 %), for reference
+            ("lookback", 4096, 4, D, True),  # the new default
+            ("lookback", 4096, 4, M, True),
+            ("lookback", 4096, 4, D, False),
+            ("lookback", 2048, 2, D, True),
+            ("lookback", 2048, 4, D, True),
+            ("lookback", 4096, 8, D, True),
+            ("lookback", 8192, 8, D, True),
+            ("reduce-then-scan", 2048, 8, LATE, True),  # make bench's kernel (57 %), now with one wait
+            ("reduce-then-scan", 2048, 8, D, True),
+            ("reduce-then-scan", 4096, 8, D, True),
         ]
     # each candidate first at an odd size of many blocks (the look-back's waits), exactly
     many = 3001 if CPU else 2**22 + 3
@@ -190,7 +194,7 @@ def compact_sweep():
     del xs, ks
     x = torch.randint(0, 9, (n,), device=DEV).float()
     shape_n = f"2^{round(math.log2(n))}" if not CPU else f"{n}"
-    sparse = [c for c in safe if c[0] == "lookback" and c[4]][:2]  # the first look-back, late and early
+    sparse = [c for c in safe if c[0] == "lookback" and c[4]][:3]  # the first look-back in each load mode
     for density, chosen in ((0.5, safe), (0.05, sparse)):
         keep = torch.rand(n, device=DEV) < density
         ref = x[keep]
