@@ -1457,11 +1457,11 @@ def partials_add_rows(acc_s, acc_rc, r_acc, c_acc, n_bad, slots, offs, x, key, v
 
 
 @triton.jit
-def partials_step(key_ptr, value_ptr, x_ptr, step, acc_s, acc_rc, r_acc, c_acc, n_bad, slots, threshold, n,
-                  num_keys, BLOCK_SIZE: tl.constexpr, UNROLL: tl.constexpr, NIBBLES: tl.constexpr,
-                  FMA: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
-    """Step `step` of groupby_partials_kernel: UNROLL blocks of BLOCK_SIZE rows, every load first, then the adds.
-    WIDE: int64 row numbers (n may pass 2**31); otherwise int32, half the integer work for addresses and masks."""
+def partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE: tl.constexpr, UNROLL: tl.constexpr,
+                  WIDE: tl.constexpr):  # fmt: skip
+    """The rows of step `step` of groupby_partials_kernel: (offs, x, key, value) for each of its UNROLL blocks
+    (the second block's are the first's when UNROLL is 1). WIDE: int64 row numbers (n may pass 2**31); otherwise
+    int32, half the integer work for addresses and masks."""
     if WIDE:
         offs = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + tl.arange(0, BLOCK_SIZE)[:, None]
     else:
@@ -1469,11 +1469,22 @@ def partials_step(key_ptr, value_ptr, x_ptr, step, acc_s, acc_rc, r_acc, c_acc, 
     x = tl.load(x_ptr + offs, mask=offs < n, other=0)
     key = tl.load(key_ptr + offs, mask=offs < n, other=0)
     value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
+    offs2, x2, key2, value2 = offs, x, key, value
     if UNROLL == 2:
         offs2 = offs + BLOCK_SIZE
         x2 = tl.load(x_ptr + offs2, mask=offs2 < n, other=0)
         key2 = tl.load(key_ptr + offs2, mask=offs2 < n, other=0)
         value2 = tl.load(value_ptr + offs2, mask=offs2 < n, other=0).to(tl.float64)
+    return offs, x, key, value, offs2, x2, key2, value2
+
+
+@triton.jit
+def partials_step(key_ptr, value_ptr, x_ptr, step, acc_s, acc_rc, r_acc, c_acc, n_bad, slots, threshold, n,
+                  num_keys, BLOCK_SIZE: tl.constexpr, UNROLL: tl.constexpr, NIBBLES: tl.constexpr,
+                  FMA: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
+    """Step `step` of groupby_partials_kernel: UNROLL blocks of BLOCK_SIZE rows, every load first, then the adds."""
+    offs, x, key, value, offs2, x2, key2, value2 = partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE,
+                                                                 UNROLL, WIDE)  # fmt: skip
     acc = (acc_s, acc_rc, r_acc, c_acc, n_bad)
     acc = partials_add_rows(*acc, slots, offs, x, key, value, threshold, n, num_keys, NIBBLES, FMA)
     if UNROLL == 2:
@@ -1508,6 +1519,7 @@ def groupby_partials_kernel(
     NIBBLES: tl.constexpr = False,
     FMA: tl.constexpr = False,
     WIDE: tl.constexpr = True,
+    PREFETCH: tl.constexpr = False,
 ):
     """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a persistent grid: program p takes the
     steps p, p + P, p + 2P, ... (P programs, a few per SM; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
@@ -1526,7 +1538,10 @@ def groupby_partials_kernel(
     15 // UNROLL steps, before any can pass 15. Only the fp64 sums stay one-hot; FMA makes each key's add one
     fused multiply-add by 0 or 1 (see partials_add_rows). An infinite value then leaves NaN in the other keys'
     sums (0 * inf), and NaN cannot come otherwise but from inf + -inf: a program whose sums hold a NaN sums its
-    rows again, by selects. Exact either way; the second pass only where there are infinities."""
+    rows again, by selects. Exact either way; the second pass only where there are infinities.
+
+    PREFETCH loads the program's next step while it adds the current one (its columns carried through the loop):
+    twice the bytes in flight for a few more registers, since nothing else hides the loads' latency here."""
     slots = tl.arange(0, KEYS)
     acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
     acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
@@ -1536,7 +1551,29 @@ def groupby_partials_kernel(
     threshold = tl.load(threshold_ptr)
     rows = tl.arange(0, BLOCK_SIZE)[:, None]
     n_steps = tl.cdiv(n, BLOCK_SIZE * UNROLL)
-    if NIBBLES:
+    if PREFETCH:
+        step = tl.program_id(0)
+        offs, x, key, value, offs2, x2, key2, value2 = partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE,
+                                                                     UNROLL, WIDE)  # fmt: skip
+        for it in range(0, tl.cdiv(n_steps - tl.program_id(0), tl.num_programs(0))):
+            step += tl.num_programs(0)  # the next step's rows load now (past the end: all masked off)
+            offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n = partials_load(
+                key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE, UNROLL, WIDE
+            )
+            acc = (acc_s, acc_rc, r_acc, c_acc, n_bad)
+            acc = partials_add_rows(*acc, slots, offs, x, key, value, threshold, n, num_keys, NIBBLES, FMA)
+            if UNROLL == 2:
+                acc = partials_add_rows(*acc, slots, offs2, x2, key2, value2, threshold, n, num_keys, NIBBLES, FMA)
+            acc_s, acc_rc, r_acc, c_acc, n_bad = acc
+            offs, x, key, value, offs2, x2, key2, value2 = offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n
+            if NIBBLES:
+                if it % (15 // UNROLL) == 15 // UNROLL - 1:  # before a 4-bit counter can pass 15
+                    acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
+                    r_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
+                    c_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
+        if NIBBLES:
+            acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
+    elif NIBBLES:
         for first in range(tl.program_id(0), n_steps, tl.num_programs(0) * (15 // UNROLL)):
             r_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
             c_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
@@ -1557,12 +1594,13 @@ def groupby_partials_kernel(
             acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
             for step in range(tl.program_id(0), n_steps, tl.num_programs(0)):  # the same rows as above
                 for u in tl.static_range(UNROLL):
-                    offs = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + u * BLOCK_SIZE + rows
-                    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
-                    key = tl.load(key_ptr + offs, mask=offs < n, other=0)
-                    value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
-                    good = (offs < n) & (x > threshold) & (key >= 0) & (key < num_keys) & (value == value)
-                    acc_s += tl.where(tl.where(good, key, -1) == slots[None, :], tl.where(good, value, 0.0), 0.0)
+                    at = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + u * BLOCK_SIZE + rows
+                    x_at = tl.load(x_ptr + at, mask=at < n, other=0)
+                    key_at = tl.load(key_ptr + at, mask=at < n, other=0)
+                    value_at = tl.load(value_ptr + at, mask=at < n, other=0).to(tl.float64)
+                    good = (at < n) & (x_at > threshold) & (key_at >= 0) & (key_at < num_keys) & (value_at == value_at)
+                    hit = tl.where(good, key_at, -1) == slots[None, :]
+                    acc_s += tl.where(hit, tl.where(good, value_at, 0.0), 0.0)
     keep = slots < num_keys
     tl.atomic_add(sums_ptr + slots, tl.sum(acc_s, axis=0), mask=keep)
     tl.atomic_add(counts_ptr + slots, tl.sum(acc_rc >> 16, axis=0).to(tl.int64), mask=keep)
@@ -1597,9 +1635,10 @@ def groupby_packed_kernel(
 #    UNROLL blocks per step (1 or 2), programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
 GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
 GROUPBY_SCHEDULES = {"partials": (128, 2, 8, 4), "packed": (512, 4)}  # the H100 sweep's winners
-# groupby_partials_kernel's variants (bench/sweeps/l10b.py), each for up to 16 keys (more keys: one-hot selects):
-# "nibbles" (4-bit counters in two int64), "fma" (the sums by one multiply-add a key instead of a select and an add)
-PARTIALS_VARIANT = {"nibbles": True, "fma": True}
+# groupby_partials_kernel's variants (bench/sweeps/l10b.py): "nibbles" (4-bit counters in two int64) and "fma"
+# (the sums by one multiply-add a key instead of a select and an add), each for up to 16 keys (more keys: one-hot
+# selects); "prefetch" (the next step's rows loaded while the current one adds)
+PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": False}
 
 
 def groupby_method(num_keys):
@@ -1670,6 +1709,7 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
             UNROLL=UNROLL,
             NIBBLES=bool(variant["nibbles"]) and KEYS <= 16,  # 16 fields of 4 bits in an int64
             FMA=bool(variant["fma"]) and KEYS <= 16,  # more keys: ptxas spills its registers in the loop
+            PREFETCH=bool(variant["prefetch"]),
             WIDE=n + 16 * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # NIBBLES' steps past the end too
             num_warps=num_warps,
         )

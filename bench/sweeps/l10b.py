@@ -11,8 +11,9 @@ What it compares, each next to a copy of 2**28 int32 measured here (the '% copy'
     (no edit: make bench keeps half).
   - the group-by at 1e8 rows and 16 keys (groupby_partials_kernel alone), bytes = query_bytes (key, value, x read
     once), against the kernel as make bench timed it (PARTIALS_VARIANT all False, the same schedule): 4-bit
-    counters ("nibbles"), one multiply-add a key for the sums ("fma"), both, at a few schedules; then the whole
-    query (filter + group-by + keys present + mean, one wait for the GPU) with the old and the new variant.
+    counters ("nibbles"), one multiply-add a key for the sums ("fma"), both, and both with the next step's rows
+    loaded while the current one adds ("prefetch"), at a few schedules; then the whole query (filter + group-by +
+    keys present + mean, one wait for the GPU) with the old and the new variants.
 Every candidate is checked before it is timed (FAIL lines are never chosen): compactions exactly against x[keep];
 group-by sums, counts and rows exactly against groupby_dense_ref (values are multiples of 1/4: exact fp64 sums in
 any order); the fma variant also on a table with infinities (its second pass), and the query against pandas with
@@ -25,8 +26,8 @@ Which line maps to which edit in solutions/10_sort_scan_data.ipynb (then `python
     the scan shares: take it only if the scan's own sweep agrees)
   - compact "reduce-then-scan B=2048 w=8 dense"  -> COMPACT_METHOD = "reduce-then-scan";
     COMPACT_SCHEDULES["reduce-then-scan"] = (2048, 8); COMPACT_LOADS = "dense-early" ("masked": "masked-late")
-  - groupby "partials nibbles+fma B=128 U=2 P=8 w=4" -> PARTIALS_VARIANT = {"nibbles": True, "fma": True};
-    GROUPBY_SCHEDULES["partials"] = (128, 2, 8, 4)
+  - groupby "partials nibbles+fma B=128 U=2 P=8 w=4" -> PARTIALS_VARIANT = {"nibbles": True, "fma": True,
+    "prefetch": False}; GROUPBY_SCHEDULES["partials"] = (128, 2, 8, 4)
 The "best per shape" summary at the end prints the edit for each shape's winner.
 """
 
@@ -248,16 +249,17 @@ def dense_check(ref, num_keys):
 
 
 VARIANTS = {
-    "select": {"nibbles": False, "fma": False},  # the kernel make bench timed
-    "nibbles": {"nibbles": True, "fma": False},
-    "fma": {"nibbles": False, "fma": True},
-    "nibbles+fma": {"nibbles": True, "fma": True},
+    "select": {"nibbles": False, "fma": False, "prefetch": False},  # the kernel make bench timed
+    "nibbles": {"nibbles": True, "fma": False, "prefetch": False},
+    "fma": {"nibbles": False, "fma": True, "prefetch": False},
+    "nibbles+fma": {"nibbles": True, "fma": True, "prefetch": False},
+    "nibbles+fma+prefetch": {"nibbles": True, "fma": True, "prefetch": True},
 }
 
 
 def partials_edit(variant, B, U, P, w):
     v = VARIANTS[variant]
-    return (f'PARTIALS_VARIANT = {{"nibbles": {v["nibbles"]}, "fma": {v["fma"]}}}; '
+    return (f'PARTIALS_VARIANT = {{"nibbles": {v["nibbles"]}, "fma": {v["fma"]}, "prefetch": {v["prefetch"]}}}; '
             f'GROUPBY_SCHEDULES["partials"] = ({B}, {U}, {P}, {w})')  # fmt: skip
 
 
@@ -282,11 +284,13 @@ def groupby_16_keys():
                      lambda: L._groupby_partials(table, 0.5, num_keys, BLOCK_SIZE=B0, UNROLL=U0, PROGRAMS_PER_SM=P0,
                                                  num_warps=w0, variant=VARIANTS["select"]), nbytes)  # fmt: skip
     bases = {"select (make bench's)": t_old}
-    cands = [("nibbles+fma", 16, 2, 1, 1), ("select", 32, 1, 2, 1)] if CPU else [
+    cands = [("nibbles+fma", 16, 2, 1, 1), ("nibbles+fma+prefetch", 16, 2, 2, 1), ("select", 32, 1, 2, 1)] if CPU else [
         ("nibbles", 128, 2, 8, 4), ("fma", 128, 2, 8, 4), ("nibbles+fma", 128, 2, 8, 4),
         ("nibbles+fma", 128, 2, 5, 4), ("nibbles+fma", 128, 2, 6, 4), ("nibbles+fma", 128, 1, 8, 4),
         ("nibbles+fma", 64, 2, 10, 2), ("nibbles+fma", 64, 2, 16, 2), ("nibbles+fma", 256, 2, 3, 4),
-        ("nibbles+fma", 256, 2, 4, 8),
+        ("nibbles+fma", 256, 2, 4, 8), ("nibbles+fma+prefetch", 128, 2, 5, 4),
+        ("nibbles+fma+prefetch", 128, 2, 6, 4), ("nibbles+fma+prefetch", 128, 2, 8, 4),
+        ("nibbles+fma+prefetch", 128, 1, 8, 4),
     ]  # fmt: skip
     for variant, B, U, P, w in cands:
         run("groupby", shape, f"partials {variant} B={B} U={U} P={P} w={w}",
@@ -302,7 +306,7 @@ def groupby_16_keys():
             return "the query's result differs from the dense reference"
         return None
 
-    for variant in ("select", "nibbles+fma", "nibbles"):
+    for variant in ("select", "nibbles+fma", "nibbles+fma+prefetch"):
         with Settings(PARTIALS_VARIANT=VARIANTS[variant]):
             run("query", shape, f"query() partials {variant} (schedule as set)",
                 lambda: L.query(table, 0.5, num_keys), check_query, nbytes, bases, None)  # fmt: skip
