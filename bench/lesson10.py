@@ -10,10 +10,11 @@
 - device-wide prefix sum of 2**28 int32 and fp32 vs torch.cumsum (same dtype out), bytes = cumsum_bytes (read
   once, write once: the minimum): the one-pass look-back (SCAN_SCHEDULES' block size) and exercise 3's
   reduce-then-scan (which really moves 3/2 of it), plus the default (SCAN_METHOD) when it is neither of those
-  schedules; compaction of 2**28 fp32 with half the flags set vs x[keep], both methods likewise (COMPACT_METHOD),
-  bytes = compact_bytes;
+  schedules; compaction of 2**28 fp32 with half the flags set vs x[keep], both methods likewise (COMPACT_METHOD;
+  COMPACT_LOADS: how the values load, e.g. all of them before the look-back), bytes = compact_bytes;
 - the query (filter + group-by, sum / count / mean) on 10**8 rows, 16 and 10**7 keys: the atomic, the
-  partial-sums (a persistent grid of per-program sums for up to 64 keys; more keys fall back to the atomic plan),
+  partial-sums (a persistent grid of per-program sums for up to 64 keys, PARTIALS_VARIANT's kernel: 4-bit
+  counters and one multiply-add a key for the sums by default; more keys fall back to the atomic plan),
   the packed-atomic (2 atomics a row into one 16-byte slot per key) and the sort-then-reduce plans (query's
   default, GROUPBY_METHODS, is one of them) vs the same query in PyTorch ops (groupby_dense_ref then boolean
   masks), and vs pandas on the machine's CPU: pandas is timed ONCE, with time.perf_counter, in this run, on the

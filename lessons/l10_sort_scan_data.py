@@ -881,9 +881,15 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
 #    "reduce-then-scan" is exercise 3's (3 passes over the data); "lookback" is one pass (32-bit data only: int64
 #    scans use reduce-then-scan). The default method is SCAN_METHOD (scan) and COMPACT_METHOD (compaction).
 SCAN_METHOD = "lookback"  # H100: 93 % of copy at (4096, 4); reduce-then-scan 67 % (h100-2026-11-23-late/sweeps)
-COMPACT_METHOD = "reduce-then-scan"
+COMPACT_METHOD = "lookback"  # one launch, the values loaded before the look-back (COMPACT_LOADS)
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}  # look-back: 32 elements a thread
-COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (8192, 16)}
+COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}
+# compaction's value loads: "dense-early" loads every value of the block (16-byte loads) before the look-back, so
+# that their trip to memory overlaps the wait for the blocks before; "masked-early" only the kept ones (fewer bytes
+# where few are kept: a 32-byte sector holds 8 fp32), before it too; "masked-late" the kept ones, after it.
+# reduce-then-scan (no look-back) loads densely for "dense-early", masked otherwise.
+COMPACT_LOADS = "dense-early"
+COMPACT_LOAD_MODES = {"masked-late": 0, "dense-early": 1, "masked-early": 2}  # compact_lookback_kernel's EARLY
 LOOKBACK = 32  # status words a block reads at once while it looks back
 LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
 LOOKBACK_SEM = "relaxed"  # the status word's exchange: "relaxed" (it carries all a reader needs) or "acq_rel"
@@ -1030,32 +1036,49 @@ def count_kernel(keep_ptr, counts_ptr, n, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
-def compact_kernel(values_ptr, keep_ptr, block_cumsum_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+def compact_kernel(values_ptr, keep_ptr, block_cumsum_ptr, out_ptr, n, n_out, BLOCK_SIZE: tl.constexpr,
+                   DENSE: tl.constexpr = False):  # fmt: skip
     """Each kept element goes to out[its rank among the kept]: the kept in earlier blocks (block_cumsum[pid - 1])
-    plus the kept before it in this block (an exclusive scan of the flags)."""
+    plus the kept before it in this block (an exclusive scan of the flags). A destination outside out (n_out
+    elements: only a wrong scan makes one) is not written. DENSE: load every value of the block (4 to a 16-byte
+    load), not only the kept ones (4 masked 4-byte loads)."""
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     keep = tl.load(keep_ptr + offs, mask=offs < n, other=0).to(tl.int32)
+    if DENSE:
+        v = tl.load(values_ptr + offs, mask=offs < n)
     before = tl.load(block_cumsum_ptr + pid - 1, mask=pid > 0, other=0)
     dest = before + tl.cumsum(keep, axis=0) - keep
-    kept = keep != 0
-    tl.store(out_ptr + dest, tl.load(values_ptr + offs, mask=kept), mask=kept)
+    kept = (keep != 0) & (dest >= 0) & (dest < n_out)
+    if not DENSE:
+        v = tl.load(values_ptr + offs, mask=kept)
+    tl.store(out_ptr + dest, v, mask=kept)
 
 
 @triton.jit
 def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
-                            LOOKBACK: tl.constexpr, TICKET: tl.constexpr, SEM: tl.constexpr = "relaxed"):  # fmt: skip
+                            LOOKBACK: tl.constexpr, TICKET: tl.constexpr, SEM: tl.constexpr = "relaxed",
+                            EARLY: tl.constexpr = 0):  # fmt: skip
     """compact in ONE pass: count this block's flags, learn how many the blocks before it kept by decoupled
-    look-back (lookback_prefix), scatter. The last block's inclusive status word is the number kept."""
+    look-back (lookback_prefix), scatter. The last block's inclusive status word is the number kept. EARLY 1: load
+    every value of the block BEFORE the look-back (16-byte loads), so that their trip to memory overlaps the wait
+    for the blocks before; 2: only the kept values, before it too; 0: the kept values after it (two memory
+    latencies per block in a row)."""
     block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
     offs = block.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     # the same offsets, but runs of 4 to the compiler: it then gives the 1-byte flags the layout of the 4-byte
     # values (4 a thread, not 16), and moves a quarter as much through shared memory to match them up
     keep = tl.load(keep_ptr + (offs // 4) * 4 + offs % 4, mask=offs < n, other=0).to(tl.int32)
+    if EARLY == 1:
+        v = tl.load(values_ptr + offs, mask=offs < n)
+    if EARLY == 2:
+        v = tl.load(values_ptr + offs, mask=keep != 0)
     before = lookback_prefix(status_ptr, block, tl.sum(keep, axis=0), LOOKBACK, SEM)
     dest = before + tl.cumsum(keep, axis=0) - keep
     kept = keep != 0
-    tl.store(out_ptr + dest, tl.load(values_ptr + offs, mask=kept), mask=kept)
+    if EARLY == 0:
+        v = tl.load(values_ptr + offs, mask=kept)
+    tl.store(out_ptr + dest, v, mask=kept)
 
 
 COLUMN_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)
@@ -1064,8 +1087,9 @@ COLUMN_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)
 def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     """values[keep] for 1-D tensors (stream compaction), order kept. method "reduce-then-scan": count the flags
     per block, scan the counts (cumsum), scatter; "lookback": one pass (compact_lookback_kernel, under 2**31
-    elements). No out=: the result's length is known only once the flags are counted. BLOCK_SIZE, method and
-    num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES."""
+    elements). No out=: the result's length is known only once the flags are counted. Either way the host waits
+    for the GPU once, after the scatter: the result is the first values of a buffer as long as values (a view).
+    BLOCK_SIZE, method and num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES."""
     utils.require(values, "values", dtype=COLUMN_DTYPES, ndim=1)
     utils.require(keep, "keep", dtype=torch.bool, ndim=1)
     utils.require_same_shape(values, keep, ("values", "keep"))
@@ -1084,16 +1108,18 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     counts = torch.empty(n_blocks, dtype=torch.int64 if n >= 2**31 else torch.int32, device=values.device)
     count_kernel[(n_blocks,)](keep, counts, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
     block_cumsum = cumsum(counts, BLOCK_SIZE=BLOCK_SIZE, method="reduce-then-scan")
+    # the scatter goes right behind the scan, into room for every value (no wait for the length: the GPU would
+    # idle while the host launches it); it writes nothing outside out, whatever the scan says
+    out = values.new_empty(n)
+    compact_kernel[(n_blocks,)](values, keep, block_cumsum, out, n, n, BLOCK_SIZE=BLOCK_SIZE,
+                                DENSE=COMPACT_LOADS == "dense-early", num_warps=num_warps)  # fmt: skip
     # the one sync: the result's length, and a cheap look at the scan (n / BLOCK_SIZE numbers) that the scatter
-    # trusts with its addresses: a wrong prefix sum would write out of bounds
+    # trusted with its addresses
     scan_ok = (block_cumsum[:1] == counts[:1]).all() & (block_cumsum.diff() == counts[1:]).all()
     total, scan_ok = torch.stack([block_cumsum[-1].long(), scan_ok.long()]).tolist()
     if not scan_ok:
         raise AssertionError("cumsum returned a wrong prefix sum of the flag counts: check cumsum (exercise 3)")
-    out = values.new_empty(total)
-    if total:
-        compact_kernel[(n_blocks,)](values, keep, block_cumsum, out, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
-    return out
+    return out[:total]
 
 
 def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False):
@@ -1117,6 +1143,7 @@ def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=Fal
             LOOKBACK=LOOKBACK,
             TICKET=LOOKBACK_TICKET,
             SEM=LOOKBACK_SEM,
+            EARLY=COMPACT_LOAD_MODES[COMPACT_LOADS],
             num_warps=num_warps,
         )
     return out, status[-1:] & 0xFFFFFFFF
@@ -1400,21 +1427,79 @@ MAX_PARTIAL_KEYS = 64  # groupby_partials keeps one partial sum per key in regis
 
 
 @triton.jit
-def partials_add_rows(acc_s, acc_rc, n_bad, slots, offs, x, key, value, threshold, n, num_keys):
-    """One step of groupby_partials_kernel: the rows at offs (a (BLOCK_SIZE, 1) column, loaded) added to the
-    (BLOCK_SIZE, KEYS) accumulators."""
+def partials_add_rows(acc_s, acc_rc, r_acc, c_acc, n_bad, slots, offs, x, key, value, threshold, n, num_keys,
+                      NIBBLES: tl.constexpr, FMA: tl.constexpr):  # fmt: skip
+    """One block of groupby_partials_kernel: the rows at offs (a (BLOCK_SIZE, 1) column, loaded) added to the
+    (BLOCK_SIZE, KEYS) sums and, unless NIBBLES, to the (BLOCK_SIZE, KEYS) counters; with NIBBLES the counts go to
+    two int64 per row slot instead, 16 keys of 4 bits each (see groupby_partials_kernel)."""
     passed = (offs < n) & (x > threshold)
     good = passed & (key >= 0) & (key < num_keys)
     is_num = good & (value == value)
-    # -- per row once: the slot it adds to (-1: none), what it adds; then per key one compare and two adds
+    # -- per row once: the slot it adds to (-1: none), what it adds; then per key one compare and the adds
     code = tl.where(good, key, -1)
     v = tl.where(is_num, value, 0.0)
-    rc = 1 + (is_num.to(tl.int32) << 16)
     hit = code == slots[None, :]  # (BLOCK_SIZE, KEYS): row r has key k
-    acc_s += tl.where(hit, v, 0.0)
-    acc_rc += tl.where(hit, rc, 0)
+    if FMA:
+        # sums[k] += (key == k) * v: one fused multiply-add a key (the 0/1 factor costs half a select), where a
+        # select of the fp64 v costs two. An infinite v makes 0 * inf = NaN in the other keys: see the kernel
+        acc_s += hit.to(tl.float64) * v
+    else:
+        acc_s += tl.where(hit, v, 0.0)
+    if NIBBLES:
+        shift = (tl.where(good, key, 0) * 4).to(tl.int64)  # the row's 4-bit field: O(1) work a row, not O(KEYS)
+        r_acc += good.to(tl.int64) << shift
+        c_acc += is_num.to(tl.int64) << shift
+    else:
+        rc = 1 + (is_num.to(tl.int32) << 16)
+        acc_rc += tl.where(hit, rc, 0)
     n_bad += (passed & ~good).to(tl.int32)
-    return acc_s, acc_rc, n_bad
+    return acc_s, acc_rc, r_acc, c_acc, n_bad
+
+
+@triton.jit
+def partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE: tl.constexpr, UNROLL: tl.constexpr,
+                  WIDE: tl.constexpr):  # fmt: skip
+    """The rows of step `step` of groupby_partials_kernel: (offs, x, key, value) for each of its UNROLL blocks
+    (the second block's are the first's when UNROLL is 1). WIDE: int64 row numbers (n may pass 2**31); otherwise
+    int32, half the integer work for addresses and masks."""
+    if WIDE:
+        offs = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + tl.arange(0, BLOCK_SIZE)[:, None]
+    else:
+        offs = step * (BLOCK_SIZE * UNROLL) + tl.arange(0, BLOCK_SIZE)[:, None]
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    key = tl.load(key_ptr + offs, mask=offs < n, other=0)
+    value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
+    offs2, x2, key2, value2 = offs, x, key, value
+    if UNROLL == 2:
+        offs2 = offs + BLOCK_SIZE
+        x2 = tl.load(x_ptr + offs2, mask=offs2 < n, other=0)
+        key2 = tl.load(key_ptr + offs2, mask=offs2 < n, other=0)
+        value2 = tl.load(value_ptr + offs2, mask=offs2 < n, other=0).to(tl.float64)
+    return offs, x, key, value, offs2, x2, key2, value2
+
+
+@triton.jit
+def partials_step(key_ptr, value_ptr, x_ptr, step, acc_s, acc_rc, r_acc, c_acc, n_bad, slots, threshold, n,
+                  num_keys, BLOCK_SIZE: tl.constexpr, UNROLL: tl.constexpr, NIBBLES: tl.constexpr,
+                  FMA: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
+    """Step `step` of groupby_partials_kernel: UNROLL blocks of BLOCK_SIZE rows, every load first, then the adds."""
+    offs, x, key, value, offs2, x2, key2, value2 = partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE,
+                                                                 UNROLL, WIDE)  # fmt: skip
+    acc = (acc_s, acc_rc, r_acc, c_acc, n_bad)
+    acc = partials_add_rows(*acc, slots, offs, x, key, value, threshold, n, num_keys, NIBBLES, FMA)
+    if UNROLL == 2:
+        acc = partials_add_rows(*acc, slots, offs2, x2, key2, value2, threshold, n, num_keys, NIBBLES, FMA)
+    return acc
+
+
+@triton.jit
+def nibbles_flush(acc_rc, r_acc, c_acc, slots):
+    """Adds the 4-bit counters of r_acc (rows) and c_acc (non-NaN values), (BLOCK_SIZE, 1) int64 each holding 16
+    keys, to the (BLOCK_SIZE, KEYS) int32 counters (rows in the low 16 bits, non-NaN values in the high 16)."""
+    shift = (slots * 4).to(tl.int64)[None, :]
+    rows = ((r_acc >> shift) & 15).to(tl.int32)
+    nums = ((c_acc >> shift) & 15).to(tl.int32)
+    return acc_rc + rows + (nums << 16)
 
 
 @triton.jit
@@ -1431,6 +1516,10 @@ def groupby_partials_kernel(
     BLOCK_SIZE: tl.constexpr,
     KEYS: tl.constexpr,
     UNROLL: tl.constexpr,
+    NIBBLES: tl.constexpr = False,
+    FMA: tl.constexpr = False,
+    WIDE: tl.constexpr = True,
+    PREFETCH: tl.constexpr = False,
 ):
     """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a persistent grid: program p takes the
     steps p, p + P, p + 2P, ... (P programs, a few per SM; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
@@ -1441,29 +1530,77 @@ def groupby_partials_kernel(
     program's steps * UNROLL below 2**16), sums in fp64. The columns load together, unmasked by the filter (a load
     that waited for x to decide would add a round trip to memory per step, and the sectors of the failing rows
     come anyway); UNROLL = 2 issues the second block's loads before the first block's adds, to keep more bytes in
-    flight without larger accumulators."""
+    flight without larger accumulators.
+
+    The one-hot costs O(KEYS) instructions a row, and that is what limits this kernel, not memory. NIBBLES (KEYS
+    <= 16) counts with O(1) instead: a row adds 1 << (4 * key) to one int64 (rows) and, if its value is a number,
+    to another (non-NaN values): 16 counters of 4 bits in a register, emptied into the int32 counters every
+    15 // UNROLL steps, before any can pass 15. Only the fp64 sums stay one-hot; FMA makes each key's add one
+    fused multiply-add by 0 or 1 (see partials_add_rows). An infinite value then leaves NaN in the other keys'
+    sums (0 * inf), and NaN cannot come otherwise but from inf + -inf: a program whose sums hold a NaN sums its
+    rows again, by selects. Exact either way; the second pass only where there are infinities.
+
+    PREFETCH loads the program's next step while it adds the current one (its columns carried through the loop):
+    twice the bytes in flight for a few more registers, since nothing else hides the loads' latency here."""
     slots = tl.arange(0, KEYS)
     acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
     acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
+    r_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)  # NIBBLES: 16 rows counters of 4 bits
+    c_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)  # NIBBLES: 16 non-NaN counters of 4 bits
     n_bad = tl.zeros((BLOCK_SIZE, 1), tl.int32)
     threshold = tl.load(threshold_ptr)
-    rows = tl.arange(0, BLOCK_SIZE)[:, None]  # (BLOCK_SIZE, 1): already the accumulators' rows
-    for step in range(tl.program_id(0), tl.cdiv(n, BLOCK_SIZE * UNROLL), tl.num_programs(0)):
-        offs = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + rows  # int64: n may pass 2**31
-        # -- every load of the step first, then the adds
-        x = tl.load(x_ptr + offs, mask=offs < n, other=0)
-        key = tl.load(key_ptr + offs, mask=offs < n, other=0)
-        value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
-        if UNROLL == 2:
-            offs2 = offs + BLOCK_SIZE
-            x2 = tl.load(x_ptr + offs2, mask=offs2 < n, other=0)
-            key2 = tl.load(key_ptr + offs2, mask=offs2 < n, other=0)
-            value2 = tl.load(value_ptr + offs2, mask=offs2 < n, other=0).to(tl.float64)
-        acc_s, acc_rc, n_bad = partials_add_rows(acc_s, acc_rc, n_bad, slots, offs, x, key, value, threshold, n,
-                                                 num_keys)  # fmt: skip
-        if UNROLL == 2:
-            acc_s, acc_rc, n_bad = partials_add_rows(acc_s, acc_rc, n_bad, slots, offs2, x2, key2, value2, threshold,
-                                                     n, num_keys)  # fmt: skip
+    rows = tl.arange(0, BLOCK_SIZE)[:, None]
+    n_steps = tl.cdiv(n, BLOCK_SIZE * UNROLL)
+    if PREFETCH:
+        step = tl.program_id(0)
+        offs, x, key, value, offs2, x2, key2, value2 = partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE,
+                                                                     UNROLL, WIDE)  # fmt: skip
+        for it in range(0, tl.cdiv(n_steps - tl.program_id(0), tl.num_programs(0))):
+            step += tl.num_programs(0)  # the next step's rows load now (past the end: all masked off)
+            offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n = partials_load(
+                key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE, UNROLL, WIDE
+            )
+            acc = (acc_s, acc_rc, r_acc, c_acc, n_bad)
+            acc = partials_add_rows(*acc, slots, offs, x, key, value, threshold, n, num_keys, NIBBLES, FMA)
+            if UNROLL == 2:
+                acc = partials_add_rows(*acc, slots, offs2, x2, key2, value2, threshold, n, num_keys, NIBBLES, FMA)
+            acc_s, acc_rc, r_acc, c_acc, n_bad = acc
+            offs, x, key, value, offs2, x2, key2, value2 = offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n
+            if NIBBLES:
+                if it % (15 // UNROLL) == 15 // UNROLL - 1:  # before a 4-bit counter can pass 15
+                    acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
+                    r_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
+                    c_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
+        if NIBBLES:
+            acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
+    elif NIBBLES:
+        for first in range(tl.program_id(0), n_steps, tl.num_programs(0) * (15 // UNROLL)):
+            r_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
+            c_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
+            for i in range(15 // UNROLL):  # past the last step, every row is masked off (offs >= n)
+                acc_s, acc_rc, r_acc, c_acc, n_bad = partials_step(
+                    key_ptr, value_ptr, x_ptr, first + i * tl.num_programs(0), acc_s, acc_rc, r_acc, c_acc, n_bad,
+                    slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
+                )  # fmt: skip
+            acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
+    else:
+        for step in range(tl.program_id(0), n_steps, tl.num_programs(0)):
+            acc_s, acc_rc, r_acc, c_acc, n_bad = partials_step(
+                key_ptr, value_ptr, x_ptr, step, acc_s, acc_rc, r_acc, c_acc, n_bad, slots, threshold, n, num_keys,
+                BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
+            )  # fmt: skip
+    if FMA:
+        if tl.sum(tl.sum((acc_s != acc_s).to(tl.int32), axis=1), axis=0) > 0:  # an infinity: sum again, by selects
+            acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
+            for step in range(tl.program_id(0), n_steps, tl.num_programs(0)):  # the same rows as above
+                for u in tl.static_range(UNROLL):
+                    at = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + u * BLOCK_SIZE + rows
+                    x_at = tl.load(x_ptr + at, mask=at < n, other=0)
+                    key_at = tl.load(key_ptr + at, mask=at < n, other=0)
+                    value_at = tl.load(value_ptr + at, mask=at < n, other=0).to(tl.float64)
+                    good = (at < n) & (x_at > threshold) & (key_at >= 0) & (key_at < num_keys) & (value_at == value_at)
+                    hit = tl.where(good, key_at, -1) == slots[None, :]
+                    acc_s += tl.where(hit, tl.where(good, value_at, 0.0), 0.0)
     keep = slots < num_keys
     tl.atomic_add(sums_ptr + slots, tl.sum(acc_s, axis=0), mask=keep)
     tl.atomic_add(counts_ptr + slots, tl.sum(acc_rc >> 16, axis=0).to(tl.int64), mask=keep)
@@ -1498,6 +1635,10 @@ def groupby_packed_kernel(
 #    UNROLL blocks per step (1 or 2), programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
 GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
 GROUPBY_SCHEDULES = {"partials": (128, 2, 8, 4), "packed": (512, 4)}  # the H100 sweep's winners
+# groupby_partials_kernel's variants (bench/sweeps/l10b.py): "nibbles" (4-bit counters in two int64) and "fma"
+# (the sums by one multiply-add a key instead of a select and an add), each for up to 16 keys (more keys: one-hot
+# selects); "prefetch" (the next step's rows loaded while the current one adds)
+PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": False}
 
 
 def groupby_method(num_keys):
@@ -1514,18 +1655,19 @@ def _partials_programs(n_steps, programs_per_sm, unroll=1):
 
 
 def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, UNROLL=None, PROGRAMS_PER_SM=None,
-                     num_warps=None, num_programs=None):  # fmt: skip
+                     num_warps=None, num_programs=None, variant=None):  # fmt: skip
     """groupby_atomic's result with per-program partial sums, for up to MAX_PARTIAL_KEYS keys (few keys: where
     per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic. BLOCK_SIZE, UNROLL,
     PROGRAMS_PER_SM and num_warps default to GROUPBY_SCHEDULES["partials"]; num_programs overrides the grid
-    (PROGRAMS_PER_SM times the SMs; 2 under the interpreter)."""
+    (PROGRAMS_PER_SM times the SMs; 2 under the interpreter); variant, a dict like PARTIALS_VARIANT, overrides
+    some of its keys."""
     sums, counts, rows = _groupby_partials(table, threshold, num_keys, BLOCK_SIZE, UNROLL, PROGRAMS_PER_SM,
-                                           num_warps, num_programs)  # fmt: skip
+                                           num_warps, num_programs, variant)  # fmt: skip
     return sums, counts, _refuse_bad_keys(rows, num_keys)
 
 
 def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, PROGRAMS_PER_SM=None,
-                      num_warps=None, num_programs=None):  # fmt: skip
+                      num_warps=None, num_programs=None, variant=None):  # fmt: skip
     if isinstance(num_keys, int) and num_keys > MAX_PARTIAL_KEYS:
         return _groupby_atomic(table, threshold, num_keys)
     default_block, default_unroll, default_programs, default_warps = GROUPBY_SCHEDULES["partials"]
@@ -1539,6 +1681,10 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     PROGRAMS_PER_SM = int(utils.require_number(PROGRAMS_PER_SM, "PROGRAMS_PER_SM", positive=True))
+    variant = {**PARTIALS_VARIANT, **(variant or {})}
+    if set(variant) != set(PARTIALS_VARIANT):
+        raise ValueError(f"variant takes the keys {', '.join(map(repr, PARTIALS_VARIANT))}, got {sorted(variant)}.")
+    KEYS = max(triton.next_power_of_2(num_keys), 2)
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
     if n:
         n_steps = triton.cdiv(n, BLOCK_SIZE * UNROLL)
@@ -1559,8 +1705,12 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
             n,
             num_keys,
             BLOCK_SIZE=BLOCK_SIZE,
-            KEYS=max(triton.next_power_of_2(num_keys), 2),
+            KEYS=KEYS,
             UNROLL=UNROLL,
+            NIBBLES=bool(variant["nibbles"]) and KEYS <= 16,  # 16 fields of 4 bits in an int64
+            FMA=bool(variant["fma"]) and KEYS <= 16,  # more keys: ptxas spills its registers in the loop
+            PREFETCH=bool(variant["prefetch"]),
+            WIDE=n + 16 * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # NIBBLES' steps past the end too
             num_warps=num_warps,
         )
     return sums, counts, rows

@@ -144,6 +144,63 @@ def test_groupby_partials_over_several_steps_and_programs_is_exact():
         assert torch.equal(a.cpu(), b)
 
 
+def _partials_table(n, num_keys, seed):
+    """A table for groupby_partials' variants: NaN values, one key with +inf, one with +inf and -inf (a NaN sum),
+    long runs of one key (the 4-bit counters' flushes), bad keys where the filter drops them."""
+    g = torch.Generator().manual_seed(seed)
+    key = torch.randint(0, num_keys, (n,), generator=g, dtype=torch.int32)
+    key[: n // 3] = num_keys - 1  # the top 4-bit field (the int64's sign bit at 16 keys), many rows a slot
+    value = torch.randint(-40, 40, (n,), generator=g) / 4.0
+    value[::3] = float("nan")
+    x = torch.rand(n, generator=g)
+    if n > 20:
+        value[[7, 11, 13]] = torch.tensor([float("inf"), -float("inf"), float("inf")])
+        key[[7, 11, 13]] = torch.tensor([0, 1, 1], dtype=torch.int32)
+        x[[7, 11, 13]] = 0.9
+        key[[4, 9]] = torch.tensor([-1, num_keys], dtype=torch.int32)  # bad keys, filtered out
+        x[[4, 9]] = 0.1
+    return {"key": key.to(DEV), "value": value.to(DEV), "x": x.to(DEV)}
+
+
+@pytest.mark.parametrize("variant", [{"nibbles": True, "fma": True}, {"nibbles": True, "fma": False},
+                                     {"nibbles": False, "fma": True}, {"nibbles": True, "fma": True, "prefetch": True},
+                                     {"nibbles": False, "fma": False, "prefetch": True}], ids=str)  # fmt: skip
+def test_groupby_partials_variants_are_exact(variant):
+    """4-bit counters, multiply-add sums, the next step prefetched: exact against the dense spec at 16 keys (every
+    4-bit field), 17 (past the counters' 16: one-hot counting) and 3, over one row, a tail smaller than a block,
+    several flushes of the counters, with infinities (their second pass by selects) and NaN."""
+    for n, num_keys, unroll in ((1, 16, 2), (23, 3, 1), (700, 16, 2), (700, 17, 1)):
+        table = _partials_table(n, num_keys, seed=n + num_keys)
+        got = L.groupby_partials(table, 0.3, num_keys, BLOCK_SIZE=16, UNROLL=unroll, num_programs=3, num_warps=1,
+                                 variant=variant)  # fmt: skip
+        ref = L.groupby_dense_ref(*(table[c].cpu() for c in ("key", "value", "x")), 0.3, num_keys)
+        assert torch.equal(got[0].cpu().nan_to_num(7.0, 8.0, -8.0), ref[0].nan_to_num(7.0, 8.0, -8.0)), (n, num_keys)
+        assert torch.equal(got[1].cpu(), ref[1]) and torch.equal(got[2].cpu(), ref[2]), (n, num_keys)
+        if n > 20:
+            assert got[0][0] == float("inf") and got[0][1].isnan()  # the infinities' sums, as pandas gives them
+    with pytest.raises(ValueError, match="outside 0..2"):  # a bad key that passes the filter is still refused
+        table = _partials_table(30, 3, seed=1)
+        table["x"][4] = 0.9
+        L.groupby_partials(table, 0.3, 3, BLOCK_SIZE=16, variant=variant)
+
+
+def test_compaction_loads_every_value_or_only_the_kept_exactly():
+    """Every COMPACT_LOADS mode (all values loaded before the look-back, the kept ones before it, the kept ones
+    after it) gives values[keep] bit for bit (NaN included), by both methods, at sizes that are not multiples of
+    the block, all and none kept."""
+    for loads in L.COMPACT_LOAD_MODES:
+        for method in ("lookback", "reduce-then-scan"):
+            for n in (1, 17, 50):
+                values = torch.randn(n, device=DEV)
+                values[::4] = float("nan")
+                for keep in (torch.rand(n, device=DEV) < 0.5, torch.ones(n, dtype=torch.bool, device=DEV),
+                             torch.zeros(n, dtype=torch.bool, device=DEV)):  # fmt: skip
+                    with pytest.MonkeyPatch.context() as m:
+                        m.setattr(L, "COMPACT_LOADS", loads)
+                        got = L.compact(values, keep, BLOCK_SIZE=16, method=method)
+                    assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (loads, method, n)
+
+
 def test_every_scan_method_is_exact():
     for method in ("reduce-then-scan", "lookback"):
         for n in (1, 16, 17, 1000):
@@ -533,6 +590,7 @@ BAD = {
         "below 2\\*\\*16",
     ),  # fmt: skip
     "partials UNROLL 3": (lambda: L.groupby_partials(_table, 0.5, 3, UNROLL=3), ValueError, "UNROLL must be"),
+    "partials variant": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"pairs": True}), ValueError, "variant"),
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
     "duplicate right keys": (lambda: L.join_tables(_table, {"key": _table["key"]}), ValueError, "duplicate"),
