@@ -881,7 +881,7 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
 #    "reduce-then-scan" is exercise 3's (3 passes over the data); "lookback" is one pass (32-bit data only: int64
 #    scans use reduce-then-scan). The default method is SCAN_METHOD (scan) and COMPACT_METHOD (compaction).
 SCAN_METHOD = "lookback"  # H100: 93 % of copy at (4096, 4); reduce-then-scan 67 % (h100-2026-11-23-late/sweeps)
-COMPACT_METHOD = "lookback"  # one launch, the values loaded before the look-back (COMPACT_LOADS)
+COMPACT_METHOD = "reduce-then-scan"  # H100: 58 % of copy, dense loads; the look-back 47 % (h100-2026-11-23-s6/sweeps)
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}  # look-back: 32 elements a thread
 COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}
 # compaction's value loads: "dense-early" loads every value of the block (16-byte loads) before the look-back, so
@@ -1634,11 +1634,11 @@ def groupby_packed_kernel(
 #    GROUPBY_METHODS whose key limit holds num_keys. GROUPBY_SCHEDULES: "partials" -> (BLOCK_SIZE rows per block,
 #    UNROLL blocks per step (1 or 2), programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
 GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
-GROUPBY_SCHEDULES = {"partials": (128, 2, 8, 4), "packed": (512, 4)}  # the H100 sweep's winners
+GROUPBY_SCHEDULES = {"partials": (128, 2, 5, 4), "packed": (512, 4)}  # the H100 sweeps' winners (l10b.py: partials)
 # groupby_partials_kernel's variants (bench/sweeps/l10b.py): "nibbles" (4-bit counters in two int64) and "fma"
 # (the sums by one multiply-add a key instead of a select and an add), each for up to 16 keys (more keys: one-hot
 # selects); "prefetch" (the next step's rows loaded while the current one adds)
-PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": False}
+PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True}  # H100: 75 % of copy at (128, 2, 5, 4)
 
 
 def groupby_method(num_keys):
