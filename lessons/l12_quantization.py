@@ -1738,8 +1738,8 @@ def w8a16_decode_kernel(
         _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
 
 
-# == THE fused decode step's switch and schedules, in one place (bench/sweeps/l12b.py prints which line to change)
-# USE_FUSED_DECODE: a quantized model's batch-1 decode step runs the fused GEMVs (7 launches a layer); False: the
+# == THE fused decode step's switches and schedules, in one place (bench/sweeps/l12b.py and l12c.py print the edits)
+# USE_FUSED_DECODE: a quantized model's batch-1 decode step runs the fused GEMVs (6 or 7 launches a layer); False: the
 # unfused step (rmsnorm, GEMV, rmsnorm + residual, GEMV, swiglu, GEMV + residual, and RoPE and attention's two:
 # 10), as at B > 1.
 # Schedules by (bits, N, K) of the weight (N: its outputs; for w13 the F outputs of SwiGLU); (bits, None): every
@@ -2048,8 +2048,9 @@ QUANTIZED_DECODE = TRITON_DECODE._replace(
 
 def quantized_decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = QUANTIZED_DECODE):
     """Lesson 08's decode_step for a model whose weights may be quantized. A batch of one (with USE_FUSED_DECODE
-    and an ops.gemv) takes lesson 08's fused step, each product through ops.gemv; anything else lesson 08's
-    unfused step (the quantized products through h @ w.T, as at B > 1)."""
+    and an ops.gemv) takes lesson 08's fused step, each product through ops.gemv, the qkv product with RoPE and the
+    cache write through ops.qkv_rope (with QUANTIZED_ROPE_IN_QKV); anything else lesson 08's unfused step (the
+    quantized products through h @ w.T, as at B > 1)."""
     a = model.args
     B, H, KV, D = token.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
     if ops.gemv is None or not USE_FUSED_DECODE or B != 1:
