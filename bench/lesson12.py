@@ -18,7 +18,8 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   (one group a step, the scale in the tile, one chained dot) and `w8a16`;
 - end to end: decode tokens/s at batch 1 with bf16 (lesson 08's model and its fused batch-1 step), int8 and int4
   weights (every projection and the LM head quantized; lesson 08's generate runs lesson 12's fused batch-1 step,
-  quantized_decode_step, for a quantize_model model), on TinyLlama-1.1B's shape with random weights (22 layers,
+  quantized_decode_step, for a quantize_model model, with RoPE and the cache write in its qkv GEMV as
+  QUANTIZED_ROPE_IN_QKV says), on TinyLlama-1.1B's shape with random weights (22 layers,
   hidden 2048, 32 query heads sharing 4, MLP 5632, vocabulary 32000), a 512-token prompt and 256 new tokens, each decode
   step replayed from lesson 08's CUDA graph: ms per token = (generate 256 - generate 1) / 255, bytes = the weights
   as stored + the KV cache at the mean context;

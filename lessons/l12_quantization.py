@@ -28,8 +28,13 @@ from lessons.l08_llama_model import (
     Model,
     ModelArgs,
     _low_precision_close,
+    _require_cache,
+    _rotated_like_k,
+    _rope_kv_epilogue,
     decode_gemv,
     decode_gemv_ref,
+    decode_qkv_rope,
+    decode_qkv_rope_ref,
     decode_step,
     forward_ref,
     generate,
@@ -38,6 +43,7 @@ from lessons.l08_llama_model import (
     load_tokenizer,
     new_cache,
     prefill,
+    rope_cache,
     sample,
 )
 
@@ -1536,6 +1542,22 @@ def _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NO
 
 
 @triton.jit
+def _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr,
+                   v_cache_ptr, stride_ct, NORM: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
+    """Lesson 08's decode_qkv_rope epilogue: the pair's sums y (row head * D + i) and u (its partner, + D/2) scaled
+    by 1/rms, rounded to x's dtype as the unfused GEMV's outputs would be, then _rope_kv_epilogue: q and k turned,
+    q stored, k and v written into row pos of the caches."""
+    if NORM:
+        rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
+        y *= rstd
+        u *= rstd
+    y = y.to(x_ptr.dtype.element_ty).to(tl.float32)
+    u = u.to(x_ptr.dtype.element_ty).to(tl.float32)
+    _rope_kv_epilogue(y, u, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
+                      stride_ct, HEAD_DIM)  # fmt: skip
+
+
+@triton.jit
 def w4a16_decode_kernel(
     x_ptr,
     packed_ptr,  # the codes as int32 words, as w4a16_gemv_kernel reads them
@@ -1556,8 +1578,19 @@ def w4a16_decode_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,  # a whole number of groups
     PREFETCH: tl.constexpr,
+    cos_ptr,  # ROPE only (None otherwise): lesson 08's decode_qkv_rope epilogue, out_ptr is q (1, H, D)
+    sin_ptr,
+    pos_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    H,
+    KV,
+    stride_ct,
+    HEAD_DIM: tl.constexpr,
+    ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
 ):
     GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
+    TWO: tl.constexpr = SWIGLU or ROPE  # a second set of rows: SwiGLU's up rows, RoPE's partners
     WORDS: tl.constexpr = GROUP_SIZE // 8
     # -- map program id to BLOCK_N rows of W (with SWIGLU also their up rows, N further down: W is (2 N, K))
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -1565,7 +1598,13 @@ def w4a16_decode_kernel(
     offs_g = tl.arange(0, GROUPS)
     offs_k = tl.arange(0, BLOCK_K)
     groups = tl.cdiv(K, GROUP_SIZE)
-    gate, up_rows = offs_n.to(tl.int64), (offs_n + N).to(tl.int64)
+    if ROPE:  # -- offs_n are pairs: row head * D + i and its partner D/2 rows down, read where SwiGLU reads up
+        head = offs_n // (HEAD_DIM // 2)
+        i = offs_n % (HEAD_DIM // 2)
+        gate = (head * HEAD_DIM + i).to(tl.int64)
+        up_rows = gate + HEAD_DIM // 2
+    else:
+        gate, up_rows = offs_n.to(tl.int64), (offs_n + N).to(tl.int64)
     words = offs_g[None, :, None] * WORDS + tl.arange(0, WORDS)[None, None, :]
     p_gate = packed_ptr + gate[:, None, None] * stride_pn + words  # (BLOCK_N, GROUPS, WORDS) words a step
     p_up = packed_ptr + up_rows[:, None, None] * stride_pn + words
@@ -1573,12 +1612,12 @@ def w4a16_decode_kernel(
     s_up = up_rows[:, None] * stride_sn + offs_g[None, :]
     # -- K loop: one sum a group, scaled once a step; x's squares summed in the same pass (NORM)
     acc = tl.zeros((BLOCK_N, GROUPS), tl.float32)
-    acc_up = tl.zeros((BLOCK_N, GROUPS), tl.float32)  # SWIGLU only (compiled away otherwise)
+    acc_up = tl.zeros((BLOCK_N, GROUPS), tl.float32)  # SWIGLU or ROPE only (compiled away otherwise)
     sq = tl.zeros((BLOCK_K,), tl.float32)
     if PREFETCH:  # the first step's words (a load nothing waits on yet)
         first = (keep[:, None] & (offs_g < groups)[None, :])[:, :, None]
         word_next = tl.load(p_gate, mask=first, other=0)
-        if SWIGLU:
+        if TWO:
             up_next = tl.load(p_up, mask=first, other=0)
     for g0 in range(0, groups, GROUPS):
         mask_g = keep[:, None] & (g0 + offs_g < groups)[None, :]
@@ -1586,12 +1625,12 @@ def w4a16_decode_kernel(
             nxt = (keep[:, None] & (g0 + GROUPS + offs_g < groups)[None, :])[:, :, None]  # past the end: nothing
             word = word_next
             word_next = tl.load(p_gate + (g0 + GROUPS) * WORDS, mask=nxt, other=0)
-            if SWIGLU:
+            if TWO:
                 up = up_next
                 up_next = tl.load(p_up + (g0 + GROUPS) * WORDS, mask=nxt, other=0)
         else:
             word = tl.load(p_gate + g0 * WORDS, mask=mask_g[:, :, None], other=0)
-            if SWIGLU:
+            if TWO:
                 up = tl.load(p_up + g0 * WORDS, mask=mask_g[:, :, None], other=0)
         k = g0 * GROUP_SIZE + offs_k
         xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
@@ -1602,13 +1641,17 @@ def w4a16_decode_kernel(
         z = tl.load(zero_ptr + s_gate + g0, mask=mask_g, other=0).to(tl.float32)[:, :, None]
         scale = tl.load(scale_ptr + s_gate + g0, mask=mask_g, other=0.0).to(tl.float32)
         acc += scale * _int4_dots(word, word >> 12, z, x0, x1, x2, x3, x4, x5, x6, x7)
-        if SWIGLU:  # the up rows: their own codes, scales and zero points, the same x
+        if TWO:  # the up rows: their own codes, scales and zero points, the same x
             z = tl.load(zero_ptr + s_up + g0, mask=mask_g, other=0).to(tl.float32)[:, :, None]
             scale = tl.load(scale_ptr + s_up + g0, mask=mask_g, other=0.0).to(tl.float32)
             acc_up += scale * _int4_dots(up, up >> 12, z, x0, x1, x2, x3, x4, x5, x6, x7)
     # -- write back
-    _decode_epilogue(tl.sum(acc, 1), tl.sum(acc_up, 1), sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM,
-                     SWIGLU, RESIDUAL)  # fmt: skip
+    if ROPE:
+        _rope_epilogue(tl.sum(acc, 1), tl.sum(acc_up, 1), sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr,
+                       pos_ptr, out_ptr, k_cache_ptr, v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+    else:
+        _decode_epilogue(tl.sum(acc, 1), tl.sum(acc_up, 1), sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM,
+                         SWIGLU, RESIDUAL)  # fmt: skip
 
 
 @triton.jit
@@ -1629,22 +1672,39 @@ def w8a16_decode_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     PREFETCH: tl.constexpr,
+    cos_ptr,  # ROPE only (None otherwise): lesson 08's decode_qkv_rope epilogue, out_ptr is q (1, H, D)
+    sin_ptr,
+    pos_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    H,
+    KV,
+    stride_ct,
+    HEAD_DIM: tl.constexpr,
+    ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
 ):
     # -- map program id to BLOCK_N rows of W (with SWIGLU also their up rows, N further down)
+    TWO: tl.constexpr = SWIGLU or ROPE
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     keep = offs_n < N
     cols = tl.arange(0, BLOCK_K)
-    gate, up_rows = offs_n.to(tl.int64), (offs_n + N).to(tl.int64)
+    if ROPE:  # -- pairs of rows, as in w4a16_decode_kernel
+        head = offs_n // (HEAD_DIM // 2)
+        i = offs_n % (HEAD_DIM // 2)
+        gate = (head * HEAD_DIM + i).to(tl.int64)
+        up_rows = gate + HEAD_DIM // 2
+    else:
+        gate, up_rows = offs_n.to(tl.int64), (offs_n + N).to(tl.int64)
     q_gate = q_ptr + gate[:, None] * stride_qn + cols[None, :]
     q_up = q_ptr + up_rows[:, None] * stride_qn + cols[None, :]
     # -- K loop: products summed where they are, (BLOCK_N, BLOCK_K) of them, reduced once after the loop
     acc = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
-    acc_up = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)  # SWIGLU only
+    acc_up = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)  # SWIGLU or ROPE only
     sq = tl.zeros((BLOCK_K,), tl.float32)
     if PREFETCH:
         first = keep[:, None] & (cols < K)[None, :]
         q_next = tl.load(q_gate, mask=first, other=0)
-        if SWIGLU:
+        if TWO:
             up_next = tl.load(q_up, mask=first, other=0)
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
@@ -1652,36 +1712,44 @@ def w8a16_decode_kernel(
             nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]
             q = q_next
             q_next = tl.load(q_gate + k + BLOCK_K, mask=nxt, other=0)
-            if SWIGLU:
+            if TWO:
                 up = up_next
                 up_next = tl.load(q_up + k + BLOCK_K, mask=nxt, other=0)
         else:
             q = tl.load(q_gate + k, mask=keep[:, None] & in_k[None, :], other=0)
-            if SWIGLU:
+            if TWO:
                 up = tl.load(q_up + k, mask=keep[:, None] & in_k[None, :], other=0)
         xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
         if NORM:
             sq += xk * xk
             xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
         acc += _int8_float(q) * xk[None, :]
-        if SWIGLU:
+        if TWO:
             acc_up += _int8_float(up) * xk[None, :]
-    # -- a scale a row of W, once; then lesson 08's epilogue
+    # -- a scale a row of W, once; then lesson 08's epilogue (decode_gemv's, or decode_qkv_rope's)
     y = tl.sum(acc, 1) * tl.load(scale_ptr + gate, mask=keep, other=0.0).to(tl.float32)
     u = tl.sum(acc_up, 1)
-    if SWIGLU:
+    if TWO:
         u *= tl.load(scale_ptr + up_rows, mask=keep, other=0.0).to(tl.float32)
-    _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
+    if ROPE:
+        _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
+                       v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+    else:
+        _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
 
 
-# == THE fused decode step's switch and schedules, in one place (bench/sweeps/l12b.py prints which line to change)
-# USE_FUSED_DECODE: a quantized model's batch-1 decode step runs the fused GEMVs (7 launches a layer); False: the
+# == THE fused decode step's switches and schedules, in one place (bench/sweeps/l12b.py and l12c.py print the edits)
+# USE_FUSED_DECODE: a quantized model's batch-1 decode step runs the fused GEMVs (6 or 7 launches a layer); False: the
 # unfused step (rmsnorm, GEMV, rmsnorm + residual, GEMV, swiglu, GEMV + residual, and RoPE and attention's two:
 # 10), as at B > 1.
 # Schedules by (bits, N, K) of the weight (N: its outputs; for w13 the F outputs of SwiGLU); (bits, None): every
 # other shape. Lesson 08's GemvSchedule: BLOCK_N rows a program, BLOCK_K columns a step (int4: at least a group),
 # num_stages >= 2: the next step's codes prefetched into registers.
+# QUANTIZED_ROPE_IN_QKV: the fused step's qkv GEMV also turns q and k and writes k and v into the cache (lesson 08's
+# decode_qkv_rope, quantized: 6 launches a layer); False: the qkv GEMV, then lesson 08's rope_kv_write (7).
+# bench/sweeps/l12c.py times both.
 USE_FUSED_DECODE = True
+QUANTIZED_ROPE_IN_QKV = True
 FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/sweeps/l12b.txt, bench/sweeps/l12b.py)
     (4, None): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # 4 rows x 512 bytes a step
     (8, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 512 bytes a step
@@ -1701,6 +1769,20 @@ def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
     else:
         s = FUSED_GEMV_SCHEDULES.get((bits, N, K), FUSED_GEMV_SCHEDULES[(bits, None)])
     return s._replace(BLOCK_K=max(s.BLOCK_K, group_size)) if bits == 4 else s  # int4: a step is whole groups
+
+
+NO_ROPE = dict(
+    cos_ptr=None,
+    sin_ptr=None,
+    pos_ptr=None,
+    k_cache_ptr=None,
+    v_cache_ptr=None,
+    H=0,
+    KV=0,
+    stride_ct=0,
+    HEAD_DIM=2,
+    ROPE=False,
+)  # the decode kernels' RoPE arguments, for every other projection
 
 
 def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule):
@@ -1740,6 +1822,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule):
         return out.zero_() if residual is None else out.copy_(residual)
     meta = dict(NORM=norm is not None, SWIGLU=swiglu, RESIDUAL=residual is not None, BLOCK_N=s.BLOCK_N,
                 BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1)  # fmt: skip
+    meta.update(NO_ROPE)
     grid = (triton.cdiv(N, s.BLOCK_N),)
     if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = w.packed.view(torch.int32)
@@ -1839,22 +1922,149 @@ def check_quantized_decode_gemv(fn, *, quiet=False, **kwargs):
                             suspects=suspects, stray=stray)  # fmt: skip
 
 
-QUANTIZED_DECODE = TRITON_DECODE._replace(gemv=quantized_decode_gemv)  # lesson 08's kernels, any weight's GEMV
+def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out, schedule):
+    kind = Int4Weight if bits == 4 else Int8Weight
+    if not isinstance(w, kind):
+        raise TypeError(f"w must be an {kind.__name__} (quantize_int{bits}_ref(weight)), got {type(w).__name__}")
+    rows, K = w.shape
+    _require_x(x, K)
+    if x.shape[0] != 1:
+        raise ValueError(f"x has {x.shape[0]} rows: the fused qkv + RoPE GEMV is the batch-1 step's (B = 1)")
+    if x.device != w.scale.device:
+        raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
+    _require_cache(k_cache, v_cache, 1, k_cache.shape[3] if k_cache.ndim == 4 else -1, x.dtype)
+    _, max_len, KV, D = k_cache.shape
+    if D < 2 or D & (D - 1):
+        raise ValueError(f"head_dim D={D} must be a power of two here (tl.arange needs one)")
+    if rows % D or rows // D < 3 * KV or (rows // D - 2 * KV) % KV:
+        raise ValueError(f"w has shape {tuple(w.shape)}: it must be ((H + 2 KV) D, K) = ((H + {2 * KV}) x {D}, {K}), "
+                         f"H a multiple of KV={KV} (q, k and v stacked)")  # fmt: skip
+    H = rows // D - 2 * KV
+    eps = utils.require_number(eps, "eps")
+    if norm is not None:
+        utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
+    for name, table in (("cos", cos), ("sin", sin)):
+        utils.require(table, name, dtype=x.dtype, shape=(max_len, D))
+    utils.require(pos, "pos", dtype=torch.int32, shape=(1,))
+    codes = w.packed if bits == 4 else w.q
+    inputs = {"x": x, "w": codes, "k_cache": k_cache, "v_cache": v_cache}
+    out = utils.require_out(out, shape=(1, H, D), dtype=x.dtype, device=x.device, inputs=inputs)
+    G = w.group_size if bits == 4 else 1
+    s = schedule if schedule is not None else fused_gemv_schedule(bits, rows, K, G)  # the qkv GEMV's own row
+    if not isinstance(s, GemvSchedule):
+        raise TypeError(f"schedule must be a GemvSchedule (lesson 08's), got {type(s).__name__}")
+    for name in ("BLOCK_N", "BLOCK_K", "num_warps"):
+        utils.require_power_of_two(getattr(s, name), name)
+    if s.BLOCK_K % G:
+        raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {G}")
+    if K == 0:
+        raise ValueError("x has no columns (K = 0): there is nothing to project")
+    BLOCK_P = max(1, s.BLOCK_N // 2)  # pairs: the same BLOCK_N rows of w a program as the qkv GEMV
+    pairs = rows // 2
+    rope = dict(cos_ptr=cos, sin_ptr=sin, pos_ptr=pos, k_cache_ptr=k_cache, v_cache_ptr=v_cache, H=H, KV=KV,
+                stride_ct=k_cache.stride(1), HEAD_DIM=D, ROPE=True)  # fmt: skip
+    meta = dict(NORM=norm is not None, SWIGLU=False, RESIDUAL=False, BLOCK_N=BLOCK_P, BLOCK_K=s.BLOCK_K,
+                PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1, **rope)  # fmt: skip
+    grid = (triton.cdiv(pairs, BLOCK_P),)
+    if bits == 4:
+        words = w.packed.view(torch.int32)
+        w4a16_decode_kernel[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps, words.stride(0),
+                                  w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
+    else:
+        w8a16_decode_kernel[grid](x, w.q, w.scale, norm, None, out, pairs, K, eps, w.q.stride(0), **meta)
+    return out
+
+
+def quantized_decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5, out=None, schedule=None):
+    """Lesson 08's decode_qkv_rope for any weight of this lesson: x (1, C), w ((H + 2 KV) D, C) int4, int8 or a
+    plain tensor, pos (1,) int32, caches (1, max_len, KV, D). One launch: rmsnorm(x) (with norm) @ dequant(w).T,
+    q and k turned by the angles of pos, k and v written into row pos of the caches; returns q (1, H, D)."""
+    bits = {Int4Weight: 4, Int8Weight: 8}.get(type(w))
+    if bits is None:
+        return decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, norm=norm, eps=eps, out=out, schedule=schedule)
+    return _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out, schedule)
+
+
+def check_quantized_decode_qkv_rope(fn, *, quiet=False, **kwargs):
+    """fn(x, w, cos, sin, pos, k_cache, v_cache, norm=, eps=, out=, **kwargs) with int4 (groups of 32 and 128) and
+    int8 weights against decode_qkv_rope_ref on the dequantized weight in fp64: q, and the caches with row pos
+    written and every other row as it was; grouped heads, pos at both ends of the cache. Suspects: RoPE's pairs
+    taken as neighbours, v rotated."""
+    __tracebackhide__ = True  # a failed check shows its message, not this frame
+    env = utils.mode.current()
+    dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
+    cases = env.pick(cpu=[(4, 1, 16, 40, 5, 0), (2, 2, 32, 70, 6, 5)], gpu=[(32, 4, 64, 2048, 700, 699)])
+    formats = {
+        "int4, group 32": lambda t: quantize_int4_ref(t, 32),
+        "int4, group 128": lambda t: quantize_int4_ref(t, 128),
+        "int8": quantize_int8_ref,
+    }
+    for H, KV, D, C, max_len, p in cases:  # p: the new token's position
+        fake = ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
+        cos, sin = rope_cache(fake, max_len, dtype)
+        x = torch.randn(1, C, device=env.device, dtype=dtype)
+        W = (torch.randn((H + 2 * KV) * D, C, device=env.device) / math.sqrt(C)).to(dtype)
+        norm = (1 + 0.1 * torch.randn(C, device=env.device)).to(dtype)
+        pos = torch.tensor([p], device=env.device, dtype=torch.int32)
+        k_old, v_old = (torch.randn(1, max_len, KV, D, device=env.device, dtype=dtype) for _ in range(2))
+        x64, cos64, sin64, norm64 = x.double(), cos.double(), sin.double(), norm.double()
+        # RoPE's pairs taken as neighbours (2i, 2i + 1): the reference on w's rows reordered, its outputs put back
+        pi = torch.arange(D, device=env.device).view(D // 2, 2).T.reshape(-1)  # 0, 2, 4, .. 1, 3, 5, ..
+        perm = (torch.arange(H + 2 * KV, device=env.device)[:, None] * D + pi[None, :]).reshape(-1)
+        unperm = torch.argsort(pi)
+        for what, quant in formats.items():
+            w = quant(W)
+            W64 = dequantize(w, torch.float64)
+            k_cache, v_cache = k_old.clone(), v_old.clone()
+            with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+                q = fn(x, w, cos, sin, pos, k_cache, v_cache, norm=norm, eps=1e-5,
+                       out=utils.nan_empty((1, H, D), dtype), **kwargs)  # fmt: skip
+            k_ref, v_ref = k_old.double(), v_old.double()
+            q_ref = decode_qkv_rope_ref(x64, W64, cos64, sin64, pos, k_ref, v_ref, norm=norm64, eps=1e-5)
+            k_int, v_int = k_old.double(), v_old.double()
+            q_int = decode_qkv_rope_ref(x64, W64[perm], cos64, sin64, pos, k_int, v_int, norm=norm64, eps=1e-5)
+            k_int_rows = k_old.double().clone()
+            k_int_rows[0, p] = k_int[0, p][..., unperm]
+            v_rot = v_old.double().clone()
+            v_rot[0, p] = _rotated_like_k(v_ref[0, p], cos64[p], sin64[p])
+            interleaved = (
+                "RoPE turned neighbouring outputs (2i, 2i + 1) together: this course's RoPE pairs output i with "
+                "output i + D/2 of the same head (rope_kv_write_ref), the partner rows are D/2 rows further down w."
+            )
+            name = f"{what} (H={H}, KV={KV}, D={D}, C={C}, max_len={max_len}, pos={p})"
+            utils.check(q, q_ref, name=f"quantized qkv + RoPE, q, {name}", quiet=quiet, stray=stray,
+                        suspects={interleaved: q_int[:, :, unperm]})  # fmt: skip
+            utils.check(k_cache, k_ref, name=f"quantized qkv + RoPE, k cache, {name}", quiet=quiet,
+                        suspects={interleaved: k_int_rows})  # fmt: skip
+            rotated = "v was rotated: RoPE turns q and k only; v goes into the cache as it is."
+            utils.check(v_cache, v_ref, name=f"quantized qkv + RoPE, v cache, {name}", quiet=quiet,
+                        suspects={rotated: v_rot})  # fmt: skip
+
+
+QUANTIZED_DECODE = TRITON_DECODE._replace(
+    gemv=quantized_decode_gemv, qkv_rope=quantized_decode_qkv_rope
+)  # any weight's
 
 
 def quantized_decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = QUANTIZED_DECODE):
     """Lesson 08's decode_step for a model whose weights may be quantized. A batch of one (with USE_FUSED_DECODE
-    and an ops.gemv) takes lesson 08's fused step, each product through ops.gemv; anything else lesson 08's
-    unfused step (the quantized products through h @ w.T, as at B > 1)."""
+    and an ops.gemv) takes lesson 08's fused step, each product through ops.gemv, the qkv product with RoPE and the
+    cache write through ops.qkv_rope (with QUANTIZED_ROPE_IN_QKV); anything else lesson 08's unfused step (the
+    quantized products through h @ w.T, as at B > 1)."""
     a = model.args
     B, H, KV, D = token.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
     if ops.gemv is None or not USE_FUSED_DECODE or B != 1:
         return decode_step(model, token, pos, cache, ops._replace(gemv=None))
     lengths = pos + 1
     x = F.embedding(token, model.embed)  # (1, C)
-    for i, w in enumerate(model.layers):  # lesson 08's fused step, line for line: 7 launches a layer
-        qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps).view(B, H + 2 * KV, D)
-        q = ops.rope_kv_write(qkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i])  # (B, H, D)
+    rope_in_qkv = QUANTIZED_ROPE_IN_QKV and ops.qkv_rope is not None
+    for i, w in enumerate(model.layers):  # lesson 08's fused step, line for line: 6 or 7 launches a layer
+        if rope_in_qkv:  # one launch: q out, k and v into row pos of the caches
+            q = ops.qkv_rope(x, w.wqkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i], norm=w.attn_norm,
+                             eps=a.norm_eps)  # fmt: skip
+        else:
+            qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps).view(B, H + 2 * KV, D)
+            q = ops.rope_kv_write(qkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i])  # (B, H, D)
         o = ops.decode_attention(q, cache.k[i], cache.v[i], lengths)  # (B, H, D)
         ops.gemv(o.view(B, H * D), w.wo, residual=x, out=x)  # x += o wo^T
         g = ops.gemv(x, w.w13, norm=w.mlp_norm, eps=a.norm_eps, swiglu=True)  # silu(gate) * up, (B, F)

@@ -816,17 +816,170 @@ def test_generate_takes_the_fused_step_and_the_switch_takes_it_back(tiny, monkey
     assert torch.equal(fused, L8.generate(model, ids, 3)) and not calls
 
 
+# -- the quantized qkv GEMV with RoPE and the cache write in its epilogue (lesson 08's decode_qkv_rope) -------------
+
+
+def test_quantized_qkv_rope_check():
+    L.check_quantized_decode_qkv_rope(L.quantized_decode_qkv_rope, quiet=True)  # GPU-like schedules: below
+
+
+def _qkv_rope_case(H, KV, D, C, max_len, p, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    fake = L8.ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
+    cos, sin = L8.rope_cache(fake, max_len, torch.float32)
+    x = torch.randn(1, C, generator=g).to(DEV)
+    W = (torch.randn((H + 2 * KV) * D, C, generator=g) / math.sqrt(C)).to(DEV)
+    norm = (1 + 0.1 * torch.randn(C, generator=g)).to(DEV)
+    caches = [torch.randn(1, max_len, KV, D, generator=g).to(DEV) for _ in range(2)]
+    return x, W, cos.to(DEV), sin.to(DEV), torch.tensor([p], dtype=torch.int32, device=DEV), norm, caches
+
+
+@pytest.mark.parametrize(
+    "fmt, H, KV, D, p, BLOCK_N, stages",  # int4 groups 32 and 128, int8; D 16, 32, 64; GQA 1 and 4; pos 0 and the
+    [  # cache's last row; 2 to 16 pairs a program, several K steps (int4 g32, int8), with and without the prefetch
+        ("g32", 4, 1, 16, 0, 4, 2),
+        ("g128", 2, 2, 32, 7, 8, 1),
+        ("int8", 4, 1, 64, 7, 32, 2),
+        ("int8", 2, 2, 16, 0, 4, 1),
+        ("g32", 4, 1, 64, 7, 32, 1),
+        ("g128", 4, 1, 16, 7, 16, 2),
+    ],
+)
+def test_quantized_qkv_rope_is_the_gemv_then_rope_kv_write_bit_for_bit(fmt, H, KV, D, p, BLOCK_N, stages):
+    x, W, cos, sin, pos, norm, (k0, v0) = _qkv_rope_case(H, KV, D, 40, 8, p)
+    w = {"g32": lambda: L.quantize_int4_ref(W, 32), "g128": lambda: L.quantize_int4_ref(W, 128),
+         "int8": lambda: L.quantize_int8_ref(W)}[fmt]()  # fmt: skip
+    s = L8.GemvSchedule(BLOCK_N=BLOCK_N, BLOCK_K=32 if fmt != "g128" else 128, num_warps=4, num_stages=stages)
+    k1, v1, k2, v2 = k0.clone(), v0.clone(), k0.clone(), v0.clone()
+    q1 = L.quantized_decode_qkv_rope(x, w, cos, sin, pos, k1, v1, norm=norm, schedule=s)
+    qkv = L.quantized_decode_gemv(x, w, norm=norm, schedule=s).view(1, H + 2 * KV, D)  # the same sums
+    q2 = L8.rope_kv_write(qkv, cos, sin, pos, k2, v2)
+    if ENV.interpret:  # the same sums in the same order, then rope_kv_write_kernel's arithmetic
+        assert torch.equal(q1, q2) and torch.equal(k1, k2) and torch.equal(v1, v2)
+    else:
+        for a, b in ((q1, q2), (k1, k2), (v1, v2)):
+            utils.check(a, b, atol=1e-5, rtol=1e-5, quiet=True, reason="fp32 sums reduced in another order")
+    untouched = torch.arange(8, device=DEV) != p
+    assert torch.equal(k1[:, untouched], k0[:, untouched]) and torch.equal(v1[:, untouched], v0[:, untouched])
+
+
+def _q_v_rotated(x, w, cos, sin, pos, k, v, **kw):
+    q = L.quantized_decode_qkv_rope(x, w, cos, sin, pos, k, v, **kw)
+    p = int(pos[0])
+    v[0, p] = L8._rotated_like_k(v[0, p], cos[p], sin[p])
+    return q
+
+
+def _q_interleaved(x, w, cos, sin, pos, k, v, **kw):
+    """A kernel that turns neighbouring rows (2i, 2i + 1): the right one on w's rows reordered, its outputs put back."""
+    D = k.shape[-1]
+    pi = torch.arange(D, device=DEV).view(D // 2, 2).T.reshape(-1)
+    perm = (torch.arange(w.shape[0] // D, device=DEV)[:, None] * D + pi[None, :]).reshape(-1)
+    p, unperm = int(pos[0]), torch.argsort(pi)
+    q = L.quantized_decode_qkv_rope(x, _rows(w, perm), cos, sin, pos, k, v, **kw)
+    k[0, p], v[0, p] = k[0, p][..., unperm].clone(), v[0, p][..., unperm].clone()
+    return q[..., unperm].contiguous()
+
+
+def _q_wrong_pos(x, w, cos, sin, pos, k, v, **kw):
+    return L.quantized_decode_qkv_rope(x, w, cos, sin, (pos + 1) % k.shape[1], k, v, **kw)
+
+
+@pytest.mark.parametrize(
+    "planted, hint",
+    [(_q_interleaved, "neighbouring outputs"), (_q_v_rotated, "v was rotated")],
+)
+def test_quantized_qkv_rope_check_names_the_mistake(planted, hint):
+    with pytest.raises(AssertionError, match=hint):
+        L.check_quantized_decode_qkv_rope(planted, quiet=True)
+
+
+def test_quantized_qkv_rope_check_fails_at_the_wrong_position():
+    with pytest.raises(AssertionError, match="quantized qkv \\+ RoPE, q, int4, group 32"):
+        L.check_quantized_decode_qkv_rope(_q_wrong_pos, quiet=True)
+
+
+def test_quantized_qkv_rope_refusals():
+    x, W, cos, sin, pos, norm, (k, v) = _qkv_rope_case(4, 1, 16, 64, 8, 3)  # w: 96 x 64
+    q4, q8 = L.quantize_int4_ref(W, 32), L.quantize_int8_ref(W)
+    f = L.quantized_decode_qkv_rope
+    cases = {
+        "two rows of x": (lambda: f(x.repeat(2, 1), q4, cos, sin, pos, k, v), "B = 1"),
+        "x of another K": (lambda: f(x[:, :32].contiguous(), q8, cos, sin, pos, k, v), "K=64"),
+        "w not (H + 2 KV) D rows": (lambda: f(x, _rows(q4, torch.arange(88)), cos, sin, pos, k, v), "q, k and v"),
+        "int64 pos": (lambda: f(x, q8, cos, sin, pos.long(), k, v), "pos"),
+        "tables shorter than the cache": (lambda: f(x, q4, cos[:4], sin[:4], pos, k, v), "cos"),
+        "a cache of two sequences": (
+            lambda: f(x, q8, cos, sin, pos, k.repeat(2, 1, 1, 1), v.repeat(2, 1, 1, 1)),
+            "k_cache",
+        ),
+        "a head size of 12": (
+            lambda: f(
+                x,
+                _rows(q8, torch.arange(72)),
+                cos[:, :12].contiguous(),
+                sin[:, :12].contiguous(),
+                pos,
+                k[..., :12].contiguous(),
+                v[..., :12].contiguous(),
+            ),
+            "power of two",
+        ),  # fmt: skip
+        "out over the k cache": (lambda: f(x, q4, cos, sin, pos, k, v, out=k.view(-1)[:64].view(1, 4, 16)), "out"),
+        "a norm of another length": (lambda: f(x, q8, cos, sin, pos, k, v, norm=norm[:10]), "norm"),
+        "a step of half a group": (
+            lambda: f(x, q4, cos, sin, pos, k, v, schedule=L8.GemvSchedule(4, 16, 4, 1)),
+            "whole number of groups",
+        ),
+        "a BLOCK_N of 6": (lambda: f(x, q8, cos, sin, pos, k, v, schedule=L8.GemvSchedule(6, 32, 4, 1)), "BLOCK_N"),
+        "eps not a number": (lambda: f(x, q8, cos, sin, pos, k, v, eps=None), "eps"),
+    }
+    k0, v0 = k.clone(), v.clone()
+    for what, (call, message) in cases.items():
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+            pytest.fail(f"{what}: not refused")
+    assert torch.equal(k, k0) and torch.equal(v, v0), "a refused call wrote into the cache"
+
+
+def test_quantized_step_with_and_without_rope_in_qkv(tiny, monkeypatch):
+    """The whole fused step, several tokens, RoPE in the qkv GEMV or not: the same logits and caches, bit for bit
+    under the interpreter (the same sums, then the same arithmetic), and the fusion does take one launch less."""
+    for bits in (4, 8):
+        model = L.quantize_model(tiny[0], bits, 32)
+        tokens = torch.randint(0, model.args.vocab_size, (3,), device=DEV)
+        runs = {}
+        for fused in (True, False):
+            monkeypatch.setattr(L, "QUANTIZED_ROPE_IN_QKV", fused)
+            calls = []
+            rope = L.QUANTIZED_DECODE.rope_kv_write
+            ops = L.QUANTIZED_DECODE._replace(rope_kv_write=lambda *a, **kw: calls.append(1) or rope(*a, **kw))
+            cache = L8.new_cache(model, 1, 8)
+            logits = [L.quantized_decode_step(model, t.view(1), torch.tensor([i], dtype=torch.int32, device=DEV),
+                                              cache, ops) for i, t in enumerate(tokens)]  # fmt: skip
+            runs[fused] = (torch.stack(logits), cache.k.clone(), cache.v.clone(), len(calls))
+        (a, ka, va, na), (b, kb, vb, nb) = runs[True], runs[False]
+        assert na == 0 and nb == len(tokens) * model.args.n_layers, (na, nb)
+        if ENV.interpret:
+            assert torch.equal(a, b) and torch.equal(ka, kb) and torch.equal(va, vb)
+        else:
+            utils.check(a, b, atol=1e-3, rtol=1e-3, quiet=True, reason="fp32 sums reduced in another order")
+        want = L8.forward_ref(L.dequantize_model(model, torch.float64), tokens.view(1, -1))[0]
+        utils.check(a[:, 0], want, atol=1e-4, rtol=1e-4, quiet=True, reason="fp32 sums in another order, logits ~10")
+
+
 # -- compiled for an H100 without one: the schedules' tiles fit the registers -----------------------------------------
 
 
 def _kernels_file(tmp_path):
-    """Lesson 12's @triton.jit functions and lesson 05's grouped_tile (which they call) in one file, as
+    """Lesson 12's @triton.jit functions, lesson 05's grouped_tile and lesson 08's _rope_kv_epilogue (which they call)
+    in one file, as
     utils.offline compiles kernels from a single module's source."""
     import ast
     from pathlib import Path
 
     parts = ["import triton", "import triton.language as tl", ""]
-    for module, keep in ((L5, {"grouped_tile"}), (L, None)):
+    for module, keep in ((L5, {"grouped_tile"}), (L8, {"_rope_kv_epilogue"}), (L, None)):
         source = Path(module.__file__).read_text()
         for node in ast.parse(source).body:
             decorators = [ast.get_source_segment(source, d) for d in getattr(node, "decorator_list", [])]
@@ -936,8 +1089,20 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
                 pointers["q_ptr"] = "i8"
                 meta["BLOCK_K"] = s.BLOCK_K
                 ints = dict(N=N, K=K, eps=1e-5, stride_qn=K)
+            meta.update(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None, HEAD_DIM=2,
+                        ROPE=False)  # fmt: skip
+            ints.update(H=0, KV=0, stride_ct=0)
             jobs.append(offline.job(f"w{bits}a16_decode_kernel", pointers=pointers, ints=ints, constexprs=meta,
                                     num_warps=s.num_warps, num_stages=1))  # fmt: skip
+            if N == 2560:  # the qkv GEMV with RoPE and the cache write (QUANTIZED_ROPE_IN_QKV): pairs of rows
+                rope = dict(meta, BLOCK_N=max(1, s.BLOCK_N // 2), HEAD_DIM=64, ROPE=True, res_ptr=None)
+                for name in ("cos_ptr", "sin_ptr", "pos_ptr", "k_cache_ptr", "v_cache_ptr"):
+                    del rope[name]
+                ptrs = {k: t for k, t in pointers.items() if k != "res_ptr"}
+                ptrs.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
+                jobs.append(offline.job(f"w{bits}a16_decode_kernel", pointers=ptrs,
+                                        ints=dict(ints, N=N // 2, H=32, KV=4, stride_ct=256), constexprs=rope,
+                                        num_warps=s.num_warps, num_stages=1))  # fmt: skip
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
