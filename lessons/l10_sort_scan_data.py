@@ -184,7 +184,8 @@ def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
             suspects=suspects,
         )
     if not quiet:
-        print(f"✓ bitonic_sort sorts rows of {', '.join(f'{M}x{N}' for M, N in shapes)} exactly like torch.sort")
+        name = getattr(fn, "__name__", "bitonic_sort")
+        print(f"✓ {name} sorts rows of {', '.join(f'{M}x{N}' for M, N in shapes)} exactly like torch.sort")
 
 
 MAX_BITONIC_TILED = 4096  # longest row bitonic_sort_tiled takes: a row sits in one program's registers
