@@ -175,6 +175,13 @@ for plan in PLAN:
         torch.cuda.empty_cache()
     say(f"-- rows of {plan[0]} done at {time.time() - T0:.0f} s")
 
+if time.time() - T0 < BUDGET_S:  # the lesson's own check at its GPU shapes (rows up to 4096), the table as set
+    try:
+        L.check_bitonic_sort(L.bitonic_sort_tiled, quiet=True, max_row=L.MAX_BITONIC_TILED)
+        say(f"{'check':12s} {'check_bitonic_sort(bitonic_sort_tiled)':36s} ok")
+    except Exception as e:
+        say(f"{'check':12s} {'check_bitonic_sort(bitonic_sort_tiled)':36s} FAIL {first_line(e)}")
+
 say("\nbest per shape (fastest checked tiled line -> its edit; then the fastest line of all):")
 for shape, (ms, name, edit) in BEST.items():
     say(f"  {shape:12s} {ms:9.4f} ms  {name:36s} -> {edit}")
