@@ -395,8 +395,9 @@ def bitonic_sort_tiled_kernel(
 
 
 # -- bitonic_sort_tiled's schedule, the ONE place it is chosen: padded row length -> (ROWS, num_warps), rows a
-#    program and warps. Shorter rows than a line's length use that line; a guess until the H100 sweep
-#    (bench/sweeps/l10s.py) sets it: about 1024 elements a program up to rows of 1024, a warp per 256 past it.
+#    program and warps. Rows shorter than a line's length use that line with as many more rows a program (the same
+#    elements a program); a guess until the H100 sweep (bench/sweeps/l10s.py) sets it: about 1024 elements a
+#    program up to rows of 1024, a warp per 256 elements past it.
 BITONIC_TILED_SCHEDULES = {
     64: (16, 4),
     256: (4, 4),
@@ -410,7 +411,9 @@ BITONIC_TILED_SCHEDULES = {
 def bitonic_tiled_schedule(BLOCK_SIZE):
     """(ROWS, num_warps) for rows padded to BLOCK_SIZE, from BITONIC_TILED_SCHEDULES."""
     lengths = sorted(BITONIC_TILED_SCHEDULES)
-    return BITONIC_TILED_SCHEDULES[next((n for n in lengths if BLOCK_SIZE <= n), lengths[-1])]
+    n = next((n for n in lengths if BLOCK_SIZE <= n), lengths[-1])
+    ROWS, num_warps = BITONIC_TILED_SCHEDULES[n]
+    return ROWS * max(1, n // BLOCK_SIZE), num_warps
 
 
 def bitonic_sort_tiled(x, *, out=None, ROWS=None, num_warps=None):
