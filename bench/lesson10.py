@@ -3,7 +3,8 @@
 - segmented sort: rows of 256, 1024 and 4096 fp32 (2**24 elements in all), sort_rows (its SORT_ROWS_SCHEDULES
   network and warps per row length) vs torch.sort (both return values and int64 indices); bytes = read x + write
   values + write indices = 16 bytes per element; plus exercise 1's bitonic_sort (values only, credited with the
-  same bytes) at rows of 1024;
+  same bytes) at rows of 1024, and bitonic_sort_tiled (values only, the same bytes; BITONIC_TILED_SCHEDULES' rows
+  a program and warps) at rows of 1024 and 4096;
 - top-k at a vocabulary of 131072 (and 152064), k = 50 and 64, batch 1, 8 and 64: top_k (TOP_K_SCHEDULES'
   method per batch) and exercise 2's whole-block sort (method "sort") vs torch.topk; bytes = top_k_bytes (read
   the logits, write k values and indices);
@@ -39,6 +40,8 @@ from lessons.l10_sort_scan_data import (
     SCAN_METHOD,
     SCAN_SCHEDULES,
     bitonic_sort,
+    bitonic_sort_tiled,
+    bitonic_tiled_schedule,
     compact,
     compact_bytes,
     cumsum,
@@ -95,6 +98,18 @@ def _sorts() -> list[Row]:
         dtype="fp32",
         bytes=x.numel() * (4 + 4 + 8),
     )
+    for N in (1024, 4096):  # the same network on (rows, 32) tiles: its j < 32 steps as warp shuffles
+        x = torch.randn(2**24 // N, N, device="cuda")
+        ROWS, num_warps = bitonic_tiled_schedule(N)
+        rows += paired(
+            {f"triton bitonic_sort_tiled (ROWS={ROWS}, {num_warps} warps)": lambda: bitonic_sort_tiled(x)},
+            ("torch.sort", lambda: torch.sort(x, dim=-1)),
+            lesson="10",
+            op="segmented sort",
+            shape=f"{x.shape[0]}x{N}",
+            dtype="fp32",
+            bytes=x.numel() * (4 + 4 + 8),
+        )
     return rows
 
 

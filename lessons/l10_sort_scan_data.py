@@ -101,7 +101,7 @@ def bitonic_sort_kernel(x_ptr, out_ptr, N, stride_xm, stride_om, BLOCK_SIZE: tl.
     tl.store(out_ptr + row * stride_om + idx, x, mask=idx < N)
 
 
-MAX_BITONIC = 1024  # longest row bitonic_sort takes: the network is unrolled, log2(N)(log2(N)+1)/2 steps
+MAX_BITONIC = 1024  # longest row bitonic_sort takes (bitonic_sort_tiled, below, takes rows up to 4096)
 
 
 def _require_rows(x, name, dtypes):
@@ -120,8 +120,8 @@ def bitonic_sort(x, *, out=None):
     M, N = x.shape
     if N > MAX_BITONIC:
         raise ValueError(
-            f"x has rows of {N} elements, but bitonic_sort takes at most {MAX_BITONIC} (the network "
-            f"is unrolled): use sort_rows (rows up to {MAX_SORT_ROW}) or torch.sort."
+            f"x has rows of {N} elements, but bitonic_sort takes at most {MAX_BITONIC}: use "
+            f"bitonic_sort_tiled (rows up to {MAX_BITONIC_TILED}), sort_rows (with indices) or torch.sort."
         )
     out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x})
     if M == 0 or N == 0:
@@ -138,12 +138,15 @@ def _padded(x, n):
     return torch.cat([x, torch.full((x.shape[0], n - x.shape[1]), float("inf"), dtype=x.dtype)], dim=1)
 
 
-def check_bitonic_sort(fn, *, quiet=False):
+def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
     """Checks fn(x, out=...) = each row of x sorted, at awkward row lengths, against sort_ref in fp64; on failure,
-    the hint names the network's classic mistakes (each simulated by bitonic_network_ref)."""
+    the hint names the network's classic mistakes (each simulated by bitonic_network_ref). max_row above 1024
+    adds rows up to that length (fn must take them)."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     shapes = env.pick(cpu=[(1, 1), (3, 7), (4, 16), (2, 100)], gpu=[(1, 1), (3, 7), (1000, 16), (513, 1000)])
+    if max_row > 1024:  # one long row under the interpreter (it is slow), many on a GPU
+        shapes += env.pick(cpu=[(1, max_row), (3, max_row // 2 + 3)], gpu=[(999, max_row), (333, max_row - 95)])
     for M, N in shapes:
         x = torch.randn(M, N, device=env.device)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
@@ -181,7 +184,8 @@ def check_bitonic_sort(fn, *, quiet=False):
             suspects=suspects,
         )
     if not quiet:
-        print(f"✓ bitonic_sort sorts rows of {', '.join(f'{M}x{N}' for M, N in shapes)} exactly like torch.sort")
+        name = getattr(fn, "__name__", "bitonic_sort")
+        print(f"✓ {name} sorts rows of {', '.join(f'{M}x{N}' for M, N in shapes)} exactly like torch.sort")
 
 
 MAX_SORT_ROW = 4096  # longest row sort_rows takes: the whole row sits in one program's registers
@@ -344,6 +348,110 @@ def check_sort_rows(fn, *, quiet=False):
             f"✓ sort_rows sorts rows of {', '.join(f'{M}x{N}' for M, N in shapes)} exactly like "
             f"torch.sort(stable=True): values and indices"
         )
+
+
+MAX_BITONIC_TILED = 4096  # longest row bitonic_sort_tiled takes: a row sits in one program's registers
+
+
+@triton.jit
+def compare_exchange_tiled(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANES: tl.constexpr):
+    """compare_exchange on a tile (R, LANES): lane = the element's index in its sorted row. Partners j < LANES
+    apart sit in the same tile row (gather along axis 1: inside a warp); the others LANES-wide rows apart."""
+    if j < LANES:
+        p = tl.gather(x, tl.broadcast_to(c ^ j, x.shape), 1)
+    else:
+        p = tl.gather(x, tl.broadcast_to(r ^ (j // LANES), x.shape), 0)
+    keep_min = ((lane & k) == 0) == ((lane & j) == 0)  # ascending pair, lower lane: the minimum
+    return tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))
+
+
+@triton.jit
+def bitonic_sort_tiled_kernel(
+    x_ptr,
+    out_ptr,
+    M,
+    N,
+    stride_xm,
+    stride_om,
+    BLOCK_SIZE: tl.constexpr,
+    LOG_BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    LANES: tl.constexpr,
+):
+    """out[row, :N] = x[row, :N] sorted ascending: ROWS rows a program, held as one (ROWS * BLOCK_SIZE // LANES,
+    LANES) tile, element i of a row at tile row i // LANES, column i % LANES."""
+    R: tl.constexpr = ROWS * BLOCK_SIZE // LANES
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, LANES)[None, :]
+    flat = r * LANES + c  # (R, LANES): index among the program's ROWS * BLOCK_SIZE elements
+    lane = flat & (BLOCK_SIZE - 1)  # index in its own row
+    row = tl.program_id(0).to(tl.int64) * ROWS + flat // BLOCK_SIZE
+    mask = (lane < N) & (row < M)
+    x = tl.load(x_ptr + row * stride_xm + lane, mask=mask, other=float("inf"))
+    for s in tl.static_range(1, LOG_BLOCK + 1):  # the same stages and steps as exercise 1
+        for t in tl.static_range(s):
+            x = compare_exchange_tiled(x, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES)
+    tl.store(out_ptr + row * stride_om + lane, x, mask=mask)
+
+
+# -- bitonic_sort_tiled's schedule, the ONE place it is chosen: padded row length -> (ROWS, num_warps), rows a
+#    program and warps. Rows shorter than a line's length use that line with as many more rows a program (the same
+#    elements a program); a guess until the H100 sweep (bench/sweeps/l10s.py) sets it: about 1024 elements a
+#    program up to rows of 1024, a warp per 256 elements past it.
+BITONIC_TILED_SCHEDULES = {
+    64: (16, 4),
+    256: (4, 4),
+    512: (2, 4),
+    1024: (1, 4),
+    2048: (1, 8),
+    4096: (1, 16),
+}
+
+
+def bitonic_tiled_schedule(BLOCK_SIZE):
+    """(ROWS, num_warps) for rows padded to BLOCK_SIZE, from BITONIC_TILED_SCHEDULES."""
+    lengths = sorted(BITONIC_TILED_SCHEDULES)
+    n = next((n for n in lengths if BLOCK_SIZE <= n), lengths[-1])
+    ROWS, num_warps = BITONIC_TILED_SCHEDULES[n]
+    return ROWS * max(1, n // BLOCK_SIZE), num_warps
+
+
+def bitonic_sort_tiled(x, *, out=None, ROWS=None, num_warps=None):
+    """Each row of a 2-D fp32/fp16 tensor sorted ascending (values only), as bitonic_sort, by
+    bitonic_sort_tiled_kernel: rows of at most MAX_BITONIC_TILED elements, ROWS rows a program (ROWS and
+    num_warps default to BITONIC_TILED_SCHEDULES). No NaN: tl.minimum / tl.maximum do not order NaN; -0.0 and
+    0.0 are equal to it, so either may come out where torch.sort puts the other."""
+    _require_rows(x, "x", (torch.float32, torch.float16))
+    M, N = x.shape
+    if N > MAX_BITONIC_TILED:
+        raise ValueError(
+            f"x has rows of {N} elements, but bitonic_sort_tiled takes at most {MAX_BITONIC_TILED} (a row "
+            f"sits in one program): use torch.sort."
+        )
+    if ROWS is not None:
+        utils.require_power_of_two(ROWS, "ROWS")
+    if num_warps is not None:
+        utils.require_power_of_two(num_warps, "num_warps")
+    out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x})
+    if M == 0 or N == 0:
+        return out
+    BLOCK_SIZE = triton.next_power_of_2(N)
+    default_rows, default_warps = bitonic_tiled_schedule(BLOCK_SIZE)
+    ROWS = default_rows if ROWS is None else ROWS
+    bitonic_sort_tiled_kernel[(triton.cdiv(M, ROWS),)](
+        x,
+        out,
+        M,
+        N,
+        x.stride(0),
+        out.stride(0),
+        BLOCK_SIZE=BLOCK_SIZE,
+        LOG_BLOCK=BLOCK_SIZE.bit_length() - 1,
+        ROWS=ROWS,
+        LANES=min(BLOCK_SIZE, 32),  # a warp's width: the steps with j < 32 stay inside it
+        num_warps=default_warps if num_warps is None else num_warps,
+    )
+    return out
 
 
 @triton.jit

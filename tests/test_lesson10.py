@@ -17,6 +17,7 @@ import triton.language as tl
 import utils
 from lessons import l10_sort_scan_data as L
 from lessons.l10_sort_scan_data import float_sort_key, sort_block
+from utils import offline
 from utils.mode import current
 
 ENV = current()
@@ -27,6 +28,7 @@ DEV = ENV.device
 
 CHECKS = {
     "bitonic_sort": lambda: L.check_bitonic_sort(L.bitonic_sort, quiet=True),
+    "bitonic_sort_tiled": lambda: L.check_bitonic_sort(L.bitonic_sort_tiled, quiet=True, max_row=L.MAX_BITONIC_TILED),
     "sort_rows": lambda: L.check_sort_rows(L.sort_rows, quiet=True),
     "top_k": lambda: L.check_top_k(L.top_k, quiet=True),
     "sample": lambda: L.check_sample_top_k_top_p(L.sample_top_k_top_p, quiet=True),
@@ -307,6 +309,123 @@ def test_bitonic_stub_is_reported_as_unwritten(monkeypatch):
         L.check_bitonic_sort(L.bitonic_sort, quiet=True)
 
 
+# -- bitonic_sort_tiled: the same network on (rows, 32) tiles --------------------------------------------------------
+
+
+def _awkward_rows(M, N, seed):
+    """Rows with duplicates, -0.0 next to 0.0, and infinities (no NaN: the network does not order it)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(M, N, generator=g)
+    x[::2, ::3] = torch.randint(-2, 3, (len(range(0, M, 2)), len(range(0, N, 3))), generator=g).float()  # ties
+    x[:, 1::5] = -0.0
+    x[:, 2::7] = 0.0
+    x[-1, 3::11] = float("inf")
+    x[0, 4::13] = float("-inf")
+    return x.to(DEV)
+
+
+@pytest.mark.parametrize(
+    "M, N, ROWS, num_warps",
+    [(1, 1, None, None), (5, 2, None, None), (9, 33, 4, 2), (3, 31, None, 1), (17, 100, None, None),
+     (3, 513, 2, 2), (2, 2049, None, None), (1, 4096, None, None)],
+)  # fmt: skip
+def test_bitonic_sort_tiled_is_exact_at_awkward_lengths(M, N, ROWS, num_warps):
+    """Against torch.sort, value for value (-0.0 == 0.0), with the table's schedule or one passed explicitly (a
+    row count that is not a multiple of ROWS leaves the last program's tile part empty)."""
+    x = _awkward_rows(M, N, seed=M * 10007 + N)
+    out = L.bitonic_sort_tiled(x, ROWS=ROWS, num_warps=num_warps)
+    assert torch.equal(out, torch.sort(x, dim=-1).values)
+    if N <= 100:
+        assert torch.equal(L.bitonic_sort_tiled(x.half()), torch.sort(x.half(), dim=-1).values)
+
+
+def test_bitonic_tiled_schedules_cover_every_row_length():
+    for n in [2**e for e in range(13)]:
+        ROWS, num_warps = L.bitonic_tiled_schedule(n)
+        assert ROWS >= 1 and ROWS & (ROWS - 1) == 0 and num_warps in (1, 2, 4, 8, 16, 32)
+    assert max(L.BITONIC_TILED_SCHEDULES) == L.MAX_BITONIC_TILED
+
+
+@triton.jit
+def _planted_tiled_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr,
+                          LOG_BLOCK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
+                          MISTAKE: tl.constexpr):  # fmt: skip
+    R: tl.constexpr = ROWS * BLOCK_SIZE // LANES
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, LANES)[None, :]
+    flat = r * LANES + c
+    lane = flat & (BLOCK_SIZE - 1)
+    row = tl.program_id(0).to(tl.int64) * ROWS + flat // BLOCK_SIZE
+    if MISTAKE == "lane not masked to its row":
+        lane = flat
+    mask = (lane < N) & (row < M)
+    x = tl.load(x_ptr + row * stride_xm + lane, mask=mask, other=float("inf"))
+    for s in tl.static_range(1, LOG_BLOCK + 1):
+        if MISTAKE != "no last stage" or s < LOG_BLOCK:
+            for t in tl.static_range(s):
+                if MISTAKE == "j grows":
+                    x = _planted_tiled_step(x, r, c, lane, 1 << t, 1 << s, LANES, MISTAKE)
+                else:
+                    x = _planted_tiled_step(x, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES, MISTAKE)
+    tl.store(out_ptr + row * stride_om + lane, x, mask=mask)
+
+
+@triton.jit
+def _planted_tiled_step(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANES: tl.constexpr, MISTAKE: tl.constexpr):
+    if j < LANES:
+        p = tl.gather(x, tl.broadcast_to(c ^ j, x.shape), 1)
+    elif MISTAKE == "tile rows half as far apart":
+        p = tl.gather(x, tl.broadcast_to(r ^ (j // (2 * LANES)), x.shape), 0)
+    else:
+        p = tl.gather(x, tl.broadcast_to(r ^ (j // LANES), x.shape), 0)
+    if MISTAKE == "direction reversed":
+        ascending = (lane & k) != 0
+    else:
+        ascending = (lane & k) == 0
+    keep_min = ascending == ((lane & j) == 0)
+    return tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))
+
+
+TILED_MISTAKES = {
+    "direction reversed": "descending order",
+    "j grows": "wrong order",
+    "no last stage": "last stage is missing",
+    "tile rows half as far apart": "bitonic_sort 2x100 differs",  # no hint fits: the check names the shape
+    "lane not masked to its row": "bitonic_sort 3x7 has elements that were never written",  # rows past the first
+}
+
+
+@pytest.mark.parametrize("mistake", list(TILED_MISTAKES))
+def test_bitonic_tiled_mistakes_are_caught(mistake, monkeypatch):
+    monkeypatch.setattr(L, "bitonic_sort_tiled_kernel", _Planted(_planted_tiled_kernel, mistake))
+    with pytest.raises(AssertionError, match=TILED_MISTAKES[mistake]):
+        L.check_bitonic_sort(L.bitonic_sort_tiled, quiet=True, max_row=L.MAX_BITONIC_TILED)
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_bitonic_sort_tiled_at_4096_spills_nothing_and_shuffles():
+    """Compiled for an H100 (sm_90) without a GPU, as bitonic_sort_tiled launches it for rows of 4096: no spills,
+    the steps with j < 32 as warp shuffles, and barriers only for the 28 steps with j >= 32, at most two each
+    (exercise 1's kernel, which gathers every step through shared memory, has about two for each of the 78)."""
+    BLOCK = L.MAX_BITONIC_TILED
+    ROWS, num_warps = L.bitonic_tiled_schedule(BLOCK)
+    (compiled,) = offline.compile_kernels(
+        L.__file__,
+        [
+            offline.job(
+                "bitonic_sort_tiled_kernel",
+                pointers=dict(x_ptr="fp32", out_ptr="fp32"),
+                ints=dict(M=4096, N=BLOCK, stride_xm=BLOCK, stride_om=BLOCK),
+                constexprs=dict(BLOCK_SIZE=BLOCK, LOG_BLOCK=12, ROWS=ROWS, LANES=32),
+                num_warps=num_warps,
+            )
+        ],
+    )
+    assert compiled.spill_bytes == 0
+    assert "shfl.sync" in compiled.ptx
+    assert compiled.ptx.count("bar.sync") <= 2 * 28 + 2
+
+
 def test_sort_rows_with_ties_reversed_gets_its_hint():
     def unstable(x, out=None, out_indices=None):
         values, indices = torch.sort(x.flip(-1), stable=True)
@@ -514,6 +633,8 @@ def test_atomics_and_sort_then_reduce_agree_on_floats_that_round():
 def test_empty_inputs_return_empty_results():
     assert L.bitonic_sort(torch.empty(0, 5, device=DEV)).shape == (0, 5)
     assert L.bitonic_sort(torch.empty(3, 0, device=DEV)).shape == (3, 0)
+    assert L.bitonic_sort_tiled(torch.empty(0, 5, device=DEV)).shape == (0, 5)
+    assert L.bitonic_sort_tiled(torch.empty(3, 0, device=DEV)).shape == (3, 0)
     v, i = L.sort_rows(torch.empty(0, 7, device=DEV))
     assert v.shape == i.shape == (0, 7)
     v, i = L.top_k(torch.randn(3, 10, device=DEV), 0)
@@ -529,6 +650,20 @@ _table = L.table_from_pandas(L.random_table(10, 3), DEV)
 BAD = {
     "row too long for bitonic": (lambda: L.bitonic_sort(torch.randn(2, 2000, device=DEV)), ValueError, "at most"),
     "bitonic out of wrong shape": (lambda: L.bitonic_sort(_x, out=torch.empty(4, 99, device=DEV)), ValueError, "shape"),
+    "row too long for bitonic_sort_tiled": (
+        lambda: L.bitonic_sort_tiled(torch.randn(2, 5000, device=DEV)),
+        ValueError,
+        "at most 4096",
+    ),  # fmt: skip
+    "bitonic_sort_tiled ROWS not a power of two": (lambda: L.bitonic_sort_tiled(_x, ROWS=3), ValueError, "ROWS"),
+    "bitonic_sort_tiled num_warps": (lambda: L.bitonic_sort_tiled(_x, num_warps=6), ValueError, "num_warps"),
+    "bitonic_sort_tiled integers": (lambda: L.bitonic_sort_tiled(_x.int()), TypeError, "dtype"),
+    "bitonic_sort_tiled bf16 (interpreter)": (
+        lambda: L.bitonic_sort_tiled(_x.bfloat16() if ENV.interpret else _x.int()),
+        TypeError,
+        "bfloat16" if ENV.interpret else "dtype",
+    ),  # fmt: skip
+    "bitonic_sort_tiled non-contiguous": (lambda: L.bitonic_sort_tiled(_x.t()), ValueError, "contiguous"),
     "sort_rows integers": (lambda: L.sort_rows(_x.int()), TypeError, "dtype"),
     "sort_rows row too long": (lambda: L.sort_rows(torch.randn(1, 5000, device=DEV)), ValueError, "torch.sort"),
     "sort_rows non-contiguous": (lambda: L.sort_rows(_x.t()), ValueError, "contiguous"),
