@@ -403,9 +403,10 @@ def test_bitonic_tiled_mistakes_are_caught(mistake, monkeypatch):
 
 
 @pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
-def test_bitonic_sort_tiled_at_4096_spills_nothing_and_shuffles():
-    """Compiled for an H100 (sm_90) without a GPU, as bitonic_sort_tiled launches it for rows of 4096: no spills,
-    the steps with j < 32 as warp shuffles, and barriers only for the 28 steps with j >= 32, at most two each
+@pytest.mark.parametrize("capability", [90, 80, 75], ids=["H100", "A100", "T4"])
+def test_bitonic_sort_tiled_at_4096_spills_nothing_and_shuffles(capability):
+    """Compiled without a GPU for an H100, an A100 and a T4, as bitonic_sort_tiled launches it for rows of 4096: no
+    spills, the steps with j < 32 as warp shuffles, and barriers only for the 28 steps with j >= 32, at most two each
     (exercise 1's kernel, which gathers every step through shared memory, has about two for each of the 78)."""
     BLOCK = L.MAX_BITONIC_TILED
     ROWS, num_warps = L.bitonic_tiled_schedule(BLOCK)
@@ -418,6 +419,7 @@ def test_bitonic_sort_tiled_at_4096_spills_nothing_and_shuffles():
                 ints=dict(M=4096, N=BLOCK, stride_xm=BLOCK, stride_om=BLOCK),
                 constexprs=dict(BLOCK_SIZE=BLOCK, LOG_BLOCK=12, ROWS=ROWS, LANES=32),
                 num_warps=num_warps,
+                capability=capability,
             )
         ],
     )

@@ -1066,13 +1066,10 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
 
 
-def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_path):
-    import re
-
-    from utils import offline
-
-    if not offline.available():
-        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+def _fused_decode_jobs(offline, capability=90):
+    """utils.offline jobs for the fused decode kernels as the step launches them at TinyLlama's shape (bf16; fp16
+    for a T4, which has no bf16 arithmetic)."""
+    act = "bf16" if capability >= 80 else "fp16"
     jobs = []
     # TinyLlama's qkv (norm in front), gate/up (norm and SwiGLU) and down (+ residual), each format's table row
     for N, K, flags in ((2560, 2048, (1, 0, 0)), (5632, 2048, (1, 1, 0)), (2048, 5632, (0, 0, 1))):
@@ -1080,7 +1077,7 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
         for bits in (4, 8):
             s = L.FUSED_GEMV_SCHEDULES.get((bits, N, K), L.FUSED_GEMV_SCHEDULES[(bits, None)])
             meta = dict(NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, PREFETCH=s.num_stages >= 2)
-            pointers = dict(x_ptr="bf16", scale_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
+            pointers = dict(x_ptr=act, scale_ptr=act, norm_ptr=act, res_ptr=act, out_ptr=act)
             if bits == 4:
                 pointers.update(packed_ptr="i32", zero_ptr="u8")
                 meta.update(GROUP_SIZE=128, BLOCK_K=max(s.BLOCK_K, 128))
@@ -1093,17 +1090,46 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
                         ROPE=False)  # fmt: skip
             ints.update(H=0, KV=0, stride_ct=0)
             jobs.append(offline.job(f"w{bits}a16_decode_kernel", pointers=pointers, ints=ints, constexprs=meta,
-                                    num_warps=s.num_warps, num_stages=1))  # fmt: skip
+                                    num_warps=s.num_warps, num_stages=1, capability=capability))  # fmt: skip
             if N == 2560:  # the qkv GEMV with RoPE and the cache write (QUANTIZED_ROPE_IN_QKV): pairs of rows
                 rope = dict(meta, BLOCK_N=max(1, s.BLOCK_N // 2), HEAD_DIM=64, ROPE=True, res_ptr=None)
                 for name in ("cos_ptr", "sin_ptr", "pos_ptr", "k_cache_ptr", "v_cache_ptr"):
                     del rope[name]
                 ptrs = {k: t for k, t in pointers.items() if k != "res_ptr"}
-                ptrs.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
+                ptrs.update(cos_ptr=act, sin_ptr=act, pos_ptr="i32", k_cache_ptr=act, v_cache_ptr=act)
                 jobs.append(offline.job(f"w{bits}a16_decode_kernel", pointers=ptrs,
                                         ints=dict(ints, N=N // 2, H=32, KV=4, stride_ct=256), constexprs=rope,
-                                        num_warps=s.num_warps, num_stages=1))  # fmt: skip
+                                        num_warps=s.num_warps, num_stages=1, capability=capability))  # fmt: skip
+    return jobs
+
+
+def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_path):
+    import re
+
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    jobs = _fused_decode_jobs(offline)
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
+
+
+@pytest.mark.parametrize("capability", [80, 75], ids=["A100", "T4"])
+def test_the_qkv_rope_decode_kernels_compile_for_an_a100_and_a_t4(tmp_path, capability):
+    """The fused qkv GEMV with RoPE and the cache write (QUANTIZED_ROPE_IN_QKV), compiled without a GPU for the
+    GPUs learners bring: no spills, 16-byte weight loads."""
+    import re
+
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    jobs = [j for j in _fused_decode_jobs(offline, capability) if j["constexprs"]["ROPE"]]
+    assert len(jobs) == 2, "one int4 and one int8 job expected"
+    for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = f"{job['kernel']} with RoPE for sm_{capability}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
