@@ -396,15 +396,16 @@ def bitonic_sort_tiled_kernel(
 
 # -- bitonic_sort_tiled's schedule, the ONE place it is chosen: padded row length -> (ROWS, num_warps), rows a
 #    program and warps. Rows shorter than a line's length use that line with as many more rows a program (the same
-#    elements a program); a guess until the H100 sweep (bench/sweeps/l10s.py) sets it: about 1024 elements a
-#    program up to rows of 1024, a warp per 256 elements past it.
+#    elements a program). The lines of 256, 1024 and 4096 are an H100 sweep's winners
+#    (results/h100-2026-11-23-s7/sweeps/l10s.txt: one row a program did best at every length); 64 and 512 take their
+#    next line's elements a program, 2048 sits between its neighbours (not swept).
 BITONIC_TILED_SCHEDULES = {
-    64: (16, 4),
-    256: (4, 4),
-    512: (2, 4),
-    1024: (1, 4),
-    2048: (1, 8),
-    4096: (1, 16),
+    64: (4, 1),
+    256: (1, 1),
+    512: (2, 8),
+    1024: (1, 8),
+    2048: (1, 4),
+    4096: (1, 4),
 }
 
 
