@@ -14,7 +14,8 @@ state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512
   copy of the same bytes (what the memory allows); tokens/s = B / ms * 1e3;
 - at batch 1, the same step unfused (cuBLAS matmuls, separate RMSNorm and SwiGLU kernels: the step before
   decode_gemv), in a CUDA graph too; and the fused step without DECODE_FUSIONS (RoPE and the cache write in their
-  own kernel, flash-decoding in two launches: 7 launches a layer, where the table's fusion leaves 6);
+  own kernel, flash-decoding in two launches: 7 launches a layer, where the table's fusion leaves 6); and with
+  DECODE_FUSIONS.pdl on, the table's step with its GEMVs launched in order (no programmatic dependent launch);
 - flash-decoding at 8192 cached tokens (TinyLlama's heads at batch 1, whose 8 MB cache takes a few µs, and at
   batch 8; Llama-3-8B's 32/8 heads of D = 128 at batch 4) against torch's scaled_dot_product_attention on the
   same cache, bytes = decode_attention_bytes: launched from Python, and both sides replayed from CUDA graphs (the
@@ -132,6 +133,11 @@ def decode_steps(model) -> list[Row]:
                 L.DecodeFusions(rope_in_qkv=False, attention="split+combine"),
                 lambda: L.decode_step(model, token, pos, cache, L.TRITON_DECODE),
             )
+            if L.DECODE_FUSIONS.pdl:  # the table's step with every kernel launched after the one before ends
+                impls["triton, GEMVs launched in order: no PDL (CUDA graph)"] = _graphed_with(
+                    L.DECODE_FUSIONS._replace(pdl=False),
+                    lambda: L.decode_step(model, token, pos, cache, L.TRITON_DECODE),
+                )
         rows += paired(
             impls,
             ("copy of the same bytes", lambda: dst.copy_(src)),

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 import utils
 import utils.checkpoints
@@ -887,7 +888,10 @@ def decode_gemv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     PREFETCH: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    if PDL:  # -- launched early (see "Launch the next kernel before this one ends"): let the next kernel launch too
+        gdc_launch_dependents()
     # -- map program id to BLOCK_N rows of w (and, with SWIGLU, the up rows N further down: w is (2 N, K))
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     keep = rows < N
@@ -902,6 +906,8 @@ def decode_gemv_kernel(
         w_next = tl.load(w_rows, mask=first, other=0.0)
         if SWIGLU:
             up_next = tl.load(w_rows + N * K, mask=first, other=0.0)
+    if PDL:  # -- the weights above are constant; x, the residual and out belong to the kernels before: wait for them
+        gdc_wait()
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
         mask = keep[:, None] & in_k[None, :]
@@ -982,9 +988,11 @@ def decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
     return y if residual is None else y + residual
 
 
-def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None):
+def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None, pdl=False):
     """One launch of decode_gemv_ref for a batch of one: x (1, K), w (N, K) or (2 N, K) with swiglu; returns
-    (1, N) in x's dtype, or in out's (fp32 logits). out may be residual itself: x += w @ ... in place."""
+    (1, N) in x's dtype, or in out's (fp32 logits). out may be residual itself: x += w @ ... in place.
+    pdl: launch while the kernel before still runs (Hopper and newer; elsewhere ignored). Its programs read their
+    first weights before they wait for that kernel: only for weights no kernel in flight writes (a model's)."""
     utils.require(x, "x", dtype=FLOATS, ndim=2)
     utils.require(w, "w", dtype=x.dtype, ndim=2)
     M, K = x.shape
@@ -1028,8 +1036,15 @@ def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=N
         PREFETCH=s.num_stages >= 2,  # Triton pipelines loads that feed tl.dot; these feed sums, so we prefetch
         num_warps=s.num_warps,
         num_stages=1,
+        **pdl_launch(pdl),
     )
     return out
+
+
+def pdl_launch(pdl: bool) -> dict:
+    """The extra launch arguments of a kernel with a PDL switch: launched early (programmatic dependent launch)
+    where asked and the GPU has it, else nothing (the kernel's PDL is False: it waits for nobody)."""
+    return {"PDL": True, "launch_pdl": True} if pdl and utils.mode.current().supports_pdl else {}
 
 
 def check_decode_gemv(fn, *, quiet=False):
@@ -1126,7 +1141,10 @@ def decode_qkv_rope_kernel(
     BLOCK_P: tl.constexpr,
     BLOCK_K: tl.constexpr,
     PREFETCH: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    if PDL:  # launched early, as decode_gemv_kernel
+        gdc_launch_dependents()
     # -- map program id to BLOCK_P pairs of rows of w: row r = head * D + i and its partner r + D/2 (i < D/2),
     # the two halves RoPE turns together (rope_kv_write_ref's convention): a program owns both of a pair
     pairs = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
@@ -1143,6 +1161,8 @@ def decode_qkv_rope_kernel(
         first = keep[:, None] & (cols < K)[None, :]
         w_next = tl.load(w_rows, mask=first, other=0.0)
         w2_next = tl.load(w_rows + (HEAD_DIM // 2) * K, mask=first, other=0.0)
+    if PDL:  # x, pos and the caches belong to the kernels before
+        gdc_wait()
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
         mask = keep[:, None] & in_k[None, :]
@@ -1181,10 +1201,11 @@ def decode_qkv_rope_ref(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps
     return rope_kv_write_ref(qkv.view(1, w.shape[0] // D, D), cos, sin, pos, k_cache, v_cache)
 
 
-def decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5, out=None, schedule=None):
+def decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5, out=None, schedule=None, pdl=False):
     """decode_gemv(x, w, norm=) and rope_kv_write in one launch (batch 1): x (1, C), w ((H + 2 KV) D, C), pos (1,)
     int32, caches (1, max_len, KV, D). Writes k and v into row pos of the caches; returns the rotated q (1, H, D).
-    schedule: a GemvSchedule whose BLOCK_N rows a program are BLOCK_N / 2 pairs (default: gemv_schedule's)."""
+    schedule: a GemvSchedule whose BLOCK_N rows a program are BLOCK_N / 2 pairs (default: gemv_schedule's);
+    pdl: as decode_gemv's."""
     utils.require(x, "x", dtype=FLOATS, ndim=2)
     utils.require(w, "w", dtype=x.dtype, ndim=2)
     M, K = x.shape
@@ -1237,6 +1258,7 @@ def decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-
         PREFETCH=s.num_stages >= 2,
         num_warps=s.num_warps,
         num_stages=1,
+        **pdl_launch(pdl),
     )
     return out
 
@@ -1494,12 +1516,13 @@ class DecodeFusions(NamedTuple):
     rope_in_qkv: bool  # batch 1: RoPE and the cache write in the qkv GEMV's epilogue (decode_qkv_rope)
     attention: str  # "split+combine" (two launches), "ticket" or "one-pass" (one): decode_attention_fused
     n_splits: int | None = None  # "ticket": splits per (sequence, kv head); None: decode_split's
+    pdl: bool = False  # batch 1: the GEMVs launched while the kernel before finishes (Hopper and newer)
 
 
 # ---- the decode step's fusions: the sweep (bench/sweeps/l08b.py) prints the winner to put here. On an H100
 # (results/h100-2026-11-23-s6/sweeps/l08b.txt) RoPE in the qkv GEMV took 5 % off the batch-1 step at 640 and 4096
 # tokens of context; the ticket's one-launch attention was slower than two launches (its last split combines alone)
-DECODE_FUSIONS = DecodeFusions(rope_in_qkv=True, attention="split+combine", n_splits=None)
+DECODE_FUSIONS = DecodeFusions(rope_in_qkv=True, attention="split+combine", n_splits=None, pdl=True)
 
 
 def decode_attention_step(q, k_cache, v_cache, lengths, *, out=None):
@@ -1543,19 +1566,20 @@ def decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = TRITO
     x = F.embedding(token, model.embed)  # (B, C)
     if _fused_gemv(model, B, ops):  # 5 to 7 launches a layer: norms, SwiGLU and residual adds inside the GEMVs
         rope_in_qkv = DECODE_FUSIONS.rope_in_qkv and ops.qkv_rope is not None
+        early = {"pdl": True} if DECODE_FUSIONS.pdl else {}  # the GEMVs launched early (their weights are fixed)
         for i, w in enumerate(model.layers):
             if rope_in_qkv:  # one launch: q out, k and v into row pos of the caches
                 q = ops.qkv_rope(x, w.wqkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i], norm=w.attn_norm,
-                                 eps=a.norm_eps)  # fmt: skip
+                                 eps=a.norm_eps, **early)  # fmt: skip
             else:
-                qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps).view(B, H + 2 * KV, D)
+                qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps, **early).view(B, H + 2 * KV, D)
                 q = ops.rope_kv_write(qkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i])  # (B, H, D)
             o = ops.decode_attention(q, cache.k[i], cache.v[i], lengths)  # (B, H, D)
-            ops.gemv(o.view(B, H * D), w.wo, residual=x, out=x)  # x += o wo^T
-            g = ops.gemv(x, w.w13, norm=w.mlp_norm, eps=a.norm_eps, swiglu=True)  # silu(gate) * up, (B, F)
-            ops.gemv(g, w.w2, residual=x, out=x)  # x += g w2^T
+            ops.gemv(o.view(B, H * D), w.wo, residual=x, out=x, **early)  # x += o wo^T
+            g = ops.gemv(x, w.w13, norm=w.mlp_norm, eps=a.norm_eps, swiglu=True, **early)  # silu(gate) * up, (B, F)
+            ops.gemv(g, w.w2, residual=x, out=x, **early)  # x += g w2^T
         logits = torch.empty(B, a.vocab_size, device=x.device, dtype=torch.float32)
-        return ops.gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits)
+        return ops.gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits, **early)
     for i, w in enumerate(model.layers):  # 10 launches a layer
         h = ops.rmsnorm(x, w.attn_norm, a.norm_eps)
         qkv = (h @ w.wqkv.T).view(B, H + 2 * KV, D)  # one matrix-vector product per sequence

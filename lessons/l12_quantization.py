@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 import utils
 import utils.checkpoints
@@ -42,6 +43,7 @@ from lessons.l08_llama_model import (
     load_model,
     load_tokenizer,
     new_cache,
+    pdl_launch,
     prefill,
     rope_cache,
     sample,
@@ -1588,7 +1590,10 @@ def w4a16_decode_kernel(
     stride_ct,
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
+    PDL: tl.constexpr = False,  # launched early (lesson 08's decode_gemv_kernel): the first words, then the wait
 ):
+    if PDL:
+        gdc_launch_dependents()
     GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
     TWO: tl.constexpr = SWIGLU or ROPE  # a second set of rows: SwiGLU's up rows, RoPE's partners
     WORDS: tl.constexpr = GROUP_SIZE // 8
@@ -1619,6 +1624,8 @@ def w4a16_decode_kernel(
         word_next = tl.load(p_gate, mask=first, other=0)
         if TWO:
             up_next = tl.load(p_up, mask=first, other=0)
+    if PDL:  # x, the residual, out (and pos, the caches) belong to the kernels before
+        gdc_wait()
     for g0 in range(0, groups, GROUPS):
         mask_g = keep[:, None] & (g0 + offs_g < groups)[None, :]
         if PREFETCH:  # -- the next step's words are on their way while this step's are used
@@ -1682,7 +1689,10 @@ def w8a16_decode_kernel(
     stride_ct,
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
+    PDL: tl.constexpr = False,  # as w4a16_decode_kernel's
 ):
+    if PDL:
+        gdc_launch_dependents()
     # -- map program id to BLOCK_N rows of W (with SWIGLU also their up rows, N further down)
     TWO: tl.constexpr = SWIGLU or ROPE
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -1706,6 +1716,8 @@ def w8a16_decode_kernel(
         q_next = tl.load(q_gate, mask=first, other=0)
         if TWO:
             up_next = tl.load(q_up, mask=first, other=0)
+    if PDL:
+        gdc_wait()
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
         if PREFETCH:  # -- the next step's codes are on their way while this step's are used
@@ -1748,8 +1760,11 @@ def w8a16_decode_kernel(
 # QUANTIZED_ROPE_IN_QKV: the fused step's qkv GEMV also turns q and k and writes k and v into the cache (lesson 08's
 # decode_qkv_rope, quantized: 6 launches a layer); False: the qkv GEMV, then lesson 08's rope_kv_write (7).
 # bench/sweeps/l12c.py times both.
+# QUANTIZED_PDL: the step's GEMVs launched while the kernel before finishes (lesson 08's DECODE_FUSIONS.pdl; Hopper
+# and newer, ignored elsewhere). bench/sweeps/l08c.py times both.
 USE_FUSED_DECODE = True
 QUANTIZED_ROPE_IN_QKV = True
+QUANTIZED_PDL = True
 FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/sweeps/l12b.txt, bench/sweeps/l12b.py)
     (4, None): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # 4 rows x 512 bytes a step
     (8, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 512 bytes a step
@@ -1785,7 +1800,7 @@ NO_ROPE = dict(
 )  # the decode kernels' RoPE arguments, for every other projection
 
 
-def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule):
+def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=False):
     kind = Int4Weight if bits == 4 else Int8Weight
     if not isinstance(w, kind):
         raise TypeError(f"w must be an {kind.__name__} (quantize_int{bits}_ref(weight)), got {type(w).__name__}")
@@ -1822,7 +1837,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule):
         return out.zero_() if residual is None else out.copy_(residual)
     meta = dict(NORM=norm is not None, SWIGLU=swiglu, RESIDUAL=residual is not None, BLOCK_N=s.BLOCK_N,
                 BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1)  # fmt: skip
-    meta.update(NO_ROPE)
+    meta.update(NO_ROPE, **pdl_launch(pdl))
     grid = (triton.cdiv(N, s.BLOCK_N),)
     if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = w.packed.view(torch.int32)
@@ -1833,21 +1848,28 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule):
     return out
 
 
-def w4a16_decode_gemv(x, w: Int4Weight, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None):
+def w4a16_decode_gemv(
+    x, w: Int4Weight, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None, pdl=False
+):
     """Lesson 08's decode_gemv with an int4 weight: x (1, K) -> rmsnorm(x) (with norm) @ dequant(w).T, SwiGLU of
-    the gate and up halves of w's rows (with swiglu), + residual; one launch. out may be the residual itself."""
-    return _fused_gemv(x, w, 4, norm, eps, residual, swiglu, out, schedule)
+    the gate and up halves of w's rows (with swiglu), + residual; one launch. out may be the residual itself.
+    pdl: launched early, as lesson 08's decode_gemv (for a model's weights, which no kernel in flight writes)."""
+    return _fused_gemv(x, w, 4, norm, eps, residual, swiglu, out, schedule, pdl)
 
 
-def w8a16_decode_gemv(x, w: Int8Weight, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None):
+def w8a16_decode_gemv(
+    x, w: Int8Weight, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None, pdl=False
+):
     """w4a16_decode_gemv with an int8 weight."""
-    return _fused_gemv(x, w, 8, norm, eps, residual, swiglu, out, schedule)
+    return _fused_gemv(x, w, 8, norm, eps, residual, swiglu, out, schedule, pdl)
 
 
-def quantized_decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None):
+def quantized_decode_gemv(
+    x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None, pdl=False
+):
     """The fused batch-1 GEMV for any weight of this lesson: int4, int8, or a plain tensor (lesson 08's)."""
     fn = {Int4Weight: w4a16_decode_gemv, Int8Weight: w8a16_decode_gemv}.get(type(w), decode_gemv)
-    return fn(x, w, norm=norm, eps=eps, residual=residual, swiglu=swiglu, out=out, schedule=schedule)
+    return fn(x, w, norm=norm, eps=eps, residual=residual, swiglu=swiglu, out=out, schedule=schedule, pdl=pdl)
 
 
 def quantized_decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
@@ -1922,7 +1944,7 @@ def check_quantized_decode_gemv(fn, *, quiet=False, **kwargs):
                             suspects=suspects, stray=stray)  # fmt: skip
 
 
-def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out, schedule):
+def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out, schedule, pdl=False):
     kind = Int4Weight if bits == 4 else Int8Weight
     if not isinstance(w, kind):
         raise TypeError(f"w must be an {kind.__name__} (quantize_int{bits}_ref(weight)), got {type(w).__name__}")
@@ -1964,7 +1986,7 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     rope = dict(cos_ptr=cos, sin_ptr=sin, pos_ptr=pos, k_cache_ptr=k_cache, v_cache_ptr=v_cache, H=H, KV=KV,
                 stride_ct=k_cache.stride(1), HEAD_DIM=D, ROPE=True)  # fmt: skip
     meta = dict(NORM=norm is not None, SWIGLU=False, RESIDUAL=False, BLOCK_N=BLOCK_P, BLOCK_K=s.BLOCK_K,
-                PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1, **rope)  # fmt: skip
+                PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1, **rope, **pdl_launch(pdl))  # fmt: skip
     grid = (triton.cdiv(pairs, BLOCK_P),)
     if bits == 4:
         words = w.packed.view(torch.int32)
@@ -1975,14 +1997,17 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     return out
 
 
-def quantized_decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5, out=None, schedule=None):
+def quantized_decode_qkv_rope(
+    x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5, out=None, schedule=None, pdl=False
+):
     """Lesson 08's decode_qkv_rope for any weight of this lesson: x (1, C), w ((H + 2 KV) D, C) int4, int8 or a
     plain tensor, pos (1,) int32, caches (1, max_len, KV, D). One launch: rmsnorm(x) (with norm) @ dequant(w).T,
     q and k turned by the angles of pos, k and v written into row pos of the caches; returns q (1, H, D)."""
     bits = {Int4Weight: 4, Int8Weight: 8}.get(type(w))
     if bits is None:
-        return decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, norm=norm, eps=eps, out=out, schedule=schedule)
-    return _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out, schedule)
+        return decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, norm=norm, eps=eps, out=out, schedule=schedule,
+                               pdl=pdl)  # fmt: skip
+    return _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out, schedule, pdl)
 
 
 def check_quantized_decode_qkv_rope(fn, *, quiet=False, **kwargs):
@@ -2058,19 +2083,20 @@ def quantized_decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeO
     lengths = pos + 1
     x = F.embedding(token, model.embed)  # (1, C)
     rope_in_qkv = QUANTIZED_ROPE_IN_QKV and ops.qkv_rope is not None
+    early = {"pdl": True} if QUANTIZED_PDL else {}  # the GEMVs launched early, as lesson 08's step does
     for i, w in enumerate(model.layers):  # lesson 08's fused step, line for line: 6 or 7 launches a layer
         if rope_in_qkv:  # one launch: q out, k and v into row pos of the caches
             q = ops.qkv_rope(x, w.wqkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i], norm=w.attn_norm,
-                             eps=a.norm_eps)  # fmt: skip
+                             eps=a.norm_eps, **early)  # fmt: skip
         else:
-            qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps).view(B, H + 2 * KV, D)
+            qkv = ops.gemv(x, w.wqkv, norm=w.attn_norm, eps=a.norm_eps, **early).view(B, H + 2 * KV, D)
             q = ops.rope_kv_write(qkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i])  # (B, H, D)
         o = ops.decode_attention(q, cache.k[i], cache.v[i], lengths)  # (B, H, D)
-        ops.gemv(o.view(B, H * D), w.wo, residual=x, out=x)  # x += o wo^T
-        g = ops.gemv(x, w.w13, norm=w.mlp_norm, eps=a.norm_eps, swiglu=True)  # silu(gate) * up, (B, F)
-        ops.gemv(g, w.w2, residual=x, out=x)  # x += g w2^T
+        ops.gemv(o.view(B, H * D), w.wo, residual=x, out=x, **early)  # x += o wo^T
+        g = ops.gemv(x, w.w13, norm=w.mlp_norm, eps=a.norm_eps, swiglu=True, **early)  # silu(gate) * up, (B, F)
+        ops.gemv(g, w.w2, residual=x, out=x, **early)  # x += g w2^T
     logits = torch.empty(B, a.vocab_size, device=x.device, dtype=torch.float32)
-    return ops.gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits)
+    return ops.gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits, **early)
 
 
 class QuantizedDecoder(Decoder):

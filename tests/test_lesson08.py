@@ -626,6 +626,7 @@ FUSIONS = [
     L.DecodeFusions(rope_in_qkv=False, attention="ticket"),
     L.DecodeFusions(rope_in_qkv=True, attention="ticket", n_splits=3),
     L.DecodeFusions(rope_in_qkv=True, attention="one-pass"),
+    L.DecodeFusions(rope_in_qkv=True, attention="split+combine", pdl=True),  # the GEMVs launched early (a GPU's)
 ]
 
 
@@ -704,3 +705,107 @@ def test_ticket_attention_replayed_from_a_cuda_graph():
         lengths.copy_(torch.tensor([1 + 70 * step, 300 - 50 * step], dtype=torch.int32))
         graph.replay()
         utils.check(out, L.decode_attention_ref(q.double(), k.double(), v.double(), lengths), quiet=True)
+
+
+# -- launching the next kernel early (programmatic dependent launch, DECODE_FUSIONS.pdl) ---------------------------
+
+
+def _pdl_jobs(offline, pdl, capability=90):
+    """utils.offline jobs: the batch-1 step's GEMVs as it launches them at TinyLlama's shape (bf16), PDL on or off."""
+    jobs = []
+    for N, K, flags in ((2560, 2048, (1, 0, 0)), (5632, 2048, (1, 1, 0)), (2048, 5632, (0, 0, 1))):
+        s = L.DECODE_GEMV_SCHEDULES.get((N, K), L.DECODE_GEMV_SCHEDULES[None])
+        NORM, SWIGLU, RESIDUAL = map(bool, flags)
+        meta = dict(NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
+                    PREFETCH=True, PDL=pdl)  # fmt: skip
+        pointers = dict(x_ptr="bf16", w_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
+        ints = dict(N=N, K=K, eps=1e-5)
+        jobs.append(offline.job("decode_gemv_kernel", pointers=pointers, ints=ints, constexprs=meta,
+                                num_warps=s.num_warps, num_stages=1, capability=capability))  # fmt: skip
+    s = L.DECODE_GEMV_SCHEDULES[(2560, 2048)]
+    meta = dict(NORM=True, HEAD_DIM=64, BLOCK_P=s.BLOCK_N // 2, BLOCK_K=s.BLOCK_K, PREFETCH=True, PDL=pdl)
+    pointers = {n: "bf16" for n in ("x_ptr", "w_ptr", "norm_ptr", "cos_ptr", "sin_ptr", "q_ptr", "k_cache_ptr",
+                                    "v_cache_ptr")}  # fmt: skip
+    pointers["pos_ptr"] = "i32"
+    ints = dict(H=32, KV=4, K=2048, eps=1e-5, stride_ct=256)
+    jobs.append(offline.job("decode_qkv_rope_kernel", pointers=pointers, ints=ints, constexprs=meta,
+                            num_warps=s.num_warps, num_stages=1, capability=capability))  # fmt: skip
+    return jobs
+
+
+def test_early_launched_gemvs_wait_after_their_first_weights_and_before_anything_else():
+    """Compiled for an H100 without one: with PDL each GEMV lets the next kernel launch (griddepcontrol.
+    launch_dependents), loads its first weights, and only then waits for the kernel before (griddepcontrol.wait),
+    before it reads x or writes anything; without PDL neither instruction is there. No spills either way."""
+    import re
+
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    jobs = _pdl_jobs(offline, True) + _pdl_jobs(offline, False)
+    for job, compiled in zip(jobs, offline.compile_kernels(L.__file__, jobs)):
+        ptx, where = compiled.ptx, f"{job['kernel']} at {job['ints'].get('N', 2560)}x{job['ints']['K']}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        if not job["constexprs"]["PDL"]:
+            assert "griddepcontrol" not in ptx, f"{where}: PDL off, yet griddepcontrol in the PTX"
+            continue
+        trigger, wait = ptx.find("griddepcontrol.launch_dependents"), ptx.find("griddepcontrol.wait")
+        first_load = re.search(r"ld\.global", ptx).start()
+        first_store = re.search(r"st\.global", ptx).start()
+        assert 0 <= trigger < first_load, f"{where}: the next kernel is not let launch before the first load"
+        assert first_load < wait < first_store, f"{where}: no wait between the first weights and the first store"
+
+
+def test_pdl_launch_asks_only_where_the_gpu_has_it(monkeypatch):
+    """pdl_launch: the launch options only on a compiled Hopper (or newer); elsewhere nothing, so the kernel's
+    PDL stays False and it waits for nobody (as an A100 or a T4 would run it, or the interpreter)."""
+    import dataclasses
+
+    base = utils.mode.current()
+    for device, capability, interpret, want in (
+        ("cuda", (9, 0), False, True),
+        ("cuda", (8, 0), False, False),
+        ("cuda", (7, 5), False, False),
+        ("cpu", None, True, False),
+    ):
+        env = dataclasses.replace(base, device=device, capability=capability, interpret=interpret)
+        monkeypatch.setattr(utils.mode, "current", lambda env=env: env)
+        assert L.pdl_launch(True) == ({"PDL": True, "launch_pdl": True} if want else {}), (device, capability)
+        assert L.pdl_launch(False) == {}
+
+
+@pytest.mark.skipif(not ENV.is_gpu, reason="programmatic dependent launch needs a GPU")
+def test_launching_early_changes_no_bit():
+    """A TinyLlama-like model (2 layers, random bf16 weights; fp16 without bf16), batch 1, 24 decode steps replayed
+    from a CUDA graph with the GEMVs launched early and in order: the same logits and caches, bit for bit. A GEMV
+    that read x before its wait would read the layer before's x half written."""
+    cfg = dict(model_type="llama", vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=2,
+               num_attention_heads=32, num_key_value_heads=4, rms_norm_eps=1e-5, rope_theta=10000.0,
+               max_position_embeddings=2048, tie_word_embeddings=False)  # fmt: skip
+    dtype = ENV.dtype
+    model = L.model_from_state_dict(L.model_args(cfg), ckpt.random_state_dict(cfg, seed=3), dtype=dtype)
+    ids = prompt(B=1, T=40, V=cfg["vocab_size"])
+    runs = []
+    saved = L.DECODE_FUSIONS
+    try:
+        for pdl in (False, True):
+            L.DECODE_FUSIONS = saved._replace(pdl=pdl)
+            cache = L.new_cache(model, 1, 40)
+            L.prefill(model, ids[:, :16], cache)
+            pos = torch.full((1,), 16, dtype=torch.int32, device=ENV.device)
+            token = ids[:, 15].clone()
+            logits = torch.empty(1, cfg["vocab_size"], device=ENV.device)
+            graph = L.capture(lambda: logits.copy_(L.decode_step(model, token, pos, cache)), (cache.k, cache.v))
+            steps = []
+            for t in range(16, 40):
+                token.copy_(ids[:, t])
+                graph.replay()
+                steps.append(logits.clone())
+                pos += 1
+            runs.append((torch.stack(steps), cache.k.clone(), cache.v.clone()))
+    finally:
+        L.DECODE_FUSIONS = saved
+    (l0, k0, v0), (l1, k1, v1) = runs
+    assert torch.equal(k0, k1) and torch.equal(v0, v1), "the caches differ with the GEMVs launched early"
+    assert torch.equal(l0, l1), f"logits differ with the GEMVs launched early: {(l0 - l1).abs().max().item():.3g}"

@@ -978,7 +978,8 @@ def _kernels_file(tmp_path):
     import ast
     from pathlib import Path
 
-    parts = ["import triton", "import triton.language as tl", ""]
+    parts = ["import triton", "import triton.language as tl",
+             "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait", ""]  # fmt: skip
     for module, keep in ((L5, {"grouped_tile"}), (L8, {"_rope_kv_epilogue"}), (L, None)):
         source = Path(module.__file__).read_text()
         for node in ast.parse(source).body:
@@ -1110,11 +1111,22 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
 
     if not offline.available():
         pytest.skip("needs Triton's NVIDIA backend and its ptxas")
-    jobs = _fused_decode_jobs(offline)
+    plain = _fused_decode_jobs(offline)
+    early = [dict(j, constexprs=dict(j["constexprs"], PDL=True)) for j in plain]  # QUANTIZED_PDL's launches
+    jobs = plain + early
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
-        where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']}"
+        pdl = job["constexprs"].get("PDL", False)
+        where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']}{' launched early' if pdl else ''}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
+        wait = compiled.ptx.find("griddepcontrol.wait")
+        if not pdl:
+            assert wait < 0, f"{where}: griddepcontrol without PDL"
+            continue
+        first_load = re.search(r"ld\.global", compiled.ptx).start()
+        first_store = re.search(r"st\.global", compiled.ptx).start()
+        assert 0 <= compiled.ptx.find("griddepcontrol.launch_dependents") < first_load, where
+        assert first_load < wait < first_store, f"{where}: no wait between the first codes and the first store"
 
 
 @pytest.mark.parametrize("capability", [80, 75], ids=["A100", "T4"])

@@ -67,6 +67,12 @@ class Env:
         """Hopper's tensor memory accelerator (TMA descriptors): compute capability 9.0 or newer, compiled."""
         return self.is_gpu and self.capability >= (9, 0)
 
+    @property
+    def supports_pdl(self) -> bool:
+        """Programmatic dependent launch (a kernel launched while the one before it finishes; griddepcontrol in
+        PTX): compute capability 9.0 or newer, compiled."""
+        return self.is_gpu and self.capability >= (9, 0)
+
     def pick(self, cpu, gpu):
         """``cpu`` under the interpreter (tiny: it is 10^3-10^5x slower), ``gpu`` when kernels are compiled."""
         return gpu if self.is_gpu else cpu

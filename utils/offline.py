@@ -62,6 +62,9 @@ def module_for(path):
             if names <= known and all(isinstance(t, ast.Name) for t in targets):
                 keep.append(ast.get_source_segment(source, node))
                 known.update(t.id for t in targets)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "triton":
+            keep.insert(3, ast.get_source_segment(source, node))  # from triton.language.extra.cuda import gdc_wait
+            known.update(a.asname or a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             parts = node.module.split(".")
             other = os.path.join(os.path.dirname(path), *parts[1:]) + ".py"
@@ -80,6 +83,9 @@ for job in request["jobs"]:
     try:
         module = __import__(module_for(job.get("path") or request["path"]))
         fn = getattr(module, job["kernel"])
+        for param in fn.params:  # a constexpr with a default the job does not set (PDL: tl.constexpr = False)
+            if param.is_constexpr and param.has_default and param.name not in job["constexprs"]:
+                job["constexprs"][param.name] = param.default
         given = set(job["constexprs"]) | set(job["pointers"]) | set(job["ints"])
         missing, unknown = [n for n in fn.arg_names if n not in given], sorted(given - set(fn.arg_names))
         if missing or unknown:
