@@ -888,9 +888,10 @@ def decode_gemv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     PREFETCH: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = 0,  # 0: launched in order; launched early (see "Launch the next kernel before this one
+    # ends"), letting the next kernel launch 1: at once, 2: after the wait, 3: after the K loop (PDL_TRIGGERS)
 ):
-    if PDL:  # -- launched early (see "Launch the next kernel before this one ends"): let the next kernel launch too
+    if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_N rows of w (and, with SWIGLU, the up rows N further down: w is (2 N, K))
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -906,8 +907,10 @@ def decode_gemv_kernel(
         w_next = tl.load(w_rows, mask=first, other=0.0)
         if SWIGLU:
             up_next = tl.load(w_rows + N * K, mask=first, other=0.0)
-    if PDL:  # -- the weights above are constant; x, the residual and out belong to the kernels before: wait for them
+    if PDL > 0:  # -- the weights above are constant; x, the residual and out belong to the kernels before: wait
         gdc_wait()
+    if PDL == 2:
+        gdc_launch_dependents()
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
         mask = keep[:, None] & in_k[None, :]
@@ -929,6 +932,8 @@ def decode_gemv_kernel(
         acc += w.to(tl.float32) * xk[None, :]
         if SWIGLU:
             acc_up += up.to(tl.float32) * xk[None, :]
+    if PDL == 3:
+        gdc_launch_dependents()
     y = tl.sum(acc, 1)
     u = tl.sum(acc_up, 1)
     if NORM:  # -- fused RMSNorm: each program has all of x's squares, so it needs no other program's result
@@ -1041,10 +1046,20 @@ def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=N
     return out
 
 
-def pdl_launch(pdl: bool) -> dict:
-    """The extra launch arguments of a kernel with a PDL switch: launched early (programmatic dependent launch)
-    where asked and the GPU has it, else nothing (the kernel's PDL is False: it waits for nobody)."""
-    return {"PDL": True, "launch_pdl": True} if pdl and utils.mode.current().supports_pdl else {}
+PDL_TRIGGERS = ("start", "after wait", "after loop")  # where a kernel launched early lets the next one launch
+
+
+def pdl_launch(pdl) -> dict:
+    """The extra launch arguments of a kernel with a PDL switch: launched early (programmatic dependent launch),
+    letting the next kernel launch at the point ``pdl`` names (one of PDL_TRIGGERS; True: "start"), where asked and
+    the GPU has it; else nothing (the kernel's PDL is 0: it waits for nobody)."""
+    if pdl is False or pdl is None:
+        return {}
+    if pdl is True:
+        pdl = "start"
+    if pdl not in PDL_TRIGGERS:
+        raise ValueError(f"pdl must be False, True or one of {PDL_TRIGGERS}, got {pdl!r}")
+    return {"PDL": 1 + PDL_TRIGGERS.index(pdl), "launch_pdl": True} if utils.mode.current().supports_pdl else {}
 
 
 def check_decode_gemv(fn, *, quiet=False):
@@ -1141,9 +1156,9 @@ def decode_qkv_rope_kernel(
     BLOCK_P: tl.constexpr,
     BLOCK_K: tl.constexpr,
     PREFETCH: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = 0,  # as decode_gemv_kernel's
 ):
-    if PDL:  # launched early, as decode_gemv_kernel
+    if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_P pairs of rows of w: row r = head * D + i and its partner r + D/2 (i < D/2),
     # the two halves RoPE turns together (rope_kv_write_ref's convention): a program owns both of a pair
@@ -1161,8 +1176,10 @@ def decode_qkv_rope_kernel(
         first = keep[:, None] & (cols < K)[None, :]
         w_next = tl.load(w_rows, mask=first, other=0.0)
         w2_next = tl.load(w_rows + (HEAD_DIM // 2) * K, mask=first, other=0.0)
-    if PDL:  # x, pos and the caches belong to the kernels before
+    if PDL > 0:  # x, pos and the caches belong to the kernels before
         gdc_wait()
+    if PDL == 2:
+        gdc_launch_dependents()
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
         mask = keep[:, None] & in_k[None, :]
@@ -1181,6 +1198,8 @@ def decode_qkv_rope_kernel(
             xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
         acc += w.to(tl.float32) * xk[None, :]
         acc2 += w2.to(tl.float32) * xk[None, :]
+    if PDL == 3:
+        gdc_launch_dependents()
     y1 = tl.sum(acc, 1)
     y2 = tl.sum(acc2, 1)
     if NORM:
@@ -1516,7 +1535,8 @@ class DecodeFusions(NamedTuple):
     rope_in_qkv: bool  # batch 1: RoPE and the cache write in the qkv GEMV's epilogue (decode_qkv_rope)
     attention: str  # "split+combine" (two launches), "ticket" or "one-pass" (one): decode_attention_fused
     n_splits: int | None = None  # "ticket": splits per (sequence, kv head); None: decode_split's
-    pdl: bool = False  # batch 1: the GEMVs launched while the kernel before finishes (Hopper and newer)
+    pdl: bool | str = False  # batch 1: the GEMVs launched early (Hopper and newer), the next let launch at pdl
+    # (one of PDL_TRIGGERS; True: "start")
 
 
 # ---- the decode step's fusions: the sweep (bench/sweeps/l08b.py) prints the winner to put here. On an H100
@@ -1566,7 +1586,7 @@ def decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = TRITO
     x = F.embedding(token, model.embed)  # (B, C)
     if _fused_gemv(model, B, ops):  # 5 to 7 launches a layer: norms, SwiGLU and residual adds inside the GEMVs
         rope_in_qkv = DECODE_FUSIONS.rope_in_qkv and ops.qkv_rope is not None
-        early = {"pdl": True} if DECODE_FUSIONS.pdl else {}  # the GEMVs launched early (their weights are fixed)
+        early = {"pdl": DECODE_FUSIONS.pdl} if DECODE_FUSIONS.pdl else {}  # GEMVs launched early (fixed weights)
         for i, w in enumerate(model.layers):
             if rope_in_qkv:  # one launch: q out, k and v into row pos of the caches
                 q = ops.qkv_rope(x, w.wqkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i], norm=w.attn_norm,

@@ -1590,9 +1590,9 @@ def w4a16_decode_kernel(
     stride_ct,
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
-    PDL: tl.constexpr = False,  # launched early (lesson 08's decode_gemv_kernel): the first words, then the wait
+    PDL: tl.constexpr = 0,  # launched early (lesson 08's decode_gemv_kernel): the first words, then the wait
 ):
-    if PDL:
+    if PDL == 1:
         gdc_launch_dependents()
     GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
     TWO: tl.constexpr = SWIGLU or ROPE  # a second set of rows: SwiGLU's up rows, RoPE's partners
@@ -1624,8 +1624,10 @@ def w4a16_decode_kernel(
         word_next = tl.load(p_gate, mask=first, other=0)
         if TWO:
             up_next = tl.load(p_up, mask=first, other=0)
-    if PDL:  # x, the residual, out (and pos, the caches) belong to the kernels before
+    if PDL > 0:  # x, the residual, out (and pos, the caches) belong to the kernels before
         gdc_wait()
+    if PDL == 2:
+        gdc_launch_dependents()
     for g0 in range(0, groups, GROUPS):
         mask_g = keep[:, None] & (g0 + offs_g < groups)[None, :]
         if PREFETCH:  # -- the next step's words are on their way while this step's are used
@@ -1652,6 +1654,8 @@ def w4a16_decode_kernel(
             z = tl.load(zero_ptr + s_up + g0, mask=mask_g, other=0).to(tl.float32)[:, :, None]
             scale = tl.load(scale_ptr + s_up + g0, mask=mask_g, other=0.0).to(tl.float32)
             acc_up += scale * _int4_dots(up, up >> 12, z, x0, x1, x2, x3, x4, x5, x6, x7)
+    if PDL == 3:
+        gdc_launch_dependents()
     # -- write back
     if ROPE:
         _rope_epilogue(tl.sum(acc, 1), tl.sum(acc_up, 1), sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr,
@@ -1689,9 +1693,9 @@ def w8a16_decode_kernel(
     stride_ct,
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
-    PDL: tl.constexpr = False,  # as w4a16_decode_kernel's
+    PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
 ):
-    if PDL:
+    if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_N rows of W (with SWIGLU also their up rows, N further down)
     TWO: tl.constexpr = SWIGLU or ROPE
@@ -1716,8 +1720,10 @@ def w8a16_decode_kernel(
         q_next = tl.load(q_gate, mask=first, other=0)
         if TWO:
             up_next = tl.load(q_up, mask=first, other=0)
-    if PDL:
+    if PDL > 0:
         gdc_wait()
+    if PDL == 2:
+        gdc_launch_dependents()
     for k in range(0, K, BLOCK_K):
         in_k = k + cols < K
         if PREFETCH:  # -- the next step's codes are on their way while this step's are used
@@ -1738,6 +1744,8 @@ def w8a16_decode_kernel(
         acc += _int8_float(q) * xk[None, :]
         if TWO:
             acc_up += _int8_float(up) * xk[None, :]
+    if PDL == 3:
+        gdc_launch_dependents()
     # -- a scale a row of W, once; then lesson 08's epilogue (decode_gemv's, or decode_qkv_rope's)
     y = tl.sum(acc, 1) * tl.load(scale_ptr + gate, mask=keep, other=0.0).to(tl.float32)
     u = tl.sum(acc_up, 1)
@@ -1760,11 +1768,12 @@ def w8a16_decode_kernel(
 # QUANTIZED_ROPE_IN_QKV: the fused step's qkv GEMV also turns q and k and writes k and v into the cache (lesson 08's
 # decode_qkv_rope, quantized: 6 launches a layer); False: the qkv GEMV, then lesson 08's rope_kv_write (7).
 # bench/sweeps/l12c.py times both.
-# QUANTIZED_PDL: the step's GEMVs launched while the kernel before finishes (lesson 08's DECODE_FUSIONS.pdl; Hopper
-# and newer, ignored elsewhere). bench/sweeps/l08c.py times both.
+# QUANTIZED_PDL: by the layers' format (4, 8; None: plain weights), the step's GEMVs launched while the kernel before
+# finishes (lesson 08's DECODE_FUSIONS.pdl: False, True or one of PDL_TRIGGERS; Hopper and newer, ignored
+# elsewhere). bench/sweeps/l08c.py times them.
 USE_FUSED_DECODE = True
 QUANTIZED_ROPE_IN_QKV = True
-QUANTIZED_PDL = True
+QUANTIZED_PDL = {4: "start", 8: "start", None: "start"}
 FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/sweeps/l12b.txt, bench/sweeps/l12b.py)
     (4, None): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # 4 rows x 512 bytes a step
     (8, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 512 bytes a step
@@ -2083,7 +2092,9 @@ def quantized_decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeO
     lengths = pos + 1
     x = F.embedding(token, model.embed)  # (1, C)
     rope_in_qkv = QUANTIZED_ROPE_IN_QKV and ops.qkv_rope is not None
-    early = {"pdl": True} if QUANTIZED_PDL else {}  # the GEMVs launched early, as lesson 08's step does
+    bits = {Int4Weight: 4, Int8Weight: 8}.get(type(model.layers[0].wqkv))  # None: plain weights (lesson 08's)
+    pdl = QUANTIZED_PDL.get(bits, False)
+    early = {"pdl": pdl} if pdl else {}  # the GEMVs launched early, as lesson 08's step does
     for i, w in enumerate(model.layers):  # lesson 08's fused step, line for line: 6 or 7 launches a layer
         if rope_in_qkv:  # one launch: q out, k and v into row pos of the caches
             q = ops.qkv_rope(x, w.wqkv, cache.cos, cache.sin, pos, cache.k[i], cache.v[i], norm=w.attn_norm,

@@ -711,7 +711,8 @@ def test_ticket_attention_replayed_from_a_cuda_graph():
 
 
 def _pdl_jobs(offline, pdl, capability=90):
-    """utils.offline jobs: the batch-1 step's GEMVs as it launches them at TinyLlama's shape (bf16), PDL on or off."""
+    """utils.offline jobs: the batch-1 step's GEMVs as it launches them at TinyLlama's shape (bf16), with PDL = pdl
+    (0: launched in order; 1, 2, 3: early, the next kernel let launch at PDL_TRIGGERS[pdl - 1])."""
     jobs = []
     for N, K, flags in ((2560, 2048, (1, 0, 0)), (5632, 2048, (1, 1, 0)), (2048, 5632, (0, 0, 1))):
         s = L.DECODE_GEMV_SCHEDULES.get((N, K), L.DECODE_GEMV_SCHEDULES[None])
@@ -734,32 +735,24 @@ def _pdl_jobs(offline, pdl, capability=90):
 
 
 def test_early_launched_gemvs_wait_after_their_first_weights_and_before_anything_else():
-    """Compiled for an H100 without one: with PDL each GEMV lets the next kernel launch (griddepcontrol.
-    launch_dependents), loads its first weights, and only then waits for the kernel before (griddepcontrol.wait),
-    before it reads x or writes anything; without PDL neither instruction is there. No spills either way."""
-    import re
-
+    """Compiled for an H100 without one: with PDL each GEMV loads its first weights, and only then waits for the
+    kernel before (griddepcontrol.wait), before it writes anything; it lets the next kernel launch
+    (griddepcontrol.launch_dependents) where PDL says. Without PDL neither instruction is there. No spills."""
     from utils import offline
 
     if not offline.available():
         pytest.skip("needs Triton's NVIDIA backend and its ptxas")
-    jobs = _pdl_jobs(offline, True) + _pdl_jobs(offline, False)
+    jobs = [j for pdl in range(len(L.PDL_TRIGGERS) + 1) for j in _pdl_jobs(offline, pdl)]
     for job, compiled in zip(jobs, offline.compile_kernels(L.__file__, jobs)):
-        ptx, where = compiled.ptx, f"{job['kernel']} at {job['ints'].get('N', 2560)}x{job['ints']['K']}"
+        pdl = job["constexprs"]["PDL"]
+        where = f"{job['kernel']} at {job['ints'].get('N', 2560)}x{job['ints']['K']}, PDL={pdl}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
-        if not job["constexprs"]["PDL"]:
-            assert "griddepcontrol" not in ptx, f"{where}: PDL off, yet griddepcontrol in the PTX"
-            continue
-        trigger, wait = ptx.find("griddepcontrol.launch_dependents"), ptx.find("griddepcontrol.wait")
-        first_load = re.search(r"ld\.global", ptx).start()
-        first_store = re.search(r"st\.global", ptx).start()
-        assert 0 <= trigger < first_load, f"{where}: the next kernel is not let launch before the first load"
-        assert first_load < wait < first_store, f"{where}: no wait between the first weights and the first store"
+        offline.check_pdl_order(compiled.ptx, L.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
 
 
 def test_pdl_launch_asks_only_where_the_gpu_has_it(monkeypatch):
     """pdl_launch: the launch options only on a compiled Hopper (or newer); elsewhere nothing, so the kernel's
-    PDL stays False and it waits for nobody (as an A100 or a T4 would run it, or the interpreter)."""
+    PDL stays 0 and it waits for nobody (as an A100 or a T4 would run it, or the interpreter)."""
     import dataclasses
 
     base = utils.mode.current()
@@ -771,8 +764,11 @@ def test_pdl_launch_asks_only_where_the_gpu_has_it(monkeypatch):
     ):
         env = dataclasses.replace(base, device=device, capability=capability, interpret=interpret)
         monkeypatch.setattr(utils.mode, "current", lambda env=env: env)
-        assert L.pdl_launch(True) == ({"PDL": True, "launch_pdl": True} if want else {}), (device, capability)
+        for pdl, index in ((True, 1), *((t, i + 1) for i, t in enumerate(L.PDL_TRIGGERS))):
+            assert L.pdl_launch(pdl) == ({"PDL": index, "launch_pdl": True} if want else {}), (device, pdl)
         assert L.pdl_launch(False) == {}
+        with pytest.raises(ValueError, match="pdl must be"):
+            L.pdl_launch("early")
 
 
 @pytest.mark.skipif(not ENV.is_gpu, reason="programmatic dependent launch needs a GPU")

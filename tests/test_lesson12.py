@@ -1112,21 +1112,14 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
     if not offline.available():
         pytest.skip("needs Triton's NVIDIA backend and its ptxas")
     plain = _fused_decode_jobs(offline)
-    early = [dict(j, constexprs=dict(j["constexprs"], PDL=True)) for j in plain]  # QUANTIZED_PDL's launches
+    early = [dict(j, constexprs=dict(j["constexprs"], PDL=pdl)) for pdl in (1, 3) for j in plain]  # launched early
     jobs = plain + early
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
-        pdl = job["constexprs"].get("PDL", False)
-        where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']}{' launched early' if pdl else ''}"
+        pdl = job["constexprs"].get("PDL", 0)
+        where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']}, PDL={pdl}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
-        wait = compiled.ptx.find("griddepcontrol.wait")
-        if not pdl:
-            assert wait < 0, f"{where}: griddepcontrol without PDL"
-            continue
-        first_load = re.search(r"ld\.global", compiled.ptx).start()
-        first_store = re.search(r"st\.global", compiled.ptx).start()
-        assert 0 <= compiled.ptx.find("griddepcontrol.launch_dependents") < first_load, where
-        assert first_load < wait < first_store, f"{where}: no wait between the first codes and the first store"
+        offline.check_pdl_order(compiled.ptx, L8.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
 
 
 @pytest.mark.parametrize("capability", [80, 75], ids=["A100", "T4"])

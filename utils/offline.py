@@ -223,6 +223,41 @@ def compile_kernels(
     return results
 
 
+def griddepcontrol_order(ptx: str) -> dict:
+    """Where a kernel launched early (programmatic dependent launch) lets the next kernel launch and where it waits,
+    against its memory accesses: the offsets in ``ptx`` of the first ``ld.global``, the first and the last
+    ``ld.global`` and ``st.global``, ``griddepcontrol.launch_dependents`` and ``griddepcontrol.wait`` (-1: absent)."""
+    loads = [m.start() for m in re.finditer(r"\bld\.global", ptx)]
+    stores = [m.start() for m in re.finditer(r"\bst\.global", ptx)]
+    return {
+        "first_load": loads[0] if loads else -1,
+        "last_load": loads[-1] if loads else -1,
+        "first_store": stores[0] if stores else -1,
+        "trigger": ptx.find("griddepcontrol.launch_dependents"),
+        "wait": ptx.find("griddepcontrol.wait"),
+    }
+
+
+def check_pdl_order(ptx: str, trigger: str | None, where: str = "the kernel") -> None:
+    """AssertionError unless the PTX of a GEMV launched early (programmatic dependent launch) keeps the rules of
+    lesson 08: its first loads (the constant weights) before the wait, the wait before every store, and the next
+    kernel let launch where ``trigger`` says ("start": before any load, "after wait", "after loop": past the loop's
+    loads, before the stores). ``trigger`` None: launched in order, no griddepcontrol at all."""
+    at = griddepcontrol_order(ptx)
+    if trigger is None:
+        assert at["wait"] < 0 and at["trigger"] < 0, f"{where}: launched in order, yet griddepcontrol in the PTX"
+        return
+    assert at["first_load"] < at["wait"] < at["first_store"], f"{where}: no wait between the first loads and stores"
+    if trigger == "start":
+        assert 0 <= at["trigger"] < at["first_load"], f"{where}: the next kernel not let launch before any load"
+    elif trigger == "after wait":
+        assert at["wait"] < at["trigger"] < at["last_load"], f"{where}: the next kernel not let launch after the wait"
+    elif trigger == "after loop":
+        assert at["wait"] < at["trigger"] < at["first_store"], f"{where}: the next kernel not let launch after the loop"
+    else:
+        raise ValueError(f"trigger must be None, 'start', 'after wait' or 'after loop', got {trigger!r}")
+
+
 # -- every launch a piece of code makes, compiled ----------------------------------------------------------------
 
 _POINTER_TYPES = {
