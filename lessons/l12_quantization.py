@@ -1773,7 +1773,7 @@ def w8a16_decode_kernel(
 # elsewhere). bench/sweeps/l08c.py times them.
 USE_FUSED_DECODE = True
 QUANTIZED_ROPE_IN_QKV = True
-QUANTIZED_PDL = {4: "start", 8: "start", None: "start"}
+QUANTIZED_PDL = {4: "after loop", 8: "after loop", None: "start"}  # results/h100-2026-11-23-s7/sweeps/l08c.txt
 FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/sweeps/l12b.txt, bench/sweeps/l12b.py)
     (4, None): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # 4 rows x 512 bytes a step
     (8, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 512 bytes a step
