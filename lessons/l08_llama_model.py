@@ -622,7 +622,12 @@ def decode_attention_kernel(
     BLOCK_H: tl.constexpr,
     BLOCK_N: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    PDL: tl.constexpr = 0,  # the decode step's: launched early (section 3: "Launch the next kernel before ...")
 ):
+    if PDL == 1:  # given: let the next kernel launch, then wait for the one before (q and the cache are its results)
+        gdc_launch_dependents()
+    if PDL > 0:
+        gdc_wait()
     # -- map program id to (sequence b, kv head, split): this program's keys are [start, end)
     b = tl.program_id(0) // KV
     kv_h = tl.program_id(0) % KV
@@ -663,7 +668,13 @@ def decode_attention_kernel(
 
 
 @triton.jit
-def decode_combine_kernel(acc_ptr, m_ptr, l_ptr, out_ptr, n_splits, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr):
+def decode_combine_kernel(
+    acc_ptr, m_ptr, l_ptr, out_ptr, n_splits, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr = 0
+):
+    if PDL == 1:  # given, as in decode_attention_kernel
+        gdc_launch_dependents()
+    if PDL > 0:
+        gdc_wait()
     # -- one program per (sequence, query head): its n_splits partial results
     bh = tl.program_id(0)
     splits = tl.arange(0, BLOCK_S)
@@ -722,8 +733,9 @@ def decode_split(B: int, KV: int, max_len: int, device=None, *, head_dim=64, sch
     return triton.cdiv(max_len, split_len), split_len, BLOCK_N
 
 
-def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=None):
-    """The first kernel alone: (acc, m, l), each split's unnormalised partial result (see the combine)."""
+def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=None, pdl=False):
+    """The first kernel alone: (acc, m, l), each split's unnormalised partial result (see the combine).
+    pdl: launched early (lets the next kernel launch at once, then waits: pdl True or "start" only)."""
     utils.require(q, "q", dtype=FLOATS, ndim=3)
     B, H, D = q.shape
     _require_cache(k_cache, v_cache, B, D, q.dtype)
@@ -771,29 +783,40 @@ def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=Non
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # fp32: exact products, not TF32's
         num_warps=s.num_warps,
         num_stages=1 if q.dtype == torch.float32 else s.num_stages,  # fp32 tiles are twice as large
+        **_attention_pdl(pdl),
     )
     return acc, m, l_
 
 
-def decode_combine(acc, m, l_, *, out):
+def decode_combine(acc, m, l_, *, out, pdl=False):
     """The second kernel: out (B, H, D) from the partial results of decode_partials."""
     B, H, n_splits, D = acc.shape
     if B:
         BLOCK_S = max(2, triton.next_power_of_2(n_splits))  # the masked padding adds nothing
         num_warps = 8 if BLOCK_S * D > 8192 else 4  # the (BLOCK_S, D) fp32 tile lives in registers
-        decode_combine_kernel[(B * H,)](acc, m, l_, out, n_splits, HEAD_DIM=D, BLOCK_S=BLOCK_S, num_warps=num_warps)
+        decode_combine_kernel[(B * H,)](acc, m, l_, out, n_splits, HEAD_DIM=D, BLOCK_S=BLOCK_S, num_warps=num_warps,
+                                        **_attention_pdl(pdl))  # fmt: skip
     return out
 
 
-def decode_attention(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, schedule=None):
+def _attention_pdl(pdl) -> dict:
+    """pdl_launch's options for the attention kernels, which let the next kernel launch only at once."""
+    if pdl not in (False, None, True, "start"):
+        raise ValueError(f"pdl: the attention kernels take False, True or 'start', got {pdl!r}")
+    return pdl_launch(pdl)
+
+
+def decode_attention(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, schedule=None, pdl=False):
     """Flash-decoding: q (B, H, D), one query per sequence, attends to the first lengths[b] (int32, on the GPU)
     rows of its caches (B, max_len, KV, D). Returns (B, H, D). Two launches, no host synchronisation.
-    schedule: a DecodeSchedule (default: DECODE_ATTENTION_SCHEDULES's row for this head_dim)."""
+    schedule: a DecodeSchedule (default: DECODE_ATTENTION_SCHEDULES's row for this head_dim); pdl: both kernels
+    launched early (the decode step's DECODE_FUSIONS.attention_pdl)."""
     utils.require(q, "q", dtype=FLOATS, ndim=3)
     out = utils.require_out(
         out, shape=tuple(q.shape), dtype=q.dtype, device=q.device, inputs={"q": q, "k_cache": k_cache}
     )
-    return decode_combine(*decode_partials(q, k_cache, v_cache, lengths, n_splits, schedule=schedule), out=out)
+    partials = decode_partials(q, k_cache, v_cache, lengths, n_splits, schedule=schedule, pdl=pdl)
+    return decode_combine(*partials, out=out, pdl=pdl)
 
 
 def _split_partials_ref(q, k_cache, v_cache, lengths, split_len):
@@ -1458,15 +1481,17 @@ def _tickets(device, n: int) -> torch.Tensor:
 ATTENTION_VARIANTS = ("split+combine", "ticket", "one-pass")
 
 
-def decode_attention_fused(q, k_cache, v_cache, lengths, *, out=None, variant="ticket", n_splits=None, schedule=None):
+def decode_attention_fused(
+    q, k_cache, v_cache, lengths, *, out=None, variant="ticket", n_splits=None, schedule=None, pdl=False
+):
     """decode_attention in one launch. variant "ticket": the splits of decode_split (or n_splits), the last split
     of each (sequence, kv head) to finish combines the partials; "one-pass": one split a (sequence, kv head),
     normalised where it is computed (few programs: for short caches). "split+combine": decode_attention's two
     launches."""
     if variant not in ATTENTION_VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(ATTENTION_VARIANTS)}, got {variant!r}")
-    if variant == "split+combine":
-        return decode_attention(q, k_cache, v_cache, lengths, out=out, n_splits=n_splits, schedule=schedule)
+    if variant == "split+combine":  # pdl: launched early (the one-launch variants are launched in order)
+        return decode_attention(q, k_cache, v_cache, lengths, out=out, n_splits=n_splits, schedule=schedule, pdl=pdl)
     utils.require(q, "q", dtype=FLOATS, ndim=3)
     B, H, D = q.shape
     _require_cache(k_cache, v_cache, B, D, q.dtype)
@@ -1537,6 +1562,7 @@ class DecodeFusions(NamedTuple):
     n_splits: int | None = None  # "ticket": splits per (sequence, kv head); None: decode_split's
     pdl: bool | str = False  # batch 1: the GEMVs launched early (Hopper and newer), the next let launch at pdl
     # (one of PDL_TRIGGERS; True: "start")
+    attention_pdl: bool = False  # "split+combine": both attention kernels launched early too (every batch size)
 
 
 # ---- the decode step's fusions: the sweep (bench/sweeps/l08b.py) prints the winner to put here. On an H100
@@ -1550,7 +1576,8 @@ DECODE_FUSIONS = DecodeFusions(rope_in_qkv=True, attention="split+combine", n_sp
 def decode_attention_step(q, k_cache, v_cache, lengths, *, out=None):
     """The decode step's attention: decode_attention_fused with DECODE_FUSIONS's variant (read at each call)."""
     f = DECODE_FUSIONS
-    return decode_attention_fused(q, k_cache, v_cache, lengths, out=out, variant=f.attention, n_splits=f.n_splits)
+    return decode_attention_fused(q, k_cache, v_cache, lengths, out=out, variant=f.attention, n_splits=f.n_splits,
+                                  pdl=f.attention_pdl)  # fmt: skip
 
 
 class DecodeOps(NamedTuple):

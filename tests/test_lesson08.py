@@ -627,6 +627,7 @@ FUSIONS = [
     L.DecodeFusions(rope_in_qkv=True, attention="ticket", n_splits=3),
     L.DecodeFusions(rope_in_qkv=True, attention="one-pass"),
     L.DecodeFusions(rope_in_qkv=True, attention="split+combine", pdl=True),  # the GEMVs launched early (a GPU's)
+    L.DecodeFusions(rope_in_qkv=True, attention="split+combine", pdl="after loop", attention_pdl=True),
 ]
 
 
@@ -750,6 +751,35 @@ def test_early_launched_gemvs_wait_after_their_first_weights_and_before_anything
         offline.check_pdl_order(compiled.ptx, L.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
 
 
+def test_early_launched_attention_waits_before_it_reads_anything():
+    """Flash-decoding's two kernels with PDL = 1, compiled for an H100: they let the next kernel launch, then wait,
+    before their first load (q, the cache, the partials: all written by the kernels before)."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    s = L.DECODE_ATTENTION_SCHEDULES[64]
+    partials = offline.job(
+        "decode_attention_kernel",
+        pointers=dict(
+            q_ptr="bf16", k_ptr="bf16", v_ptr="bf16", lengths_ptr="i32", acc_ptr="fp32", m_ptr="fp32", l_ptr="fp32"
+        ),  # fmt: skip
+        ints=dict(KV=4, GROUP=8, max_len=768, split_len=64, qk_scale=0.18, stride_cb=196608, stride_ct=256),
+        constexprs=dict(HEAD_DIM=64, BLOCK_H=16, BLOCK_N=s.BLOCK_N, DOT_PRECISION="tf32", PDL=1),
+        num_warps=s.num_warps,
+        num_stages=s.num_stages,
+    )
+    combine = offline.job(
+        "decode_combine_kernel",
+        pointers=dict(acc_ptr="fp32", m_ptr="fp32", l_ptr="fp32", out_ptr="bf16"),
+        ints=dict(n_splits=12),
+        constexprs=dict(HEAD_DIM=64, BLOCK_S=16, PDL=1),
+    )
+    for job, compiled in zip((partials, combine), offline.compile_kernels(L.__file__, [partials, combine])):
+        at = offline.griddepcontrol_order(compiled.ptx)
+        assert 0 <= at["trigger"] < at["wait"] < at["first_load"], f"{job['kernel']}: {at}"
+
+
 def test_pdl_launch_asks_only_where_the_gpu_has_it(monkeypatch):
     """pdl_launch: the launch options only on a compiled Hopper (or newer); elsewhere nothing, so the kernel's
     PDL stays 0 and it waits for nobody (as an A100 or a T4 would run it, or the interpreter)."""
@@ -774,8 +804,9 @@ def test_pdl_launch_asks_only_where_the_gpu_has_it(monkeypatch):
 @pytest.mark.skipif(not ENV.is_gpu, reason="programmatic dependent launch needs a GPU")
 def test_launching_early_changes_no_bit():
     """A TinyLlama-like model (2 layers, random bf16 weights; fp16 without bf16), batch 1, 24 decode steps replayed
-    from a CUDA graph with the GEMVs launched early and in order: the same logits and caches, bit for bit. A GEMV
-    that read x before its wait would read the layer before's x half written."""
+    from a CUDA graph with the GEMVs and the attention kernels launched early (each of PDL_TRIGGERS) and in order:
+    the same logits and caches, bit for bit. A GEMV that read x before its wait would read the layer before's x
+    half written."""
     cfg = dict(model_type="llama", vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=2,
                num_attention_heads=32, num_key_value_heads=4, rms_norm_eps=1e-5, rope_theta=10000.0,
                max_position_embeddings=2048, tie_word_embeddings=False)  # fmt: skip
@@ -785,8 +816,8 @@ def test_launching_early_changes_no_bit():
     runs = []
     saved = L.DECODE_FUSIONS
     try:
-        for pdl in (False, True):
-            L.DECODE_FUSIONS = saved._replace(pdl=pdl)
+        for pdl in (False, *L.PDL_TRIGGERS):
+            L.DECODE_FUSIONS = saved._replace(pdl=pdl, attention_pdl=bool(pdl))
             cache = L.new_cache(model, 1, 40)
             L.prefill(model, ids[:, :16], cache)
             pos = torch.full((1,), 16, dtype=torch.int32, device=ENV.device)
@@ -802,6 +833,7 @@ def test_launching_early_changes_no_bit():
             runs.append((torch.stack(steps), cache.k.clone(), cache.v.clone()))
     finally:
         L.DECODE_FUSIONS = saved
-    (l0, k0, v0), (l1, k1, v1) = runs
-    assert torch.equal(k0, k1) and torch.equal(v0, v1), "the caches differ with the GEMVs launched early"
-    assert torch.equal(l0, l1), f"logits differ with the GEMVs launched early: {(l0 - l1).abs().max().item():.3g}"
+    (l0, k0, v0), *early = runs
+    for pdl, (l1, k1, v1) in zip(L.PDL_TRIGGERS, early):
+        assert torch.equal(k0, k1) and torch.equal(v0, v1), f"the caches differ launched early ({pdl})"
+        assert torch.equal(l0, l1), f"logits differ launched early ({pdl}): {(l0 - l1).abs().max().item():.3g}"

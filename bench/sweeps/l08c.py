@@ -6,13 +6,14 @@ Every time here is the GPU's: the call captured in a CUDA graph (bench.common.gr
 triton.testing.do_bench (L2 cleared before each repetition), as bench/sweeps/l12c.py times it.
 
 Part A, lesson 08's batch-1 step, TinyLlama-1.1B's shape (random bf16 weights, 22 layers, 6 launches a layer), at
-640 and 4096 tokens of context: DECODE_FUSIONS.pdl False and each of PDL_TRIGGERS (where a GEMV launched early lets
-the next kernel launch: "start", "after wait", "after loop"). The check first: the step's logits and the cache rows
-it wrote, each trigger against False, bit for bit, on 8 graph replays in a row (a trigger that fails is not timed).
-  -> edit: DECODE_FUSIONS's pdl in solutions/08_llama_model.ipynb (the cell with ``class DecodeFusions``).
-Part B, lesson 12's quantized step (int4 g128 and int8, the same model quantized): QUANTIZED_PDL likewise.
+640 and 4096 tokens of context: in order (DECODE_FUSIONS.pdl False), then each of PDL_TRIGGERS (where a GEMV launched
+early lets the next kernel launch: "start", "after wait", "after loop"), without and with DECODE_FUSIONS.attention_pdl
+(flash-decoding's two kernels launched early too). The check first: the step's logits and the cache rows it wrote,
+each variant against in order, bit for bit, on 8 graph replays in a row (a variant that fails is not timed).
+  -> edit: DECODE_FUSIONS's pdl and attention_pdl in solutions/08_llama_model.ipynb (``class DecodeFusions``'s cell).
+Part B, lesson 12's quantized step (int4 g128 and int8, the same model quantized): QUANTIZED_PDL likewise, by format.
   -> edit: QUANTIZED_PDL in solutions/12_quantization.ipynb (next to QUANTIZED_ROPE_IN_QKV).
-The first run (this session, before the triggers) measured pdl=True ("start"): bf16 x1.086, int8 x1.08, int4 x0.95.
+Earlier runs of this script (results/h100-2026-11-23-s7/sweeps/l08c-first.txt, l08c.txt) had no attention variants.
 % of roof (bf16 only) = decode_bytes at that context (the weights once and the cache) / the copy bandwidth measured
 here.
 """
@@ -74,11 +75,11 @@ def first_line(e):
 
 
 @contextlib.contextmanager
-def settings(pdl, stages2=False, quantized=None):
-    """DECODE_FUSIONS.pdl (or lesson 12's QUANTIZED_PDL), and (stages2) the GEMV schedules with num_stages >= 2,
-    while a step runs and is captured; restored after."""
+def settings(pdl, attention=False, stages2=False, quantized=None):
+    """DECODE_FUSIONS.pdl (or lesson 12's QUANTIZED_PDL) and .attention_pdl, and (stages2) the GEMV schedules with
+    num_stages >= 2, while a step runs and is captured; restored after."""
     fusions, table, qpdl = L8.DECODE_FUSIONS, dict(L8.DECODE_GEMV_SCHEDULES), L12.QUANTIZED_PDL
-    L8.DECODE_FUSIONS = fusions._replace(pdl=pdl)
+    L8.DECODE_FUSIONS = fusions._replace(pdl=pdl, attention_pdl=attention)
     L12.QUANTIZED_PDL = dict.fromkeys(qpdl, pdl) if quantized else qpdl
     if stages2:
         for key, s in table.items():
@@ -150,6 +151,11 @@ def replays(step, cache, pos, n=8):
 BEST = {}
 
 
+def show(v):
+    pdl, attention = v
+    return f"pdl={pdl!r}" + (", attention too" if attention else "")
+
+
 def part(label, model, step_for, quantized=False, bytes_per_token=None):
     gbs = COPY
     for context, max_len in CONTEXTS:
@@ -163,30 +169,32 @@ def part(label, model, step_for, quantized=False, bytes_per_token=None):
         pos = torch.tensor([context], dtype=torch.int32, device=ENV.device)
         step = step_for(model, token, pos, cache)
         seen = {}
-        for pdl in (False, *L8.PDL_TRIGGERS):
+        off = (False, False)
+        variants = [off, *((t, a) for a in (False, True) for t in L8.PDL_TRIGGERS)]  # (GEMVs' pdl, attention_pdl)
+        for v in variants:
             try:
-                with settings(pdl, quantized=quantized):
-                    seen[pdl] = replays(step, cache, pos)
+                with settings(*v, quantized=quantized):
+                    seen[v] = replays(step, cache, pos)
             except Exception as e:  # noqa: BLE001
-                say(f"{label} context {context} pdl={pdl} | check ERROR {first_line(e)}")
-        good = [False]
-        for pdl in L8.PDL_TRIGGERS:
-            if pdl not in seen or False not in seen:
+                say(f"{label} context {context} {show(v)} | check ERROR {first_line(e)}")
+        good = [off] if off in seen else []
+        for v in variants[1:]:
+            if v not in seen or off not in seen:
                 continue
-            (a, (ka, va)), (b, (kb, vb)) = seen[pdl], seen[False]
+            (a, (ka, va)), (b, (kb, vb)) = seen[v], seen[off]
             same = torch.equal(a, b) and torch.equal(ka, kb) and torch.equal(va, vb)
-            say(f"check: {label} context {context}: 8 replayed steps, pdl={pdl!r} vs off: logits and cache rows "
+            say(f"check: {label} context {context}: 8 replayed steps, {show(v)} vs in order: logits and cache rows "
                 f"{'bit for bit the same' if same else 'DIFFER: max %.3g  <-- FAIL' % (a - b).abs().max().item()}")  # fmt: skip
             if same:
-                good.append(pdl)
+                good.append(v)
         base = None
-        for pdl in good:
-            name = f"pdl={pdl!r}"
+        for v in good:
+            name = show(v)
             if late():
                 say(f"{label} context {context} {name} | SKIPPED (time budget)")
                 continue
             try:
-                with settings(pdl, quantized=quantized):
+                with settings(*v, quantized=quantized):
                     ms = gtime(step)
             except Exception as e:  # noqa: BLE001
                 say(f"{label} context {context} {name} | ERROR {first_line(e)}")
@@ -198,7 +206,7 @@ def part(label, model, step_for, quantized=False, bytes_per_token=None):
             nbytes = bytes_per_token(context) if bytes_per_token else None
             roof = f" | {nbytes / (ms * 1e-3) / 1e9 / gbs * 100:5.1f} % of roof" if nbytes and gbs else ""
             say(f"{label} context {context} {name} | {ms * 1e3:8.1f} us | {1e3 / ms:6.0f} tokens/s{roof} | "
-                f"x{base / ms:5.3f} pdl=False")  # fmt: skip
+                f"x{base / ms:5.3f} in order")  # fmt: skip
             BEST.setdefault((label, context), []).append((ms, name))
 
 
@@ -225,12 +233,11 @@ for (label, context), results in BEST.items():
     ms, name = min(results)
     off = dict((n, m) for m, n in results).get("pdl=False")
     say(
-        f"{label} context {context}: fastest {name} {ms * 1e3:.1f} us"
-        + (f" (x{off / ms:.3f} pdl=False)" if off else "")
+        f"{label} context {context}: fastest {name} {ms * 1e3:.1f} us" + (f" (x{off / ms:.3f} in order)" if off else "")
     )
 say(
-    "EDIT: DECODE_FUSIONS.pdl (bf16), QUANTIZED_PDL (int4 and int8 share it): the trigger fastest at both contexts;"
-    " False where none beats pdl=False"
+    "EDIT: DECODE_FUSIONS.pdl (bf16), QUANTIZED_PDL[bits]: the trigger fastest at both contexts (False where none"
+    " beats in order); DECODE_FUSIONS.attention_pdl = True where 'attention too' wins for bf16 (it is shared)"
 )
 say(f"total {time.time() - T0:.0f} s")
 save()
