@@ -1569,8 +1569,11 @@ class DecodeFusions(NamedTuple):
 # (results/h100-2026-11-23-s6/sweeps/l08b.txt) RoPE in the qkv GEMV took 5 % off the batch-1 step at 640 and 4096
 # tokens of context; the ticket's one-launch attention was slower than two launches (its last split combines alone).
 # pdl: bench/sweeps/l08c.py (results/h100-2026-11-23-s7/sweeps/l08c.txt): the GEMVs launched early took 8 % off the
-# step at both contexts with the next kernel let launch at "start" or "after wait" (within 0.3 %), 6 % "after loop"
-DECODE_FUSIONS = DecodeFusions(rope_in_qkv=True, attention="split+combine", n_splits=None, pdl="start")
+# step at both contexts with the next kernel let launch at "start" or "after wait" (within 0.3 %), 6 % "after loop";
+# flash-decoding's kernels launched early too, 9-10 % in all
+DECODE_FUSIONS = DecodeFusions(
+    rope_in_qkv=True, attention="split+combine", n_splits=None, pdl="start", attention_pdl=True
+)
 
 
 def decode_attention_step(q, k_cache, v_cache, lengths, *, out=None):
