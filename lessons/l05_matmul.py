@@ -713,12 +713,12 @@ def row_alignment(*sizes):
 #: -- odd shapes: what matmul copies into padded buffers first (one place to edit after bench/sweeps/l05a.py) -------
 #: "never": nothing. "unaligned": where K, N or a row stride is not a whole number of 16-byte vectors (or a tensor
 #: starts off a 16-byte boundary), the operands are copied into buffers padded to 16 bytes (zeros along K), so that
-#: ALIGN covers 16 bytes and the compiler's fast path applies. "lines": that, and A's and B's rows moved to 128-byte
-#: boundaries (a cache line) as well.
+#: ALIGN covers 16 bytes and the compiler's fast path applies. "lines_a": that, and A's rows moved to 128-byte
+#: boundaries (a cache line) as well; "lines": A's and B's rows.
 PAD_RULE = "unaligned"
 #: below this many FLOPs (2·M·N·K) the copies cost more than they can save: PAD_RULE applies from here up
 PAD_MIN_FLOPS = 2 * 1024**3
-PAD_RULES = ("never", "unaligned", "lines")
+PAD_RULES = ("never", "unaligned", "lines_a", "lines")
 
 
 def round_up(x, multiple):
@@ -745,15 +745,16 @@ def pad_operands(a, b, out, bias, rule):
     vec, line = 16 // elem, 128 // elem  # elements in a 16-byte vector, in a 128-byte cache line
     (M, K), N = a.shape, b.shape[1]
     K2, N2 = round_up(K, vec), round_up(N, vec)
-    row = line if rule == "lines" else vec  # where each row of the copies starts
+    row_a = line if rule in ("lines_a", "lines") else vec  # where each row of the copies starts
+    row_b = line if rule == "lines" else vec
 
     def misaligned(t, unit):
         return t.stride(0) % unit or t.data_ptr() % 16
 
-    if K2 != K or misaligned(a, row):
-        a = padded_copy(a, M, K2, round_up(K2, row))
-    if K2 != K or N2 != N or misaligned(b, row):
-        b = padded_copy(b, K2, N2, round_up(N2, row))
+    if K2 != K or misaligned(a, row_a):
+        a = padded_copy(a, M, K2, round_up(K2, row_a))
+    if K2 != K or N2 != N or misaligned(b, row_b):
+        b = padded_copy(b, K2, N2, round_up(N2, row_b))
     c = out
     if N2 != N or misaligned(out, vec):
         c = torch.empty(M, N2, device=out.device, dtype=out.dtype)

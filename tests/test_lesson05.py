@@ -701,7 +701,7 @@ def test_peeled_sums_in_the_same_order_as_tile_dot():
 PADDED_SHAPES = ENV.pick(cpu=[(20, 33, 17), (16, 24, 40), (1, 29, 33)], gpu=[(1000, 1337, 999)])
 
 
-@pytest.mark.parametrize("rule", ["never", "unaligned", "lines"])
+@pytest.mark.parametrize("rule", L.PAD_RULES)
 def test_matmul_at_odd_shapes_with_and_without_padding(rule):
     def matmul(a, b, bias=None, activation=None, *, out=None):
         return L.matmul(a, b, bias, activation, out=out, pad=rule)
@@ -717,6 +717,8 @@ def test_pad_operands_pads_what_is_misaligned_with_zeros_and_nothing_else():
     assert not pa[:, 17:].any() and not pb[17:].any() and not pb[:, 33:].any()  # zeros past K add nothing
     la, lb, _, _ = L.pad_operands(a, b, out, None, "lines")  # rows on 128-byte lines: 64 fp16 elements
     assert la.shape == (20, 24) and la.stride(0) == 64 and lb.stride(0) == 64 and torch.equal(la, pa)
+    la, lb, _, _ = L.pad_operands(a, b, out, None, "lines_a")  # A's rows only
+    assert la.stride(0) == 64 and lb.stride(0) == 40 and torch.equal(lb, pb)
     a, b, out = _t(16, 40), _t(40, 24), torch.empty(16, 24, device=DEVICE, dtype=torch.float16)
     same = L.pad_operands(a, b, out, None, "unaligned")  # every row already a whole number of 16-byte vectors
     assert same[0] is a and same[1] is b and same[2] is out

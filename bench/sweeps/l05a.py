@@ -15,14 +15,17 @@ a multiple of 8 (2999x3001x4093, 4095x4097x1000) ALIGN falls to 1 and the kernel
 
 The lesson's fix is to copy A and B into padded buffers first (``matmul(..., pad=...)``, ``pad_operands``): rule
 "unaligned" pads what is not a whole number of 16-byte vectors (K and N rounded up to 8 fp16 elements, zeros past K,
-C computed into a padded buffer and copied back when N grows); rule "lines" also moves every row of A and B to a
-128-byte boundary. This sweep times, per shape, in one process:
+C computed into a padded buffer and copied back when N grows); rule "lines_a" also moves every row of A to a
+128-byte boundary (A's pieces are the short ones: 128 bytes a row a step), "lines" those of A and B. This sweep times,
+per shape, in one process:
   matmul pad=never       the launcher as it was (before): no copies
   matmul pad=unaligned   the copies the "unaligned" rule makes, then the kernel, then C copied back if padded
-  matmul pad=lines       the same with rows on 128-byte lines
+  matmul pad=lines_a     the same with A's rows on 128-byte lines
+  matmul pad=lines       the same with A's and B's rows on 128-byte lines
   kernel on <rule> data  matmul_launch on inputs padded beforehand: the kernel alone (copies not timed), the
                          diagnostic: if "kernel on lines data" at 3000x5000x1000 is near the twin per FLOP, the
                          line splits are the cost; if it is near "pad=never", they are not
+  kernel on lines data, C on lines too   the same with C's rows on 128-byte lines as well (C is written once)
   copies alone <rule>    pad_operands alone: what the copies cost
 Each launcher is autotuned (padded inputs are tuned apart: stride_am, stride_bk and ALIGN are in the key).
 
@@ -59,6 +62,7 @@ ENV = utils.mode.current()
 LINES = []
 BUDGET_S = 135
 RESULTS = {}  # shape label -> {candidate: (ms, cuBLAS ms)}
+SAME = {}  # shape label -> {rule: the earlier rule whose buffers it would make}
 
 
 def say(line=""):
@@ -112,10 +116,10 @@ else:
         ((3072, 5120, 1024), torch.float16),  # its aligned twin: the same 480 tiles of 128 x 256, 16 K steps
         ((2999, 3001, 4093), torch.float16),  # ALIGN = 1: K and N odd
         ((4095, 4097, 1000), torch.float16),  # ALIGN = 1: N odd
-        ((3000, 5000, 1000), torch.bfloat16),
-        ((2999, 3001, 4093), torch.bfloat16),
-        ((1000, 1000, 1000), torch.float16),  # small: do the copies pay below PAD_MIN_FLOPS?
         ((3072, 3072, 4096), torch.float16),  # 2999x3001x4093's twin
+        ((3000, 5000, 1000), torch.bfloat16),
+        ((1000, 1000, 1000), torch.float16),  # small: do the copies pay below PAD_MIN_FLOPS?
+        ((2999, 3001, 4093), torch.bfloat16),
     ]
     TWINS = {(3000, 5000, 1000): (3072, 5120, 1024), (2999, 3001, 4093): (3072, 3072, 4096)}
 TWIN_OF = set(TWINS.values())
@@ -155,6 +159,7 @@ def run_shape(shape, dtype):
         same = next((r for r, p in todo if all(x.stride() == y.stride() for x, y in zip(padded[:3], p[:3]))), None)
         if same is not None and rule != "never":
             say(f"   pad={rule}: the same buffers as pad={same}, not timed again")
+            SAME.setdefault(label, {})[rule] = same
             continue
         todo.append((rule, padded))
     candidates = []
@@ -164,6 +169,11 @@ def run_shape(shape, dtype):
             pa, pb, pc, _ = padded
             candidates.append((f"kernel on {rule} data", lambda pa=pa, pb=pb, pc=pc: L.matmul_launch(pa, pb, pc), pc))
             candidates.append((f"copies alone {rule}", lambda rule=rule: L.pad_operands(a, b, out, None, rule), "copy"))
+        if rule == "lines" and pc is out:  # C's rows on 128-byte lines too: does the one write of C pay for its rows?
+            line = 128 // elem
+            cl = torch.empty(M, L.round_up(N, line), device=ENV.device, dtype=dtype)[:, :N]
+            name = "kernel on lines data, C on lines too"
+            candidates.append((name, lambda pa=pa, pb=pb, cl=cl: L.matmul_launch(pa, pb, cl), cl))
     before = None
     for name, fn, result in candidates:
         if late():
@@ -225,9 +235,14 @@ for label, results in RESULTS.items():
     M, N, K = map(int, label.split()[0].split("x"))
     if len(launchers) < 2:
         continue
-    for rule in L.PAD_RULES:  # a rule with nothing to pad here is the one it equals: "never" or "unaligned"
-        t = launchers.get(rule) or launchers.get("unaligned") or launchers["never"]
-        (scores if L.matmul_flops(M, N, K) >= MIN_FLOPS else small).setdefault(rule, []).append(t[1] / t[0])
+    for rule in L.PAD_RULES:  # a rule not timed here makes the same buffers as an earlier one: count that one's time
+        timed = rule
+        while timed not in launchers and timed in SAME.get(label, {}):
+            timed = SAME[label][timed]
+        if timed not in launchers:
+            continue
+        ms, base_ms = launchers[timed]
+        (scores if L.matmul_flops(M, N, K) >= MIN_FLOPS else small).setdefault(rule, []).append(base_ms / ms)
     for rule, (lms, _) in launchers.items():
         if f"kernel on {rule} data" in results:
             kms = results[f"kernel on {rule} data"][0]
