@@ -161,6 +161,44 @@ class Compiled:
         """How many one-element global loads (``ld.global`` of 16 or 32 bits, no vector) the PTX has."""
         return len(re.findall(r"ld\.global(?:\.[a-z0-9:]+)*\.b(?:16|32) ", self.ptx))
 
+    @property
+    def global_load_bytes(self) -> set[int]:
+        """Widths (bytes) of the loads from global memory into registers: ``ld.global.v4.b32`` 16, ``.b16`` 2."""
+        found = re.findall(r"ld\.global(?:\.(?!v\d)[a-z0-9:_]+)*(?:\.v(\d))?\.[bfsu](\d+) ", self.ptx)
+        return {int(vec or 1) * int(bits) // 8 for vec, bits in found}
+
+    @property
+    def loop_instructions(self) -> int:
+        """PTX instructions in the innermost loops (a matmul's K loop): what every step issues."""
+        count, inside = 0, False
+        for line in self.ptx.splitlines():
+            text = line.strip()
+            if re.match(r"\$L__BB\d+_\d+:", text):
+                inside = "Inner Loop Header" in text
+            elif inside and text and not text.startswith(("//", ".", "{", "}", "$")):
+                count += 1
+        return count
+
+
+def table(compiled: dict[str, Compiled]) -> None:
+    """Prints one line per compiled kernel ({name: Compiled}): how it moves data from global memory (16-byte
+    ``cp.async`` copies into shared memory, or loads into registers, by width), the instructions of its innermost
+    loop, registers and spilled bytes."""
+    width = max(map(len, compiled), default=0)
+
+    def widths(values):
+        return ", ".join(f"{v} B" for v in sorted(values)) or "none"
+
+    print(f"{'':{width}}  cp.async   ld.global  K-loop instructions  registers  spilled")
+    for name, c in compiled.items():
+        if c.error:
+            print(f"{name:{width}}  did not compile: {c.error.strip().splitlines()[-1]}")
+            continue
+        print(
+            f"{name:{width}}  {widths(c.cp_async_bytes):9s}  {widths(c.global_load_bytes):9s}  "
+            f"{c.loop_instructions:19d}  {c.registers or 0:9d}  {c.spill_bytes:5d} B"
+        )
+
 
 def ptxas_path() -> Path:
     import triton
