@@ -164,7 +164,7 @@ class Compiled:
     @property
     def global_load_bytes(self) -> set[int]:
         """Widths (bytes) of the loads from global memory into registers: ``ld.global.v4.b32`` 16, ``.b16`` 2."""
-        found = re.findall(r"ld\.global(?:\.(?!v\d)[a-z0-9:_]+)*(?:\.v(\d))?\.[bfsu](\d+) ", self.ptx)
+        found = re.findall(r"ld\.global(?:\.(?!v\d)[A-Za-z0-9:_]+)*(?:\.v(\d))?\.[bfsu](\d+) ", self.ptx)
         return {int(vec or 1) * int(bits) // 8 for vec, bits in found}
 
     @property
