@@ -776,3 +776,29 @@ def test_padding_at_an_odd_k_gives_the_kernel_16_byte_copies():
     assert not never.cp_async_bytes and never.scalar_global_loads > 0
     assert padded.uses_wgmma and padded.cp_async_bytes == {16} and padded.scalar_global_loads == 0
     assert padded.spill_bytes == 0
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_a_misaligned_view_is_loaded_narrowly_unless_padded():
+    """ALIGN speaks of strides only; the base pointer is Triton's to check. Compiled for sm_90 with what matmul()
+    passes for a view that starts one element in: ALIGN is 8, yet A comes in 2 bytes at a time (Triton saw the
+    pointer was not a multiple of 16), so the hint cannot make a misaligned view unsafe. Padded, A is a fresh copy and
+    every copy is 16 bytes."""
+    if not ENV.interpret:
+        pytest.skip("record_launches sees launches under the interpreter only")
+    M, N, K = 16, 24, 40
+    a = torch.randn(M * K + 1, device=DEVICE).half()[1:].view(M, K)
+    b = _t(K, N, dtype=torch.float16)
+    jobs = []
+    for rule in ("never", "unaligned"):
+        with offline.record_launches() as launched:
+            L.matmul(a, b, pad=rule)
+        (job,) = launched
+        BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages = H200_CONFIGS[0]
+        job["constexprs"].update(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8)
+        jobs.append(dict(job, num_warps=num_warps, num_stages=num_stages))
+    assert "a_ptr" in jobs[0]["unaligned"] and not jobs[1]["unaligned"]
+    assert jobs[0]["constexprs"]["ALIGN"] == jobs[1]["constexprs"]["ALIGN"] == 8
+    never, padded = offline.compile_kernels(L.__file__, jobs)
+    assert 2 in never.global_load_bytes  # A, one element at a time
+    assert padded.cp_async_bytes == {16} and not padded.global_load_bytes and padded.spill_bytes == 0

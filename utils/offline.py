@@ -92,7 +92,8 @@ for job in request["jobs"]:
                 constexprs[(i,)] = job["constexprs"][name]
             elif name in job["pointers"]:
                 signature[name] = "*" + job["pointers"][name]
-                attrs[(i,)] = [["tt.divisibility", 16]]  # allocations start on 16-byte (on a GPU, 256-byte) boundaries
+                if name not in job.get("unaligned", ()):  # allocations start on 16-byte (on a GPU, 256-byte) boundaries
+                    attrs[(i,)] = [["tt.divisibility", 16]]
             else:
                 value = job["ints"][name]
                 if isinstance(value, bool):
@@ -211,10 +212,12 @@ def available() -> bool:
     return ptxas_path().exists()
 
 
-def job(kernel: str, *, pointers: dict, ints: dict, constexprs: dict, num_warps=4, num_stages=3, capability=90):
+def job(
+    kernel: str, *, pointers: dict, ints: dict, constexprs: dict, num_warps=4, num_stages=3, capability=90, unaligned=()
+):
     """One kernel to compile: ``pointers`` {name: "fp16" | "bf16" | "fp32" | ...}, ``ints`` {name: the value a real
     call passes; a float is an fp32 scalar}, ``constexprs`` {name: value}; ``capability`` 90 for an H100/H200, 80
-    for an A100."""
+    for an A100; ``unaligned``: names of pointers that do not start on a 16-byte boundary (a view into a tensor)."""
     return dict(
         kernel=kernel,
         pointers=pointers,
@@ -223,6 +226,7 @@ def job(kernel: str, *, pointers: dict, ints: dict, constexprs: dict, num_warps=
         num_warps=num_warps,
         num_stages=num_stages,
         capability=capability,
+        unaligned=list(unaligned),
     )
 
 
@@ -305,7 +309,7 @@ def _job_from_launch(executor, args, kwargs) -> dict:
     from .memcheck import launch_arguments
 
     fn = executor.fn
-    pointers, ints, constexprs = {}, {}, {}
+    pointers, ints, constexprs, unaligned = {}, {}, {}, []
     for name, value in launch_arguments(executor, args, kwargs).items():
         if name in executor.constexprs or value is None or isinstance(value, str):
             constexprs[name] = value
@@ -314,6 +318,8 @@ def _job_from_launch(executor, args, kwargs) -> dict:
             if dtype not in _POINTER_TYPES:
                 raise _Skip
             pointers[name] = _POINTER_TYPES[dtype]
+            if value.data_ptr() % 16:
+                unaligned.append(name)
         elif isinstance(value, (bool, int, float)):
             ints[name] = value
         else:  # a tensor descriptor, a tuple of tensors, ...
@@ -326,6 +332,7 @@ def _job_from_launch(executor, args, kwargs) -> dict:
             constexprs=constexprs,
             num_warps=kwargs.get("num_warps", 4),
             num_stages=kwargs.get("num_stages", 3),
+            unaligned=unaligned,
         ),
         path=fn.__code__.co_filename,
     )
@@ -343,7 +350,7 @@ def unique(jobs: list[dict], by: str = "signature") -> list[dict]:
             k: (type(v).__name__, v == 1, v % 16 == 0 if isinstance(v, int) else None) for k, v in j["ints"].items()
         }
         return json.dumps([j["path"], j["kernel"], j["pointers"], ints, j["constexprs"], j["num_warps"],
-                           j["num_stages"]], sort_keys=True, default=str)  # fmt: skip
+                           j["num_stages"], j.get("unaligned", [])], sort_keys=True, default=str)  # fmt: skip
 
     if by not in ("signature", "kernel"):
         raise ValueError(f'by must be "signature" or "kernel", got {by!r}')
