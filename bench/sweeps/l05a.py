@@ -26,6 +26,8 @@ per shape, in one process:
                          diagnostic: if "kernel on lines data" at 3000x5000x1000 is near the twin per FLOP, the
                          line splits are the cost; if it is near "pad=never", they are not
   kernel on lines data, C on lines too   the same with C's rows on 128-byte lines as well (C is written once)
+  kernel on rows off the lines   at the twins only: the round sizes with A's and B's rows 16 bytes longer, so 7 in 8
+                         start off a line: if it is as slow per FLOP as the odd shape, the rows' placement is the cost
   copies alone <rule>    pad_operands alone: what the copies cost
 Each launcher is autotuned (padded inputs are tuned apart: stride_am, stride_bk and ALIGN are in the key).
 
@@ -108,8 +110,9 @@ def picked():
 
 
 if CPU:
-    SHAPES = [((37, 45, 70), torch.float16), ((16, 24, 40), torch.float16), ((20, 33, 17), torch.float16)]
-    TWINS = {}
+    SHAPES = [((37, 45, 70), torch.float16), ((16, 24, 40), torch.float16), ((20, 33, 17), torch.float16),
+              ((32, 48, 64), torch.float16)]  # fmt: skip
+    TWINS = {(37, 45, 70): (32, 48, 64)}
 else:
     SHAPES = [
         ((3000, 5000, 1000), torch.float16),  # issue 12's shape: ALIGN = 8, rows off the 128-byte lines
@@ -174,6 +177,13 @@ def run_shape(shape, dtype):
             cl = torch.empty(M, L.round_up(N, line), device=ENV.device, dtype=dtype)[:, :N]
             name = "kernel on lines data, C on lines too"
             candidates.append((name, lambda pa=pa, pb=pb, cl=cl: L.matmul_launch(pa, pb, cl), cl))
+    if shape in TWIN_OF:  # the reverse test: round sizes, rows moved off the 128-byte lines by 16 bytes
+        vec = 16 // elem
+        ao = torch.empty(M, K + vec, device=ENV.device, dtype=dtype)[:, :K]
+        bo = torch.empty(K, N + vec, device=ENV.device, dtype=dtype)[:, :N]
+        ao.copy_(a), bo.copy_(b)
+        name = f"kernel on rows off the lines (pitches {K + vec}, {N + vec})"
+        candidates.append((name, lambda: L.matmul_launch(ao, bo, out), out))
     before = None
     for name, fn, result in candidates:
         if late():
@@ -257,6 +267,9 @@ for odd, twin in TWINS.items():
     t_ms = t["matmul pad=never"][0]
     for name, (ms, _) in o.items():
         say(f"== twin {odd}: {name} runs at {per_flop * t_ms / ms:.3f} of the twin's TFLOP/s (1: no odd-shape cost)")
+    for name, (ms, _) in t.items():
+        if name != "matmul pad=never":
+            say(f"== twin {twin}: {name} runs at {t_ms / ms:.3f} of its TFLOP/s on rows on the lines")
 geo = {r: math.exp(sum(map(math.log, v)) / len(v)) for r, v in scores.items() if v}
 if geo:
     say("   geometric mean x cuBLAS at or above PAD_MIN_FLOPS: " + ", ".join(f"{r} {g:.3f}" for r, g in geo.items()))
