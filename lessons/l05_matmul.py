@@ -844,7 +844,11 @@ def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
         return out
     if pad is None:
         pad = PAD_RULE if matmul_flops(M, N, K) >= PAD_MIN_FLOPS else "never"
-    a, b, c, bias = pad_operands(a, b, out, bias, pad)
+    padded = pad_operands(a, b, out, bias, pad)
+    if all(t.shape[0] * t.stride(0) < 2**31 for t in padded[:3]):  # the kernel's offsets are 32-bit
+        a, b, c, bias = padded
+    else:
+        c = out
     matmul_launch(a, b, c, bias, activation)
     if c is not out:
         out.copy_(c[:, :N])
