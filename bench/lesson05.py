@@ -2,7 +2,8 @@
 
 Shapes are M x N x K: square ones; the feed-forward layers of LLMs (M tokens, K model width, N hidden width:
 Llama-2-7B's 4096 -> 11008, Llama-3-8B's 4096 -> 14336 and back, a 1B model's 2048 -> 5632); and the awkward ones
-of issue 12: 3000 x 5000 x 1000 (no size a multiple of a tile) and 16 x 4096 x 4096 (a decoding step). Each row is
+of issue 12: 3000 x 5000 x 1000 (no size a multiple of a tile), 2999 x 3001 x 4093 (K and N not even multiples of 8:
+rows off 16-byte boundaries) and 16 x 4096 x 4096 (a decoding step). Each row is
 timed by bench.common.paired against cuBLAS in the same run, cuBLAS before and after the kernels.
 
     flops = matmul_flops(M, N, K) = 2 * M * N * K
@@ -11,8 +12,11 @@ timed by bench.common.paired against cuBLAS in the same run, cuBLAS before and a
 At 3000 x 5000 x 1000, 2048 x 5632 x 2048 and 1024^3, "triton, peeled K" is matmul_peeled: matmul with the K tail peeled
 off the loop (lesson 05, "Extra: the K tail, peeled off"; autotuned over the same configurations).
 
-At the awkward shapes, "triton, ALIGN=1" is the same kernel and configuration as "triton" without the launcher's
-alignment hint (lesson 05, "Odd shapes"): the two rows side by side measure what the hint is worth.
+At the awkward shapes, "triton, ALIGN=1" is the same kernel as "triton" without the launcher's alignment hint
+(lesson 05, "Odd shapes"; tuned on its own: ALIGN is in the autotuner's key): the two rows side by side measure what
+the hint is worth. At the shapes in PADDED, "triton, no padding" is matmul(pad="never"): "triton" is matmul() as
+shipped, which copies A and B into padded buffers first where PAD_RULE says so (lesson 05, "Odd shapes: what the
+compiler can prove, and what it cannot fix"): the two rows measure what the copies are worth, copies included.
 
 At the shapes in HOST_BOUND a kernel takes about as long on the GPU as its launch takes in Python (argument checks and
 Triton's dispatch: tens of microseconds on a slow host CPU), so they are timed once more with both sides replayed from
@@ -47,7 +51,11 @@ from lessons.l05_matmul import (
 
 SQUARE = [(n, n, n) for n in (1024, 2048, 4096, 8192)]
 LLM = [(4096, 11008, 4096), (8192, 14336, 4096), (16384, 4096, 14336), (2048, 5632, 2048)]
-AWKWARD = [(3000, 5000, 1000), (16, 4096, 4096)]
+AWKWARD = [(3000, 5000, 1000), (2999, 3001, 4093), (16, 4096, 4096)]
+#: shapes where matmul() may copy its inputs into padded buffers (PAD_RULE): timed without the copies too
+PADDED = {(3000, 5000, 1000), (2999, 3001, 4093)}
+#: rows not whole 16-byte vectors: the TMA launcher refuses them, and matmul(pad="never") already has ALIGN = 1
+MISALIGNED = {(2999, 3001, 4093)}
 #: shapes whose GPU time is near what one launch costs the host in Python: timed once more with both sides replayed
 #: from CUDA graphs, the GPU's work alone
 HOST_BOUND = [(1024, 1024, 1024), (2048, 2048, 2048), (3000, 5000, 1000), (16, 4096, 4096)]
@@ -67,8 +75,8 @@ STEPS = {
 
 
 def matmul_unhinted(a, b):
-    """matmul(a, b) with ALIGN = 1, what the compiler knows without the launcher's hint (the autotuner's choice of
-    configuration is shared with matmul: it is keyed by M, N and K only)."""
+    """matmul(a, b) with ALIGN = 1, what the compiler knows without the launcher's hint (the autotuner tunes it on its
+    own: ALIGN is part of its key)."""
     (M, K), N = a.shape, b.shape[1]
     out = torch.empty(M, N, device=a.device, dtype=a.dtype)
     strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1))
@@ -90,7 +98,11 @@ def _matmul_rows(M, N, K, name, dtype) -> list[Row]:
     b = torch.randn(K, N, device="cuda", dtype=dtype)
     impls = {**STEPS, **FINAL} if (M, N, K) == LADDER else FINAL
     if (M, N, K) in AWKWARD:
-        impls = {**FINAL, "triton, ALIGN=1": matmul_unhinted}  # after "triton": it tunes the configuration
+        impls = {**FINAL, "triton, ALIGN=1": matmul_unhinted}
+    if (M, N, K) in PADDED:
+        impls = {**impls, "triton, no padding": lambda a, b: matmul(a, b, pad="never")}
+    if (M, N, K) in MISALIGNED:
+        impls = {k: v for k, v in impls.items() if k not in ("triton persistent+TMA", "triton, ALIGN=1")}
     if (M, N, K) in PEELED:
         impls = {**impls, "triton, peeled K": matmul_peeled}
     counts = dict(

@@ -710,7 +710,64 @@ def row_alignment(*sizes):
     return align
 
 
-@triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_configs})
+#: -- odd shapes: what matmul copies into padded buffers first (one place to edit after bench/sweeps/l05a.py) -------
+#: "never": nothing. "unaligned": where K, N or a row stride is not a whole number of 16-byte vectors (or a tensor
+#: starts off a 16-byte boundary), the operands are copied into buffers padded to 16 bytes (zeros along K), so that
+#: ALIGN covers 16 bytes and the compiler's fast path applies. "lines_a": that, and A's rows moved to 128-byte
+#: boundaries (a cache line) as well; "lines": A's and B's rows.
+PAD_RULE = "unaligned"
+#: below this many FLOPs (2·M·N·K) the copies cost more than they can save: PAD_RULE applies from here up
+PAD_MIN_FLOPS = 2 * 1024**3
+PAD_RULES = ("never", "unaligned", "lines_a", "lines")
+
+
+def round_up(x, multiple):
+    return -(-x // multiple) * multiple
+
+
+def padded_copy(t, rows, cols, pitch):
+    """t (2-D) copied into the top-left corner of a (rows, cols) view of a fresh (rows, pitch) buffer, zeros around
+    it: rows of `pitch` elements, so each row starts where the pitch puts it."""
+    view = torch.empty(rows, pitch, device=t.device, dtype=t.dtype)[:, :cols]
+    view[: t.shape[0], : t.shape[1]].copy_(t)
+    view[: t.shape[0], t.shape[1] :].zero_()
+    view[t.shape[0] :].zero_()
+    return view
+
+
+def pad_operands(a, b, out, bias, rule):
+    """(a, b, c, bias) for the kernel under `rule` (PAD_RULES): a (M, K') and b (K', N') with K' and N' whole 16-byte
+    vectors, zeros past K (they add nothing) and past N (they fill columns of c that are dropped); c is `out` itself
+    unless N had to grow or `out` is misaligned, then a padded buffer the caller copies back from."""
+    if rule == "never":
+        return a, b, out, bias
+    elem = a.element_size()
+    vec, line = 16 // elem, 128 // elem  # elements in a 16-byte vector, in a 128-byte cache line
+    (M, K), N = a.shape, b.shape[1]
+    K2, N2 = round_up(K, vec), round_up(N, vec)
+    row_a = line if rule in ("lines_a", "lines") else vec  # where each row of the copies starts
+    row_b = line if rule == "lines" else vec
+
+    def misaligned(t, unit):
+        return t.stride(0) % unit or t.data_ptr() % 16
+
+    if K2 != K or misaligned(a, row_a):
+        a = padded_copy(a, M, K2, round_up(K2, row_a))
+    if K2 != K or N2 != N or misaligned(b, row_b):
+        b = padded_copy(b, K2, N2, round_up(N2, row_b))
+    c = out
+    if N2 != N or misaligned(out, vec):
+        c = torch.empty(M, N2, device=out.device, dtype=out.dtype)
+        if bias is not None:
+            bias = padded_copy(bias[None, :], 1, N2, N2)[0]
+    return a, b, c, bias
+
+
+@triton.autotune(
+    configs=MATMUL_CONFIGS,
+    key=["M", "N", "K", "ALIGN", "stride_am", "stride_bk"],  # padded and plain inputs are tuned apart
+    prune_configs_by={"early_config_prune": prune_configs},
+)
 @triton.jit
 def matmul_kernel(
     a_ptr,
@@ -753,15 +810,13 @@ def matmul_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def matmul(a, b, bias=None, activation=None, *, out=None):
-    """activation(a @ b + bias) for a (M, K) and b (K, N) in fp16, bf16 or fp32; bias (N,) or None."""
-    M, N, K, out = matmul_inputs(a, b, out, bias, activation)
-    if matmul_is_empty(out, K, bias, activation):
-        return out
+def matmul_launch(a, b, c, bias=None, activation=None):
+    """matmul_kernel on a (M, K), b (K, N) and c (M, N) as they are (views with any row stride; nothing checked)."""
+    (M, K), N = a.shape, b.shape[1]
     matmul_kernel[matmul_grid(M, N)](
         a,
         b,
-        out,
+        c,
         a if bias is None else bias,  # a: any pointer when there is no bias
         M,
         N,
@@ -770,12 +825,33 @@ def matmul(a, b, bias=None, activation=None, *, out=None):
         a.stride(1),
         b.stride(0),
         b.stride(1),
-        out.stride(0),
-        out.stride(1),
+        c.stride(0),
+        c.stride(1),
         HAS_BIAS=bias is not None,
         ACTIVATION=activation,
-        ALIGN=row_alignment(K, N, a.stride(0), b.stride(0), out.stride(0)),
+        ALIGN=row_alignment(K, N, a.stride(0), b.stride(0), c.stride(0)),
     )
+    return c
+
+
+def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
+    """activation(a @ b + bias) for a (M, K) and b (K, N) in fp16, bf16 or fp32; bias (N,) or None. `pad` (one of
+    PAD_RULES) overrides PAD_RULE, which applies from PAD_MIN_FLOPS up."""
+    M, N, K, out = matmul_inputs(a, b, out, bias, activation)
+    if pad is not None and pad not in PAD_RULES:
+        raise ValueError(f"pad must be None or one of {PAD_RULES}, not {pad!r}.")
+    if matmul_is_empty(out, K, bias, activation):
+        return out
+    if pad is None:
+        pad = PAD_RULE if matmul_flops(M, N, K) >= PAD_MIN_FLOPS else "never"
+    padded = pad_operands(a, b, out, bias, pad)
+    if all(t.shape[0] * t.stride(0) < 2**31 for t in padded[:3]):  # the kernel's offsets are 32-bit
+        a, b, c, bias = padded
+    else:
+        c = out
+    matmul_launch(a, b, c, bias, activation)
+    if c is not out:
+        out.copy_(c[:, :N])
     return out
 
 

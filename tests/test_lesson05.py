@@ -693,3 +693,112 @@ def test_peeled_sums_in_the_same_order_as_tile_dot():
     for M, N, K in [(37, 45, 70), (20, 17, 9), (33, 40, 64)]:
         a, b = _t(M, K), _t(K, N)
         assert torch.equal(L.matmul_peeled(a, b, **config), L.matmul_grouped(a, b, **config)), (M, N, K)
+
+
+# -- odd shapes: the operands copied into padded buffers (pad_operands, PAD_RULE) -------------------------------------
+
+#: K and N odd (ALIGN = 1 without padding), K a whole number of vectors but N not, a single row
+PADDED_SHAPES = ENV.pick(cpu=[(20, 33, 17), (16, 24, 40), (1, 29, 33)], gpu=[(1000, 1337, 999)])
+
+
+@pytest.mark.parametrize("rule", L.PAD_RULES)
+def test_matmul_at_odd_shapes_with_and_without_padding(rule):
+    def matmul(a, b, bias=None, activation=None, *, out=None):
+        return L.matmul(a, b, bias, activation, out=out, pad=rule)
+
+    L.check_matmul(matmul, shapes=PADDED_SHAPES, epilogue=True, activation="silu", quiet=True)
+
+
+def test_pad_operands_pads_what_is_misaligned_with_zeros_and_nothing_else():
+    a, b, out = _t(20, 17), _t(17, 33), torch.empty(20, 33, device=DEVICE, dtype=torch.float16)
+    pa, pb, pc, _ = L.pad_operands(a, b, out, None, "unaligned")  # fp16: 8 elements a 16-byte vector
+    assert pa.shape == (20, 24) and pa.stride() == (24, 1) and pb.shape == (24, 40) and pc.shape == (20, 40)
+    assert torch.equal(pa[:, :17], a) and torch.equal(pb[:17, :33], b)
+    assert not pa[:, 17:].any() and not pb[17:].any() and not pb[:, 33:].any()  # zeros past K add nothing
+    la, lb, _, _ = L.pad_operands(a, b, out, None, "lines")  # rows on 128-byte lines: 64 fp16 elements
+    assert la.shape == (20, 24) and la.stride(0) == 64 and lb.stride(0) == 64 and torch.equal(la, pa)
+    la, lb, _, _ = L.pad_operands(a, b, out, None, "lines_a")  # A's rows only
+    assert la.stride(0) == 64 and lb.stride(0) == 40 and torch.equal(lb, pb)
+    a, b, out = _t(16, 40), _t(40, 24), torch.empty(16, 24, device=DEVICE, dtype=torch.float16)
+    same = L.pad_operands(a, b, out, None, "unaligned")  # every row already a whole number of 16-byte vectors
+    assert same[0] is a and same[1] is b and same[2] is out
+    assert L.pad_operands(a, b, out, None, "never")[:3] == (a, b, out)
+
+
+def test_a_misaligned_view_stays_right_and_is_copied_when_padding():
+    """A contiguous view that starts one element into its storage: its rows are not on 16-byte boundaries whatever
+    the sizes. Unpadded, Triton sees the pointer is not a multiple of 16 and takes the element-wise path; padded, the
+    launcher copies it first. Both must be right."""
+    M, N, K = 16, 24, 40
+    a = torch.randn(M * K + 1, device=DEVICE).half()[1:].view(M, K)
+    b = _t(K, N, dtype=torch.float16)
+    assert a.is_contiguous() and a.data_ptr() % 16
+    ref = L.matmul_ref(a.double(), b.double())
+    for rule in ("never", "unaligned"):
+        utils.check(L.matmul(a, b, pad=rule), ref, atol=1e-2, rtol=1e-2, reason="fp16 output", quiet=True)
+    pa, pb, _, _ = L.pad_operands(a, b, torch.empty(M, N, device=DEVICE, dtype=a.dtype), None, "unaligned")
+    assert pa is not a and pa.data_ptr() % 16 == 0 and pb is b
+
+
+def test_padding_applies_from_pad_min_flops_and_the_autotuner_keys_on_it(monkeypatch):
+    a, b = _t(20, 17), _t(17, 33)
+    strides = {}
+    for min_flops in (L.matmul_flops(20, 33, 17) + 1, 0):
+        monkeypatch.setattr(L, "PAD_MIN_FLOPS", min_flops)
+        monkeypatch.setattr(L, "PAD_RULE", "unaligned")
+        with offline.record_launches() as launched:
+            L.matmul(a, b)
+        strides[min_flops] = [(j["ints"]["stride_am"], j["constexprs"]["ALIGN"]) for j in launched]
+    if ENV.interpret:  # (record_launches sees launches under the interpreter only)
+        assert strides[L.matmul_flops(20, 33, 17) + 1] == [(17, 1)] and strides[0] == [(24, 8)]
+    assert {"ALIGN", "stride_am", "stride_bk"} <= set(L.matmul_kernel.keys)  # padded inputs are tuned apart
+    utils.refuses({"pad='yes'": lambda: L.matmul(a, b, pad="yes")})
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_padding_at_an_odd_k_gives_the_kernel_16_byte_copies():
+    """Compiled for an H100 (sm_90) at the GPU's first configuration, with what matmul() passes at 20 x 33 x 17 (as odd
+    as 2999 x 3001 x 4093): unpadded, ALIGN = 1 and one element at a time; padded ("unaligned"), ALIGN = 8 and only
+    16-byte cp.async copies, no scalar loads, no spills."""
+    if not ENV.interpret:
+        pytest.skip("record_launches sees launches under the interpreter only")
+    a, b = _t(20, 17), _t(17, 33)
+    jobs = []
+    for rule in ("never", "unaligned"):
+        with offline.record_launches() as launched:
+            L.matmul(a, b, pad=rule)
+        (job,) = launched
+        BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages = H200_CONFIGS[0]
+        job["constexprs"].update(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8)
+        jobs.append(dict(job, num_warps=num_warps, num_stages=num_stages))
+    assert [j["constexprs"]["ALIGN"] for j in jobs] == [1, 8]
+    never, padded = offline.compile_kernels(L.__file__, jobs)
+    assert not never.cp_async_bytes and never.scalar_global_loads > 0
+    assert padded.uses_wgmma and padded.cp_async_bytes == {16} and padded.scalar_global_loads == 0
+    assert padded.spill_bytes == 0
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_a_misaligned_view_is_loaded_narrowly_unless_padded():
+    """ALIGN speaks of strides only; the base pointer is Triton's to check. Compiled for sm_90 with what matmul()
+    passes for a view that starts one element in: ALIGN is 8, yet A comes in 2 bytes at a time (Triton saw the
+    pointer was not a multiple of 16), so the hint cannot make a misaligned view unsafe. Padded, A is a fresh copy and
+    every copy is 16 bytes."""
+    if not ENV.interpret:
+        pytest.skip("record_launches sees launches under the interpreter only")
+    M, N, K = 16, 24, 40
+    a = torch.randn(M * K + 1, device=DEVICE).half()[1:].view(M, K)
+    b = _t(K, N, dtype=torch.float16)
+    jobs = []
+    for rule in ("never", "unaligned"):
+        with offline.record_launches() as launched:
+            L.matmul(a, b, pad=rule)
+        (job,) = launched
+        BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages = H200_CONFIGS[0]
+        job["constexprs"].update(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8)
+        jobs.append(dict(job, num_warps=num_warps, num_stages=num_stages))
+    assert "a_ptr" in jobs[0]["unaligned"] and not jobs[1]["unaligned"]
+    assert jobs[0]["constexprs"]["ALIGN"] == jobs[1]["constexprs"]["ALIGN"] == 8
+    never, padded = offline.compile_kernels(L.__file__, jobs)
+    assert 2 in never.global_load_bytes  # A, one element at a time
+    assert padded.cp_async_bytes == {16} and not padded.global_load_bytes and padded.spill_bytes == 0

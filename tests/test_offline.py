@@ -65,3 +65,24 @@ def test_a_kernel_the_compiler_refuses_is_reported(tmp_path):
     job["constexprs"]["BLOCK"] = 16
     (good,) = offline.compile_kernels(module, [job])
     assert good.error is None and good.uses_wgmma or "mma" in good.ptx
+
+
+def test_load_widths_and_the_inner_loop_read_from_ptx(capsys):
+    ptx = """
+$L__BB0_1:
+	ld.global.b16 	%rs1, [%rd1];
+$L__BB0_2:                              // =>This Inner Loop Header: Depth=1
+	ld.global.L1::evict_last.v4.b32 	{%r1, %r2, %r3, %r4}, [%rd2];
+	// begin inline asm
+	cp.async.cg.shared.global [ %r5 + 0 ], [ %rd3 + 0 ], 0x10, %r6;
+	// end inline asm
+	.loc	1 2 3
+	@%p1 bra 	$L__BB0_2;
+$L__BB0_3:
+	ret;
+"""
+    c = offline.Compiled(ptx=ptx, shared=0, registers=32, spill_bytes=0, ptxas="")
+    assert c.global_load_bytes == {2, 16} and c.cp_async_bytes == {16} and c.loop_instructions == 3
+    offline.table({"one": c, "broken": offline.Compiled("", None, None, 0, "", error="ptxas: no")})
+    out = capsys.readouterr().out
+    assert "16 B" in out and "2 B, 16 B" in out and "broken  did not compile: ptxas: no" in out

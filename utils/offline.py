@@ -98,7 +98,8 @@ for job in request["jobs"]:
                 constexprs[(i,)] = job["constexprs"][name]
             elif name in job["pointers"]:
                 signature[name] = "*" + job["pointers"][name]
-                attrs[(i,)] = [["tt.divisibility", 16]]  # allocations start on 16-byte (on a GPU, 256-byte) boundaries
+                if name not in job.get("unaligned", ()):  # allocations start on 16-byte (on a GPU, 256-byte) boundaries
+                    attrs[(i,)] = [["tt.divisibility", 16]]
             else:
                 value = job["ints"][name]
                 if isinstance(value, bool):
@@ -167,6 +168,44 @@ class Compiled:
         """How many one-element global loads (``ld.global`` of 16 or 32 bits, no vector) the PTX has."""
         return len(re.findall(r"ld\.global(?:\.[a-z0-9:]+)*\.b(?:16|32) ", self.ptx))
 
+    @property
+    def global_load_bytes(self) -> set[int]:
+        """Widths (bytes) of the loads from global memory into registers: ``ld.global.v4.b32`` 16, ``.b16`` 2."""
+        found = re.findall(r"ld\.global(?:\.(?!v\d)[A-Za-z0-9:_]+)*(?:\.v(\d))?\.[bfsu](\d+) ", self.ptx)
+        return {int(vec or 1) * int(bits) // 8 for vec, bits in found}
+
+    @property
+    def loop_instructions(self) -> int:
+        """PTX instructions in the innermost loops (a matmul's K loop): what every step issues."""
+        count, inside = 0, False
+        for line in self.ptx.splitlines():
+            text = line.strip()
+            if re.match(r"\$L__BB\d+_\d+:", text):
+                inside = "Inner Loop Header" in text
+            elif inside and text and not text.startswith(("//", ".", "{", "}", "$")):
+                count += 1
+        return count
+
+
+def table(compiled: dict[str, Compiled]) -> None:
+    """Prints one line per compiled kernel ({name: Compiled}): how it moves data from global memory (16-byte
+    ``cp.async`` copies into shared memory, or loads into registers, by width), the instructions of its innermost
+    loop, registers and spilled bytes."""
+    width = max(map(len, compiled), default=0)
+
+    def widths(values):
+        return ", ".join(f"{v} B" for v in sorted(values)) or "none"
+
+    print(f"{'':{width}}  cp.async   ld.global  K-loop instructions  registers  spilled")
+    for name, c in compiled.items():
+        if c.error:
+            print(f"{name:{width}}  did not compile: {c.error.strip().splitlines()[-1]}")
+            continue
+        print(
+            f"{name:{width}}  {widths(c.cp_async_bytes):9s}  {widths(c.global_load_bytes):9s}  "
+            f"{c.loop_instructions:19d}  {c.registers or 0:9d}  {c.spill_bytes:5d} B"
+        )
+
 
 def ptxas_path() -> Path:
     import triton
@@ -179,10 +218,12 @@ def available() -> bool:
     return ptxas_path().exists()
 
 
-def job(kernel: str, *, pointers: dict, ints: dict, constexprs: dict, num_warps=4, num_stages=3, capability=90):
+def job(
+    kernel: str, *, pointers: dict, ints: dict, constexprs: dict, num_warps=4, num_stages=3, capability=90, unaligned=()
+):
     """One kernel to compile: ``pointers`` {name: "fp16" | "bf16" | "fp32" | ...}, ``ints`` {name: the value a real
     call passes; a float is an fp32 scalar}, ``constexprs`` {name: value}; ``capability`` 90 for an H100/H200, 80
-    for an A100."""
+    for an A100; ``unaligned``: names of pointers that do not start on a 16-byte boundary (a view into a tensor)."""
     return dict(
         kernel=kernel,
         pointers=pointers,
@@ -191,6 +232,7 @@ def job(kernel: str, *, pointers: dict, ints: dict, constexprs: dict, num_warps=
         num_warps=num_warps,
         num_stages=num_stages,
         capability=capability,
+        unaligned=list(unaligned),
     )
 
 
@@ -308,7 +350,7 @@ def _job_from_launch(executor, args, kwargs) -> dict:
     from .memcheck import launch_arguments
 
     fn = executor.fn
-    pointers, ints, constexprs = {}, {}, {}
+    pointers, ints, constexprs, unaligned = {}, {}, {}, []
     for name, value in launch_arguments(executor, args, kwargs).items():
         if name in executor.constexprs or value is None or isinstance(value, str):
             constexprs[name] = value
@@ -317,6 +359,8 @@ def _job_from_launch(executor, args, kwargs) -> dict:
             if dtype not in _POINTER_TYPES:
                 raise _Skip
             pointers[name] = _POINTER_TYPES[dtype]
+            if value.data_ptr() % 16:
+                unaligned.append(name)
         elif isinstance(value, (bool, int, float)):
             ints[name] = value
         else:  # a tensor descriptor, a tuple of tensors, ...
@@ -329,6 +373,7 @@ def _job_from_launch(executor, args, kwargs) -> dict:
             constexprs=constexprs,
             num_warps=kwargs.get("num_warps", 4),
             num_stages=kwargs.get("num_stages", 3),
+            unaligned=unaligned,
         ),
         path=fn.__code__.co_filename,
     )
@@ -346,7 +391,7 @@ def unique(jobs: list[dict], by: str = "signature") -> list[dict]:
             k: (type(v).__name__, v == 1, v % 16 == 0 if isinstance(v, int) else None) for k, v in j["ints"].items()
         }
         return json.dumps([j["path"], j["kernel"], j["pointers"], ints, j["constexprs"], j["num_warps"],
-                           j["num_stages"]], sort_keys=True, default=str)  # fmt: skip
+                           j["num_stages"], j.get("unaligned", [])], sort_keys=True, default=str)  # fmt: skip
 
     if by not in ("signature", "kernel"):
         raise ValueError(f'by must be "signature" or "kernel", got {by!r}')
