@@ -1,0 +1,224 @@
+"""Lesson 10 sweep (issue 17: segmented sort of rows <= 4096 at >= 1.0x torch.sort, values AND indices). Run from
+the repo root: `PYTHONPATH=$PWD python3 bench/sweeps/l10u.py`; `--cpu` runs tiny shapes under the interpreter (a
+smoke test of the script, not a measurement).
+
+What it compares, at make bench's shapes (2**24 fp32 in all: 4096x4096, 16384x1024, 65536x256) and at 4096x4096
+fp16, each next to torch.sort(x, dim=-1) (values + int64 indices, what bench/lesson10.py compares with) timed here,
+in one process, every call captured in a CUDA graph (bench.common.graphed) and timed by triton.testing.do_bench on
+the replay (the host's launch cost is gone on both sides):
+  - sort_rows as SORT_ROWS_SCHEDULES sets it (first guess: the tiled network from rows of 1024 up);
+  - sort_rows' tiled network (new: sort_rows_tiled_kernel, bitonic_sort_tiled's network on packed (value, column)
+    keys: int64 for fp32, int32 for fp16) at a few (ROWS, num_warps) around bitonic_sort_tiled's winners
+    (results/h100-2026-11-23-s7/sweeps/l10s.txt: (1, 4) at 4096, (1, 8) at 1024, (1, 1) at 256; int64 keys need
+    twice the registers, and an sm_90 compile spills at 4096 below 16 warps);
+  - sort_rows' tl.sort network (the former default) at its former warps;
+  - one variant written here, not in the lesson: the tiled kernel comparing int64 keys by one select
+    (where(keep_min == (p < x), p, x)) instead of min, max and a select: about 7 % fewer instructions in an sm_90
+    compile at 4096. If it wins clearly, the lead may move that compare into the lesson (a code change, no table).
+Every candidate is checked first, exactly, against torch.sort(x, dim=-1, stable=True): values and int64 indices
+(FAIL lines are never chosen). GB/s credits read x + write values + write int64 indices: 16 bytes an element in
+fp32, 12 in fp16. A "[torch.sort stable=True]" line is printed for information (not a baseline).
+
+Which line maps to which edit in solutions/10_sort_scan_data.ipynb (then `python -m utils.notebooks`):
+  - "tiled ROWS=r w=w"  at MxN <dtype>  -> SORT_ROWS_SCHEDULES[torch.<dtype>][N] = ("tiled", r, w)
+  - "tl.sort w=w"       at MxN <dtype>  -> SORT_ROWS_SCHEDULES[torch.<dtype>][N] = ("tl.sort", 1, w)
+  (the 4096 line's winner may also set the 2048 line: a tiled (r, w) as (r, w // 2), same registers a thread, or
+  tl.sort w as w // 2; fp16 rows of 1024 and 256, not swept here, keep bitonic_sort_tiled's lines.)
+The "best per shape" summary prints the edit for each shape's fastest checked sort_rows line, the fastest line of
+all if it is the select variant, and the ratio to torch.sort that issue 17 asks about.
+"""
+
+import os
+import sys
+import time
+
+CPU = "--cpu" in sys.argv
+if CPU:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import utils  # noqa: E402  (sets the interpreter up before triton is imported)
+
+env = utils.mode.current()
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from lessons import l10_sort_scan_data as L  # noqa: E402
+from lessons.l10_sort_scan_data import pack_sort_key, unpack_sort_key  # noqa: E402
+
+DEV = env.device
+T0 = time.time()
+LINES = []
+BEST = {}  # shape -> (ms, candidate, edit, ratio): the sort_rows lines (they have an edit)
+FASTEST = {}  # shape -> (ms, candidate, ratio): every line
+BUDGET_S = 120  # the lead's limit is 150 s: later candidates are skipped (and say so) past this
+
+
+def say(line):
+    print(line, flush=True)
+    LINES.append(line)
+
+
+def first_line(e):
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+
+
+def bench(fn):
+    if CPU:
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+    from bench.common import graphed
+
+    return triton.testing.do_bench(graphed(fn), warmup=10, rep=50)
+
+
+def fmt(shape, name, ms, nbytes):
+    return f"{shape:18s} {name:34s} {ms:9.4f} ms {nbytes / ms / 1e6:8.1f} GB/s"
+
+
+@triton.jit
+def _compare_exchange_select(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANES: tl.constexpr):
+    """L.compare_exchange_tiled with one comparison and one select: keys are distinct (the column is in them), so
+    the lane that keeps the minimum takes its partner's key exactly when the partner's is smaller."""
+    if j < LANES:
+        p = tl.gather(x, tl.broadcast_to(c ^ j, x.shape), 1)
+    else:
+        p = tl.gather(x, tl.broadcast_to(r ^ (j // LANES), x.shape), 0)
+    keep_min = ((lane & k) == 0) == ((lane & j) == 0)
+    return tl.where(keep_min == (p < x), p, x)
+
+
+@triton.jit
+def _sort_rows_tiled_select_kernel(x_ptr, values_ptr, indices_ptr, M, N, stride_xm, BLOCK_SIZE: tl.constexpr,
+                                   LOG_BLOCK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr):  # fmt: skip
+    """L.sort_rows_tiled_kernel with _compare_exchange_select."""
+    R: tl.constexpr = ROWS * BLOCK_SIZE // LANES
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, LANES)[None, :]
+    flat = r * LANES + c
+    lane = flat & (BLOCK_SIZE - 1)
+    row = tl.program_id(0).to(tl.int64) * ROWS + flat // BLOCK_SIZE
+    mask = (lane < N) & (row < M)
+    x = tl.load(x_ptr + row * stride_xm + lane, mask=mask, other=0.0)
+    packed = pack_sort_key(x, lane, mask)
+    for s in tl.static_range(1, LOG_BLOCK + 1):
+        for t in tl.static_range(s):
+            packed = _compare_exchange_select(packed, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES)
+    values, indices = unpack_sort_key(packed)
+    tl.store(values_ptr + row * N + lane, values, mask=mask)
+    tl.store(indices_ptr + row * N + lane, indices, mask=mask)
+
+
+def tiled_select(x, out, out_i, ROWS, num_warps):
+    M, N = x.shape
+    B = triton.next_power_of_2(N)
+    _sort_rows_tiled_select_kernel[(triton.cdiv(M, ROWS),)](
+        x, out, out_i, M, N, x.stride(0), BLOCK_SIZE=B, LOG_BLOCK=B.bit_length() - 1, ROWS=ROWS, LANES=min(B, 32),
+        num_warps=num_warps,
+    )  # fmt: skip
+    return out, out_i
+
+
+def run(shape, name, fn, check, nbytes, base_ms, edit=None):
+    """Check fn once, time it, print one line; remember the fastest per shape."""
+    if time.time() - T0 > BUDGET_S:
+        say(f"{shape:18s} {name:34s} SKIPPED (past {BUDGET_S} s)")
+        return
+    try:
+        problem = check(fn())
+        if problem:
+            say(f"{shape:18s} {name:34s} FAIL {problem}")
+            return
+        ms = bench(fn)
+        say(fmt(shape, name, ms, nbytes) + f"  x{base_ms / ms:.2f} vs torch.sort")
+        if edit and (shape not in BEST or ms < BEST[shape][0]):
+            BEST[shape] = (ms, name, edit, base_ms / ms)
+        if shape not in FASTEST or ms < FASTEST[shape][0]:
+            FASTEST[shape] = (ms, name, base_ms / ms)
+    except Exception as e:  # one failure never loses the others
+        say(f"{shape:18s} {name:34s} ERROR {type(e).__name__}: {first_line(e)}")
+
+
+# (N, dtype, [(ROWS, num_warps) of the tiled network], [tl.sort warps], [(ROWS, num_warps) of the select variant]);
+# 4096 first: the row length issue 17 misses
+F32, F16 = torch.float32, torch.float16
+PLAN = [
+    (4096, F32, [(1, 8), (1, 16), (1, 32)], [16], [(1, 16)]),
+    (1024, F32, [(1, 4), (1, 8), (2, 8), (1, 16)], [4], [(1, 8)]),
+    (256, F32, [(1, 1), (1, 2), (2, 2), (2, 4)], [1, 2], []),
+    (4096, F16, [(1, 4), (1, 8), (1, 16)], [], []),
+]
+
+
+def sweep(N, dtype, tiled, tl_sort, select):
+    M = (3 if N >= 1024 else 16) if CPU else 2**24 // N
+    dname = utils.dtype_name(dtype).replace("float", "fp")
+    shape = f"{M}x{N} {dname}"
+    x = torch.randn(M, N, device=DEV).to(dtype)
+    nbytes = M * N * (2 * x.element_size() + 8)
+    ref_v, ref_i = torch.sort(x, dim=-1, stable=True)
+    out, out_i = torch.empty_like(x), torch.empty(M, N, dtype=torch.int64, device=DEV)
+
+    def check(got):
+        values, indices = got
+        if not torch.equal(values, ref_v):
+            return f"values differ from torch.sort at {int((values != ref_v).sum())} of {values.numel()} elements"
+        if not torch.equal(indices, ref_i):
+            return f"indices differ from torch.sort(stable=True) at {int((indices != ref_i).sum())} elements"
+        return None
+
+    try:
+        base_ms = bench(lambda: torch.sort(x, dim=-1))
+    except Exception as e:
+        say(f"{shape:18s} {'[torch.sort]':34s} ERROR {type(e).__name__}: {first_line(e)}")
+        return
+    say(fmt(shape, "[torch.sort] (values + indices)", base_ms, nbytes))
+    try:
+        stable_ms = bench(lambda: torch.sort(x, dim=-1, stable=True))
+        say(fmt(shape, "[torch.sort stable=True]", stable_ms, nbytes) + f"  x{base_ms / stable_ms:.2f}")
+    except Exception as e:
+        say(f"{shape:18s} {'[torch.sort stable=True]':34s} ERROR {type(e).__name__}: {first_line(e)}")
+    table = f"SORT_ROWS_SCHEDULES[torch.{utils.dtype_name(dtype)}][{N}]"
+    network, rows, w = L.sort_rows_schedule(N, dtype)
+    run(shape, f"sort_rows as set ({network} {rows} {w})", lambda: L.sort_rows(x, out=out, out_indices=out_i),
+        check, nbytes, base_ms, edit=f"{table} = {L.SORT_ROWS_SCHEDULES[dtype].get(N)!r} (as set: no edit)")  # fmt: skip
+    for rows, w in tiled:
+        run(shape, f"tiled ROWS={rows} w={w}",
+            lambda: L.sort_rows(x, out=out, out_indices=out_i, network="tiled", ROWS=rows, num_warps=w),
+            check, nbytes, base_ms, edit=f'{table} = ("tiled", {rows}, {w})')  # fmt: skip
+    for w in tl_sort:
+        run(shape, f"tl.sort w={w}", lambda: L.sort_rows(x, out=out, out_indices=out_i, network="tl.sort", num_warps=w),
+            check, nbytes, base_ms, edit=f'{table} = ("tl.sort", 1, {w})')  # fmt: skip
+    for rows, w in select:
+        run(shape, f"tiled select ROWS={rows} w={w}", lambda: tiled_select(x, out, out_i, rows, w), check, nbytes,
+            base_ms)  # fmt: skip
+
+
+for plan in PLAN:
+    try:
+        sweep(*plan)
+    except Exception as e:
+        say(f"rows of {plan[0]} ERROR {type(e).__name__}: {first_line(e)}")
+    if not CPU:
+        torch.cuda.empty_cache()
+    say(f"-- rows of {plan[0]} {utils.dtype_name(plan[1])} done at {time.time() - T0:.0f} s")
+
+if time.time() - T0 < BUDGET_S:  # the lesson's own check at its GPU shapes (fp32 and fp16, rows up to 4096), as set
+    try:
+        L.check_sort_rows(L.sort_rows, quiet=True)
+        say(f"{'check':18s} {'check_sort_rows(sort_rows)':34s} ok")
+    except Exception as e:
+        say(f"{'check':18s} {'check_sort_rows(sort_rows)':34s} FAIL {first_line(e)}")
+
+say("\nbest per shape (fastest checked sort_rows line -> its edit, x vs torch.sort; then the fastest of all):")
+for shape, (ms, name, edit, ratio) in BEST.items():
+    say(f"  {shape:18s} {ms:9.4f} ms  x{ratio:5.2f}  {name:30s} -> {edit}")
+    if shape in FASTEST and FASTEST[shape][1] != name:
+        f_ms, f_name, f_ratio = FASTEST[shape]
+        say(f"  {shape:18s} {f_ms:9.4f} ms  x{f_ratio:5.2f}  {f_name:30s} (fastest of all: no table edit)")
+say(f"total {time.time() - T0:.0f} s (triton {triton.__version__}, torch {torch.__version__}, {env.gpu_name or 'CPU'})")
+if os.environ.get("OUT"):
+    with open(os.path.join(os.environ["OUT"], "sweep_l10u.txt"), "w") as f:
+        f.write("\n".join(LINES) + "\n")
