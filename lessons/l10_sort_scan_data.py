@@ -280,14 +280,14 @@ def sort_rows_kernel(x_ptr, values_ptr, indices_ptr, N, stride_xm, BLOCK_SIZE: t
 #    bitonic_sort_tiled's values: its tiled lines start from BITONIC_TILED_SCHEDULES'. A first guess, not yet
 #    measured: "tiled" where tl.sort took 2.3 ms at rows of 4096 and 0.90 ms at 1024 on an H100, 5x and 2.5x
 #    bitonic_sort_tiled's values-only times (results/h100-2026-11-23-s7/sweeps/l10s.txt): the int64 keys double
-#    its bytes, not its steps. Warps: the fewest with which an sm_90 compile spills nothing (at 4096: 16).
-#    bench/sweeps/l10u.py times both networks and prints the edits.
+#    its bytes, not its steps. Warps: bitonic_sort_tiled's winners, doubled at 4096 and 2048 for the int64 keys'
+#    registers. bench/sweeps/l10u.py times both networks and prints the edits.
 SORT_ROWS_SCHEDULES = {
     torch.float32: {
         256: ("tl.sort", 1, 1),  # 0.22 ms on an H100, the values-only tiled kernel 0.16: close, int64 keys cost more
         1024: ("tiled", 1, 8),
         2048: ("tiled", 1, 8),
-        4096: ("tiled", 1, 16),
+        4096: ("tiled", 1, 8),
     },
     torch.float16: {
         64: ("tiled", 4, 1),
@@ -443,7 +443,13 @@ def compare_exchange_tiled(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANE
     else:
         p = tl.gather(x, tl.broadcast_to(r ^ (j // LANES), x.shape), 0)
     keep_min = ((lane & k) == 0) == ((lane & j) == 0)  # ascending pair, lower lane: the minimum
-    return tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))
+    if x.dtype == tl.int64:
+        # sort_rows' packed keys: all distinct, so a lane takes its partner's key exactly when that key belongs on
+        # its side. One 64-bit comparison and one select, where minimum, maximum and where take three: an sm_90
+        # compile at 4096 has a third fewer instructions (for 32-bit values the min/max form is the shorter)
+        return tl.where(keep_min == (p < x), p, x)
+    else:
+        return tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))
 
 
 @triton.jit

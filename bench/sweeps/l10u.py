@@ -10,11 +10,12 @@ the replay (the host's launch cost is gone on both sides):
   - sort_rows' tiled network (new: sort_rows_tiled_kernel, bitonic_sort_tiled's network on packed (value, column)
     keys: int64 for fp32, int32 for fp16) at a few (ROWS, num_warps) around bitonic_sort_tiled's winners
     (results/h100-2026-11-23-s7/sweeps/l10s.txt: (1, 4) at 4096, (1, 8) at 1024, (1, 1) at 256; int64 keys need
-    twice the registers, and an sm_90 compile spills at 4096 below 16 warps);
+    twice the registers: 168 a thread at 4096 with 4 warps in an sm_90 compile, no spills);
   - sort_rows' tl.sort network (the former default) at its former warps;
-  - one variant written here, not in the lesson: the tiled kernel comparing int64 keys by one select
-    (where(keep_min == (p < x), p, x)) instead of min, max and a select: about 7 % fewer instructions in an sm_90
-    compile at 4096. If it wins clearly, the lead may move that compare into the lesson (a code change, no table).
+  - one variant written here, not in the lesson: the tiled kernel comparing int64 keys as it compares floats
+    (where(keep_min, minimum, maximum)), where the lesson's compare_exchange_tiled takes one comparison and one
+    select for them (where(keep_min == (p < x), p, x)): a third fewer instructions in an sm_90 compile at 4096. If
+    the "minmax" lines win clearly, the lead may drop that int64 branch from the lesson (a code change, no table).
 Every candidate is checked first, exactly, against torch.sort(x, dim=-1, stable=True): values and int64 indices
 (FAIL lines are never chosen). GB/s credits read x + write values + write int64 indices: 16 bytes an element in
 fp32, 12 in fp16. A "[torch.sort stable=True]" line is printed for information (not a baseline).
@@ -25,7 +26,7 @@ Which line maps to which edit in solutions/10_sort_scan_data.ipynb (then `python
   (the 4096 line's winner may also set the 2048 line: a tiled (r, w) as (r, w // 2), same registers a thread, or
   tl.sort w as w // 2; fp16 rows of 1024 and 256, not swept here, keep bitonic_sort_tiled's lines.)
 The "best per shape" summary prints the edit for each shape's fastest checked sort_rows line, the fastest line of
-all if it is the select variant, and the ratio to torch.sort that issue 17 asks about.
+all if it is the minmax variant, and the ratio to torch.sort that issue 17 asks about.
 """
 
 import os
@@ -79,21 +80,20 @@ def fmt(shape, name, ms, nbytes):
 
 
 @triton.jit
-def _compare_exchange_select(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANES: tl.constexpr):
-    """L.compare_exchange_tiled with one comparison and one select: keys are distinct (the column is in them), so
-    the lane that keeps the minimum takes its partner's key exactly when the partner's is smaller."""
+def _compare_exchange_minmax(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANES: tl.constexpr):
+    """L.compare_exchange_tiled as it is for floats, on the int64 keys too: minimum, maximum, then a select."""
     if j < LANES:
         p = tl.gather(x, tl.broadcast_to(c ^ j, x.shape), 1)
     else:
         p = tl.gather(x, tl.broadcast_to(r ^ (j // LANES), x.shape), 0)
     keep_min = ((lane & k) == 0) == ((lane & j) == 0)
-    return tl.where(keep_min == (p < x), p, x)
+    return tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))
 
 
 @triton.jit
-def _sort_rows_tiled_select_kernel(x_ptr, values_ptr, indices_ptr, M, N, stride_xm, BLOCK_SIZE: tl.constexpr,
+def _sort_rows_tiled_minmax_kernel(x_ptr, values_ptr, indices_ptr, M, N, stride_xm, BLOCK_SIZE: tl.constexpr,
                                    LOG_BLOCK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr):  # fmt: skip
-    """L.sort_rows_tiled_kernel with _compare_exchange_select."""
+    """L.sort_rows_tiled_kernel with _compare_exchange_minmax."""
     R: tl.constexpr = ROWS * BLOCK_SIZE // LANES
     r = tl.arange(0, R)[:, None]
     c = tl.arange(0, LANES)[None, :]
@@ -105,16 +105,16 @@ def _sort_rows_tiled_select_kernel(x_ptr, values_ptr, indices_ptr, M, N, stride_
     packed = pack_sort_key(x, lane, mask)
     for s in tl.static_range(1, LOG_BLOCK + 1):
         for t in tl.static_range(s):
-            packed = _compare_exchange_select(packed, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES)
+            packed = _compare_exchange_minmax(packed, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES)
     values, indices = unpack_sort_key(packed)
     tl.store(values_ptr + row * N + lane, values, mask=mask)
     tl.store(indices_ptr + row * N + lane, indices, mask=mask)
 
 
-def tiled_select(x, out, out_i, ROWS, num_warps):
+def tiled_minmax(x, out, out_i, ROWS, num_warps):
     M, N = x.shape
     B = triton.next_power_of_2(N)
-    _sort_rows_tiled_select_kernel[(triton.cdiv(M, ROWS),)](
+    _sort_rows_tiled_minmax_kernel[(triton.cdiv(M, ROWS),)](
         x, out, out_i, M, N, x.stride(0), BLOCK_SIZE=B, LOG_BLOCK=B.bit_length() - 1, ROWS=ROWS, LANES=min(B, 32),
         num_warps=num_warps,
     )  # fmt: skip
@@ -141,18 +141,18 @@ def run(shape, name, fn, check, nbytes, base_ms, edit=None):
         say(f"{shape:18s} {name:34s} ERROR {type(e).__name__}: {first_line(e)}")
 
 
-# (N, dtype, [(ROWS, num_warps) of the tiled network], [tl.sort warps], [(ROWS, num_warps) of the select variant]);
+# (N, dtype, [(ROWS, num_warps) of the tiled network], [tl.sort warps], [(ROWS, num_warps) of the minmax variant]);
 # 4096 first: the row length issue 17 misses
 F32, F16 = torch.float32, torch.float16
 PLAN = [
-    (4096, F32, [(1, 8), (1, 16), (1, 32)], [16], [(1, 16)]),
+    (4096, F32, [(1, 4), (1, 8), (1, 16), (1, 32)], [16], [(1, 8)]),
     (1024, F32, [(1, 4), (1, 8), (2, 8), (1, 16)], [4], [(1, 8)]),
     (256, F32, [(1, 1), (1, 2), (2, 2), (2, 4)], [1, 2], []),
     (4096, F16, [(1, 4), (1, 8), (1, 16)], [], []),
 ]
 
 
-def sweep(N, dtype, tiled, tl_sort, select):
+def sweep(N, dtype, tiled, tl_sort, minmax):
     M = (3 if N >= 1024 else 16) if CPU else 2**24 // N
     dname = utils.dtype_name(dtype).replace("float", "fp")
     shape = f"{M}x{N} {dname}"
@@ -191,8 +191,8 @@ def sweep(N, dtype, tiled, tl_sort, select):
     for w in tl_sort:
         run(shape, f"tl.sort w={w}", lambda: L.sort_rows(x, out=out, out_indices=out_i, network="tl.sort", num_warps=w),
             check, nbytes, base_ms, edit=f'{table} = ("tl.sort", 1, {w})')  # fmt: skip
-    for rows, w in select:
-        run(shape, f"tiled select ROWS={rows} w={w}", lambda: tiled_select(x, out, out_i, rows, w), check, nbytes,
+    for rows, w in minmax:
+        run(shape, f"tiled minmax ROWS={rows} w={w}", lambda: tiled_minmax(x, out, out_i, rows, w), check, nbytes,
             base_ms)  # fmt: skip
 
 
