@@ -15,7 +15,12 @@ the replay (the host's launch cost is gone on both sides):
   - one variant written here, not in the lesson: the tiled kernel comparing int64 keys as it compares floats
     (where(keep_min, minimum, maximum)), where the lesson's compare_exchange_tiled takes one comparison and one
     select for them (where(keep_min == (p < x), p, x)): a third fewer instructions in an sm_90 compile at 4096. If
-    the "minmax" lines win clearly, the lead may drop that int64 branch from the lesson (a code change, no table).
+    the "minmax" lines win clearly, the lead may drop that int64 branch from the lesson (a code change, no table);
+  - an experiment, not in the lesson ("reg8"): element i of a row at (i // 256, (i // 8) % 32, i % 8), its last
+    three bits held in one thread's registers by tl.join, so the 33 of 78 steps at 4096 on those bits are a
+    split, a compare and a join, with no shuffle or shared memory. An sm_90 compile has 42 % fewer shuffles and
+    12 % fewer instructions than the tiled kernel at 4096, but more barriers (57 at 8 warps, against 27): only
+    a GPU can say which wins. A winning "reg8" line is news for the next session (no table edit).
 Every candidate is checked first, exactly, against torch.sort(x, dim=-1, stable=True): values and int64 indices
 (FAIL lines are never chosen). GB/s credits read x + write values + write int64 indices: 16 bytes an element in
 fp32, 12 in fp16. A "[torch.sort stable=True]" line is printed for information (not a baseline).
@@ -26,7 +31,7 @@ Which line maps to which edit in solutions/10_sort_scan_data.ipynb (then `python
   (the 4096 line's winner may also set the 2048 line: a tiled (r, w) as (r, w // 2), same registers a thread, or
   tl.sort w as w // 2; fp16 rows of 1024 and 256, not swept here, keep bitonic_sort_tiled's lines.)
 The "best per shape" summary prints the edit for each shape's fastest checked sort_rows line, the fastest line of
-all if it is the minmax variant, and the ratio to torch.sort that issue 17 asks about.
+all where that is not a sort_rows line (minmax, reg8), and the ratio to torch.sort that issue 17 asks about.
 """
 
 import os
@@ -121,6 +126,103 @@ def tiled_minmax(x, out, out_i, ROWS, num_warps):
     return out, out_i
 
 
+@triton.jit
+def _swap_pair(a, b, ia, j: tl.constexpr, k: tl.constexpr):
+    """a holds lane ia, b lane ia + j (ia & j == 0): the pair sorted ascending where (ia & k) == 0."""
+    asc = (ia & k) == 0
+    swap = asc == (b < a)
+    return tl.where(swap, b, a), tl.where(swap, a, b)
+
+
+@triton.jit
+def _reg_step(x, idx, bit: tl.constexpr, k: tl.constexpr):
+    """compare-exchange on in-register bit `bit` of a (R, 32, 2, 2, 2) tile (dims 2, 3, 4 = bits 0, 1, 2)."""
+    j: tl.constexpr = 1 << bit
+    if bit == 0:
+        xp = tl.permute(x, (0, 1, 3, 4, 2))
+        ip = tl.permute(idx, (0, 1, 3, 4, 2))
+    elif bit == 1:
+        xp = tl.permute(x, (0, 1, 2, 4, 3))
+        ip = tl.permute(idx, (0, 1, 2, 4, 3))
+    else:
+        xp = x
+        ip = idx
+    a, b = tl.split(xp)
+    ia, ib = tl.split(ip)
+    a, b = _swap_pair(a, b, ia, j, k)
+    y = tl.join(a, b)
+    if bit == 0:
+        y = tl.permute(y, (0, 1, 4, 2, 3))
+    elif bit == 1:
+        y = tl.permute(y, (0, 1, 2, 4, 3))
+    return y
+
+
+@triton.jit
+def _gather_step(x, idx, r, c, j: tl.constexpr, k: tl.constexpr):
+    """compare-exchange with the partner j away, j a lane bit (axis 1: 8 * c) or a row bit (axis 0: 256 * r)."""
+    if j < 256:
+        p = tl.gather(x, tl.broadcast_to(c ^ (j // 8), x.shape), 1)
+    else:
+        p = tl.gather(x, tl.broadcast_to(r ^ (j // 256), x.shape), 0)
+    keep_min = ((idx & k) == 0) == ((idx & j) == 0)
+    return tl.where(keep_min == (p < x), p, x)
+
+
+@triton.jit
+def _sort_rows_reg_kernel(
+    x_ptr, values_ptr, indices_ptr, M, N, stride_xm, BLOCK_SIZE: tl.constexpr, LOG_BLOCK: tl.constexpr
+):
+    """One row a program; element i at tile (i // 256, (i // 8) % 32, i % 8): bits 0-2 in registers (their steps
+    need no exchange between threads), bits 3-7 across a warp's lanes, the rest across tile rows."""
+    R: tl.constexpr = BLOCK_SIZE // 256
+    row = tl.program_id(0).to(tl.int64)
+    r = tl.arange(0, R)[:, None, None, None, None]
+    c = tl.arange(0, 32)[None, :, None, None, None]
+    base = r * 256 + c * 8  # (R, 32, 1, 1, 1)
+    # -- the 8 in-register elements, joined so that Triton keeps them in one thread: dims 2, 3, 4 = bits 0, 1, 2
+    b2 = base.reshape(R, 32)
+    k0 = _load_key(x_ptr, row, stride_xm, b2 + 0, N)
+    k1 = _load_key(x_ptr, row, stride_xm, b2 + 1, N)
+    k2 = _load_key(x_ptr, row, stride_xm, b2 + 2, N)
+    k3 = _load_key(x_ptr, row, stride_xm, b2 + 3, N)
+    k4 = _load_key(x_ptr, row, stride_xm, b2 + 4, N)
+    k5 = _load_key(x_ptr, row, stride_xm, b2 + 5, N)
+    k6 = _load_key(x_ptr, row, stride_xm, b2 + 6, N)
+    k7 = _load_key(x_ptr, row, stride_xm, b2 + 7, N)
+    x = tl.join(tl.join(tl.join(k0, k1), tl.join(k2, k3)), tl.join(tl.join(k4, k5), tl.join(k6, k7)))
+    i0 = b2
+    idx = tl.join(
+        tl.join(tl.join(i0, i0 + 1), tl.join(i0 + 2, i0 + 3)), tl.join(tl.join(i0 + 4, i0 + 5), tl.join(i0 + 6, i0 + 7))
+    )
+    for s in tl.static_range(1, LOG_BLOCK + 1):
+        for t in tl.static_range(s):
+            if s - 1 - t < 3:
+                x = _reg_step(x, idx, s - 1 - t, 1 << s)
+            else:
+                x = _gather_step(x, idx, r, c, 1 << (s - 1 - t), 1 << s)
+    values, cols = unpack_sort_key(x)
+    mask = idx < N
+    tl.store(values_ptr + row * N + idx, values, mask=mask)
+    tl.store(indices_ptr + row * N + idx, cols, mask=mask)
+
+
+@triton.jit
+def _load_key(x_ptr, row, stride_xm, cols, N):
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
+    return pack_sort_key(x, cols, mask)
+
+
+def tiled_reg(x, out, out_i, num_warps):
+    """_sort_rows_reg_kernel, one row a program (rows of at least 256)."""
+    M, N = x.shape
+    B = triton.next_power_of_2(N)
+    _sort_rows_reg_kernel[(M,)](x, out, out_i, M, N, x.stride(0), BLOCK_SIZE=B, LOG_BLOCK=B.bit_length() - 1,
+                                num_warps=num_warps)  # fmt: skip
+    return out, out_i
+
+
 def run(shape, name, fn, check, nbytes, base_ms, edit=None):
     """Check fn once, time it, print one line; remember the fastest per shape."""
     if time.time() - T0 > BUDGET_S:
@@ -141,18 +243,19 @@ def run(shape, name, fn, check, nbytes, base_ms, edit=None):
         say(f"{shape:18s} {name:34s} ERROR {type(e).__name__}: {first_line(e)}")
 
 
-# (N, dtype, [(ROWS, num_warps) of the tiled network], [tl.sort warps], [(ROWS, num_warps) of the minmax variant]);
+# (N, dtype, [(ROWS, num_warps) of the tiled network], [tl.sort warps], [(ROWS, num_warps) of the minmax variant],
+#  [num_warps of the reg8 experiment]);
 # 4096 first: the row length issue 17 misses
 F32, F16 = torch.float32, torch.float16
 PLAN = [
-    (4096, F32, [(1, 4), (1, 8), (1, 16), (1, 32)], [16], [(1, 8)]),
-    (1024, F32, [(1, 4), (1, 8), (2, 8), (1, 16)], [4], [(1, 8)]),
-    (256, F32, [(1, 1), (1, 2), (2, 2), (2, 4)], [1, 2], []),
-    (4096, F16, [(1, 4), (1, 8), (1, 16)], [], []),
+    (4096, F32, [(1, 4), (1, 8), (1, 16)], [16], [(1, 8)], [8]),
+    (1024, F32, [(1, 4), (1, 8), (2, 8)], [4], [(1, 8)], [4]),
+    (4096, F16, [(1, 4), (1, 8), (1, 16)], [], [], []),
+    (256, F32, [(1, 1), (1, 2), (2, 2), (2, 4)], [1, 2], [], []),
 ]
 
 
-def sweep(N, dtype, tiled, tl_sort, minmax):
+def sweep(N, dtype, tiled, tl_sort, minmax, reg):
     M = (3 if N >= 1024 else 16) if CPU else 2**24 // N
     dname = utils.dtype_name(dtype).replace("float", "fp")
     shape = f"{M}x{N} {dname}"
@@ -194,6 +297,8 @@ def sweep(N, dtype, tiled, tl_sort, minmax):
     for rows, w in minmax:
         run(shape, f"tiled minmax ROWS={rows} w={w}", lambda: tiled_minmax(x, out, out_i, rows, w), check, nbytes,
             base_ms)  # fmt: skip
+    for w in reg:
+        run(shape, f"reg8 experiment w={w}", lambda: tiled_reg(x, out, out_i, w), check, nbytes, base_ms)
 
 
 for plan in PLAN:
