@@ -444,9 +444,10 @@ def compare_exchange_tiled(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANE
         p = tl.gather(x, tl.broadcast_to(r ^ (j // LANES), x.shape), 0)
     keep_min = ((lane & k) == 0) == ((lane & j) == 0)  # ascending pair, lower lane: the minimum
     if x.dtype == tl.int64:
-        # sort_rows' packed keys: all distinct, so a lane takes its partner's key exactly when that key belongs on
-        # its side. One 64-bit comparison and one select, where minimum, maximum and where take three: an sm_90
-        # compile at 4096 has a third fewer instructions (for 32-bit values the min/max form is the shorter)
+        # sort_rows' packed keys: all distinct (the padding's are equal, so either copy will do), so a lane takes
+        # its partner's key exactly when that key belongs on its side. One 64-bit comparison and one select, where
+        # minimum, maximum and where take three: an sm_90 compile at 4096 has a third fewer instructions (for
+        # 32-bit values the min/max form is the shorter)
         return tl.where(keep_min == (p < x), p, x)
     else:
         return tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))
