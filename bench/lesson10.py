@@ -1,10 +1,12 @@
 """Lesson 10 for `make bench`: sorting, top-k, scans and a small analytical query, against PyTorch and pandas.
 
 - segmented sort: rows of 256, 1024 and 4096 fp32 (2**24 elements in all), sort_rows (its SORT_ROWS_SCHEDULES
-  network and warps per row length) vs torch.sort (both return values and int64 indices); bytes = read x + write
-  values + write indices = 16 bytes per element; plus exercise 1's bitonic_sort (values only, credited with the
-  same bytes) at rows of 1024, and bitonic_sort_tiled (values only, the same bytes; BITONIC_TILED_SCHEDULES' rows
-  a program and warps) at rows of 1024 and 4096;
+  network, rows a program and warps per row length: "tiled" is bitonic_sort_tiled's network carrying the indices
+  in packed keys) vs torch.sort (both return values and int64 indices); bytes = read x + write values + write
+  indices = 16 bytes per element; where the table's network is not tl.sort, sort_rows with tl.sort too (the
+  former default); sort_rows at 4096x4096 fp16 (12 bytes per element); plus exercise 1's bitonic_sort (values
+  only, credited with the same bytes) at rows of 1024, and bitonic_sort_tiled (values only, the same bytes;
+  BITONIC_TILED_SCHEDULES' rows a program and warps) at rows of 1024 and 4096;
 - top-k at a vocabulary of 131072 (and 152064), k = 50 and 64, batch 1, 8 and 64: top_k (TOP_K_SCHEDULES'
   method per batch) and exercise 2's whole-block sort (method "sort") vs torch.topk; bytes = top_k_bytes (read
   the logits, write k values and indices);
@@ -78,9 +80,12 @@ def _sorts() -> list[Row]:
     rows = []
     for N in (256, 1024, 4096):
         x = torch.randn(2**24 // N, N, device="cuda")
-        network, _ = sort_rows_schedule(N)
+        network, _, _ = sort_rows_schedule(N)
+        impls = {f"triton sort_rows ({network})": lambda: sort_rows(x)}
+        if network != "tl.sort":  # the former default, on the same rows
+            impls["triton sort_rows (tl.sort)"] = lambda: sort_rows(x, network="tl.sort")
         rows += paired(
-            {f"triton sort_rows ({network})": lambda: sort_rows(x)},
+            impls,
             ("torch.sort", lambda: torch.sort(x, dim=-1)),
             lesson="10",
             op="segmented sort",
@@ -88,6 +93,17 @@ def _sorts() -> list[Row]:
             dtype="fp32",
             bytes=x.numel() * (4 + 4 + 8),
         )
+    x = torch.randn(4096, 4096, device="cuda").half()  # fp16 packs into int32 keys: half the bits of fp32's
+    network, _, _ = sort_rows_schedule(4096, torch.float16)
+    rows += paired(
+        {f"triton sort_rows ({network}, fp16)": lambda: sort_rows(x)},  # a name of its own beside fp32's
+        ("torch.sort", lambda: torch.sort(x, dim=-1)),
+        lesson="10",
+        op="segmented sort",
+        shape="4096x4096",
+        dtype="fp16",
+        bytes=x.numel() * (2 + 2 + 8),
+    )
     x = torch.randn(2**24 // 1024, 1024, device="cuda")  # exercise 1's network (values only) on the same footing
     rows += paired(
         {"triton bitonic_sort (tl.gather network)": lambda: bitonic_sort(x)},

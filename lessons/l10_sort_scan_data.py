@@ -213,6 +213,33 @@ def float_from_sort_key(key):
 
 
 @triton.jit
+def pack_sort_key(x, cols, mask):
+    """Each (value, column) as one integer whose signed order is value first, then column: fp32 -> int64,
+    float_sort_key << 32 | column; fp16 -> int32, the same key made from its 16 bits << 16 | column (columns below
+    65536): half the bits to move and compare. Lanes outside mask get the largest integer: they sort last."""
+    if x.dtype == tl.float16:
+        b = x.to(tl.int16, bitcast=True).to(tl.int32)  # sign-extended: negative floats stay negative
+        m = b & 0x7FFF  # the magnitude's bits: 0 for ±0.0, above 0x7C00 (+inf) for NaN
+        b = tl.where(m == 0, 0, tl.where(m > 0x7C00, 0x7E00, b))  # -0.0 -> 0.0; every NaN -> one, above +inf
+        packed = ((b ^ ((b >> 15) & 0x7FFF)) << 16) | cols
+        return tl.where(mask, packed, 0x7FFFFFFF)
+    else:
+        packed = (float_sort_key(x).to(tl.int64) << 32) | cols.to(tl.int64)
+        return tl.where(mask, packed, 0x7FFFFFFFFFFFFFFF)
+
+
+@triton.jit
+def unpack_sort_key(packed):
+    """pack_sort_key undone: (the value, fp16 from int32 keys and fp32 from int64, and its column as int64)."""
+    if packed.dtype == tl.int32:
+        key = packed >> 16
+        value = (key ^ ((key >> 31) & 0x7FFF)).to(tl.int16).to(tl.float16, bitcast=True)
+        return value, (packed & 0xFFFF).to(tl.int64)
+    else:
+        return float_from_sort_key((packed >> 32).to(tl.int32)), packed & 0xFFFFFFFF
+
+
+@triton.jit
 def sort_block(x, BLOCK_SIZE: tl.constexpr, DESCENDING: tl.constexpr, USE_TL_SORT: tl.constexpr):
     """A block sorted: tl.sort when compiled; under the interpreter, where tl.sort is slow (its reductions run
     element by element in Python), exercise 1's network written out with tl.gather: the same result."""
@@ -233,84 +260,140 @@ def sort_block(x, BLOCK_SIZE: tl.constexpr, DESCENDING: tl.constexpr, USE_TL_SOR
 def sort_rows_kernel(x_ptr, values_ptr, indices_ptr, N, stride_xm, BLOCK_SIZE: tl.constexpr, USE_TL_SORT: tl.constexpr):
     """values[row], indices[row] = a stable ascending sort of x[row, :N]: one row per program.
 
-    Each element becomes one int64, (sort key << 32) | column, so one tl.sort orders by value and, among equal
-    values, by column: a stable sort that carries its indices along."""
+    Each element becomes one integer, (sort key << 32) | column (pack_sort_key), so one tl.sort orders by value
+    and, among equal values, by column: a stable sort that carries its indices along."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < N
     x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
-    packed = (float_sort_key(x).to(tl.int64) << 32) | cols.to(tl.int64)
-    packed = tl.where(mask, packed, 0x7FFFFFFFFFFFFFFF)  # padding sorts after everything, NaN included
-    packed = sort_block(packed, BLOCK_SIZE, False, USE_TL_SORT)
-    tl.store(values_ptr + row * N + cols, float_from_sort_key((packed >> 32).to(tl.int32)), mask=mask)
-    tl.store(indices_ptr + row * N + cols, packed & 0xFFFFFFFF, mask=mask)
+    packed = pack_sort_key(x, cols, mask)  # padding sorts after everything, NaN included
+    values, indices = unpack_sort_key(sort_block(packed, BLOCK_SIZE, False, USE_TL_SORT))
+    tl.store(values_ptr + row * N + cols, values, mask=mask)
+    tl.store(indices_ptr + row * N + cols, indices, mask=mask)
 
 
-# -- sort_rows' schedule, the ONE place it is chosen: padded row length -> (network, num_warps). "tl.sort" is
-#    Triton's network (exchanges by reshapes and reductions), "gather" exercise 1's (exchanges by tl.gather); both
-#    sort the same packed keys. Rows longer than the table's longest use its last line.
+# -- sort_rows' schedule, the ONE place it is chosen: dtype -> padded row length -> (network, ROWS, num_warps).
+#    "tiled" is bitonic_sort_tiled's network on the packed keys (sort_rows_tiled_kernel, below: ROWS rows a program,
+#    and rows shorter than a line's length come as many more a program); "tl.sort" is Triton's network (exchanges by
+#    reshapes and reductions), "gather" exercise 1's (exchanges by tl.gather), both one row a program (ROWS 1).
+#    Rows longer than a table's longest use its last line. fp16 packs into int32, as many bits as
+#    bitonic_sort_tiled's values: its tiled lines start from BITONIC_TILED_SCHEDULES'. A first guess, not yet
+#    measured: "tiled" where tl.sort took 2.3 ms at rows of 4096 and 0.90 ms at 1024 on an H100, 5x and 2.5x
+#    bitonic_sort_tiled's values-only times (results/h100-2026-11-23-s7/sweeps/l10s.txt): the int64 keys double
+#    its bytes, not its steps. Warps: bitonic_sort_tiled's winners, doubled at 4096 and 2048 for the int64 keys'
+#    registers. bench/sweeps/l10u.py times both networks and prints the edits.
 SORT_ROWS_SCHEDULES = {
-    256: ("tl.sort", 1),
-    512: ("tl.sort", 2),
-    1024: ("tl.sort", 4),  # the gather network, carrying the indices too, took 4x as long on an H100
-    2048: ("tl.sort", 8),
-    4096: ("tl.sort", 16),
+    torch.float32: {
+        256: ("tl.sort", 1, 1),  # 0.22 ms on an H100, the values-only tiled kernel 0.16: close, int64 keys cost more
+        1024: ("tiled", 1, 8),
+        2048: ("tiled", 1, 8),
+        4096: ("tiled", 1, 8),
+    },
+    torch.float16: {
+        64: ("tiled", 4, 1),
+        256: ("tiled", 1, 1),
+        512: ("tiled", 2, 8),
+        1024: ("tiled", 1, 8),
+        2048: ("tiled", 1, 4),
+        4096: ("tiled", 1, 4),
+    },
 }
+SORT_NETWORKS = ("tiled", "tl.sort", "gather")
 
 
-def sort_rows_schedule(BLOCK_SIZE):
-    """(network, num_warps) for rows padded to BLOCK_SIZE, from SORT_ROWS_SCHEDULES."""
-    lengths = sorted(SORT_ROWS_SCHEDULES)
-    return SORT_ROWS_SCHEDULES[next((n for n in lengths if BLOCK_SIZE <= n), lengths[-1])]
+def sort_rows_schedule(BLOCK_SIZE, dtype=torch.float32):
+    """(network, ROWS, num_warps) for rows of dtype padded to BLOCK_SIZE, from SORT_ROWS_SCHEDULES."""
+    table = SORT_ROWS_SCHEDULES[dtype]
+    lengths = sorted(table)
+    n = next((n for n in lengths if BLOCK_SIZE <= n), lengths[-1])
+    network, ROWS, num_warps = table[n]
+    return network, (ROWS * max(1, n // BLOCK_SIZE) if network == "tiled" else 1), num_warps
 
 
-def sort_rows(x, *, out=None, out_indices=None, network=None, num_warps=None):
-    """Segmented sort: every row of a 2-D fp32 tensor sorted ascending, as torch.sort(x, stable=True) gives it:
-    (values, int64 indices); NaN last; -0.0 comes back as 0.0. Rows of at most MAX_SORT_ROW elements. network
-    ("tl.sort" or "gather") and num_warps default to SORT_ROWS_SCHEDULES."""
-    _require_rows(x, "x", torch.float32)
+def _sort_rows_plan(BLOCK_SIZE, dtype, network):
+    """(network, ROWS, num_warps): the table's line, or for a network other than its own, that network's usual
+    schedule (bitonic_sort_tiled's for "tiled"; a warp per 256 elements, up to 16, for the others)."""
+    default = sort_rows_schedule(BLOCK_SIZE, dtype)
+    if network is None or network == default[0]:
+        return default
+    if network == "tiled":
+        return ("tiled", *bitonic_tiled_schedule(BLOCK_SIZE))
+    return network, 1, min(max(BLOCK_SIZE // 256, 1), 16)
+
+
+def sort_rows(x, *, out=None, out_indices=None, network=None, ROWS=None, num_warps=None):
+    """Segmented sort: every row of a 2-D fp32/fp16 tensor sorted ascending, as torch.sort(x, stable=True) gives
+    it: (values, int64 indices); NaN last; -0.0 comes back as 0.0. Rows of at most MAX_SORT_ROW elements. network
+    ("tiled", "tl.sort" or "gather"), ROWS (rows a program, "tiled" only) and num_warps default to
+    SORT_ROWS_SCHEDULES."""
+    _require_rows(x, "x", (torch.float32, torch.float16))
     M, N = x.shape
     if N > MAX_SORT_ROW:
         raise ValueError(
             f"x has rows of {N} elements, but sort_rows holds a row in one program, at most "
             f"{MAX_SORT_ROW}: use torch.sort for longer rows."
         )
-    if network is not None and network not in ("tl.sort", "gather"):
-        raise ValueError(f"network must be 'tl.sort' or 'gather', got {network!r}.")
+    if network is not None and network not in SORT_NETWORKS:
+        raise ValueError(f"network must be one of {SORT_NETWORKS}, got {network!r}.")
+    BLOCK_SIZE = triton.next_power_of_2(max(N, 1))
+    network, default_rows, default_warps = _sort_rows_plan(BLOCK_SIZE, x.dtype, network)
+    if ROWS is not None:
+        utils.require_power_of_two(ROWS, "ROWS")
+        if network != "tiled":
+            raise ValueError(f"ROWS (rows a program) is for the tiled network only, not {network!r}: drop it.")
     if num_warps is not None:
         utils.require_power_of_two(num_warps, "num_warps")
-    out = utils.require_out(out, shape=(M, N), dtype=torch.float32, device=x.device, inputs={"x": x})
+    out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x})
     out_indices = utils.require_out(
         out_indices, shape=(M, N), dtype=torch.int64, device=x.device, inputs={"x": x, "out": out}, name="out_indices"
     )
     if M == 0 or N == 0:
         return out, out_indices
-    BLOCK_SIZE = triton.next_power_of_2(N)
-    default_network, default_warps = sort_rows_schedule(BLOCK_SIZE)
-    network = default_network if network is None else network
-    sort_rows_kernel[(M,)](
-        x,
-        out,
-        out_indices,
-        N,
-        x.stride(0),
-        BLOCK_SIZE=BLOCK_SIZE,
-        USE_TL_SORT=_use_tl_sort() and network == "tl.sort",  # under the interpreter: always the gather network
-        num_warps=default_warps if num_warps is None else num_warps,
-    )
+    ROWS = default_rows if ROWS is None else ROWS
+    num_warps = default_warps if num_warps is None else num_warps
+    if network == "tiled":
+        sort_rows_tiled_kernel[(triton.cdiv(M, ROWS),)](
+            x,
+            out,
+            out_indices,
+            M,
+            N,
+            x.stride(0),
+            BLOCK_SIZE=BLOCK_SIZE,
+            LOG_BLOCK=BLOCK_SIZE.bit_length() - 1,
+            ROWS=ROWS,
+            LANES=min(BLOCK_SIZE, 32),  # a warp's width: the steps with j < 32 stay inside it
+            num_warps=num_warps,
+        )
+    else:
+        sort_rows_kernel[(M,)](
+            x,
+            out,
+            out_indices,
+            N,
+            x.stride(0),
+            BLOCK_SIZE=BLOCK_SIZE,
+            USE_TL_SORT=_use_tl_sort() and network == "tl.sort",  # under the interpreter: always the gather network
+            num_warps=num_warps,
+        )
     return out, out_indices
 
 
 def check_sort_rows(fn, *, quiet=False):
     """Checks fn(x, out=..., out_indices=...) against sort_ref: values exactly, and indices exactly, so equal
-    values must keep their original order; rows with ties, NaN, ±inf and -0.0, at awkward lengths."""
+    values must keep their original order; rows with ties, NaN, ±inf and -0.0, at awkward lengths, fp32 and fp16
+    (each row length's network as SORT_ROWS_SCHEDULES sets it)."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
-    shapes = env.pick(cpu=[(1, 1), (3, 5), (4, 100)], gpu=[(1, 1), (3, 5), (4099, 100), (1000, 4096)])
-    for M, N in shapes:
-        x = torch.randn(M, N, device=env.device)
+    f32, f16 = torch.float32, torch.float16
+    shapes = env.pick(
+        cpu=[(1, 1, f32), (3, 5, f32), (4, 100, f32), (3, 600, f32), (3, 37, f16)],
+        gpu=[(1, 1, f32), (3, 5, f32), (4099, 100, f32), (1000, 4096, f32), (777, 1000, f16), (300, 4096, f16)],
+    )
+    for M, N, dtype in shapes:
+        x = torch.randn(M, N, device=env.device).to(dtype)
         if M > 1:
-            x[1] = torch.randint(0, 3, (N,), device=env.device).float()  # ties: indices must stay in order
+            x[1] = torch.randint(0, 3, (N,), device=env.device).to(dtype)  # ties: indices must stay in order
         if M > 2:
             x[2, ::2] = float("nan")
             x[2, 1::3] = float("-inf")
@@ -318,7 +401,7 @@ def check_sort_rows(fn, *, quiet=False):
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             values, indices = fn(
                 x,
-                out=utils.nan_empty((M, N), device=env.device),
+                out=utils.nan_empty((M, N), dtype=dtype, device=env.device),
                 out_indices=torch.full((M, N), -1, dtype=torch.int64, device=env.device),
             )
         ref_v, ref_i = sort_ref(x.double())
@@ -328,7 +411,7 @@ def check_sort_rows(fn, *, quiet=False):
             atol=0,
             rtol=0,
             reason="sorting rounds nothing",
-            name=f"sort_rows values {M}x{N}",
+            name=f"sort_rows values {M}x{N} {utils.dtype_name(dtype)}",
             quiet=True,
             stray=stray,
         )
@@ -336,7 +419,7 @@ def check_sort_rows(fn, *, quiet=False):
         utils.check(
             indices,
             ref_i,
-            name=f"sort_rows indices {M}x{N}",
+            name=f"sort_rows indices {M}x{N} {utils.dtype_name(dtype)}",
             quiet=True,
             suspects={
                 "Equal values come out last index first: the column must go in the low bits of the "
@@ -344,10 +427,8 @@ def check_sort_rows(fn, *, quiet=False):
             },
         )
     if not quiet:
-        print(
-            f"✓ sort_rows sorts rows of {', '.join(f'{M}x{N}' for M, N in shapes)} exactly like "
-            f"torch.sort(stable=True): values and indices"
-        )
+        listed = ", ".join(f"{M}x{N} {utils.dtype_name(d)}" for M, N, d in shapes)
+        print(f"✓ sort_rows sorts rows of {listed} exactly like torch.sort(stable=True): values and indices")
 
 
 MAX_BITONIC_TILED = 4096  # longest row bitonic_sort_tiled takes: a row sits in one program's registers
@@ -362,7 +443,14 @@ def compare_exchange_tiled(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANE
     else:
         p = tl.gather(x, tl.broadcast_to(r ^ (j // LANES), x.shape), 0)
     keep_min = ((lane & k) == 0) == ((lane & j) == 0)  # ascending pair, lower lane: the minimum
-    return tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))
+    if x.dtype == tl.int64:
+        # sort_rows' packed keys: all distinct (the padding's are equal, so either copy will do), so a lane takes
+        # its partner's key exactly when that key belongs on its side. One 64-bit comparison and one select, where
+        # minimum, maximum and where take three: an sm_90 compile at 4096 has a third fewer instructions (for
+        # 32-bit values the min/max form is the shorter)
+        return tl.where(keep_min == (p < x), p, x)
+    else:
+        return tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))
 
 
 @triton.jit
@@ -453,6 +541,38 @@ def bitonic_sort_tiled(x, *, out=None, ROWS=None, num_warps=None):
         num_warps=default_warps if num_warps is None else num_warps,
     )
     return out
+
+
+@triton.jit
+def sort_rows_tiled_kernel(
+    x_ptr,
+    values_ptr,
+    indices_ptr,
+    M,
+    N,
+    stride_xm,
+    BLOCK_SIZE: tl.constexpr,
+    LOG_BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    LANES: tl.constexpr,
+):
+    """values[row], indices[row] = a stable ascending sort of x[row, :N], as sort_rows_kernel gives it, by
+    bitonic_sort_tiled_kernel's network on the packed keys: ROWS rows a program in one (R, LANES) tile."""
+    R: tl.constexpr = ROWS * BLOCK_SIZE // LANES
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, LANES)[None, :]
+    flat = r * LANES + c  # (R, LANES): index among the program's ROWS * BLOCK_SIZE elements
+    lane = flat & (BLOCK_SIZE - 1)  # index in its own row: the column each key carries
+    row = tl.program_id(0).to(tl.int64) * ROWS + flat // BLOCK_SIZE
+    mask = (lane < N) & (row < M)
+    x = tl.load(x_ptr + row * stride_xm + lane, mask=mask, other=0.0)
+    packed = pack_sort_key(x, lane, mask)  # fp32: int64, fp16: int32; padding above every key
+    for s in tl.static_range(1, LOG_BLOCK + 1):  # the same stages and steps as exercise 1
+        for t in tl.static_range(s):
+            packed = compare_exchange_tiled(packed, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES)
+    values, indices = unpack_sort_key(packed)
+    tl.store(values_ptr + row * N + lane, values, mask=mask)
+    tl.store(indices_ptr + row * N + lane, indices, mask=mask)
 
 
 @triton.jit

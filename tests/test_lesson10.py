@@ -16,7 +16,13 @@ import triton.language as tl
 
 import utils
 from lessons import l10_sort_scan_data as L
-from lessons.l10_sort_scan_data import float_sort_key, sort_block
+from lessons.l10_sort_scan_data import (
+    compare_exchange_tiled,
+    float_sort_key,
+    pack_sort_key,
+    sort_block,
+    unpack_sort_key,
+)
 from utils import offline
 from utils.mode import current
 
@@ -62,7 +68,7 @@ def test_the_compiled_sort_path_agrees_under_the_interpreter(monkeypatch):
     for method in ("sort", "bitonic", "bitonic-sort", "filter") + ("tl.topk",) * hasattr(tl, "topk"):
         values, indices = L.top_k(x, 5, BLOCK_SIZE=32, method=method)
         assert torch.equal(values, ref_v) and torch.equal(indices, ref_i), method
-    for network in ("tl.sort", "gather"):
+    for network in ("tl.sort", "gather", "tiled"):
         values, indices = L.sort_rows(x, network=network, num_warps=2)
         assert torch.equal(values, L.sort_ref(x)[0]) and torch.equal(indices, L.sort_ref(x)[1]), network
 
@@ -98,8 +104,15 @@ def test_top_k_filter_falls_back_when_too_many_pass():
 def test_the_schedules_are_complete():
     assert all(m in L.TOP_K_SELECT for _, m, _, _ in L.TOP_K_SCHEDULES) and L.TOP_K_SCHEDULES[-1][0] is None
     assert {L.top_k_schedule(M)[0] for M in (1, 8, 64, 10**6)} <= set(L.TOP_K_SELECT)
-    assert all(net in ("tl.sort", "gather") for net, _ in L.SORT_ROWS_SCHEDULES.values())
-    assert L.sort_rows_schedule(8) == L.SORT_ROWS_SCHEDULES[min(L.SORT_ROWS_SCHEDULES)]
+    assert set(L.SORT_ROWS_SCHEDULES) == {torch.float32, torch.float16}
+    for table in L.SORT_ROWS_SCHEDULES.values():
+        assert max(table) == L.MAX_SORT_ROW and all(net in L.SORT_NETWORKS for net, _, _ in table.values())
+        assert all(ROWS == 1 for net, ROWS, _ in table.values() if net != "tiled")  # one row a program there
+    for dtype in L.SORT_ROWS_SCHEDULES:
+        for n in [2**e for e in range(13)]:
+            network, ROWS, num_warps = L.sort_rows_schedule(n, dtype)
+            assert ROWS >= 1 and ROWS & (ROWS - 1) == 0 and num_warps in (1, 2, 4, 8, 16, 32)
+            assert ROWS == 1 or network == "tiled"
     assert L.SCAN_METHOD in L.SCAN_SCHEDULES and L.COMPACT_METHOD in L.COMPACT_SCHEDULES
     assert L.LOOKBACK_SEM in ("relaxed", "acq_rel", "release")
     assert L.GROUPBY_METHODS[-1][0] is None and all(m in L.GROUPBY_PLANS for _, m in L.GROUPBY_METHODS)
@@ -428,6 +441,110 @@ def test_bitonic_sort_tiled_at_4096_spills_nothing_and_shuffles(capability):
     assert compiled.ptx.count("bar.sync") <= 2 * 28 + 2
 
 
+# -- sort_rows' tiled network: bitonic_sort_tiled's, on packed (value, column) keys ------------------------------------
+
+
+def _rows_with_nan(M, N, dtype, seed):
+    """_awkward_rows, in dtype, plus NaN (several payloads and signs: torch.sort puts them all last, in order)."""
+    x = _awkward_rows(M, N, seed).cpu().to(dtype)
+    x[-1, 5::6] = float("nan")
+    x[0, 6::17] = -float("nan")
+    if dtype == torch.float32:
+        x[0, 7::19] = torch.tensor(0x7FC00123, dtype=torch.int32).view(torch.float32)  # a NaN with a payload
+    else:
+        x[0, 7::19] = torch.tensor(0x7C01, dtype=torch.int16).view(torch.float16)  # a signalling NaN's bits
+    return x.to(DEV)
+
+
+@pytest.mark.parametrize(
+    "M, N, dtype, ROWS, num_warps",
+    [(1, 1, "fp32", None, None), (3, 2, "fp32", None, None), (2, 3, "fp16", None, None), (9, 33, "fp32", 4, 2),
+     (5, 37, "fp16", None, None), (17, 100, "fp32", 2, 1), (3, 513, "fp16", None, None), (3, 600, "fp32", None, 4),
+     (1, 4096, "fp32", None, None)],
+)  # fmt: skip
+def test_sort_rows_tiled_is_torch_sort_stable_at_awkward_lengths(M, N, dtype, ROWS, num_warps):
+    """Values and indices exactly torch.sort(stable=True)'s: ties by column, -0.0 equal to 0.0 (and coming back as
+    0.0, as sort_rows documents), infinities, NaN of any payload last; the table's schedule or one passed."""
+    dtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
+    x = _rows_with_nan(M, N, dtype, seed=M * 10007 + N)
+    values, indices = L.sort_rows(x, network="tiled", ROWS=ROWS, num_warps=num_warps)
+    ref_v, ref_i = torch.sort(x, dim=-1, stable=True)
+    assert values.dtype == dtype and indices.dtype == torch.int64
+    assert torch.equal(indices, ref_i)
+    torch.testing.assert_close(values, ref_v, rtol=0, atol=0, equal_nan=True)
+    assert not torch.signbit(values[values == 0]).any(), "-0.0 comes back as 0.0"
+
+
+def test_sort_rows_packed_keys_order_every_kind_of_float():
+    """All the special values of fp32 and fp16 in one row, shuffled: the packed key's order is torch.sort's, for the
+    tiled network and the others (the tl.sort path runs the gather network under the interpreter)."""
+    tiny = {torch.float32: 1e-45, torch.float16: 6e-8}  # the smallest subnormals
+    for dtype in (torch.float32, torch.float16):
+        inf, big = float("inf"), float(torch.finfo(dtype).max)
+        special = [-inf, -big, -1.0, -tiny[dtype], -0.0, 0.0, tiny[dtype], 1.0, big, inf, float("nan")]
+        x = torch.tensor(special * 3, dtype=dtype)[torch.randperm(33, generator=torch.Generator().manual_seed(1))]
+        x = x[None].to(DEV)
+        ref_v, ref_i = torch.sort(x, dim=-1, stable=True)
+        for network in L.SORT_NETWORKS:
+            values, indices = L.sort_rows(x, network=network)
+            assert torch.equal(indices, ref_i), (dtype, network)
+            torch.testing.assert_close(values, ref_v, rtol=0, atol=0, equal_nan=True)
+
+
+@triton.jit
+def _tiled_ties_reversed_kernel(x_ptr, values_ptr, indices_ptr, M, N, stride_xm, BLOCK_SIZE: tl.constexpr,
+                                LOG_BLOCK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr):  # fmt: skip
+    """sort_rows_tiled_kernel with the column packed reversed (BLOCK_SIZE - 1 - lane), then undone: right values
+    and indices, but ties come out last index first."""
+    R: tl.constexpr = ROWS * BLOCK_SIZE // LANES
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, LANES)[None, :]
+    flat = r * LANES + c
+    lane = flat & (BLOCK_SIZE - 1)
+    row = tl.program_id(0).to(tl.int64) * ROWS + flat // BLOCK_SIZE
+    mask = (lane < N) & (row < M)
+    x = tl.load(x_ptr + row * stride_xm + lane, mask=mask, other=0.0)
+    packed = pack_sort_key(x, BLOCK_SIZE - 1 - lane, mask)
+    for s in tl.static_range(1, LOG_BLOCK + 1):
+        for t in tl.static_range(s):
+            packed = compare_exchange_tiled(packed, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES)
+    values, cols = unpack_sort_key(packed)
+    tl.store(values_ptr + row * N + lane, values, mask=mask)
+    tl.store(indices_ptr + row * N + lane, BLOCK_SIZE - 1 - cols, mask=mask)
+
+
+def test_sort_rows_tiled_with_ties_reversed_gets_its_hint(monkeypatch):
+    monkeypatch.setattr(L, "sort_rows_tiled_kernel", _tiled_ties_reversed_kernel)
+    with pytest.raises(AssertionError, match="last index first"):
+        L.check_sort_rows(L.sort_rows, quiet=True)
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_sort_rows_tiled_at_4096_spills_nothing_and_shuffles():
+    """Compiled without a GPU for an H100, fp32 (int64 keys) and fp16 (int32 keys), as sort_rows launches it for
+    rows of 4096 when its table picks the tiled network: no spills, the j < 32 steps as shuffles, barriers only for
+    the 28 steps with j >= 32."""
+    jobs = []
+    for dtype, name in ((torch.float32, "fp32"), (torch.float16, "fp16")):
+        network, ROWS, num_warps = L.sort_rows_schedule(L.MAX_SORT_ROW, dtype)
+        if network != "tiled":
+            ROWS, num_warps = L.bitonic_tiled_schedule(L.MAX_SORT_ROW)
+        jobs.append(
+            offline.job(
+                "sort_rows_tiled_kernel",
+                pointers=dict(x_ptr=name, values_ptr=name, indices_ptr="i64"),
+                ints=dict(M=4096, N=L.MAX_SORT_ROW, stride_xm=L.MAX_SORT_ROW),
+                constexprs=dict(BLOCK_SIZE=L.MAX_SORT_ROW, LOG_BLOCK=12, ROWS=ROWS, LANES=32),
+                num_warps=num_warps,
+            )
+        )
+    for job, compiled in zip(jobs, offline.compile_kernels(L.__file__, jobs)):
+        where = f"{job['pointers']['x_ptr']}, {job['num_warps']} warps"
+        assert compiled.spill_bytes == 0, where
+        assert "shfl.sync" in compiled.ptx, where
+        assert compiled.ptx.count("bar.sync") <= 2 * 28 + 2, where
+
+
 def test_sort_rows_with_ties_reversed_gets_its_hint():
     def unstable(x, out=None, out_indices=None):
         values, indices = torch.sort(x.flip(-1), stable=True)
@@ -681,6 +798,20 @@ BAD = {
     "top_k unknown method": (lambda: L.top_k(_x, 5, method="heap"), ValueError, "method must be"),
     "top_k bad num_warps": (lambda: L.top_k(_x, 5, num_warps=3), ValueError, "power of two"),
     "sort_rows unknown network": (lambda: L.sort_rows(_x, network="radix"), ValueError, "network must be"),
+    "sort_rows ROWS not a power of two": (lambda: L.sort_rows(_x, network="tiled", ROWS=3), ValueError, "ROWS"),
+    "sort_rows ROWS for tl.sort": (lambda: L.sort_rows(_x, network="tl.sort", ROWS=2), ValueError, "tiled network"),
+    "sort_rows num_warps": (lambda: L.sort_rows(_x, num_warps=6), ValueError, "num_warps"),
+    "sort_rows fp16 into fp32 out": (lambda: L.sort_rows(_x.half(), out=torch.empty_like(_x)), TypeError, "dtype"),
+    "sort_rows indices not int64": (
+        lambda: L.sort_rows(_x, out_indices=torch.empty(4, 100, dtype=torch.int32, device=DEV)),
+        TypeError,
+        "int64",
+    ),  # fmt: skip
+    "sort_rows bf16 (interpreter)": (
+        lambda: L.sort_rows(_x.bfloat16() if ENV.interpret else _x.int()),
+        TypeError,
+        "bfloat16" if ENV.interpret else "dtype",
+    ),  # fmt: skip
     "cumsum 2-D": (lambda: L.cumsum(_x), ValueError, "1 dimension"),
     "cumsum unknown method": (lambda: L.cumsum(_x[0], method="serial"), ValueError, "method must be"),
     "cumsum lookback int64": (
