@@ -277,25 +277,24 @@ def sort_rows_kernel(x_ptr, values_ptr, indices_ptr, N, stride_xm, BLOCK_SIZE: t
 #    and rows shorter than a line's length come as many more a program); "tl.sort" is Triton's network (exchanges by
 #    reshapes and reductions), "gather" exercise 1's (exchanges by tl.gather), both one row a program (ROWS 1).
 #    Rows longer than a table's longest use its last line. fp16 packs into int32, as many bits as
-#    bitonic_sort_tiled's values: its tiled lines start from BITONIC_TILED_SCHEDULES'. A first guess, not yet
-#    measured: "tiled" where tl.sort took 2.3 ms at rows of 4096 and 0.90 ms at 1024 on an H100, 5x and 2.5x
-#    bitonic_sort_tiled's values-only times (results/h100-2026-11-23-s7/sweeps/l10s.txt): the int64 keys double
-#    its bytes, not its steps. Warps: bitonic_sort_tiled's winners, doubled at 4096 and 2048 for the int64 keys'
-#    registers. bench/sweeps/l10u.py times both networks and prints the edits.
+#    bitonic_sort_tiled's values: its tiled lines start from BITONIC_TILED_SCHEDULES'. An H100 sweep
+#    (bench/sweeps/l10u.py, results/h100-2026-11-23-s7/sweeps/l10u.txt) set the fp32 lines of 256, 1024 and 4096 and
+#    the fp16 line of 4096: the tiled network took 0.87 ms at 4096 x 4096 fp32 (tl.sort 2.29) and 0.68 ms at
+#    16384 x 1024 (tl.sort 0.90); tl.sort stayed ahead at 256. The other lines follow their neighbours (not swept).
 SORT_ROWS_SCHEDULES = {
     torch.float32: {
         256: ("tl.sort", 1, 1),  # 0.22 ms on an H100, the values-only tiled kernel 0.16: close, int64 keys cost more
         1024: ("tiled", 1, 8),
-        2048: ("tiled", 1, 8),
-        4096: ("tiled", 1, 8),
+        2048: ("tiled", 1, 16),
+        4096: ("tiled", 1, 16),
     },
     torch.float16: {
         64: ("tiled", 4, 1),
         256: ("tiled", 1, 1),
         512: ("tiled", 2, 8),
         1024: ("tiled", 1, 8),
-        2048: ("tiled", 1, 4),
-        4096: ("tiled", 1, 4),
+        2048: ("tiled", 1, 8),
+        4096: ("tiled", 1, 8),
     },
 }
 SORT_NETWORKS = ("tiled", "tl.sort", "gather")
