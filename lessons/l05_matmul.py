@@ -715,9 +715,10 @@ def row_alignment(*sizes):
 #: starts off a 16-byte boundary), the operands are copied into buffers padded to 16 bytes (zeros along K), so that
 #: ALIGN covers 16 bytes and the compiler's fast path applies. "lines_a": that, and A's rows moved to 128-byte
 #: boundaries (a cache line) as well; "lines": A's and B's rows. An H100 sweep (results/h100-2026-11-23-s7/sweeps/
-#: l05a.txt): "lines" had the best geometric mean over its shapes from PAD_MIN_FLOPS up; unaligned rows (2999 x
-#: 3001 x 4093) ran 4.5x faster padded, rows off the cache lines (3000 x 5000 x 1000) 6 % faster, copies included.
-PAD_RULE = "lines"
+#: l05a.txt): unaligned rows (2999 x 3001 x 4093) ran 4.5x faster padded, copies included; rows off the cache lines
+#: (3000 x 5000 x 1000) only 4 % faster with "lines", in a CUDA graph, while called from Python its copies (six
+#: more launches) doubled the time in make bench (results/h100-2026-11-23-s7): "unaligned" pads only what must be.
+PAD_RULE = "unaligned"
 #: below this many FLOPs (2·M·N·K) the copies cost more than they can save: PAD_RULE applies from here up
 PAD_MIN_FLOPS = 2 * 1024**3
 PAD_RULES = ("never", "unaligned", "lines_a", "lines")
