@@ -1512,8 +1512,10 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
             pass
     if M <= GEMV_M:
         kernel = GEMV_KERNEL[bits] if GEMV_KERNEL[bits] != "stream" or M == 1 else "gemv"
-        BLOCK_N, BLOCK_K, warps = STREAM_TILE if kernel == "stream" else (GEMV_BLOCK_N[bits], GEMV_BLOCK_K[bits],
-                                                                          GEMV_WARPS)  # fmt: skip
+        if kernel == "stream":
+            BLOCK_N, BLOCK_K, warps = STREAM_TILE
+        else:
+            BLOCK_N, BLOCK_K, warps = GEMV_BLOCK_N[bits], GEMV_BLOCK_K[bits], GEMV_WARPS
         BLOCK_K = max(group_size, min(BLOCK_K, triton.next_power_of_2(K)))  # no step wider than K
         if kernel == "slab" and M > 1:  # each row of x adds registers: half the step keeps them from spilling
             BLOCK_K = max(group_size, BLOCK_K // 2)
