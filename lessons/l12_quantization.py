@@ -1213,6 +1213,7 @@ def w4a16_stream_kernel(
     BLOCK_N: tl.constexpr,  # rows of W a program owns: every one of them in each thread (see below)
     BLOCK_K: tl.constexpr,  # columns of W a step, a whole number of groups: 1024 a warp keeps rows in-thread
     PREFETCH: tl.constexpr,  # load step s + 1's words before using step s's (schedule's num_stages >= 2)
+    X_AHEAD: tl.constexpr,  # and step s + 1's x too (num_stages >= 3: more registers)
     SPLIT_K,  # a runtime argument: another split needs no new compile
     HAS_RESIDUAL: tl.constexpr,
 ):
@@ -1240,6 +1241,8 @@ def w4a16_stream_kernel(
     acc = tl.zeros((BLOCK_N, GROUPS, WORDS), dtype=tl.float32)  # a sum a word: reduced once, after the loop
     mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
     word_next = tl.load(p_tile + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
+    k_next = first * BLOCK_K + offs_k
+    x_next = tl.load(x_ptr + k_next, mask=k_next < K, other=0.0)  # X_AHEAD only (compiled away otherwise)
     # -- K loop: the next step's words on their way while this step's are used
     for step in range(first, last):
         g0 = step * GROUPS
@@ -1255,9 +1258,15 @@ def w4a16_stream_kernel(
         # -- the exponent of 2**23 put in once a word: codes 0-4 where they sit, codes 5-7 shifted to bits 8-19
         lo = (word & 0xFFFFF) | 0x4B000000
         hi = ((word >> 12) & 0xFFF00) | 0x4B000000
-        # -- x: one contiguous load a step, split by k mod 8 in registers (shared by the BLOCK_N rows)
-        k = g0 * GROUP_SIZE + offs_k
-        xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+        # -- x: one contiguous load a step, split by k mod 8 in registers (shared by the BLOCK_N rows); from L2,
+        # but a wait every step unless it too was loaded a step ahead
+        if X_AHEAD:
+            xk = x_next.to(tl.float32)
+            k_next = (g0 + GROUPS) * GROUP_SIZE + offs_k
+            x_next = tl.load(x_ptr + k_next, mask=k_next < K, other=0.0)
+        else:
+            k = g0 * GROUP_SIZE + offs_k
+            xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
         x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
         acc += _stream_dots(lo, hi, z, x0, x1, x2, x3, x4, x5, x6, x7) * scale[:, :, None]
     # -- write back: to the output, or (split-K) to this split's slice of the fp32 partial sums
@@ -1425,12 +1434,14 @@ class FastSchedule(NamedTuple):
     BLOCK_K: int  # slab/gemv/stream/scaled: columns of W a step (int4: whole groups); int4 tile: the group size
     SPLIT_K: int
     num_warps: int
-    num_stages: int  # gemv: 1, or 2 to load the next step's weights while this step's are used
+    num_stages: int  # gemv/slab/stream: 1, or 2 to load the next step's weights while this step's are used
+    # (stream: 3, and its x too); tile/scaled: Triton's software pipeline
 
 
 GEMV_KERNEL = {4: "stream", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab" or "stream" (M = 1
 # only: "gemv" at 1 < M <= GEMV_M); a guess, not yet measured: bench/sweeps/l12g.py times it against "gemv"
-STREAM_TILE = (8, 2048, 2)  # "stream": (BLOCK_N, BLOCK_K, num_warps); BLOCK_K = 1024 num_warps keeps rows in-thread
+# "stream": (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_K = 1024 num_warps keeps a program's rows in-thread
+STREAM_TILE = (8, 2048, 2, 2)
 GEMV_BLOCK_N = {4: 16, 8: 16}  # by bits: rows of W a program, halved while programs are too few, down to
 GEMV_MIN_BLOCK_N = {
     "slab": 8,
@@ -1513,16 +1524,16 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
     if M <= GEMV_M:
         kernel = GEMV_KERNEL[bits] if GEMV_KERNEL[bits] != "stream" or M == 1 else "gemv"
         if kernel == "stream":
-            BLOCK_N, BLOCK_K, warps = STREAM_TILE
+            BLOCK_N, BLOCK_K, warps, stages = STREAM_TILE
         else:
-            BLOCK_N, BLOCK_K, warps = GEMV_BLOCK_N[bits], GEMV_BLOCK_K[bits], GEMV_WARPS
+            BLOCK_N, BLOCK_K, warps, stages = GEMV_BLOCK_N[bits], GEMV_BLOCK_K[bits], GEMV_WARPS, GEMV_STAGES
         BLOCK_K = max(group_size, min(BLOCK_K, triton.next_power_of_2(K)))  # no step wider than K
         if kernel == "slab" and M > 1:  # each row of x adds registers: half the step keeps them from spilling
             BLOCK_K = max(group_size, BLOCK_K // 2)
         while BLOCK_N > GEMV_MIN_BLOCK_N[kernel] and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
             BLOCK_N //= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
-        return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, warps, GEMV_STAGES)
+        return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, warps, stages)
     scaled = bits == 4 and M <= DECODE_M and TILE_KERNEL.startswith("scaled")
     BLOCK_K = max(group_size, min(SCALED_BLOCK_K, triton.next_power_of_2(K))) if scaled else group_size
     s = schedule(M, N, K, BLOCK_K if bits == 4 else (128 if M <= DECODE_M else 64), sm_count, bits=bits,
@@ -1570,6 +1581,8 @@ def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, *
     stages = s.num_stages
     if s.kernel in GEMV_KERNELS:  # their stages are their own: >= 2 prefetches the next step into registers
         meta["PREFETCH"], stages = s.num_stages >= 2, 1
+    if s.kernel == "stream":  # ... and >= 3 its x too
+        meta["X_AHEAD"] = s.num_stages >= 3
     kernel[(grid_n, s.SPLIT_K)](
         x, *parts, residual if has_residual else target, target, M, N, K, *strides,
         N, 0 if direct else M * N,  # stride_om, stride_os: contiguous (M, N), one slice per split

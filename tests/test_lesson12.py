@@ -285,6 +285,7 @@ STREAM_CASES = [
     (9, 100, 64, _fs("stream", 1, 16, 512, 1, 2, 1), F32),
     (5, 300, 64, _fs("stream", 1, 8, 64, 4, 1, 2), F16),
     (3, 72, 32, _fs("stream", 1, 8, 32, 8, 2, 2), F32),
+    (21, 700, 64, _fs("stream", 1, 4, 128, 2, 2, 3), F16),  # x loaded a step ahead too
 ]
 
 
@@ -1117,6 +1118,8 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
         if s.kernel in L.GEMV_KERNELS:
             ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the GEMV kernels
             meta.update(BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2)
+            if s.kernel == "stream":
+                meta["X_AHEAD"] = s.num_stages >= 3
         elif s.kernel.startswith("scaled"):
             meta.update(SPLIT_K=s.SPLIT_K, BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300,
                         OFFSET=128.0, SWAP_AB=s.kernel == "scaled_swap")  # fmt: skip

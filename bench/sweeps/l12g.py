@@ -62,8 +62,9 @@ else:
         ("8B up 4096->14336", 4096, 14336), ("8B down 14336->4096", 14336, 4096))]  # fmt: skip
     SHAPES += [("8B up 4096->14336", 4096, 14336, M, 32) for M in (1, 16)]  # last: the first skipped if time is short
 
-# M = 1: the stream kernel's (BLOCK_N, BLOCK_K, num_warps); BLOCK_K = 1024 num_warps keeps a program's rows in-thread
-STREAM = [(8, 2048, 2), (8, 4096, 4), (4, 2048, 2), (16, 1024, 4)]
+# M = 1: the stream kernel's (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_K = 1024 num_warps keeps a program's
+# rows in-thread; num_stages 2: the next step's words loaded ahead, 3: its x too (4-row tiles: registers to spare)
+STREAM = [(8, 2048, 2, 2), (8, 4096, 4, 2), (4, 2048, 2, 3), (4, 4096, 4, 3), (16, 1024, 4, 3)]
 # M = 16: the scaled tile's (kernel, BLOCK_N, BLOCK_K, num_warps, num_stages), at split 1 and the heuristic's split
 # (the plain "scaled", x @ W.T, at the heuristic's split only)
 SCALED = [("scaled_swap", 64, 256, 4, 4), ("scaled_swap", 128, 256, 4, 3), ("scaled_swap", 64, 512, 4, 3),
@@ -81,7 +82,7 @@ OLD = {
 }
 OLD_G32 = {1: FS("gemv", 1, 16, 256, 1, 4, 2), 16: FS("tile_swap", 16, 64, 32, 1, 4, 4)}
 if CPU:
-    STREAM = [(8, 128, 2), (4, 256, 4)]
+    STREAM = [(8, 128, 2, 2), (4, 256, 4, 3)]
     SCALED = [("scaled_swap", 16, 128, 4, 2), ("scaled", 32, 128, 4, 2)]
     OLD = {(1, 24, 300): FS("gemv", 1, 16, 128, 1, 4, 2), (5, 24, 300): FS("tile_swap", 16, 16, 128, 1, 4, 2)}
     OLD_G32 = {1: FS("gemv", 1, 16, 128, 1, 4, 2)}
@@ -165,11 +166,11 @@ def candidates(M, N, K, G):
     if old is not None:
         out.append((f"old table {old.kernel} {tuple(old)[1:]}", old))
     if M == 1:
-        for BN, BK, warps in STREAM:
+        for BN, BK, warps, stages in STREAM:
             BK = max(G, min(BK, triton.next_power_of_2(K)))
             split = L.gemv_split(N, K, BN, BK, SM)
-            for sp in sorted({1, split, 2 * split} if (BN, BK, warps) == STREAM[0] else {1, split}):
-                s = FS("stream", 1, BN, BK, sp, warps, 2)
+            for sp in sorted({1, split, 2 * split} if (BN, warps) == STREAM[0][::2] else {1, split}):
+                s = FS("stream", 1, BN, BK, sp, warps, stages)
                 out.append((f"stream {tuple(s)[1:]}", s))
     else:
         for kind, BN, BK, warps, stages in SCALED:
@@ -244,7 +245,7 @@ def summary():
             f"cuBLAS  {name}{gain}")  # fmt: skip
         if s is not None and G == 128:
             say(f"    (4, {M}, {N}, {K}): FastSchedule{tuple(s)!r},")
-    m1 = geomean_pick(1, ("stream",), lambda s: (s.BLOCK_N, s.BLOCK_K, s.num_warps))
+    m1 = geomean_pick(1, ("stream",), lambda s: (s.BLOCK_N, s.BLOCK_K, s.num_warps, s.num_stages))
     old = geomean_pick(1, ("gemv", "slab"), lambda s: "old")
     if m1:
         c = min(m1, key=m1.get)
