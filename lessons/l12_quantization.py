@@ -1296,7 +1296,7 @@ def w4a16_scaled_tile_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,  # a whole number of groups a step, one dot
-    SPLIT_K: tl.constexpr,
+    SPLIT_K,  # a runtime argument: another split needs no new compile
     GROUP_M: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     MAGIC: tl.constexpr,  # as w4a16_fast_kernel: bits of OFFSET in x's dtype; 0: convert plainly (fp32)

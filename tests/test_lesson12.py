@@ -1121,8 +1121,9 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             if s.kernel == "stream":
                 meta["X_AHEAD"] = s.num_stages >= 3
         elif s.kernel.startswith("scaled"):
-            meta.update(SPLIT_K=s.SPLIT_K, BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300,
-                        OFFSET=128.0, SWAP_AB=s.kernel == "scaled_swap")  # fmt: skip
+            ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the scaled tile too
+            meta.update(BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
+                        SWAP_AB=s.kernel == "scaled_swap")  # fmt: skip
         else:
             meta.update(SPLIT_K=s.SPLIT_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
                         SCALE_IN_TILE=M > L.DECODE_M, SWAP_AB=s.kernel == "tile_swap")  # fmt: skip

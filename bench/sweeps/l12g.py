@@ -65,10 +65,10 @@ else:
 # M = 1: the stream kernel's (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_K = 1024 num_warps keeps a program's
 # rows in-thread; num_stages 2: the next step's words loaded ahead, 3: its x too (4-row tiles: registers to spare)
 STREAM = [(8, 2048, 2, 2), (8, 4096, 4, 2), (4, 2048, 2, 3), (4, 4096, 4, 3), (16, 1024, 4, 3)]
-# M = 16: the scaled tile's (kernel, BLOCK_N, BLOCK_K, num_warps, num_stages), at split 1 and the heuristic's split
-# (the plain "scaled", x @ W.T, at the heuristic's split only)
-SCALED = [("scaled_swap", 64, 256, 4, 4), ("scaled_swap", 128, 256, 4, 3), ("scaled_swap", 64, 512, 4, 3),
-          ("scaled", 64, 256, 4, 4)]  # fmt: skip
+# M = 16: the scaled tile's (kernel, BLOCK_N, BLOCK_K, num_warps, num_stages), at splits 1, the heuristic's and twice
+# it (a runtime argument: no new compile); the plain "scaled", x @ W.T, at the heuristic's split only
+SCALED = [("scaled_swap", 64, 256, 4, 4), ("scaled_swap", 64, 256, 4, 3), ("scaled_swap", 128, 256, 8, 4),
+          ("scaled_swap", 64, 512, 4, 3), ("scaled", 64, 256, 4, 4)]  # fmt: skip
 # the previous FAST_SCHEDULES (before this sweep) at the g128 shapes: (M, N, K) -> its entry; g32: its heuristic
 OLD = {
     (1, 8192, 2048): FS("gemv", 1, 16, 256, 1, 4, 2),
@@ -169,7 +169,7 @@ def candidates(M, N, K, G):
         for BN, BK, warps, stages in STREAM:
             BK = max(G, min(BK, triton.next_power_of_2(K)))
             split = L.gemv_split(N, K, BN, BK, SM)
-            for sp in sorted({1, split, 2 * split} if (BN, warps) == STREAM[0][::2] else {1, split}):
+            for sp in sorted({1, split, 2 * split}):  # SPLIT_K is a runtime argument: no new compile
                 s = FS("stream", 1, BN, BK, sp, warps, stages)
                 out.append((f"stream {tuple(s)[1:]}", s))
     else:
@@ -179,7 +179,7 @@ def candidates(M, N, K, G):
             sp = 1
             while tiles * sp * 2 <= 4 * SM and steps >= sp * 2 * 4:  # about 4 programs an SM, >= 4 steps each
                 sp *= 2
-            for split in sorted({1, sp}) if kind == "scaled_swap" else [sp]:
+            for split in sorted({1, sp, 2 * sp}) if kind == "scaled_swap" else [sp]:
                 s = FS(kind, 16, BN, BK, split, warps, stages)
                 out.append((f"{kind} {tuple(s)[1:]}", s))
     seen, unique = set(), []
