@@ -1509,16 +1509,21 @@ def fast_schedule(bits, M, N, K, group_size=128, sm_count=None, smem=None) -> Fa
     """The fast launchers' schedule for y (M, N) = x (M, K) @ W.T with W in ``bits`` (4 or 8)."""
     env = utils.mode.current()
     return _fast_schedule(bits, M, N, K, group_size, sm_count or env.sm_count or 4,
-                          smem or env.shared_memory_bytes or 64 * 1024)  # fmt: skip
+                          smem or env.shared_memory_bytes)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1024)
 def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
+    # the scaled tile's wide steps want shared memory (and registers): a T4 (64 KB) takes the one-group tile;
+    # the interpreter (no shared memory to know) takes the scaled tile, and the others' tiles fitted to 64 KB
+    scaled = TILE_KERNEL.startswith("scaled") and (smem is None or smem >= 100 * 1024)
+    smem = smem or 64 * 1024
     mine = FAST_SCHEDULES.get((bits, M, N, K))
     if mine is not None:
-        try:  # measured at one group size: still valid at this one?
+        try:  # measured at one group size (and on an H100): still valid at this one, and on this GPU?
             _require_fast_schedule(mine, bits, M, group_size)
-            return mine
+            if mine.kernel in GEMV_KERNELS or pipeline_bytes(Schedule(*mine[1:]), 2, bits) <= smem:
+                return mine
         except (TypeError, ValueError):
             pass
     if M <= GEMV_M:
@@ -1534,13 +1539,14 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
             BLOCK_N //= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
         return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, warps, stages)
-    scaled = bits == 4 and M <= DECODE_M and TILE_KERNEL.startswith("scaled")
+    scaled = scaled and bits == 4 and M <= DECODE_M
     BLOCK_K = max(group_size, min(SCALED_BLOCK_K, triton.next_power_of_2(K))) if scaled else group_size
     s = schedule(M, N, K, BLOCK_K if bits == 4 else (128 if M <= DECODE_M else 64), sm_count, bits=bits,
                  smem=smem)  # fmt: skip
     if bits == 4 and M > DECODE_M:  # prefill: one group a step, the dequantized tile in shared memory once
         return FastSchedule("tile", *fit(Schedule(128, 128, group_size, 1, 8, 3), 2, 4, smem))
-    return FastSchedule(TILE_KERNEL if bits == 4 else "tile", *s)  # a few rows: W's rows on the dot's M side
+    kernel = TILE_KERNEL if scaled or not TILE_KERNEL.startswith("scaled") else "tile_swap"  # a T4
+    return FastSchedule(kernel if bits == 4 else "tile", *s)  # a few rows: W's rows on the dot's M side
 
 
 def clear_schedule_cache():

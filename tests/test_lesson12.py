@@ -405,6 +405,18 @@ def test_fast_schedules_table_wins_over_the_heuristic(monkeypatch):
         L.clear_schedule_cache()
 
 
+def test_the_scaled_tile_only_where_its_shared_memory_fits():
+    """The table's scaled tiles were measured on an H100 (227 KB a program); a T4 has 64 KB: the heuristic's one-group
+    tile there, for the table's shapes too. The interpreter (no shared memory to know) takes the scaled tile."""
+    for shape in ((16, 4096, 14336), (16, 8192, 2048), (5, 1000, 3000)):
+        h100 = L.fast_schedule(4, *shape, 128, sm_count=132, smem=227 * 1024)
+        t4 = L.fast_schedule(4, *shape, 128, sm_count=40, smem=64 * 1024)
+        assert h100.kernel == "scaled_swap" and t4.kernel == "tile_swap", (shape, h100, t4)
+        assert L.pipeline_bytes(L.Schedule(*t4[1:]), 2, 4) <= 64 * 1024, t4
+    if ENV.interpret:
+        assert L.fast_schedule(4, 5, 47, 200, 32).kernel == L.TILE_KERNEL
+
+
 def test_fast_launchers_refuse_bad_schedules():
     x = torch.randn(3, 100, device=DEV, dtype=ENV.dtype)
     q4, q8 = L.quantize_int4_ref(weight(6, 100), 32), L.quantize_int8_ref(weight(6, 100))
