@@ -14,7 +14,9 @@ Candidates, all through `w4a16_fast(x, w, schedule=...)`, next to bf16 cuBLAS `x
 
 Timing as bench/sweeps/l12.py: each candidate is captured in one CUDA graph calling it R times on R copies of the
 weights (R x the bytes > 150 MB, so every call reads HBM, not L2); the replay's time / R is one call. cuBLAS is timed
-the same way. Every candidate is first checked against the fp32 PyTorch spec (x @ dequantize(w).T); a FAIL line is
+the same way. After each shape, one line times cuBLAS, today's default and the shape's best as bench/lesson12.py does
+(`bench.common.graphed`: one call a replay, L2 flushed, the graph's launch included): the figures issue 15 is about.
+Every candidate is first checked against the fp32 PyTorch spec (x @ dequantize(w).T); a FAIL line is
 never chosen. One line a candidate: shape, candidate, ms, GB/s (`w4a16_bytes`: packed codes + scales + zero points +
 x + y), % of the measured copy bandwidth (the roof of issue 15), x cuBLAS (> 1: faster). "default" is what
 `w4a16_fast` picks today (FAST_SCHEDULES, else the heuristic).
@@ -210,10 +212,31 @@ def shape(label, K, N, M, G):
     for name, s in candidates(M, N, K, G):
         if budget_left():
             run(key, name, s, w4s, x, ref, nbytes)
+    if not CPU and RESULTS.get(key):  # -- as make bench times it, for the issue's figures
+        try:
+            bench_style(key, w, w4, x, nbytes)
+        except Exception as e:  # noqa: BLE001
+            say(f"  as make bench times it: ERROR {type(e).__name__}: {str(e).strip().splitlines()[0][:150]}")
     del ws, w4s
     if not CPU:
         torch.cuda.empty_cache()
     say(f"  ({time.time() - T0:.0f} s)")
+
+
+def bench_style(key, w, w4, x, nbytes):
+    """cuBLAS, today's default and this shape's best, each as bench/lesson12.py's "(CUDA graph)" rows time them: one
+    call a replay of bench.common.graphed's graph, L2 flushed before each (do_bench), launch included."""
+    from bench.common import graphed
+
+    best = min(RESULTS[key], key=lambda r: r[0])[2]
+    one = lambda fn: triton.testing.do_bench(graphed(fn), warmup=5, rep=25)  # noqa: E731
+    base = one(lambda: x @ w.T)
+    default = one(lambda: L.w4a16_fast(x, w4))
+    mine = one(lambda: L.w4a16_fast(x, w4, schedule=best))
+    pct = lambda ms: 100 * nbytes / ms / 1e6 / CEIL  # noqa: E731
+    say(f"  as make bench times it (one call a graph replay, L2 flushed): cuBLAS {base:.4f} ms; default "
+        f"{default:.4f} ms {pct(default):4.1f}% of roof x{base / default:4.2f}; best {mine:.4f} ms {pct(mine):4.1f}% "
+        f"of roof x{base / mine:4.2f}")  # fmt: skip
 
 
 def geomean_pick(M, kinds, field):
