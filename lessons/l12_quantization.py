@@ -1178,17 +1178,18 @@ def w4a16_tile_kernel(
 
 
 @triton.jit
-def _stream_dots(lo, hi, z, x0, x1, x2, x3, x4, x5, x6, x7):
-    """Σ over each word's 8 codes of (q - z) x, word by word: (BLOCK_N, GROUPS, WORDS) fp32, no reduction across
-    threads (see _pick: one AND, one subtraction, one multiply-add a code)."""
-    t = _pick(lo, 0, z) * x0[None]
-    t += _pick(lo, 4, z) * x1[None]
-    t += _pick(lo, 8, z) * x2[None]
-    t += _pick(lo, 12, z) * x3[None]
-    t += _pick(lo, 16, z) * x4[None]
-    t += _pick(hi, 8, z) * x5[None]
-    t += _pick(hi, 12, z) * x6[None]
-    t += _pick(hi, 16, z) * x7[None]
+def _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7):
+    """Σ over each word's 8 codes of q x, word by word: (BLOCK_N, GROUPS, WORDS) fp32, no reduction across threads
+    (see _pick, here with z = 0: one AND, one subtraction of 2**23, one multiply-add a code). The zero point is
+    not needed yet: it comes in once a word, as z Σ x (so its load has the whole step to arrive)."""
+    t = _pick(lo, 0, 0.0) * x0[None]
+    t += _pick(lo, 4, 0.0) * x1[None]
+    t += _pick(lo, 8, 0.0) * x2[None]
+    t += _pick(lo, 12, 0.0) * x3[None]
+    t += _pick(lo, 16, 0.0) * x4[None]
+    t += _pick(hi, 8, 0.0) * x5[None]
+    t += _pick(hi, 12, 0.0) * x6[None]
+    t += _pick(hi, 16, 0.0) * x7[None]
     return t
 
 
@@ -1212,7 +1213,7 @@ def w4a16_stream_kernel(
     BLOCK_M: tl.constexpr,  # 1: one row of x (decode at batch 1)
     BLOCK_N: tl.constexpr,  # rows of W a program owns: every one of them in each thread (see below)
     BLOCK_K: tl.constexpr,  # columns of W a step, a whole number of groups: 1024 a warp keeps rows in-thread
-    PREFETCH: tl.constexpr,  # load step s + 1's words before using step s's (schedule's num_stages >= 2)
+    PREFETCH: tl.constexpr,  # load step s + 1's words, scales and zero points first (schedule's num_stages >= 2)
     X_AHEAD: tl.constexpr,  # and step s + 1's x too (num_stages >= 3: more registers)
     SPLIT_K,  # a runtime argument: another split needs no new compile
     HAS_RESIDUAL: tl.constexpr,
@@ -1241,20 +1242,24 @@ def w4a16_stream_kernel(
     acc = tl.zeros((BLOCK_N, GROUPS, WORDS), dtype=tl.float32)  # a sum a word: reduced once, after the loop
     mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
     word_next = tl.load(p_tile + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
+    scale_next = tl.load(scale_ptr + s_tile + first * GROUPS, mask=mask_next, other=0.0)
+    zero_next = tl.load(zero_ptr + s_tile + first * GROUPS, mask=mask_next, other=0)
     k_next = first * BLOCK_K + offs_k
     x_next = tl.load(x_ptr + k_next, mask=k_next < K, other=0.0)  # X_AHEAD only (compiled away otherwise)
-    # -- K loop: the next step's words on their way while this step's are used
+    # -- K loop: the next step's words (and scales and zero points: HBM too) on their way while this step's are used
     for step in range(first, last):
         g0 = step * GROUPS
-        mask_g = mask_n[:, None] & (g0 + offs_g < groups)[None, :]
         if PREFETCH:
-            word = word_next
+            word, scale, zero = word_next, scale_next, zero_next
             mask_next = mask_n[:, None] & ((g0 + GROUPS + offs_g < groups) & (step + 1 < last))[None, :]
             word_next = tl.load(p_tile + (g0 + GROUPS) * WORDS, mask=mask_next[:, :, None], other=0)
+            scale_next = tl.load(scale_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0.0)
+            zero_next = tl.load(zero_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0)
         else:
+            mask_g = mask_n[:, None] & (g0 + offs_g < groups)[None, :]
             word = tl.load(p_tile + g0 * WORDS, mask=mask_g[:, :, None], other=0)
-        scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0).to(tl.float32)
-        z = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0).to(tl.float32)[:, :, None]
+            scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0)
+            zero = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0)
         # -- the exponent of 2**23 put in once a word: codes 0-4 where they sit, codes 5-7 shifted to bits 8-19
         lo = (word & 0xFFFFF) | 0x4B000000
         hi = ((word >> 12) & 0xFFF00) | 0x4B000000
@@ -1268,7 +1273,10 @@ def w4a16_stream_kernel(
             k = g0 * GROUP_SIZE + offs_k
             xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
         x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
-        acc += _stream_dots(lo, hi, z, x0, x1, x2, x3, x4, x5, x6, x7) * scale[:, :, None]
+        t = _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7)  # Σ q x a word
+        x_sum = x0 + x1 * 16.0 + x2 * 256.0 + x3 * 4096.0 + x4 * 65536.0 + x5 * 256.0 + x6 * 4096.0 + x7 * 65536.0
+        z = zero.to(tl.float32)[:, :, None]
+        acc += (t - z * x_sum[None]) * scale.to(tl.float32)[:, :, None]  # Σ (q - z) x s, a word at a time
     # -- write back: to the output, or (split-K) to this split's slice of the fp32 partial sums
     y = tl.sum(tl.sum(acc, axis=2), axis=1)
     if HAS_RESIDUAL:  # read and written by this program only, element by element: out may be the residual
@@ -1323,13 +1331,20 @@ def w4a16_scaled_tile_kernel(
     p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + bytes_[None, :, :]
     s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]
     acc = tl.zeros((BLOCK_N, BLOCK_M) if SWAP_AB else (BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # the scales and zero points are too narrow for Triton's asynchronous copies (its pipeline takes the codes and
+    # x): each step loads the next step's into registers, so none waits for HBM
+    mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
+    scale_next = tl.load(scale_ptr + s_tile + first * GROUPS, mask=mask_next, other=0.0)
+    zero_next = tl.load(zero_ptr + s_tile + first * GROUPS, mask=mask_next, other=0)
     # -- K loop, GROUPS groups a step: (q - z) * s in x's dtype (the spec's dequantize, rounded once), one dot
     for step in range(first, last):
         g0 = step * GROUPS
         mask_g = mask_n[:, None] & (g0 + offs_g < groups)[None, :]
         byte = tl.load(p_tile + g0 * HALF, mask=mask_g[:, :, None], other=0)  # (BLOCK_N, GROUPS, HALF)
-        scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0)
-        zero = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0).to(tl.float32)
+        scale, zero = scale_next, zero_next.to(tl.float32)
+        mask_next = mask_n[:, None] & ((g0 + GROUPS + offs_g < groups) & (step + 1 < last))[None, :]
+        scale_next = tl.load(scale_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0.0)
+        zero_next = tl.load(zero_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0)
         k = g0 * GROUP_SIZE + offs_k
         x = tl.load(x_rows + k[None, :], mask=mask_m[:, None] & (k[None, :] < K), other=0.0)  # (BLOCK_M, BLOCK_K)
         q = tl.reshape(tl.join(byte & 0xF, byte >> 4), (BLOCK_N, GROUPS, GROUP_SIZE))  # k = 2j, 2j + 1 side by side
