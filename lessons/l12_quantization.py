@@ -1456,7 +1456,7 @@ class FastSchedule(NamedTuple):
 GEMV_KERNEL = {4: "stream", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab" or "stream" (M = 1
 # only: "gemv" at 1 < M <= GEMV_M); a guess, not yet measured: bench/sweeps/l12g.py times it against "gemv"
 # "stream": (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_K = 1024 num_warps keeps a program's rows in-thread
-STREAM_TILE = (8, 2048, 2, 2)
+STREAM_TILE = (8, 2048, 2, 3)
 GEMV_BLOCK_N = {4: 16, 8: 16}  # by bits: rows of W a program, halved while programs are too few, down to
 GEMV_MIN_BLOCK_N = {
     "slab": 8,
@@ -1479,10 +1479,10 @@ FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA 
     # M = 1, int4: the stream kernel, guessed (bench/sweeps/l12g.py prints the measured lines; the sweep of
     # results/h100-2026-11-23-late/ had "gemv" (1, 16, 256, 1, 4, 2) at three shapes, "slab" (1, 32, 512, 4, 4, 2)
     # at 2048 x 8192)
-    (4, 1, 8192, 2048): FastSchedule("stream", 1, 8, 2048, 1, 2, 2),
-    (4, 1, 2048, 8192): FastSchedule("stream", 1, 8, 2048, 2, 2, 2),
-    (4, 1, 14336, 4096): FastSchedule("stream", 1, 8, 2048, 1, 2, 2),
-    (4, 1, 4096, 14336): FastSchedule("stream", 1, 8, 2048, 2, 2, 2),
+    (4, 1, 8192, 2048): FastSchedule("stream", 1, 8, 2048, 1, 2, 3),
+    (4, 1, 2048, 8192): FastSchedule("stream", 1, 8, 2048, 2, 2, 3),
+    (4, 1, 14336, 4096): FastSchedule("stream", 1, 8, 2048, 1, 2, 3),
+    (4, 1, 4096, 14336): FastSchedule("stream", 1, 8, 2048, 2, 2, 3),
     # M = 1, int8
     (8, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
     (8, 1, 2048, 8192): FastSchedule("gemv", 1, 16, 512, 2, 4, 2),

@@ -66,7 +66,8 @@ else:
 
 # M = 1: the stream kernel's (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_K = 1024 num_warps keeps a program's
 # rows in-thread; num_stages 2: the next step's words loaded ahead, 3: its x too (4-row tiles: registers to spare)
-STREAM = [(8, 2048, 2, 2), (4, 2048, 2, 3), (8, 1024, 2, 3), (16, 1024, 4, 3)]  # the last two: more steps a program
+# (the last two: more steps a program)
+STREAM = [(8, 2048, 2, 3), (8, 2048, 2, 2), (4, 2048, 2, 3), (8, 1024, 2, 3), (16, 1024, 4, 3)]
 # M = 16: the scaled tile's (kernel, BLOCK_N, BLOCK_K, num_warps, num_stages), at splits 1, the heuristic's and twice
 # it (a runtime argument: no new compile); the plain "scaled", x @ W.T, at the heuristic's split only
 SCALED = [("scaled_swap", 64, 256, 4, 4), ("scaled_swap", 128, 256, 8, 4), ("scaled_swap", 64, 256, 4, 3),
