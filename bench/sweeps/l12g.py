@@ -65,7 +65,7 @@ else:
     SHAPES += [("8B up 4096->14336", 4096, 14336, M, 32) for M in (1, 16)]  # last: the first skipped if time is short
 
 # M = 1: the stream kernel's (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_K = 1024 num_warps keeps a program's
-# rows in-thread; num_stages 2: the next step's words loaded ahead, 3: its x too (4-row tiles: registers to spare)
+# rows in-thread; num_stages 2: the next step's words, scales and zero points loaded ahead, 3: its x too
 # (the last two: more steps a program)
 STREAM = [(8, 2048, 2, 3), (8, 2048, 2, 2), (4, 2048, 2, 3), (8, 1024, 2, 3), (16, 1024, 4, 3)]
 # M = 16: the scaled tile's (kernel, BLOCK_N, BLOCK_K, num_warps, num_stages), at splits 1, the heuristic's and twice
