@@ -1180,6 +1180,197 @@ def w4a16_tile_kernel(
 
 
 @triton.jit
+def _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7):
+    """Σ over each word's 8 codes of q x, word by word: (BLOCK_N, GROUPS, WORDS) fp32, no reduction across threads
+    (see _pick, here with z = 0: one AND, one subtraction of 2**23, one multiply-add a code). The zero point is
+    not needed yet: it comes in once a word, as z Σ x (so its load has the whole step to arrive)."""
+    t = _pick(lo, 0, 0.0) * x0[None]
+    t += _pick(lo, 4, 0.0) * x1[None]
+    t += _pick(lo, 8, 0.0) * x2[None]
+    t += _pick(lo, 12, 0.0) * x3[None]
+    t += _pick(lo, 16, 0.0) * x4[None]
+    t += _pick(hi, 8, 0.0) * x5[None]
+    t += _pick(hi, 12, 0.0) * x6[None]
+    t += _pick(hi, 16, 0.0) * x7[None]
+    return t
+
+
+@triton.jit
+def w4a16_stream_kernel(
+    x_ptr,
+    packed_ptr,  # the packed codes as int32 words: 8 codes a word, code s of word j is k = 8 j + s
+    scale_ptr,
+    zero_ptr,
+    res_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_pn,  # in words
+    stride_sn,
+    stride_om,
+    stride_os,
+    GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,  # 1: one row of x (decode at batch 1)
+    BLOCK_N: tl.constexpr,  # rows of W a program owns: every one of them in each thread (see below)
+    BLOCK_K: tl.constexpr,  # columns of W a step, a whole number of groups: 1024 a warp keeps rows in-thread
+    PREFETCH: tl.constexpr,  # load step s + 1's words, scales and zero points first (schedule's num_stages >= 2)
+    X_AHEAD: tl.constexpr,  # and step s + 1's x too (num_stages >= 3: more registers)
+    SPLIT_K,  # a runtime argument: another split needs no new compile
+    HAS_RESIDUAL: tl.constexpr,
+):
+    # A step is a (BLOCK_N, GROUPS, WORDS) tile of words. Triton gives each thread 4 words (16 bytes) along a row
+    # and spreads threads and warps along K first: when BLOCK_K = 1024 x num_warps, every thread holds the same
+    # 4 words of all BLOCK_N rows, so the 32 numbers of x it needs serve BLOCK_N rows, and nothing is reduced
+    # across threads until after the loop.
+    tl.static_assert(BLOCK_M == 1, "the stream kernel reads one row of x")
+    GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
+    WORDS: tl.constexpr = GROUP_SIZE // 8  # 32-bit words of a group
+    # -- this program: BLOCK_N rows of W, and its slice of the K steps
+    groups = tl.cdiv(K, GROUP_SIZE)
+    steps = tl.cdiv(groups, GROUPS)
+    per_split = tl.cdiv(steps, SPLIT_K)
+    first = tl.program_id(1) * per_split
+    last = tl.minimum(first + per_split, steps)
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_g = tl.arange(0, GROUPS)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_n = offs_n < N
+    rows_n = offs_n.to(tl.int64)
+    cols = offs_g[:, None] * WORDS + tl.arange(0, WORDS)[None, :]  # (GROUPS, WORDS): the words of a step
+    p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + cols[None, :, :]  # 16-byte loads along a row
+    s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
+    acc = tl.zeros((BLOCK_N, GROUPS, WORDS), dtype=tl.float32)  # a sum a word: reduced once, after the loop
+    mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
+    word_next = tl.load(p_tile + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
+    scale_next = tl.load(scale_ptr + s_tile + first * GROUPS, mask=mask_next, other=0.0)
+    zero_next = tl.load(zero_ptr + s_tile + first * GROUPS, mask=mask_next, other=0)
+    k_next = first * BLOCK_K + offs_k
+    x_next = tl.load(x_ptr + k_next, mask=k_next < K, other=0.0)  # X_AHEAD only (compiled away otherwise)
+    # -- K loop: the next step's words (and scales and zero points: HBM too) on their way while this step's are used
+    for step in range(first, last):
+        g0 = step * GROUPS
+        if PREFETCH:
+            word, scale, zero = word_next, scale_next, zero_next
+            mask_next = mask_n[:, None] & ((g0 + GROUPS + offs_g < groups) & (step + 1 < last))[None, :]
+            word_next = tl.load(p_tile + (g0 + GROUPS) * WORDS, mask=mask_next[:, :, None], other=0)
+            scale_next = tl.load(scale_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0.0)
+            zero_next = tl.load(zero_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0)
+        else:
+            mask_g = mask_n[:, None] & (g0 + offs_g < groups)[None, :]
+            word = tl.load(p_tile + g0 * WORDS, mask=mask_g[:, :, None], other=0)
+            scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0)
+            zero = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0)
+        # -- the exponent of 2**23 put in once a word: codes 0-4 where they sit, codes 5-7 shifted to bits 8-19
+        lo = (word & 0xFFFFF) | 0x4B000000
+        hi = ((word >> 12) & 0xFFF00) | 0x4B000000
+        # -- x: one contiguous load a step, split by k mod 8 in registers (shared by the BLOCK_N rows); from L2,
+        # but a wait every step unless it too was loaded a step ahead
+        if X_AHEAD:
+            xk = x_next.to(tl.float32)
+            k_next = (g0 + GROUPS) * GROUP_SIZE + offs_k
+            x_next = tl.load(x_ptr + k_next, mask=k_next < K, other=0.0)
+        else:
+            k = g0 * GROUP_SIZE + offs_k
+            xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+        x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
+        t = _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7)  # Σ q x a word
+        x_sum = x0 + x1 * 16.0 + x2 * 256.0 + x3 * 4096.0 + x4 * 65536.0 + x5 * 256.0 + x6 * 4096.0 + x7 * 65536.0
+        z = zero.to(tl.float32)[:, :, None]
+        acc += (t - z * x_sum[None]) * scale.to(tl.float32)[:, :, None]  # Σ (q - z) x s, a word at a time
+    # -- write back: to the output, or (split-K) to this split's slice of the fp32 partial sums
+    y = tl.sum(tl.sum(acc, axis=2), axis=1)
+    if HAS_RESIDUAL:  # read and written by this program only, element by element: out may be the residual
+        y += tl.load(res_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
+    tl.store(out_ptr + tl.program_id(1) * stride_os + offs_n, y.to(out_ptr.dtype.element_ty), mask=mask_n)
+
+
+@triton.jit
+def w4a16_scaled_tile_kernel(
+    x_ptr,
+    packed_ptr,
+    scale_ptr,
+    zero_ptr,
+    res_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_pn,
+    stride_sn,
+    stride_om,
+    stride_os,
+    GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # a whole number of groups a step, one dot
+    SPLIT_K,  # a runtime argument: another split needs no new compile
+    GROUP_M: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    MAGIC: tl.constexpr,  # as w4a16_fast_kernel: bits of OFFSET in x's dtype; 0: convert plainly (fp32)
+    OFFSET: tl.constexpr,
+    SWAP_AB: tl.constexpr,  # True: W @ x.T, W's rows fill the tensor cores' M side (>= 64), x's few rows their N
+    HAS_RESIDUAL: tl.constexpr,
+):
+    GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
+    HALF: tl.constexpr = GROUP_SIZE // 2  # bytes of a group
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    groups = tl.cdiv(K, GROUP_SIZE)
+    steps = tl.cdiv(groups, GROUPS)
+    per_split = tl.cdiv(steps, SPLIT_K)
+    first = tl.program_id(1) * per_split
+    last = tl.minimum(first + per_split, steps)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_g = tl.arange(0, GROUPS)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_m, mask_n = offs_m < M, offs_n < N
+    rows_n = offs_n.to(tl.int64)
+    x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    bytes_ = offs_g[:, None] * HALF + tl.arange(0, HALF)[None, :]  # (GROUPS, HALF): the bytes of a step
+    p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + bytes_[None, :, :]
+    s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]
+    acc = tl.zeros((BLOCK_N, BLOCK_M) if SWAP_AB else (BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # the scales and zero points are too narrow for Triton's asynchronous copies (its pipeline takes the codes and
+    # x): each step loads the next step's into registers, so none waits for HBM
+    mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
+    scale_next = tl.load(scale_ptr + s_tile + first * GROUPS, mask=mask_next, other=0.0)
+    zero_next = tl.load(zero_ptr + s_tile + first * GROUPS, mask=mask_next, other=0)
+    # -- K loop, GROUPS groups a step: (q - z) * s in x's dtype (the spec's dequantize, rounded once), one dot
+    for step in range(first, last):
+        g0 = step * GROUPS
+        mask_g = mask_n[:, None] & (g0 + offs_g < groups)[None, :]
+        byte = tl.load(p_tile + g0 * HALF, mask=mask_g[:, :, None], other=0)  # (BLOCK_N, GROUPS, HALF)
+        scale, zero = scale_next, zero_next.to(tl.float32)
+        mask_next = mask_n[:, None] & ((g0 + GROUPS + offs_g < groups) & (step + 1 < last))[None, :]
+        scale_next = tl.load(scale_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0.0)
+        zero_next = tl.load(zero_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0)
+        k = g0 * GROUP_SIZE + offs_k
+        x = tl.load(x_rows + k[None, :], mask=mask_m[:, None] & (k[None, :] < K), other=0.0)  # (BLOCK_M, BLOCK_K)
+        q = tl.reshape(tl.join(byte & 0xF, byte >> 4), (BLOCK_N, GROUPS, GROUP_SIZE))  # k = 2j, 2j + 1 side by side
+        if MAGIC == 0:  # fp32 x: convert plainly
+            w = q.to(x.dtype) - zero.to(x.dtype)[:, :, None]
+        else:  # OFFSET + q from bits, minus OFFSET + z: exact small integers in x's dtype
+            w = (q.to(tl.int16) | MAGIC).to(x.dtype, bitcast=True) - (zero + OFFSET).to(x.dtype)[:, :, None]
+        w = tl.reshape(w * scale.to(x.dtype)[:, :, None], (BLOCK_N, BLOCK_K))
+        if SWAP_AB:
+            acc = tl.dot(w, tl.trans(x), acc, input_precision=DOT_PRECISION)
+        else:
+            acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+    if SWAP_AB:
+        acc = tl.trans(acc)
+    # -- write back: to the output, or (split-K) to this split's slice of the fp32 partial sums
+    mask = mask_m[:, None] & mask_n[None, :]
+    rows_m = offs_m.to(tl.int64)[:, None] * stride_om
+    if HAS_RESIDUAL:
+        acc += tl.load(res_ptr + rows_m + offs_n[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + tl.program_id(1) * stride_os + rows_m + offs_n[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=mask)  # fmt: skip
+
+
+@triton.jit
 def _int8_float(q):
     """int8 codes -> fp32 without a conversion: bits 0x4B000080 + q (q in -128 .. 127) are the fp32 number
     2**23 + 128 + q; one integer add and one subtraction."""
@@ -1253,34 +1444,47 @@ GEMV_M = 4  # up to this many rows of x: the GEMV kernels (CUDA cores); more: te
 
 
 class FastSchedule(NamedTuple):
-    kernel: str  # "slab" (int4) or "gemv": CUDA cores; "tile", or "tile_swap" (int4: W @ x.T): tensor cores
-    BLOCK_M: int  # slab/gemv: the rows of x (M rounded up to a power of two); tile: rows of x a program
+    kernel: str  # CUDA cores: "gemv", int4's "slab" and "stream" (M = 1); tensor cores: "tile", int4's
+    # "tile_swap" (W @ x.T), "scaled" and "scaled_swap" (several groups a step, the scale in the tile)
+    BLOCK_M: int  # slab/gemv/stream: the rows of x (M rounded up to a power of two); tile: rows of x a program
     BLOCK_N: int
-    BLOCK_K: int  # slab/gemv: columns of W a step (int4: a whole number of groups); tile: the group size
+    BLOCK_K: int  # slab/gemv/stream/scaled: columns of W a step (int4: whole groups); int4 tile: the group size
     SPLIT_K: int
     num_warps: int
-    num_stages: int  # gemv: 1, or 2 to load the next step's weights while this step's are used
+    num_stages: int  # gemv/slab/stream: 1, or 2 to load the next step's weights while this step's are used
+    # (stream: 3, and its x too); tile/scaled: Triton's software pipeline
 
 
-GEMV_KERNEL = {4: "gemv", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab" (w4a16_slab_kernel)
+GEMV_KERNEL = {4: "stream", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab" or "stream" (M = 1
+# only: "gemv" at 1 < M <= GEMV_M); a guess, not yet measured: bench/sweeps/l12g.py times it against "gemv"
+# "stream": (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_K = 1024 num_warps keeps a program's rows in-thread
+STREAM_TILE = (8, 2048, 2, 3)
 GEMV_BLOCK_N = {4: 16, 8: 16}  # by bits: rows of W a program, halved while programs are too few, down to
-GEMV_MIN_BLOCK_N = {"slab": 8, "gemv": 16}  # ... these (the slab kernel's x loads are shared by fewer rows then)
+GEMV_MIN_BLOCK_N = {
+    "slab": 8,
+    "gemv": 16,
+    "stream": 8,
+}  # ... these (the slab kernel's x loads are shared by fewer rows then)
 GEMV_BLOCK_K = {4: 256, 8: 256}  # columns of W a step (the slab kernel wanted 1024: 512 bytes a row)
 GEMV_WARPS, GEMV_STAGES = 4, 2  # GEMV_STAGES 2: prefetch the next step's weights into registers
 GEMV_PROGRAMS_PER_SM = 2  # aim for about this many programs an SM (smaller BLOCK_N first, then split K) ...
 GEMV_MIN_STEPS = 4  # ... while each split keeps at least this many steps
 # int4, GEMV_M < M <= DECODE_M: "tile_swap" (W @ x.T) or "tile" (x @ W.T); timed in CUDA graphs on the H100,
-# "tile" took 1.05x the time of "tile_swap" (geometric mean over four shapes; host-timed, the reverse had shown)
-TILE_KERNEL = "tile_swap"
+# "tile" took 1.05x the time of "tile_swap" (geometric mean over four shapes; host-timed, the reverse had shown).
+# "scaled_swap" / "scaled": SCALED_BLOCK_K columns a step, one dot (a guess, not yet measured: bench/sweeps/l12g.py)
+TILE_KERNEL = "scaled_swap"
+SCALED_BLOCK_K = 256
 GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
 FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA graphs unless said
     # (results/h100-2026-11-23-late/sweeps/l12-gemv-schedules.txt; the rest: results/h100-2026-11-23/sweeps/)
-    # M = 1, int4: "gemv" everywhere but one shape, where the slab kernel won
-    (4, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
-    (4, 1, 2048, 8192): FastSchedule("slab", 1, 32, 512, 4, 4, 2),
-    (4, 1, 14336, 4096): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
-    (4, 1, 4096, 14336): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    # M = 1, int4: the stream kernel, guessed (bench/sweeps/l12g.py prints the measured lines; the sweep of
+    # results/h100-2026-11-23-late/ had "gemv" (1, 16, 256, 1, 4, 2) at three shapes, "slab" (1, 32, 512, 4, 4, 2)
+    # at 2048 x 8192)
+    (4, 1, 8192, 2048): FastSchedule("stream", 1, 8, 2048, 1, 2, 3),
+    (4, 1, 2048, 8192): FastSchedule("stream", 1, 8, 2048, 2, 2, 3),
+    (4, 1, 14336, 4096): FastSchedule("stream", 1, 8, 2048, 1, 2, 3),
+    (4, 1, 4096, 14336): FastSchedule("stream", 1, 8, 2048, 2, 2, 3),
     # M = 1, int8
     (8, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
     (8, 1, 2048, 8192): FastSchedule("gemv", 1, 16, 512, 2, 4, 2),
@@ -1296,11 +1500,12 @@ FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA 
     (8, 4, 2048, 8192): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
     (4, 4, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
     (4, 4, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
-    # M = 16 (tensor cores)
-    (4, 16, 8192, 2048): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
-    (4, 16, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 8, 4, 4),
-    (4, 16, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
-    (4, 16, 4096, 14336): FastSchedule("tile", 16, 64, 128, 4, 4, 3),
+    # M = 16 (tensor cores); int4: the scaled tile, guessed (the late sweep had "tile_swap" (16, 64, 128, 1, 4, 4)
+    # at 8192 x 2048 and 14336 x 4096, split 8 at 2048 x 8192, "tile" (16, 64, 128, 4, 4, 3) at 4096 x 14336)
+    (4, 16, 8192, 2048): FastSchedule("scaled_swap", 16, 64, 256, 2, 4, 4),
+    (4, 16, 2048, 8192): FastSchedule("scaled_swap", 16, 64, 256, 4, 4, 4),
+    (4, 16, 14336, 4096): FastSchedule("scaled_swap", 16, 64, 256, 1, 4, 4),
+    (4, 16, 4096, 14336): FastSchedule("scaled_swap", 16, 64, 256, 4, 4, 4),
     (8, 16, 8192, 2048): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
     (8, 16, 2048, 8192): FastSchedule("tile", 16, 64, 128, 8, 4, 4),
     (8, 16, 14336, 4096): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
@@ -1321,33 +1526,44 @@ def fast_schedule(bits, M, N, K, group_size=128, sm_count=None, smem=None) -> Fa
     """The fast launchers' schedule for y (M, N) = x (M, K) @ W.T with W in ``bits`` (4 or 8)."""
     env = utils.mode.current()
     return _fast_schedule(bits, M, N, K, group_size, sm_count or env.sm_count or 4,
-                          smem or env.shared_memory_bytes or 64 * 1024)  # fmt: skip
+                          smem or env.shared_memory_bytes)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1024)
 def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
+    # the scaled tile's wide steps want shared memory (and registers): a T4 (64 KB) takes the one-group tile;
+    # the interpreter (no shared memory to know) takes the scaled tile, and the others' tiles fitted to 64 KB
+    scaled = TILE_KERNEL.startswith("scaled") and (smem is None or smem >= 100 * 1024)
+    smem = smem or 64 * 1024
     mine = FAST_SCHEDULES.get((bits, M, N, K))
     if mine is not None:
-        try:  # measured at one group size: still valid at this one?
+        try:  # measured at one group size (and on an H100): still valid at this one, and on this GPU?
             _require_fast_schedule(mine, bits, M, group_size)
-            return mine
+            if mine.kernel in GEMV_KERNELS or pipeline_bytes(Schedule(*mine[1:]), 2, bits) <= smem:
+                return mine
         except (TypeError, ValueError):
             pass
     if M <= GEMV_M:
-        kernel = GEMV_KERNEL[bits]
-        BLOCK_N = GEMV_BLOCK_N[bits]
-        BLOCK_K = max(group_size, min(GEMV_BLOCK_K[bits], triton.next_power_of_2(K)))  # no step wider than K
+        kernel = GEMV_KERNEL[bits] if GEMV_KERNEL[bits] != "stream" or M == 1 else "gemv"
+        if kernel == "stream":
+            BLOCK_N, BLOCK_K, warps, stages = STREAM_TILE
+        else:
+            BLOCK_N, BLOCK_K, warps, stages = GEMV_BLOCK_N[bits], GEMV_BLOCK_K[bits], GEMV_WARPS, GEMV_STAGES
+        BLOCK_K = max(group_size, min(BLOCK_K, triton.next_power_of_2(K)))  # no step wider than K
         if kernel == "slab" and M > 1:  # each row of x adds registers: half the step keeps them from spilling
             BLOCK_K = max(group_size, BLOCK_K // 2)
         while BLOCK_N > GEMV_MIN_BLOCK_N[kernel] and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
             BLOCK_N //= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
-        return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, GEMV_WARPS, GEMV_STAGES)
-    s = schedule(M, N, K, group_size if bits == 4 else (128 if M <= DECODE_M else 64), sm_count, bits=bits,
+        return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, warps, stages)
+    scaled = scaled and bits == 4 and M <= DECODE_M
+    BLOCK_K = max(group_size, min(SCALED_BLOCK_K, triton.next_power_of_2(K))) if scaled else group_size
+    s = schedule(M, N, K, BLOCK_K if bits == 4 else (128 if M <= DECODE_M else 64), sm_count, bits=bits,
                  smem=smem)  # fmt: skip
     if bits == 4 and M > DECODE_M:  # prefill: one group a step, the dequantized tile in shared memory once
         return FastSchedule("tile", *fit(Schedule(128, 128, group_size, 1, 8, 3), 2, 4, smem))
-    return FastSchedule(TILE_KERNEL if bits == 4 else "tile", *s)  # a few rows: W's rows on the dot's M side
+    kernel = TILE_KERNEL if scaled or not TILE_KERNEL.startswith("scaled") else "tile_swap"  # a T4
+    return FastSchedule(kernel if bits == 4 else "tile", *s)  # a few rows: W's rows on the dot's M side
 
 
 def clear_schedule_cache():
@@ -1356,18 +1572,24 @@ def clear_schedule_cache():
     _fast_schedule.cache_clear()
 
 
+FAST_KERNELS = ("gemv", "slab", "stream", "tile", "tile_swap", "scaled", "scaled_swap")
+GEMV_KERNELS = ("gemv", "slab", "stream")  # CUDA cores, one program a BLOCK_N rows of W, all rows of x
+
+
 def _require_fast_schedule(s, bits, M, group_size):
-    if not isinstance(s, FastSchedule) or s.kernel not in ("gemv", "slab", "tile", "tile_swap"):
-        raise TypeError(f"schedule must be a FastSchedule with kernel 'gemv', 'slab', 'tile' or 'tile_swap', got {s!r}")
-    if s.kernel == "slab" and bits != 4:
-        raise ValueError("the 'slab' kernel reads int4 codes: int8 weights take 'gemv' or 'tile'")
+    if not isinstance(s, FastSchedule) or s.kernel not in FAST_KERNELS:
+        raise TypeError(f"schedule must be a FastSchedule with kernel one of {FAST_KERNELS}, got {s!r}")
+    if s.kernel in ("slab", "stream", "scaled", "scaled_swap") and bits != 4:
+        raise ValueError(f"the {s.kernel!r} kernel reads int4 codes: int8 weights take 'gemv' or 'tile'")
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps"):
         utils.require_power_of_two(getattr(s, name), name)
-    if s.kernel in ("gemv", "slab") and (s.BLOCK_M < M or s.BLOCK_M > 16):
+    if s.kernel in GEMV_KERNELS and (s.BLOCK_M < M or s.BLOCK_M > 16):
         raise ValueError(f"BLOCK_M={s.BLOCK_M}: the GEMV kernel takes every row of x at once, M={M} (at most 16)")
-    if s.kernel in ("gemv", "slab") and bits == 4 and s.BLOCK_K % group_size:
+    if s.kernel == "stream" and s.BLOCK_M != 1:
+        raise ValueError(f"BLOCK_M={s.BLOCK_M}: the stream kernel reads one row of x (M = 1): take 'gemv' for more")
+    if s.kernel in GEMV_KERNELS + ("scaled", "scaled_swap") and bits == 4 and s.BLOCK_K % group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {group_size}")
-    if s.kernel in ("tile", "tile_swap") and min(s.BLOCK_M, s.BLOCK_N) < 16:
+    if s.kernel not in GEMV_KERNELS and min(s.BLOCK_M, s.BLOCK_N) < 16:
         raise ValueError("BLOCK_M and BLOCK_N must be at least 16 (the smallest tile tl.dot takes)")
     if s.kernel in ("tile", "tile_swap") and bits == 4 and s.BLOCK_K != group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K}: the int4 tile kernel steps one group at a time ({group_size})")
@@ -1380,8 +1602,10 @@ def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, *
     target = out if direct else torch.empty(s.SPLIT_K, M, N, device=x.device)
     has_residual = direct and residual is not None
     stages = s.num_stages
-    if s.kernel in ("gemv", "slab"):  # their stages are their own: >= 2 prefetches the next step into registers
+    if s.kernel in GEMV_KERNELS:  # their stages are their own: >= 2 prefetches the next step into registers
         meta["PREFETCH"], stages = s.num_stages >= 2, 1
+    if s.kernel == "stream":  # ... and >= 3 its x too
+        meta["X_AHEAD"] = s.num_stages >= 3
     kernel[(grid_n, s.SPLIT_K)](
         x, *parts, residual if has_residual else target, target, M, N, K, *strides,
         N, 0 if direct else M * N,  # stride_om, stride_os: contiguous (M, N), one slice per split
@@ -1433,14 +1657,19 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
         return out.zero_() if residual is None else out.copy_(residual)
     strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
     parts = (w.packed, w.scale, w.zero)
-    if s.kernel in ("gemv", "slab"):  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
+    if s.kernel in GEMV_KERNELS:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = w.packed.view(torch.int32)
-        kernel = w4a16_slab_kernel if s.kernel == "slab" else w4a16_gemv_kernel
+        kernel = {"slab": w4a16_slab_kernel, "stream": w4a16_stream_kernel, "gemv": w4a16_gemv_kernel}[s.kernel]
         return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
                             (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
                             BLOCK_K=s.BLOCK_K)  # fmt: skip
     magic, offset = MAGIC_BITS[x.dtype]
     grid_n = triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N)
+    if s.kernel in ("scaled", "scaled_swap"):
+        return _fast_launch(w4a16_scaled_tile_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,
+                            GROUP_SIZE=w.group_size, BLOCK_K=s.BLOCK_K, GROUP_M=8, MAGIC=magic, OFFSET=offset,
+                            SWAP_AB=s.kernel == "scaled_swap",
+                            DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")  # fmt: skip
     return _fast_launch(w4a16_tile_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,
                         GROUP_SIZE=w.group_size, GROUP_M=8, MAGIC=magic, OFFSET=offset, SCALE_IN_TILE=M > DECODE_M,
                         SWAP_AB=s.kernel == "tile_swap",

@@ -274,6 +274,68 @@ def test_int4_tile_schedules(M, s):
                 **L.wxa16_tolerance(x, w, ENV.dtype))  # fmt: skip
 
 
+# The stream GEMV (M = 1) and the scaled tile (M <= 16, several groups a step): every group size, N odd and below
+# BLOCK_N, K not a multiple of the step (300 = 9.4 groups of 32; 700 = 5.5 groups of 128), a step wider than K, no
+# prefetch, splits (the partial sums combined in a fixed order: more splits than steps leave slices of zeros)
+F16, F32 = torch.float16, torch.float32
+STREAM_CASES = [
+    (33, 300, 32, _fs("stream", 1, 8, 128, 1, 2, 2), F16),
+    (33, 300, 32, _fs("stream", 1, 8, 128, 1, 2, 2), F32),
+    (17, 700, 128, _fs("stream", 1, 4, 256, 2, 4, 2), F16),
+    (9, 100, 64, _fs("stream", 1, 16, 512, 1, 2, 1), F32),
+    (5, 300, 64, _fs("stream", 1, 8, 64, 4, 1, 2), F16),
+    (3, 72, 32, _fs("stream", 1, 8, 32, 8, 2, 2), F32),
+    (21, 700, 64, _fs("stream", 1, 4, 128, 2, 2, 3), F16),  # x loaded a step ahead too
+]
+
+
+@pytest.mark.parametrize("N, K, G, s, dtype", STREAM_CASES)
+def test_int4_stream_schedules(N, K, G, s, dtype):
+    x = torch.randn(1, K, device=DEV, dtype=dtype)
+    w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
+    out = L.w4a16_fast(x, w, out=utils.nan_empty((1, N), dtype), schedule=s)
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 stream {s}", quiet=True,
+                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
+
+
+SCALED_CASES = [
+    (16, 33, 300, 32, _fs("scaled_swap", 16, 16, 128, 1, 4, 2), F16),
+    (16, 33, 300, 32, _fs("scaled_swap", 16, 16, 128, 1, 4, 2), F32),
+    (5, 47, 700, 128, _fs("scaled_swap", 16, 32, 256, 2, 4, 2), F16),
+    (3, 17, 200, 64, _fs("scaled", 16, 16, 128, 1, 4, 2), F32),
+    (1, 9, 100, 32, _fs("scaled", 16, 16, 512, 4, 4, 2), F16),
+    (20, 17, 300, 32, _fs("scaled_swap", 16, 16, 64, 8, 4, 2), F32),
+]
+
+
+@pytest.mark.parametrize("M, N, K, G, s, dtype", SCALED_CASES)
+def test_int4_scaled_tile_schedules(M, N, K, G, s, dtype):
+    """(q - z) * s rounded once to x's dtype: the spec's dequantize, so the same tolerance as every other path."""
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
+    w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
+    out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 scaled tile {s}", quiet=True,
+                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
+
+
+@pytest.mark.parametrize("s", [_fs("stream", 1, 8, 64, 4, 2, 2), _fs("scaled_swap", 16, 16, 64, 4, 4, 2)],
+                         ids=["stream", "scaled_swap"])  # fmt: skip
+def test_split_k_combine_is_deterministic_and_adds_the_residual(s):
+    """Split-K writes one fp32 slice a split and one kernel adds them in a fixed order: the same bits every run
+    (no atomics), the residual added once, in place allowed."""
+    M, N, K = 1 if s.kernel == "stream" else 3, 21, 300
+    x = torch.randn(M, K, device=DEV, dtype=ENV.dtype)
+    w = L.quantize_int4_ref(weight(N, K), 32)
+    r = torch.randn(M, N, device=DEV, dtype=ENV.dtype)
+    a = L.w4a16_fast(x, w, residual=r, schedule=s)
+    assert torch.equal(a, L.w4a16_fast(x, w, residual=r, schedule=s))
+    want = L.wxa16_ref(x.double(), w) + r.double()
+    utils.check(a, want, name=f"{s.kernel} split {s.SPLIT_K} + residual", quiet=True,
+                **L.wxa16_tolerance(x, w, ENV.dtype))  # fmt: skip
+    assert L.w4a16_fast(x, w, out=r, residual=r, schedule=s) is r
+    assert torch.equal(r, a)
+
+
 @pytest.mark.parametrize("launcher", ["w4a16_fast", "w8a16_fast"])
 @pytest.mark.parametrize("SPLIT_K", [1, 2])
 def test_gemv_adds_the_residual_in_place(launcher, SPLIT_K):
@@ -316,9 +378,13 @@ def _heuristic_schedules():
     for M, N, K in ((1, 8192, 2048), (1, 2048, 8192), (4, 14336, 4096), (1, 4096, 14336)):
         s = L.fast_schedule(4, M, N, K, 128, sm_count=132, smem=227 * 1024)
         programs = triton.cdiv(N, s.BLOCK_N) * s.SPLIT_K
-        assert s.kernel == L.GEMV_KERNEL[4] and s.BLOCK_M >= M and s.BLOCK_K % 128 == 0, s
-        assert 132 <= programs and triton.cdiv(K, s.BLOCK_K) >= s.SPLIT_K * L.GEMV_MIN_STEPS // 2, (M, N, K, s)
-    assert L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024).kernel.startswith("tile")
+        kernel = L.GEMV_KERNEL[4] if L.GEMV_KERNEL[4] != "stream" or M == 1 else "gemv"  # stream: M = 1 only
+        assert s.kernel == kernel and s.BLOCK_M >= M and s.BLOCK_K % 128 == 0, s
+        steps = triton.cdiv(K, s.BLOCK_K)
+        assert 132 <= programs and (s.SPLIT_K == 1 or steps >= s.SPLIT_K * L.GEMV_MIN_STEPS // 2), (M, N, K, s)
+    s = L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024)
+    assert s.kernel == L.TILE_KERNEL and s.BLOCK_K % 128 == 0 and s.BLOCK_M == 16, s
+    assert triton.cdiv(4096, s.BLOCK_N) * s.SPLIT_K >= 132, "a tall K is split until the programs fill the GPU"
     prefill = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=132, smem=227 * 1024)
     assert (prefill.kernel, prefill.BLOCK_K, prefill.SPLIT_K) == ("tile", 128, 1) and prefill.BLOCK_M >= 64
     small = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=40, smem=64 * 1024)  # a T4's shared memory
@@ -334,7 +400,29 @@ def test_fast_schedules_table_wins_over_the_heuristic(monkeypatch):
         tile = _fs("tile_swap", 16, 64, 128, 2, 4, 4)  # measured with groups of 128: not for groups of 64
         monkeypatch.setitem(L.FAST_SCHEDULES, (4, 16, 4096, 14336), tile)
         assert L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024) == tile
-        assert L.fast_schedule(4, 16, 4096, 14336, 64, sm_count=132, smem=227 * 1024).BLOCK_K == 64
+        assert L.fast_schedule(4, 16, 4096, 14336, 64, sm_count=132, smem=227 * 1024).BLOCK_K % 64 == 0
+    finally:
+        L.clear_schedule_cache()
+
+
+def test_the_scaled_tile_only_where_its_shared_memory_fits(monkeypatch):
+    """The table's scaled tiles were measured on an H100 (227 KB a program); a T4 has 64 KB: the heuristic's one-group
+    tile there, for the table's shapes too. The interpreter (no shared memory to know) takes the scaled tile."""
+    for shape in ((16, 4096, 14336), (16, 8192, 2048), (5, 1000, 3000)):
+        h100 = L.fast_schedule(4, *shape, 128, sm_count=132, smem=227 * 1024)
+        t4 = L.fast_schedule(4, *shape, 128, sm_count=40, smem=64 * 1024)
+        assert (
+            h100 == L.FAST_SCHEDULES.get((4, *shape), h100) and L.pipeline_bytes(L.Schedule(*t4[1:]), 2, 4) <= 64 * 1024
+        )
+        if h100.kernel.startswith("scaled"):
+            assert t4.kernel == "tile_swap", (shape, h100, t4)
+    monkeypatch.setattr(L, "TILE_KERNEL", "scaled_swap")
+    L.clear_schedule_cache()
+    try:
+        assert L.fast_schedule(4, 5, 1000, 3000, 128, sm_count=132, smem=227 * 1024).kernel == "scaled_swap"
+        assert L.fast_schedule(4, 5, 1000, 3000, 128, sm_count=40, smem=64 * 1024).kernel == "tile_swap"
+        if ENV.interpret:
+            assert L.fast_schedule(4, 5, 47, 200, 32).kernel == "scaled_swap"
     finally:
         L.clear_schedule_cache()
 
@@ -351,8 +439,19 @@ def test_fast_launchers_refuse_bad_schedules():
                                               "one group at a time"),
         "a tile of 8 rows": (lambda: L.w8a16_fast(x, q8, schedule=_fs("tile", 8, 16, 64, 1)), "at least 16"),
         "an unknown field": (lambda: L.w4a16_fast(x, q4, BLOCK_Q=2), "unknown schedule fields"),
-        "an unknown kernel": (lambda: L.w4a16_fast(x, q4, kernel="fast"), "'gemv', 'slab', 'tile' or 'tile_swap'"),
+        "an unknown kernel": (lambda: L.w4a16_fast(x, q4, kernel="fast"), "kernel one of .*'stream'"),
         "the int4 slab kernel for int8": (lambda: L.w8a16_fast(x, q8, kernel="slab"), "reads int4 codes"),
+        "the int4 stream kernel for int8": (lambda: L.w8a16_fast(x[:1], q8, kernel="stream"), "reads int4 codes"),
+        "the scaled tile for int8": (lambda: L.w8a16_fast(x, q8, schedule=_fs("scaled_swap", 16, 16, 128, 1)),
+                                     "reads int4 codes"),
+        "the stream kernel for 3 rows": (lambda: L.w4a16_fast(x, q4, schedule=_fs("stream", 4, 16, 64, 1)),
+                                         "one row of x"),
+        "a stream step that is not whole groups": (
+            lambda: L.w4a16_fast(x[:1], q4, schedule=_fs("stream", 1, 16, 16, 1)), "whole number of groups"),
+        "a scaled step that is not whole groups": (
+            lambda: L.w4a16_fast(x, q4, schedule=_fs("scaled", 16, 16, 16, 1)), "whole number of groups"),
+        "a scaled tile of 8 rows of W": (lambda: L.w4a16_fast(x, q4, schedule=_fs("scaled_swap", 16, 8, 64, 1)),
+                                         "at least 16"),
         "a slab step that is not whole groups": (lambda: L.w4a16_fast(x, q4, schedule=_fs("slab", 4, 16, 16, 1)),
                                                  "whole number of groups"),
         "SPLIT_K of 3": (lambda: L.w8a16_fast(x, q8, SPLIT_K=3), "power of two"),
@@ -1033,14 +1132,21 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
         pytest.skip("needs Triton's NVIDIA backend and its ptxas")
     jobs = []
     for bits, M, N, K in ((4, 1, 8192, 2048), (4, 4, 2048, 8192), (4, 16, 4096, 14336), (4, 2048, 14336, 4096),
-                          (8, 1, 14336, 4096), (4, 4, 8192, 2048), (4, 1, 2048, 2048)):  # fmt: skip
+                          (8, 1, 14336, 4096), (4, 4, 8192, 2048), (4, 1, 2048, 2048), (4, 1, 4096, 14336),
+                          (4, 16, 8192, 2048)):  # fmt: skip
         s = L.fast_schedule(bits, M, N, K, 128, sm_count=132, smem=227 * 1024)
         out = "fp32" if s.SPLIT_K > 1 else "bf16"
         ints = dict(M=M, N=N, K=K, stride_xm=K, stride_om=N, stride_os=M * N if s.SPLIT_K > 1 else 0)
         meta = dict(BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, HAS_RESIDUAL=False)
-        if s.kernel in ("gemv", "slab"):
+        if s.kernel in L.GEMV_KERNELS:
             ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the GEMV kernels
             meta.update(BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2)
+            if s.kernel == "stream":
+                meta["X_AHEAD"] = s.num_stages >= 3
+        elif s.kernel.startswith("scaled"):
+            ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the scaled tile too
+            meta.update(BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
+                        SWAP_AB=s.kernel == "scaled_swap")  # fmt: skip
         else:
             meta.update(SPLIT_K=s.SPLIT_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
                         SCALE_IN_TILE=M > L.DECODE_M, SWAP_AB=s.kernel == "tile_swap")  # fmt: skip
@@ -1048,23 +1154,25 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             pointers = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", res_ptr="bf16", out_ptr=out)
             ints["stride_qn"] = K
         else:
-            codes = "i32" if s.kernel in ("gemv", "slab") else "u8"  # the GEMVs read the codes as 32-bit words
+            codes = "i32" if s.kernel in L.GEMV_KERNELS else "u8"  # the GEMVs read the codes as 32-bit words
             pointers = dict(
                 x_ptr="bf16", packed_ptr=codes, scale_ptr="bf16", zero_ptr="u8", res_ptr="bf16", out_ptr=out
             )
             ints.update(stride_pn=K // 8 if codes == "i32" else K // 2, stride_sn=K // 128)
             meta["GROUP_SIZE"] = 128
-        kernel = f"w{bits}a16_{s.kernel.removesuffix('_swap')}_kernel"
-        stages = 1 if s.kernel in ("gemv", "slab") else s.num_stages  # as _fast_launch compiles them
+        kernel = f"w{bits}a16_{s.kernel.removesuffix('_swap').replace('scaled', 'scaled_tile')}_kernel"
+        stages = 1 if s.kernel in L.GEMV_KERNELS else s.num_stages  # as _fast_launch compiles them
         jobs.append(offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps,
                                 num_stages=stages))  # fmt: skip
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         where = f"{job['kernel']} at M={job['ints']['M']}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
-        if job["kernel"].endswith(("gemv_kernel", "slab_kernel")):
+        if job["kernel"].endswith(("gemv_kernel", "slab_kernel", "stream_kernel")):
             assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
         else:
             assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
+        if job["constexprs"].get("SWAP_AB") and job["kernel"] == "w4a16_scaled_tile_kernel":
+            assert compiled.uses_wgmma, f"{where}: W @ x.T with 64 rows of W should be a warp-group MMA"
 
 
 def _fused_decode_jobs(offline, capability=90):
