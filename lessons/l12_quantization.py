@@ -1455,10 +1455,12 @@ class FastSchedule(NamedTuple):
     # (stream: 3, and its x too); tile/scaled: Triton's software pipeline
 
 
-GEMV_KERNEL = {4: "stream", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab" or "stream" (M = 1
-# only: "gemv" at 1 < M <= GEMV_M); a guess, not yet measured: bench/sweeps/l12g.py times it against "gemv"
+GEMV_KERNEL = {4: "gemv", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab" or "stream" (M = 1
+# only: "gemv" at 1 < M <= GEMV_M). The H100 sweep l12g (results/h100-2026-11-23-s7/sweeps/l12g.txt): "stream"
+# won at the long-K shapes (in FAST_SCHEDULES), "gemv" at the others and with groups of 32, where the stream tile
+# of 2048 columns spilled
 # "stream": (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_K = 1024 num_warps keeps a program's rows in-thread
-STREAM_TILE = (8, 2048, 2, 3)
+STREAM_TILE = (8, 1024, 2, 3)  # the sweep's best stream tile over its shapes
 GEMV_BLOCK_N = {4: 16, 8: 16}  # by bits: rows of W a program, halved while programs are too few, down to
 GEMV_MIN_BLOCK_N = {
     "slab": 8,
@@ -1471,20 +1473,19 @@ GEMV_PROGRAMS_PER_SM = 2  # aim for about this many programs an SM (smaller BLOC
 GEMV_MIN_STEPS = 4  # ... while each split keeps at least this many steps
 # int4, GEMV_M < M <= DECODE_M: "tile_swap" (W @ x.T) or "tile" (x @ W.T); timed in CUDA graphs on the H100,
 # "tile" took 1.05x the time of "tile_swap" (geometric mean over four shapes; host-timed, the reverse had shown).
-# "scaled_swap" / "scaled": SCALED_BLOCK_K columns a step, one dot (a guess, not yet measured: bench/sweeps/l12g.py)
-TILE_KERNEL = "scaled_swap"
+# "scaled_swap" / "scaled": SCALED_BLOCK_K columns a step, one dot; the sweep l12g had it ahead at one shape of four
+TILE_KERNEL = "tile_swap"
 SCALED_BLOCK_K = 256
 GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
 FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA graphs unless said
     # (results/h100-2026-11-23-late/sweeps/l12-gemv-schedules.txt; the rest: results/h100-2026-11-23/sweeps/)
-    # M = 1, int4: the stream kernel, guessed (bench/sweeps/l12g.py prints the measured lines; the sweep of
-    # results/h100-2026-11-23-late/ had "gemv" (1, 16, 256, 1, 4, 2) at three shapes, "slab" (1, 32, 512, 4, 4, 2)
-    # at 2048 x 8192)
-    (4, 1, 8192, 2048): FastSchedule("stream", 1, 8, 2048, 1, 2, 3),
-    (4, 1, 2048, 8192): FastSchedule("stream", 1, 8, 2048, 2, 2, 3),
-    (4, 1, 14336, 4096): FastSchedule("stream", 1, 8, 2048, 1, 2, 3),
-    (4, 1, 4096, 14336): FastSchedule("stream", 1, 8, 2048, 2, 2, 3),
+    # M = 1, int4 (results/h100-2026-11-23-s7/sweeps/l12g.txt): "gemv" where K is short, the stream kernel where
+    # K is long (the down projections)
+    (4, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (4, 1, 2048, 8192): FastSchedule("stream", 1, 4, 2048, 1, 2, 3),
+    (4, 1, 14336, 4096): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
+    (4, 1, 4096, 14336): FastSchedule("stream", 1, 8, 1024, 1, 2, 3),
     # M = 1, int8
     (8, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
     (8, 1, 2048, 8192): FastSchedule("gemv", 1, 16, 512, 2, 4, 2),
@@ -1500,12 +1501,12 @@ FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA 
     (8, 4, 2048, 8192): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
     (4, 4, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
     (4, 4, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
-    # M = 16 (tensor cores); int4: the scaled tile, guessed (the late sweep had "tile_swap" (16, 64, 128, 1, 4, 4)
-    # at 8192 x 2048 and 14336 x 4096, split 8 at 2048 x 8192, "tile" (16, 64, 128, 4, 4, 3) at 4096 x 14336)
-    (4, 16, 8192, 2048): FastSchedule("scaled_swap", 16, 64, 256, 2, 4, 4),
-    (4, 16, 2048, 8192): FastSchedule("scaled_swap", 16, 64, 256, 4, 4, 4),
-    (4, 16, 14336, 4096): FastSchedule("scaled_swap", 16, 64, 256, 1, 4, 4),
-    (4, 16, 4096, 14336): FastSchedule("scaled_swap", 16, 64, 256, 4, 4, 4),
+    # M = 16 (tensor cores), int4 (results/h100-2026-11-23-s7/sweeps/l12g.txt): "tile_swap" at three shapes, the
+    # scaled tile split 8 ways at 4096 x 14336
+    (4, 16, 8192, 2048): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
+    (4, 16, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 8, 4, 4),
+    (4, 16, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
+    (4, 16, 4096, 14336): FastSchedule("scaled_swap", 16, 64, 256, 8, 4, 3),
     (8, 16, 8192, 2048): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
     (8, 16, 2048, 8192): FastSchedule("tile", 16, 64, 128, 8, 4, 4),
     (8, 16, 14336, 4096): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
