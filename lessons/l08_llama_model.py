@@ -733,6 +733,22 @@ def decode_split(B: int, KV: int, max_len: int, device=None, *, head_dim=64, sch
     return triton.cdiv(max_len, split_len), split_len, BLOCK_N
 
 
+PDL_TRIGGERS = ("start", "after wait", "after loop")  # where a kernel launched early lets the next one launch
+
+
+def pdl_launch(pdl) -> dict:
+    """The extra launch arguments of a kernel with a PDL switch: launched early (programmatic dependent launch),
+    letting the next kernel launch at the point ``pdl`` names (one of PDL_TRIGGERS; True: "start"), where asked and
+    the GPU has it; else nothing (the kernel's PDL is 0: it waits for nobody)."""
+    if pdl is False or pdl is None:
+        return {}
+    if pdl is True:
+        pdl = "start"
+    if pdl not in PDL_TRIGGERS:
+        raise ValueError(f"pdl must be False, True or one of {PDL_TRIGGERS}, got {pdl!r}")
+    return {"PDL": 1 + PDL_TRIGGERS.index(pdl), "launch_pdl": True} if utils.mode.current().supports_pdl else {}
+
+
 def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=None, pdl=False):
     """The first kernel alone: (acc, m, l), each split's unnormalised partial result (see the combine).
     pdl: launched early (lets the next kernel launch at once, then waits: pdl True or "start" only)."""
@@ -1067,22 +1083,6 @@ def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=N
         **pdl_launch(pdl),
     )
     return out
-
-
-PDL_TRIGGERS = ("start", "after wait", "after loop")  # where a kernel launched early lets the next one launch
-
-
-def pdl_launch(pdl) -> dict:
-    """The extra launch arguments of a kernel with a PDL switch: launched early (programmatic dependent launch),
-    letting the next kernel launch at the point ``pdl`` names (one of PDL_TRIGGERS; True: "start"), where asked and
-    the GPU has it; else nothing (the kernel's PDL is 0: it waits for nobody)."""
-    if pdl is False or pdl is None:
-        return {}
-    if pdl is True:
-        pdl = "start"
-    if pdl not in PDL_TRIGGERS:
-        raise ValueError(f"pdl must be False, True or one of {PDL_TRIGGERS}, got {pdl!r}")
-    return {"PDL": 1 + PDL_TRIGGERS.index(pdl), "launch_pdl": True} if utils.mode.current().supports_pdl else {}
 
 
 def check_decode_gemv(fn, *, quiet=False):
