@@ -581,7 +581,7 @@ def _planted_reg_kernel(x_ptr, values_ptr, indices_ptr, N, stride_xm, BLOCK_SIZE
     r = tl.arange(0, R)[:, None, None]
     c = tl.arange(0, LANES)[None, :, None]
     lane = (r * LANES + c) * REG + tl.arange(0, REG)[None, None, :]
-    first = (tl.arange(0, R)[:, None] * LANES + tl.arange(0, LANES)[None, :]) * REG
+    first = tl.arange(0, R * LANES) * REG
     x = tl.reshape(load_sort_keys_reg(x_ptr, row, stride_xm, first, N, 1, REG), (R, LANES, REG))
     for s in tl.static_range(1, LOG_BLOCK + 1):
         for t in tl.static_range(s):
@@ -609,8 +609,9 @@ def test_sort_rows_reg_mistakes_are_caught(mistake, monkeypatch):
 @pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
 def test_sort_rows_reg_spills_nothing_and_keeps_to_the_tiled_barriers():
     """Compiled without a GPU for an H100, reg8 fp32 as the table launches it at 1024 (4 warps) and at 4096 with 8
-    warps: no spills, the lane steps as shuffles, and no more barriers than the tiled kernel's bound at 4096 (the
-    layout the reshapes and joins keep must not cost a round through shared memory per step)."""
+    warps: no spills, the lane steps as shuffles, and barriers only for the steps across tile rows (j >= 256: 3 at
+    1024, 10 at 4096), at most two each and a few for the loads and stores. A tile whose lane axis the compiler
+    spreads over warps (Triton 3.6 did, for keys loaded as (R, 32)) has 31 and 43: it fails here."""
     jobs = []
     for n, num_warps in ((1024, L.sort_rows_schedule(1024)[2]), (L.MAX_SORT_ROW, 8)):
         jobs.append(
@@ -626,7 +627,8 @@ def test_sort_rows_reg_spills_nothing_and_keeps_to_the_tiled_barriers():
         where = f"rows of {job['ints']['N']}, {job['num_warps']} warps"
         assert compiled.spill_bytes == 0, where
         assert "shfl.sync" in compiled.ptx, where
-        assert compiled.ptx.count("bar.sync") <= 2 * 28 + 2, where
+        steps_across_rows = sum(range(1, job["constexprs"]["LOG_BLOCK"] - 8 + 1))  # stages 9..LOG_BLOCK, j >= 256
+        assert compiled.ptx.count("bar.sync") <= 2 * steps_across_rows + 8, where
 
 
 def test_sort_rows_with_ties_reversed_gets_its_hint():
