@@ -409,7 +409,16 @@ def check_sort_rows(fn, *, quiet=False):
     f32, f16 = torch.float32, torch.float16
     shapes = env.pick(
         cpu=[(1, 1, f32), (3, 5, f32), (4, 100, f32), (3, 600, f32), (3, 37, f16)],
-        gpu=[(1, 1, f32), (3, 5, f32), (4099, 100, f32), (1000, 4096, f32), (777, 1000, f16), (300, 4096, f16)],
+        gpu=[
+            (1, 1, f32),
+            (3, 5, f32),
+            (4099, 100, f32),
+            (999, 300, f32),
+            (1000, 1000, f32),
+            (1000, 4096, f32),
+            (777, 1000, f16),
+            (300, 4096, f16),
+        ],
     )
     for M, N, dtype in shapes:
         x = torch.randn(M, N, device=env.device).to(dtype)
