@@ -2,8 +2,9 @@
 
 - segmented sort: rows of 256, 1024 and 4096 fp32 (2**24 elements in all), sort_rows (its SORT_ROWS_SCHEDULES
   network, rows a program and warps per row length: "tiled" is bitonic_sort_tiled's network carrying the indices
-  in packed keys) vs torch.sort (both return values and int64 indices); bytes = read x + write values + write
-  indices = 16 bytes per element; where the table's network is not tl.sort, sort_rows with tl.sort too (the
+  in packed keys, "reg8" the same network with 8 elements a thread in registers, then also "tiled") vs
+  torch.sort (both return values and int64 indices); bytes = read x + write values + write indices = 16 bytes per
+  element; where the table's network is not tl.sort, sort_rows with tl.sort too (the
   former default); sort_rows at 4096x4096 fp16 (12 bytes per element); plus exercise 1's bitonic_sort (values
   only, credited with the same bytes) at rows of 1024, and bitonic_sort_tiled (values only, the same bytes;
   BITONIC_TILED_SCHEDULES' rows a program and warps) at rows of 1024 and 4096;
@@ -84,6 +85,8 @@ def _sorts() -> list[Row]:
         impls = {f"triton sort_rows ({network})": lambda: sort_rows(x)}
         if network != "tl.sort":  # the former default, on the same rows
             impls["triton sort_rows (tl.sort)"] = lambda: sort_rows(x, network="tl.sort")
+        if network.startswith("reg"):  # the register network's table line: the tiled network it replaced, too
+            impls["triton sort_rows (tiled)"] = lambda: sort_rows(x, network="tiled")
         rows += paired(
             impls,
             ("torch.sort", lambda: torch.sort(x, dim=-1)),

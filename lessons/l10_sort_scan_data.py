@@ -281,10 +281,16 @@ def sort_rows_kernel(x_ptr, values_ptr, indices_ptr, N, stride_xm, BLOCK_SIZE: t
 #    (bench/sweeps/l10u.py, results/h100-2026-11-23-s7/sweeps/l10u.txt) set the fp32 lines of 256, 1024 and 4096 and
 #    the fp16 line of 4096: the tiled network took 0.87 ms at 4096 x 4096 fp32 (tl.sort 2.29) and 0.68 ms at
 #    16384 x 1024 (tl.sort 0.90); tl.sort stayed ahead at 256. The other lines follow their neighbours (not swept).
+#    "reg8", "reg16", "reg32" (sort_rows_reg_kernel, one row a program) hold 8, 16 or 32 consecutive elements of a
+#    row in each thread's registers: the same sweep's reg8 experiment took 0.48 ms at 16384 x 1024 fp32 with 4
+#    warps (1.22x torch.sort; tiled 0.68) and 0.79 ms at 4096 (1.11x the tiled line's speed): the 1024 line is
+#    reg8 with its warps, 512 the same with half the warps (a warp per 256 elements; not swept).
+#    bench/sweeps/l10r.py compares them at 1024, 2048 and 4096.
 SORT_ROWS_SCHEDULES = {
     torch.float32: {
         256: ("tl.sort", 1, 1),  # 0.22 ms on an H100, the values-only tiled kernel 0.16: close, int64 keys cost more
-        1024: ("tiled", 1, 8),
+        512: ("reg8", 1, 2),
+        1024: ("reg8", 1, 4),
         2048: ("tiled", 1, 16),
         4096: ("tiled", 1, 16),
     },
@@ -297,7 +303,7 @@ SORT_ROWS_SCHEDULES = {
         4096: ("tiled", 1, 8),
     },
 }
-SORT_NETWORKS = ("tiled", "tl.sort", "gather")
+SORT_NETWORKS = ("tiled", "reg8", "reg16", "reg32", "tl.sort", "gather")
 
 
 def sort_rows_schedule(BLOCK_SIZE, dtype=torch.float32):
@@ -311,20 +317,22 @@ def sort_rows_schedule(BLOCK_SIZE, dtype=torch.float32):
 
 def _sort_rows_plan(BLOCK_SIZE, dtype, network):
     """(network, ROWS, num_warps): the table's line, or for a network other than its own, that network's usual
-    schedule (bitonic_sort_tiled's for "tiled"; a warp per 256 elements, up to 16, for the others)."""
+    schedule (bitonic_sort_tiled's for "tiled"; a warp per 32 * REG elements, up to 8, for "regREG"; a warp per 256
+    elements, up to 16, for the others)."""
     default = sort_rows_schedule(BLOCK_SIZE, dtype)
     if network is None or network == default[0]:
         return default
     if network == "tiled":
         return ("tiled", *bitonic_tiled_schedule(BLOCK_SIZE))
+    if network.startswith("reg"):
+        return network, 1, min(max(BLOCK_SIZE // (32 * int(network[3:])), 1), 8)
     return network, 1, min(max(BLOCK_SIZE // 256, 1), 16)
 
 
 def sort_rows(x, *, out=None, out_indices=None, network=None, ROWS=None, num_warps=None):
     """Segmented sort: every row of a 2-D fp32/fp16 tensor sorted ascending, as torch.sort(x, stable=True) gives
     it: (values, int64 indices); NaN last; -0.0 comes back as 0.0. Rows of at most MAX_SORT_ROW elements. network
-    ("tiled", "tl.sort" or "gather"), ROWS (rows a program, "tiled" only) and num_warps default to
-    SORT_ROWS_SCHEDULES."""
+    (one of SORT_NETWORKS), ROWS (rows a program, "tiled" only) and num_warps default to SORT_ROWS_SCHEDULES."""
     _require_rows(x, "x", (torch.float32, torch.float16))
     M, N = x.shape
     if N > MAX_SORT_ROW:
@@ -364,6 +372,20 @@ def sort_rows(x, *, out=None, out_indices=None, network=None, ROWS=None, num_war
             LANES=min(BLOCK_SIZE, 32),  # a warp's width: the steps with j < 32 stay inside it
             num_warps=num_warps,
         )
+    elif network.startswith("reg"):
+        REG = min(int(network[3:]), BLOCK_SIZE)  # elements a thread holds in registers (fewer in a short row)
+        sort_rows_reg_kernel[(M,)](
+            x,
+            out,
+            out_indices,
+            N,
+            x.stride(0),
+            BLOCK_SIZE=BLOCK_SIZE,
+            LOG_BLOCK=BLOCK_SIZE.bit_length() - 1,
+            LANES=min(32, BLOCK_SIZE // REG),  # a warp's width, fewer in a short row
+            REG=REG,
+            num_warps=num_warps,
+        )
     else:
         sort_rows_kernel[(M,)](
             x,
@@ -387,7 +409,16 @@ def check_sort_rows(fn, *, quiet=False):
     f32, f16 = torch.float32, torch.float16
     shapes = env.pick(
         cpu=[(1, 1, f32), (3, 5, f32), (4, 100, f32), (3, 600, f32), (3, 37, f16)],
-        gpu=[(1, 1, f32), (3, 5, f32), (4099, 100, f32), (1000, 4096, f32), (777, 1000, f16), (300, 4096, f16)],
+        gpu=[
+            (1, 1, f32),
+            (3, 5, f32),
+            (4099, 100, f32),
+            (999, 300, f32),
+            (1000, 1000, f32),
+            (1000, 4096, f32),
+            (777, 1000, f16),
+            (300, 4096, f16),
+        ],
     )
     for M, N, dtype in shapes:
         x = torch.randn(M, N, device=env.device).to(dtype)
@@ -434,13 +465,15 @@ MAX_BITONIC_TILED = 4096  # longest row bitonic_sort_tiled takes: a row sits in 
 
 
 @triton.jit
-def compare_exchange_tiled(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANES: tl.constexpr):
+def compare_exchange_tiled(x, r, c, lane, j: tl.constexpr, k: tl.constexpr, LANES: tl.constexpr, REG: tl.constexpr = 1):
     """compare_exchange on a tile (R, LANES): lane = the element's index in its sorted row. Partners j < LANES
-    apart sit in the same tile row (gather along axis 1: inside a warp); the others LANES-wide rows apart."""
-    if j < LANES:
-        p = tl.gather(x, tl.broadcast_to(c ^ j, x.shape), 1)
+    apart sit in the same tile row (gather along axis 1: inside a warp); the others LANES-wide rows apart. With
+    REG > 1 the tile is sort_rows_reg_kernel's (R, LANES, REG), REG consecutive elements a thread, and j >= REG:
+    the partner sits j // REG lanes away, or j // (LANES * REG) tile rows."""
+    if j < LANES * REG:
+        p = tl.gather(x, tl.broadcast_to(c ^ (j // REG), x.shape), 1)
     else:
-        p = tl.gather(x, tl.broadcast_to(r ^ (j // LANES), x.shape), 0)
+        p = tl.gather(x, tl.broadcast_to(r ^ (j // (LANES * REG)), x.shape), 0)
     keep_min = ((lane & k) == 0) == ((lane & j) == 0)  # ascending pair, lower lane: the minimum
     if x.dtype == tl.int64:
         # sort_rows' packed keys: all distinct (the padding's are equal, so either copy will do), so a lane takes
@@ -570,6 +603,72 @@ def sort_rows_tiled_kernel(
         for t in tl.static_range(s):
             packed = compare_exchange_tiled(packed, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES)
     values, indices = unpack_sort_key(packed)
+    tl.store(values_ptr + row * N + lane, values, mask=mask)
+    tl.store(indices_ptr + row * N + lane, indices, mask=mask)
+
+
+@triton.jit
+def load_sort_keys_reg(x_ptr, row, stride_xm, cols, N, STEP: tl.constexpr, COUNT: tl.constexpr):
+    """pack_sort_key of x[row, cols + i * STEP] for i < COUNT, joined into one tensor of shape cols.shape + (2,) *
+    log2(COUNT): tl.join keeps what it joins in one thread's registers. The last axis is i's lowest bit, the first
+    joined axis its highest, so that a reshape to cols.shape + (COUNT,) puts element i at position i."""
+    if COUNT == 1:
+        mask = cols < N
+        x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
+        return pack_sort_key(x, cols, mask)  # padding above every key, as in sort_rows_tiled_kernel
+    else:
+        even = load_sort_keys_reg(x_ptr, row, stride_xm, cols, N, 2 * STEP, COUNT // 2)
+        odd = load_sort_keys_reg(x_ptr, row, stride_xm, cols + STEP, N, 2 * STEP, COUNT // 2)
+        return tl.join(even, odd)
+
+
+@triton.jit
+def compare_exchange_reg(x, lane, j: tl.constexpr, k: tl.constexpr):
+    """compare_exchange on sort_rows_reg_kernel's (R, LANES, REG) tile for j < REG: both partners in one thread's
+    registers. A reshape and a permute bring bit j of the position to the last axis, tl.split takes the pairs
+    apart, one comparison and two selects order them, tl.join puts them back: no shuffle, no shared memory."""
+    shape: tl.constexpr = (x.shape[0], x.shape[1], x.shape[2] // (2 * j), 2, j)
+    lo, hi = tl.split(tl.permute(tl.reshape(x, shape), (0, 1, 2, 4, 3)))  # hi: lo's partner, j places up
+    lo_lane = tl.split(tl.permute(tl.reshape(lane, shape), (0, 1, 2, 4, 3)))[0]
+    swap = ((lo_lane & k) == 0) == (hi < lo)  # an ascending pair out of order, or a descending one in order
+    y = tl.join(tl.where(swap, hi, lo), tl.where(swap, lo, hi))
+    return tl.reshape(tl.permute(y, (0, 1, 2, 4, 3)), x.shape)
+
+
+@triton.jit
+def sort_rows_reg_kernel(
+    x_ptr,
+    values_ptr,
+    indices_ptr,
+    N,
+    stride_xm,
+    BLOCK_SIZE: tl.constexpr,
+    LOG_BLOCK: tl.constexpr,
+    LANES: tl.constexpr,
+    REG: tl.constexpr,
+):
+    """sort_rows_tiled_kernel's network and keys, one row a program, on an (R, LANES, REG) tile: element i of the
+    row at (i // (LANES * REG), (i // REG) % LANES, i % REG), REG consecutive elements in each thread's registers.
+    The steps with j < REG stay in a thread (compare_exchange_reg), j < LANES * REG go across a warp's lanes
+    (shuffles), the rest across tile rows, through shared memory when the rows sit in different warps."""
+    R: tl.constexpr = BLOCK_SIZE // (LANES * REG)
+    row = tl.program_id(0).to(tl.int64)
+    r = tl.arange(0, R)[:, None, None]
+    c = tl.arange(0, LANES)[None, :, None]
+    lane = (r * LANES + c) * REG + tl.arange(0, REG)[None, None, :]  # (R, LANES, REG): the element's column
+    # each thread's first column, as one flat range: its layout (thread t, warp by warp) becomes the tile's, lanes
+    # along the tile's axis 1; loaded as (R, LANES), Triton 3.6 put tile rows across the lanes and the lane axis
+    # across warps (an sm_90 compile at 4096: 43 barriers, against 19 this way)
+    first = tl.arange(0, R * LANES) * REG
+    x = tl.reshape(load_sort_keys_reg(x_ptr, row, stride_xm, first, N, 1, REG), (R, LANES, REG))
+    for s in tl.static_range(1, LOG_BLOCK + 1):  # the same stages and steps as exercise 1
+        for t in tl.static_range(s):
+            if (1 << (s - 1 - t)) < REG:
+                x = compare_exchange_reg(x, lane, 1 << (s - 1 - t), 1 << s)
+            else:
+                x = compare_exchange_tiled(x, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES, REG)
+    values, indices = unpack_sort_key(x)
+    mask = lane < N
     tl.store(values_ptr + row * N + lane, values, mask=mask)
     tl.store(indices_ptr + row * N + lane, indices, mask=mask)
 

@@ -17,8 +17,10 @@ import triton.language as tl
 import utils
 from lessons import l10_sort_scan_data as L
 from lessons.l10_sort_scan_data import (
+    compare_exchange_reg,
     compare_exchange_tiled,
     float_sort_key,
+    load_sort_keys_reg,
     pack_sort_key,
     sort_block,
     unpack_sort_key,
@@ -68,7 +70,7 @@ def test_the_compiled_sort_path_agrees_under_the_interpreter(monkeypatch):
     for method in ("sort", "bitonic", "bitonic-sort", "filter") + ("tl.topk",) * hasattr(tl, "topk"):
         values, indices = L.top_k(x, 5, BLOCK_SIZE=32, method=method)
         assert torch.equal(values, ref_v) and torch.equal(indices, ref_i), method
-    for network in ("tl.sort", "gather", "tiled"):
+    for network in ("tl.sort", "gather", "tiled", "reg8"):
         values, indices = L.sort_rows(x, network=network, num_warps=2)
         assert torch.equal(values, L.sort_ref(x)[0]) and torch.equal(indices, L.sort_ref(x)[1]), network
 
@@ -547,6 +549,88 @@ def test_sort_rows_tiled_at_4096_spills_nothing_and_shuffles():
         assert compiled.ptx.count("bar.sync") <= 2 * 28 + 2, where
 
 
+# -- sort_rows' register networks: REG consecutive elements a thread, the steps j < REG inside its registers ----------
+
+
+@pytest.mark.parametrize(
+    "M, N, dtype, network, num_warps",
+    [(1, 1, "fp32", "reg8", None), (2, 3, "fp16", "reg8", None), (3, 37, "fp32", "reg16", None),
+     (2, 100, "fp16", "reg32", 2), (3, 257, "fp32", "reg8", 2), (2, 600, "fp16", "reg16", None),
+     (1, 1024, "fp32", "reg8", 4)],
+)  # fmt: skip
+def test_sort_rows_reg_is_torch_sort_stable_at_awkward_lengths(M, N, dtype, network, num_warps):
+    """As the tiled network's test: values and indices exactly torch.sort(stable=True)'s on the CPU, -0.0 back as 0.0,
+    NaN of any sign and payload last; rows shorter than a warp's 32 * REG elements take fewer lanes and registers."""
+    dtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
+    x = _rows_with_nan(M, N, dtype, seed=M * 10007 + N + 1)
+    values, indices = L.sort_rows(x, network=network, num_warps=num_warps)
+    ref_v, ref_i = (t.to(DEV) for t in torch.sort(x.cpu(), dim=-1, stable=True))
+    assert values.dtype == dtype and indices.dtype == torch.int64
+    assert torch.equal(indices, ref_i)
+    torch.testing.assert_close(values, ref_v, rtol=0, atol=0, equal_nan=True)
+    assert not torch.signbit(values[values == 0]).any(), "-0.0 comes back as 0.0"
+
+
+@triton.jit
+def _planted_reg_kernel(x_ptr, values_ptr, indices_ptr, N, stride_xm, BLOCK_SIZE: tl.constexpr, LOG_BLOCK: tl.constexpr,
+                        LANES: tl.constexpr, REG: tl.constexpr, MISTAKE: tl.constexpr):  # fmt: skip
+    """sort_rows_reg_kernel with one mistake: "in-register steps skipped" (the j < REG steps left out, as if the
+    shuffles did all the work) or "in-register partners always adjacent" (j = 1 for every in-register step)."""
+    R: tl.constexpr = BLOCK_SIZE // (LANES * REG)
+    row = tl.program_id(0).to(tl.int64)
+    r = tl.arange(0, R)[:, None, None]
+    c = tl.arange(0, LANES)[None, :, None]
+    lane = (r * LANES + c) * REG + tl.arange(0, REG)[None, None, :]
+    first = tl.arange(0, R * LANES) * REG
+    x = tl.reshape(load_sort_keys_reg(x_ptr, row, stride_xm, first, N, 1, REG), (R, LANES, REG))
+    for s in tl.static_range(1, LOG_BLOCK + 1):
+        for t in tl.static_range(s):
+            if (1 << (s - 1 - t)) < REG:
+                if MISTAKE == "in-register partners always adjacent":
+                    x = compare_exchange_reg(x, lane, 1, 1 << s)
+                elif MISTAKE != "in-register steps skipped":
+                    x = compare_exchange_reg(x, lane, 1 << (s - 1 - t), 1 << s)
+            else:
+                x = compare_exchange_tiled(x, r, c, lane, 1 << (s - 1 - t), 1 << s, LANES, REG)
+    values, indices = unpack_sort_key(x)
+    tl.store(values_ptr + row * N + lane, values, mask=lane < N)
+    tl.store(indices_ptr + row * N + lane, indices, mask=lane < N)
+
+
+@pytest.mark.parametrize("mistake", ["in-register steps skipped", "in-register partners always adjacent"])
+def test_sort_rows_reg_mistakes_are_caught(mistake, monkeypatch):
+    """check_sort_rows runs the register network where the table sets it (rows of 600 fp32 on the CPU: reg8)."""
+    assert any(L.sort_rows_schedule(triton.next_power_of_2(n), torch.float32)[0].startswith("reg") for n in (600,))
+    monkeypatch.setattr(L, "sort_rows_reg_kernel", _Planted(_planted_reg_kernel, mistake))
+    with pytest.raises(AssertionError, match=r"sort_rows (values|indices) \d+x\d+"):
+        L.check_sort_rows(L.sort_rows, quiet=True)
+
+
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_sort_rows_reg_spills_nothing_and_keeps_to_the_tiled_barriers():
+    """Compiled without a GPU for an H100, reg8 fp32 as the table launches it at 1024 (4 warps) and at 4096 with 8
+    warps: no spills, the lane steps as shuffles, and barriers only for the steps across tile rows (j >= 256: 3 at
+    1024, 10 at 4096), at most two each and a few for the loads and stores. A tile whose lane axis the compiler
+    spreads over warps (Triton 3.6 did, for keys loaded as (R, 32)) has 31 and 43: it fails here."""
+    jobs = []
+    for n, num_warps in ((1024, L.sort_rows_schedule(1024)[2]), (L.MAX_SORT_ROW, 8)):
+        jobs.append(
+            offline.job(
+                "sort_rows_reg_kernel",
+                pointers=dict(x_ptr="fp32", values_ptr="fp32", indices_ptr="i64"),
+                ints=dict(N=n, stride_xm=n),
+                constexprs=dict(BLOCK_SIZE=n, LOG_BLOCK=n.bit_length() - 1, LANES=32, REG=8),
+                num_warps=num_warps,
+            )
+        )
+    for job, compiled in zip(jobs, offline.compile_kernels(L.__file__, jobs)):
+        where = f"rows of {job['ints']['N']}, {job['num_warps']} warps"
+        assert compiled.spill_bytes == 0, where
+        assert "shfl.sync" in compiled.ptx, where
+        steps_across_rows = sum(range(1, job["constexprs"]["LOG_BLOCK"] - 8 + 1))  # stages 9..LOG_BLOCK, j >= 256
+        assert compiled.ptx.count("bar.sync") <= 2 * steps_across_rows + 8, where
+
+
 def test_sort_rows_with_ties_reversed_gets_its_hint():
     def unstable(x, out=None, out_indices=None):
         values, indices = torch.sort(x.flip(-1), stable=True)
@@ -802,6 +886,7 @@ BAD = {
     "sort_rows unknown network": (lambda: L.sort_rows(_x, network="radix"), ValueError, "network must be"),
     "sort_rows ROWS not a power of two": (lambda: L.sort_rows(_x, network="tiled", ROWS=3), ValueError, "ROWS"),
     "sort_rows ROWS for tl.sort": (lambda: L.sort_rows(_x, network="tl.sort", ROWS=2), ValueError, "tiled network"),
+    "sort_rows ROWS for reg8": (lambda: L.sort_rows(_x, network="reg8", ROWS=2), ValueError, "tiled network"),
     "sort_rows num_warps": (lambda: L.sort_rows(_x, num_warps=6), ValueError, "num_warps"),
     "sort_rows fp16 into fp32 out": (lambda: L.sort_rows(_x.half(), out=torch.empty_like(_x)), TypeError, "dtype"),
     "sort_rows indices not int64": (
