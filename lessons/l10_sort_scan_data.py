@@ -285,22 +285,24 @@ def sort_rows_kernel(x_ptr, values_ptr, indices_ptr, N, stride_xm, BLOCK_SIZE: t
 #    row in each thread's registers: the same sweep's reg8 experiment took 0.48 ms at 16384 x 1024 fp32 with 4
 #    warps (1.22x torch.sort; tiled 0.68) and 0.79 ms at 4096 (1.11x the tiled line's speed): the 1024 line is
 #    reg8 with its warps, 512 the same with half the warps (a warp per 256 elements; not swept).
-#    bench/sweeps/l10r.py compares them at 1024, 2048 and 4096.
+#    bench/sweeps/l10r.py (results/h100-2026-11-23-s7/sweeps/l10r.txt) set the fp32 lines of 2048 (reg8, 8 warps:
+#    1.70x torch.sort) and 4096 (reg16, 8 warps: 1.55x; tiled 0.65x) and fp16's 4096 (reg16, 8 warps: 1.97x); its
+#    1024 fp32 line as set took 2.23x. fp16's 1024 and 2048 lines follow fp32's (not swept in fp16).
 SORT_ROWS_SCHEDULES = {
     torch.float32: {
         256: ("tl.sort", 1, 1),  # 0.22 ms on an H100, the values-only tiled kernel 0.16: close, int64 keys cost more
         512: ("reg8", 1, 2),
         1024: ("reg8", 1, 4),
-        2048: ("tiled", 1, 16),
-        4096: ("tiled", 1, 16),
+        2048: ("reg8", 1, 8),
+        4096: ("reg16", 1, 8),
     },
     torch.float16: {
         64: ("tiled", 4, 1),
         256: ("tiled", 1, 1),
         512: ("tiled", 2, 8),
-        1024: ("tiled", 1, 8),
-        2048: ("tiled", 1, 8),
-        4096: ("tiled", 1, 8),
+        1024: ("reg8", 1, 4),
+        2048: ("reg8", 1, 8),
+        4096: ("reg16", 1, 8),
     },
 }
 SORT_NETWORKS = ("tiled", "reg8", "reg16", "reg32", "tl.sort", "gather")
