@@ -75,21 +75,16 @@ def first_line(e):
 
 
 @contextlib.contextmanager
-def settings(pdl, attention=False, stages2=False, quantized=None):
-    """DECODE_FUSIONS.pdl (or lesson 12's QUANTIZED_PDL) and .attention_pdl, and (stages2) the GEMV schedules with
-    num_stages >= 2, while a step runs and is captured; restored after."""
-    fusions, table, qpdl = L8.DECODE_FUSIONS, dict(L8.DECODE_GEMV_SCHEDULES), L12.QUANTIZED_PDL
+def settings(pdl, attention=False, quantized=None):
+    """DECODE_FUSIONS.pdl (or lesson 12's QUANTIZED_PDL) and .attention_pdl while a step runs and is captured;
+    restored after."""
+    fusions, qpdl = L8.DECODE_FUSIONS, L12.QUANTIZED_PDL
     L8.DECODE_FUSIONS = fusions._replace(pdl=pdl, attention_pdl=attention)
     L12.QUANTIZED_PDL = dict.fromkeys(qpdl, pdl) if quantized else qpdl
-    if stages2:
-        for key, s in table.items():
-            L8.DECODE_GEMV_SCHEDULES[key] = s._replace(num_stages=max(2, s.num_stages))
     try:
         yield
     finally:
         L8.DECODE_FUSIONS, L12.QUANTIZED_PDL = fusions, qpdl
-        L8.DECODE_GEMV_SCHEDULES.clear()
-        L8.DECODE_GEMV_SCHEDULES.update(table)
 
 
 if CPU:
