@@ -802,3 +802,32 @@ def test_a_misaligned_view_is_loaded_narrowly_unless_padded():
     never, padded = offline.compile_kernels(L.__file__, jobs)
     assert 2 in never.global_load_bytes  # A, one element at a time
     assert padded.cp_async_bytes == {16} and not padded.global_load_bytes and padded.spill_bytes == 0
+
+
+def test_matmul_launch_reuses_the_autotuners_pick_without_the_autotuner(monkeypatch):
+    """matmul_launch keeps no cache of its own: it looks the autotuner's pick up under the autotuner's own key
+    (tuning_key) and, once one is filed, launches it directly. Two configurations make the autotuner key and file
+    its pick (with one it does neither); its timing is replaced, so this runs under the interpreter too."""
+    kernel = L.matmul_kernel
+    config = kernel.configs[0]
+    monkeypatch.setattr(kernel, "configs", [config, config])
+    monkeypatch.setattr(kernel, "cache", {})
+    monkeypatch.setattr(kernel, "prune_configs", lambda kwargs: [config])
+    monkeypatch.setattr(kernel, "_bench", lambda *args, config, **meta: [1.0, 1.0, 1.0])
+    M, N, K = ENV.pick(cpu=(37, 24, 40), gpu=(1000, 1337, 999))
+    a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
+    b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+    bias = torch.randn(N, device=DEVICE, dtype=torch.float16)
+    ref = L.matmul_ref(a.double(), b.double(), bias.double(), "silu")
+    first = L.matmul(a, b, bias, "silu", pad="never")
+    assert len(kernel.cache) == 1, "the autotuner should have filed one pick"
+
+    def through_the_autotuner(*args, **kwargs):
+        raise AssertionError("matmul went through the autotuner although its pick was filed: tuning_key differs")
+
+    monkeypatch.setattr(kernel, "run", through_the_autotuner)
+    again = L.matmul(a, b, bias, "silu", out=utils.nan_empty((M, N), device=DEVICE, dtype=torch.float16), pad="never")
+    for out in (first, again):
+        utils.check(out, ref, dtype=torch.float16, quiet=True, name="matmul (bias, silu)", atol=1e-2, rtol=1e-2,
+                    reason="fp16 inputs and output, fp32 sums over K = 40")  # fmt: skip
+    assert torch.equal(first, again), "the direct launch must run the very configuration the autotuner picked"

@@ -744,12 +744,14 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
     return start, start + (last + 1) * t.element_size()
 
 
+def _spans_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two byte ranges [start, end) share a byte (an empty range shares none)."""
+    return a[0] < a[1] and b[0] < b[1] and a[0] < b[1] and b[0] < a[1]
+
+
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     """True when the memory ``a`` may touch overlaps the memory ``b`` may touch (aliasing views included)."""
-    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
-        return False
-    (a0, a1), (b0, b1) = _span(a), _span(b)
-    return a0 < b1 and b0 < a1
+    return a.device == b.device and _spans_overlap(_span(a), _span(b))
 
 
 def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: str = "out") -> torch.Tensor:
@@ -791,8 +793,9 @@ def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: 
                 f"pass a contiguous tensor (torch.empty_like(...)) and copy from it afterwards."
             )
         )
+    span = _span(out)  # once, not once per input: launchers call this on every launch
     for what, t in (inputs or {}).items():
-        if isinstance(t, torch.Tensor) and overlaps(out, t):
+        if isinstance(t, torch.Tensor) and t.device == out.device and _spans_overlap(span, _span(t)):
             _raise(
                 ValueError(
                     f"{name} shares memory with the input {what}: the kernel would overwrite {what} while still "
