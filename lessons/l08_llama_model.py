@@ -16,6 +16,7 @@ import utils.checkpoints
 import utils.hints
 import utils.roofline
 import utils.timing
+from lessons.l05_matmul import tma_scratch, uses_tma  # Hopper: descriptors built on the GPU need scratch
 
 
 from lessons.l07_llm_layer import (
@@ -700,6 +701,8 @@ class DecodeSchedule(NamedTuple):
     MIN_BLOCK_N: int  # short caches: BLOCK_N halves down to this to give the GPU more programs
     num_warps: int
     num_stages: int
+    TMA: bool = False  # keys and values through TMA descriptors (decode_attention_tma_kernel), where the GPU has TMA
+    WHOLE_WAVES: bool = False  # splits rounded down: at most PROGRAMS_PER_SM programs an SM, no extra partial wave
 
 
 # ---- the schedules of flash-decoding, by head_dim: the sweep (bench/sweeps/l08.py) prints the winners to put here ----
@@ -728,7 +731,8 @@ def decode_split(B: int, KV: int, max_len: int, device=None, *, head_dim=64, sch
     while BLOCK_N > env.pick(cpu=16, gpu=s.MIN_BLOCK_N) and 2 * triton.cdiv(max_len, BLOCK_N) * heads <= target:
         BLOCK_N //= 2  # not half the programs wanted even at one block each: smaller blocks, more programs
     blocks = triton.cdiv(max_len, BLOCK_N)
-    n_splits = max(1, min(blocks, MAX_SPLITS, triton.cdiv(target, heads)))
+    wanted = target // heads if s.WHOLE_WAVES else triton.cdiv(target, heads)
+    n_splits = max(1, min(blocks, MAX_SPLITS, wanted))
     split_len = triton.cdiv(blocks, n_splits) * BLOCK_N
     return triton.cdiv(max_len, split_len), split_len, BLOCK_N
 
@@ -778,7 +782,11 @@ def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=Non
     l_ = torch.empty(B, H, n_splits, device=q.device, dtype=torch.float32)
     if B == 0:
         return acc, m, l_
-    decode_attention_kernel[(B * KV, n_splits)](
+    kernel = decode_attention_kernel
+    if s.TMA and _tma_ready(k_cache, v_cache):  # elsewhere the same schedule through pointers
+        kernel = decode_attention_tma_kernel
+        triton.set_allocator(tma_scratch)
+    kernel[(B * KV, n_splits)](
         q,
         k_cache,
         v_cache,
@@ -909,6 +917,118 @@ def check_decode_attention(fn, *, quiet=False):
             suspects=suspects,
             stray=stray,
         )
+
+
+@triton.jit
+def decode_attention_tma_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    lengths_ptr,
+    acc_ptr,
+    m_ptr,
+    l_ptr,
+    KV,
+    GROUP,
+    max_len,
+    split_len,
+    qk_scale,
+    stride_cb,
+    stride_ct,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    PDL: tl.constexpr = 0,
+):
+    """decode_attention_kernel with keys and values loaded through TMA descriptors."""
+    if PDL == 1:
+        gdc_launch_dependents()
+    if PDL > 0:
+        gdc_wait()
+    # -- map program id to (sequence b, kv head, split): this program's keys are [start, end)
+    b = tl.program_id(0) // KV
+    kv_h = tl.program_id(0) % KV
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    length = tl.minimum(tl.load(lengths_ptr + b), max_len)
+    start = split * split_len
+    end = tl.minimum(start + split_len, length)
+    rows = tl.arange(0, BLOCK_H)
+    heads = b * KV * GROUP + kv_h * GROUP + rows
+    d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + heads[:, None] * HEAD_DIM + d[None, :], mask=rows[:, None] < GROUP, other=0.0)
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
+    # -- descriptors over this sequence's first `length` rows: the copy engine fills rows past the length with
+    # zeros. A split ends on a multiple of BLOCK_N or at the length, so no block reaches into the next split.
+    # (At least one row: a descriptor of none is invalid, and a sequence of length 0 loads nothing.)
+    seq_rows = tl.maximum(length, 1)
+    k_desc = tl.make_tensor_descriptor(
+        k_ptr + b.to(tl.int64) * stride_cb,
+        shape=[seq_rows, KV * HEAD_DIM],
+        strides=[stride_ct, 1],
+        block_shape=[BLOCK_N, HEAD_DIM],
+    )
+    v_desc = tl.make_tensor_descriptor(
+        v_ptr + b.to(tl.int64) * stride_cb,
+        shape=[seq_rows, KV * HEAD_DIM],
+        strides=[stride_ct, 1],
+        block_shape=[BLOCK_N, HEAD_DIM],
+    )
+    # -- online softmax over this split's keys, BLOCK_N at a time, as decode_attention_kernel's
+    for n in range(start, end, BLOCK_N):
+        k = k_desc.load([n, kv_h * HEAD_DIM])
+        v = v_desc.load([n, kv_h * HEAD_DIM])
+        keep = n + tl.arange(0, BLOCK_N) < end
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        s = tl.where(keep[None, :], s, float("-inf"))  # the zero rows past the length score 0, not -inf
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
+    # -- this split's partial result, as decode_attention_kernel's
+    part = heads * n_splits + split
+    tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=rows[:, None] < GROUP)
+    tl.store(m_ptr + part, m_i, mask=rows < GROUP)
+    tl.store(l_ptr + part, l_i, mask=rows < GROUP)
+
+
+def _tma_ready(k_cache, v_cache) -> bool:
+    """Whether decode_partials can read these caches through TMA: a GPU with TMA (or the interpreter, which
+    emulates it), and every row of (KV, D) values starting on a 16-byte boundary, as descriptors require."""
+    return uses_tma() and all(
+        (t.data_ptr() | t.stride(0) * t.element_size() | t.stride(1) * t.element_size()) % 16 == 0
+        for t in (k_cache, v_cache)
+    )
+
+
+# ---- the TMA kernel's schedules and whether the decode step uses it: bench/sweeps/l08d.py prints the values to put
+# here. Until a GPU has measured them: the pointer kernel's schedules with 3 stages, in whole waves
+DECODE_ATTENTION_TMA_SCHEDULES = {
+    64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=2, MIN_BLOCK_N=64, num_warps=4, num_stages=3, TMA=True,
+                       WHOLE_WAVES=True),
+    128: DecodeSchedule(BLOCK_N=32, PROGRAMS_PER_SM=2, MIN_BLOCK_N=16, num_warps=4, num_stages=3, TMA=True,
+                        WHOLE_WAVES=True),
+}  # fmt: skip
+USE_TMA_DECODE_ATTENTION = False  # the decode step's flash-decoding: these schedules (True) or the pointer kernel's
+
+
+def decode_schedule_tma(head_dim: int) -> DecodeSchedule:
+    """DECODE_ATTENTION_TMA_SCHEDULES's row for this head_dim, or the row of the next larger head_dim."""
+    fits = [d for d in sorted(DECODE_ATTENTION_TMA_SCHEDULES) if d >= head_dim]
+    return DECODE_ATTENTION_TMA_SCHEDULES[fits[0] if fits else max(DECODE_ATTENTION_TMA_SCHEDULES)]
+
+
+def decode_attention_tma(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, schedule=None, pdl=False):
+    """decode_attention with the keys and values through TMA (schedule: default DECODE_ATTENTION_TMA_SCHEDULES's
+    row; the pointer kernel where decode_partials cannot use TMA)."""
+    utils.require(q, "q", dtype=FLOATS, ndim=3)
+    s = schedule or decode_schedule_tma(q.shape[-1])
+    return decode_attention(q, k_cache, v_cache, lengths, out=out, n_splits=n_splits, schedule=s, pdl=pdl)
 
 
 @triton.jit
@@ -1577,10 +1697,12 @@ DECODE_FUSIONS = DecodeFusions(
 
 
 def decode_attention_step(q, k_cache, v_cache, lengths, *, out=None):
-    """The decode step's attention: decode_attention_fused with DECODE_FUSIONS's variant (read at each call)."""
+    """The decode step's attention: decode_attention_fused with DECODE_FUSIONS's variant, and the TMA kernel's
+    schedule where USE_TMA_DECODE_ATTENTION says so (both read at each call)."""
     f = DECODE_FUSIONS
+    schedule = decode_schedule_tma(q.shape[-1]) if USE_TMA_DECODE_ATTENTION else None
     return decode_attention_fused(q, k_cache, v_cache, lengths, out=out, variant=f.attention, n_splits=f.n_splits,
-                                  pdl=f.attention_pdl)  # fmt: skip
+                                  schedule=schedule, pdl=f.attention_pdl)  # fmt: skip
 
 
 class DecodeOps(NamedTuple):
