@@ -113,6 +113,12 @@ CANDIDATES = {
         TMA(64, 1, 64, 4, 4),
         TMA(128, 1, 64, 8, 3),
         TMA(32, 2, 16, 4, 6),
+        # fewer warps a program: with 2 or 4 warps each row of the scores is split between warps, so every step's
+        # max and sum meet in shared memory (9 bar.sync a step in the sm_90 PTX); one warp: 3 bar.sync a step
+        DS(64, 4, 64, 2, 3, WHOLE_WAVES=True),
+        TMA(64, 4, 64, 2, 3),
+        TMA(64, 2, 64, 2, 4),
+        TMA(32, 8, 32, 1, 3),
     ],
     128: [
         L.DECODE_ATTENTION_SCHEDULES[128],
@@ -125,6 +131,9 @@ CANDIDATES = {
         TMA(64, 2, 16, 8, 3),
         TMA(32, 1, 16, 4, 6),
         TMA(64, 1, 16, 8, 4),
+        DS(32, 4, 16, 2, 3, WHOLE_WAVES=True),
+        TMA(32, 4, 16, 2, 3),
+        TMA(16, 6, 16, 1, 4),
     ],
 }
 CANDIDATES = {D: list(dict.fromkeys(c)) for D, c in CANDIDATES.items()}  # the tables' rows may meet a candidate
