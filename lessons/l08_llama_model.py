@@ -10,6 +10,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 import utils
 import utils.checkpoints
@@ -701,7 +702,7 @@ class DecodeSchedule(NamedTuple):
     MIN_BLOCK_N: int  # short caches: BLOCK_N halves down to this to give the GPU more programs
     num_warps: int
     num_stages: int
-    TMA: bool = False  # keys and values through TMA descriptors (decode_attention_tma_kernel), where the GPU has TMA
+    TMA: str = ""  # keys and values through TMA where the GPU has it: "device" or "host" descriptors (see TMA_MODES)
     WHOLE_WAVES: bool = False  # splits rounded down: at most PROGRAMS_PER_SM programs an SM, no extra partial wave
 
 
@@ -782,14 +783,12 @@ def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=Non
     l_ = torch.empty(B, H, n_splits, device=q.device, dtype=torch.float32)
     if B == 0:
         return acc, m, l_
-    kernel = decode_attention_kernel
-    if s.TMA and _tma_ready(k_cache, v_cache):  # elsewhere the same schedule through pointers
-        kernel = decode_attention_tma_kernel
-        triton.set_allocator(tma_scratch)
+    kernel, caches = decode_attention_kernel, (k_cache, v_cache)
+    if s.TMA:  # keys and values through TMA (see decode_attention_tma_kernel)
+        kernel, caches = _tma_launch(s.TMA, k_cache, v_cache, BLOCK_N)
     kernel[(B * KV, n_splits)](
         q,
-        k_cache,
-        v_cache,
+        *caches,
         lengths,
         acc,
         m,
@@ -920,6 +919,21 @@ def check_decode_attention(fn, *, quiet=False):
 
 
 @triton.jit
+def _online_softmax_block(q, k, v, keep, m_i, l_i, acc, qk_scale, MASK: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """One block of keys of decode_attention_kernel's loop: scores, the running max and sum, acc. MASK: the keys
+    where keep is False score -inf (a block that reaches past the split's end)."""
+    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+    if MASK:
+        s = tl.where(keep[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp2(s - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def decode_attention_tma_kernel(
     q_ptr,
     k_ptr,
@@ -941,7 +955,7 @@ def decode_attention_tma_kernel(
     DOT_PRECISION: tl.constexpr,
     PDL: tl.constexpr = 0,
 ):
-    """decode_attention_kernel with keys and values loaded through TMA descriptors."""
+    """decode_attention_kernel with keys and values loaded through descriptors each program builds ("device")."""
     if PDL == 1:
         gdc_launch_dependents()
     if PDL > 0:
@@ -977,24 +991,102 @@ def decode_attention_tma_kernel(
         strides=[stride_ct, 1],
         block_shape=[BLOCK_N, HEAD_DIM],
     )
-    # -- online softmax over this split's keys, BLOCK_N at a time, as decode_attention_kernel's
+    # -- online softmax over this split's keys, BLOCK_N at a time; the zero rows past the length score 0: masked
     for n in range(start, end, BLOCK_N):
         k = k_desc.load([n, kv_h * HEAD_DIM])
         v = v_desc.load([n, kv_h * HEAD_DIM])
         keep = n + tl.arange(0, BLOCK_N) < end
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
-        s = tl.where(keep[None, :], s, float("-inf"))  # the zero rows past the length score 0, not -inf
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        m_i = m_new
+        m_i, l_i, acc = _online_softmax_block(q, k, v, keep, m_i, l_i, acc, qk_scale, True, DOT_PRECISION)
     # -- this split's partial result, as decode_attention_kernel's
     part = heads * n_splits + split
     tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=rows[:, None] < GROUP)
     tl.store(m_ptr + part, m_i, mask=rows < GROUP)
     tl.store(l_ptr + part, l_i, mask=rows < GROUP)
+
+
+@triton.jit
+def decode_attention_tma_host_kernel(
+    q_ptr,
+    k_desc,
+    v_desc,
+    k_ptr,
+    v_ptr,
+    lengths_ptr,
+    acc_ptr,
+    m_ptr,
+    l_ptr,
+    KV,
+    GROUP,
+    max_len,
+    split_len,
+    qk_scale,
+    stride_cb,
+    stride_ct,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    PDL: tl.constexpr = 0,
+):
+    """decode_attention_kernel with the whole blocks through descriptors built on the host ("host"): k_desc and
+    v_desc describe the caches as (B, max_len, KV D) in (1, BLOCK_N, D) boxes; the ragged last block, through
+    k_ptr and v_ptr."""
+    if PDL == 1:
+        gdc_launch_dependents()
+    if PDL > 0:
+        gdc_wait()
+    # -- map program id to (sequence b, kv head, split): this program's keys are [start, end)
+    b = tl.program_id(0) // KV
+    kv_h = tl.program_id(0) % KV
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    length = tl.minimum(tl.load(lengths_ptr + b), max_len)
+    start = split * split_len
+    end = tl.minimum(start + split_len, length)
+    full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N  # [start, full_end): whole blocks
+    rows = tl.arange(0, BLOCK_H)
+    heads = b * KV * GROUP + kv_h * GROUP + rows
+    d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + heads[:, None] * HEAD_DIM + d[None, :], mask=rows[:, None] < GROUP, other=0.0)
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
+    # -- the ragged last block [full_end, end), if any: masked pointer loads, issued now, used after the loop
+    cols = full_end + tl.arange(0, BLOCK_N)
+    keep = cols < end
+    offs = b.to(tl.int64) * stride_cb + kv_h * HEAD_DIM + cols[:, None].to(tl.int64) * stride_ct + d[None, :]
+    k_tail = tl.load(k_ptr + offs, mask=keep[:, None], other=0.0)
+    v_tail = tl.load(v_ptr + offs, mask=keep[:, None], other=0.0)
+    # -- the whole blocks through TMA, nothing to mask
+    for n in range(start, full_end, BLOCK_N):
+        k = k_desc.load([b, n, kv_h * HEAD_DIM]).reshape([BLOCK_N, HEAD_DIM])
+        v = v_desc.load([b, n, kv_h * HEAD_DIM]).reshape([BLOCK_N, HEAD_DIM])
+        m_i, l_i, acc = _online_softmax_block(q, k, v, None, m_i, l_i, acc, qk_scale, False, DOT_PRECISION)
+    if full_end < end:
+        m_i, l_i, acc = _online_softmax_block(q, k_tail, v_tail, keep, m_i, l_i, acc, qk_scale, True, DOT_PRECISION)
+    # -- this split's partial result, as decode_attention_kernel's
+    part = heads * n_splits + split
+    tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=rows[:, None] < GROUP)
+    tl.store(m_ptr + part, m_i, mask=rows < GROUP)
+    tl.store(l_ptr + part, l_i, mask=rows < GROUP)
+
+
+TMA_MODES = ("device", "host")  # DecodeSchedule.TMA: who builds the descriptors (see the text above)
+
+
+def _tma_launch(mode, k_cache, v_cache, BLOCK_N):
+    """(kernel, its cache arguments) for decode_partials in a TMA mode; the pointer kernel where TMA cannot run."""
+    if mode not in TMA_MODES:
+        raise ValueError(f"DecodeSchedule.TMA must be '' (pointers) or one of {TMA_MODES}, got {mode!r}")
+    if not _tma_ready(k_cache, v_cache):
+        return decode_attention_kernel, (k_cache, v_cache)
+    if mode == "device":
+        triton.set_allocator(tma_scratch)  # where each program writes its descriptors
+        return decode_attention_tma_kernel, (k_cache, v_cache)
+    B, max_len, KV, D = k_cache.shape
+    desc = [TensorDescriptor(t, [B, max_len, KV * D], [t.stride(0), t.stride(1), 1], [1, BLOCK_N, D])
+            for t in (k_cache, v_cache)]  # fmt: skip
+    return decode_attention_tma_host_kernel, (*desc, k_cache, v_cache)
 
 
 def _tma_ready(k_cache, v_cache) -> bool:
@@ -1006,12 +1098,12 @@ def _tma_ready(k_cache, v_cache) -> bool:
     )
 
 
-# ---- the TMA kernel's schedules and whether the decode step uses it: bench/sweeps/l08d.py prints the values to put
-# here. Until a GPU has measured them: the pointer kernel's schedules with 3 stages, in whole waves
+# ---- the TMA kernels' schedules and whether the decode step uses them: bench/sweeps/l08d.py prints the values to
+# put here. Until a GPU has measured them: the pointer kernel's schedules with 3 stages, in whole waves
 DECODE_ATTENTION_TMA_SCHEDULES = {
-    64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=2, MIN_BLOCK_N=64, num_warps=4, num_stages=3, TMA=True,
+    64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=2, MIN_BLOCK_N=64, num_warps=4, num_stages=3, TMA="host",
                        WHOLE_WAVES=True),
-    128: DecodeSchedule(BLOCK_N=32, PROGRAMS_PER_SM=2, MIN_BLOCK_N=16, num_warps=4, num_stages=3, TMA=True,
+    128: DecodeSchedule(BLOCK_N=32, PROGRAMS_PER_SM=2, MIN_BLOCK_N=16, num_warps=4, num_stages=3, TMA="host",
                         WHOLE_WAVES=True),
 }  # fmt: skip
 USE_TMA_DECODE_ATTENTION = False  # the decode step's flash-decoding: these schedules (True) or the pointer kernel's

@@ -840,10 +840,13 @@ def test_launching_early_changes_no_bit():
 
 
 # -- issue 11: flash-decoding's keys and values through TMA (decode_attention_tma_kernel) ---------------------------
-TMA = L.DecodeSchedule(BLOCK_N=16, PROGRAMS_PER_SM=2, MIN_BLOCK_N=16, num_warps=4, num_stages=3, TMA=True)
+TMA = L.DecodeSchedule(BLOCK_N=16, PROGRAMS_PER_SM=2, MIN_BLOCK_N=16, num_warps=4, num_stages=3, TMA="device")
 
 
-def test_decode_attention_tma():
+@pytest.mark.parametrize("mode", L.TMA_MODES)
+def test_decode_attention_tma(mode, monkeypatch):
+    rows = {D: s._replace(TMA=mode) for D, s in L.DECODE_ATTENTION_TMA_SCHEDULES.items()}
+    monkeypatch.setattr(L, "DECODE_ATTENTION_TMA_SCHEDULES", rows)
     L.check_decode_attention(L.decode_attention_tma, quiet=True)
 
 
@@ -855,6 +858,7 @@ def _decode_inputs(B, H, KV, D, max_len, lens, seed=0):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered")  # the sequence of no keys: -inf - (-inf)
+@pytest.mark.parametrize("mode", L.TMA_MODES)
 @pytest.mark.parametrize(
     "B, H, KV, D, max_len, lens, whole_waves",
     [
@@ -864,26 +868,27 @@ def _decode_inputs(B, H, KV, D, max_len, lens, seed=0):
         (2, 4, 1, 32, 70, [0, 70], False),  # a sequence with no keys yet beside a full one
     ],
 )
-def test_tma_kernel_against_the_reference(B, H, KV, D, max_len, lens, whole_waves):
-    """Awkward shapes, every split's keys through the descriptors; the caches past each length hold NaN (a cache
-    of torch.empty): a block that read them as values would spread NaN through p @ v, even with p = 0."""
+def test_tma_kernels_against_the_reference(B, H, KV, D, max_len, lens, whole_waves, mode):
+    """Awkward shapes, in both TMA modes; the caches past each length hold NaN (a cache of torch.empty): a block
+    that read them as values would spread NaN through p @ v, even with p = 0."""
     q, k, v, lengths = _decode_inputs(B, H, KV, D, max_len, lens)
     ref = L.decode_attention_ref(q.double(), k.double(), v.double(), lengths.clamp_min(1))
     for b, n in enumerate(lens):
         k[b, n:], v[b, n:] = float("nan"), float("nan")
-    s = TMA._replace(WHOLE_WAVES=whole_waves)
+    s = TMA._replace(WHOLE_WAVES=whole_waves, TMA=mode)
     out = L.decode_attention(q, k, v, lengths, out=utils.nan_empty((B, H, D)), schedule=s)
     keep = lengths > 0  # no keys: the combine divides 0 by 0 (what the pointer kernel does too)
     utils.check(out[keep], ref[keep], quiet=True, name=f"TMA decode attention, lengths {lens}")
 
 
 @pytest.mark.skipif(not ENV.interpret, reason="bit for bit where the interpreter multiplies both alike")
+@pytest.mark.parametrize("mode", L.TMA_MODES)
 @pytest.mark.parametrize("n_splits", [None, 1, 3])
-def test_tma_partials_are_the_pointer_kernels_bit_for_bit(n_splits):
+def test_tma_partials_are_the_pointer_kernels_bit_for_bit(n_splits, mode):
     """Only the loads differ: under the interpreter the same partial results (acc, m, l), every split."""
     q, k, v, lengths = _decode_inputs(3, 8, 2, 32, 45, [45, 1, 30], seed=1)
-    tma = L.decode_partials(q, k, v, lengths, n_splits, schedule=TMA)
-    pointers = L.decode_partials(q, k, v, lengths, n_splits, schedule=TMA._replace(TMA=False))
+    tma = L.decode_partials(q, k, v, lengths, n_splits, schedule=TMA._replace(TMA=mode))
+    pointers = L.decode_partials(q, k, v, lengths, n_splits, schedule=TMA._replace(TMA=""))
     for a, b in zip(tma, pointers):
         assert torch.equal(a, b)
 
@@ -902,8 +907,12 @@ def test_tma_falls_back_to_pointers_where_it_cannot_run(monkeypatch):
             raise AssertionError("the TMA kernel was launched")
 
     monkeypatch.setattr(L, "decode_attention_tma_kernel", NotLaunched())
-    out = L.decode_attention(q, offset, v, lengths, out=utils.nan_empty((2, 4, 16)), schedule=TMA)
-    utils.check(out, ref, quiet=True)
+    monkeypatch.setattr(L, "decode_attention_tma_host_kernel", NotLaunched())
+    for mode in L.TMA_MODES:
+        out = L.decode_attention(
+            q, offset, v, lengths, out=utils.nan_empty((2, 4, 16)), schedule=TMA._replace(TMA=mode)
+        )
+        utils.check(out, ref, quiet=True)
     monkeypatch.setattr(L, "uses_tma", lambda: False)
     out = L.decode_attention_tma(q, k, v, lengths, out=utils.nan_empty((2, 4, 16)))
     utils.check(out, ref, quiet=True)
@@ -944,3 +953,9 @@ def test_decode_attention_tma_refuses_what_decode_attention_refuses():
         },
         quiet=True,
     )
+
+
+def test_an_unknown_tma_mode_is_refused_before_any_launch():
+    q, k, v, lengths = _decode_inputs(1, 4, 2, 16, 40, [40])
+    with pytest.raises(ValueError, match="DecodeSchedule.TMA must be"):
+        L.decode_attention(q, k, v, lengths, schedule=TMA._replace(TMA="yes"))

@@ -15,7 +15,8 @@ Shapes: context 8192 at B=1 and B=8 with TinyLlama's heads (32/4, D=64), B=4 wit
 the batch-1 decode step's attention at context 640 (cache max_len 768, bench/lesson08.py's decode step).
 Candidates = DecodeSchedule(BLOCK_N, PROGRAMS_PER_SM, MIN_BLOCK_N, num_warps, num_stages, TMA, WHOLE_WAVES):
 "table" = DECODE_ATTENTION_SCHEDULES's row (the pointer kernel today), "tma table" = DECODE_ATTENTION_TMA_SCHEDULES's
-row; a pointer candidate in whole waves tells what the wave alone is worth.
+row; TMA "device" (descriptors each program builds over its sequence's rows) or "host" (built once, the ragged last
+block through pointers), see TMA_MODES; a pointer candidate in whole waves tells what the wave alone is worth.
   -> edit: DECODE_ATTENTION_TMA_SCHEDULES[D] = DecodeSchedule(...) (the TMA candidate of the best mean time over
      that head_dim's shapes, relative to the table's row at each), and USE_TMA_DECODE_ATTENTION = True if those
      rows beat the table's at every shape of both head_dims, in solutions/08_llama_model.ipynb (the export cell with
@@ -84,12 +85,16 @@ def fmt(ms):
 
 def name(s):
     """(BLOCK_N, PROGRAMS_PER_SM, MIN_BLOCK_N, num_warps, num_stages[, TMA][, whole waves])"""
-    flags = (", TMA" if s.TMA else "") + (", whole waves" if s.WHOLE_WAVES else "")
+    flags = (f", TMA {s.TMA}" if s.TMA else "") + (", whole waves" if s.WHOLE_WAVES else "")
     return f"({s.BLOCK_N}, {s.PROGRAMS_PER_SM}, {s.MIN_BLOCK_N}, {s.num_warps}, {s.num_stages}{flags})"
 
 
-def TMA(*fields):  # noqa: N802 - reads as the schedule it builds
-    return DS(*fields, TMA=True, WHOLE_WAVES=True)
+def host(*fields):
+    return DS(*fields, TMA="host", WHOLE_WAVES=True)
+
+
+def device(*fields):
+    return DS(*fields, TMA="device", WHOLE_WAVES=True)
 
 
 if CPU:
@@ -97,7 +102,7 @@ if CPU:
     SHAPES = [(1, 4, 2, 16, 40, 40), (2, 8, 2, 32, 70, 64), (1, 8, 1, 128, 24, 19)]  # (B, H, KV, D, max_len, length)
 else:
     DTYPE, TOL = torch.bfloat16, 3e-2
-    SHAPES = [(1, 32, 4, 64, 8192, 8192), (8, 32, 4, 64, 8192, 8192), (4, 32, 8, 128, 8192, 8192),
+    SHAPES = [(8, 32, 4, 64, 8192, 8192), (1, 32, 4, 64, 8192, 8192), (4, 32, 8, 128, 8192, 8192),
               (1, 32, 4, 64, 768, 640)]  # fmt: skip
 
 # smem a TMA program holds: num_stages x (K + V) x BLOCK_N x D x 2 bytes; 228 KB an SM on an H100
@@ -105,35 +110,40 @@ CANDIDATES = {
     64: [
         L.DECODE_ATTENTION_SCHEDULES[64],
         L.DECODE_ATTENTION_TMA_SCHEDULES[64],
-        L.DECODE_ATTENTION_SCHEDULES[64]._replace(TMA=True),  # the table's schedule, only the loads changed
-        L.DECODE_ATTENTION_SCHEDULES[64]._replace(TMA=True, num_stages=3),
+        L.DECODE_ATTENTION_SCHEDULES[64]._replace(TMA="device"),  # the table's schedule, only the loads changed
+        L.DECODE_ATTENTION_SCHEDULES[64]._replace(TMA="host"),
         DS(64, 2, 64, 4, 3, WHOLE_WAVES=True),  # one wave of pointer programs: the wave alone
-        TMA(64, 2, 64, 4, 4),
-        TMA(64, 3, 64, 4, 4),
-        TMA(64, 1, 64, 4, 4),
-        TMA(128, 1, 64, 8, 3),
-        TMA(32, 2, 16, 4, 6),
+        host(64, 2, 64, 4, 3),
+        device(64, 2, 64, 4, 3),
+        host(64, 2, 64, 4, 4),
+        device(64, 2, 64, 4, 4),
+        host(64, 3, 64, 4, 4),
+        host(64, 1, 64, 4, 4),
+        host(128, 1, 64, 8, 3),
+        host(32, 2, 16, 4, 6),
         # fewer warps a program: with 2 or 4 warps each row of the scores is split between warps, so every step's
         # max and sum meet in shared memory (9 bar.sync a step in the sm_90 PTX); one warp: 3 bar.sync a step
         DS(64, 4, 64, 2, 3, WHOLE_WAVES=True),
-        TMA(64, 4, 64, 2, 3),
-        TMA(64, 2, 64, 2, 4),
-        TMA(32, 8, 32, 1, 3),
+        host(64, 4, 64, 2, 3),
+        host(32, 8, 32, 1, 3),
+        device(32, 8, 32, 1, 3),
     ],
     128: [
         L.DECODE_ATTENTION_SCHEDULES[128],
         L.DECODE_ATTENTION_TMA_SCHEDULES[128],
-        L.DECODE_ATTENTION_SCHEDULES[128]._replace(TMA=True),
-        L.DECODE_ATTENTION_SCHEDULES[128]._replace(TMA=True, num_stages=3),
+        L.DECODE_ATTENTION_SCHEDULES[128]._replace(TMA="device"),
+        L.DECODE_ATTENTION_SCHEDULES[128]._replace(TMA="host"),
         DS(32, 2, 16, 4, 3, WHOLE_WAVES=True),
-        TMA(32, 2, 16, 4, 4),
-        TMA(64, 1, 16, 4, 3),
-        TMA(64, 2, 16, 8, 3),
-        TMA(32, 1, 16, 4, 6),
-        TMA(64, 1, 16, 8, 4),
+        host(32, 2, 16, 4, 3),
+        device(32, 2, 16, 4, 3),
+        host(32, 2, 16, 4, 4),
+        host(64, 1, 16, 4, 3),
+        host(64, 2, 16, 8, 3),
+        host(32, 1, 16, 4, 6),
+        device(64, 1, 16, 8, 4),
         DS(32, 4, 16, 2, 3, WHOLE_WAVES=True),
-        TMA(32, 4, 16, 2, 3),
-        TMA(16, 6, 16, 1, 4),
+        host(32, 4, 16, 2, 3),
+        host(16, 6, 16, 1, 4),
     ],
 }
 CANDIDATES = {D: list(dict.fromkeys(c)) for D, c in CANDIDATES.items()}  # the tables' rows may meet a candidate
