@@ -959,3 +959,19 @@ def test_an_unknown_tma_mode_is_refused_before_any_launch():
     q, k, v, lengths = _decode_inputs(1, 4, 2, 16, 40, [40])
     with pytest.raises(ValueError, match="DecodeSchedule.TMA must be"):
         L.decode_attention(q, k, v, lengths, schedule=TMA._replace(TMA="yes"))
+
+
+@pytest.mark.parametrize("mode", L.TMA_MODES)
+def test_generation_is_the_same_with_the_tma_kernels(tied, monkeypatch, mode):
+    """The switch the sweep sets: the decode steps of a batch of prompts through the TMA kernels give the tokens
+    the pointer kernel gives (whole waves split the keys otherwise: the same sums in another order)."""
+    model, _ = tied
+    ids = prompt(B=2, T=5)
+    pointers = L.generate(model, ids, 6)
+    monkeypatch.setattr(L, "USE_TMA_DECODE_ATTENTION", True)
+    rows = {D: s._replace(TMA=mode) for D, s in L.DECODE_ATTENTION_TMA_SCHEDULES.items()}
+    monkeypatch.setattr(L, "DECODE_ATTENTION_TMA_SCHEDULES", rows)
+    launched, launch = [], L._tma_launch
+    monkeypatch.setattr(L, "_tma_launch", lambda mode, *a: launched.append(mode) or launch(mode, *a))
+    assert torch.equal(pointers, L.generate(model, ids, 6))
+    assert launched and set(launched) == {mode}, "the decode steps did not go through the TMA kernels"
