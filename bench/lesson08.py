@@ -20,7 +20,9 @@ state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512
   batch 8; Llama-3-8B's 32/8 heads of D = 128 at batch 4) against torch's scaled_dot_product_attention on the
   same cache, bytes = decode_attention_bytes: launched from Python, and both sides replayed from CUDA graphs (the
   GPU's time: a launch costs the host more than the kernel's few µs); in graphs also the decode step's one-launch
-  variant (decode_attention_step, DECODE_FUSIONS.attention) unless the table says "split+combine".
+  variant (decode_attention_step, DECODE_FUSIONS.attention) unless the table says "split+combine", the keys and
+  values through TMA (decode_attention_tma, DECODE_ATTENTION_TMA_SCHEDULES), and a torch copy of the same bytes
+  (read + write = decode_attention_bytes, graphed the same way): the practical ceiling at each size.
 """
 
 import torch
@@ -174,11 +176,17 @@ def decode_attention() -> list[Row]:
         )
         rows += paired({"triton flash-decoding": ours}, ("torch SDPA", sdpa), **common)
         # both sides replayed from CUDA graphs: the GPU's time, without the host's 50-80 us a launch
-        graphs = {"triton flash-decoding (CUDA graph)": graphed(ours)}
+        graphs = {
+            "triton flash-decoding (CUDA graph)": graphed(ours),
+            "triton flash-decoding, TMA (CUDA graph)": graphed(lambda: L.decode_attention_tma(q, k, v, lengths)),
+        }
         if L.DECODE_FUSIONS.attention != "split+combine":  # the decode step's variant: one launch
             graphs["triton flash-decoding, one launch (CUDA graph)"] = graphed(
                 lambda: L.decode_attention_step(q, k, v, lengths)
             )
+        src = torch.empty(common["bytes"] // 4, dtype=torch.int16, device="cuda")  # read + write = the op's bytes
+        dst = torch.empty_like(src)
+        graphs["copy of the same bytes (CUDA graph)"] = graphed(lambda: dst.copy_(src))
         rows += paired(graphs, ("torch SDPA (CUDA graph)", graphed(sdpa)), **common)
     return rows
 

@@ -10,12 +10,14 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 import utils
 import utils.checkpoints
 import utils.hints
 import utils.roofline
 import utils.timing
+from lessons.l05_matmul import tma_scratch, uses_tma  # Hopper: descriptors built on the GPU need scratch
 
 
 from lessons.l07_llm_layer import (
@@ -700,6 +702,8 @@ class DecodeSchedule(NamedTuple):
     MIN_BLOCK_N: int  # short caches: BLOCK_N halves down to this to give the GPU more programs
     num_warps: int
     num_stages: int
+    TMA: str = ""  # keys and values through TMA where the GPU has it: "device" or "host" descriptors (see TMA_MODES)
+    WHOLE_WAVES: bool = False  # splits rounded down: at most PROGRAMS_PER_SM programs an SM, no extra partial wave
 
 
 # ---- the schedules of flash-decoding, by head_dim: the sweep (bench/sweeps/l08.py) prints the winners to put here ----
@@ -728,7 +732,8 @@ def decode_split(B: int, KV: int, max_len: int, device=None, *, head_dim=64, sch
     while BLOCK_N > env.pick(cpu=16, gpu=s.MIN_BLOCK_N) and 2 * triton.cdiv(max_len, BLOCK_N) * heads <= target:
         BLOCK_N //= 2  # not half the programs wanted even at one block each: smaller blocks, more programs
     blocks = triton.cdiv(max_len, BLOCK_N)
-    n_splits = max(1, min(blocks, MAX_SPLITS, triton.cdiv(target, heads)))
+    wanted = target // heads if s.WHOLE_WAVES else triton.cdiv(target, heads)
+    n_splits = max(1, min(blocks, MAX_SPLITS, wanted))
     split_len = triton.cdiv(blocks, n_splits) * BLOCK_N
     return triton.cdiv(max_len, split_len), split_len, BLOCK_N
 
@@ -778,10 +783,12 @@ def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=Non
     l_ = torch.empty(B, H, n_splits, device=q.device, dtype=torch.float32)
     if B == 0:
         return acc, m, l_
-    decode_attention_kernel[(B * KV, n_splits)](
+    kernel, caches = decode_attention_kernel, (k_cache, v_cache)
+    if s.TMA:  # keys and values through TMA (see decode_attention_tma_kernel)
+        kernel, caches = _tma_launch(s.TMA, k_cache, v_cache, BLOCK_N)
+    kernel[(B * KV, n_splits)](
         q,
-        k_cache,
-        v_cache,
+        *caches,
         lengths,
         acc,
         m,
@@ -909,6 +916,211 @@ def check_decode_attention(fn, *, quiet=False):
             suspects=suspects,
             stray=stray,
         )
+
+
+@triton.jit
+def _online_softmax_block(q, k, v, keep, m_i, l_i, acc, qk_scale, MASK: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """One block of keys of decode_attention_kernel's loop: scores, the running max and sum, acc. MASK: the keys
+    where keep is False score -inf (a block that reaches past the split's end)."""
+    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+    if MASK:
+        s = tl.where(keep[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp2(s - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def decode_attention_tma_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    lengths_ptr,
+    acc_ptr,
+    m_ptr,
+    l_ptr,
+    KV,
+    GROUP,
+    max_len,
+    split_len,
+    qk_scale,
+    stride_cb,
+    stride_ct,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    PDL: tl.constexpr = 0,
+):
+    """decode_attention_kernel with keys and values loaded through descriptors each program builds ("device")."""
+    if PDL == 1:
+        gdc_launch_dependents()
+    if PDL > 0:
+        gdc_wait()
+    # -- map program id to (sequence b, kv head, split): this program's keys are [start, end)
+    b = tl.program_id(0) // KV
+    kv_h = tl.program_id(0) % KV
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    length = tl.minimum(tl.load(lengths_ptr + b), max_len)
+    start = split * split_len
+    end = tl.minimum(start + split_len, length)
+    rows = tl.arange(0, BLOCK_H)
+    heads = b * KV * GROUP + kv_h * GROUP + rows
+    d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + heads[:, None] * HEAD_DIM + d[None, :], mask=rows[:, None] < GROUP, other=0.0)
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
+    # -- descriptors over this sequence's first `length` rows: the copy engine fills rows past the length with
+    # zeros. A split ends on a multiple of BLOCK_N or at the length, so no block reaches into the next split.
+    # (At least one row: a descriptor of none is invalid, and a sequence of length 0 loads nothing.)
+    seq_rows = tl.maximum(length, 1)
+    k_desc = tl.make_tensor_descriptor(
+        k_ptr + b.to(tl.int64) * stride_cb,
+        shape=[seq_rows, KV * HEAD_DIM],
+        strides=[stride_ct, 1],
+        block_shape=[BLOCK_N, HEAD_DIM],
+    )
+    v_desc = tl.make_tensor_descriptor(
+        v_ptr + b.to(tl.int64) * stride_cb,
+        shape=[seq_rows, KV * HEAD_DIM],
+        strides=[stride_ct, 1],
+        block_shape=[BLOCK_N, HEAD_DIM],
+    )
+    # -- online softmax over this split's keys, BLOCK_N at a time; the zero rows past the length score 0: masked
+    for n in range(start, end, BLOCK_N):
+        k = k_desc.load([n, kv_h * HEAD_DIM])
+        v = v_desc.load([n, kv_h * HEAD_DIM])
+        keep = n + tl.arange(0, BLOCK_N) < end
+        m_i, l_i, acc = _online_softmax_block(q, k, v, keep, m_i, l_i, acc, qk_scale, True, DOT_PRECISION)
+    # -- this split's partial result, as decode_attention_kernel's
+    part = heads * n_splits + split
+    tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=rows[:, None] < GROUP)
+    tl.store(m_ptr + part, m_i, mask=rows < GROUP)
+    tl.store(l_ptr + part, l_i, mask=rows < GROUP)
+
+
+@triton.jit
+def decode_attention_tma_host_kernel(
+    q_ptr,
+    k_desc,
+    v_desc,
+    k_ptr,
+    v_ptr,
+    lengths_ptr,
+    acc_ptr,
+    m_ptr,
+    l_ptr,
+    KV,
+    GROUP,
+    max_len,
+    split_len,
+    qk_scale,
+    stride_cb,
+    stride_ct,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    PDL: tl.constexpr = 0,
+):
+    """decode_attention_kernel with the whole blocks through descriptors built on the host ("host"): k_desc and
+    v_desc describe the caches as (B, max_len, KV D) in (1, BLOCK_N, D) boxes; the ragged last block, through
+    k_ptr and v_ptr."""
+    if PDL == 1:
+        gdc_launch_dependents()
+    if PDL > 0:
+        gdc_wait()
+    # -- map program id to (sequence b, kv head, split): this program's keys are [start, end)
+    b = tl.program_id(0) // KV
+    kv_h = tl.program_id(0) % KV
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    length = tl.minimum(tl.load(lengths_ptr + b), max_len)
+    start = split * split_len
+    end = tl.minimum(start + split_len, length)
+    full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N  # [start, full_end): whole blocks
+    rows = tl.arange(0, BLOCK_H)
+    heads = b * KV * GROUP + kv_h * GROUP + rows
+    d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + heads[:, None] * HEAD_DIM + d[None, :], mask=rows[:, None] < GROUP, other=0.0)
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
+    # -- the ragged last block [full_end, end), if any: masked pointer loads, issued now, used after the loop
+    cols = full_end + tl.arange(0, BLOCK_N)
+    keep = cols < end
+    offs = b.to(tl.int64) * stride_cb + kv_h * HEAD_DIM + cols[:, None].to(tl.int64) * stride_ct + d[None, :]
+    k_tail = tl.load(k_ptr + offs, mask=keep[:, None], other=0.0)
+    v_tail = tl.load(v_ptr + offs, mask=keep[:, None], other=0.0)
+    # -- the whole blocks through TMA, nothing to mask
+    for n in range(start, full_end, BLOCK_N):
+        k = k_desc.load([b, n, kv_h * HEAD_DIM]).reshape([BLOCK_N, HEAD_DIM])
+        v = v_desc.load([b, n, kv_h * HEAD_DIM]).reshape([BLOCK_N, HEAD_DIM])
+        m_i, l_i, acc = _online_softmax_block(q, k, v, None, m_i, l_i, acc, qk_scale, False, DOT_PRECISION)
+    if full_end < end:
+        m_i, l_i, acc = _online_softmax_block(q, k_tail, v_tail, keep, m_i, l_i, acc, qk_scale, True, DOT_PRECISION)
+    # -- this split's partial result, as decode_attention_kernel's
+    part = heads * n_splits + split
+    tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=rows[:, None] < GROUP)
+    tl.store(m_ptr + part, m_i, mask=rows < GROUP)
+    tl.store(l_ptr + part, l_i, mask=rows < GROUP)
+
+
+TMA_MODES = ("device", "host")  # DecodeSchedule.TMA: who builds the descriptors (see the text above)
+
+
+def _tma_launch(mode, k_cache, v_cache, BLOCK_N):
+    """(kernel, its cache arguments) for decode_partials in a TMA mode; the pointer kernel where TMA cannot run."""
+    if mode not in TMA_MODES:
+        raise ValueError(f"DecodeSchedule.TMA must be '' (pointers) or one of {TMA_MODES}, got {mode!r}")
+    if not _tma_ready(k_cache, v_cache):
+        return decode_attention_kernel, (k_cache, v_cache)
+    if mode == "device":
+        triton.set_allocator(tma_scratch)  # where each program writes its descriptors
+        return decode_attention_tma_kernel, (k_cache, v_cache)
+    B, max_len, KV, D = k_cache.shape
+    desc = [TensorDescriptor(t, [B, max_len, KV * D], [t.stride(0), t.stride(1), 1], [1, BLOCK_N, D])
+            for t in (k_cache, v_cache)]  # fmt: skip
+    return decode_attention_tma_host_kernel, (*desc, k_cache, v_cache)
+
+
+def _tma_ready(k_cache, v_cache) -> bool:
+    """Whether decode_partials can read these caches through TMA: a GPU with TMA (or the interpreter, which
+    emulates it), and every row of (KV, D) values starting on a 16-byte boundary, as descriptors require."""
+    return uses_tma() and all(
+        (t.data_ptr() | t.stride(0) * t.element_size() | t.stride(1) * t.element_size()) % 16 == 0
+        for t in (k_cache, v_cache)
+    )
+
+
+# ---- the TMA kernels' schedules and whether the decode step uses them: bench/sweeps/l08d.py prints the values to
+# put here. Until a GPU has measured them: the pointer kernel's schedules with 3 stages, in whole waves
+DECODE_ATTENTION_TMA_SCHEDULES = {
+    64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=2, MIN_BLOCK_N=64, num_warps=4, num_stages=3, TMA="host",
+                       WHOLE_WAVES=True),
+    128: DecodeSchedule(BLOCK_N=32, PROGRAMS_PER_SM=2, MIN_BLOCK_N=16, num_warps=4, num_stages=3, TMA="host",
+                        WHOLE_WAVES=True),
+}  # fmt: skip
+USE_TMA_DECODE_ATTENTION = False  # the decode step's flash-decoding: these schedules (True) or the pointer kernel's
+
+
+def decode_schedule_tma(head_dim: int) -> DecodeSchedule:
+    """DECODE_ATTENTION_TMA_SCHEDULES's row for this head_dim, or the row of the next larger head_dim."""
+    fits = [d for d in sorted(DECODE_ATTENTION_TMA_SCHEDULES) if d >= head_dim]
+    return DECODE_ATTENTION_TMA_SCHEDULES[fits[0] if fits else max(DECODE_ATTENTION_TMA_SCHEDULES)]
+
+
+def decode_attention_tma(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, schedule=None, pdl=False):
+    """decode_attention with the keys and values through TMA (schedule: default DECODE_ATTENTION_TMA_SCHEDULES's
+    row; the pointer kernel where decode_partials cannot use TMA)."""
+    utils.require(q, "q", dtype=FLOATS, ndim=3)
+    s = schedule or decode_schedule_tma(q.shape[-1])
+    return decode_attention(q, k_cache, v_cache, lengths, out=out, n_splits=n_splits, schedule=s, pdl=pdl)
 
 
 @triton.jit
@@ -1577,10 +1789,12 @@ DECODE_FUSIONS = DecodeFusions(
 
 
 def decode_attention_step(q, k_cache, v_cache, lengths, *, out=None):
-    """The decode step's attention: decode_attention_fused with DECODE_FUSIONS's variant (read at each call)."""
+    """The decode step's attention: decode_attention_fused with DECODE_FUSIONS's variant, and the TMA kernel's
+    schedule where USE_TMA_DECODE_ATTENTION says so (both read at each call)."""
     f = DECODE_FUSIONS
+    schedule = decode_schedule_tma(q.shape[-1]) if USE_TMA_DECODE_ATTENTION else None
     return decode_attention_fused(q, k_cache, v_cache, lengths, out=out, variant=f.attention, n_splits=f.n_splits,
-                                  pdl=f.attention_pdl)  # fmt: skip
+                                  schedule=schedule, pdl=f.attention_pdl)  # fmt: skip
 
 
 class DecodeOps(NamedTuple):

@@ -837,3 +837,141 @@ def test_launching_early_changes_no_bit():
     for pdl, (l1, k1, v1) in zip(L.PDL_TRIGGERS, early):
         assert torch.equal(k0, k1) and torch.equal(v0, v1), f"the caches differ launched early ({pdl})"
         assert torch.equal(l0, l1), f"logits differ launched early ({pdl}): {(l0 - l1).abs().max().item():.3g}"
+
+
+# -- issue 11: flash-decoding's keys and values through TMA (decode_attention_tma_kernel) ---------------------------
+TMA = L.DecodeSchedule(BLOCK_N=16, PROGRAMS_PER_SM=2, MIN_BLOCK_N=16, num_warps=4, num_stages=3, TMA="device")
+
+
+@pytest.mark.parametrize("mode", L.TMA_MODES)
+def test_decode_attention_tma(mode, monkeypatch):
+    rows = {D: s._replace(TMA=mode) for D, s in L.DECODE_ATTENTION_TMA_SCHEDULES.items()}
+    monkeypatch.setattr(L, "DECODE_ATTENTION_TMA_SCHEDULES", rows)
+    L.check_decode_attention(L.decode_attention_tma, quiet=True)
+
+
+def _decode_inputs(B, H, KV, D, max_len, lens, seed=0):
+    gen = torch.Generator(device=ENV.device).manual_seed(seed)
+    q = torch.randn(B, H, D, device=ENV.device, generator=gen)
+    k, v = (torch.randn(B, max_len, KV, D, device=ENV.device, generator=gen) for _ in range(2))
+    return q, k, v, torch.tensor(lens, dtype=torch.int32, device=ENV.device)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # the sequence of no keys: -inf - (-inf)
+@pytest.mark.parametrize("mode", L.TMA_MODES)
+@pytest.mark.parametrize(
+    "B, H, KV, D, max_len, lens, whole_waves",
+    [
+        (1, 8, 8, 64, 37, [37], False),  # GROUP 1, a length no multiple of BLOCK_N
+        (3, 8, 2, 64, 50, [1, 17, 50], True),  # GROUP 4, length 1, lengths that differ
+        (2, 8, 1, 128, 40, [33, 16], True),  # GROUP 8, D 128, a length that ends on a block
+        (2, 4, 1, 32, 70, [0, 70], False),  # a sequence with no keys yet beside a full one
+    ],
+)
+def test_tma_kernels_against_the_reference(B, H, KV, D, max_len, lens, whole_waves, mode):
+    """Awkward shapes, in both TMA modes; the caches past each length hold NaN (a cache of torch.empty): a block
+    that read them as values would spread NaN through p @ v, even with p = 0."""
+    q, k, v, lengths = _decode_inputs(B, H, KV, D, max_len, lens)
+    ref = L.decode_attention_ref(q.double(), k.double(), v.double(), lengths.clamp_min(1))
+    for b, n in enumerate(lens):
+        k[b, n:], v[b, n:] = float("nan"), float("nan")
+    s = TMA._replace(WHOLE_WAVES=whole_waves, TMA=mode)
+    out = L.decode_attention(q, k, v, lengths, out=utils.nan_empty((B, H, D)), schedule=s)
+    keep = lengths > 0  # no keys: the combine divides 0 by 0 (what the pointer kernel does too)
+    utils.check(out[keep], ref[keep], quiet=True, name=f"TMA decode attention, lengths {lens}")
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="bit for bit where the interpreter multiplies both alike")
+@pytest.mark.parametrize("mode", L.TMA_MODES)
+@pytest.mark.parametrize("n_splits", [None, 1, 3])
+def test_tma_partials_are_the_pointer_kernels_bit_for_bit(n_splits, mode):
+    """Only the loads differ: under the interpreter the same partial results (acc, m, l), every split."""
+    q, k, v, lengths = _decode_inputs(3, 8, 2, 32, 45, [45, 1, 30], seed=1)
+    tma = L.decode_partials(q, k, v, lengths, n_splits, schedule=TMA._replace(TMA=mode))
+    pointers = L.decode_partials(q, k, v, lengths, n_splits, schedule=TMA._replace(TMA=""))
+    for a, b in zip(tma, pointers):
+        assert torch.equal(a, b)
+
+
+def test_tma_falls_back_to_pointers_where_it_cannot_run(monkeypatch):
+    """No TMA on the GPU (pre-Hopper, TRITON_HARD_WAY_AS) or rows off 16-byte boundaries: the pointer kernel runs
+    the same schedule."""
+    q, k, v, lengths = _decode_inputs(2, 4, 2, 16, 40, [40, 9])
+    ref = L.decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+    offset = torch.empty(k.numel() + 1, device=ENV.device)[1:].view(k.shape)  # fp32: 4 bytes off 16
+    offset.copy_(k)
+    assert L._tma_ready(k, v) and not L._tma_ready(offset, v)
+
+    class NotLaunched:  # kernel[grid]: a launch fails the test
+        def __getitem__(self, grid):
+            raise AssertionError("the TMA kernel was launched")
+
+    monkeypatch.setattr(L, "decode_attention_tma_kernel", NotLaunched())
+    monkeypatch.setattr(L, "decode_attention_tma_host_kernel", NotLaunched())
+    for mode in L.TMA_MODES:
+        out = L.decode_attention(
+            q, offset, v, lengths, out=utils.nan_empty((2, 4, 16)), schedule=TMA._replace(TMA=mode)
+        )
+        utils.check(out, ref, quiet=True)
+    monkeypatch.setattr(L, "uses_tma", lambda: False)
+    out = L.decode_attention_tma(q, k, v, lengths, out=utils.nan_empty((2, 4, 16)))
+    utils.check(out, ref, quiet=True)
+
+
+def test_whole_waves_round_the_splits_down():
+    """WHOLE_WAVES: B KV n_splits never above the programs wanted (4 under the interpreter); the default rounds
+    up, as before."""
+    for B, KV, max_len in ((1, 1, 100), (1, 3, 100), (3, 1, 64), (2, 2, 30)):
+        n_up, _, _ = L.decode_split(B, KV, max_len, schedule=TMA)
+        n_down, split_len, BLOCK_N = L.decode_split(B, KV, max_len, schedule=TMA._replace(WHOLE_WAVES=True))
+        target = ENV.pick(cpu=4, gpu=TMA.PROGRAMS_PER_SM * (ENV.sm_count or 132))
+        assert B * KV * n_down <= max(target, B * KV) and n_down <= n_up
+        assert split_len % BLOCK_N == 0 and n_down * split_len >= max_len
+
+
+def test_the_decode_step_uses_tma_when_switched_on(monkeypatch):
+    q, k, v, lengths = _decode_inputs(2, 4, 2, 16, 40, [40, 9])
+    seen = []
+    real = L.decode_attention_fused
+    monkeypatch.setattr(L, "decode_attention_fused", lambda *a, schedule=None, **kw: seen.append(schedule) or real(
+        *a, schedule=schedule, **kw))  # fmt: skip
+    ref = L.decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+    for on in (False, True):
+        monkeypatch.setattr(L, "USE_TMA_DECODE_ATTENTION", on)
+        utils.check(L.decode_attention_step(q, k, v, lengths, out=utils.nan_empty((2, 4, 16))), ref, quiet=True)
+    assert seen == [None, L.DECODE_ATTENTION_TMA_SCHEDULES[64]]
+
+
+def test_decode_attention_tma_refuses_what_decode_attention_refuses():
+    q, cache = torch.randn(1, 4, 16, device=ENV.device), torch.zeros(1, 8, 2, 16, device=ENV.device)
+    lengths = torch.ones(1, dtype=torch.int32, device=ENV.device)
+    utils.refuses(
+        {
+            "q of two dimensions": lambda: L.decode_attention_tma(q[0], cache, cache, lengths),
+            "int64 lengths": lambda: L.decode_attention_tma(q, cache, cache, lengths.long()),
+            "an out aliasing q": lambda: L.decode_attention_tma(q, cache, cache, lengths, out=q),
+        },
+        quiet=True,
+    )
+
+
+def test_an_unknown_tma_mode_is_refused_before_any_launch():
+    q, k, v, lengths = _decode_inputs(1, 4, 2, 16, 40, [40])
+    with pytest.raises(ValueError, match="DecodeSchedule.TMA must be"):
+        L.decode_attention(q, k, v, lengths, schedule=TMA._replace(TMA="yes"))
+
+
+@pytest.mark.parametrize("mode", L.TMA_MODES)
+def test_generation_is_the_same_with_the_tma_kernels(tied, monkeypatch, mode):
+    """The switch the sweep sets: the decode steps of a batch of prompts through the TMA kernels give the tokens
+    the pointer kernel gives (whole waves split the keys otherwise: the same sums in another order)."""
+    model, _ = tied
+    ids = prompt(B=2, T=5)
+    pointers = L.generate(model, ids, 6)
+    monkeypatch.setattr(L, "USE_TMA_DECODE_ATTENTION", True)
+    rows = {D: s._replace(TMA=mode) for D, s in L.DECODE_ATTENTION_TMA_SCHEDULES.items()}
+    monkeypatch.setattr(L, "DECODE_ATTENTION_TMA_SCHEDULES", rows)
+    launched, launch = [], L._tma_launch
+    monkeypatch.setattr(L, "_tma_launch", lambda mode, *a: launched.append(mode) or launch(mode, *a))
+    assert torch.equal(pointers, L.generate(model, ids, 6))
+    assert launched and set(launched) == {mode}, "the decode steps did not go through the TMA kernels"

@@ -86,3 +86,28 @@ $L__BB0_3:
     offline.table({"one": c, "broken": offline.Compiled("", None, None, 0, "", error="ptxas: no")})
     out = capsys.readouterr().out
     assert "16 B" in out and "2 B, 16 B" in out and "broken  did not compile: ptxas: no" in out
+
+
+def test_flash_decodings_tma_kernel_loads_through_tma_for_an_h100():
+    """Lesson 08's decode_attention_tma_kernel (issue 11) at the 8192-token shapes' tiles: its keys and values come
+    through cp.async.bulk.tensor (TMA), none through cp.async or per-thread loads of the cache, and nothing spills."""
+    import lessons.l08_llama_model as L08
+
+    def job(D, BLOCK_N, num_stages):
+        return offline.job(
+            "decode_attention_tma_kernel",
+            pointers=dict(
+                q_ptr="bf16", k_ptr="bf16", v_ptr="bf16", lengths_ptr="i32", acc_ptr="fp32", m_ptr="fp32", l_ptr="fp32"
+            ),  # fmt: skip
+            ints=dict(
+                KV=4, GROUP=8, max_len=8192, split_len=512, qk_scale=0.18, stride_cb=8192 * 4 * D, stride_ct=4 * D
+            ),  # fmt: skip
+            constexprs=dict(HEAD_DIM=D, BLOCK_H=16, BLOCK_N=BLOCK_N, DOT_PRECISION="tf32", PDL=1),
+            num_warps=4,
+            num_stages=num_stages,
+        )
+
+    for c in offline.compile_kernels(L08.__file__, [job(64, 64, 4), job(128, 32, 3)]):
+        assert "cp.async.bulk.tensor" in c.ptx and not c.cp_async_bytes, "keys and values not loaded through TMA"
+        assert c.global_load_bytes <= {4, 16}, c.global_load_bytes  # lengths and q only, no cache loads by threads
+        assert c.spill_bytes == 0
