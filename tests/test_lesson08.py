@@ -968,6 +968,8 @@ def test_generation_is_the_same_with_the_tma_kernels(tied, monkeypatch, mode):
     model, _ = tied
     ids = prompt(B=2, T=5)
     pointers = L.generate(model, ids, 6)
+    # generate keeps its decode steps' CUDA graphs on the model: fresh ones, or the GPU replays the pointer kernel's
+    monkeypatch.setattr(model, "decoders", {})
     monkeypatch.setattr(L, "USE_TMA_DECODE_ATTENTION", True)
     rows = {D: s._replace(TMA=mode) for D, s in L.DECODE_ATTENTION_TMA_SCHEDULES.items()}
     monkeypatch.setattr(L, "DECODE_ATTENTION_TMA_SCHEDULES", rows)
