@@ -1940,11 +1940,12 @@ def w4a16_decode_stream_kernel(
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
 ):
     # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
-    # and spreads threads and warps along K first, so with BLOCK_K = 1024 x num_warps every thread holds the same
-    # 4 words of all BLOCK_N rows. The 32 numbers of x it needs serve every row, the sums stay per word, and the
-    # one reduction across threads comes after the loop, not once a step (the groups kernel's tl.sum over WORDS).
-    # sm_90, TinyLlama's projections at the two tables' rows: 5.0 to 5.6 instructions a code in the K loop here,
-    # 6.7 to 10 there (tests/test_lesson12.py counts them offline).
+    # and spreads threads and warps along K first: a warp covers 1024 columns, so with BLOCK_K = 1024 x num_warps
+    # every thread holds the same 4 words of all BLOCK_N rows (with fewer columns, the warps share out the rows).
+    # The 32 numbers of x a thread needs serve all its rows, the sums stay per word, and the one reduction across
+    # threads comes after the loop, not once a step (the groups kernel's tl.sum over WORDS). TinyLlama's
+    # projections at the two tables' rows, compiled for sm_90: 4.4 to 4.9 SASS instructions a code in the K loop
+    # here, 7.0 to 10.4 there (tests/test_lesson12.py counts the PTX: 4.7 to 5.1 against 6.7 to 10.0).
     if PDL == 1:
         gdc_launch_dependents()
     GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
@@ -2169,10 +2170,10 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
 }
 FUSED_INT4_KERNEL = "groups"
 FUSED_INT4_KERNELS = ("groups", "stream")
-FUSED_STREAM_SCHEDULES = {  # not yet measured: 2048 columns a step at 2 warps keeps the rows in-thread; as many
-    # rows as fit the registers without a spill (sm_90, offline), fewer where SwiGLU doubles them
-    None: GemvSchedule(BLOCK_N=8, BLOCK_K=2048, num_warps=2, num_stages=2),
-    (5632, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=2),
+FUSED_STREAM_SCHEDULES = {  # not yet measured on a GPU: the fewest instructions a code without a spill (sm_90,
+    # offline): 1024 columns a step at 2 warps (each warp a step of half the rows), 8 rows in each thread
+    None: GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),
+    (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=2),  # gate/up: and their up rows
 }
 
 

@@ -107,8 +107,10 @@ else:
     ARGS = L8.ModelArgs(vocab_size=32000, n_layers=22, dim=2048, n_heads=32, n_kv_heads=4, ffn_dim=5632,
                         tie_embeddings=False)  # fmt: skip
     MAX_LEN, CONTEXT = 768, 640  # bench/lesson12.py: prompt 512 + 256 new, the mean context
-    STREAM = [GS(8, 2048, 2, 2), GS(4, 2048, 2, 2), GS(2, 2048, 2, 2), GS(8, 1024, 1, 2), GS(4, 2048, 2, 3),
-              GS(4, 4096, 4, 2)]  # fmt: skip
+    # (BLOCK_N, BLOCK_K, num_warps, num_stages): rows in-thread at 2048 x 2 warps and 1024 x 1; 1024 x 2 warps
+    # splits a program's rows between its warps (the stream GEMV's best tile: h100-2026-11-23-s7/sweeps/l12g.txt)
+    STREAM = [GS(16, 1024, 2, 2), GS(8, 1024, 2, 2), GS(8, 2048, 2, 2), GS(4, 2048, 2, 2), GS(4, 1024, 1, 2),
+              GS(8, 1024, 2, 3)]  # fmt: skip
 C_, F_, V_ = ARGS.dim, ARGS.ffn_dim, ARGS.vocab_size
 QKV = (ARGS.n_heads + 2 * ARGS.n_kv_heads) * ARGS.head_dim
 # name: (N outputs, K, rows of W, the call as the step makes it); the largest share of the step's bytes first
