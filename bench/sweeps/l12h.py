@@ -21,13 +21,15 @@ Part A, the int4 decode kernel alone per projection, called as the step calls it
 logits; each launched early as the step launches it (QUANTIZED_PDL[4]). First the groups kernel at its
 FUSED_GEMV_SCHEDULES row, then the stream kernel at each candidate GemvSchedule(BLOCK_N, BLOCK_K, num_warps,
 num_stages) (BLOCK_K = 1024 x num_warps keeps a program's rows in each thread; num_stages 2: the next step's words,
-scales and zero points loaded ahead, 3: its x too; qkv: BLOCK_N rows = BLOCK_N / 2 RoPE pairs). GB/s counts the
-weight as stored (w4a16_bytes); % copy = a graphed copy of as many bytes.
+scales and zero points loaded ahead, 3: its x too; qkv: BLOCK_N rows = BLOCK_N / 2 RoPE pairs; gate/up: BLOCK_N
+halved, as each row brings its up row). GB/s counts the weight as stored (w4a16_bytes); % copy = a graphed copy of
+as many bytes.
 Part C: the int4 step again with "stream" and part A's stream winners in FUSED_STREAM_SCHEDULES.
 
 The edits (solutions/12_quantization.ipynb, the export cell with FUSED_STREAM_SCHEDULES; then
 ``python -m utils.notebooks``): each "FUSED_STREAM_SCHEDULES[(N, K)] = ..." line, the "[None]" line (the best
-geometric mean over the shapes), and "FUSED_INT4_KERNEL = 'stream'" only if part C's step beats part B's groups step.
+geometric mean over the shapes without SwiGLU), and "FUSED_INT4_KERNEL = 'stream'" only if the stream step (part B's
+or part C's) beats part B's groups step.
 """
 
 import math
@@ -188,7 +190,7 @@ def part_b():
 
 BEST = {}  # (N, K) -> (ms, schedule, label)
 GROUPS_MS = {}  # (N, K) -> ms of the groups kernel at its table row
-SCORES = {}  # stream schedule -> {label: ms}
+SCORES = {}  # stream schedule -> {label: ms}, the shapes without SwiGLU (gate/up has a row of its own)
 
 
 def part_a():
@@ -248,7 +250,9 @@ def sweep_shape(label, N, K, rows, call):
     table = table._replace(BLOCK_K=max(table.BLOCK_K, G))  # as fused_gemv_schedule does
     saved = L.FUSED_INT4_KERNEL
     try:
-        for kernel, s in [("groups", table)] + [("stream", s) for s in STREAM]:
+        # SwiGLU reads each row's up row too: its candidates have half the rows (as many in each thread)
+        stream = [s._replace(BLOCK_N=max(1, s.BLOCK_N // 2)) if call.get("swiglu") else s for s in STREAM]
+        for kernel, s in [("groups", table)] + [("stream", s) for s in dict.fromkeys(stream)]:
             if late(110):
                 say(f"{label} | {kernel} | {s} | SKIPPED (time budget)")
                 continue
@@ -271,7 +275,8 @@ def sweep_shape(label, N, K, rows, call):
                 if kernel == "groups":
                     GROUPS_MS[N, K] = ms
                     continue
-                SCORES.setdefault(s, {})[label] = ms
+                if not call.get("swiglu"):
+                    SCORES.setdefault(s, {})[label] = ms
                 if (N, K) not in BEST or ms < BEST[N, K][0]:
                     BEST[N, K] = (ms, s, label)
             except Exception as e:  # noqa: BLE001
@@ -310,8 +315,8 @@ def summary():
     if full and not CPU:  # the default row: the best geometric mean of time / the shape's best
         gm = {s: math.exp(sum(math.log(per[k] / best[k]) for k in per) / len(per)) for s, per in full.items()}
         s = min(gm, key=gm.get)
-        say(f"stream default (geometric mean {gm[s]:.2f}x the best per shape over {len(best)} shapes)  -> EDIT: "
-            f"FUSED_STREAM_SCHEDULES[None] = {s!r},")  # fmt: skip
+        say(f"stream default (geometric mean {gm[s]:.2f}x the best per shape over the {len(best)} shapes without "
+            f"SwiGLU)  -> EDIT: FUSED_STREAM_SCHEDULES[None] = {s!r},")  # fmt: skip
     base, groups = STEP.get("bf16"), STEP.get(f"int4 g{G} groups")
     stream, winners = STEP.get(f"int4 g{G} stream"), STEP.get(f"int4 g{G} stream, winners")
     if all(isinstance(ms, float) for ms in (base, groups, stream)):
