@@ -1923,8 +1923,8 @@ def w4a16_decode_stream_kernel(
     NORM: tl.constexpr,
     SWIGLU: tl.constexpr,
     RESIDUAL: tl.constexpr,
-    BLOCK_N: tl.constexpr,  # rows of W a program (with SWIGLU or ROPE as many again): all of them in each thread
-    BLOCK_K: tl.constexpr,  # a whole number of groups; 1024 x num_warps keeps the rows in-thread (see below)
+    BLOCK_N: tl.constexpr,  # rows of W a program (with SWIGLU or ROPE as many again), in each thread (see below)
+    BLOCK_K: tl.constexpr,  # a whole number of groups; a warp covers 1024 columns
     PREFETCH: tl.constexpr,  # the next step's words, scales and zero points loaded first (num_stages >= 2)
     X_AHEAD: tl.constexpr,  # and its x (and norm) too (num_stages >= 3: more registers)
     cos_ptr,  # ROPE only (None otherwise), as w4a16_decode_kernel's
