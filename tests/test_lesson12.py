@@ -1375,6 +1375,26 @@ def test_fused_decode_stream_kernel_compiles_for_sm90_with_fewer_instructions_a_
 
 
 @pytest.mark.parametrize("capability", [80, 75], ids=["A100", "T4"])
+def test_the_stream_decode_kernel_compiles_for_an_a100_and_a_t4(tmp_path, capability):
+    """FUSED_INT4_KERNEL = "stream" on the GPUs learners bring: its table's tiles with the most rows in a thread
+    (gate/up, qkv with RoPE: two sets of rows) compile without spills (fp16 on a T4, which has no bf16)."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    jobs = []
+    for N, K, flags in ((5632, 2048, dict(NORM=True, SWIGLU=True)), (2560, 2048, dict(NORM=True, ROPE=True))):
+        s = L.FUSED_STREAM_SCHEDULES.get((N, K), L.FUSED_STREAM_SCHEDULES[None])
+        job = _int4_decode_job(offline, "w4a16_decode_stream_kernel", N, K, s, **flags)
+        act = "bf16" if capability >= 80 else "fp16"
+        jobs.append(dict(job, capability=capability, pointers={k: act if t == "bf16" else t for k, t in
+                                                                job["pointers"].items()}))  # fmt: skip
+    for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']} for sm_{capability}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+
+
+@pytest.mark.parametrize("capability", [80, 75], ids=["A100", "T4"])
 def test_the_qkv_rope_decode_kernels_compile_for_an_a100_and_a_t4(tmp_path, capability):
     """The fused qkv GEMV with RoPE and the cache write (QUANTIZED_ROPE_IN_QKV), compiled without a GPU for the
     GPUs learners bring: no spills, 16-byte weight loads."""
