@@ -1896,6 +1896,157 @@ def w4a16_decode_kernel(
 
 
 @triton.jit
+def _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero):
+    """Σ (q - z) x s over each word of a (BLOCK_N, GROUPS, WORDS) tile, word by word (no reduction across threads):
+    the stream GEMV's step (_stream_dots, then the zero point once a word as z Σ x, then the group's scale)."""
+    lo = (word & 0xFFFFF) | 0x4B000000  # codes 0-4 where they sit, with the exponent of 2**23
+    hi = ((word >> 12) & 0xFFF00) | 0x4B000000  # codes 5-7 shifted to bits 8-19
+    t = _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7)
+    return (t - zero.to(tl.float32)[:, :, None] * x_sum[None]) * scale.to(tl.float32)[:, :, None]
+
+
+@triton.jit
+def w4a16_decode_stream_kernel(
+    x_ptr,
+    packed_ptr,  # the codes as int32 words, as w4a16_stream_kernel reads them
+    scale_ptr,
+    zero_ptr,
+    norm_ptr,
+    res_ptr,
+    out_ptr,
+    N,
+    K,
+    eps,
+    stride_pn,  # in words
+    stride_sn,
+    GROUP_SIZE: tl.constexpr,
+    NORM: tl.constexpr,
+    SWIGLU: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    BLOCK_N: tl.constexpr,  # rows of W a program (with SWIGLU or ROPE as many again), in each thread (see below)
+    BLOCK_K: tl.constexpr,  # a whole number of groups; a warp covers 1024 columns
+    PREFETCH: tl.constexpr,  # the next step's words, scales and zero points loaded first (num_stages >= 2)
+    X_AHEAD: tl.constexpr,  # and its x (and norm) too (num_stages >= 3: more registers)
+    cos_ptr,  # ROPE only (None otherwise), as w4a16_decode_kernel's
+    sin_ptr,
+    pos_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    H,
+    KV,
+    stride_ct,
+    HEAD_DIM: tl.constexpr,
+    ROPE: tl.constexpr,
+    PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
+):
+    # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
+    # and spreads threads and warps along K first: a warp covers 1024 columns, so with BLOCK_K = 1024 x num_warps
+    # every thread holds the same 4 words of all BLOCK_N rows (with fewer columns, the warps share out the rows).
+    # The 32 numbers of x a thread needs serve all its rows, the sums stay per word, and the one reduction across
+    # threads comes after the loop, not once a step (the groups kernel's tl.sum over WORDS). TinyLlama's
+    # projections at the two tables' rows, compiled for sm_90: 4.4 to 4.9 SASS instructions a code in the K loop
+    # here, 7.0 to 10.4 there (tests/test_lesson12.py counts the PTX: 4.7 to 5.1 against 6.7 to 10.0).
+    if PDL == 1:
+        gdc_launch_dependents()
+    GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
+    TWO: tl.constexpr = SWIGLU or ROPE  # a second set of rows: SwiGLU's up rows, RoPE's partners
+    WORDS: tl.constexpr = GROUP_SIZE // 8
+    # -- map program id to BLOCK_N rows of W (and their up rows or RoPE partners), as w4a16_decode_kernel
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    keep = offs_n < N
+    offs_g = tl.arange(0, GROUPS)
+    offs_k = tl.arange(0, BLOCK_K)
+    groups = tl.cdiv(K, GROUP_SIZE)
+    if ROPE:
+        head = offs_n // (HEAD_DIM // 2)
+        i = offs_n % (HEAD_DIM // 2)
+        gate = (head * HEAD_DIM + i).to(tl.int64)
+        up_rows = gate + HEAD_DIM // 2
+    else:
+        gate, up_rows = offs_n.to(tl.int64), (offs_n + N).to(tl.int64)
+    words = offs_g[None, :, None] * WORDS + tl.arange(0, WORDS)[None, None, :]
+    p_gate = packed_ptr + gate[:, None, None] * stride_pn + words  # (BLOCK_N, GROUPS, WORDS) words a step
+    p_up = packed_ptr + up_rows[:, None, None] * stride_pn + words
+    s_gate = gate[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
+    s_up = up_rows[:, None] * stride_sn + offs_g[None, :]
+    acc = tl.zeros((BLOCK_N, GROUPS, WORDS), tl.float32)  # a sum a word: reduced once, after the loop
+    acc_up = tl.zeros((BLOCK_N, GROUPS, WORDS), tl.float32)  # SWIGLU or ROPE only (compiled away otherwise)
+    sq = tl.zeros((BLOCK_K,), tl.float32)
+    # -- the first step's words, scales and zero points: W is constant, so they may load before the wait
+    if PREFETCH:
+        first = keep[:, None] & (offs_g < groups)[None, :]
+        word_next = tl.load(p_gate, mask=first[:, :, None], other=0)
+        scale_next = tl.load(scale_ptr + s_gate, mask=first, other=0.0)
+        zero_next = tl.load(zero_ptr + s_gate, mask=first, other=0)
+        if TWO:
+            up_next = tl.load(p_up, mask=first[:, :, None], other=0)
+            scale_up_next = tl.load(scale_ptr + s_up, mask=first, other=0.0)
+            zero_up_next = tl.load(zero_ptr + s_up, mask=first, other=0)
+    if PDL > 0:  # x, the residual, out (and pos, the caches) belong to the kernels before
+        gdc_wait()
+    if PDL == 2:
+        gdc_launch_dependents()
+    if X_AHEAD:
+        x_next = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0)
+        if NORM:
+            norm_next = tl.load(norm_ptr + offs_k, mask=offs_k < K, other=0.0)
+    # -- K loop: the next step's loads on their way while this step's words are used
+    for g0 in range(0, groups, GROUPS):
+        if PREFETCH:
+            nxt = keep[:, None] & (g0 + GROUPS + offs_g < groups)[None, :]  # past the end: nothing
+            word, scale, zero = word_next, scale_next, zero_next
+            word_next = tl.load(p_gate + (g0 + GROUPS) * WORDS, mask=nxt[:, :, None], other=0)
+            scale_next = tl.load(scale_ptr + s_gate + g0 + GROUPS, mask=nxt, other=0.0)
+            zero_next = tl.load(zero_ptr + s_gate + g0 + GROUPS, mask=nxt, other=0)
+            if TWO:
+                up, scale_up, zero_up = up_next, scale_up_next, zero_up_next
+                up_next = tl.load(p_up + (g0 + GROUPS) * WORDS, mask=nxt[:, :, None], other=0)
+                scale_up_next = tl.load(scale_ptr + s_up + g0 + GROUPS, mask=nxt, other=0.0)
+                zero_up_next = tl.load(zero_ptr + s_up + g0 + GROUPS, mask=nxt, other=0)
+        else:
+            mask_g = keep[:, None] & (g0 + offs_g < groups)[None, :]
+            word = tl.load(p_gate + g0 * WORDS, mask=mask_g[:, :, None], other=0)
+            scale = tl.load(scale_ptr + s_gate + g0, mask=mask_g, other=0.0)
+            zero = tl.load(zero_ptr + s_gate + g0, mask=mask_g, other=0)
+            if TWO:
+                up = tl.load(p_up + g0 * WORDS, mask=mask_g[:, :, None], other=0)
+                scale_up = tl.load(scale_ptr + s_up + g0, mask=mask_g, other=0.0)
+                zero_up = tl.load(zero_ptr + s_up + g0, mask=mask_g, other=0)
+        # -- x: one contiguous load a step (from L2), split by k mod 8 in registers and shared by every row
+        k = g0 * GROUP_SIZE + offs_k
+        if X_AHEAD:
+            xk = x_next.to(tl.float32)
+            if NORM:
+                nk = norm_next.to(tl.float32)
+            k_next = k + BLOCK_K
+            x_next = tl.load(x_ptr + k_next, mask=k_next < K, other=0.0)
+            if NORM:
+                norm_next = tl.load(norm_ptr + k_next, mask=k_next < K, other=0.0)
+        else:
+            xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+            if NORM:
+                nk = tl.load(norm_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+        if NORM:  # x * norm now; 1/rms, one number for the whole row, multiplies the sums after the loop
+            sq += xk * xk
+            xk = xk * nk
+        x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
+        x_sum = x0 + x1 * 16.0 + x2 * 256.0 + x3 * 4096.0 + x4 * 65536.0 + x5 * 256.0 + x6 * 4096.0 + x7 * 65536.0
+        acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
+        if TWO:  # the up rows: their own codes, scales and zero points, the same x
+            acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up)
+    if PDL == 3:
+        gdc_launch_dependents()
+    # -- write back: the one reduction across threads, then the groups kernel's epilogues
+    y = tl.sum(tl.sum(acc, 2), 1)
+    u = tl.sum(tl.sum(acc_up, 2), 1)
+    if ROPE:
+        _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
+                       v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+    else:
+        _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
+
+
+@triton.jit
 def w8a16_decode_kernel(
     x_ptr,
     q_ptr,
@@ -2001,6 +2152,10 @@ def w8a16_decode_kernel(
 # QUANTIZED_PDL: by the layers' format (4, 8; None: plain weights), the step's GEMVs launched while the kernel before
 # finishes (lesson 08's DECODE_FUSIONS.pdl: False, True or one of PDL_TRIGGERS; Hopper and newer, ignored
 # elsewhere). bench/sweeps/l08c.py times them.
+# FUSED_INT4_KERNEL: the int4 decode kernel, "groups" (w4a16_decode_kernel: a sum a group, reduced across threads
+# every step) or "stream" (w4a16_decode_stream_kernel: sums per word, one reduction after the loop), with its own
+# schedules, FUSED_STREAM_SCHEDULES by (N, K) (None: every other shape); its num_stages 2 loads the next step's
+# words, scales and zero points ahead, 3 its x too. bench/sweeps/l12h.py times both.
 USE_FUSED_DECODE = True
 QUANTIZED_ROPE_IN_QKV = True
 QUANTIZED_PDL = {4: "after loop", 8: "after loop", None: "start"}  # results/h100-2026-11-23-s7/sweeps/l08c.txt
@@ -2013,13 +2168,29 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
     (8, 2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # int8 down, wo
     (8, 2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),
 }
+FUSED_INT4_KERNEL = "groups"
+FUSED_INT4_KERNELS = ("groups", "stream")
+FUSED_STREAM_SCHEDULES = {  # not yet measured on a GPU: the fewest instructions a code without a spill (sm_90,
+    # offline): 1024 columns a step at 2 warps (each warp a step of half the rows), 8 rows in each thread
+    None: GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),
+    (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=2),  # gate/up: and their up rows
+}
+
+
+def fused_int4_kernel() -> str:
+    if FUSED_INT4_KERNEL not in FUSED_INT4_KERNELS:
+        raise ValueError(f"FUSED_INT4_KERNEL must be one of {FUSED_INT4_KERNELS}, got {FUSED_INT4_KERNEL!r}")
+    return FUSED_INT4_KERNEL
 
 
 def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
-    """FUSED_GEMV_SCHEDULES's row for a (bits, N, K) weight; under the interpreter, which runs the programs one
-    after another, a few large blocks instead."""
+    """FUSED_GEMV_SCHEDULES's row for a (bits, N, K) weight (int4 with FUSED_INT4_KERNEL = "stream":
+    FUSED_STREAM_SCHEDULES's); under the interpreter, which runs the programs one after another, a few large blocks
+    instead."""
     if utils.mode.current().interpret:
         s = GemvSchedule(min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1)
+    elif bits == 4 and fused_int4_kernel() == "stream":
+        s = FUSED_STREAM_SCHEDULES.get((N, K), FUSED_STREAM_SCHEDULES[None])
     else:
         s = FUSED_GEMV_SCHEDULES.get((bits, N, K), FUSED_GEMV_SCHEDULES[(bits, None)])
     return s._replace(BLOCK_K=max(s.BLOCK_K, group_size)) if bits == 4 else s  # int4: a step is whole groups
@@ -2037,6 +2208,14 @@ NO_ROPE = dict(
     HEAD_DIM=2,
     ROPE=False,
 )  # the decode kernels' RoPE arguments, for every other projection
+
+
+def _int4_decode_kernel(s, meta):
+    """The int4 decode kernel FUSED_INT4_KERNEL names; the stream kernel also takes X_AHEAD (into ``meta``)."""
+    if fused_int4_kernel() == "groups":
+        return w4a16_decode_kernel
+    meta["X_AHEAD"] = s.num_stages >= 3
+    return w4a16_decode_stream_kernel
 
 
 def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=False):
@@ -2080,8 +2259,8 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
     grid = (triton.cdiv(N, s.BLOCK_N),)
     if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = w.packed.view(torch.int32)
-        w4a16_decode_kernel[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps, words.stride(0),
-                                  w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
+        _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps,
+                                           words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, residual, out, N, K, eps, w.q.stride(0), **meta)
     return out
@@ -2229,8 +2408,8 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     grid = (triton.cdiv(pairs, BLOCK_P),)
     if bits == 4:
         words = w.packed.view(torch.int32)
-        w4a16_decode_kernel[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps, words.stride(0),
-                                  w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
+        _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps,
+                                           words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, None, out, pairs, K, eps, w.q.stride(0), **meta)
     return out

@@ -8,6 +8,7 @@ on a GPU the same tests run compiled, in bf16.
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -1067,6 +1068,91 @@ def test_quantized_step_with_and_without_rope_in_qkv(tiny, monkeypatch):
         utils.check(a[:, 0], want, atol=1e-4, rtol=1e-4, quiet=True, reason="fp32 sums in another order, logits ~10")
 
 
+# -- the int4 decode kernel with the stream GEMV's loop (FUSED_INT4_KERNEL = "stream") --------------------------------
+
+
+def test_fused_decode_checks_pass_with_the_stream_kernel(monkeypatch):
+    monkeypatch.setattr(L, "FUSED_INT4_KERNEL", "stream")
+    L.check_quantized_decode_gemv(L.quantized_decode_gemv, quiet=True)
+    L.check_quantized_decode_qkv_rope(L.quantized_decode_qkv_rope, quiet=True)
+
+
+@pytest.mark.parametrize(
+    "G, N, K, BLOCK_N, BLOCK_K, stages",  # every group size; N odd and below or past BLOCK_N; K not a whole step,
+    [  # a partial last group (K = 150 at groups of 64); one step or several, loaded ahead (2) and x too (3)
+        (32, 13, 150, 4, 64, 1),
+        (64, 13, 150, 8, 64, 2),
+        (128, 5, 300, 4, 128, 3),
+        (32, 3, 100, 4, 32, 3),
+    ],
+)
+def test_fused_decode_stream_kernel_matches_the_groups_kernel(monkeypatch, G, N, K, BLOCK_N, BLOCK_K, stages):
+    """Each epilogue (norm, norm + SwiGLU, residual in place, RoPE and the cache write), fp32 out too: the stream
+    kernel against the groups kernel at the same schedule, and both against the fp64 reference."""
+    W = weight(2 * N, K, seed=5, dtype=torch.float32)
+    w, gate = L.quantize_int4_ref(W, G), L.quantize_int4_ref(W[:N].contiguous(), G)
+    x, norm, res = (torch.randn(*shape, device=DEV) for shape in ((1, K), (K,), (1, N)))
+    s = L8.GemvSchedule(BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=4, num_stages=stages)
+    tol = dict(atol=1e-5, rtol=1e-5, reason="the same fp32 products summed in another order (per word, then across)")
+    for kw, wt, out_dtype in (
+        ({"norm": norm}, gate, torch.float32),
+        ({"norm": norm, "swiglu": True}, w, None),
+        ({"residual": res}, gate, None),
+    ):
+        got = {}
+        for kernel in L.FUSED_INT4_KERNELS:
+            monkeypatch.setattr(L, "FUSED_INT4_KERNEL", kernel)
+            call = dict(kw, residual=res.clone()) if "residual" in kw else kw
+            out = call.get("residual", utils.nan_empty((1, N), out_dtype) if out_dtype else None)
+            got[kernel] = L.quantized_decode_gemv(x, wt, eps=1e-5, out=out, schedule=s, **call)
+        name = f"stream vs groups, {sorted(kw)}, G={G}, N={N}, K={K}, {s}"
+        utils.check(got["stream"], got["groups"], name=name, quiet=True, **tol)
+        want = L.quantized_decode_gemv_ref(x.double(), wt, eps=1e-5, **kw)
+        utils.check(got["stream"], want, name=f"stream, {sorted(kw)}", quiet=True)
+    # RoPE and the cache write: the qkv rows in pairs, D/2 rows apart (H = 2 query heads, KV = 1, D = 2 BLOCK_N)
+    H, KV, D = 2, 1, 2 * BLOCK_N
+    x, W, cos, sin, pos, norm, (k0, v0) = _qkv_rope_case(H, KV, D, K, 8, 7, seed=G)
+    w = L.quantize_int4_ref(W, G)
+    runs = {}
+    for kernel in L.FUSED_INT4_KERNELS:
+        monkeypatch.setattr(L, "FUSED_INT4_KERNEL", kernel)
+        k, v = k0.clone(), v0.clone()
+        q = L.quantized_decode_qkv_rope(x, w, cos, sin, pos, k, v, norm=norm, schedule=s)
+        runs[kernel] = (q, k, v)
+    for part, a, b in zip("qkv", runs["stream"], runs["groups"]):
+        utils.check(a, b, name=f"stream vs groups, RoPE, {part}, G={G}", quiet=True, **tol)
+
+
+def test_the_fused_step_with_the_stream_kernel(tiny, monkeypatch):
+    """Three tokens of the int4 fused step (RoPE in the qkv GEMV) with either kernel: the same logits and caches up
+    to the order of the sums, and the dequantized model's logits."""
+    model = L.quantize_model(tiny[0], 4, 32)
+    tokens = torch.randint(0, model.args.vocab_size, (3,), device=DEV)
+    runs = {}
+    for kernel in L.FUSED_INT4_KERNELS:
+        monkeypatch.setattr(L, "FUSED_INT4_KERNEL", kernel)
+        cache = L8.new_cache(model, 1, 8)
+        logits = [L.quantized_decode_step(model, t.view(1), torch.tensor([i], dtype=torch.int32, device=DEV), cache)
+                  for i, t in enumerate(tokens)]  # fmt: skip
+        runs[kernel] = (torch.stack(logits), cache.k.clone(), cache.v.clone())
+    tol = dict(atol=1e-4, rtol=1e-4, reason="fp32 sums in another order through every layer; logits ~10")
+    for a, b in zip(runs["stream"], runs["groups"]):
+        utils.check(a, b, quiet=True, **tol)
+    want = L8.forward_ref(L.dequantize_model(model, torch.float64), tokens.view(1, -1))[0]
+    utils.check(runs["stream"][0][:, 0], want, quiet=True, **tol)
+
+
+def test_an_unknown_fused_int4_kernel_is_refused_before_a_launch(monkeypatch):
+    x = torch.randn(1, 64, device=DEV, dtype=ENV.dtype)
+    w = L.quantize_int4_ref(weight(6, 64), 32)
+    monkeypatch.setattr(L, "FUSED_INT4_KERNEL", "streams")
+    with pytest.raises(ValueError, match="FUSED_INT4_KERNEL must be one of"):
+        L.w4a16_decode_gemv(x, w)
+    monkeypatch.setattr(L, "FUSED_INT4_KERNEL", "stream")  # a schedule given: the kernel still named by the switch
+    s = L8.GemvSchedule(BLOCK_N=4, BLOCK_K=32, num_warps=4, num_stages=2)
+    utils.check(L.w4a16_decode_gemv(x, w, schedule=s), L.quantized_decode_gemv_ref(x.double(), w), quiet=True)
+
+
 # -- compiled for an H100 without one: the schedules' tiles fit the registers -----------------------------------------
 
 
@@ -1228,6 +1314,84 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
         offline.check_pdl_order(compiled.ptx, L8.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
+
+
+def _int4_decode_job(offline, kernel, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, PDL=0):
+    """An utils.offline job for an int4 decode kernel as _fused_gemv / _fused_qkv_rope launch it (bf16, groups of
+    128); with ROPE, N counts pairs of rows (TinyLlama's 32 query heads, 4 kv heads, D = 64)."""
+    pointers = dict(x_ptr="bf16", packed_ptr="i32", scale_ptr="bf16", zero_ptr="u8", norm_ptr="bf16", res_ptr="bf16",
+                    out_ptr="bf16")  # fmt: skip
+    ints = dict(N=N, K=K, eps=1e-5, stride_pn=K // 8, stride_sn=K // 128, H=0, KV=0, stride_ct=0)
+    meta = dict(GROUP_SIZE=128, NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
+                PREFETCH=s.num_stages >= 2, HEAD_DIM=2, ROPE=ROPE, PDL=PDL)  # fmt: skip
+    if kernel == "w4a16_decode_stream_kernel":
+        meta["X_AHEAD"] = s.num_stages >= 3
+    if ROPE:
+        del pointers["res_ptr"]
+        meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
+        pointers.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
+        ints.update(N=N // 2, H=32, KV=4, stride_ct=256)
+    else:
+        meta.update(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None)
+    return offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps, num_stages=1)
+
+
+def test_fused_decode_stream_kernel_compiles_for_sm90_with_fewer_instructions_a_code(tmp_path):
+    """The stream decode kernel at its table's schedules, as TinyLlama's int4 step launches it (launched early,
+    QUANTIZED_PDL): no spills, 16-byte word loads, the PDL order kept; and fewer instructions in its K loop a code
+    than the groups kernel at its own table's rows. Measured (triton 3.7, sm_90, PTX of the loop / codes a thread a
+    step): qkv with RoPE 5.1 against 10.0, wo 4.7 against 7.8, gate/up 5.1 against 6.7, down 4.7 against 7.8, the
+    head 5.1 against 7.8 (in SASS: 4.8, 4.4, 4.9, 4.4, 4.8 against 10.4, 8.2, 7.0, 8.2, 8.3)."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    pdl = 1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[4])
+    # (label, N, K, epilogue): qkv with RoPE and without, wo and down (+ residual), gate/up (norm, SwiGLU), the head
+    shapes = [("qkv + RoPE", 2560, 2048, dict(NORM=True, ROPE=True)), ("qkv", 2560, 2048, dict(NORM=True)),
+              ("wo", 2048, 2048, dict(RESIDUAL=True)), ("gate/up", 5632, 2048, dict(NORM=True, SWIGLU=True)),
+              ("down", 2048, 5632, dict(RESIDUAL=True)), ("head", 32000, 2048, dict(NORM=True))]  # fmt: skip
+    jobs, names = [], []
+    for label, N, K, flags in shapes:
+        stream = L.FUSED_STREAM_SCHEDULES.get((N, K), L.FUSED_STREAM_SCHEDULES[None])
+        jobs.append(_int4_decode_job(offline, "w4a16_decode_stream_kernel", N, K, stream, PDL=pdl, **flags))
+        names.append((label, "stream"))
+        if label in ("qkv", "gate/up", "down"):
+            groups = L.FUSED_GEMV_SCHEDULES.get((4, N, K), L.FUSED_GEMV_SCHEDULES[(4, None)])
+            jobs.append(_int4_decode_job(offline, "w4a16_decode_kernel", N, K, groups, PDL=pdl, **flags))
+            names.append((label, "groups"))
+    per_code = {}
+    for (label, kernel), job, compiled in zip(names, jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        c = job["constexprs"]
+        where = f"{job['kernel']} at {label}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
+        offline.check_pdl_order(compiled.ptx, L.QUANTIZED_PDL[4], where)
+        rows = c["BLOCK_N"] * (2 if c["SWIGLU"] or c["ROPE"] else 1)
+        per_code[label, kernel] = compiled.loop_instructions / (rows * c["BLOCK_K"] / (32 * job["num_warps"]))
+    for label in ("qkv", "gate/up", "down"):
+        stream, groups = per_code[label, "stream"], per_code[label, "groups"]
+        assert stream < 0.9 * groups, f"{label}: {stream:.2f} instructions a code in the stream kernel, {groups:.2f}"
+
+
+@pytest.mark.parametrize("capability", [80, 75], ids=["A100", "T4"])
+def test_the_stream_decode_kernel_compiles_for_an_a100_and_a_t4(tmp_path, capability):
+    """FUSED_INT4_KERNEL = "stream" on the GPUs learners bring: its table's tiles with the most rows in a thread
+    (gate/up, qkv with RoPE: two sets of rows) compile without spills (fp16 on a T4, which has no bf16)."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    jobs = []
+    for N, K, flags in ((5632, 2048, dict(NORM=True, SWIGLU=True)), (2560, 2048, dict(NORM=True, ROPE=True))):
+        s = L.FUSED_STREAM_SCHEDULES.get((N, K), L.FUSED_STREAM_SCHEDULES[None])
+        job = _int4_decode_job(offline, "w4a16_decode_stream_kernel", N, K, s, **flags)
+        act = "bf16" if capability >= 80 else "fp16"
+        jobs.append(dict(job, capability=capability, pointers={k: act if t == "bf16" else t for k, t in
+                                                                job["pointers"].items()}))  # fmt: skip
+    for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']} for sm_{capability}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
 
 
 @pytest.mark.parametrize("capability", [80, 75], ids=["A100", "T4"])
