@@ -2170,10 +2170,13 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
 }
 FUSED_INT4_KERNEL = "groups"
 FUSED_INT4_KERNELS = ("groups", "stream")
-FUSED_STREAM_SCHEDULES = {  # not yet measured on a GPU: the fewest instructions a code without a spill (sm_90,
-    # offline): 1024 columns a step at 2 warps (each warp a step of half the rows), 8 rows in each thread
-    None: GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),
-    (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=2),  # gate/up: and their up rows
+FUSED_STREAM_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-27-s8/sweeps/l12h.txt, bench/sweeps/l12h.py)
+    None: GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),
+    (5632, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=3),  # gate/up: and their up rows
+    (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=2),  # down
+    (2560, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),  # qkv
+    (2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=2),  # wo
+    (32000, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),  # the LM head
 }
 
 
