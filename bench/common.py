@@ -47,7 +47,12 @@ def paired(
     bytes: float | None = None,
     flops: float | None = None,
 ) -> list[Row]:
-    """Times each of ``impls`` against ``baseline`` (``(name, fn)``) in this run: one :class:`Row` per impl."""
+    """Times each of ``impls`` against ``baseline`` (``(name, fn)``) in this run: one :class:`Row` per impl.
+
+    The baseline is timed first and again after each impl, and each impl is compared with the mean of the two
+    baseline timings around it: under sustained tensor-core load an H100's clocks fall over seconds (at 8192^3 cuBLAS
+    took 1458 to 1660 us in one sweep: results/h100-2026-11-27-s8/sweeps/l05c.txt), so one baseline taken before a
+    list of impls would favour the baseline over the impls timed last."""
     from utils import timing
 
     if not impls:
@@ -55,15 +60,16 @@ def paired(
     base_name, base_fn = baseline
     for fn in (*impls.values(), base_fn):
         fn()  # compile, autotune, allocate workspaces: none of it is timed
-    before = timing.bench(base_fn, bytes=bytes, flops=flops, label=base_name)
-    timed = {name: timing.bench(fn, bytes=bytes, flops=flops, label=name) for name, fn in impls.items()}
-    after = timing.bench(base_fn, bytes=bytes, flops=flops, label=base_name)
-    if before is None:
+    bases = [timing.bench(base_fn, bytes=bytes, flops=flops, label=base_name)]
+    if bases[0] is None:
         raise RuntimeError("make bench needs a GPU: utils.timing declined to time under the interpreter")
-    base_ms = (before.ms + after.ms) / 2
+    timed = {}
+    for name, fn in impls.items():
+        timed[name] = timing.bench(fn, bytes=bytes, flops=flops, label=name)
+        bases.append(timing.bench(base_fn, bytes=bytes, flops=flops, label=base_name))
     return [
-        Row(lesson, op, shape, dtype, name, t.ms, base_name, base_ms, bytes=bytes, flops=flops)
-        for name, t in timed.items()
+        Row(lesson, op, shape, dtype, name, t.ms, base_name, (before.ms + after.ms) / 2, bytes=bytes, flops=flops)
+        for (name, t), before, after in zip(timed.items(), bases, bases[1:])
     ]
 
 

@@ -4,7 +4,8 @@ Shapes are M x N x K: square ones; the feed-forward layers of LLMs (M tokens, K 
 Llama-2-7B's 4096 -> 11008, Llama-3-8B's 4096 -> 14336 and back, a 1B model's 2048 -> 5632); and the awkward ones
 of issue 12: 3000 x 5000 x 1000 (no size a multiple of a tile), 2999 x 3001 x 4093 (K and N not even multiples of 8:
 rows off 16-byte boundaries) and 16 x 4096 x 4096 (a decoding step). Each row is
-timed by bench.common.paired against cuBLAS in the same run, cuBLAS before and after the kernels.
+timed by bench.common.paired against cuBLAS in the same run, cuBLAS timed again after each kernel (each kernel is
+compared with the two cuBLAS timings around it).
 
     flops = matmul_flops(M, N, K) = 2 * M * N * K
     bytes = matmul_bytes(M, N, K, e) = (M * K + K * N + M * N) * e   (read A and B, write C once)

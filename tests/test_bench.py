@@ -40,8 +40,8 @@ def test_row_without_flops_uses_bandwidth():
     assert table.startswith("header\n") and "| 99 | x | s | bf16 | triton | 2 |" in table
 
 
-def test_paired_times_the_baseline_before_and_after_and_averages(monkeypatch):
-    calls, clock = [], iter([3.0, 1.0, 2.0, 5.0])  # baseline, impl a, impl b, baseline again
+def test_paired_times_the_baseline_around_each_impl_and_averages_its_two(monkeypatch):
+    calls, clock = [], iter([3.0, 1.0, 5.0, 2.0, 9.0])  # baseline, impl a, baseline, impl b, baseline
 
     def fake_bench(fn, *, bytes=None, flops=None, label=None, **_):
         calls.append(label)
@@ -53,8 +53,8 @@ def test_paired_times_the_baseline_before_and_after_and_averages(monkeypatch):
     rows = common.paired(impls, ("base", lambda: warmed.append("base")), lesson="99", op="op", shape="s",
                          dtype="fp32", bytes=10.0)  # fmt: skip
     assert warmed == ["a", "b", "base"], "every function is called once before anything is timed"
-    assert calls == ["base", "a", "b", "base"]
-    assert [(r.impl, r.ms, r.baseline_ms, r.bytes) for r in rows] == [("a", 1.0, 4.0, 10.0), ("b", 2.0, 4.0, 10.0)]
+    assert calls == ["base", "a", "base", "b", "base"]
+    assert [(r.impl, r.ms, r.baseline_ms, r.bytes) for r in rows] == [("a", 1.0, 4.0, 10.0), ("b", 2.0, 7.0, 10.0)]
     with pytest.raises(ValueError):
         common.paired({}, ("base", lambda: None), lesson="99", op="op", shape="s", dtype="fp32")
 
