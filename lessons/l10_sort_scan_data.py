@@ -1212,13 +1212,18 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
 SCAN_METHOD = "lookback"  # H100: 93 % of copy at (4096, 4); reduce-then-scan 67 % (h100-2026-11-23-late/sweeps)
 COMPACT_METHOD = "reduce-then-scan"  # H100: 58 % of copy, dense loads; the look-back 47 % (h100-2026-11-23-s6/sweeps)
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}  # look-back: 32 elements a thread
-COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}
+COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4), "lookback-local": (2048, 4)}
 # compaction's value loads: "dense-early" loads every value of the block (16-byte loads) before the look-back, so
 # that their trip to memory overlaps the wait for the blocks before; "masked-early" only the kept ones (fewer bytes
 # where few are kept: a 32-byte sector holds 8 fp32), before it too; "masked-late" the kept ones, after it.
 # reduce-then-scan (no look-back) loads densely for "dense-early", masked otherwise.
 COMPACT_LOADS = "dense-early"
 COMPACT_LOAD_MODES = {"masked-late": 0, "dense-early": 1, "masked-early": 2}  # compact_lookback_kernel's EARLY
+# "lookback-local" (compact_lookback_local_kernel, bench/sweeps/l10c.py): "per_thread" consecutive elements a thread
+# (1: consecutive lanes hold consecutive elements in every tensor, the scatter's own layout, so nothing goes through
+# shared memory; 4: 16-byte value loads, then the values, flags and destinations rearranged for the scatter), its own
+# value loads (a COMPACT_LOADS mode) and block order (ticket or program id)
+COMPACT_LOCAL = {"per_thread": 1, "loads": "masked-late", "ticket": True}
 LOOKBACK = 32  # status words a block reads at once while it looks back
 LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
 LOOKBACK_SEM = "relaxed"  # the status word's exchange: "relaxed" (it carries all a reader needs) or "acq_rel"
@@ -1410,14 +1415,43 @@ def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_pt
     tl.store(out_ptr + dest, v, mask=kept)
 
 
+@triton.jit
+def compact_lookback_local_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
+                                  LOOKBACK: tl.constexpr, TICKET: tl.constexpr, SEM: tl.constexpr = "relaxed",
+                                  EARLY: tl.constexpr = 0, PER_THREAD: tl.constexpr = 1):  # fmt: skip
+    """compact_lookback_kernel with offsets inside the block: int32 (the block's start is added once, to the base
+    pointers), so the scatter rearranges 32-bit destinations, not 64-bit addresses, and fewer registers hold each
+    element (138 at (4096, 4) in compact_lookback_kernel: 3 programs an SM, a third of the look-back scan's
+    bytes in flight). PER_THREAD consecutive elements a thread in the loads: 1 gives every tensor the scatter's
+    layout (a warp's store covers 32 consecutive elements, no shared memory between load and store); 4 loads
+    16-byte vectors and rearranges for the scatter through shared memory. EARLY as in compact_lookback_kernel."""
+    block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
+    start = block.to(tl.int64) * BLOCK_SIZE
+    local = tl.max_contiguous(tl.arange(0, BLOCK_SIZE), PER_THREAD)  # the compiler vectorises no wider
+    in_block = local < tl.minimum(n - start, BLOCK_SIZE).to(tl.int32)
+    keep = tl.load(keep_ptr + start + local, mask=in_block, other=0).to(tl.int32)
+    if EARLY == 1:
+        v = tl.load(values_ptr + start + local, mask=in_block)
+    if EARLY == 2:
+        v = tl.load(values_ptr + start + local, mask=keep != 0)
+    before = lookback_prefix(status_ptr, block, tl.sum(keep, axis=0), LOOKBACK, SEM)
+    dest = tl.cumsum(keep, axis=0) - keep  # inside the block; the blocks before move the base pointer
+    kept = keep != 0
+    if EARLY == 0:
+        v = tl.load(values_ptr + start + local, mask=kept)
+    tl.store(out_ptr + before + dest, v, mask=kept)
+
+
 COLUMN_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)
 
 
 def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     """values[keep] for 1-D tensors (stream compaction), order kept. method "reduce-then-scan": count the flags
     per block, scan the counts (cumsum), scatter; "lookback": one pass (compact_lookback_kernel, under 2**31
-    elements). No out=: the result's length is known only once the flags are counted. Either way the host waits
-    for the GPU once, after the scatter: the result is the first values of a buffer as long as values (a view).
+    elements); "lookback-local": the same pass with 32-bit offsets inside each block
+    (compact_lookback_local_kernel, as COMPACT_LOCAL says). No out=: the result's length is known only once the
+    flags are counted. Either way the host waits for the GPU once, after the scatter: the result is the first
+    values of a buffer as long as values (a view).
     BLOCK_SIZE, method and num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES."""
     utils.require(values, "values", dtype=COLUMN_DTYPES, ndim=1)
     utils.require(keep, "keep", dtype=torch.bool, ndim=1)
@@ -1425,13 +1459,13 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     if method is None and values.numel() >= 2**31:
         method = "reduce-then-scan"  # a status word holds a 32-bit count
     method, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
-    if method == "lookback" and values.numel() >= 2**31:
-        raise ValueError("method 'lookback' counts in 32 bits: use 'reduce-then-scan' for 2**31 elements or more.")
+    if method.startswith("lookback") and values.numel() >= 2**31:
+        raise ValueError(f"method {method!r} counts in 32 bits: use 'reduce-then-scan' for 2**31 elements or more.")
     n = values.numel()
     if n == 0:
         return values.new_empty(0)
-    if method == "lookback":
-        out, n_kept = _compact_no_sync(values, keep, BLOCK_SIZE, num_warps)
+    if method.startswith("lookback"):
+        out, n_kept = _compact_no_sync(values, keep, BLOCK_SIZE, num_warps, method=method)
         return out[: int(n_kept)]  # the one sync: the last block's inclusive count
     n_blocks = triton.cdiv(n, BLOCK_SIZE)
     counts = torch.empty(n_blocks, dtype=torch.int64 if n >= 2**31 else torch.int32, device=values.device)
@@ -1451,16 +1485,32 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     return out[:total]
 
 
-def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False):
-    """compact by the look-back, without waiting for the GPU: (out, n_kept), out as long as values (the kept
-    first, then garbage, or zeros if zeros=True) and n_kept a one-element int64 tensor on the device (under 2**31
-    elements)."""
-    _, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, "lookback", BLOCK_SIZE, num_warps)
+def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False, method="lookback"):
+    """compact by the look-back ("lookback" or "lookback-local"), without waiting for the GPU: (out, n_kept), out
+    as long as values (the kept first, then garbage, or zeros if zeros=True) and n_kept a one-element int64 tensor
+    on the device (under 2**31 elements)."""
+    _, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
     n = values.numel()
     n_blocks = max(triton.cdiv(n, BLOCK_SIZE), 1)
     status, ticket = _lookback_state(n_blocks, values.device)
     out = torch.zeros_like(values) if zeros else torch.empty_like(values)
-    if n:
+    if n and method == "lookback-local":
+        compact_lookback_local_kernel[(n_blocks,)](
+            values,
+            keep,
+            out,
+            status,
+            ticket,
+            n,
+            BLOCK_SIZE=BLOCK_SIZE,
+            LOOKBACK=LOOKBACK,
+            TICKET=COMPACT_LOCAL["ticket"],
+            SEM=LOOKBACK_SEM,
+            EARLY=COMPACT_LOAD_MODES[COMPACT_LOCAL["loads"]],
+            PER_THREAD=COMPACT_LOCAL["per_thread"],
+            num_warps=num_warps,
+        )
+    elif n:
         compact_lookback_kernel[(n_blocks,)](
             values,
             keep,
@@ -1484,12 +1534,12 @@ def compact_bytes(n, n_kept, element_size):
 
 
 def check_compact(fn, *, quiet=False):
-    """Checks fn(values, keep, BLOCK_SIZE=..., method=...) against compact_ref, exactly (both methods), at
+    """Checks fn(values, keep, BLOCK_SIZE=..., method=...) against compact_ref, exactly (every method), at
     keep-none, keep-all, one element and random flags over several blocks."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     sizes = env.pick(cpu=[1, 17, 100, 1000], gpu=[1, 17, 100, 10**7 + 1])
-    for n, method in [(n, m) for m in ("reduce-then-scan", "lookback") for n in sizes]:
+    for n, method in [(n, m) for m in ("reduce-then-scan", "lookback", "lookback-local") for n in sizes]:
         for name, keep in {
             "random flags": torch.rand(n, device=env.device) < 0.3,
             "none kept": torch.zeros(n, dtype=torch.bool, device=env.device),
