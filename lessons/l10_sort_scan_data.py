@@ -1221,9 +1221,10 @@ COMPACT_LOADS = "dense-early"
 COMPACT_LOAD_MODES = {"masked-late": 0, "dense-early": 1, "masked-early": 2}  # compact_lookback_kernel's EARLY
 # "lookback-local" (compact_lookback_local_kernel, bench/sweeps/l10c.py): "per_thread" consecutive elements a thread
 # (1: consecutive lanes hold consecutive elements in every tensor, the scatter's own layout, so nothing goes through
-# shared memory; 4: 16-byte value loads, then the values, flags and destinations rearranged for the scatter), its own
-# value loads (a COMPACT_LOADS mode) and block order (ticket or program id)
-COMPACT_LOCAL = {"per_thread": 1, "loads": "masked-late", "ticket": True}
+# shared memory; 4: 16-byte value loads, then the values and slots rearranged for the scatter), its own value loads
+# (a COMPACT_LOADS mode), block order (ticket or program id) and "maxnreg", a cap on registers a thread (ptxas
+# spills past it; None: ptxas chooses), which sets how many programs fit on an SM
+COMPACT_LOCAL = {"per_thread": 1, "loads": "masked-late", "ticket": True, "maxnreg": None}
 LOOKBACK = 32  # status words a block reads at once while it looks back
 LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
 LOOKBACK_SEM = "relaxed"  # the status word's exchange: "relaxed" (it carries all a reader needs) or "acq_rel"
@@ -1419,12 +1420,15 @@ def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_pt
 def compact_lookback_local_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
                                   LOOKBACK: tl.constexpr, TICKET: tl.constexpr, SEM: tl.constexpr = "relaxed",
                                   EARLY: tl.constexpr = 0, PER_THREAD: tl.constexpr = 1):  # fmt: skip
-    """compact_lookback_kernel with offsets inside the block: int32 (the block's start is added once, to the base
-    pointers), so the scatter rearranges 32-bit destinations, not 64-bit addresses, and fewer registers hold each
-    element (138 at (4096, 4) in compact_lookback_kernel: 3 programs an SM, a third of the look-back scan's
-    bytes in flight). PER_THREAD consecutive elements a thread in the loads: 1 gives every tensor the scatter's
-    layout (a warp's store covers 32 consecutive elements, no shared memory between load and store); 4 loads
-    16-byte vectors and rearranges for the scatter through shared memory. EARLY as in compact_lookback_kernel."""
+    """compact_lookback_kernel in fewer registers an element, so that more elements are in flight on each SM (what
+    a memory-bound kernel's speed follows: the look-back scan holds 32768 an SM, compact_lookback_kernel about
+    12000, at 138 registers for 32 elements a thread). Three changes: each element's slot in the block says
+    whether it is kept (-1: not kept), so a value and its slot are all an element holds once the block is
+    scanned, not a flag, a destination and a mask; offsets inside the block are int32 (the block's start and the
+    blocks before it move the base pointers); PER_THREAD = 1 gives every tensor the scatter's own layout
+    (consecutive lanes, consecutive elements: a warp's store covers 32 of them, and nothing passes through shared
+    memory between loads and stores), where 4 loads 16-byte vectors and rearranges them for the scatter. EARLY as
+    in compact_lookback_kernel."""
     block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
     start = block.to(tl.int64) * BLOCK_SIZE
     local = tl.max_contiguous(tl.arange(0, BLOCK_SIZE), PER_THREAD)  # the compiler vectorises no wider
@@ -1435,11 +1439,10 @@ def compact_lookback_local_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, tic
     if EARLY == 2:
         v = tl.load(values_ptr + start + local, mask=keep != 0)
     before = lookback_prefix(status_ptr, block, tl.sum(keep, axis=0), LOOKBACK, SEM)
-    dest = tl.cumsum(keep, axis=0) - keep  # inside the block; the blocks before move the base pointer
-    kept = keep != 0
+    slot = tl.where(keep != 0, tl.cumsum(keep, axis=0) - 1, -1)  # the kept element's place among the block's kept
     if EARLY == 0:
-        v = tl.load(values_ptr + start + local, mask=kept)
-    tl.store(out_ptr + before + dest, v, mask=kept)
+        v = tl.load(values_ptr + start + local, mask=slot >= 0)
+    tl.store(out_ptr + before + slot, v, mask=slot >= 0)
 
 
 COLUMN_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)
@@ -1509,6 +1512,7 @@ def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=Fal
             EARLY=COMPACT_LOAD_MODES[COMPACT_LOCAL["loads"]],
             PER_THREAD=COMPACT_LOCAL["per_thread"],
             num_warps=num_warps,
+            maxnreg=COMPACT_LOCAL["maxnreg"],
         )
     elif n:
         compact_lookback_kernel[(n_blocks,)](

@@ -218,6 +218,34 @@ def test_compaction_loads_every_value_or_only_the_kept_exactly():
                     assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (loads, method, n)
 
 
+def test_the_local_lookback_compaction_is_exact_in_every_variant():
+    """compact_lookback_local_kernel (method "lookback-local") in every COMPACT_LOCAL variant (1 or 4 elements a
+    thread, each load mode, ticket or program-id order, a register cap) gives values[keep] bit for bit, NaN
+    included: empty, one element, none kept, all kept, sizes that are not a multiple of the block, many blocks."""
+    for per_thread in (1, 4):
+        for loads in L.COMPACT_LOAD_MODES:
+            for ticket in (True, False):
+                variant = {"per_thread": per_thread, "loads": loads, "ticket": ticket, "maxnreg": 40}
+                for n in (0, 1, 17, 203):
+                    values = torch.randn(n, device=DEV)
+                    values[::3] = float("nan")
+                    for keep in (torch.rand(n, device=DEV) < 0.4, torch.ones(n, dtype=torch.bool, device=DEV),
+                                 torch.zeros(n, dtype=torch.bool, device=DEV)):  # fmt: skip
+                        with pytest.MonkeyPatch.context() as m:
+                            m.setattr(L, "COMPACT_LOCAL", variant)
+                            got = L.compact(values, keep, BLOCK_SIZE=16, method="lookback-local")
+                        assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (variant, n)
+
+
+def test_the_local_lookback_compaction_takes_int64_and_its_own_schedule():
+    """8-byte values (a 32-bit slot still addresses them), and the schedule from COMPACT_SCHEDULES when none is
+    given."""
+    x = torch.arange(1000, device=DEV) * 3 - 7
+    keep = x % 5 == 1
+    assert torch.equal(L.compact(x, keep, BLOCK_SIZE=64, method="lookback-local"), x[keep])
+    assert torch.equal(L.compact(x, keep, method="lookback-local"), x[keep])
+
+
 def test_every_scan_method_is_exact():
     for method in ("reduce-then-scan", "lookback"):
         for n in (1, 16, 17, 1000):
