@@ -2140,6 +2140,36 @@ GROUPBY_PLANS = {"atomic": _groupby_atomic, "partials": _groupby_partials, "sort
                  "packed": _groupby_packed}  # fmt: skip
 
 
+@triton.jit
+def query_finish_kernel(sums_ptr, counts_ptr, rows_ptr, key_ptr, sum_ptr, count_ptr, mean_ptr, info_ptr, num_keys,
+                        BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    """The query's last step in ONE program, after the dense group-by: the keys that had rows, in order, with their
+    sum, count and mean (key_ptr .. mean_ptr have room for num_keys each), then info = [rows with a bad key, keys
+    written], the two numbers the host waits for. The torch ops it replaces took ten launches, each a few
+    microseconds of an idle GPU once the group-by's kernel is done."""
+    written = num_keys * 0
+    for first in range(0, num_keys, BLOCK_SIZE):
+        k = first + tl.arange(0, BLOCK_SIZE)
+        present = tl.load(rows_ptr + k, mask=k < num_keys, other=0) > 0
+        p = present.to(tl.int32)
+        dest = written + tl.cumsum(p, axis=0) - p
+        s = tl.load(sums_ptr + k, mask=present, other=0)
+        c = tl.load(counts_ptr + k, mask=present, other=0)
+        tl.store(key_ptr + dest, k.to(key_ptr.dtype.element_ty), mask=present)
+        tl.store(sum_ptr + dest, s, mask=present)
+        tl.store(count_ptr + dest, c, mask=present)
+        tl.store(mean_ptr + dest, s / c.to(tl.float64), mask=present)  # 0/0 = NaN: a key with only NaN values
+        written += tl.sum(p, axis=0)
+    tl.store(info_ptr, tl.load(rows_ptr + num_keys))
+    tl.store(info_ptr + 1, written.to(tl.int64))
+
+
+# how query finishes after the group-by: "torch" (torch ops around a look-back compaction of the keys) or "kernel"
+# (query_finish_kernel: one launch, for up to MAX_FINISH_KEYS keys; more keys take "torch"), bench/sweeps/l10c.py
+QUERY_FINISH = "torch"
+MAX_FINISH_KEYS = 4096  # query_finish_kernel walks the keys in one program, BLOCK_SIZE at a time
+
+
 def query(table, threshold, num_keys, *, method=None):
     """SELECT key, SUM(value), COUNT(value), AVG(value) WHERE x > threshold GROUP BY key ORDER BY key, on the
     GPU: the dense group-by (method "atomic", "partials", "packed" or "sorted"; default: groupby_method), then
@@ -2151,6 +2181,8 @@ def query(table, threshold, num_keys, *, method=None):
     if method not in GROUPBY_PLANS:
         raise ValueError(f"method must be one of {', '.join(map(repr, GROUPBY_PLANS))}, got {method!r}.")
     sums, counts, rows = GROUPBY_PLANS[method](table, threshold, num_keys)
+    if QUERY_FINISH == "kernel" and num_keys <= MAX_FINISH_KEYS:
+        return _query_finish(sums.contiguous(), counts, rows, num_keys, table["key"].dtype)
     keys, n_kept = _compact_no_sync(torch.arange(num_keys, dtype=table["key"].dtype, device=rows.device),
                                     rows[:num_keys] > 0, zeros=True)  # fmt: skip
     sums, counts = sums[keys], counts[keys]  # past n_kept, keys holds 0: gathers of key 0, sliced off below
@@ -2158,6 +2190,18 @@ def query(table, threshold, num_keys, *, method=None):
     bad, n_kept = torch.cat([rows[num_keys:], n_kept]).tolist()  # the one sync
     _refuse_bad_count(bad, num_keys)
     return {"key": keys[:n_kept], "sum": sums[:n_kept], "count": counts[:n_kept], "mean": mean[:n_kept]}
+
+
+def _query_finish(sums, counts, rows, num_keys, key_dtype):
+    """query's result from the dense arrays by query_finish_kernel: one launch, then the one wait."""
+    keys = torch.empty(num_keys, dtype=key_dtype, device=rows.device)
+    out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=rows.device)
+    out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=rows.device)  # then the two numbers
+    query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, out_counts[num_keys:], num_keys,
+                              BLOCK_SIZE=max(min(triton.next_power_of_2(num_keys), 1024), 16))  # fmt: skip
+    bad, n_kept = out_counts[num_keys:].tolist()  # the one sync
+    _refuse_bad_count(bad, num_keys)
+    return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
 
 
 def to_frame(result):

@@ -860,6 +860,33 @@ def test_atomics_and_sort_then_reduce_agree_on_floats_that_round():
         torch.testing.assert_close(a["sum"], b["sum"], rtol=2000 * 2**-52, atol=1e-9)
 
 
+def test_the_query_finished_by_one_kernel_matches_pandas_and_the_torch_finish():
+    """QUERY_FINISH "kernel" (query_finish_kernel after the group-by) against pandas, exactly, by every plan; the
+    same bits as the "torch" finish (int64 keys, a key with only NaN values: mean NaN); past MAX_FINISH_KEYS it
+    falls back to the torch finish; a bad key is still refused."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(L, "QUERY_FINISH", "kernel")
+        for method in ("atomic", "partials", "packed", "sorted"):
+            L.check_query(lambda t, th, k, method=method: L.query(t, th, k, method=method), quiet=True)
+    table = {
+        "key": torch.tensor([4, 0, 4, 2, 4, 0], dtype=torch.int64, device=DEV),
+        "value": torch.tensor([1.5, float("nan"), -2.0, 3.25, 0.5, float("nan")], device=DEV),
+        "x": torch.tensor([0.9, 0.9, 0.9, 0.1, 0.9, 0.9], device=DEV),
+    }
+    for num_keys, limit in ((5, L.MAX_FINISH_KEYS), (5, 4), (37, L.MAX_FINISH_KEYS)):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(L, "QUERY_FINISH", "kernel")
+            m.setattr(L, "MAX_FINISH_KEYS", limit)
+            got = L.query(table, 0.5, num_keys)
+            with pytest.raises(ValueError, match="outside 0..1"):
+                L.query(table, 0.5, 2)
+        want = L.query(table, 0.5, num_keys)
+        assert got["key"].tolist() == [0, 4] and got["key"].dtype == torch.int64
+        assert got["mean"][0].isnan() and got["count"].tolist() == [0, 3]
+        for column in want:
+            assert torch.equal(got[column].view(torch.int64), want[column].view(torch.int64)), (column, num_keys)
+
+
 # -- empty inputs and refusals --------------------------------------------------------------------------------------
 
 
