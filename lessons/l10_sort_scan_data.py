@@ -1222,9 +1222,10 @@ COMPACT_LOAD_MODES = {"masked-late": 0, "dense-early": 1, "masked-early": 2}  # 
 # "lookback-local" (compact_lookback_local_kernel, bench/sweeps/l10c.py): "per_thread" consecutive elements a thread
 # (1: consecutive lanes hold consecutive elements in every tensor, the scatter's own layout, so nothing goes through
 # shared memory; 4: 16-byte value loads, then the values and slots rearranged for the scatter), its own value loads
-# (a COMPACT_LOADS mode), block order (ticket or program id) and "maxnreg", a cap on registers a thread (ptxas
-# spills past it; None: ptxas chooses), which sets how many programs fit on an SM
-COMPACT_LOCAL = {"per_thread": 1, "loads": "masked-late", "ticket": True, "maxnreg": None}
+# (a COMPACT_LOADS mode), block order (ticket or program id), "maxnreg", a cap on registers a thread (ptxas
+# spills past it; None: ptxas chooses), which sets how many programs fit on an SM, and "prefetch": each block's
+# values asked into L2 before its look-back (Hopper's bulk prefetch; elsewhere, and under the interpreter, ignored)
+COMPACT_LOCAL = {"per_thread": 1, "loads": "masked-late", "ticket": True, "maxnreg": None, "prefetch": False}
 LOOKBACK = 32  # status words a block reads at once while it looks back
 LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
 LOOKBACK_SEM = "relaxed"  # the status word's exchange: "relaxed" (it carries all a reader needs) or "acq_rel"
@@ -1417,9 +1418,26 @@ def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_pt
 
 
 @triton.jit
+def prefetch_l2(ptr, nbytes):
+    """Asks the L2 cache to fetch nbytes (a multiple of 16) from ptr (16-byte aligned): Hopper's bulk prefetch, ONE
+    instruction from one thread of the program, and no register waits for the bytes. A hint: nothing it does
+    changes a result. Inline PTX for sm_90 and newer, compiled only (the interpreter runs no PTX)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
+        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r",
+        [ptr, nbytes],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
 def compact_lookback_local_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
                                   LOOKBACK: tl.constexpr, TICKET: tl.constexpr, SEM: tl.constexpr = "relaxed",
-                                  EARLY: tl.constexpr = 0, PER_THREAD: tl.constexpr = 1):  # fmt: skip
+                                  EARLY: tl.constexpr = 0, PER_THREAD: tl.constexpr = 1,
+                                  L2_PREFETCH: tl.constexpr = False):  # fmt: skip
     """compact_lookback_kernel in fewer registers an element, so that more elements are in flight on each SM (what
     a memory-bound kernel's speed follows: the look-back scan holds 32768 an SM, compact_lookback_kernel about
     12000, at 138 registers for 32 elements a thread). Three changes: each element's slot in the block says
@@ -1428,9 +1446,14 @@ def compact_lookback_local_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, tic
     blocks before it move the base pointers); PER_THREAD = 1 gives every tensor the scatter's own layout
     (consecutive lanes, consecutive elements: a warp's store covers 32 of them, and nothing passes through shared
     memory between loads and stores), where 4 loads 16-byte vectors and rearranges them for the scatter. EARLY as
-    in compact_lookback_kernel."""
+    in compact_lookback_kernel. L2_PREFETCH (a whole block, values 16-byte aligned): the block's values are asked
+    into L2 first, so that their trip from memory overlaps the flags' and the look-back's, holding no register;
+    the loads after the look-back then find them in L2."""
     block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
     start = block.to(tl.int64) * BLOCK_SIZE
+    if L2_PREFETCH:
+        if start + BLOCK_SIZE <= n:  # the last block may end inside a 16-byte line: it loads as usual
+            prefetch_l2(values_ptr + start, BLOCK_SIZE * (values_ptr.dtype.element_ty.primitive_bitwidth // 8))
     local = tl.max_contiguous(tl.arange(0, BLOCK_SIZE), PER_THREAD)  # the compiler vectorises no wider
     in_block = local < tl.minimum(n - start, BLOCK_SIZE).to(tl.int32)
     keep = tl.load(keep_ptr + start + local, mask=in_block, other=0).to(tl.int32)
@@ -1511,6 +1534,7 @@ def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=Fal
             SEM=LOOKBACK_SEM,
             EARLY=COMPACT_LOAD_MODES[COMPACT_LOCAL["loads"]],
             PER_THREAD=COMPACT_LOCAL["per_thread"],
+            L2_PREFETCH=COMPACT_LOCAL["prefetch"] and _can_prefetch(values, BLOCK_SIZE),
             num_warps=num_warps,
             maxnreg=COMPACT_LOCAL["maxnreg"],
         )
@@ -1530,6 +1554,12 @@ def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=Fal
             num_warps=num_warps,
         )
     return out, status[-1:] & 0xFFFFFFFF
+
+
+def _can_prefetch(values, BLOCK_SIZE):
+    """prefetch_l2 takes 16-byte aligned runs of whole 16 bytes, on sm_90 and newer, compiled."""
+    env = utils.mode.current()
+    return env.supports_tma and values.data_ptr() % 16 == 0 and BLOCK_SIZE * values.element_size() % 16 == 0
 
 
 def compact_bytes(n, n_kept, element_size):

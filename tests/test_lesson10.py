@@ -220,12 +220,13 @@ def test_compaction_loads_every_value_or_only_the_kept_exactly():
 
 def test_the_local_lookback_compaction_is_exact_in_every_variant():
     """compact_lookback_local_kernel (method "lookback-local") in every COMPACT_LOCAL variant (1 or 4 elements a
-    thread, each load mode, ticket or program-id order, a register cap) gives values[keep] bit for bit, NaN
-    included: empty, one element, none kept, all kept, sizes that are not a multiple of the block, many blocks."""
+    thread, each load mode, ticket or program-id order, a register cap; the L2 prefetch, which only a compiled
+    Hopper kernel issues, asked for too) gives values[keep] bit for bit, NaN included: empty, one element, none
+    kept, all kept, sizes that are not a multiple of the block, many blocks."""
     for per_thread in (1, 4):
         for loads in L.COMPACT_LOAD_MODES:
             for ticket in (True, False):
-                variant = {"per_thread": per_thread, "loads": loads, "ticket": ticket, "maxnreg": 40}
+                variant = dict(per_thread=per_thread, loads=loads, ticket=ticket, maxnreg=40, prefetch=ticket)
                 for n in (0, 1, 17, 203):
                     values = torch.randn(n, device=DEV)
                     values[::3] = float("nan")

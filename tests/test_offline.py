@@ -92,23 +92,27 @@ def test_the_local_compaction_holds_fewer_registers_an_element():
     """Lesson 10's one-pass compaction: compact_lookback_local_kernel keeps a value and a slot an element (not a
     flag, a destination, a mask and a 64-bit address), so at the same schedule it needs fewer registers than
     compact_lookback_kernel (more programs fit on an SM: what its speed follows) and, one element a thread, no
-    shared memory to rearrange for the scatter; neither spills."""
+    shared memory to rearrange for the scatter; neither spills. With L2_PREFETCH, one bulk prefetch of the block's
+    values into L2 (cp.async.bulk.prefetch.L2), and no more registers."""
     import lessons.l10_sort_scan_data as L10
 
     pointers = dict(values_ptr="fp32", keep_ptr="i1", out_ptr="fp32", status_ptr="i64", ticket_ptr="i64")
     common = dict(BLOCK_SIZE=2048, LOOKBACK=32, TICKET=True, SEM="relaxed", EARLY=0)
-    old, new = offline.compile_kernels(
+    old, new, prefetched = offline.compile_kernels(
         L10.__file__,
-        [
-            offline.job("compact_lookback_kernel", pointers=pointers, ints=dict(n=2**28), constexprs=common),
+        [offline.job("compact_lookback_kernel", pointers=pointers, ints=dict(n=2**28), constexprs=common)]
+        + [
             offline.job(
                 "compact_lookback_local_kernel",
                 pointers=pointers,
                 ints=dict(n=2**28),
-                constexprs={**common, "PER_THREAD": 1},
-            ),
+                constexprs={**common, "PER_THREAD": 1, "L2_PREFETCH": prefetch},
+            )
+            for prefetch in (False, True)
         ],
     )
-    assert old.spill_bytes == 0 and new.spill_bytes == 0
+    assert old.spill_bytes == 0 and new.spill_bytes == 0 and prefetched.spill_bytes == 0
     assert new.registers <= 0.75 * old.registers, (new.registers, old.registers)
     assert new.shared < old.shared, (new.shared, old.shared)
+    assert "prefetch.L2" not in new.ptx and prefetched.ptx.count("cp.async.bulk.prefetch.L2.global") == 1
+    assert prefetched.registers <= new.registers + 2, (prefetched.registers, new.registers)

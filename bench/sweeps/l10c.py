@@ -7,7 +7,8 @@ What it compares, each next to a copy of 2**28 int32 measured here (the '% copy'
     written), against x[keep]: the default (reduce-then-scan at its schedule), compact_lookback_kernel as make bench
     times it, and the new compact_lookback_local_kernel ("lookback-local": a value and a slot an element, 32-bit
     offsets in the block) over COMPACT_LOCAL's variants: 1 or 4 elements a thread, its value loads, ticket or
-    program-id order, a register cap (maxnreg) and the schedule. Why: a memory-bound kernel's speed follows the
+    program-id order, a register cap (maxnreg), each block's values prefetched into L2 before the look-back
+    (Hopper's bulk prefetch: bytes in flight that hold no register) and the schedule. Why: a memory-bound kernel's speed follows the
     bytes it has in flight on each SM, and those follow registers an element (the look-back scan: 61 registers for
     32 elements a thread, 8 programs of 4096 an SM, 93 % of copy; compact_lookback_kernel: 138, 3 programs, 47 %;
     compact_lookback_local_kernel at (2048, 4): 48, 10 programs, 20480 elements an SM).
@@ -23,9 +24,10 @@ bench/lesson10.py times them (utils.timing: triton's do_bench, L2 flushed before
 compact and query wait for the GPU once, inside the call).
 
 Which line maps to which edit in solutions/10_sort_scan_data.ipynb (then `python -m utils.notebooks`):
-  - compact "lookback-local B=2048 w=4 p1 masked-late ticket r=-"  -> COMPACT_METHOD = "lookback-local";
+  - compact "lookback-local B=2048 w=4 p1 masked-late r=- ticket L2"  -> COMPACT_METHOD = "lookback-local";
     COMPACT_SCHEDULES["lookback-local"] = (2048, 4); COMPACT_LOCAL = {"per_thread": 1, "loads": "masked-late",
-    "ticket": True, "maxnreg": None}   (r=40: "maxnreg": 40; "pid": "ticket": False)
+    "ticket": True, "maxnreg": None, "prefetch": True}   (r=40: "maxnreg": 40; "pid": "ticket": False; no "L2":
+    "prefetch": False)
   - compact "reduce-then-scan B=2048 w=8 dense"  -> COMPACT_METHOD = "reduce-then-scan" (the default as it is)
   - query "query() finish=kernel"  -> QUERY_FINISH = "kernel"
 The "best per shape" summary at the end prints the edit for each shape's winner.
@@ -149,8 +151,9 @@ LATE, DENSE, EARLY = "masked-late", "dense-early", "masked-early"
 def compact_call(x, keep, cand):
     method, B, w = cand[:3]
     if method == "lookback-local":
-        per_thread, loads, ticket, maxnreg = cand[3:]
-        with Settings(COMPACT_LOCAL={"per_thread": per_thread, "loads": loads, "ticket": ticket, "maxnreg": maxnreg}):
+        per_thread, loads, ticket, maxnreg, prefetch = cand[3:]
+        variant = {"per_thread": per_thread, "loads": loads, "ticket": ticket, "maxnreg": maxnreg, "prefetch": prefetch}
+        with Settings(COMPACT_LOCAL=variant):
             return L.compact(x, keep, BLOCK_SIZE=B, method=method, num_warps=w)
     with Settings(COMPACT_LOADS=cand[3]):
         return L.compact(x, keep, BLOCK_SIZE=B, method=method, num_warps=w)
@@ -159,8 +162,9 @@ def compact_call(x, keep, cand):
 def compact_label(cand):
     method, B, w = cand[:3]
     if method == "lookback-local":
-        per_thread, loads, ticket, maxnreg = cand[3:]
-        return f"lookback-local B={B} w={w} p{per_thread} {loads} {'ticket' if ticket else 'pid'} r={maxnreg or '-'}"
+        per_thread, loads, ticket, maxnreg, prefetch = cand[3:]
+        order = ("ticket" if ticket else "pid") + (" L2" if prefetch else "")
+        return f"lookback-local B={B} w={w} p{per_thread} {loads} r={maxnreg or '-'} {order}"
     if method == "lookback":
         return f"lookback B={B} w={w} {cand[3]} (compact_lookback_kernel)"
     return f"reduce-then-scan B={B} w={w} {'dense' if cand[3] == DENSE else 'masked'}"
@@ -170,36 +174,40 @@ def compact_edit(cand):
     method, B, w = cand[:3]
     edit = f'COMPACT_METHOD = "{method}"; COMPACT_SCHEDULES["{method}"] = ({B}, {w})'
     if method == "lookback-local":
-        per_thread, loads, ticket, maxnreg = cand[3:]
+        per_thread, loads, ticket, maxnreg, prefetch = cand[3:]
         return edit + (f'; COMPACT_LOCAL = {{"per_thread": {per_thread}, "loads": "{loads}", "ticket": {ticket}, '
-                       f'"maxnreg": {maxnreg}}}')  # fmt: skip
+                       f'"maxnreg": {maxnreg}, "prefetch": {prefetch}}}')  # fmt: skip
     return edit + f'; COMPACT_LOADS = "{cand[3]}"'
 
 
 def compact_candidates():
+    """(method, BLOCK_SIZE, num_warps, COMPACT_LOADS) or, for lookback-local, (method, BLOCK_SIZE, num_warps,
+    per_thread, loads, ticket, maxnreg, prefetch). The comments: registers a thread (ptxas, offline) and the
+    programs an SM they allow."""
     if CPU:
-        return [("reduce-then-scan", 64, 2, DENSE), ("lookback", 64, 2, LATE), ("lookback-local", 64, 2, 1, LATE, True, None),
-                ("lookback-local", 64, 2, 4, DENSE, False, 40)]  # fmt: skip
+        return [("reduce-then-scan", 64, 2, DENSE), ("lookback", 64, 2, LATE),
+                ("lookback-local", 64, 2, 1, LATE, True, None, False), ("lookback-local", 64, 2, 4, DENSE, False, 40, True)]  # fmt: skip
     return [
         ("reduce-then-scan", 2048, 8, DENSE),  # the default (58 % in l10b)
         ("lookback", 4096, 4, LATE),  # compact_lookback_kernel as make bench times it (47 %)
-        ("lookback-local", 2048, 4, 1, LATE, True, None),  # 48 registers: 10 programs of 2048 an SM
-        ("lookback-local", 1024, 4, 1, LATE, True, None),  # 38: 13 (16 with r=32) of 1024
-        ("lookback-local", 1024, 4, 1, LATE, True, 32),
-        ("lookback-local", 2048, 4, 1, LATE, True, 40),  # 12 of 2048
-        ("lookback-local", 2048, 8, 1, LATE, True, None),
-        ("lookback-local", 4096, 8, 1, LATE, True, None),  # 61: 4 of 4096
-        ("lookback-local", 4096, 8, 1, LATE, True, 48),  # 5 of 4096
-        ("lookback-local", 4096, 4, 1, LATE, True, None),  # 110: 4 of 4096, 32 elements a thread
-        ("lookback-local", 4096, 4, 1, LATE, True, 80),
-        ("lookback-local", 2048, 4, 1, DENSE, True, None),  # 60: the values' trip overlaps the look-back
-        ("lookback-local", 4096, 8, 1, DENSE, True, None),
-        ("lookback-local", 2048, 4, 1, EARLY, True, None),
-        ("lookback-local", 2048, 4, 1, LATE, False, None),  # program-id order: no ticket round trip first
-        ("lookback-local", 2048, 4, 1, LATE, False, 40),
-        ("lookback-local", 2048, 4, 4, LATE, True, None),  # 16-byte loads, rearranged for the scatter
-        ("lookback-local", 2048, 4, 4, DENSE, True, None),
-        ("lookback-local", 1024, 4, 4, DENSE, True, None),
+        ("lookback-local", 2048, 4, 1, LATE, True, None, False),  # 48 registers: 10 programs of 2048 an SM
+        ("lookback-local", 2048, 4, 1, LATE, True, None, True),  # the same, each block's values prefetched into L2
+        ("lookback-local", 2048, 4, 1, LATE, True, 40, False),  # 12 of 2048
+        ("lookback-local", 2048, 4, 1, LATE, True, 40, True),
+        ("lookback-local", 1024, 4, 1, LATE, True, None, False),  # 38: 13 of 1024
+        ("lookback-local", 1024, 4, 1, LATE, True, 32, True),  # 16 of 1024
+        ("lookback-local", 2048, 8, 1, LATE, True, None, True),
+        ("lookback-local", 4096, 8, 1, LATE, True, None, False),  # 61: 4 of 4096
+        ("lookback-local", 4096, 8, 1, LATE, True, 48, True),  # 5 of 4096
+        ("lookback-local", 4096, 4, 1, LATE, True, None, True),  # 110: 4 of 4096, 32 elements a thread
+        ("lookback-local", 4096, 4, 1, LATE, True, 80, True),  # 6 of 4096
+        ("lookback-local", 2048, 4, 1, DENSE, True, None, False),  # 60: the values' trip overlaps the look-back
+        ("lookback-local", 4096, 8, 1, DENSE, True, None, False),
+        ("lookback-local", 2048, 4, 1, EARLY, True, None, False),
+        ("lookback-local", 2048, 4, 1, LATE, False, None, True),  # program-id order: no ticket round trip first
+        ("lookback-local", 2048, 4, 1, LATE, False, 40, True),
+        ("lookback-local", 2048, 4, 4, LATE, True, None, True),  # 16-byte loads, rearranged for the scatter
+        ("lookback-local", 2048, 4, 4, DENSE, True, None, False),
     ]
 
 
