@@ -1418,19 +1418,26 @@ def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_pt
 
 
 @triton.jit
-def prefetch_l2(ptr, nbytes):
-    """Asks the L2 cache to fetch nbytes (a multiple of 16) from ptr (16-byte aligned): Hopper's bulk prefetch, ONE
-    instruction from one thread of the program, and no register waits for the bytes. A hint: nothing it does
-    changes a result. Inline PTX for sm_90 and newer, compiled only (the interpreter runs no PTX)."""
+def prefetch_l2(ptr, nbytes, ok):
+    """If ok, asks the L2 cache to fetch nbytes (a multiple of 16) from ptr (16-byte aligned): Hopper's bulk
+    prefetch, ONE instruction from one thread of the program, and no register waits for the bytes. A hint: nothing
+    it does changes a result. Inline PTX for sm_90 and newer, compiled only (the interpreter runs no PTX). ok is a
+    predicate inside the PTX, not a branch around it: a branch in a loop costs the group-by's kernel 30 registers."""
     return tl.inline_asm_elementwise(
-        "{ .reg .pred p; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
-        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r",
-        [ptr, nbytes],
+        "{ .reg .pred p, q; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; setp.ne.u32 q, $3, 0; "
+        "and.pred p, p, q; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r,r",
+        [ptr, nbytes, ok.to(tl.int32)],
         dtype=tl.int32,
         is_pure=False,
         pack=1,
     )
+
+
+@triton.jit
+def prefetch_rows_l2(ptr, first, ROWS: tl.constexpr, ok):
+    """prefetch_l2 of ROWS elements from ptr + first (their bytes a multiple of 16), if ok."""
+    return prefetch_l2(ptr + first, ROWS * (ptr.dtype.element_ty.primitive_bitwidth // 8), ok)
 
 
 @triton.jit
@@ -1451,9 +1458,8 @@ def compact_lookback_local_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, tic
     the loads after the look-back then find them in L2."""
     block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
     start = block.to(tl.int64) * BLOCK_SIZE
-    if L2_PREFETCH:
-        if start + BLOCK_SIZE <= n:  # the last block may end inside a 16-byte line: it loads as usual
-            prefetch_l2(values_ptr + start, BLOCK_SIZE * (values_ptr.dtype.element_ty.primitive_bitwidth // 8))
+    if L2_PREFETCH:  # not the last block, which may end inside a 16-byte line: it loads as usual
+        prefetch_rows_l2(values_ptr, start, BLOCK_SIZE, start + BLOCK_SIZE <= n)
     local = tl.max_contiguous(tl.arange(0, BLOCK_SIZE), PER_THREAD)  # the compiler vectorises no wider
     in_block = local < tl.minimum(n - start, BLOCK_SIZE).to(tl.int32)
     keep = tl.load(keep_ptr + start + local, mask=in_block, other=0).to(tl.int32)
@@ -1933,6 +1939,7 @@ def groupby_partials_kernel(
     FMA: tl.constexpr = False,
     WIDE: tl.constexpr = True,
     PREFETCH: tl.constexpr = False,
+    L2_AHEAD: tl.constexpr = 0,
 ):
     """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a persistent grid: program p takes the
     steps p, p + P, p + 2P, ... (P programs, a few per SM; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
@@ -1954,7 +1961,9 @@ def groupby_partials_kernel(
     rows again, by selects. Exact either way; the second pass only where there are infinities.
 
     PREFETCH loads the program's next step while it adds the current one (its columns carried through the loop):
-    twice the bytes in flight for a few more registers, since nothing else hides the loads' latency here."""
+    twice the bytes in flight for a few more registers, since nothing else hides the loads' latency here.
+    L2_AHEAD (with PREFETCH; the launcher checks alignment and the GPU) also asks the step L2_AHEAD steps further
+    into L2 (prefetch_l2, three bulk prefetches a step): more bytes in flight, no more registers."""
     slots = tl.arange(0, KEYS)
     acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
     acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
@@ -1970,6 +1979,15 @@ def groupby_partials_kernel(
                                                                      UNROLL, WIDE)  # fmt: skip
         for it in range(0, tl.cdiv(n_steps - tl.program_id(0), tl.num_programs(0))):
             step += tl.num_programs(0)  # the next step's rows load now (past the end: all masked off)
+            if L2_AHEAD > 0:
+                ahead = step + L2_AHEAD * tl.num_programs(0)  # int32 unless WIDE, as partials_load's offsets
+                if WIDE:
+                    ahead = tl.cast(ahead, tl.int64)
+                ahead = ahead * (BLOCK_SIZE * UNROLL)
+                whole = ahead + BLOCK_SIZE * UNROLL <= n  # whole steps only: a prefetch ends on a 16-byte boundary
+                prefetch_rows_l2(key_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
+                prefetch_rows_l2(value_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
+                prefetch_rows_l2(x_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
             offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n = partials_load(
                 key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE, UNROLL, WIDE
             )
@@ -2050,8 +2068,10 @@ GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
 GROUPBY_SCHEDULES = {"partials": (128, 2, 5, 4), "packed": (512, 4)}  # the H100 sweeps' winners (l10b.py: partials)
 # groupby_partials_kernel's variants (bench/sweeps/l10b.py): "nibbles" (4-bit counters in two int64) and "fma"
 # (the sums by one multiply-add a key instead of a select and an add), each for up to 16 keys (more keys: one-hot
-# selects); "prefetch" (the next step's rows loaded while the current one adds)
-PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True}  # H100: 75 % of copy at (128, 2, 5, 4)
+# selects); "prefetch" (the next step's rows loaded while the current one adds); "l2_ahead" (with "prefetch", on
+# Hopper: the step that many steps ahead asked into L2 as well; 0: not; bench/sweeps/l10c.py). H100: 75 % of copy
+# at (128, 2, 5, 4) without "l2_ahead"
+PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 0}
 
 
 def groupby_method(num_keys):
@@ -2098,6 +2118,9 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
     if set(variant) != set(PARTIALS_VARIANT):
         raise ValueError(f"variant takes the keys {', '.join(map(repr, PARTIALS_VARIANT))}, got {sorted(variant)}.")
     KEYS = max(triton.next_power_of_2(num_keys), 2)
+    l2_ahead = variant.get("l2_ahead", 0)  # a dict from before "l2_ahead" existed has none
+    if l2_ahead not in range(9):  # WIDE's margin (16 steps past the end) holds the prefetched rows' int32 offsets
+        raise ValueError(f"variant['l2_ahead'] must be 0 (no L2 prefetch) to 8 steps ahead, got {l2_ahead!r}.")
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
     if n:
         n_steps = triton.cdiv(n, BLOCK_SIZE * UNROLL)
@@ -2123,10 +2146,18 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
             NIBBLES=bool(variant["nibbles"]) and KEYS <= 16,  # 16 fields of 4 bits in an int64
             FMA=bool(variant["fma"]) and KEYS <= 16,  # more keys: ptxas spills its registers in the loop
             PREFETCH=bool(variant["prefetch"]),
+            L2_AHEAD=l2_ahead if l2_ahead and _columns_prefetch(table, BLOCK_SIZE * UNROLL) else 0,
             WIDE=n + 16 * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # NIBBLES' steps past the end too
             num_warps=num_warps,
         )
     return sums, counts, rows
+
+
+def _columns_prefetch(table, rows):
+    """prefetch_l2 takes the three columns a step at a time: 16-byte aligned, whole 16 bytes, sm_90 and newer."""
+    columns = [table[c] for c in ("key", "value", "x")]
+    return utils.mode.current().supports_tma and all(c.data_ptr() % 16 == 0 and rows * c.element_size() % 16 == 0
+                                                     for c in columns)  # fmt: skip
 
 
 def groupby_packed(table, threshold, num_keys, *, BLOCK_SIZE=None, num_warps=None):

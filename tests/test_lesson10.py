@@ -181,9 +181,11 @@ def _partials_table(n, num_keys, seed):
 
 @pytest.mark.parametrize("variant", [{"nibbles": True, "fma": True}, {"nibbles": True, "fma": False},
                                      {"nibbles": False, "fma": True}, {"nibbles": True, "fma": True, "prefetch": True},
-                                     {"nibbles": False, "fma": False, "prefetch": True}], ids=str)  # fmt: skip
+                                     {"nibbles": False, "fma": False, "prefetch": True},
+                                     {"prefetch": True, "l2_ahead": 2}], ids=str)  # fmt: skip
 def test_groupby_partials_variants_are_exact(variant):
-    """4-bit counters, multiply-add sums, the next step prefetched: exact against the dense spec at 16 keys (every
+    """4-bit counters, multiply-add sums, the next step prefetched (and asked into L2 two steps ahead, which only a
+    compiled Hopper kernel does): exact against the dense spec at 16 keys (every
     4-bit field), 17 (past the counters' 16: one-hot counting) and 3, over one row, a tail smaller than a block,
     several flushes of the counters, with infinities (their second pass by selects) and NaN."""
     for n, num_keys, unroll in ((1, 16, 2), (23, 3, 1), (700, 16, 2), (700, 17, 1)):
@@ -1002,6 +1004,7 @@ BAD = {
     ),  # fmt: skip
     "partials UNROLL 3": (lambda: L.groupby_partials(_table, 0.5, 3, UNROLL=3), ValueError, "UNROLL must be"),
     "partials variant": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"pairs": True}), ValueError, "variant"),
+    "partials l2_ahead": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"l2_ahead": 9}), ValueError, "l2_ahead"),
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
     "duplicate right keys": (lambda: L.join_tables(_table, {"key": _table["key"]}), ValueError, "duplicate"),

@@ -116,3 +116,28 @@ def test_the_local_compaction_holds_fewer_registers_an_element():
     assert new.shared < old.shared, (new.shared, old.shared)
     assert "prefetch.L2" not in new.ptx and prefetched.ptx.count("cp.async.bulk.prefetch.L2.global") == 1
     assert prefetched.registers <= new.registers + 2, (prefetched.registers, new.registers)
+
+
+def test_the_group_by_asks_rows_into_l2_ahead_without_more_registers():
+    """Lesson 10's 16-key group-by with PARTIALS_VARIANT["l2_ahead"]: three bulk prefetches a step (key, value, x)
+    and at most a few more registers than without (84 at (128, 2, 4 warps): 5 programs an SM must still fit)."""
+    import lessons.l10_sort_scan_data as L10
+
+    pointers = dict(key_ptr="i32", value_ptr="fp32", x_ptr="fp32", threshold_ptr="fp32", sums_ptr="fp64")
+    pointers.update(counts_ptr="i64", rows_ptr="i64")
+    constexprs = dict(BLOCK_SIZE=128, KEYS=16, UNROLL=2, NIBBLES=True, FMA=True, WIDE=False, PREFETCH=True)
+    plain, ahead = offline.compile_kernels(
+        L10.__file__,
+        [
+            offline.job(
+                "groupby_partials_kernel",
+                pointers=pointers,
+                ints=dict(n=10**8, num_keys=16),
+                constexprs={**constexprs, "L2_AHEAD": steps},
+            )
+            for steps in (0, 2)
+        ],
+    )
+    assert "prefetch.L2" not in plain.ptx and ahead.ptx.count("cp.async.bulk.prefetch.L2.global") == 3
+    assert ahead.spill_bytes == 0 and ahead.registers <= plain.registers + 4, (ahead.registers, plain.registers)
+    assert ahead.registers * 128 * 5 <= 65536

@@ -15,8 +15,9 @@ What it compares, each next to a copy of 2**28 int32 measured here (the '% copy'
   - the query at 1e8 rows and 16 keys (filter + group-by + the keys present + mean, one wait), bytes = query_bytes
     (key, value, x read once): the group-by's kernel alone (no wait, as l10b timed it); the query as make bench
     times it, finished by torch ops (QUERY_FINISH "torch", ten small launches after the group-by) or by
-    query_finish_kernel ("kernel", one launch); and, to show what the wait itself costs, the group-by + the finish
-    kernel without it.
+    query_finish_kernel ("kernel", one launch); the group-by's kernel asking the rows 1, 2 or 4 steps ahead into L2
+    (PARTIALS_VARIANT["l2_ahead"]: bytes in flight that hold no register), alone and in the query; and, to show what
+    the wait itself costs, the group-by + the finish kernel without it.
 Every candidate is checked before it is timed (FAIL lines are never chosen): compactions exactly against x[keep], at
 an odd size of many blocks first, then at full size; the query's result exactly against groupby_dense_ref (values
 are multiples of 1/4: exact fp64 sums in any order), and against pandas with the lesson's check_query. Timed as
@@ -29,7 +30,9 @@ Which line maps to which edit in solutions/10_sort_scan_data.ipynb (then `python
     "ticket": True, "maxnreg": None, "prefetch": True}   (r=40: "maxnreg": 40; "pid": "ticket": False; no "L2":
     "prefetch": False)
   - compact "reduce-then-scan B=2048 w=8 dense"  -> COMPACT_METHOD = "reduce-then-scan" (the default as it is)
-  - query "query() finish=kernel"  -> QUERY_FINISH = "kernel"
+  - groupby "groupby_partials kernel alone, l2_ahead=2 P=5"  -> PARTIALS_VARIANT["l2_ahead"] = 2;
+    GROUPBY_SCHEDULES["partials"] = (128, 2, 5, 4)
+  - query "query() finish=kernel l2_ahead=2"  -> QUERY_FINISH = "kernel"; PARTIALS_VARIANT["l2_ahead"] = 2
 The "best per shape" summary at the end prints the edit for each shape's winner.
 """
 
@@ -295,9 +298,20 @@ def query_16_keys():
         ok = torch.equal(keys[:k].long(), torch.nonzero(present).flatten()) and torch.equal(sums[:k], ref_sums[present])
         return None if ok and torch.equal(counts[:k], ref_counts[present]) else "differs from the dense reference"
 
-    base = run("groupby", shape, "groupby_partials kernel alone (no wait)",
-               lambda: L._groupby_partials(table, 0.5, num_keys), check_dense, nbytes, {}, None)  # fmt: skip
+    def ahead(steps):
+        return Settings(PARTIALS_VARIANT={**L.PARTIALS_VARIANT, "l2_ahead": steps})
+
+    B, U, P, w = L.GROUPBY_SCHEDULES["partials"]
+    base = run("groupby", shape, "groupby_partials kernel alone (no wait), as set",
+               lambda: L._groupby_partials(table, 0.5, num_keys), check_dense, nbytes, {},
+               f'PARTIALS_VARIANT["l2_ahead"] = {L.PARTIALS_VARIANT["l2_ahead"]} (as set)')  # fmt: skip
     bases = {"kernel alone": base} if base else {}
+    for steps, programs in ((1, P), (2, P), (4, P), (2, P - 1), (2, P + 1)) if not CPU else ((2, P),):
+        edit = f'PARTIALS_VARIANT["l2_ahead"] = {steps}; GROUPBY_SCHEDULES["partials"] = ({B}, {U}, {programs}, {w})'
+        with ahead(steps):
+            run("groupby", shape, f"groupby_partials kernel alone, l2_ahead={steps} P={programs}",
+                lambda: L._groupby_partials(table, 0.5, num_keys, PROGRAMS_PER_SM=programs), check_dense, nbytes,
+                bases, edit)  # fmt: skip
     pandas_ok = True  # the finish kernel is chosen only if the lesson's own check passes with it, every plan
     with Settings(QUERY_FINISH="kernel"):
         try:
@@ -307,10 +321,11 @@ def query_16_keys():
         except Exception as e:
             pandas_ok = False
             say(f"query    {'check_query (pandas)':20s} {'finish=kernel, every plan':56s} FAIL {first_line(e)}")
-    for finish in ("torch", "kernel"):
-        with Settings(QUERY_FINISH=finish):
-            run("query", shape, f"query() finish={finish}", lambda: L.query(table, 0.5, num_keys), check_result,
-                nbytes, bases, f'QUERY_FINISH = "{finish}"' if finish == "torch" or pandas_ok else None)  # fmt: skip
+    for finish, steps in (("torch", 0), ("kernel", 0), ("kernel", 2), ("kernel", 4)):
+        edit = f'QUERY_FINISH = "{finish}"; PARTIALS_VARIANT["l2_ahead"] = {steps}'
+        with Settings(QUERY_FINISH=finish), ahead(steps):
+            run("query", shape, f"query() finish={finish} l2_ahead={steps}", lambda: L.query(table, 0.5, num_keys),
+                check_result, nbytes, bases, edit if finish == "torch" or pandas_ok else None)  # fmt: skip
     run("query", shape, "groupby + query_finish_kernel, no wait", lambda: finish_no_wait(table, num_keys),
         check_no_wait, nbytes, bases, None)  # fmt: skip
 
