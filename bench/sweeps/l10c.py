@@ -328,6 +328,31 @@ def query_16_keys():
                 check_result, nbytes, bases, edit if finish == "torch" or pandas_ok else None)  # fmt: skip
     run("query", shape, "groupby + query_finish_kernel, no wait", lambda: finish_no_wait(table, num_keys),
         check_no_wait, nbytes, bases, None)  # fmt: skip
+    host_us = host_time(lambda: L._groupby_partials(table, 0.5, num_keys))
+    say(f"host     {shape:20s} {'_groupby_partials: Python + 3 launches, no wait':56s} {host_us:9.1f} us a call "
+        f"(a timed query waits for it after the L2 flush, which takes about {flush_us():.0f} us)")  # fmt: skip
+
+
+def host_time(fn, calls=200):
+    """The host's time per call of fn, the GPU left to queue the work: what a launch costs in Python."""
+    fn()
+    if not CPU:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls if not CPU else 2):
+        fn()
+    elapsed = time.perf_counter() - start
+    if not CPU:
+        torch.cuda.synchronize()
+    return elapsed / (calls if not CPU else 2) * 1e6
+
+
+def flush_us():
+    """How long do_bench's L2 flush (zeroing 256 MB) takes on the GPU."""
+    if CPU:
+        return float("nan")
+    cache = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device=DEV)
+    return bench(lambda: cache.zero_()) * 1e3
 
 
 measure_copy()
