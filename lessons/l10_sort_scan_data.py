@@ -1456,7 +1456,9 @@ def compact_lookback_local_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, tic
     in compact_lookback_kernel. L2_PREFETCH (a whole block, values 16-byte aligned): the block's values are asked
     into L2 first, so that their trip from memory overlaps the flags' and the look-back's, holding no register;
     the loads after the look-back then find them in L2."""
-    block = tl.atomic_add(ticket_ptr, 1) if TICKET else tl.program_id(0).to(tl.int64)
+    # a relaxed ticket: it only orders the blocks' starts (each status word carries what a reader needs), and the
+    # default acq_rel would fence and invalidate the SM's L1 at every block's start
+    block = tl.atomic_add(ticket_ptr, 1, sem="relaxed") if TICKET else tl.program_id(0).to(tl.int64)
     start = block.to(tl.int64) * BLOCK_SIZE
     if L2_PREFETCH:  # not the last block, which may end inside a 16-byte line: it loads as usual
         prefetch_rows_l2(values_ptr, start, BLOCK_SIZE, start + BLOCK_SIZE <= n)

@@ -93,7 +93,8 @@ def test_the_local_compaction_holds_fewer_registers_an_element():
     flag, a destination, a mask and a 64-bit address), so at the same schedule it needs fewer registers than
     compact_lookback_kernel (more programs fit on an SM: what its speed follows) and, one element a thread, no
     shared memory to rearrange for the scatter; neither spills. With L2_PREFETCH, one bulk prefetch of the block's
-    values into L2 (cp.async.bulk.prefetch.L2), and no more registers."""
+    values into L2 (cp.async.bulk.prefetch.L2), and no more registers. Its ticket is a relaxed atomic
+    (compact_lookback_kernel's is acq_rel: a fence and an L1 invalidation at every block's start)."""
     import lessons.l10_sort_scan_data as L10
 
     pointers = dict(values_ptr="fp32", keep_ptr="i1", out_ptr="fp32", status_ptr="i64", ticket_ptr="i64")
@@ -115,6 +116,7 @@ def test_the_local_compaction_holds_fewer_registers_an_element():
     assert new.registers <= 0.75 * old.registers, (new.registers, old.registers)
     assert new.shared < old.shared, (new.shared, old.shared)
     assert "prefetch.L2" not in new.ptx and prefetched.ptx.count("cp.async.bulk.prefetch.L2.global") == 1
+    assert "acq_rel" in old.ptx and "acq_rel" not in new.ptx  # its ticket is relaxed: no fence at a block's start
     assert prefetched.registers <= new.registers + 2, (prefetched.registers, new.registers)
 
 
