@@ -15,7 +15,8 @@
   once, write once: the minimum): the one-pass look-back (SCAN_SCHEDULES' block size) and exercise 3's
   reduce-then-scan (which really moves 3/2 of it), plus the default (SCAN_METHOD) when it is neither of those
   schedules; compaction of 2**28 fp32 with half the flags set vs x[keep], both methods likewise (COMPACT_METHOD;
-  COMPACT_LOADS: how the values load, e.g. all of them before the look-back), bytes = compact_bytes;
+  COMPACT_LOADS: how the values load, e.g. all of them before the look-back), and the look-back with a value and a
+  slot an element ("lookback-local": COMPACT_SCHEDULES and COMPACT_LOCAL), bytes = compact_bytes;
 - the query (filter + group-by, sum / count / mean) on 10**8 rows, 16 and 10**7 keys: the atomic, the
   partial-sums (a persistent grid of per-program sums for up to 64 keys, PARTIALS_VARIANT's kernel: 4-bit
   counters and one multiply-add a key for the sums by default; more keys fall back to the atomic plan),
@@ -153,9 +154,9 @@ def _top_k() -> list[Row]:
 
 
 def _default_row(op, method, schedules, fn):
-    """A row for the default only when it is not one of the two rows above (look-back at its schedule,
+    """A row for the default only when it is not one of the rows above (the look-backs at their schedules,
     reduce-then-scan at 2048): then the table says which method the default is."""
-    if method == "lookback" or schedules[method][0] == 2048:
+    if method.startswith("lookback") or schedules[method][0] == 2048:
         return {}
     return {f"triton {op} (default: {method}, BLOCK_SIZE={schedules[method][0]})": fn}
 
@@ -183,6 +184,7 @@ def _scans() -> list[Row]:
     rows += paired(
         {
             "triton compact (lookback)": lambda: compact(x, keep, method="lookback"),
+            "triton compact (lookback-local)": lambda: compact(x, keep, method="lookback-local"),
             "triton compact (reduce-then-scan)": lambda: compact(x, keep, BLOCK_SIZE=2048, method="reduce-then-scan"),
         }
         | _default_row("compact", COMPACT_METHOD, COMPACT_SCHEDULES, lambda: compact(x, keep)),

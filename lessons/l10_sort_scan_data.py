@@ -1212,13 +1212,20 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
 SCAN_METHOD = "lookback"  # H100: 93 % of copy at (4096, 4); reduce-then-scan 67 % (h100-2026-11-23-late/sweeps)
 COMPACT_METHOD = "reduce-then-scan"  # H100: 58 % of copy, dense loads; the look-back 47 % (h100-2026-11-23-s6/sweeps)
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}  # look-back: 32 elements a thread
-COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}
+COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4), "lookback-local": (2048, 4)}
 # compaction's value loads: "dense-early" loads every value of the block (16-byte loads) before the look-back, so
 # that their trip to memory overlaps the wait for the blocks before; "masked-early" only the kept ones (fewer bytes
 # where few are kept: a 32-byte sector holds 8 fp32), before it too; "masked-late" the kept ones, after it.
 # reduce-then-scan (no look-back) loads densely for "dense-early", masked otherwise.
 COMPACT_LOADS = "dense-early"
 COMPACT_LOAD_MODES = {"masked-late": 0, "dense-early": 1, "masked-early": 2}  # compact_lookback_kernel's EARLY
+# "lookback-local" (compact_lookback_local_kernel, bench/sweeps/l10c.py): "per_thread" consecutive elements a thread
+# (1: consecutive lanes hold consecutive elements in every tensor, the scatter's own layout, so nothing goes through
+# shared memory; 4: 16-byte value loads, then the values and slots rearranged for the scatter), its own value loads
+# (a COMPACT_LOADS mode), block order (ticket or program id), "maxnreg", a cap on registers a thread (ptxas
+# spills past it; None: ptxas chooses), which sets how many programs fit on an SM, and "prefetch": each block's
+# values asked into L2 before its look-back (Hopper's bulk prefetch; elsewhere, and under the interpreter, ignored)
+COMPACT_LOCAL = {"per_thread": 1, "loads": "masked-late", "ticket": True, "maxnreg": None, "prefetch": False}
 LOOKBACK = 32  # status words a block reads at once while it looks back
 LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
 LOOKBACK_SEM = "relaxed"  # the status word's exchange: "relaxed" (it carries all a reader needs) or "acq_rel"
@@ -1410,14 +1417,75 @@ def compact_lookback_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_pt
     tl.store(out_ptr + dest, v, mask=kept)
 
 
+@triton.jit
+def prefetch_l2(ptr, nbytes, ok):
+    """If ok, asks the L2 cache to fetch nbytes (a multiple of 16) from ptr (16-byte aligned): Hopper's bulk
+    prefetch, ONE instruction from one thread of the program, and no register waits for the bytes. A hint: nothing
+    it does changes a result. Inline PTX for sm_90 and newer, compiled only (the interpreter runs no PTX). ok is a
+    predicate inside the PTX, not a branch around it: a branch in a loop costs the group-by's kernel 30 registers."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p, q; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; setp.ne.u32 q, $3, 0; "
+        "and.pred p, p, q; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r,r",
+        [ptr, nbytes, ok.to(tl.int32)],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def prefetch_rows_l2(ptr, first, ROWS: tl.constexpr, ok):
+    """prefetch_l2 of ROWS elements from ptr + first (their bytes a multiple of 16), if ok."""
+    return prefetch_l2(ptr + first, ROWS * (ptr.dtype.element_ty.primitive_bitwidth // 8), ok)
+
+
+@triton.jit
+def compact_lookback_local_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE: tl.constexpr,
+                                  LOOKBACK: tl.constexpr, TICKET: tl.constexpr, SEM: tl.constexpr = "relaxed",
+                                  EARLY: tl.constexpr = 0, PER_THREAD: tl.constexpr = 1,
+                                  L2_PREFETCH: tl.constexpr = False):  # fmt: skip
+    """compact_lookback_kernel in fewer registers an element, so that more elements are in flight on each SM (what
+    a memory-bound kernel's speed follows: the look-back scan holds 32768 an SM, compact_lookback_kernel about
+    12000, at 138 registers for 32 elements a thread). Three changes: each element's slot in the block says
+    whether it is kept (-1: not kept), so a value and its slot are all an element holds once the block is
+    scanned, not a flag, a destination and a mask; offsets inside the block are int32 (the block's start and the
+    blocks before it move the base pointers); PER_THREAD = 1 gives every tensor the scatter's own layout
+    (consecutive lanes, consecutive elements: a warp's store covers 32 of them, and nothing passes through shared
+    memory between loads and stores), where 4 loads 16-byte vectors and rearranges them for the scatter. EARLY as
+    in compact_lookback_kernel. L2_PREFETCH (a whole block, values 16-byte aligned): the block's values are asked
+    into L2 first, so that their trip from memory overlaps the flags' and the look-back's, holding no register;
+    the loads after the look-back then find them in L2."""
+    # a relaxed ticket: it only orders the blocks' starts (each status word carries what a reader needs), and the
+    # default acq_rel would fence and invalidate the SM's L1 at every block's start
+    block = tl.atomic_add(ticket_ptr, 1, sem="relaxed") if TICKET else tl.program_id(0).to(tl.int64)
+    start = block.to(tl.int64) * BLOCK_SIZE
+    if L2_PREFETCH:  # not the last block, which may end inside a 16-byte line: it loads as usual
+        prefetch_rows_l2(values_ptr, start, BLOCK_SIZE, start + BLOCK_SIZE <= n)
+    local = tl.max_contiguous(tl.arange(0, BLOCK_SIZE), PER_THREAD)  # the compiler vectorises no wider
+    in_block = local < tl.minimum(n - start, BLOCK_SIZE).to(tl.int32)
+    keep = tl.load(keep_ptr + start + local, mask=in_block, other=0).to(tl.int32)
+    if EARLY == 1:
+        v = tl.load(values_ptr + start + local, mask=in_block)
+    if EARLY == 2:
+        v = tl.load(values_ptr + start + local, mask=keep != 0)
+    before = lookback_prefix(status_ptr, block, tl.sum(keep, axis=0), LOOKBACK, SEM)
+    slot = tl.where(keep != 0, tl.cumsum(keep, axis=0) - 1, -1)  # the kept element's place among the block's kept
+    if EARLY == 0:
+        v = tl.load(values_ptr + start + local, mask=slot >= 0)
+    tl.store(out_ptr + before + slot, v, mask=slot >= 0)
+
+
 COLUMN_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)
 
 
 def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     """values[keep] for 1-D tensors (stream compaction), order kept. method "reduce-then-scan": count the flags
     per block, scan the counts (cumsum), scatter; "lookback": one pass (compact_lookback_kernel, under 2**31
-    elements). No out=: the result's length is known only once the flags are counted. Either way the host waits
-    for the GPU once, after the scatter: the result is the first values of a buffer as long as values (a view).
+    elements); "lookback-local": the same pass with 32-bit offsets inside each block
+    (compact_lookback_local_kernel, as COMPACT_LOCAL says). No out=: the result's length is known only once the
+    flags are counted. Either way the host waits for the GPU once, after the scatter: the result is the first
+    values of a buffer as long as values (a view).
     BLOCK_SIZE, method and num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES."""
     utils.require(values, "values", dtype=COLUMN_DTYPES, ndim=1)
     utils.require(keep, "keep", dtype=torch.bool, ndim=1)
@@ -1425,13 +1493,13 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     if method is None and values.numel() >= 2**31:
         method = "reduce-then-scan"  # a status word holds a 32-bit count
     method, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
-    if method == "lookback" and values.numel() >= 2**31:
-        raise ValueError("method 'lookback' counts in 32 bits: use 'reduce-then-scan' for 2**31 elements or more.")
+    if method.startswith("lookback") and values.numel() >= 2**31:
+        raise ValueError(f"method {method!r} counts in 32 bits: use 'reduce-then-scan' for 2**31 elements or more.")
     n = values.numel()
     if n == 0:
         return values.new_empty(0)
-    if method == "lookback":
-        out, n_kept = _compact_no_sync(values, keep, BLOCK_SIZE, num_warps)
+    if method.startswith("lookback"):
+        out, n_kept = _compact_no_sync(values, keep, BLOCK_SIZE, num_warps, method=method)
         return out[: int(n_kept)]  # the one sync: the last block's inclusive count
     n_blocks = triton.cdiv(n, BLOCK_SIZE)
     counts = torch.empty(n_blocks, dtype=torch.int64 if n >= 2**31 else torch.int32, device=values.device)
@@ -1451,16 +1519,34 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     return out[:total]
 
 
-def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False):
-    """compact by the look-back, without waiting for the GPU: (out, n_kept), out as long as values (the kept
-    first, then garbage, or zeros if zeros=True) and n_kept a one-element int64 tensor on the device (under 2**31
-    elements)."""
-    _, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, "lookback", BLOCK_SIZE, num_warps)
+def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False, method="lookback"):
+    """compact by the look-back ("lookback" or "lookback-local"), without waiting for the GPU: (out, n_kept), out
+    as long as values (the kept first, then garbage, or zeros if zeros=True) and n_kept a one-element int64 tensor
+    on the device (under 2**31 elements)."""
+    _, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
     n = values.numel()
     n_blocks = max(triton.cdiv(n, BLOCK_SIZE), 1)
     status, ticket = _lookback_state(n_blocks, values.device)
     out = torch.zeros_like(values) if zeros else torch.empty_like(values)
-    if n:
+    if n and method == "lookback-local":
+        compact_lookback_local_kernel[(n_blocks,)](
+            values,
+            keep,
+            out,
+            status,
+            ticket,
+            n,
+            BLOCK_SIZE=BLOCK_SIZE,
+            LOOKBACK=LOOKBACK,
+            TICKET=COMPACT_LOCAL["ticket"],
+            SEM=LOOKBACK_SEM,
+            EARLY=COMPACT_LOAD_MODES[COMPACT_LOCAL["loads"]],
+            PER_THREAD=COMPACT_LOCAL["per_thread"],
+            L2_PREFETCH=COMPACT_LOCAL["prefetch"] and _can_prefetch(values, BLOCK_SIZE),
+            num_warps=num_warps,
+            maxnreg=COMPACT_LOCAL["maxnreg"],
+        )
+    elif n:
         compact_lookback_kernel[(n_blocks,)](
             values,
             keep,
@@ -1478,18 +1564,24 @@ def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=Fal
     return out, status[-1:] & 0xFFFFFFFF
 
 
+def _can_prefetch(values, BLOCK_SIZE):
+    """prefetch_l2 takes 16-byte aligned runs of whole 16 bytes, on sm_90 and newer, compiled."""
+    env = utils.mode.current()
+    return env.supports_tma and values.data_ptr() % 16 == 0 and BLOCK_SIZE * values.element_size() % 16 == 0
+
+
 def compact_bytes(n, n_kept, element_size):
     """Compaction's minimum traffic: read n values and n one-byte flags, write the kept values."""
     return n * (element_size + 1) + n_kept * element_size
 
 
 def check_compact(fn, *, quiet=False):
-    """Checks fn(values, keep, BLOCK_SIZE=..., method=...) against compact_ref, exactly (both methods), at
+    """Checks fn(values, keep, BLOCK_SIZE=..., method=...) against compact_ref, exactly (every method), at
     keep-none, keep-all, one element and random flags over several blocks."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     sizes = env.pick(cpu=[1, 17, 100, 1000], gpu=[1, 17, 100, 10**7 + 1])
-    for n, method in [(n, m) for m in ("reduce-then-scan", "lookback") for n in sizes]:
+    for n, method in [(n, m) for m in ("reduce-then-scan", "lookback", "lookback-local") for n in sizes]:
         for name, keep in {
             "random flags": torch.rand(n, device=env.device) < 0.3,
             "none kept": torch.zeros(n, dtype=torch.bool, device=env.device),
@@ -1849,6 +1941,7 @@ def groupby_partials_kernel(
     FMA: tl.constexpr = False,
     WIDE: tl.constexpr = True,
     PREFETCH: tl.constexpr = False,
+    L2_AHEAD: tl.constexpr = 0,
 ):
     """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a persistent grid: program p takes the
     steps p, p + P, p + 2P, ... (P programs, a few per SM; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
@@ -1870,7 +1963,9 @@ def groupby_partials_kernel(
     rows again, by selects. Exact either way; the second pass only where there are infinities.
 
     PREFETCH loads the program's next step while it adds the current one (its columns carried through the loop):
-    twice the bytes in flight for a few more registers, since nothing else hides the loads' latency here."""
+    twice the bytes in flight for a few more registers, since nothing else hides the loads' latency here.
+    L2_AHEAD (with PREFETCH; the launcher checks alignment and the GPU) also asks the step L2_AHEAD steps further
+    into L2 (prefetch_l2, three bulk prefetches a step): more bytes in flight, no more registers."""
     slots = tl.arange(0, KEYS)
     acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
     acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
@@ -1886,6 +1981,15 @@ def groupby_partials_kernel(
                                                                      UNROLL, WIDE)  # fmt: skip
         for it in range(0, tl.cdiv(n_steps - tl.program_id(0), tl.num_programs(0))):
             step += tl.num_programs(0)  # the next step's rows load now (past the end: all masked off)
+            if L2_AHEAD > 0:
+                ahead = step + L2_AHEAD * tl.num_programs(0)  # int32 unless WIDE, as partials_load's offsets
+                if WIDE:
+                    ahead = tl.cast(ahead, tl.int64)
+                ahead = ahead * (BLOCK_SIZE * UNROLL)
+                whole = ahead + BLOCK_SIZE * UNROLL <= n  # whole steps only: a prefetch ends on a 16-byte boundary
+                prefetch_rows_l2(key_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
+                prefetch_rows_l2(value_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
+                prefetch_rows_l2(x_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
             offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n = partials_load(
                 key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE, UNROLL, WIDE
             )
@@ -1966,8 +2070,10 @@ GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
 GROUPBY_SCHEDULES = {"partials": (128, 2, 5, 4), "packed": (512, 4)}  # the H100 sweeps' winners (l10b.py: partials)
 # groupby_partials_kernel's variants (bench/sweeps/l10b.py): "nibbles" (4-bit counters in two int64) and "fma"
 # (the sums by one multiply-add a key instead of a select and an add), each for up to 16 keys (more keys: one-hot
-# selects); "prefetch" (the next step's rows loaded while the current one adds)
-PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True}  # H100: 75 % of copy at (128, 2, 5, 4)
+# selects); "prefetch" (the next step's rows loaded while the current one adds); "l2_ahead" (with "prefetch", on
+# Hopper: the step that many steps ahead asked into L2 as well; 0: not; bench/sweeps/l10c.py). H100: 75 % of copy
+# at (128, 2, 5, 4) without "l2_ahead"
+PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 0}
 
 
 def groupby_method(num_keys):
@@ -2014,6 +2120,9 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
     if set(variant) != set(PARTIALS_VARIANT):
         raise ValueError(f"variant takes the keys {', '.join(map(repr, PARTIALS_VARIANT))}, got {sorted(variant)}.")
     KEYS = max(triton.next_power_of_2(num_keys), 2)
+    l2_ahead = variant.get("l2_ahead", 0)  # a dict from before "l2_ahead" existed has none
+    if l2_ahead not in range(9):  # WIDE's margin (16 steps past the end) holds the prefetched rows' int32 offsets
+        raise ValueError(f"variant['l2_ahead'] must be 0 (no L2 prefetch) to 8 steps ahead, got {l2_ahead!r}.")
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
     if n:
         n_steps = triton.cdiv(n, BLOCK_SIZE * UNROLL)
@@ -2039,10 +2148,18 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
             NIBBLES=bool(variant["nibbles"]) and KEYS <= 16,  # 16 fields of 4 bits in an int64
             FMA=bool(variant["fma"]) and KEYS <= 16,  # more keys: ptxas spills its registers in the loop
             PREFETCH=bool(variant["prefetch"]),
+            L2_AHEAD=l2_ahead if l2_ahead and _columns_prefetch(table, BLOCK_SIZE * UNROLL) else 0,
             WIDE=n + 16 * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # NIBBLES' steps past the end too
             num_warps=num_warps,
         )
     return sums, counts, rows
+
+
+def _columns_prefetch(table, rows):
+    """prefetch_l2 takes the three columns a step at a time: 16-byte aligned, whole 16 bytes, sm_90 and newer."""
+    columns = [table[c] for c in ("key", "value", "x")]
+    return utils.mode.current().supports_tma and all(c.data_ptr() % 16 == 0 and rows * c.element_size() % 16 == 0
+                                                     for c in columns)  # fmt: skip
 
 
 def groupby_packed(table, threshold, num_keys, *, BLOCK_SIZE=None, num_warps=None):
@@ -2086,6 +2203,36 @@ GROUPBY_PLANS = {"atomic": _groupby_atomic, "partials": _groupby_partials, "sort
                  "packed": _groupby_packed}  # fmt: skip
 
 
+@triton.jit
+def query_finish_kernel(sums_ptr, counts_ptr, rows_ptr, key_ptr, sum_ptr, count_ptr, mean_ptr, info_ptr, num_keys,
+                        BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    """The query's last step in ONE program, after the dense group-by: the keys that had rows, in order, with their
+    sum, count and mean (key_ptr .. mean_ptr have room for num_keys each), then info = [rows with a bad key, keys
+    written], the two numbers the host waits for. The torch ops it replaces took ten launches, each a few
+    microseconds of an idle GPU once the group-by's kernel is done."""
+    written = num_keys * 0
+    for first in range(0, num_keys, BLOCK_SIZE):
+        k = first + tl.arange(0, BLOCK_SIZE)
+        present = tl.load(rows_ptr + k, mask=k < num_keys, other=0) > 0
+        p = present.to(tl.int32)
+        dest = written + tl.cumsum(p, axis=0) - p
+        s = tl.load(sums_ptr + k, mask=present, other=0)
+        c = tl.load(counts_ptr + k, mask=present, other=0)
+        tl.store(key_ptr + dest, k.to(key_ptr.dtype.element_ty), mask=present)
+        tl.store(sum_ptr + dest, s, mask=present)
+        tl.store(count_ptr + dest, c, mask=present)
+        tl.store(mean_ptr + dest, s / c.to(tl.float64), mask=present)  # 0/0 = NaN: a key with only NaN values
+        written += tl.sum(p, axis=0)
+    tl.store(info_ptr, tl.load(rows_ptr + num_keys))
+    tl.store(info_ptr + 1, written.to(tl.int64))
+
+
+# how query finishes after the group-by: "torch" (torch ops around a look-back compaction of the keys) or "kernel"
+# (query_finish_kernel: one launch, for up to MAX_FINISH_KEYS keys; more keys take "torch"), bench/sweeps/l10c.py
+QUERY_FINISH = "torch"
+MAX_FINISH_KEYS = 4096  # query_finish_kernel walks the keys in one program, BLOCK_SIZE at a time
+
+
 def query(table, threshold, num_keys, *, method=None):
     """SELECT key, SUM(value), COUNT(value), AVG(value) WHERE x > threshold GROUP BY key ORDER BY key, on the
     GPU: the dense group-by (method "atomic", "partials", "packed" or "sorted"; default: groupby_method), then
@@ -2097,6 +2244,8 @@ def query(table, threshold, num_keys, *, method=None):
     if method not in GROUPBY_PLANS:
         raise ValueError(f"method must be one of {', '.join(map(repr, GROUPBY_PLANS))}, got {method!r}.")
     sums, counts, rows = GROUPBY_PLANS[method](table, threshold, num_keys)
+    if QUERY_FINISH == "kernel" and num_keys <= MAX_FINISH_KEYS:
+        return _query_finish(sums.contiguous(), counts, rows, num_keys, table["key"].dtype)
     keys, n_kept = _compact_no_sync(torch.arange(num_keys, dtype=table["key"].dtype, device=rows.device),
                                     rows[:num_keys] > 0, zeros=True)  # fmt: skip
     sums, counts = sums[keys], counts[keys]  # past n_kept, keys holds 0: gathers of key 0, sliced off below
@@ -2104,6 +2253,18 @@ def query(table, threshold, num_keys, *, method=None):
     bad, n_kept = torch.cat([rows[num_keys:], n_kept]).tolist()  # the one sync
     _refuse_bad_count(bad, num_keys)
     return {"key": keys[:n_kept], "sum": sums[:n_kept], "count": counts[:n_kept], "mean": mean[:n_kept]}
+
+
+def _query_finish(sums, counts, rows, num_keys, key_dtype):
+    """query's result from the dense arrays by query_finish_kernel: one launch, then the one wait."""
+    keys = torch.empty(num_keys, dtype=key_dtype, device=rows.device)
+    out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=rows.device)
+    out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=rows.device)  # then the two numbers
+    query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, out_counts[num_keys:], num_keys,
+                              BLOCK_SIZE=max(min(triton.next_power_of_2(num_keys), 1024), 16))  # fmt: skip
+    bad, n_kept = out_counts[num_keys:].tolist()  # the one sync
+    _refuse_bad_count(bad, num_keys)
+    return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
 
 
 def to_frame(result):

@@ -181,9 +181,11 @@ def _partials_table(n, num_keys, seed):
 
 @pytest.mark.parametrize("variant", [{"nibbles": True, "fma": True}, {"nibbles": True, "fma": False},
                                      {"nibbles": False, "fma": True}, {"nibbles": True, "fma": True, "prefetch": True},
-                                     {"nibbles": False, "fma": False, "prefetch": True}], ids=str)  # fmt: skip
+                                     {"nibbles": False, "fma": False, "prefetch": True},
+                                     {"prefetch": True, "l2_ahead": 2}], ids=str)  # fmt: skip
 def test_groupby_partials_variants_are_exact(variant):
-    """4-bit counters, multiply-add sums, the next step prefetched: exact against the dense spec at 16 keys (every
+    """4-bit counters, multiply-add sums, the next step prefetched (and asked into L2 two steps ahead, which only a
+    compiled Hopper kernel does): exact against the dense spec at 16 keys (every
     4-bit field), 17 (past the counters' 16: one-hot counting) and 3, over one row, a tail smaller than a block,
     several flushes of the counters, with infinities (their second pass by selects) and NaN."""
     for n, num_keys, unroll in ((1, 16, 2), (23, 3, 1), (700, 16, 2), (700, 17, 1)):
@@ -216,6 +218,35 @@ def test_compaction_loads_every_value_or_only_the_kept_exactly():
                         m.setattr(L, "COMPACT_LOADS", loads)
                         got = L.compact(values, keep, BLOCK_SIZE=16, method=method)
                     assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (loads, method, n)
+
+
+def test_the_local_lookback_compaction_is_exact_in_every_variant():
+    """compact_lookback_local_kernel (method "lookback-local") in every COMPACT_LOCAL variant (1 or 4 elements a
+    thread, each load mode, ticket or program-id order, a register cap; the L2 prefetch, which only a compiled
+    Hopper kernel issues, asked for too) gives values[keep] bit for bit, NaN included: empty, one element, none
+    kept, all kept, sizes that are not a multiple of the block, many blocks."""
+    for per_thread in (1, 4):
+        for loads in L.COMPACT_LOAD_MODES:
+            for ticket in (True, False):
+                variant = dict(per_thread=per_thread, loads=loads, ticket=ticket, maxnreg=40, prefetch=ticket)
+                for n in (0, 1, 17, 203):
+                    values = torch.randn(n, device=DEV)
+                    values[::3] = float("nan")
+                    for keep in (torch.rand(n, device=DEV) < 0.4, torch.ones(n, dtype=torch.bool, device=DEV),
+                                 torch.zeros(n, dtype=torch.bool, device=DEV)):  # fmt: skip
+                        with pytest.MonkeyPatch.context() as m:
+                            m.setattr(L, "COMPACT_LOCAL", variant)
+                            got = L.compact(values, keep, BLOCK_SIZE=16, method="lookback-local")
+                        assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (variant, n)
+
+
+def test_the_local_lookback_compaction_takes_int64_and_its_own_schedule():
+    """8-byte values (a 32-bit slot still addresses them), and the schedule from COMPACT_SCHEDULES when none is
+    given."""
+    x = torch.arange(1000, device=DEV) * 3 - 7
+    keep = x % 5 == 1
+    assert torch.equal(L.compact(x, keep, BLOCK_SIZE=64, method="lookback-local"), x[keep])
+    assert torch.equal(L.compact(x, keep, method="lookback-local"), x[keep])
 
 
 def test_every_scan_method_is_exact():
@@ -832,6 +863,33 @@ def test_atomics_and_sort_then_reduce_agree_on_floats_that_round():
         torch.testing.assert_close(a["sum"], b["sum"], rtol=2000 * 2**-52, atol=1e-9)
 
 
+def test_the_query_finished_by_one_kernel_matches_pandas_and_the_torch_finish():
+    """QUERY_FINISH "kernel" (query_finish_kernel after the group-by) against pandas, exactly, by every plan; the
+    same bits as the "torch" finish (int64 keys, a key with only NaN values: mean NaN); past MAX_FINISH_KEYS it
+    falls back to the torch finish; a bad key is still refused."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(L, "QUERY_FINISH", "kernel")
+        for method in ("atomic", "partials", "packed", "sorted"):
+            L.check_query(lambda t, th, k, method=method: L.query(t, th, k, method=method), quiet=True)
+    table = {
+        "key": torch.tensor([4, 0, 4, 2, 4, 0], dtype=torch.int64, device=DEV),
+        "value": torch.tensor([1.5, float("nan"), -2.0, 3.25, 0.5, float("nan")], device=DEV),
+        "x": torch.tensor([0.9, 0.9, 0.9, 0.1, 0.9, 0.9], device=DEV),
+    }
+    for num_keys, limit in ((5, L.MAX_FINISH_KEYS), (5, 4), (37, L.MAX_FINISH_KEYS)):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(L, "QUERY_FINISH", "kernel")
+            m.setattr(L, "MAX_FINISH_KEYS", limit)
+            got = L.query(table, 0.5, num_keys)
+            with pytest.raises(ValueError, match="outside 0..1"):
+                L.query(table, 0.5, 2)
+        want = L.query(table, 0.5, num_keys)
+        assert got["key"].tolist() == [0, 4] and got["key"].dtype == torch.int64
+        assert got["mean"][0].isnan() and got["count"].tolist() == [0, 3]
+        for column in want:
+            assert torch.equal(got[column].view(torch.int64), want[column].view(torch.int64)), (column, num_keys)
+
+
 # -- empty inputs and refusals --------------------------------------------------------------------------------------
 
 
@@ -946,6 +1004,7 @@ BAD = {
     ),  # fmt: skip
     "partials UNROLL 3": (lambda: L.groupby_partials(_table, 0.5, 3, UNROLL=3), ValueError, "UNROLL must be"),
     "partials variant": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"pairs": True}), ValueError, "variant"),
+    "partials l2_ahead": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"l2_ahead": 9}), ValueError, "l2_ahead"),
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
     "duplicate right keys": (lambda: L.join_tables(_table, {"key": _table["key"]}), ValueError, "duplicate"),

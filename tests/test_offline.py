@@ -111,3 +111,60 @@ def test_flash_decodings_tma_kernel_loads_through_tma_for_an_h100():
         assert "cp.async.bulk.tensor" in c.ptx and not c.cp_async_bytes, "keys and values not loaded through TMA"
         assert c.global_load_bytes <= {4, 16}, c.global_load_bytes  # lengths and q only, no cache loads by threads
         assert c.spill_bytes == 0
+
+
+def test_the_local_compaction_holds_fewer_registers_an_element():
+    """Lesson 10's one-pass compaction: compact_lookback_local_kernel keeps a value and a slot an element (not a
+    flag, a destination, a mask and a 64-bit address), so at the same schedule it needs fewer registers than
+    compact_lookback_kernel (more programs fit on an SM: what its speed follows) and, one element a thread, no
+    shared memory to rearrange for the scatter; neither spills. With L2_PREFETCH, one bulk prefetch of the block's
+    values into L2 (cp.async.bulk.prefetch.L2), and no more registers. Its ticket is a relaxed atomic
+    (compact_lookback_kernel's is acq_rel: a fence and an L1 invalidation at every block's start)."""
+    import lessons.l10_sort_scan_data as L10
+
+    pointers = dict(values_ptr="fp32", keep_ptr="i1", out_ptr="fp32", status_ptr="i64", ticket_ptr="i64")
+    common = dict(BLOCK_SIZE=2048, LOOKBACK=32, TICKET=True, SEM="relaxed", EARLY=0)
+    old, new, prefetched = offline.compile_kernels(
+        L10.__file__,
+        [offline.job("compact_lookback_kernel", pointers=pointers, ints=dict(n=2**28), constexprs=common)]
+        + [
+            offline.job(
+                "compact_lookback_local_kernel",
+                pointers=pointers,
+                ints=dict(n=2**28),
+                constexprs={**common, "PER_THREAD": 1, "L2_PREFETCH": prefetch},
+            )
+            for prefetch in (False, True)
+        ],
+    )
+    assert old.spill_bytes == 0 and new.spill_bytes == 0 and prefetched.spill_bytes == 0
+    assert new.registers <= 0.75 * old.registers, (new.registers, old.registers)
+    assert new.shared < old.shared, (new.shared, old.shared)
+    assert "prefetch.L2" not in new.ptx and prefetched.ptx.count("cp.async.bulk.prefetch.L2.global") == 1
+    assert "acq_rel" in old.ptx and "acq_rel" not in new.ptx  # its ticket is relaxed: no fence at a block's start
+    assert prefetched.registers <= new.registers + 2, (prefetched.registers, new.registers)
+
+
+def test_the_group_by_asks_rows_into_l2_ahead_without_more_registers():
+    """Lesson 10's 16-key group-by with PARTIALS_VARIANT["l2_ahead"]: three bulk prefetches a step (key, value, x)
+    and at most a few more registers than without (84 at (128, 2, 4 warps): 5 programs an SM must still fit)."""
+    import lessons.l10_sort_scan_data as L10
+
+    pointers = dict(key_ptr="i32", value_ptr="fp32", x_ptr="fp32", threshold_ptr="fp32", sums_ptr="fp64")
+    pointers.update(counts_ptr="i64", rows_ptr="i64")
+    constexprs = dict(BLOCK_SIZE=128, KEYS=16, UNROLL=2, NIBBLES=True, FMA=True, WIDE=False, PREFETCH=True)
+    plain, ahead = offline.compile_kernels(
+        L10.__file__,
+        [
+            offline.job(
+                "groupby_partials_kernel",
+                pointers=pointers,
+                ints=dict(n=10**8, num_keys=16),
+                constexprs={**constexprs, "L2_AHEAD": steps},
+            )
+            for steps in (0, 2)
+        ],
+    )
+    assert "prefetch.L2" not in plain.ptx and ahead.ptx.count("cp.async.bulk.prefetch.L2.global") == 3
+    assert ahead.spill_bytes == 0 and ahead.registers <= plain.registers + 4, (ahead.registers, plain.registers)
+    assert ahead.registers * 128 * 5 <= 65536
