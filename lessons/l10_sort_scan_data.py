@@ -1210,7 +1210,8 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
 #    "reduce-then-scan" is exercise 3's (3 passes over the data); "lookback" is one pass (32-bit data only: int64
 #    scans use reduce-then-scan). The default method is SCAN_METHOD (scan) and COMPACT_METHOD (compaction).
 SCAN_METHOD = "lookback"  # H100: 93 % of copy at (4096, 4); reduce-then-scan 67 % (h100-2026-11-23-late/sweeps)
-COMPACT_METHOD = "reduce-then-scan"  # H100: 58 % of copy, dense loads; the look-back 47 % (h100-2026-11-23-s6/sweeps)
+COMPACT_METHOD = "lookback-local"  # H100: 63 % of copy at half kept, 52 % at 10 % (reduce-then-scan 61 %, 43 %:
+# results/h100-2026-11-27-s8/sweeps/l10c.txt)
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}  # look-back: 32 elements a thread
 COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4), "lookback-local": (2048, 4)}
 # compaction's value loads: "dense-early" loads every value of the block (16-byte loads) before the look-back, so
@@ -1225,7 +1226,7 @@ COMPACT_LOAD_MODES = {"masked-late": 0, "dense-early": 1, "masked-early": 2}  # 
 # (a COMPACT_LOADS mode), block order (ticket or program id), "maxnreg", a cap on registers a thread (ptxas
 # spills past it; None: ptxas chooses), which sets how many programs fit on an SM, and "prefetch": each block's
 # values asked into L2 before its look-back (Hopper's bulk prefetch; elsewhere, and under the interpreter, ignored)
-COMPACT_LOCAL = {"per_thread": 1, "loads": "masked-late", "ticket": True, "maxnreg": None, "prefetch": False}
+COMPACT_LOCAL = {"per_thread": 1, "loads": "masked-late", "ticket": True, "maxnreg": 40, "prefetch": True}
 LOOKBACK = 32  # status words a block reads at once while it looks back
 LOOKBACK_TICKET = True  # blocks in ticket order (an atomic counter); False: in program-id order
 LOOKBACK_SEM = "relaxed"  # the status word's exchange: "relaxed" (it carries all a reader needs) or "acq_rel"
@@ -2067,13 +2068,13 @@ def groupby_packed_kernel(
 #    GROUPBY_METHODS whose key limit holds num_keys. GROUPBY_SCHEDULES: "partials" -> (BLOCK_SIZE rows per block,
 #    UNROLL blocks per step (1 or 2), programs per SM, num_warps); "packed" -> (BLOCK_SIZE, num_warps).
 GROUPBY_METHODS = ((MAX_PARTIAL_KEYS, "partials"), (None, "packed"))
-GROUPBY_SCHEDULES = {"partials": (128, 2, 5, 4), "packed": (512, 4)}  # the H100 sweeps' winners (l10b.py: partials)
+GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100 sweeps' winners (l10b.py, l10c.py)
 # groupby_partials_kernel's variants (bench/sweeps/l10b.py): "nibbles" (4-bit counters in two int64) and "fma"
 # (the sums by one multiply-add a key instead of a select and an add), each for up to 16 keys (more keys: one-hot
 # selects); "prefetch" (the next step's rows loaded while the current one adds); "l2_ahead" (with "prefetch", on
-# Hopper: the step that many steps ahead asked into L2 as well; 0: not; bench/sweeps/l10c.py). H100: 75 % of copy
-# at (128, 2, 5, 4) without "l2_ahead"
-PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 0}
+# Hopper: the step that many steps ahead asked into L2 as well; 0: not; bench/sweeps/l10c.py). H100: the kernel at
+# 75 % of copy at (128, 2, 5, 4) without "l2_ahead", 80 % at (128, 2, 6, 4) with 2 (results/h100-2026-11-27-s8)
+PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2}
 
 
 def groupby_method(num_keys):
@@ -2229,7 +2230,7 @@ def query_finish_kernel(sums_ptr, counts_ptr, rows_ptr, key_ptr, sum_ptr, count_
 
 # how query finishes after the group-by: "torch" (torch ops around a look-back compaction of the keys) or "kernel"
 # (query_finish_kernel: one launch, for up to MAX_FINISH_KEYS keys; more keys take "torch"), bench/sweeps/l10c.py
-QUERY_FINISH = "torch"
+QUERY_FINISH = "kernel"  # H100: the query 0.748 ms against 0.783 with the torch finish (l10c.txt)
 MAX_FINISH_KEYS = 4096  # query_finish_kernel walks the keys in one program, BLOCK_SIZE at a time
 
 
