@@ -549,9 +549,11 @@ def _tiled_ties_reversed_kernel(x_ptr, values_ptr, indices_ptr, M, N, stride_xm,
 
 
 def test_sort_rows_tiled_with_ties_reversed_gets_its_hint(monkeypatch):
+    """Through the tiled network at every length: on a GPU SORT_ROWS_SCHEDULES sends none of the check's lengths
+    there (the register networks and tl.sort take them), and the planted kernel would never run."""
     monkeypatch.setattr(L, "sort_rows_tiled_kernel", _tiled_ties_reversed_kernel)
     with pytest.raises(AssertionError, match="last index first"):
-        L.check_sort_rows(L.sort_rows, quiet=True)
+        L.check_sort_rows(lambda x, **out: L.sort_rows(x, network="tiled", **out), quiet=True)
 
 
 @pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
