@@ -837,14 +837,33 @@ def matmul_launch(a, b, c, bias=None, activation=None):
     return c
 
 
+#: -- large problems on Hopper (one place to edit after a GPU run) ------------------------------------------------
+#: matmul hands a problem of at least TMA_MIN_FLOPS FLOPs (2·M·N·K) to LARGE_MATMUL, extra step 7's persistent TMA
+#: kernel (its cell sets it), where the GPU has TMA and every row starts on a 16-byte boundary. None: never. With
+#: each kernel timed between two cuBLAS timings, the TMA kernel took 0.98-1.09x cuBLAS from 4096^3 up where this
+#: kernel took 0.86-0.96x (results/h100-2026-11-27-s8/bench.md); the switch waits for a GPU run of its own.
+TMA_MIN_FLOPS = None
+LARGE_MATMUL = None
+
+
+def takes_large_path(a, b, out, M, N, K) -> bool:
+    """Whether matmul hands a (M, K) @ b (K, N) into out to LARGE_MATMUL (see TMA_MIN_FLOPS)."""
+    if LARGE_MATMUL is None or TMA_MIN_FLOPS is None or not env.supports_tma or matmul_flops(M, N, K) < TMA_MIN_FLOPS:
+        return False
+    return all(t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0 for t in (a, b, out))
+
+
 def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
     """activation(a @ b + bias) for a (M, K) and b (K, N) in fp16, bf16 or fp32; bias (N,) or None. `pad` (one of
-    PAD_RULES) overrides PAD_RULE, which applies from PAD_MIN_FLOPS up."""
+    PAD_RULES) overrides PAD_RULE, which applies from PAD_MIN_FLOPS up; without it, large problems on Hopper go to
+    LARGE_MATMUL where TMA_MIN_FLOPS says so."""
     M, N, K, out = matmul_inputs(a, b, out, bias, activation)
     if pad is not None and pad not in PAD_RULES:
         raise ValueError(f"pad must be None or one of {PAD_RULES}, not {pad!r}.")
     if matmul_is_empty(out, K, bias, activation):
         return out
+    if pad is None and takes_large_path(a, b, out, M, N, K):
+        return LARGE_MATMUL(a, b, bias, activation, out=out)
     if pad is None:
         pad = PAD_RULE if matmul_flops(M, N, K) >= PAD_MIN_FLOPS else "never"
     padded = pad_operands(a, b, out, bias, pad)
@@ -1143,6 +1162,9 @@ def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
         ACTIVATION=activation,
     )
     return out
+
+
+LARGE_MATMUL = matmul_persistent_tma  # matmul's large problems on Hopper, from TMA_MIN_FLOPS up (see matmul)
 
 
 # TMA wants row strides that are multiples of 16 bytes: N and K multiples of 8 here (M can be anything)

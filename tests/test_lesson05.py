@@ -831,3 +831,52 @@ def test_matmul_launch_reuses_the_autotuners_pick_without_the_autotuner(monkeypa
         utils.check(out, ref, dtype=torch.float16, quiet=True, name="matmul (bias, silu)", atol=1e-2, rtol=1e-2,
                     reason="fp16 inputs and output, fp32 sums over K = 40")  # fmt: skip
     assert torch.equal(first, again), "the direct launch must run the very configuration the autotuner picked"
+
+
+class _EnvWithTma:
+    """The environment as it is, but with TMA: the interpreter emulates the copy engine, so step 7 runs on the CPU."""
+
+    supports_tma = True
+
+    def __getattr__(self, name):
+        return getattr(ENV, name)
+
+
+def test_matmul_hands_large_problems_to_the_tma_kernel_where_told(monkeypatch):
+    """TMA_MIN_FLOPS (None until a GPU has timed the switch): from that many FLOPs, on a GPU with TMA, matmul runs
+    LARGE_MATMUL (extra step 7); below it, without TMA, at rows off 16-byte boundaries, or with a pad asked for, its
+    own kernel. Either way the result is right."""
+    assert L.LARGE_MATMUL is L.matmul_persistent_tma
+    handed = []
+    monkeypatch.setattr(
+        L, "LARGE_MATMUL", lambda *a, **k: handed.append(a[0].shape) or L.matmul_persistent_tma(*a, **k)
+    )
+    # odd: rows off 16-byte boundaries, and more FLOPs than aligned (so that only its rows can keep it off the TMA path)
+    aligned, odd = ENV.pick(cpu=((40, 48, 64), (40, 49, 70)), gpu=((1000, 1336, 1000), (1000, 1337, 1001)))
+    flops = L.matmul_flops(*aligned)
+
+    def run(shape, **kw):
+        M, N, K = shape
+        a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
+        b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+        bias = torch.randn(N, device=DEVICE, dtype=torch.float16)
+        out = L.matmul(a, b, bias, "gelu", out=utils.nan_empty((M, N), device=DEVICE, dtype=torch.float16), **kw)
+        ref = L.matmul_ref(a.double(), b.double(), bias.double(), "gelu")
+        utils.check(out, ref, dtype=torch.float16, quiet=True, name=f"matmul at {shape}",
+                    atol=0.05, rtol=0.02, reason="fp16 in and out, fp32 sums over K <= 1000")  # fmt: skip
+
+    monkeypatch.setattr(L, "TMA_MIN_FLOPS", flops)
+    run(aligned)
+    assert bool(handed) == ENV.supports_tma, "matmul hands over where the GPU has TMA, and only there"
+    monkeypatch.setattr(L, "env", _EnvWithTma())
+    handed.clear()
+    run(aligned)
+    assert handed == [aligned[:1] + aligned[2:]], "at TMA_MIN_FLOPS on a GPU with TMA, matmul hands over"
+    for shape, kw, why in ((odd, {}, "rows off 16-byte boundaries"), (aligned, {"pad": "never"}, "a pad asked for")):
+        handed.clear()
+        run(shape, **kw)
+        assert not handed, f"{why}: matmul must keep its own kernel"
+    monkeypatch.setattr(L, "TMA_MIN_FLOPS", flops + 1)
+    handed.clear()
+    run(aligned)
+    assert not handed, "below TMA_MIN_FLOPS matmul keeps its own kernel"
