@@ -846,11 +846,16 @@ TMA_MIN_FLOPS = None
 LARGE_MATMUL = None
 
 
+def rows_on_16_bytes(t) -> bool:
+    """Whether every row of the 2-D tensor t starts on a 16-byte boundary, as TMA descriptors require."""
+    return t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
+
+
 def takes_large_path(a, b, out, M, N, K) -> bool:
     """Whether matmul hands a (M, K) @ b (K, N) into out to LARGE_MATMUL (see TMA_MIN_FLOPS)."""
     if LARGE_MATMUL is None or TMA_MIN_FLOPS is None or not env.supports_tma or matmul_flops(M, N, K) < TMA_MIN_FLOPS:
         return False
-    return all(t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0 for t in (a, b, out))
+    return rows_on_16_bytes(a) and rows_on_16_bytes(b) and rows_on_16_bytes(out)
 
 
 def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
@@ -1138,7 +1143,7 @@ def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
     Rows of a, b and out must start on 16-byte boundaries (K and N multiples of 16 / element size)."""
     M, N, K, out = matmul_inputs(a, b, out, bias, activation)
     for name, t in (("a", a), ("b", b), ("out", out)):
-        if t.numel() and ((t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16):
+        if t.numel() and not rows_on_16_bytes(t):
             raise ValueError(
                 f"{name} (shape {tuple(t.shape)}) cannot go through TMA: each row must start on a "
                 f"16-byte boundary, so its row length must be a multiple of {16 // t.element_size()} "
