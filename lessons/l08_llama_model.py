@@ -714,10 +714,12 @@ DECODE_ATTENTION_SCHEDULES = {  # an H100 sweep's choice (results/h100-2026-11-2
 MAX_SPLITS = 256  # the combine holds one (n_splits, D) tile per program: more splits would spill its registers
 
 
-def decode_schedule(head_dim: int) -> DecodeSchedule:
-    """The schedule for this head_dim: its own row of the table, or the row of the next larger head_dim."""
-    fits = [d for d in sorted(DECODE_ATTENTION_SCHEDULES) if d >= head_dim]
-    return DECODE_ATTENTION_SCHEDULES[fits[0] if fits else max(DECODE_ATTENTION_SCHEDULES)]
+def decode_schedule(head_dim: int, table=None) -> DecodeSchedule:
+    """The schedule for this head_dim: its own row of the table (default DECODE_ATTENTION_SCHEDULES), or the row of
+    the next larger head_dim."""
+    table = DECODE_ATTENTION_SCHEDULES if table is None else table
+    fits = [d for d in sorted(table) if d >= head_dim]
+    return table[fits[0] if fits else max(table)]
 
 
 def decode_split(B: int, KV: int, max_len: int, device=None, *, head_dim=64, schedule=None):
@@ -934,6 +936,33 @@ def _online_softmax_block(q, k, v, keep, m_i, l_i, acc, qk_scale, MASK: tl.const
 
 
 @triton.jit
+def _split_start(q_ptr, lengths_ptr, KV, GROUP, max_len, split_len, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr):
+    """decode_attention_kernel's start, for the TMA kernels: this program's sequence b, kv head, the length of b's
+    cache, its keys [start, end), its GROUP query heads (rows of a BLOCK_H tile; the rows past GROUP are padding)
+    and their (BLOCK_H, D) tile of q."""
+    b = tl.program_id(0) // KV
+    kv_h = tl.program_id(0) % KV
+    length = tl.minimum(tl.load(lengths_ptr + b), max_len)
+    start = tl.program_id(1) * split_len
+    end = tl.minimum(start + split_len, length)
+    rows = tl.arange(0, BLOCK_H)
+    heads = b * KV * GROUP + kv_h * GROUP + rows
+    d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + heads[:, None] * HEAD_DIM + d[None, :], mask=rows[:, None] < GROUP, other=0.0)
+    return b, kv_h, length, start, end, heads, q
+
+
+@triton.jit
+def _split_store(acc_ptr, m_ptr, l_ptr, acc, m_i, l_i, heads, GROUP, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr):
+    """decode_attention_kernel's end, for the TMA kernels: this split's partial result (acc, m, l) of each head."""
+    rows = tl.arange(0, BLOCK_H)
+    part = heads * tl.num_programs(1) + tl.program_id(1)
+    tl.store(acc_ptr + part[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], acc, mask=rows[:, None] < GROUP)
+    tl.store(m_ptr + part, m_i, mask=rows < GROUP)
+    tl.store(l_ptr + part, l_i, mask=rows < GROUP)
+
+
+@triton.jit
 def decode_attention_tma_kernel(
     q_ptr,
     k_ptr,
@@ -960,18 +989,9 @@ def decode_attention_tma_kernel(
         gdc_launch_dependents()
     if PDL > 0:
         gdc_wait()
-    # -- map program id to (sequence b, kv head, split): this program's keys are [start, end)
-    b = tl.program_id(0) // KV
-    kv_h = tl.program_id(0) % KV
-    split = tl.program_id(1)
-    n_splits = tl.num_programs(1)
-    length = tl.minimum(tl.load(lengths_ptr + b), max_len)
-    start = split * split_len
-    end = tl.minimum(start + split_len, length)
-    rows = tl.arange(0, BLOCK_H)
-    heads = b * KV * GROUP + kv_h * GROUP + rows
-    d = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + heads[:, None] * HEAD_DIM + d[None, :], mask=rows[:, None] < GROUP, other=0.0)
+    # -- this program's (sequence b, kv head, split), its keys [start, end), its heads' q
+    b, kv_h, length, start, end, heads, q = _split_start(q_ptr, lengths_ptr, KV, GROUP, max_len, split_len, HEAD_DIM,
+                                                         BLOCK_H)  # fmt: skip
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
@@ -997,11 +1017,7 @@ def decode_attention_tma_kernel(
         v = v_desc.load([n, kv_h * HEAD_DIM])
         keep = n + tl.arange(0, BLOCK_N) < end
         m_i, l_i, acc = _online_softmax_block(q, k, v, keep, m_i, l_i, acc, qk_scale, True, DOT_PRECISION)
-    # -- this split's partial result, as decode_attention_kernel's
-    part = heads * n_splits + split
-    tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=rows[:, None] < GROUP)
-    tl.store(m_ptr + part, m_i, mask=rows < GROUP)
-    tl.store(l_ptr + part, l_i, mask=rows < GROUP)
+    _split_store(acc_ptr, m_ptr, l_ptr, acc, m_i, l_i, heads, GROUP, HEAD_DIM, BLOCK_H)
 
 
 @triton.jit
@@ -1035,25 +1051,17 @@ def decode_attention_tma_host_kernel(
         gdc_launch_dependents()
     if PDL > 0:
         gdc_wait()
-    # -- map program id to (sequence b, kv head, split): this program's keys are [start, end)
-    b = tl.program_id(0) // KV
-    kv_h = tl.program_id(0) % KV
-    split = tl.program_id(1)
-    n_splits = tl.num_programs(1)
-    length = tl.minimum(tl.load(lengths_ptr + b), max_len)
-    start = split * split_len
-    end = tl.minimum(start + split_len, length)
+    # -- this program's (sequence b, kv head, split), its keys [start, end), its heads' q
+    b, kv_h, length, start, end, heads, q = _split_start(q_ptr, lengths_ptr, KV, GROUP, max_len, split_len, HEAD_DIM,
+                                                         BLOCK_H)  # fmt: skip
     full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N  # [start, full_end): whole blocks
-    rows = tl.arange(0, BLOCK_H)
-    heads = b * KV * GROUP + kv_h * GROUP + rows
-    d = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + heads[:, None] * HEAD_DIM + d[None, :], mask=rows[:, None] < GROUP, other=0.0)
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
     # -- the ragged last block [full_end, end), if any: masked pointer loads, issued now, used after the loop
     cols = full_end + tl.arange(0, BLOCK_N)
     keep = cols < end
+    d = tl.arange(0, HEAD_DIM)
     offs = b.to(tl.int64) * stride_cb + kv_h * HEAD_DIM + cols[:, None].to(tl.int64) * stride_ct + d[None, :]
     k_tail = tl.load(k_ptr + offs, mask=keep[:, None], other=0.0)
     v_tail = tl.load(v_ptr + offs, mask=keep[:, None], other=0.0)
@@ -1064,11 +1072,7 @@ def decode_attention_tma_host_kernel(
         m_i, l_i, acc = _online_softmax_block(q, k, v, None, m_i, l_i, acc, qk_scale, False, DOT_PRECISION)
     if full_end < end:
         m_i, l_i, acc = _online_softmax_block(q, k_tail, v_tail, keep, m_i, l_i, acc, qk_scale, True, DOT_PRECISION)
-    # -- this split's partial result, as decode_attention_kernel's
-    part = heads * n_splits + split
-    tl.store(acc_ptr + part[:, None] * HEAD_DIM + d[None, :], acc, mask=rows[:, None] < GROUP)
-    tl.store(m_ptr + part, m_i, mask=rows < GROUP)
-    tl.store(l_ptr + part, l_i, mask=rows < GROUP)
+    _split_store(acc_ptr, m_ptr, l_ptr, acc, m_i, l_i, heads, GROUP, HEAD_DIM, BLOCK_H)
 
 
 TMA_MODES = ("device", "host")  # DecodeSchedule.TMA: who builds the descriptors (see the text above)
@@ -1099,7 +1103,8 @@ def _tma_ready(k_cache, v_cache) -> bool:
 
 
 # ---- the TMA kernels' schedules and whether the decode step uses them: bench/sweeps/l08d.py prints the values to
-# put here. Until a GPU has measured them: the pointer kernel's schedules with 3 stages, in whole waves
+# put here. Its H100 run found no TMA row faster than the pointer kernel's at any shape (results/h100-2026-11-27-s8/
+# sweeps/l08d.txt): these are the rows it started from, the pointer kernel's with 3 stages, in whole waves
 DECODE_ATTENTION_TMA_SCHEDULES = {
     64: DecodeSchedule(BLOCK_N=64, PROGRAMS_PER_SM=2, MIN_BLOCK_N=64, num_warps=4, num_stages=3, TMA="host",
                        WHOLE_WAVES=True),
@@ -1111,8 +1116,7 @@ USE_TMA_DECODE_ATTENTION = False  # the decode step's flash-decoding: these sche
 
 def decode_schedule_tma(head_dim: int) -> DecodeSchedule:
     """DECODE_ATTENTION_TMA_SCHEDULES's row for this head_dim, or the row of the next larger head_dim."""
-    fits = [d for d in sorted(DECODE_ATTENTION_TMA_SCHEDULES) if d >= head_dim]
-    return DECODE_ATTENTION_TMA_SCHEDULES[fits[0] if fits else max(DECODE_ATTENTION_TMA_SCHEDULES)]
+    return decode_schedule(head_dim, DECODE_ATTENTION_TMA_SCHEDULES)
 
 
 def decode_attention_tma(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, schedule=None, pdl=False):
