@@ -236,6 +236,44 @@ def _menu(page, menu: str, item: str):
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{item}$")).click()
 
 
+def _started(page) -> bool:
+    """Whether any cell of the open notebook has run or is running (its prompt shows [*] or a number)."""
+    return any(re.search(r"\[(\*|\d+)\]", t) for t in page.locator(f"{NOTEBOOK} .jp-InputPrompt").all_inner_texts())
+
+
+def _run_all(page, base, token, attempts=3, wait_s=40):
+    """Run -> Run All Cells, until a cell has started. On a loaded machine the click can land while the menu item
+    is still disabled (the notebook not yet the shell's current widget) and do nothing; so the notebook is focused
+    first, the item must be enabled before it is clicked, and a run that has not started after wait_s is asked for
+    again. The last failure says what the page showed: open dialogs, the kernels' states."""
+    for _ in range(attempts):
+        page.locator(f"{NOTEBOOK} .jp-Cell").first.locator(".jp-InputPrompt").click()  # the notebook takes focus
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
+        item = page.locator(
+            ".lm-Menu-item", has=page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$"))
+        )
+        deadline = time.monotonic() + 10
+        while "lm-mod-disabled" in (item.get_attribute("class") or "") and time.monotonic() < deadline:
+            page.wait_for_timeout(250)
+        if "lm-mod-disabled" in (item.get_attribute("class") or ""):
+            page.keyboard.press("Escape")
+            continue
+        item.click()
+        deadline = time.monotonic() + wait_s
+        while not _started(page) and time.monotonic() < deadline:
+            page.wait_for_timeout(250)
+        if _started(page):
+            return
+    with urllib.request.urlopen(f"{base}/api/kernels?token={token}", timeout=5) as r:
+        kernels = [k["execution_state"] for k in json.load(r)]
+    dialogs = page.locator(".jp-Dialog").all_inner_texts()
+    page.screenshot(path=SHOTS / f"run_all_never_started_{LESSON}.png")
+    raise AssertionError(
+        f"Run All Cells, asked {attempts} times, started no cell within {wait_s} s each; kernels: {kernels}, "
+        f"dialogs: {dialogs or 'none'} (screenshot in {SHOTS})"
+    )
+
+
 def _save_and_read(page, path: Path) -> nbformat.NotebookNode:
     before = path.stat().st_mtime_ns
     _menu(page, "File", "Save Notebook")
@@ -294,7 +332,7 @@ def test_solution_runs_all_cells_without_error(browser, lab, workdir):
         assert font.strip() == themes["overrides"]["code-font-size"]
         assert page.locator(".jp-CodeCell .cm-lineNumbers").count() > 0, "line numbers are off"
 
-        _menu(page, "Run", "Run All Cells")
+        _run_all(page, base, token)
         _wait_settled(page, base, token)
         page.screenshot(path=SHOTS / f"solution_{LESSON}.png")
         ran = _save_and_read(page, root / f"solution_{name}")

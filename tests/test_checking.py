@@ -635,3 +635,48 @@ def test_the_interpreters_nan_warnings_are_silenced():
     # utils.setup installs the filter when it turns the interpreter on (pytest restores the filters it found
     # around each test, so the installed one is checked in the setup code rather than in warnings.filters)
     assert "_quiet_interpreter_nan_warnings()" in inspect.getsource(mode._detect)
+
+
+@triton.jit
+def _twice(x):
+    return x * 2
+
+
+@triton.jit
+def _helpers_in_a_loop_kernel(x_ptr, out_ptr, n, STEPS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    for _ in range(STEPS):
+        x = _twice(x) + tl.sum(x, axis=0) * 0  # a helper of this module and one of triton.language's
+    tl.store(out_ptr + offs, x, mask=offs < n)
+
+
+@pytest.mark.skipif(not current().interpret, reason="the interpreter's language swap; compiled kernels have none")
+def test_the_interpreter_swaps_the_language_once_a_launch(monkeypatch):
+    """utils.mode makes the helpers' calls inside a launch skip Triton's swap of triton.language, which the launch
+    has made already: same results, a number of swaps that does not grow with the helper calls, and
+    triton.language exactly as it was once the launch is over (also after a launch that fails)."""
+    from triton.runtime import interpreter
+
+    assert getattr(interpreter._patch_lang, "once_per_launch", False), "utils.mode did not install the speed-up"
+    swaps = []
+    builtin = interpreter._patch_builtin
+    monkeypatch.setattr(interpreter, "_patch_builtin", lambda *a: swaps.append(a[0]) or builtin(*a))
+    before = {name: getattr(tl, name) for name in ("load", "store", "sum", "arange")}
+    x = torch.arange(10, dtype=torch.float32)
+    counts = []
+    _helpers_in_a_loop_kernel[(1,)](x, nan_empty(10), 10, STEPS=1, BLOCK=4)  # Triton's first swaps differ
+    for steps in (1, 6):
+        out = nan_empty(10)
+        swaps.clear()
+        _helpers_in_a_loop_kernel[(3,)](x, out, 10, STEPS=steps, BLOCK=4)
+        torch.testing.assert_close(out, x * 2**steps)
+        counts.append(len(swaps))
+    assert counts[0] == counts[1], f"swaps of triton.language for 1 and 6 helper calls a program: {counts}"
+    assert {name: getattr(tl, name) for name in before} == before, "triton.language was not put back"
+    with pytest.raises(Exception, match="not_a_tensor|NoneType|unsupported"):
+        _helpers_in_a_loop_kernel[(1,)](None, out, 10, STEPS=1, BLOCK=4)
+    assert {name: getattr(tl, name) for name in before} == before, "a failed launch left triton.language swapped"
+    out = nan_empty(10)
+    _helpers_in_a_loop_kernel[(3,)](x, out, 10, STEPS=2, BLOCK=4)  # the bookkeeping survived the failure
+    torch.testing.assert_close(out, x * 4)

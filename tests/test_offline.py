@@ -6,7 +6,10 @@ import lessons.l04_fused_softmax as L04
 from utils import offline
 from utils.mode import current
 
-pytestmark = pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+pytestmark = [
+    pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas"),
+    pytest.mark.slow,
+]
 
 
 def softmax_job(BLOCK_SIZE, **ints):

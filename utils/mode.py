@@ -174,6 +174,56 @@ def _quiet_interpreter_nan_warnings() -> None:
     )
 
 
+def _patch_triton_language_once_per_launch() -> None:
+    """Triton's interpreter swaps triton.language's functions for interpreted ones at each launch, and puts them back
+    after it. It does the same swap again at every call of one @triton.jit function from another, inside the
+    launch, where the launch's swap is already in place: a scan of the language's modules (inspect.getmembers)
+    each time, and a quarter of the interpreter's time in kernels that call small helpers in their loops (lesson
+    12's int4 GEMV: five helper calls a step). Here a helper's call skips the swap when the launch in progress has
+    already swapped every language module the helper sees; anything else goes through Triton's own code. A Triton
+    without these internals is left as it is (the interpreter is only slower)."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    original = getattr(interpreter, "_patch_lang", None)
+    scope_class = getattr(interpreter, "_LangPatchScope", None)
+    if original is None or scope_class is None or getattr(original, "once_per_launch", False):
+        return
+    languages = (interpreter.tl, interpreter.tl.core)
+    launches = []  # the language modules each launch in progress has swapped
+
+    seen = {}  # function -> the language modules among its globals (a function's imports do not change)
+
+    def seen_by(fn) -> frozenset[int]:
+        if fn not in seen:
+            seen[fn] = frozenset(id(v) for v in fn.__globals__.values() if any(v is lang for lang in languages))
+        return seen[fn]
+
+    def patch_lang(fn):
+        modules = seen_by(fn)
+        if launches and modules and modules <= launches[-1]:
+            return scope_class()  # a helper called inside the launch: already swapped, nothing to put back
+        scope = original(fn)
+        if launches:  # a helper that sees another module (triton.language.core, for tl.sum): Triton swaps it and
+            launches[-1] |= modules  # never puts it back, so it stays swapped for the rest of the launch
+            return scope
+        launches.append(set(modules))  # a launch: its scope is put back when the launch ends
+        restore = scope.restore
+
+        def restore_and_end():
+            try:
+                restore()
+            finally:
+                launches.pop()
+
+        scope.restore = restore_and_end
+        return scope
+
+    patch_lang.once_per_launch = True
+    interpreter._patch_lang = patch_lang
+
+
 def _detect() -> Env:
     usable, reason, props = _probe_gpu()
     if not usable:
@@ -184,6 +234,7 @@ def _detect() -> Env:
             )
         os.environ["TRITON_INTERPRET"] = "1"
         _quiet_interpreter_nan_warnings()
+        _patch_triton_language_once_per_launch()
     import torch
     import triton
 
