@@ -26,7 +26,9 @@ $(STAMP): requirements.txt pyproject.toml jupyter/overrides.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(if $(TORCH_INDEX),$(PY) -m pip install -q --index-url $(TORCH_INDEX) $$(grep '^torch==' requirements.txt))
-	$(PY) -m pip install -q -r requirements.txt
+	@# --no-compile: no .pyc for every file of every package now (half the time of a fresh install); Python writes
+	@# them for the modules it imports, when it first imports them
+	$(PY) -m pip install -q --no-compile -r requirements.txt
 	@# the course's own packages (utils, lessons) importable from anywhere in the venv: a .pth pointing at this
 	@# checkout, which is what `pip install -e .` amounts to, without a build and its warnings
 	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "triton-the-hard-way.pth").write_text("$(CURDIR)\n")'

@@ -53,3 +53,13 @@ if nbval is not None:
                 warnings.warn(f"kernel start {attempt} of {ATTEMPTS} failed ({error}); starting it again", stacklevel=2)
 
     nbval.kernel.start_new_kernel = _start_new_kernel_again_if_it_dies
+
+
+def pytest_collection_modifyitems(items):
+    """Solution notebooks under nbval (`--dist loadfile`: a notebook a worker) start with the last lesson: the later
+    lessons run longest (whole models), and one drawn last would keep a worker busy after the other has finished.
+    The cells of a notebook keep their order (a stable sort by notebook)."""
+    notebooks = sorted({item.path.name for item in items if item.path.suffix == ".ipynb"}, reverse=True)
+    if notebooks:
+        rank = {name: k for k, name in enumerate(notebooks)}
+        items.sort(key=lambda item: rank.get(item.path.name, -1))
