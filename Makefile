@@ -26,9 +26,7 @@ $(STAMP): requirements.txt pyproject.toml jupyter/overrides.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(if $(TORCH_INDEX),$(PY) -m pip install -q --index-url $(TORCH_INDEX) $$(grep '^torch==' requirements.txt))
-	@# --no-compile: no .pyc for every file of every package now (half the time of a fresh install); Python writes
-	@# them for the modules it imports, when it first imports them
-	$(PY) -m pip install -q --no-compile -r requirements.txt
+	$(PY) -m pip install -q -r requirements.txt
 	@# the course's own packages (utils, lessons) importable from anywhere in the venv: a .pth pointing at this
 	@# checkout, which is what `pip install -e .` amounts to, without a build and its warnings
 	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "triton-the-hard-way.pth").write_text("$(CURDIR)\n")'
@@ -51,14 +49,15 @@ present: install
 notebooks: install
 	$(PY) -m utils.notebooks $(if $(FORCE),--force)
 
-# Chromium (for the browser test) installs from the system's packages in the background while the other tests run:
-# on a fresh machine that is a download of a minute or two that would otherwise come first.
+# Chromium (for the browser test) installs from the system's packages in the background while the unit tests run (on
+# a fresh machine, a download of a minute or two that would otherwise come first); then the solution notebooks and the
+# browser test run side by side (the browser test mostly waits on the page), each one's output printed when it ends.
 test: install
 	@mkdir -p build
 	@bash scripts/install-chromium.sh > build/install-chromium.log 2>&1 & chromium=$$!; \
-	$(MAKE) --no-print-directory lint test-unit test-notebooks; status=$$?; \
+	$(MAKE) --no-print-directory lint test-unit; status=$$?; \
 	wait $$chromium; cat build/install-chromium.log; \
-	[ $$status -eq 0 ] && $(MAKE) --no-print-directory test-browser
+	[ $$status -eq 0 ] && $(MAKE) --no-print-directory -j2 --output-sync=target test-notebooks test-browser
 
 # the generated lessons/ are checked with the rest: a notebook's exported code must be as clean as any module
 LINTED := conftest.py utils lessons bench tests solutions
