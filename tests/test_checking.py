@@ -680,3 +680,23 @@ def test_the_interpreter_swaps_the_language_once_a_launch(monkeypatch):
     out = nan_empty(10)
     _helpers_in_a_loop_kernel[(3,)](x, out, 10, STEPS=2, BLOCK=4)  # the bookkeeping survived the failure
     torch.testing.assert_close(out, x * 4)
+
+
+@pytest.mark.skipif(not current().interpret, reason="the interpreter's language swap; compiled kernels have none")
+def test_the_listed_builtins_are_swapped_as_triton_swaps_them():
+    """utils.mode lists triton.language's builtins once instead of at every launch: the list must swap exactly what
+    Triton's own scan swaps, package by package, and everything must be put back."""
+    from triton.runtime import interpreter
+
+    listed = interpreter._patch_builtin
+    assert hasattr(listed, "triton_own"), "utils.mode did not install the listed swap"
+    for package in (tl, tl.tensor, tl.math, tl.core):
+        swapped = {}
+        for name, patch in (("listed", listed), ("triton", listed.triton_own)):
+            scope = interpreter._LangPatchScope()
+            patch(package, interpreter.interpreter_builder, scope)
+            swapped[name] = {attr for _, attr, _ in scope._changes}
+            scope.restore()
+        assert swapped["listed"] == swapped["triton"], f"{package}: {swapped['listed'] ^ swapped['triton']}"
+        if package is not tl.core:  # Triton leaves part of core swapped after a helper's call: nothing to swap then
+            assert swapped["listed"], f"nothing of {package} swapped"

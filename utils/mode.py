@@ -178,7 +178,7 @@ def _patch_triton_language_once_per_launch() -> None:
     """Triton's interpreter swaps triton.language's functions for interpreted ones at each launch, and puts them back
     after it. It does the same swap again at every call of one @triton.jit function from another, inside the
     launch, where the launch's swap is already in place: a scan of the language's modules (inspect.getmembers)
-    each time, and a quarter of the interpreter's time in kernels that call small helpers in their loops (lesson
+    each time, and about a quarter of the interpreter's time in kernels that call small helpers in their loops (lesson
     12's int4 GEMV: five helper calls a step). Here a helper's call skips the swap when the launch in progress has
     already swapped every language module the helper sees; anything else goes through Triton's own code. A Triton
     without these internals is left as it is (the interpreter is only slower)."""
@@ -222,6 +222,45 @@ def _patch_triton_language_once_per_launch() -> None:
 
     patch_lang.once_per_launch = True
     interpreter._patch_lang = patch_lang
+    _read_the_language_once(interpreter)
+
+
+def _read_the_language_once(interpreter) -> None:
+    """The swap at each launch lists every member of triton.language, triton.language.core, tl.tensor, tl.math and
+    the tensor descriptor class (inspect.getmembers: dir(), a getattr and a sort each, seven lists a launch) to find
+    its builtins, which never change: here they are listed once, and each launch swaps the builtins among them as
+    Triton's own code does. A member already swapped (Triton leaves some of triton.language.core swapped after a
+    helper's call) is known by the builtin it wraps, so the list is the same whenever it is read."""
+    patch_builtin, patch_attr = getattr(interpreter, "_patch_builtin", None), getattr(interpreter, "_patch_attr", None)
+    if patch_builtin is None or patch_attr is None:
+        return
+    import inspect
+
+    tl = interpreter.tl
+    is_builtin = tl.core.is_builtin
+
+    def builtins_of(package) -> list[str]:
+        names = []
+        for name, member in inspect.getmembers(package):
+            wrapped = (getattr(member, "__kwdefaults__", None) or {}).get("member")  # a swapped member's builtin
+            if is_builtin(member) or is_builtin(wrapped):
+                names.append(name)
+        return names
+
+    packages = (tl, tl.tensor, tl.math, tl.core, getattr(tl.core, "tensor_descriptor_base", None))
+    known = {id(package): builtins_of(package) for package in packages if package is not None}
+
+    def patch_builtin_listed(package, builder, scope):
+        names = known.get(id(package))
+        if names is None:
+            return patch_builtin(package, builder, scope)
+        for name in names:
+            member = getattr(package, name, None)
+            if is_builtin(member):
+                patch_attr(package, name, member, builder, scope)
+
+    patch_builtin_listed.triton_own = patch_builtin
+    interpreter._patch_builtin = patch_builtin_listed
 
 
 def _detect() -> Env:
