@@ -1529,39 +1529,22 @@ def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=Fal
     n_blocks = max(triton.cdiv(n, BLOCK_SIZE), 1)
     status, ticket = _lookback_state(n_blocks, values.device)
     out = torch.zeros_like(values) if zeros else torch.empty_like(values)
-    if n and method == "lookback-local":
-        compact_lookback_local_kernel[(n_blocks,)](
-            values,
-            keep,
-            out,
-            status,
-            ticket,
-            n,
-            BLOCK_SIZE=BLOCK_SIZE,
-            LOOKBACK=LOOKBACK,
-            TICKET=COMPACT_LOCAL["ticket"],
-            SEM=LOOKBACK_SEM,
-            EARLY=COMPACT_LOAD_MODES[COMPACT_LOCAL["loads"]],
-            PER_THREAD=COMPACT_LOCAL["per_thread"],
-            L2_PREFETCH=COMPACT_LOCAL["prefetch"] and _can_prefetch(values, BLOCK_SIZE),
-            num_warps=num_warps,
-            maxnreg=COMPACT_LOCAL["maxnreg"],
+    if method == "lookback-local":
+        kernel, own = (
+            compact_lookback_local_kernel,
+            {
+                "TICKET": COMPACT_LOCAL["ticket"],
+                "EARLY": COMPACT_LOAD_MODES[COMPACT_LOCAL["loads"]],
+                "PER_THREAD": COMPACT_LOCAL["per_thread"],
+                "L2_PREFETCH": COMPACT_LOCAL["prefetch"] and _can_prefetch(values, BLOCK_SIZE),
+                "maxnreg": COMPACT_LOCAL["maxnreg"],
+            },
         )
-    elif n:
-        compact_lookback_kernel[(n_blocks,)](
-            values,
-            keep,
-            out,
-            status,
-            ticket,
-            n,
-            BLOCK_SIZE=BLOCK_SIZE,
-            LOOKBACK=LOOKBACK,
-            TICKET=LOOKBACK_TICKET,
-            SEM=LOOKBACK_SEM,
-            EARLY=COMPACT_LOAD_MODES[COMPACT_LOADS],
-            num_warps=num_warps,
-        )
+    else:
+        kernel, own = compact_lookback_kernel, {"TICKET": LOOKBACK_TICKET, "EARLY": COMPACT_LOAD_MODES[COMPACT_LOADS]}
+    if n:
+        kernel[(n_blocks,)](values, keep, out, status, ticket, n, BLOCK_SIZE=BLOCK_SIZE, LOOKBACK=LOOKBACK,
+                            SEM=LOOKBACK_SEM, num_warps=num_warps, **own)  # fmt: skip
     return out, status[-1:] & 0xFFFFFFFF
 
 

@@ -218,8 +218,7 @@ def _wait_settled(page, base, token, timeout_s=RUN_TIMEOUT_S):
     idle, three polls in a row. Without the first condition a kernel still idle just after "Run All Cells" counts
     as finished before anything ran."""
     deadline, calm = time.monotonic() + timeout_s, 0
-    prompts = page.locator(".jp-InputPrompt")
-    while not any(re.search(r"\[(\*|\d+)\]", t) for t in prompts.all_inner_texts()):
+    while not _started(page):
         if time.monotonic() > deadline:
             raise AssertionError(f"no cell started running within {timeout_s} s of Run All Cells")
         page.wait_for_timeout(200)

@@ -11,6 +11,7 @@ compile for the real GPU.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from dataclasses import dataclass, field
@@ -234,8 +235,6 @@ def _read_the_language_once(interpreter) -> None:
     patch_builtin, patch_attr = getattr(interpreter, "_patch_builtin", None), getattr(interpreter, "_patch_attr", None)
     if patch_builtin is None or patch_attr is None:
         return
-    import inspect
-
     tl = interpreter.tl
     is_builtin = tl.core.is_builtin
 
