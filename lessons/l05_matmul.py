@@ -839,10 +839,10 @@ def matmul_launch(a, b, c, bias=None, activation=None):
 
 #: -- large problems on Hopper (one place to edit after a GPU run) ------------------------------------------------
 #: matmul hands a problem of at least TMA_MIN_FLOPS FLOPs (2·M·N·K) to LARGE_MATMUL, extra step 7's persistent TMA
-#: kernel (its cell sets it), where the GPU has TMA and every row starts on a 16-byte boundary. None: never. With
-#: each kernel timed between two cuBLAS timings, the TMA kernel took 0.98-1.09x cuBLAS from 4096^3 up where this
-#: kernel took 0.86-0.96x (results/h100-2026-11-27-s8/bench.md); the switch waits for a GPU run of its own.
-TMA_MIN_FLOPS = None
+#: kernel (its cell sets it), where the GPU has TMA and every row starts on a 16-byte boundary. None: never. H100,
+#: each kernel between two cuBLAS timings (bench/sweeps/l05t.py, results/h100-2026-11-27-s10/sweeps/l05t.txt): the
+#: TMA kernel 1.01-1.16x this kernel at every shape from 3000 x 5000 x 1000 (3e10 FLOPs) to 8192^3, 0.85-0.95x below.
+TMA_MIN_FLOPS = 3e10
 LARGE_MATMUL = None
 
 
