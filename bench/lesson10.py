@@ -16,7 +16,10 @@
   reduce-then-scan (which really moves 3/2 of it), plus the default (SCAN_METHOD) when it is neither of those
   schedules; compaction of 2**28 fp32 with half the flags set vs x[keep], both methods likewise (COMPACT_METHOD;
   COMPACT_LOADS: how the values load, e.g. all of them before the look-back), and the look-back with a value and a
-  slot an element ("lookback-local": COMPACT_SCHEDULES and COMPACT_LOCAL), bytes = compact_bytes;
+  slot an element ("lookback-local": COMPACT_SCHEDULES and COMPACT_LOCAL), bytes = compact_bytes; the same
+  without the host's wait for the length (compact_on_device, reduce-then-scan and lookback-local at their
+  COMPACT_SCHEDULES, the count left on the GPU) vs x[torch.nonzero_static(keep, size=n)], torch's compaction
+  that does not wait either;
 - the query (filter + group-by, sum / count / mean) on 10**8 rows, 16 and 10**7 keys: the atomic, the
   partial-sums (a persistent grid of per-program sums for up to 64 keys, PARTIALS_VARIANT's kernel: 4-bit
   counters and one multiply-add a key for the sums by default; more keys fall back to the atomic plan),
@@ -24,7 +27,8 @@
   default, GROUPBY_METHODS, is one of them) vs the same query in PyTorch ops (groupby_dense_ref then boolean
   masks), and vs pandas on the machine's CPU: pandas is timed ONCE, with time.perf_counter, in this run, on the
   same 10**8 rows (its row is written by hand: paired() times GPU work with CUDA events, which cannot time a CPU
-  library);
+  library); and the default plan prepared once (prepare_query: its group-by replayed from a CUDA graph, the
+  threshold written and the result waited for at every call, as query() does);
 - the hash join of 2 * 10**7 fact rows with 10**6 unique dimension keys (about 1 in 11 fact keys missing): vs
   the same join in PyTorch ops (sort the right keys, searchsorted) and vs pandas' merge, timed once likewise.
 
@@ -48,10 +52,12 @@ from lessons.l10_sort_scan_data import (
     bitonic_tiled_schedule,
     compact,
     compact_bytes,
+    compact_on_device,
     cumsum,
     cumsum_bytes,
     groupby_dense_ref,
     hash_join,
+    prepare_query,
     query,
     query_bytes,
     query_ref,
@@ -195,6 +201,21 @@ def _scans() -> list[Row]:
         dtype="fp32",
         bytes=compact_bytes(n, kept, 4),
     )
+    out = torch.empty_like(x)  # the count stays on the GPU: what the kernels move, without the host's wait
+    rows += paired(
+        {
+            f"triton compact_on_device ({method}, BLOCK_SIZE={COMPACT_SCHEDULES[method][0]})": (
+                lambda method=method: compact_on_device(x, keep, out=out, method=method)
+            )
+            for method in ("reduce-then-scan", "lookback-local")
+        },
+        ("x[nonzero_static(keep)]", lambda: x[torch.nonzero_static(keep, size=n, fill_value=0).squeeze(1)]),
+        lesson="10",
+        op="compaction, no wait (half kept)",
+        shape="2^28",
+        dtype="fp32",
+        bytes=compact_bytes(n, kept, 4),
+    )
     return rows
 
 
@@ -212,12 +233,14 @@ def _query_at(num_keys) -> list[Row]:
     table = table_from_pandas(df, "cuda")
     shape = f"{QUERY_ROWS:.0e} rows, {num_keys} keys"
     nbytes = query_bytes(QUERY_ROWS)
+    prepared = prepare_query(table, num_keys)  # the default plan, its group-by replayed from a CUDA graph
     timed = paired(
         {
             "triton atomics": lambda: query(table, 0.5, num_keys, method="atomic"),
             "triton partial sums + atomics": lambda: query(table, 0.5, num_keys, method="partials"),
             "triton packed atomics": lambda: query(table, 0.5, num_keys, method="packed"),
             "triton sort-then-reduce": lambda: query(table, 0.5, num_keys, method="sorted"),
+            f"triton prepared query ({prepared.method}, CUDA graph)": lambda: prepared(0.5),
         },
         ("PyTorch ops", lambda: _query_torch(table, 0.5, num_keys)),
         lesson="10",

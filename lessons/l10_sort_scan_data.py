@@ -1210,10 +1210,12 @@ def cumsum_lookback_kernel(x_ptr, out_ptr, status_ptr, ticket_ptr, n, BLOCK_SIZE
 #    "reduce-then-scan" is exercise 3's (3 passes over the data); "lookback" is one pass (32-bit data only: int64
 #    scans use reduce-then-scan). The default method is SCAN_METHOD (scan) and COMPACT_METHOD (compaction).
 SCAN_METHOD = "lookback"  # H100: 93 % of copy at (4096, 4); reduce-then-scan 67 % (h100-2026-11-23-late/sweeps)
-COMPACT_METHOD = "lookback-local"  # H100: 63 % of copy at half kept, 52 % at 10 % (reduce-then-scan 61 %, 43 %:
-# results/h100-2026-11-27-s8/sweeps/l10c.txt)
+# H100, 2**28 fp32, half kept, timed without the wait for the length (compact_on_device; sweep l10h.py,
+# results/h100-2026-11-27-s10/sweeps/l10h.txt): reduce-then-scan at (1024, 4) with dense loads 0.836 ms, 75 % of
+# copy; at (2048, 8) 66 %; the one-pass "lookback-local" 0.927 ms, 68 %
+COMPACT_METHOD = "reduce-then-scan"
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}  # look-back: 32 elements a thread
-COMPACT_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4), "lookback-local": (2048, 4)}
+COMPACT_SCHEDULES = {"reduce-then-scan": (1024, 4), "lookback": (4096, 4), "lookback-local": (2048, 4)}
 # compaction's value loads: "dense-early" loads every value of the block (16-byte loads) before the look-back, so
 # that their trip to memory overlaps the wait for the blocks before; "masked-early" only the kept ones (fewer bytes
 # where few are kept: a 32-byte sector holds 8 fp32), before it too; "masked-late" the kept ones, after it.
@@ -1486,8 +1488,41 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     elements); "lookback-local": the same pass with 32-bit offsets inside each block
     (compact_lookback_local_kernel, as COMPACT_LOCAL says). No out=: the result's length is known only once the
     flags are counted. Either way the host waits for the GPU once, after the scatter: the result is the first
-    values of a buffer as long as values (a view).
+    values of a buffer as long as values (a view). compact_on_device is the same without that wait.
     BLOCK_SIZE, method and num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES."""
+    method, BLOCK_SIZE, num_warps = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps)
+    if values.numel() == 0:
+        return values.new_empty(0)
+    out = torch.empty_like(values)
+    n_kept, scan = _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps)
+    if scan is None:
+        return out[: int(n_kept)]  # the one sync: the last block's inclusive count
+    # the one sync: the result's length, and a cheap look at the scan (n / BLOCK_SIZE numbers) that the scatter
+    # trusted with its addresses
+    counts, block_cumsum = scan
+    scan_ok = (block_cumsum[:1] == counts[:1]).all() & (block_cumsum.diff() == counts[1:]).all()
+    total, scan_ok = torch.stack([n_kept[0].long(), scan_ok.long()]).tolist()
+    if not scan_ok:
+        raise AssertionError("cumsum returned a wrong prefix sum of the flag counts: check cumsum (exercise 3)")
+    return out[:total]
+
+
+def compact_on_device(values, keep, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
+    """values[keep] without waiting for the GPU: returns (out, n_kept). out (values' shape and dtype, given or
+    new) holds the kept values first, in order, and after them whatever it held before; n_kept is a one-element
+    int64 tensor on the GPU. For pipelines whose next step runs on the GPU and reads n_kept there (CUB's
+    DeviceSelect leaves its count the same way): the host never waits, so the launches of the next steps queue
+    behind this one. compact() is this and one wait for the length. Arguments as compact's."""
+    method, BLOCK_SIZE, num_warps = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps)
+    out = utils.require_out(out, shape=tuple(values.shape), dtype=values.dtype, device=values.device,
+                            inputs={"values": values, "keep": keep})  # fmt: skip
+    if values.numel() == 0:
+        return out, torch.zeros(1, dtype=torch.int64, device=values.device)
+    n_kept, scan = _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps)
+    return out, n_kept if scan is None else n_kept.long()
+
+
+def _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps):
     utils.require(values, "values", dtype=COLUMN_DTYPES, ndim=1)
     utils.require(keep, "keep", dtype=torch.bool, ndim=1)
     utils.require_same_shape(values, keep, ("values", "keep"))
@@ -1496,39 +1531,37 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     method, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
     if method.startswith("lookback") and values.numel() >= 2**31:
         raise ValueError(f"method {method!r} counts in 32 bits: use 'reduce-then-scan' for 2**31 elements or more.")
-    n = values.numel()
-    if n == 0:
-        return values.new_empty(0)
+    return method, BLOCK_SIZE, num_warps
+
+
+def _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps):
+    """The compaction's launches into out (as long as values, n > 0), no wait: (n_kept, scan). n_kept is a
+    one-element tensor on the GPU; scan is None for the look-back methods, (counts, block_cumsum) for
+    reduce-then-scan, whose n_kept is block_cumsum's last number (int32 under 2**31 elements)."""
     if method.startswith("lookback"):
-        out, n_kept = _compact_no_sync(values, keep, BLOCK_SIZE, num_warps, method=method)
-        return out[: int(n_kept)]  # the one sync: the last block's inclusive count
+        return _compact_no_sync(values, keep, BLOCK_SIZE, num_warps, method=method, out=out)[1], None
+    n = values.numel()
     n_blocks = triton.cdiv(n, BLOCK_SIZE)
     counts = torch.empty(n_blocks, dtype=torch.int64 if n >= 2**31 else torch.int32, device=values.device)
     count_kernel[(n_blocks,)](keep, counts, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
     block_cumsum = cumsum(counts, BLOCK_SIZE=BLOCK_SIZE, method="reduce-then-scan")
     # the scatter goes right behind the scan, into room for every value (no wait for the length: the GPU would
     # idle while the host launches it); it writes nothing outside out, whatever the scan says
-    out = values.new_empty(n)
     compact_kernel[(n_blocks,)](values, keep, block_cumsum, out, n, n, BLOCK_SIZE=BLOCK_SIZE,
                                 DENSE=COMPACT_LOADS == "dense-early", num_warps=num_warps)  # fmt: skip
-    # the one sync: the result's length, and a cheap look at the scan (n / BLOCK_SIZE numbers) that the scatter
-    # trusted with its addresses
-    scan_ok = (block_cumsum[:1] == counts[:1]).all() & (block_cumsum.diff() == counts[1:]).all()
-    total, scan_ok = torch.stack([block_cumsum[-1].long(), scan_ok.long()]).tolist()
-    if not scan_ok:
-        raise AssertionError("cumsum returned a wrong prefix sum of the flag counts: check cumsum (exercise 3)")
-    return out[:total]
+    return block_cumsum[-1:], (counts, block_cumsum)
 
 
-def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False, method="lookback"):
+def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False, method="lookback", out=None):
     """compact by the look-back ("lookback" or "lookback-local"), without waiting for the GPU: (out, n_kept), out
-    as long as values (the kept first, then garbage, or zeros if zeros=True) and n_kept a one-element int64 tensor
-    on the device (under 2**31 elements)."""
+    as long as values (the kept first, then garbage, or zeros if zeros=True; the given out if any, as it was
+    past the kept) and n_kept a one-element int64 tensor on the device (under 2**31 elements)."""
     _, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
     n = values.numel()
     n_blocks = max(triton.cdiv(n, BLOCK_SIZE), 1)
     status, ticket = _lookback_state(n_blocks, values.device)
-    out = torch.zeros_like(values) if zeros else torch.empty_like(values)
+    if out is None:
+        out = torch.zeros_like(values) if zeros else torch.empty_like(values)
     if method == "lookback-local":
         kernel, own = (
             compact_lookback_local_kernel,
@@ -1649,12 +1682,18 @@ VALUE_DTYPES = (torch.float32, torch.float64)
 
 
 def _groupby_inputs(table, threshold, num_keys):
+    """(rows, threshold as a one-element tensor of x's dtype): a number is written into a new one (rounded to x's
+    dtype, no host copy); a one-element tensor of x's dtype on its device is used as it is (prepare_query's, which
+    the GPU reads when the kernel runs)."""
     n = require_table(table, [("key", KEY_DTYPES), ("value", VALUE_DTYPES), ("x", VALUE_DTYPES)])
-    threshold = utils.require_number(threshold, "threshold")
     if isinstance(num_keys, bool) or not isinstance(num_keys, int) or num_keys < 1:
         raise ValueError(f"num_keys must be a positive int (keys are codes 0..num_keys-1), got {num_keys!r}.")
     x = table["x"]
-    return n, torch.full((1,), threshold, dtype=x.dtype, device=x.device)  # rounded to x's dtype, no host copy
+    if isinstance(threshold, torch.Tensor):
+        utils.require(threshold, "threshold", dtype=x.dtype, shape=(1,))
+        return n, threshold
+    threshold = utils.require_number(threshold, "threshold")
+    return n, torch.full((1,), threshold, dtype=x.dtype, device=x.device)
 
 
 def _accumulators(num_keys, device):
@@ -2228,9 +2267,15 @@ def query(table, threshold, num_keys, *, method=None):
     if method not in GROUPBY_PLANS:
         raise ValueError(f"method must be one of {', '.join(map(repr, GROUPBY_PLANS))}, got {method!r}.")
     sums, counts, rows = GROUPBY_PLANS[method](table, threshold, num_keys)
+    return _finish_query(sums, counts, rows, num_keys, table["key"].dtype)
+
+
+def _finish_query(sums, counts, rows, num_keys, key_dtype):
+    """query's result from the group-by's dense arrays: the keys that had rows, their sums, counts and means, after
+    the one wait (which also refuses bad keys)."""
     if QUERY_FINISH == "kernel" and num_keys <= MAX_FINISH_KEYS:
-        return _query_finish(sums.contiguous(), counts, rows, num_keys, table["key"].dtype)
-    keys, n_kept = _compact_no_sync(torch.arange(num_keys, dtype=table["key"].dtype, device=rows.device),
+        return _query_finish(sums.contiguous(), counts, rows, num_keys, key_dtype)
+    keys, n_kept = _compact_no_sync(torch.arange(num_keys, dtype=key_dtype, device=rows.device),
                                     rows[:num_keys] > 0, zeros=True)  # fmt: skip
     sums, counts = sums[keys], counts[keys]  # past n_kept, keys holds 0: gathers of key 0, sliced off below
     mean = sums / counts  # 0/0 = NaN, pandas' mean of a key with only NaN values
@@ -2249,6 +2294,73 @@ def _query_finish(sums, counts, rows, num_keys, key_dtype):
     bad, n_kept = out_counts[num_keys:].tolist()  # the one sync
     _refuse_bad_count(bad, num_keys)
     return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
+
+
+QUERY_COLUMNS = (("key", KEY_DTYPES), ("value", VALUE_DTYPES), ("x", VALUE_DTYPES))
+
+
+def prepare_query(table, num_keys, *, method=None):
+    """query(table, threshold, num_keys) prepared once and run many times, as a database prepares a statement:
+    the table is checked and the plan chosen now, and on a GPU the group-by's launches are captured in a CUDA
+    graph (lesson 08), so that a run costs the host one replay instead of Python and Triton's launches before
+    the group-by starts. Returns a PreparedQuery: call it with a threshold for query()'s result. The table's
+    columns must stay the same tensors (their values may change in place, the graph reads them at every run); a
+    run refuses a table whose columns were replaced. method: as query's ("sorted" runs without a graph)."""
+    if method is None:
+        method = groupby_method(num_keys) if isinstance(num_keys, int) and not isinstance(num_keys, bool) else "atomic"
+    if method not in GROUPBY_PLANS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, GROUPBY_PLANS))}, got {method!r}.")
+    require_table(table, QUERY_COLUMNS)
+    return PreparedQuery(table, num_keys, method)
+
+
+class PreparedQuery:
+    """What prepare_query returns: run(threshold) -> query(table, threshold, num_keys, method=method)'s result."""
+
+    def __init__(self, table, num_keys, method):
+        self.columns = {name: table[name] for name, _ in QUERY_COLUMNS}
+        self.num_keys, self.method = num_keys, method
+        self._where = self._layout()
+        x = self.columns["x"]
+        self.threshold = torch.zeros(1, dtype=x.dtype, device=x.device)  # written before every run
+        _groupby_inputs(self.columns, self.threshold, num_keys)  # refuses a bad num_keys now
+        self.graph, self._dense = None, None
+        env = utils.mode.current()
+        if env.is_gpu and method != "sorted":  # torch.sort inside "sorted" allocates as it goes: left uncaptured
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # compile and warm up outside the capture, as torch.cuda.graph asks
+                self._group_by()
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self._dense = self._group_by()  # the graph's own buffers: every replay rewrites them
+
+    def _layout(self):
+        return [(t.data_ptr(), t.shape, t.dtype, t.stride()) for t in self.columns.values()]
+
+    def _group_by(self):
+        return GROUPBY_PLANS[self.method](self.columns, self.threshold, self.num_keys)
+
+    def __call__(self, threshold):
+        threshold = utils.require_number(threshold, "threshold")
+        if self._layout() != self._where:
+            raise ValueError(
+                "the prepared table's columns were replaced (another tensor, shape or dtype) since prepare_query: "
+                "a prepared query reads the tensors it was given; prepare it again with the new table."
+            )
+        self.threshold.fill_(threshold)  # rounded to x's dtype, as query() rounds it
+        if self.graph is None:
+            sums, counts, rows = self._group_by()
+        else:
+            self.graph.replay()
+            sums, counts, rows = self._dense
+        return _finish_query(sums, counts, rows, self.num_keys, self.columns["key"].dtype)
+
+    def __repr__(self):
+        n = self.columns["key"].shape[0]
+        how = "a CUDA graph" if self.graph is not None else "plain launches"
+        return f"PreparedQuery({n} rows, {self.num_keys} keys, method {self.method!r}, group-by by {how})"
 
 
 def to_frame(result):

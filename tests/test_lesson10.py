@@ -277,6 +277,42 @@ def test_the_local_lookback_compaction_is_exact_in_every_variant():
                         assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (variant, n)
 
 
+def test_compaction_on_device_writes_only_the_kept_and_leaves_the_count_on_the_gpu():
+    """compact_on_device, every method: the kept values first, bit for bit (NaN included), and out untouched past
+    them (filled with a marker first); n_kept a one-element int64 tensor on the device; none, all and some kept
+    at sizes that are not a multiple of the block; an empty input."""
+    marker = -12345.0
+    for method in ("reduce-then-scan", "lookback", "lookback-local"):
+        for n in (1, 17, 203):
+            values = torch.randn(n, device=DEV)
+            values[::5] = float("nan")
+            for keep in (torch.rand(n, device=DEV) < 0.4, torch.ones(n, dtype=torch.bool, device=DEV),
+                         torch.zeros(n, dtype=torch.bool, device=DEV)):  # fmt: skip
+                out = torch.full_like(values, marker)
+                got, n_kept = L.compact_on_device(values, keep, out=out, BLOCK_SIZE=16, method=method)
+                k = int(keep.sum())
+                assert got is out and n_kept.dtype == torch.int64 and n_kept.shape == (1,), method
+                assert n_kept.device == values.device and int(n_kept) == k, (method, n)
+                assert torch.equal(out[:k].view(torch.int32), values[keep].view(torch.int32)), (method, n)
+                assert bool((out[k:] == marker).all()), f"{method} wrote past the kept values at n={n}"
+        got, n_kept = L.compact_on_device(values, keep, method=method)  # out allocated
+        assert got.shape == values.shape and int(n_kept) == 0
+    empty, n_kept = L.compact_on_device(torch.empty(0, device=DEV), torch.empty(0, dtype=torch.bool, device=DEV))
+    assert empty.shape == (0,) and int(n_kept) == 0
+
+
+def test_compaction_on_device_refuses_an_out_it_cannot_fill():
+    values = torch.randn(100, device=DEV)
+    keep = values > 0
+    for out, words in (
+        (torch.empty(99, device=DEV), "shape"),
+        (torch.empty(100, dtype=torch.float64, device=DEV), "dtype"),
+        (values, "share"),
+    ):
+        with pytest.raises((ValueError, TypeError), match=words):
+            L.compact_on_device(values, keep, out=out)
+
+
 def test_the_local_lookback_compaction_takes_int64_and_its_own_schedule():
     """8-byte values (a 32-bit slot still addresses them), and the schedule from COMPACT_SCHEDULES when none is
     given."""
@@ -927,6 +963,45 @@ def test_the_query_finished_by_one_kernel_matches_pandas_and_the_torch_finish():
         assert got["mean"][0].isnan() and got["count"].tolist() == [0, 3]
         for column in want:
             assert torch.equal(got[column].view(torch.int64), want[column].view(torch.int64)), (column, num_keys)
+
+
+def test_a_prepared_query_matches_query_run_after_run():
+    """prepare_query, every plan: pandas' result exactly (check_query's cases, each prepared then run); one
+    prepared query run at several thresholds in turn, and again after its columns' values changed in place, each
+    time query()'s bits; a bad key that appears in place is refused; a replaced column, a bad threshold and a bad
+    num_keys are refused before anything runs. On a GPU the group-by replays from a CUDA graph ("sorted": plain)."""
+    for method in ("atomic", "partials", "packed", "sorted"):
+        L.check_query(lambda t, th, k, method=method: L.prepare_query(t, k, method=method)(th), quiet=True)
+        table = L.table_from_pandas(L.random_table(500, 6, seed=8), DEV)
+        run = L.prepare_query(table, 6, method=method)
+        assert run.method == method and (run.graph is not None) == (ENV.is_gpu and method != "sorted"), repr(run)
+        for step, threshold in enumerate((0.2, 0.5, 0.9, 0.5)):
+            if step == 3:
+                table["x"].mul_(0.75)  # the same tensors, new values: the graph reads them again
+                table["value"][::2] = 1.25
+            got, want = run(threshold), L.query(table, threshold, 6, method=method)
+            for column in want:
+                assert torch.equal(got[column].view(torch.int64 if got[column].element_size() == 8 else torch.int32),
+                                   want[column].view(torch.int64 if got[column].element_size() == 8 else torch.int32)
+                                   ), (method, threshold, column)  # fmt: skip
+        table["key"][3] = 9  # outside 0..5, and x[3] passes the filter below
+        table["x"][3] = 0.99
+        with pytest.raises(ValueError, match="outside 0..5"):
+            run(0.5)
+        with pytest.raises(ValueError, match="replaced"):
+            run.columns["x"] = table["x"].clone()
+            run(0.5)
+    table = L.table_from_pandas(L.random_table(50, 3, seed=9), DEV)
+    run = L.prepare_query(table, 3)
+    for bad in ("0.5", None, float("nan")):
+        with pytest.raises((TypeError, ValueError), match="threshold"):
+            run(bad)
+    with pytest.raises(ValueError, match="num_keys"):
+        L.prepare_query(table, 0)
+    with pytest.raises(ValueError, match="method"):
+        L.prepare_query(table, 3, method="hash")
+    with pytest.raises(ValueError, match="lengths"):
+        L.prepare_query({**table, "x": table["x"][:-1]}, 3)
 
 
 # -- empty inputs and refusals --------------------------------------------------------------------------------------
