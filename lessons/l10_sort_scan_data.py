@@ -2442,10 +2442,13 @@ def hash_build_kernel(
     key_ptr, slot_keys_ptr, slot_rows_ptr, dup_ptr, n, LOG_CAPACITY: tl.constexpr, BLOCK_SIZE: tl.constexpr
 ):
     """Inserts (key, row) for every row into an open-addressing table: claim an empty slot with an atomic
-    compare-and-swap, or try the next slot (linear probing). A key already there counts as a duplicate."""
+    compare-and-swap, or try the next slot (linear probing). A key already there counts as a duplicate (dup[0]);
+    a key equal to EMPTY, which marks an empty slot, is not inserted and counts in dup[1]."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    active = offs < n
-    key = tl.load(key_ptr + offs, mask=active, other=0).to(tl.int64)
+    key = tl.load(key_ptr + offs, mask=offs < n, other=0).to(tl.int64)
+    is_empty_key = (offs < n) & (key == EMPTY)
+    tl.atomic_add(dup_ptr + 1 + 0 * offs, is_empty_key.to(tl.int64), mask=is_empty_key)
+    active = (offs < n) & ~is_empty_key
     slot = hash_slot(key, LOG_CAPACITY)
     while tl.max(active.to(tl.int32), axis=0) > 0:
         # atomic_cas has no mask: finished lanes try slot 2**LOG_CAPACITY, a spare entry nobody reads
@@ -2471,7 +2474,7 @@ def hash_probe_kernel(
     match = tl.full((BLOCK_SIZE,), -1, tl.int64)
     while tl.max(active.to(tl.int32), axis=0) > 0:
         k = tl.load(slot_keys_ptr + slot, mask=active, other=EMPTY)
-        found = active & (k == key)
+        found = active & (k == key) & (k != EMPTY)  # a left key equal to EMPTY matches nothing
         match = tl.where(found, tl.load(slot_rows_ptr + slot, mask=found, other=-1), match)
         active = active & ~found & (k != EMPTY)
         slot = (slot + 1) & ((1 << LOG_CAPACITY) - 1)
@@ -2481,7 +2484,9 @@ def hash_probe_kernel(
 def hash_join(left_keys, right_keys, *, BLOCK_SIZE=1024):
     """Inner equi-join of two key columns, many-to-one (right keys unique, as a primary key): (left_rows,
     right_rows), int64, one pair per left row whose key is on the right, in left-row order (as pandas' merge).
-    Build a hash table of the right keys (twice as many slots as keys), probe it with the left ones, compact."""
+    Build a hash table of the right keys (twice as many slots as keys), probe it with the left ones, compact the
+    matches: every launch queues behind the one before, and the host waits once, at the end, for the number of
+    matches and the build's two counts (duplicate keys, keys equal to EMPTY_KEY), which refuse the input then."""
     utils.require(left_keys, "left_keys", dtype=KEY_DTYPES, ndim=1)
     utils.require(right_keys, "right_keys", dtype=KEY_DTYPES, ndim=1)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
@@ -2489,27 +2494,29 @@ def hash_join(left_keys, right_keys, *, BLOCK_SIZE=1024):
     device = left_keys.device
     if n_left == 0 or n_right == 0:
         return torch.empty(0, dtype=torch.int64, device=device), torch.empty(0, dtype=torch.int64, device=device)
-    if right_keys.dtype == torch.int64 and int(right_keys.min()) == EMPTY_KEY:
-        raise ValueError(f"right_keys holds {EMPTY_KEY} (-2**63), which marks an empty slot in the hash table.")
     LOG_CAPACITY = max(2 * n_right - 1, 1).bit_length()  # 2**LOG_CAPACITY >= 2 * n_right: half empty at most
     slot_keys = torch.full((2**LOG_CAPACITY + 1,), EMPTY_KEY, dtype=torch.int64, device=device)  # + a spare entry
     slot_rows = torch.empty(2**LOG_CAPACITY, dtype=torch.int64, device=device)
-    dups = torch.zeros(1, dtype=torch.int64, device=device)
+    dups = torch.zeros(2, dtype=torch.int64, device=device)  # duplicate keys, keys equal to EMPTY_KEY
     hash_build_kernel[(triton.cdiv(n_right, BLOCK_SIZE),)](
         right_keys, slot_keys, slot_rows, dups, n_right, LOG_CAPACITY=LOG_CAPACITY, BLOCK_SIZE=BLOCK_SIZE
     )
-    if int(dups[0]):
-        raise ValueError(
-            f"right_keys holds {int(dups[0])} duplicate key(s): this join wants unique keys on the "
-            f"right (many-to-one). Deduplicate them, or swap the tables if the left keys are "
-            f"unique."
-        )
     match = torch.empty(n_left, dtype=torch.int64, device=device)
     hash_probe_kernel[(triton.cdiv(n_left, BLOCK_SIZE),)](
         left_keys, slot_keys, slot_rows, match, n_left, LOG_CAPACITY=LOG_CAPACITY, BLOCK_SIZE=BLOCK_SIZE
     )
     found = match >= 0
-    return compact(torch.arange(n_left, device=device), found), compact(match, found)
+    left_rows, n_found = compact_on_device(torch.arange(n_left, device=device), found)
+    right_rows, _ = compact_on_device(match, found)
+    n_dup, n_empty, n_found = torch.cat([dups, n_found]).tolist()  # the one wait
+    if n_empty:
+        raise ValueError(f"right_keys holds {EMPTY_KEY} (-2**63), which marks an empty slot in the hash table.")
+    if n_dup:
+        raise ValueError(
+            f"right_keys holds {n_dup} duplicate key(s): this join wants unique keys on the right (many-to-one). "
+            f"Deduplicate them, or swap the tables if the left keys are unique."
+        )
+    return left_rows[:n_found], right_rows[:n_found]
 
 
 def join_tables(left, right, on="key"):

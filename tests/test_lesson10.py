@@ -927,6 +927,23 @@ def test_a_join_that_differs_from_pandas_is_caught():
         L.check_join(sorted_by_right, quiet=True)
 
 
+def test_the_join_waits_once_and_a_left_key_equal_to_empty_matches_nothing(monkeypatch):
+    """hash_join queues the build, the probe and both compactions, then waits once (the matches and the build's
+    two counts in one transfer); a left key equal to EMPTY_KEY (the empty slot's mark) finds no partner, where
+    the probe used to stop at the first empty slot and call it a match."""
+    left = torch.tensor([5, L.EMPTY_KEY, 7, 3, L.EMPTY_KEY, 5], device=DEV)
+    right = torch.tensor([3, 5, 11], device=DEV)
+    syncs = []
+    real = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: syncs.append(t.numel()) or real(t))
+    monkeypatch.setattr(torch.Tensor, "item", lambda t: pytest.fail("hash_join called .item()"))
+    monkeypatch.setattr(torch.Tensor, "__int__", lambda t: pytest.fail("hash_join called int() on a tensor"))
+    left_rows, right_rows = L.hash_join(left, right)
+    assert syncs == [3], syncs
+    monkeypatch.undo()
+    assert left_rows.tolist() == [0, 3, 5] and right_rows.tolist() == [1, 0, 1]
+
+
 def test_atomics_and_sort_then_reduce_agree_on_floats_that_round():
     """With values that do not sum exactly, the two plans may differ in the last bits, never more."""
     df = L.random_table(2000, 13, seed=9).assign(value=lambda d: np.float32(np.pi) * d["value"])
