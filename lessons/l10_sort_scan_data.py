@@ -1679,13 +1679,14 @@ def groupby_atomic_kernel(
 
 KEY_DTYPES = (torch.int32, torch.int64)
 VALUE_DTYPES = (torch.float32, torch.float64)
+QUERY_COLUMNS = (("key", KEY_DTYPES), ("value", VALUE_DTYPES), ("x", VALUE_DTYPES))  # what a group-by reads
 
 
 def _groupby_inputs(table, threshold, num_keys):
     """(rows, threshold as a one-element tensor of x's dtype): a number is written into a new one (rounded to x's
     dtype, no host copy); a one-element tensor of x's dtype on its device is used as it is (prepare_query's, which
     the GPU reads when the kernel runs)."""
-    n = require_table(table, [("key", KEY_DTYPES), ("value", VALUE_DTYPES), ("x", VALUE_DTYPES)])
+    n = require_table(table, QUERY_COLUMNS)
     if isinstance(num_keys, bool) or not isinstance(num_keys, int) or num_keys < 1:
         raise ValueError(f"num_keys must be a positive int (keys are codes 0..num_keys-1), got {num_keys!r}.")
     x = table["x"]
@@ -2262,19 +2263,24 @@ def query(table, threshold, num_keys, *, method=None):
     the keys that had rows, by compaction. Returns a table {"key", "sum", "count", "mean"} (key in the key
     column's dtype); see to_frame. The host waits for the GPU once, at the end (the result's length and the
     count of bad keys in one transfer): every launch before it queues behind the group-by's kernel."""
+    sums, counts, rows = GROUPBY_PLANS[_query_method(num_keys, method)](table, threshold, num_keys)
+    return _finish_query(sums, counts, rows, num_keys, table["key"].dtype)
+
+
+def _query_method(num_keys, method):
+    """The group-by plan a query runs: method, checked, or groupby_method's for num_keys."""
     if method is None:  # an invalid num_keys is refused by the plan
         method = groupby_method(num_keys) if isinstance(num_keys, int) and not isinstance(num_keys, bool) else "atomic"
     if method not in GROUPBY_PLANS:
         raise ValueError(f"method must be one of {', '.join(map(repr, GROUPBY_PLANS))}, got {method!r}.")
-    sums, counts, rows = GROUPBY_PLANS[method](table, threshold, num_keys)
-    return _finish_query(sums, counts, rows, num_keys, table["key"].dtype)
+    return method
 
 
-def _finish_query(sums, counts, rows, num_keys, key_dtype, info=None):
+def _finish_query(sums, counts, rows, num_keys, key_dtype):
     """query's result from the group-by's dense arrays: the keys that had rows, their sums, counts and means, after
-    the one wait (which also refuses bad keys). info: see _query_finish."""
+    the one wait (which also refuses bad keys)."""
     if QUERY_FINISH == "kernel" and num_keys <= MAX_FINISH_KEYS:
-        return _query_finish(sums.contiguous(), counts, rows, num_keys, key_dtype, info)
+        return _query_finish(sums.contiguous(), counts, rows, num_keys, key_dtype)
     keys, n_kept = _compact_no_sync(torch.arange(num_keys, dtype=key_dtype, device=rows.device),
                                     rows[:num_keys] > 0, zeros=True)  # fmt: skip
     sums, counts = sums[keys], counts[keys]  # past n_kept, keys holds 0: gathers of key 0, sliced off below
@@ -2284,28 +2290,16 @@ def _finish_query(sums, counts, rows, num_keys, key_dtype, info=None):
     return {"key": keys[:n_kept], "sum": sums[:n_kept], "count": counts[:n_kept], "mean": mean[:n_kept]}
 
 
-def _query_finish(sums, counts, rows, num_keys, key_dtype, info=None):
-    """query's result from the dense arrays by query_finish_kernel: one launch, then the one wait. info: None, or
-    two int64 in pinned host memory (a PreparedQuery's), into which the two numbers the host waits for are copied
-    as soon as the kernel is done, the copy queued before the wait: after it the host reads them from its own
-    memory instead of asking for a copy (.tolist() of two numbers on the GPU cost the host 20.7 µs on the course's
-    H100 machine with nothing to wait for: results/h100-2026-11-27-s10/sweeps/l10h.txt)."""
+def _query_finish(sums, counts, rows, num_keys, key_dtype):
+    """query's result from the dense arrays by query_finish_kernel: one launch, then the one wait."""
     keys = torch.empty(num_keys, dtype=key_dtype, device=rows.device)
     out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=rows.device)
     out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=rows.device)  # then the two numbers
     query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, out_counts[num_keys:], num_keys,
                               BLOCK_SIZE=max(min(triton.next_power_of_2(num_keys), 1024), 16))  # fmt: skip
-    if info is None:
-        bad, n_kept = out_counts[num_keys:].tolist()  # the one sync
-    else:
-        info.copy_(out_counts[num_keys:], non_blocking=True)
-        torch.cuda.current_stream().synchronize()  # the one sync
-        bad, n_kept = info.tolist()
+    bad, n_kept = out_counts[num_keys:].tolist()  # the one sync
     _refuse_bad_count(bad, num_keys)
     return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
-
-
-QUERY_COLUMNS = (("key", KEY_DTYPES), ("value", VALUE_DTYPES), ("x", VALUE_DTYPES))
 
 
 def prepare_query(table, num_keys, *, method=None):
@@ -2315,11 +2309,8 @@ def prepare_query(table, num_keys, *, method=None):
     the group-by starts. Returns a PreparedQuery: call it with a threshold for query()'s result. The table's
     columns must stay the same tensors (their values may change in place, the graph reads them at every run); a
     run refuses a table whose columns were replaced. method: as query's ("sorted" runs without a graph)."""
-    if method is None:
-        method = groupby_method(num_keys) if isinstance(num_keys, int) and not isinstance(num_keys, bool) else "atomic"
-    if method not in GROUPBY_PLANS:
-        raise ValueError(f"method must be one of {', '.join(map(repr, GROUPBY_PLANS))}, got {method!r}.")
-    require_table(table, QUERY_COLUMNS)
+    method = _query_method(num_keys, method)
+    require_table(table, QUERY_COLUMNS)  # before PreparedQuery takes the columns
     return PreparedQuery(table, num_keys, method)
 
 
@@ -2333,11 +2324,9 @@ class PreparedQuery:
         x = self.columns["x"]
         self.threshold = torch.zeros(1, dtype=x.dtype, device=x.device)  # written before every run
         _groupby_inputs(self.columns, self.threshold, num_keys)  # refuses a bad num_keys now
-        self.graph, self._dense, self._info = None, None, None
-        env = utils.mode.current()
-        if env.is_gpu:  # the two numbers each run waits for, read from the host's own memory
-            self._info = torch.empty(2, dtype=torch.int64, pin_memory=True)
-        if env.is_gpu and method != "sorted":  # torch.sort inside "sorted" allocates as it goes: left uncaptured
+        self.graph, self._dense = None, None
+        # on a GPU the group-by is captured, except "sorted", whose torch.sort allocates as it goes
+        if utils.mode.current().is_gpu and method != "sorted":
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):  # compile and warm up outside the capture, as torch.cuda.graph asks
@@ -2366,7 +2355,7 @@ class PreparedQuery:
         else:
             self.graph.replay()
             sums, counts, rows = self._dense
-        return _finish_query(sums, counts, rows, self.num_keys, self.columns["key"].dtype, self._info)
+        return _finish_query(sums, counts, rows, self.num_keys, self.columns["key"].dtype)
 
     def __repr__(self):
         n = self.columns["key"].shape[0]
