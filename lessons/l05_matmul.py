@@ -700,6 +700,9 @@ def epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.co
     return acc
 
 
+from utils import launch  # a launch made once, repeated without Triton's per-call work (see matmul)
+
+
 def row_alignment(*sizes):
     """The largest power of two, at most 16, that divides every size (in elements): how the rows of A, B and C line up.
     Triton specialises an integer argument only on being a multiple of 16 or not; a launcher that knows more says
@@ -816,8 +819,15 @@ def matmul_kernel(
 def tuning_key(*args, **meta):
     """The key under which the autotuner of matmul_kernel files its pick for a call with these arguments: its `key`
     arguments, then the dtype of each tensor argument, in order (Triton's own rule)."""
-    named = dict(zip(matmul_kernel.arg_names, args), **meta)
-    return (*(named[k] for k in matmul_kernel.keys), *(str(v.dtype) for v in named.values() if hasattr(v, "dtype")))
+    return launch.autotune_key(matmul_kernel, args, meta)
+
+
+def matmul_launch_args(a, b, c, bias=None, activation=None):
+    """matmul_kernel's arguments and constexprs (all but the tile's) for a (M, K) @ b (K, N) into c (M, N)."""
+    (M, K), N = a.shape, b.shape[1]
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    args = (a, b, c, a if bias is None else bias, M, N, K, *strides)  # a: any pointer when there is no bias
+    return args, dict(HAS_BIAS=bias is not None, ACTIVATION=activation, ALIGN=row_alignment(K, N, *strides[::2]))
 
 
 def matmul_launch(a, b, c, bias=None, activation=None):
@@ -825,16 +835,22 @@ def matmul_launch(a, b, c, bias=None, activation=None):
     Once the autotuner has picked a configuration for these sizes, strides and dtypes, later calls launch that
     configuration straight away: going through the autotuner again costs the host about 13 us a call on an H100's
     host, more than the GPU needs for a 1024^3 product (results/h100-2026-11-27-s8/sweeps/l05h.txt)."""
-    (M, K), N = a.shape, b.shape[1]
-    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    args = (a, b, c, a if bias is None else bias, M, N, K, *strides)  # a: any pointer when there is no bias
-    meta = dict(HAS_BIAS=bias is not None, ACTIVATION=activation, ALIGN=row_alignment(K, N, *strides[::2]))
+    args, meta = matmul_launch_args(a, b, c, bias, activation)
+    grid = matmul_grid(args[4], args[5])
     picked = matmul_kernel.cache.get(tuning_key(*args, **meta))
     if picked is None:  # first call at this key: the autotuner times the configurations and files its pick
-        matmul_kernel[matmul_grid(M, N)](*args, **meta)
+        matmul_kernel[grid](*args, **meta)
     else:
-        matmul_kernel.fn[matmul_grid(M, N)](*args, **meta, **picked.all_kwargs())
+        matmul_kernel.fn[grid](*args, **meta, **picked.all_kwargs())
     return c
+
+
+def prepare_matmul_launch(a, b, c, bias=None, activation=None):
+    """matmul_launch's launch for these operands, made ready to repeat with others of the same sizes, strides,
+    dtypes and 16-byte alignment (utils.launch.prepare): None before the autotuner has picked, and under the
+    interpreter."""
+    args, meta = matmul_launch_args(a, b, c, bias, activation)
+    return launch.prepare(matmul_kernel, matmul_grid(args[4], args[5]), *args, **meta)
 
 
 #: -- large problems on Hopper (one place to edit after a GPU run) ------------------------------------------------
@@ -858,28 +874,76 @@ def takes_large_path(a, b, out, M, N, K) -> bool:
     return rows_on_16_bytes(a) and rows_on_16_bytes(b) and rows_on_16_bytes(out)
 
 
+#: -- the host's share of a repeated call -----------------------------------------------------------------------
+#: A call's path depends only on its call_signature: the operands' shapes, strides, dtypes, devices and 16-byte
+#: alignment, and the settings above. The first call with a signature is checked and launched in full, and its
+#: launch, when it went straight to a kernel (no padded copies), is kept in PREPARED (utils.launch). A later call
+#: with the same signature skips the checks the first one passed and Triton's per-call work: it checks only what
+#: can differ between two such calls (whether out overlaps an operand) and launches the compiled kernel.
+PREPARED = {}  # call_signature -> utils.launch.Prepared
+MAX_PREPARED = 1024  # signatures kept; past that the table starts again (a Prepared holds no tensor)
+
+
+def call_signature(a, b, bias=None, activation=None, out=None, pad=None):
+    """Everything that decides matmul's checks and path for these arguments but the tensors' addresses, as a
+    hashable tuple; None for arguments a signature cannot describe (matmul then checks them and refuses what it
+    must)."""
+    try:
+        tensors = tuple(
+            None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
+            for t in (a, b, bias, out)
+        )
+        key = (*tensors, activation, pad, LARGE_MATMUL, TMA_MIN_FLOPS, PAD_RULE, PAD_MIN_FLOPS)
+        hash(key)  # an unhashable activation or pad raises here
+        return key
+    except (AttributeError, RuntimeError, TypeError):  # not a tensor, a sparse one, an unhashable activation...
+        return None
+
+
 def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
     """activation(a @ b + bias) for a (M, K) and b (K, N) in fp16, bf16 or fp32; bias (N,) or None. `pad` (one of
     PAD_RULES) overrides PAD_RULE, which applies from PAD_MIN_FLOPS up; without it, large problems on Hopper go to
-    LARGE_MATMUL where TMA_MIN_FLOPS says so."""
+    LARGE_MATMUL where TMA_MIN_FLOPS says so. A repeated call launches as PREPARED says (see call_signature)."""
+    signature = call_signature(a, b, bias, activation, out, pad)
+    prepared = PREPARED.get(signature) if signature is not None else None
+    if prepared is not None:
+        c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
+        if out is None or not any(t is not None and utils.overlaps(out, t) for t in (a, b, bias)):
+            if prepared(a, b, c, a if bias is None else bias):
+                return c
     M, N, K, out = matmul_inputs(a, b, out, bias, activation)
     if pad is not None and pad not in PAD_RULES:
         raise ValueError(f"pad must be None or one of {PAD_RULES}, not {pad!r}.")
     if matmul_is_empty(out, K, bias, activation):
         return out
     if pad is None and takes_large_path(a, b, out, M, N, K):
-        return LARGE_MATMUL(a, b, bias, activation, out=out)
+        LARGE_MATMUL(a, b, bias, activation, out=out)
+        remember(signature, getattr(LARGE_MATMUL, "prepare", None), a, b, out, bias, activation)
+        return out
     if pad is None:
         pad = PAD_RULE if matmul_flops(M, N, K) >= PAD_MIN_FLOPS else "never"
     padded = pad_operands(a, b, out, bias, pad)
-    c = out
     if padded[0] is not a or padded[1] is not b or padded[2] is not out:  # copies: are their offsets still 32-bit?
         if all(t.shape[0] * t.stride(0) < 2**31 for t in padded[:3]):
-            a, b, c, bias = padded
-    matmul_launch(a, b, c, bias, activation)
-    if c is not out:
-        out.copy_(c[:, :N])
+            a2, b2, c, bias2 = padded
+            matmul_launch(a2, b2, c, bias2, activation)
+            out.copy_(c[:, :N])
+            return out
+    matmul_launch(a, b, out, bias, activation)
+    remember(signature, prepare_matmul_launch, a, b, out, bias, activation)
     return out
+
+
+def remember(signature, prepare, a, b, out, bias, activation):
+    """Keeps prepare(a, b, out, bias, activation) (a launch just made, ready to repeat) under signature in PREPARED.
+    prepare is None for a launcher that cannot be prepared; under the interpreter nothing is kept."""
+    if signature is None or prepare is None or env.interpret:
+        return
+    if len(PREPARED) >= MAX_PREPARED:
+        PREPARED.clear()
+    prepared = prepare(a, b, out, bias, activation)
+    if prepared is not None:
+        PREPARED[signature] = prepared
 
 
 @triton.jit
@@ -1154,21 +1218,27 @@ def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
     if matmul_is_empty(out, K, bias, activation):
         return out
     triton.set_allocator(tma_scratch)
-    matmul_tma_kernel[persistent_grid(M, N)](
-        a,
-        b,
-        out,
-        a if bias is None else bias,
-        M,
-        N,
-        K,
-        NUM_SMS=NUM_SMS,
-        HAS_BIAS=bias is not None,
-        ACTIVATION=activation,
-    )
+    args, meta = tma_launch_args(a, b, out, bias, activation)
+    matmul_tma_kernel[persistent_grid(M, N)](*args, **meta)
     return out
 
 
+def tma_launch_args(a, b, out, bias=None, activation=None):
+    """matmul_tma_kernel's arguments and constexprs (all but the tile's) for a (M, K) @ b (K, N) into out."""
+    (M, K), N = a.shape, b.shape[1]
+    args = (a, b, out, a if bias is None else bias, M, N, K)  # a: any pointer when there is no bias
+    return args, dict(NUM_SMS=NUM_SMS, HAS_BIAS=bias is not None, ACTIVATION=activation)
+
+
+def prepare_persistent_tma(a, b, out, bias=None, activation=None):
+    """matmul_persistent_tma's launch for these operands, ready to repeat (as prepare_matmul_launch): how matmul
+    prepares the launches it hands to this kernel."""
+    args, meta = tma_launch_args(a, b, out, bias, activation)
+    return launch.prepare(matmul_tma_kernel, persistent_grid(a.shape[0], b.shape[1]), *args, **meta,
+                          allocator=tma_scratch)  # fmt: skip
+
+
+matmul_persistent_tma.prepare = prepare_persistent_tma  # matmul reads LARGE_MATMUL.prepare (see call_signature)
 LARGE_MATMUL = matmul_persistent_tma  # matmul's large problems on Hopper, from TMA_MIN_FLOPS up (see matmul)
 
 

@@ -833,6 +833,90 @@ def test_matmul_launch_reuses_the_autotuners_pick_without_the_autotuner(monkeypa
     assert torch.equal(first, again), "the direct launch must run the very configuration the autotuner picked"
 
 
+def _operands(M, N, K, dtype=torch.float16, offset=0):
+    """a (M, K) and b (K, N) filled with random values; offset > 0 starts a that many elements into its storage."""
+    a = torch.randn(M * K + offset, device=DEVICE).to(dtype)[offset:].view(M, K)
+    return a, torch.randn(K, N, device=DEVICE).to(dtype)
+
+
+def test_call_signature_tells_apart_every_call_that_takes_another_path(monkeypatch):
+    """matmul skips its checks for a call whose call_signature it has launched before: the signature must differ
+    wherever the checks or the path could (shapes, strides, dtypes, alignment, bias, out, activation, pad, the
+    settings), and be the same for fresh operands of the same kind."""
+    sig = L.call_signature
+    a, b = _operands(40, 24, 32)
+    a2, b2 = _operands(40, 24, 32)
+    base = sig(a, b)
+    assert base is not None and sig(a2, b2) == base, "fresh operands of the same kind share a signature"
+    bias = torch.zeros(24, device=DEVICE, dtype=torch.float16)
+    out = torch.empty(40, 24, device=DEVICE, dtype=torch.float16)
+    others = {
+        "a starting 2 bytes off a 16-byte boundary": sig(_operands(40, 24, 32, offset=1)[0], b),
+        "another K": sig(*_operands(40, 24, 48)),
+        "another dtype": sig(*_operands(40, 24, 32, dtype=torch.float32)),
+        "a transposed view": sig(a2.T.contiguous().T, b),
+        "a bias": sig(a, b, bias),
+        "an activation": sig(a, b, None, "gelu"),
+        "an out": sig(a, b, out=out),
+        "a pad rule": sig(a, b, pad="never"),
+    }
+    for what, other in others.items():
+        assert other is not None and other != base, f"{what} must change the call's signature"
+    monkeypatch.setattr(L, "PAD_RULE", "never")
+    assert sig(a, b) != base, "a changed PAD_RULE must change the signature (matmul reads it at each call)"
+    for args in [(a.cpu().numpy(), b), (a, b, None, ["gelu"])]:
+        assert sig(*args) is None, "arguments a signature cannot describe get none (matmul checks them in full)"
+
+
+@pytest.mark.parametrize("shape", ENV.pick(cpu=[(37, 45, 70)], gpu=[(999, 1336, 1000), (2048, 4096, 4096)]))
+def test_a_repeated_matmul_launches_the_prepared_kernel(monkeypatch, shape):
+    """The second call with one signature goes through PREPARED (utils.launch): on a GPU it must skip the checks,
+    give bit for bit what the full path gave, still refuse an out that overlaps an operand, and keep apart an
+    operand off its 16-byte boundary. 2048 x 4096 x 4096 takes the persistent TMA kernel on Hopper. Under the
+    interpreter nothing is compiled, so nothing is prepared."""
+    M, N, K = shape
+    monkeypatch.setattr(L, "PREPARED", {})
+    a, b = _operands(M, N, K)
+    bias = torch.randn(N, device=DEVICE, dtype=torch.float16)
+    ref = L.matmul_ref(a.double(), b.double(), bias.double(), "silu")
+    n = ENV.pick(cpu=16, gpu=256)  # square: an out of a's own signature can be a itself
+    a_sq, b_sq = _operands(n, n, n)
+    L.matmul(a_sq, b_sq, out=torch.empty(n, n, device=DEVICE, dtype=torch.float16))  # prepared on a GPU
+    with pytest.raises(ValueError, match="overlap|share"):
+        L.matmul(a_sq, b_sq, out=a_sq)
+    monkeypatch.setattr(L, "PREPARED", {})
+    first = L.matmul(a, b, bias, "silu")
+    if ENV.interpret:
+        assert L.PREPARED == {}, "under the interpreter there is no compiled kernel to prepare"
+        return
+    assert len(L.PREPARED) == 1, "the first call's launch should have been kept"
+    expected = "matmul_tma_kernel" if L.takes_large_path(a, b, first, M, N, K) else "matmul_kernel"
+    assert next(iter(L.PREPARED.values())).compiled.name == expected
+
+    def checked_again(*args, **kwargs):
+        raise AssertionError("a repeated call went through matmul_inputs: the prepared launch was not used")
+
+    with monkeypatch.context() as m:
+        m.setattr(L, "matmul_inputs", checked_again)
+        again = L.matmul(a.clone(), b.clone(), bias.clone(), "silu")
+    for got in (first, again):
+        utils.check(got, ref, dtype=torch.float16, quiet=True, name="matmul (bias, silu)", atol=2e-2, rtol=1e-2,
+                    reason="fp16 inputs and output, fp32 sums over K")  # fmt: skip
+    assert torch.equal(first, again), "the prepared launch must run the very kernel the first call ran"
+    out = utils.nan_empty((M, N), device=DEVICE, dtype=torch.float16)
+    L.matmul(a, b, bias, "silu", out=out)  # signature with an out, prepared
+    assert torch.equal(out, first)
+    off, _ = _operands(M, N, K, offset=1)
+    off.copy_(a)
+    shifted = L.matmul(off, b, bias, "silu")
+    utils.check(shifted, ref, dtype=torch.float16, quiet=True, name="matmul, a off its 16-byte boundary",
+                atol=2e-2, rtol=1e-2, reason="fp16 inputs and output, fp32 sums over K")  # fmt: skip
+    prepared = next(iter(L.PREPARED.values()))
+    assert not prepared(off, b, torch.empty_like(first), bias), (
+        "a Prepared must decline an operand it was not compiled for"
+    )
+
+
 class _EnvWithTma:
     """The environment as it is, but with TMA: the interpreter emulates the copy engine, so step 7 runs on the CPU."""
 

@@ -10,6 +10,9 @@ where the GPU is never the bottleneck, wall clock per call, and a profile of the
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l05h.py`` on the GPU (< 60 s);
 ``PYTHONPATH=$PWD python3 bench/sweeps/l05h.py --cpu`` under the interpreter (a smoke test: there the kernels
 themselves run on the host, so the numbers mean nothing).
+
+2026-11-28: matmul() now launches a repeated call from L.PREPARED (utils.launch: the compiled kernel, no checks
+but out's overlap); its rows measure that, and the two "nothing prepared" rows the full path as before.
 """
 
 import cProfile
@@ -96,6 +99,13 @@ for dtype in (torch.float16, torch.bfloat16) if not CPU else (torch.float16,):
             say(f"   {name:58s} {host_us(fn, calls):8.1f} us a call")
         except Exception as e:
             say(f"   {name:58s} ERROR {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+    # 2026-11-28: matmul() repeats a call's launch from L.PREPARED (utils.launch); the same calls without it
+    remember, L.remember = L.remember, lambda *args: None
+    saved, L.PREPARED = L.PREPARED, {}
+    for name, fn in {"matmul(), nothing prepared": lambda: L.matmul(a, b),
+                     "matmul(out=), nothing prepared": lambda: L.matmul(a, b, out=out)}.items():  # fmt: skip
+        say(f"   {name:58s} {host_us(fn, calls):8.1f} us a call")
+    L.remember, L.PREPARED = remember, saved
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(calls):

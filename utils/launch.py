@@ -1,0 +1,112 @@
+"""Launching a compiled kernel again without Triton's per-call work on the host.
+
+``kernel[grid](*args)`` does this at every call, before the GPU hears of it: bind the arguments to the kernel's
+parameters; work out how each one specialises the kernel (every tensor's dtype and whether it starts on a 16-byte
+boundary, every integer's being 1 or a multiple of 16); look the compiled kernel up under that key (an autotuner
+first looks up its pick the same way); evaluate the grid; and only then launch. On a fast CPU that is ten or twenty
+microseconds. On the H100 machine's host it was 30-45 us, more than a 1024^3 matmul takes on the GPU
+(results/h100-2026-11-27-s8/sweeps/l05h.txt).
+
+A launcher that calls one kernel at the same sizes again and again can do that work once. ``prepare`` returns a
+``Prepared``: the compiled kernel, its grid and every argument but the tensors. Calling it launches with new tensors
+through the same last call Triton makes (``CompiledKernel.run``). torch.compile's generated code launches the Triton
+kernels it writes this way too.
+
+What a Prepared must never get wrong is the specialisation. A kernel compiled for 16-byte-aligned pointers may use
+vector loads that an unaligned pointer breaks. So it keeps each tensor's dtype and alignment from the call it was
+prepared for and declines (returns False) a tensor that differs. Integers are not arguments of a Prepared at all: a
+launcher keys its Prepareds by the sizes and strides they were made for.
+
+Under the interpreter nothing is compiled: ``prepare`` returns None and the launcher keeps Triton's launch.
+"""
+
+import inspect
+
+import triton
+from triton import knobs
+from triton.runtime.autotuner import Autotuner
+from triton.runtime.driver import driver
+from triton.runtime.jit import JITFunction
+
+__all__ = ["Prepared", "autotune_key", "prepare"]
+
+
+def _is_tensor(value) -> bool:
+    return hasattr(value, "data_ptr")  # Triton's own test for a pointer argument
+
+
+def autotune_key(autotuner: Autotuner, args, kwargs) -> tuple:
+    """The key under which `autotuner` files its pick for a call with these arguments: the values of its `key`
+    arguments, then the dtype of every tensor argument, in order (Autotuner.run's rule)."""
+    named = {**dict(zip(autotuner.arg_names, args)), **kwargs}
+    named = {k: v for k, v in named.items() if k in autotuner.arg_names}
+    return (
+        *(named[k] for k in autotuner.keys if k in named),
+        *(str(v.dtype) for v in named.values() if hasattr(v, "dtype")),
+    )
+
+
+class Prepared:
+    """One kernel launch, ready to repeat with new tensors (see prepare). p(*tensors) launches with the tensors in
+    the order the kernel takes them and returns True, or launches nothing and returns False when a tensor's dtype
+    or 16-byte alignment differs from the prepared call's, or the current GPU is another (the caller then launches
+    the usual way)."""
+
+    def __init__(self, compiled, grid, args, device, allocator=None):
+        self.compiled, self.grid, self.device, self.allocator = compiled, grid, device, allocator
+        self.slots = [i for i, v in enumerate(args) if _is_tensor(v)]
+        self.spec = [(args[i].dtype, args[i].data_ptr() % 16 == 0) for i in self.slots]
+        self.args = [None if _is_tensor(v) else v for v in args]  # no tensor kept alive by a Prepared
+
+    def __call__(self, *tensors) -> bool:
+        if len(tensors) != len(self.slots):
+            raise TypeError(f"this launch takes {len(self.slots)} tensors, got {len(tensors)}")
+        args = self.args.copy()
+        for i, t, (dtype, aligned) in zip(self.slots, tensors, self.spec):
+            if t.dtype != dtype or (t.data_ptr() % 16 == 0) != aligned:
+                return False  # compiled for another specialisation
+            args[i] = t
+        device = driver.active.get_current_device()
+        if device != self.device:
+            return False
+        stream = driver.active.get_current_stream(device)
+        if self.allocator is not None:  # global memory for descriptors the kernel builds (TMA)
+            triton.set_allocator(self.allocator)
+        k = self.compiled
+        enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+        metadata = None if enter is None else k.launch_metadata(self.grid, stream, *args)  # a profiler is listening
+        k.run(*self.grid, stream, k.function, k.packed_metadata, metadata, enter, leave, *args)
+        return True
+
+    def __repr__(self):
+        return f"Prepared({self.compiled.name}, grid={self.grid}, {len(self.slots)} tensors)"
+
+
+def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
+    """The launch kernel[grid](*args, **kwargs), made ready to repeat with other tensors of the same dtypes and
+    alignment (every other argument as given here). Nothing is launched. kernel: a @triton.jit function with
+    every constexpr given, or an autotuner that has already picked for these arguments. Returns None where no
+    Prepared can stand in for Triton's launch: under the interpreter, an autotuner that has not picked yet or whose
+    pick runs a pre_hook, a kernel wrapped otherwise (heuristics). allocator: set with triton.set_allocator before
+    each launch (kernels that build TMA descriptors)."""
+    config = {}
+    if isinstance(kernel, Autotuner):
+        picked = kernel.configs[0] if len(kernel.configs) == 1 else kernel.cache.get(autotune_key(kernel, args, kwargs))
+        if picked is None or picked.pre_hook is not None:
+            return None
+        config, kernel = picked.all_kwargs(), kernel.fn
+    if not isinstance(kernel, JITFunction):  # the interpreter's InterpretedFunction among others
+        return None
+    compiled = kernel.warmup(*args, grid=grid, **kwargs, **config)  # the cached kernel, compiled if need be
+    named = {**dict(zip(kernel.arg_names, args)), **kwargs, **config}
+    full = []
+    for p in kernel.params:
+        if p.name in named:
+            full.append(named[p.name])
+        elif p.default is not inspect.Parameter.empty:
+            full.append(p.default)
+        else:
+            raise TypeError(f"prepare: {kernel.fn.__name__} is missing its argument {p.name!r}")
+    grid = grid(named) if callable(grid) else grid
+    grid = (*grid, *(1,) * (3 - len(grid)))
+    return Prepared(compiled, grid, full, driver.active.get_current_device(), allocator)
