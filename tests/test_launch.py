@@ -17,15 +17,20 @@ ENV = setup(quiet=True)
 
 
 @triton.jit
-def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK_SIZE: tl.constexpr):
+def _scale(x_ptr, out_ptr, n, factor, BLOCK_SIZE: tl.constexpr):
     offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * factor, mask=offs < n)
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK_SIZE: tl.constexpr):
+    _scale(x_ptr, out_ptr, n, factor, BLOCK_SIZE)
 
 
 @triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 64}), triton.Config({"BLOCK_SIZE": 128})], key=["n"])
 @triton.jit
 def scale_tuned_kernel(x_ptr, out_ptr, n, factor, BLOCK_SIZE: tl.constexpr):
-    scale_kernel.fn(x_ptr, out_ptr, n, factor, BLOCK_SIZE)
+    _scale(x_ptr, out_ptr, n, factor, BLOCK_SIZE)
 
 
 def _grid(n):
