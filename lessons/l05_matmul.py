@@ -880,24 +880,16 @@ def takes_large_path(a, b, out, M, N, K) -> bool:
 #: launch, when it went straight to a kernel (no padded copies), is kept in PREPARED (utils.launch). A later call
 #: with the same signature skips the checks the first one passed and Triton's per-call work: it checks only what
 #: can differ between two such calls (whether out overlaps an operand) and launches the compiled kernel.
-PREPARED = {}  # call_signature -> utils.launch.Prepared
-MAX_PREPARED = 1024  # signatures kept; past that the table starts again (a Prepared holds no tensor)
+PREPARED = launch.Table()  # call_signature -> utils.launch.Prepared
 
 
 def call_signature(a, b, bias=None, activation=None, out=None, pad=None):
     """Everything that decides matmul's checks and path for these arguments but the tensors' addresses, as a
-    hashable tuple; None for arguments a signature cannot describe (matmul then checks them and refuses what it
-    must)."""
-    try:
-        tensors = tuple(
-            None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
-            for t in (a, b, bias, out)
-        )
-        key = (*tensors, activation, pad, LARGE_MATMUL, TMA_MIN_FLOPS, PAD_RULE, PAD_MIN_FLOPS)
-        hash(key)  # an unhashable activation or pad raises here
-        return key
-    except (AttributeError, RuntimeError, TypeError):  # not a tensor, a sparse one, an unhashable activation...
+    hashable tuple (utils.launch.signature); None for arguments it cannot describe (matmul then checks them and
+    refuses what it must)."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         return None
+    return launch.signature(a, b, bias, out, activation, pad, LARGE_MATMUL, TMA_MIN_FLOPS, PAD_RULE, PAD_MIN_FLOPS)
 
 
 def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
@@ -905,7 +897,7 @@ def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
     PAD_RULES) overrides PAD_RULE, which applies from PAD_MIN_FLOPS up; without it, large problems on Hopper go to
     LARGE_MATMUL where TMA_MIN_FLOPS says so. A repeated call launches as PREPARED says (see call_signature)."""
     signature = call_signature(a, b, bias, activation, out, pad)
-    prepared = PREPARED.get(signature) if signature is not None else None
+    prepared = PREPARED.get(signature)
     if prepared is not None:
         c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
         if out is None or not any(t is not None and utils.overlaps(out, t) for t in (a, b, bias)):
@@ -918,7 +910,7 @@ def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
         return out
     if pad is None and takes_large_path(a, b, out, M, N, K):
         LARGE_MATMUL(a, b, bias, activation, out=out)
-        remember(signature, getattr(LARGE_MATMUL, "prepare", None), a, b, out, bias, activation)
+        PREPARED.keep(signature, getattr(LARGE_MATMUL, "prepare", None), a, b, out, bias, activation)
         return out
     if pad is None:
         pad = PAD_RULE if matmul_flops(M, N, K) >= PAD_MIN_FLOPS else "never"
@@ -930,20 +922,8 @@ def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
             out.copy_(c[:, :N])
             return out
     matmul_launch(a, b, out, bias, activation)
-    remember(signature, prepare_matmul_launch, a, b, out, bias, activation)
+    PREPARED.keep(signature, prepare_matmul_launch, a, b, out, bias, activation)  # none under the interpreter
     return out
-
-
-def remember(signature, prepare, a, b, out, bias, activation):
-    """Keeps prepare(a, b, out, bias, activation) (a launch just made, ready to repeat) under signature in PREPARED.
-    prepare is None for a launcher that cannot be prepared; under the interpreter nothing is kept."""
-    if signature is None or prepare is None or env.interpret:
-        return
-    if len(PREPARED) >= MAX_PREPARED:
-        PREPARED.clear()
-    prepared = prepare(a, b, out, bias, activation)
-    if prepared is not None:
-        PREPARED[signature] = prepared
 
 
 @triton.jit

@@ -8,6 +8,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 import utils
 import utils.hints
+from utils import launch
 import utils.roofline
 import utils.timing
 from utils.checking import default_tolerance
@@ -625,41 +626,31 @@ def _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N):
     return out, (BLOCK_M, BLOCK_N, config[2], config[3]), (programs,)
 
 
+#: attention_pointers' launches, ready to repeat (lesson 05's "host's share"): a call whose signature (every
+#: tensor's shape, strides, dtype and alignment, and the other arguments) it has launched before skips the checks
+#: that call passed and Triton's per-call work; only whether out overlaps an input is checked again
+POINTER_LAUNCHES = launch.Table()
+
+
 def attention_pointers(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None):
     """Flash attention with pointer loads (any GPU, and the interpreter): q (B, T, H, D), k and v (B, T, KV, D),
     views welcome -> (B, T, H, D)."""
+    signature = launch.signature(q, k, v, out, causal, BLOCK_M, BLOCK_N)
+    prepared = POINTER_LAUNCHES.get(signature)
+    if prepared is not None:
+        o = torch.empty(q.shape, device=q.device, dtype=q.dtype) if out is None else out
+        if (out is None or not any(utils.overlaps(out, t) for t in (q, k, v))) and prepared(q, k, v, o):
+            return o
     out, (BLOCK_M, BLOCK_N, num_warps, num_stages), grid = _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N)
     if out.numel() == 0:
         return out
     B, T, H, D = q.shape
-    attention_pointers_kernel[grid](
-        q,
-        k,
-        v,
-        out,
-        T,
-        H,
-        H // k.shape[2],
-        LOG2E / math.sqrt(D),
-        q.stride(0),
-        q.stride(1),
-        q.stride(2),
-        k.stride(0),
-        k.stride(1),
-        k.stride(2),
-        v.stride(0),
-        v.stride(1),
-        v.stride(2),
-        out.stride(0),
-        out.stride(1),
-        out.stride(2),
-        HEAD_DIM=D,
-        BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N,
-        IS_CAUSAL=causal,
-        num_warps=num_warps,
-        num_stages=num_stages,
-    )
+    args = (q, k, v, out, T, H, H // k.shape[2], LOG2E / math.sqrt(D), *q.stride()[:3], *k.stride()[:3],
+            *v.stride()[:3], *out.stride()[:3])  # fmt: skip
+    meta = dict(HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=causal, num_warps=num_warps,
+                num_stages=num_stages)  # fmt: skip
+    attention_pointers_kernel[grid](*args, **meta)
+    POINTER_LAUNCHES.keep(signature, launch.prepare, attention_pointers_kernel, grid, *args, **meta)
     return out
 
 
@@ -829,8 +820,20 @@ def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None)
     return out
 
 
+#: below this many FLOPs attention() takes the pointer kernel even where the GPU has TMA. An H100's make bench
+#: (results/h100-2026-11-23-s6/bench.md): at T = 333 and 512 (up to 2.1e9 FLOPs) the descriptor kernel took 2.6-2.8x
+#: the pointer kernel's time, called from Python, and the same time replayed from a CUDA graph: building three
+#: descriptors on the host each call is what it lost. From 1.7e10 FLOPs up it was 10-25 % faster. 6e9 splits the two
+TMA_MIN_FLOPS = 6e9
+
+
 def attention(q, k, v, causal=True, *, out=None):
     """Flash attention forward: q (B, T, H, D), k and v (B, T, KV, D), views welcome -> (B, T, H, D).
-    Tensor descriptors where the GPU has TMA, pointer loads elsewhere (older GPUs, the interpreter)."""
-    launch = attention_tma if utils.mode.current().supports_tma else attention_pointers
-    return launch(q, k, v, causal, out=out)
+    Tensor descriptors where the GPU has TMA and the problem has TMA_MIN_FLOPS, pointer loads elsewhere (small
+    problems, older GPUs, the interpreter)."""
+    run = attention_pointers
+    if utils.mode.current().supports_tma and isinstance(q, torch.Tensor) and q.ndim == 4:
+        B, T, H, D = q.shape
+        if attention_flops(B, H, T, D, causal is not False) >= TMA_MIN_FLOPS:
+            run = attention_tma
+    return run(q, k, v, causal, out=out)

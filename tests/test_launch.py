@@ -78,3 +78,50 @@ def test_a_prepared_launch_runs_the_kernel_and_declines_what_it_was_not_compiled
     assert untouched.isnan().all(), "a declined launch must launch nothing"
     with pytest.raises(TypeError, match="2 tensors"):
         prepared(y)
+
+
+def test_a_signature_describes_tensors_without_their_address():
+    make = lambda n, offset=0: torch.zeros(n + offset, device=ENV.device)[offset:]  # noqa: E731
+    x, y = make(64), make(64)
+    assert launch.signature(x, 3, "gelu") == launch.signature(y, 3, "gelu"), "same kind, other address: one key"
+    for what, other in {
+        "4 bytes off a 16-byte boundary": make(64, offset=1),
+        "another length": make(65),
+        "another dtype": make(64).double(),
+        "another stride": make(128)[::2],
+    }.items():
+        assert launch.signature(other, 3, "gelu") != launch.signature(x, 3, "gelu"), f"{what}: another key"
+    assert launch.signature(x, 3, "silu") != launch.signature(x, 3, "gelu"), "every other argument is part of it"
+    assert launch.signature(x, ["gelu"]) is None, "an unhashable argument: no key (the launcher's full path runs)"
+
+
+def test_a_table_keeps_what_was_prepared_and_starts_again_when_full():
+    table = launch.Table(limit=2)
+    table.keep(("a",), lambda: None)
+    assert len(table) == 0, "nothing prepared (the interpreter, an autotuner yet to pick): nothing kept"
+    table.keep(None, lambda: "never called")
+    assert len(table) == 0 and table.get(None) is None, "a call without a signature is never kept nor found"
+    for key in ("a", "b"):
+        table.keep((key,), lambda k=key: f"launch {k}")
+    assert table.get(("a",)) == "launch a" and len(table) == 2
+    table.keep(("c",), lambda: "launch c")
+    assert len(table) == 1 and table.get(("a",)) is None and table.get(("c",)) == "launch c", "full: it starts again"
+
+
+@pytest.mark.skipif(not ENV.supports_tma, reason="a host-built tensor descriptor needs a GPU with TMA")
+def test_prepare_declines_a_kernel_given_a_tensor_descriptor():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    x = torch.randn(64, device=ENV.device)
+    out = torch.empty_like(x)
+    desc = TensorDescriptor(x, [64], [1], [64])
+    copy_kernel[(1,)](desc, out, BLOCK=64)
+    assert torch.equal(out, x)
+    assert launch.prepare(copy_kernel, (1,), desc, out, BLOCK=64) is None, (
+        "a descriptor holds its tensor's address: a Prepared that kept it would read the first call's tensor forever"
+    )
+
+
+@triton.jit
+def copy_kernel(desc, out_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr + tl.arange(0, BLOCK), desc.load([0]))

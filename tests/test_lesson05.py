@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 import utils
-from utils import offline, setup
+from utils import launch, offline, setup
 from utils.lessons import load
 
 ENV = setup(quiet=True)
@@ -875,7 +875,7 @@ def test_a_repeated_matmul_launches_the_prepared_kernel(monkeypatch, shape):
     operand off its 16-byte boundary. 2048 x 4096 x 4096 takes the persistent TMA kernel on Hopper. Under the
     interpreter nothing is compiled, so nothing is prepared."""
     M, N, K = shape
-    monkeypatch.setattr(L, "PREPARED", {})
+    monkeypatch.setattr(L, "PREPARED", launch.Table())
     a, b = _operands(M, N, K)
     bias = torch.randn(N, device=DEVICE, dtype=torch.float16)
     ref = L.matmul_ref(a.double(), b.double(), bias.double(), "silu")
@@ -884,14 +884,14 @@ def test_a_repeated_matmul_launches_the_prepared_kernel(monkeypatch, shape):
     L.matmul(a_sq, b_sq, out=torch.empty(n, n, device=DEVICE, dtype=torch.float16))  # prepared on a GPU
     with pytest.raises(ValueError, match="overlap|share"):
         L.matmul(a_sq, b_sq, out=a_sq)
-    monkeypatch.setattr(L, "PREPARED", {})
+    monkeypatch.setattr(L, "PREPARED", launch.Table())
     first = L.matmul(a, b, bias, "silu")
     if ENV.interpret:
-        assert L.PREPARED == {}, "under the interpreter there is no compiled kernel to prepare"
+        assert len(L.PREPARED) == 0, "under the interpreter there is no compiled kernel to prepare"
         return
     assert len(L.PREPARED) == 1, "the first call's launch should have been kept"
     expected = "matmul_tma_kernel" if L.takes_large_path(a, b, first, M, N, K) else "matmul_kernel"
-    assert next(iter(L.PREPARED.values())).compiled.name == expected
+    assert next(iter(L.PREPARED.launches.values())).compiled.name == expected
 
     def checked_again(*args, **kwargs):
         raise AssertionError("a repeated call went through matmul_inputs: the prepared launch was not used")
@@ -911,7 +911,7 @@ def test_a_repeated_matmul_launches_the_prepared_kernel(monkeypatch, shape):
     shifted = L.matmul(off, b, bias, "silu")
     utils.check(shifted, ref, dtype=torch.float16, quiet=True, name="matmul, a off its 16-byte boundary",
                 atol=2e-2, rtol=1e-2, reason="fp16 inputs and output, fp32 sums over K")  # fmt: skip
-    prepared = next(iter(L.PREPARED.values()))
+    prepared = next(iter(L.PREPARED.launches.values()))
     assert not prepared(off, b, torch.empty_like(first), bias), (
         "a Prepared must decline an operand it was not compiled for"
     )

@@ -14,6 +14,7 @@ import triton.language as tl
 
 import utils
 from lessons import l06_flash_attention as L
+from utils import launch
 from utils.mode import current
 
 ENV = current()
@@ -113,14 +114,20 @@ def test_config_fits_the_shared_memory_of_older_gpus(monkeypatch):
                 assert BM >= BN >= 16 and stages >= 1 and warps >= 4
 
 
-def test_the_fallback_is_taken_without_tma(monkeypatch):
-    """attention() uses the pointer kernel where the GPU has no TMA (and the descriptors where it has)."""
+def test_attention_takes_the_descriptor_kernel_only_for_large_problems_on_a_gpu_with_tma(monkeypatch):
+    """attention() uses the descriptor kernel where the GPU has TMA and the problem has TMA_MIN_FLOPS (below
+    that, building descriptors on the host costs more than they save), the pointer kernel everywhere else."""
     called = []
     monkeypatch.setattr(L, "attention_pointers", lambda *a, **k: called.append("pointers"))
     monkeypatch.setattr(L, "attention_tma", lambda *a, **k: called.append("tma"))
-    q, k, v = L.random_qkv(1, 4, 2, 1, 16, L.lesson_dtype())
-    L.attention(q, k, v)
-    assert called == ["tma" if ENV.supports_tma else "pointers"]
+    cases = [((9, 0), 4096, "tma"), ((9, 0), 333, "pointers"), ((8, 0), 4096, "pointers"), ((7, 5), 4096, "pointers")]
+    for capability, T, want in cases:
+        env = utils.Env(device="cuda", interpret=False, capability=capability, shared_memory_bytes=227 * 1024)
+        monkeypatch.setattr(utils.mode, "current", lambda env=env: env)
+        q = torch.empty(1, T, 32, 64, device="meta")  # only its shape is read before the (replaced) launchers
+        called.clear()
+        L.attention(q, q, q)
+        assert called == [want], f"sm_{capability[0]}{capability[1]}, T={T}: expected the {want} kernel"
 
 
 # -- planted mistakes: each check must fail, with the specific hint ------------------------------------------
@@ -321,3 +328,34 @@ def test_profiler_kinds():
     assert kernel_kind("cudnn_generated_fort_native_sdpa_sm90") == "attention"
     assert kernel_kind("nvjet_tst_128x256_64x4_2x1_v_bz_TNT") == "matmuls (cuBLAS)"
     assert kernel_kind("rmsnorm_kernel") == "everything else"
+
+
+def test_a_repeated_attention_pointers_call_launches_the_prepared_kernel(monkeypatch):
+    """attention_pointers keeps each call signature's launch (utils.launch): on a GPU the second call with one
+    signature skips the checks, gives bit for bit the first call's result, and still refuses an out that
+    overlaps an input; under the interpreter nothing is prepared."""
+    monkeypatch.setattr(L, "POINTER_LAUNCHES", launch.Table())
+    B, T, H, KV, D = ENV.pick(cpu=(1, 19, 4, 2, 16), gpu=(2, 333, 8, 2, 64))
+    q, k, v = L.random_qkv(B, T, H, KV, D, L.lesson_dtype())
+    first = L.attention_pointers(q, k, v)
+    with pytest.raises(ValueError):
+        L.attention_pointers(q, k, v, out=q)
+    if ENV.interpret:
+        assert len(L.POINTER_LAUNCHES) == 0, "under the interpreter there is no compiled kernel to prepare"
+        return
+    assert len(L.POINTER_LAUNCHES) == 1
+
+    def checked_again(*args, **kwargs):
+        raise AssertionError("a repeated call went through _attention_inputs: the prepared launch was not used")
+
+    with monkeypatch.context() as m:
+        m.setattr(L, "_attention_inputs", checked_again)
+        again = L.attention_pointers(q.clone(), k.clone(), v.clone())
+    assert torch.equal(first, again), "the prepared launch must run the very kernel the first call ran"
+    ref = L.attention_ref(q.float(), k.float(), v.float())
+    torch.testing.assert_close(again.float(), ref, atol=2e-2, rtol=2e-2)
+    out = torch.empty_strided(q.shape, q.stride(), device=q.device, dtype=q.dtype)  # q's signature, not its memory
+    L.attention_pointers(q, k, v, out=out)
+    assert len(L.POINTER_LAUNCHES) == 2 and torch.equal(out, first)
+    with pytest.raises(ValueError):
+        L.attention_pointers(q, k, v, out=q)

@@ -17,18 +17,28 @@ vector loads that an unaligned pointer breaks. So it keeps each tensor's dtype a
 prepared for and declines (returns False) a tensor that differs. Integers are not arguments of a Prepared at all: a
 launcher keys its Prepareds by the sizes and strides they were made for.
 
+A launcher keeps its Prepareds in a ``Table`` under each call's ``signature``: every tensor's shape, strides, dtype,
+device and alignment, and every other argument and setting that decides what the launcher checks and launches. A
+call whose signature is in the table passed the launcher's checks once already, as every such call would: it may
+skip them (all but those that depend on the addresses, such as an out overlapping an input) and launch directly.
+
 Under the interpreter nothing is compiled: ``prepare`` returns None and the launcher keeps Triton's launch.
 """
 
 import inspect
 
+import torch
 import triton
 from triton import knobs
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction
 
-__all__ = ["Prepared", "autotune_key", "prepare"]
+__all__ = ["Prepared", "Table", "autotune_key", "prepare", "signature"]
+
+
+#: what a Prepared may keep as it was at prepare time: numbers, flags, names, dtypes (and a constexpr's value)
+FIXED = (int, float, bool, str, type(None), torch.dtype, triton.language.dtype, triton.language.constexpr)
 
 
 def _is_tensor(value) -> bool:
@@ -86,9 +96,10 @@ def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
     """The launch kernel[grid](*args, **kwargs), made ready to repeat with other tensors of the same dtypes and
     alignment (every other argument as given here). Nothing is launched. kernel: a @triton.jit function with
     every constexpr given, or an autotuner that has already picked for these arguments. Returns None where no
-    Prepared can stand in for Triton's launch: under the interpreter, an autotuner that has not picked yet or whose
-    pick runs a pre_hook, a kernel wrapped otherwise (heuristics). allocator: set with triton.set_allocator before
-    each launch (kernels that build TMA descriptors)."""
+    Prepared can stand in for Triton's launch: under the interpreter; an autotuner that has not picked yet, or
+    whose pick runs a pre_hook; a kernel wrapped otherwise (heuristics); an argument a Prepared cannot keep as it
+    is (anything but a tensor or a value of FIXED's types: a host-built TensorDescriptor holds an address).
+    allocator: set with triton.set_allocator before each launch (kernels that build TMA descriptors)."""
     config = {}
     if isinstance(kernel, Autotuner):
         picked = kernel.configs[0] if len(kernel.configs) == 1 else kernel.cache.get(autotune_key(kernel, args, kwargs))
@@ -97,7 +108,6 @@ def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
         config, kernel = picked.all_kwargs(), kernel.fn
     if not isinstance(kernel, JITFunction):  # the interpreter's InterpretedFunction among others
         return None
-    compiled = kernel.warmup(*args, grid=grid, **kwargs, **config)  # the cached kernel, compiled if need be
     named = {**dict(zip(kernel.arg_names, args)), **kwargs, **config}
     full = []
     for p in kernel.params:
@@ -107,6 +117,52 @@ def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
             full.append(p.default)
         else:
             raise TypeError(f"prepare: {kernel.fn.__name__} is missing its argument {p.name!r}")
+    if not all(_is_tensor(v) or isinstance(v, FIXED) for v in full):
+        return None  # e.g. a host-built TensorDescriptor: it holds its tensor's address, which changes every call
+    compiled = kernel.warmup(*args, grid=grid, **kwargs, **config)  # the cached kernel, compiled if need be
     grid = grid(named) if callable(grid) else grid
     grid = (*grid, *(1,) * (3 - len(grid)))
     return Prepared(compiled, grid, full, driver.active.get_current_device(), allocator)
+
+
+def signature(*args):
+    """A call's arguments as a hashable key for a Table: each tensor as (shape, strides, dtype, device, address
+    modulo 16), anything else as it is. None when an argument cannot be described (unhashable, a tensor without
+    strides): the launcher then takes its full path, whose checks refuse what they must."""
+    try:
+        key = tuple(
+            (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16) if isinstance(a, torch.Tensor) else a
+            for a in args
+        )
+        hash(key)
+        return key
+    except (RuntimeError, TypeError):  # a sparse tensor's strides, an unhashable list...
+        return None
+
+
+class Table:
+    """A launcher's prepared launches (a Prepared, or whatever the launcher prepares) by call signature, at most
+    `limit` of them: past that it starts again. Holds no tensor (a Prepared keeps none)."""
+
+    def __init__(self, limit=1024):
+        self.limit, self.launches = limit, {}
+
+    def get(self, key):
+        return None if key is None else self.launches.get(key)
+
+    def keep(self, key, prepare, *args, **kwargs):
+        """Keeps prepare(*args, **kwargs) under key, unless key or prepare is None or it returns None (under the
+        interpreter, an autotuner that has not picked...)."""
+        if key is None or prepare is None:
+            return
+        prepared = prepare(*args, **kwargs)
+        if prepared is not None:
+            if len(self.launches) >= self.limit:
+                self.launches.clear()
+            self.launches[key] = prepared
+
+    def __len__(self):
+        return len(self.launches)
+
+    def __repr__(self):
+        return f"Table({len(self)} prepared launches)"

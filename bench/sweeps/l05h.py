@@ -31,6 +31,7 @@ import triton  # noqa: E402
 
 import utils  # noqa: E402
 from lessons import l05_matmul as L  # noqa: E402
+from utils import launch  # noqa: E402
 
 ENV = utils.mode.current()
 LINES = []
@@ -99,13 +100,18 @@ for dtype in (torch.float16, torch.bfloat16) if not CPU else (torch.float16,):
             say(f"   {name:58s} {host_us(fn, calls):8.1f} us a call")
         except Exception as e:
             say(f"   {name:58s} ERROR {type(e).__name__}: {str(e).splitlines()[0][:120]}")
-    # 2026-11-28: matmul() repeats a call's launch from L.PREPARED (utils.launch); the same calls without it
-    remember, L.remember = L.remember, lambda *args: None
-    saved, L.PREPARED = L.PREPARED, {}
+
+    # 2026-11-28: matmul() repeats a call's launch from L.PREPARED (utils.launch); the same calls without it (a
+    # table that keeps nothing; as run on the GPU, L.remember was switched off instead, to the same effect)
+    class KeepsNothing(launch.Table):
+        def keep(self, *args, **kwargs):
+            pass
+
+    saved, L.PREPARED = L.PREPARED, KeepsNothing()
     for name, fn in {"matmul(), nothing prepared": lambda: L.matmul(a, b),
                      "matmul(out=), nothing prepared": lambda: L.matmul(a, b, out=out)}.items():  # fmt: skip
         say(f"   {name:58s} {host_us(fn, calls):8.1f} us a call")
-    L.remember, L.PREPARED = remember, saved
+    L.PREPARED = saved
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(calls):
