@@ -820,11 +820,13 @@ def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None)
     return out
 
 
-#: below this many FLOPs attention() takes the pointer kernel even where the GPU has TMA. An H100's make bench
-#: (results/h100-2026-11-23-s6/bench.md): at T = 333 and 512 (up to 2.1e9 FLOPs) the descriptor kernel took 2.6-2.8x
-#: the pointer kernel's time, called from Python, and the same time replayed from a CUDA graph: building three
-#: descriptors on the host each call is what it lost. From 1.7e10 FLOPs up it was 10-25 % faster. 6e9 splits the two
-TMA_MIN_FLOPS = 6e9
+#: below this many FLOPs attention() takes the pointer kernel (its launches prepared) even where the GPU has TMA.
+#: The descriptor kernel is 10-25 % faster on the GPU, but its launch costs the host about 200 us on the H100
+#: machine (three descriptors encoded at every call; nothing to prepare), and a shorter kernel leaves that cost in
+#: the time of the call. H100 make bench (results/h100-2026-11-28-s11/bench-06): up to 3.4e10 FLOPs the prepared
+#: pointer kernel was faster in four cases of five (0.0714 against 0.124 ms at T = 2048, D = 64, causal; the fifth
+#: 0.114 against 0.097); from 6.9e10 up the descriptor kernel won every case
+TMA_MIN_FLOPS = 5e10
 
 
 def attention(q, k, v, causal=True, *, out=None):
