@@ -889,7 +889,8 @@ def call_signature(a, b, bias=None, activation=None, out=None, pad=None):
     refuses what it must)."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         return None
-    return launch.signature(a, b, bias, out, activation, pad, LARGE_MATMUL, TMA_MIN_FLOPS, PAD_RULE, PAD_MIN_FLOPS)
+    settings = (matmul_kernel, LARGE_MATMUL, TMA_MIN_FLOPS, PAD_RULE, PAD_MIN_FLOPS)  # a cell run again: new ones
+    return launch.signature(a, b, bias, out, activation, pad, *settings)
 
 
 def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
@@ -900,9 +901,8 @@ def matmul(a, b, bias=None, activation=None, *, out=None, pad=None):
     prepared = PREPARED.get(signature)
     if prepared is not None:
         c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
-        if out is None or not any(t is not None and utils.overlaps(out, t) for t in (a, b, bias)):
-            if prepared(a, b, c, a if bias is None else bias):
-                return c
+        if launch.disjoint([out], [a, b, bias]) and prepared(a, b, c, a if bias is None else bias):
+            return c
     M, N, K, out = matmul_inputs(a, b, out, bias, activation)
     if pad is not None and pad not in PAD_RULES:
         raise ValueError(f"pad must be None or one of {PAD_RULES}, not {pad!r}.")

@@ -627,19 +627,20 @@ def _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N):
 
 
 #: attention_pointers' launches, ready to repeat (lesson 05's "host's share"): a call whose signature (every
-#: tensor's shape, strides, dtype and alignment, and the other arguments) it has launched before skips the checks
-#: that call passed and Triton's per-call work; only whether out overlaps an input is checked again
+#: tensor's shape, strides, dtype and alignment, the other arguments, and the kernel itself: a kernel cell run
+#: again makes a new one) it has launched before skips the checks that call passed and Triton's per-call work; only
+#: whether out overlaps an input is checked again
 POINTER_LAUNCHES = launch.Table()
 
 
 def attention_pointers(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None):
     """Flash attention with pointer loads (any GPU, and the interpreter): q (B, T, H, D), k and v (B, T, KV, D),
     views welcome -> (B, T, H, D)."""
-    signature = launch.signature(q, k, v, out, causal, BLOCK_M, BLOCK_N)
+    signature = launch.signature(attention_pointers_kernel, q, k, v, out, causal, BLOCK_M, BLOCK_N)
     prepared = POINTER_LAUNCHES.get(signature)
     if prepared is not None:
         o = torch.empty(q.shape, device=q.device, dtype=q.dtype) if out is None else out
-        if (out is None or not any(utils.overlaps(out, t) for t in (q, k, v))) and prepared(q, k, v, o):
+        if launch.disjoint([out], [q, k, v]) and prepared(q, k, v, o):
             return o
     out, (BLOCK_M, BLOCK_N, num_warps, num_stages), grid = _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N)
     if out.numel() == 0:

@@ -11,6 +11,7 @@ import triton.language as tl
 import utils
 import utils.hints
 import utils.roofline
+from utils import launch
 import utils.timing
 from lessons.l06_flash_attention import (
     DTYPES,
@@ -365,6 +366,9 @@ def check_layer(ops, *, args=None, B=None, T=None, attn_implementation="sdpa", d
 
 
 MAX_ROW = 32768  # the longest row one program holds whole (as lesson 04's MAX_BLOCK_SIZE)
+#: the launches of this lesson's launchers, ready to repeat (lesson 05's "host's share"): each launcher files its
+#: launch under the call's signature, which names the kernel itself (a kernel cell run again makes a new one)
+PREPARED = launch.Table()
 
 
 @triton.jit
@@ -387,6 +391,15 @@ def rmsnorm_kernel(
 def rmsnorm(x, weight, eps=1e-5, residual=None, *, out=None, sum_out=None):
     """x (M, N) -> x / rms(x) * weight, one program per row. With residual (M, N): normalises x + residual and
     returns (normed, x + residual). out, sum_out: where to write them (default: new tensors)."""
+    signature = launch.signature(rmsnorm_kernel, x, weight, eps, residual, out, sum_out)
+    prepared = PREPARED.get(signature)
+    if prepared is not None:  # a call of this signature passed the checks below: only the outs' overlaps remain
+        new = lambda: torch.empty(x.shape, device=x.device, dtype=x.dtype)  # noqa: E731
+        o = new() if out is None else out
+        s = None if residual is None else new() if sum_out is None else sum_out
+        if launch.disjoint([out, sum_out], [x, weight, residual]):
+            if prepared(*(t for t in (x, residual, weight, o, s) if t is not None)):
+                return o if residual is None else (o, s)
     utils.require(x, "x", dtype=DTYPES, ndim=2)
     M, N = x.shape
     utils.require(weight, "weight", dtype=DTYPES, ndim=1, shape=(N,))
@@ -415,18 +428,10 @@ def rmsnorm(x, weight, eps=1e-5, residual=None, *, out=None, sum_out=None):
         # 16 elements a thread (1 to 8 warps): the choice made on an H200, where it kept enough loads in flight
         # per thread to cover memory latency while a 2048-wide row still spreads over 4 warps
         num_warps = min(max(BLOCK_SIZE // 512, 1), 8)
-        rmsnorm_kernel[(M,)](
-            x,
-            residual,
-            weight,
-            out,
-            sum_out,
-            N,
-            eps,
-            BLOCK_SIZE=BLOCK_SIZE,
-            HAS_RESIDUAL=residual is not None,
-            num_warps=num_warps,
-        )
+        args = (x, residual, weight, out, sum_out, N, eps)
+        meta = dict(BLOCK_SIZE=BLOCK_SIZE, HAS_RESIDUAL=residual is not None, num_warps=num_warps)
+        rmsnorm_kernel[(M,)](*args, **meta)
+        PREPARED.keep(signature, launch.prepare, rmsnorm_kernel, (M,), *args, **meta)
     return out if residual is None else (out, sum_out)
 
 
@@ -495,6 +500,13 @@ def _require_heads(t, name):
 
 def rope(q, k, cos, sin, *, q_out=None, k_out=None):
     """Rotary embedding of q (B, T, H, D) and k (B, T, KV, D) in one launch; cos, sin are (B or 1, T, D)."""
+    signature = launch.signature(rope_kernel, q, k, cos, sin, q_out, k_out)
+    prepared = PREPARED.get(signature)
+    if prepared is not None:  # as rmsnorm's
+        qo = torch.empty(q.shape, device=q.device, dtype=q.dtype) if q_out is None else q_out
+        ko = torch.empty(k.shape, device=k.device, dtype=k.dtype) if k_out is None else k_out
+        if launch.disjoint([q_out, k_out], [q, k, cos, sin]) and prepared(q, k, cos, sin, qo, ko):
+            return qo, ko
     _require_heads(q, "q")
     _require_heads(k, "k")
     B, T, H, D = q.shape
@@ -516,28 +528,10 @@ def rope(q, k, cos, sin, *, q_out=None, k_out=None):
     if B * T == 0 or H + KV == 0:
         return q_out, k_out
     stride_cb = cos.stride(0) if cos.shape[0] > 1 else 0  # one table for every sequence of the batch
-    rope_kernel[(B * T,)](
-        q,
-        k,
-        cos,
-        sin,
-        q_out,
-        k_out,
-        T,
-        H,
-        KV,
-        q.stride(0),
-        q.stride(1),
-        q.stride(2),
-        k.stride(0),
-        k.stride(1),
-        k.stride(2),
-        stride_cb,
-        cos.stride(1),
-        HEAD_DIM=D,
-        BLOCK_H=triton.next_power_of_2(H),
-        BLOCK_KV=triton.next_power_of_2(KV),
-    )
+    args = (q, k, cos, sin, q_out, k_out, T, H, KV, *q.stride()[:3], *k.stride()[:3], stride_cb, cos.stride(1))
+    meta = dict(HEAD_DIM=D, BLOCK_H=triton.next_power_of_2(H), BLOCK_KV=triton.next_power_of_2(KV))
+    rope_kernel[(B * T,)](*args, **meta)
+    PREPARED.keep(signature, launch.prepare, rope_kernel, (B * T,), *args, **meta)
     return q_out, k_out
 
 
@@ -553,6 +547,12 @@ def swiglu_kernel(gu_ptr, out_ptr, N, stride_gm, stride_om, BLOCK_SIZE: tl.const
 
 def swiglu(gate_up, *, out=None, BLOCK_SIZE=None):
     """(M, 2 N) -> silu(gate_up[:, :N]) * gate_up[:, N:], (M, N), in one pass."""
+    signature = launch.signature(swiglu_kernel, gate_up, out, BLOCK_SIZE)
+    prepared = PREPARED.get(signature)
+    if prepared is not None:  # as rmsnorm's
+        o = gate_up.new_empty((gate_up.shape[0], gate_up.shape[1] // 2)) if out is None else out
+        if launch.disjoint([out], [gate_up]) and prepared(gate_up, o):
+            return o
     utils.require(gate_up, "gate_up", dtype=DTYPES, ndim=2)
     M, N2 = gate_up.shape
     if N2 % 2:
@@ -566,9 +566,9 @@ def swiglu(gate_up, *, out=None, BLOCK_SIZE=None):
         )
     out = utils.require_out(out, shape=(M, N), dtype=gate_up.dtype, device=gate_up.device, inputs={"gate_up": gate_up})
     if M and N:
-        swiglu_kernel[(M, triton.cdiv(N, BLOCK_SIZE))](
-            gate_up, out, N, gate_up.stride(0), out.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=4
-        )
+        grid, args = (M, triton.cdiv(N, BLOCK_SIZE)), (gate_up, out, N, gate_up.stride(0), out.stride(0))
+        swiglu_kernel[grid](*args, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
+        PREPARED.keep(signature, launch.prepare, swiglu_kernel, grid, *args, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
     return out
 
 

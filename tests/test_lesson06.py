@@ -364,3 +364,6 @@ def test_a_repeated_attention_pointers_call_launches_the_prepared_kernel(monkeyp
     assert len(L.POINTER_LAUNCHES) == 2 and torch.equal(out, first)
     with pytest.raises(ValueError):
         L.attention_pointers(q, k, v, out=q)
+    monkeypatch.setattr(L, "attention_pointers_kernel", triton.jit(L.attention_pointers_kernel.fn))  # cell run again
+    L.attention_pointers(q, k, v)
+    assert len(L.POINTER_LAUNCHES) == 3, "a kernel defined again must get its own launch, not the old kernel's"

@@ -13,6 +13,7 @@ import triton.language as tl
 
 import utils
 from lessons import l07_llm_layer as L
+from utils import launch
 from utils.hf import hf_rope_tables
 from utils.mode import current
 
@@ -331,3 +332,57 @@ def test_offsets_past_2_31_elements():
     q_ref, k_ref = L.rope_ref(q[:, -3:].double(), k[:, -3:].double(), cos[:, -3:].double(), sin[:, -3:].double())
     utils.check(q_out[:, -3:], q_ref, quiet=True)
     utils.check(k_out[:, -3:], k_ref, quiet=True)
+
+
+# -- the host's share: each launcher repeats a call signature's launch prepared (utils.launch, lesson 05) ----------
+
+
+def _same_kind(t):
+    """A copy of t with its strides (a view of a qkv buffer keeps a view's layout): the same call signature."""
+    return torch.empty_strided(t.shape, t.stride(), device=t.device, dtype=t.dtype).copy_(t)
+
+
+def _layer_calls():
+    """{name: (launcher call, its tensor inputs)} for the three launchers of this lesson, at a small shape."""
+    dtype = L.lesson_dtype()
+    M, N = ENV.pick(cpu=(5, 70), gpu=(333, 2048))
+    x, r = (torch.randn(M, N, device=ENV.device, dtype=dtype) for _ in range(2))
+    w = torch.randn(N, device=ENV.device, dtype=dtype)
+    B, T, H, KV, D = ENV.pick(cpu=(1, 5, 4, 2, 16), gpu=(2, 333, 32, 4, 64))
+    qkv = torch.randn(B, T, H + 2 * KV, D, device=ENV.device, dtype=dtype)
+    q, k, _ = qkv.split([H, KV, KV], dim=2)  # views, as the layer passes them
+    cos, sin = L.rope_tables(T, D, dtype=dtype, device=ENV.device)
+    gu = torch.randn(M, 2 * N, device=ENV.device, dtype=dtype)
+    return {
+        "rmsnorm": (lambda x, w: L.rmsnorm(x, w, 1e-5), (x, w)),
+        "rmsnorm with a residual": (lambda x, w, r: L.rmsnorm(x, w, 1e-5, residual=r), (x, w, r)),
+        "rope": (lambda q, k, cos, sin: L.rope(q, k, cos, sin), (q, k, cos, sin)),
+        "swiglu": (lambda gu: L.swiglu(gu), (gu,)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_layer_calls()))
+def test_a_repeated_call_launches_the_prepared_kernel(monkeypatch, name):
+    """On a GPU the second call of one signature must skip the checks (utils.require raises here) and give bit
+    for bit the first call's result; a kernel defined again (a cell run again) must not reuse the old kernel's
+    launch. Under the interpreter nothing is prepared."""
+    monkeypatch.setattr(L, "PREPARED", launch.Table())
+    call, inputs = _layer_calls()[name]
+    first = call(*inputs)
+    if ENV.interpret:
+        assert len(L.PREPARED) == 0, "under the interpreter there is no compiled kernel to prepare"
+        return
+    assert len(L.PREPARED) == 1
+
+    def checked_again(*args, **kwargs):
+        raise AssertionError(f"a repeated {name} call went through its checks: the prepared launch was not used")
+
+    with monkeypatch.context() as m:
+        m.setattr(utils, "require", checked_again)
+        again = call(*(_same_kind(t) for t in inputs))
+    for a, b in zip(*(x if isinstance(x, tuple) else (x,) for x in (first, again))):
+        assert torch.equal(a, b), "the prepared launch must run the very kernel the first call ran"
+    kernel = {"rmsnorm": "rmsnorm_kernel", "rope": "rope_kernel", "swiglu": "swiglu_kernel"}[name.split()[0]]
+    monkeypatch.setattr(L, kernel, triton.jit(getattr(L, kernel).fn))  # the kernel's cell run again
+    call(*inputs)
+    assert len(L.PREPARED) == 2, "a kernel defined again must get its own launch, not the old kernel's"

@@ -34,7 +34,9 @@ from triton.runtime.autotuner import Autotuner
 from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction
 
-__all__ = ["Prepared", "Table", "autotune_key", "prepare", "signature"]
+from .checking import overlaps
+
+__all__ = ["Prepared", "Table", "autotune_key", "disjoint", "prepare", "signature"]
 
 
 #: what a Prepared may keep as it was at prepare time: numbers, flags, names, dtypes (and a constexpr's value)
@@ -166,3 +168,11 @@ class Table:
 
     def __repr__(self):
         return f"Table({len(self)} prepared launches)"
+
+
+def disjoint(outs, inputs) -> bool:
+    """Whether no given out (None: the launcher allocates a new one) shares memory with an input or another out:
+    the one check a repeated call cannot skip, since it is about addresses, which a signature leaves out."""
+    outs = [o for o in outs if o is not None]
+    inputs = [t for t in inputs if t is not None]
+    return not any(overlaps(o, t) for i, o in enumerate(outs) for t in (*inputs, *outs[i + 1 :]))
