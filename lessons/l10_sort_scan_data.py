@@ -1241,11 +1241,16 @@ def _scan_schedule(table, method, BLOCK_SIZE, num_warps):
     if BLOCK_SIZE is None:
         BLOCK_SIZE, default_warps = table[method]
     else:
-        default_warps = min(max(BLOCK_SIZE // 256, 1), 16)
+        default_warps = _warps_for(BLOCK_SIZE)
     num_warps = default_warps if num_warps is None else num_warps
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     utils.require_power_of_two(num_warps, "num_warps")
     return method, BLOCK_SIZE, num_warps
+
+
+def _warps_for(BLOCK_SIZE):
+    """The warps a block of BLOCK_SIZE gets where no schedule says: one per 256 elements, 1 to 16."""
+    return min(max(BLOCK_SIZE // 256, 1), 16)
 
 
 def _lookback_state(n_blocks, device):
@@ -1257,10 +1262,11 @@ def _lookback_state(n_blocks, device):
 def cumsum(x, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
     """Device-wide inclusive prefix sum of a 1-D int32/int64/fp32 tensor, in the input's dtype (int32 wraps on
     overflow, as torch.cumsum(x, 0, dtype=torch.int32) does). method "reduce-then-scan" (exercise 3): block sums
-    (read x); their prefix sum, by this same function (recursively: 2**30 elements take three levels); then each
+    (read x); their prefix sum, by the same reduce-then-scan (recursively: 2**30 elements take three levels); then each
     block scans itself and adds the blocks before it (read x, write out): 3 passes over n elements, where the
     minimum is 2. method "lookback": the minimum, one pass (cumsum_lookback_kernel; int32 and fp32). BLOCK_SIZE,
-    method and num_warps default to SCAN_METHOD and SCAN_SCHEDULES."""
+    method and num_warps default to SCAN_METHOD and SCAN_SCHEDULES. The reduce-then-scan launches are
+    _reduce_then_scan's, which the compaction shares."""
     utils.require(x, "x", dtype=SCAN_DTYPES, ndim=1)
     if method is None and x.dtype == torch.int64:
         method = "reduce-then-scan"  # a status word holds 32 bits of value
@@ -1287,12 +1293,28 @@ def cumsum(x, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
             num_warps=num_warps,
         )
         return out
+    return _reduce_then_scan(x, out, BLOCK_SIZE, num_warps)
+
+
+def _launch(kernel, grid, *args, **meta):
+    """kernel[grid](*args, **meta), Triton's own launch. The launch sequences a compaction repeats
+    (_reduce_then_scan, _compact_launch) make every launch through a `run` like this one, so that a repeated call
+    can make the very same launches through utils.launch instead (see PREPARED, with compact)."""
+    kernel[grid](*args, **meta)
+
+
+def _reduce_then_scan(x, out, BLOCK_SIZE, num_warps, run=_launch):
+    """cumsum's "reduce-then-scan" launches into out, no wait (x: 1-D, n > 0, both checked; BLOCK_SIZE and
+    num_warps resolved): the block sums; their prefix sum by this same function, each level below at
+    _warps_for(BLOCK_SIZE) warps; then each block's scan. Returns out. run makes each launch (see _launch)."""
+    n = x.numel()
+    n_blocks = triton.cdiv(n, BLOCK_SIZE)
     block_cumsum = out  # one block: nothing comes before it, the kernel reads no prefix
     if n_blocks > 1:
         sums = torch.empty(n_blocks, dtype=x.dtype, device=x.device)
-        block_sum_kernel[(n_blocks,)](x, sums, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
-        block_cumsum = cumsum(sums, BLOCK_SIZE=BLOCK_SIZE, method="reduce-then-scan")
-    cumsum_kernel[(n_blocks,)](x, block_cumsum, out, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+        run(block_sum_kernel, (n_blocks,), x, sums, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+        block_cumsum = _reduce_then_scan(sums, torch.empty_like(sums), BLOCK_SIZE, _warps_for(BLOCK_SIZE), run)
+    run(cumsum_kernel, (n_blocks,), x, block_cumsum, out, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
     return out
 
 
@@ -1481,6 +1503,68 @@ def compact_lookback_local_kernel(values_ptr, keep_ptr, out_ptr, status_ptr, tic
 
 COLUMN_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)
 
+from utils import launch  # a launch made once, repeated without Triton's per-call work (lesson 05)
+
+#: -- the host's share of a repeated compaction (lesson 05's matmul does the same for its one launch) -------------
+#: Reduce-then-scan launches five kernels a call at 2**28 elements (count_kernel, cumsum's block sums and two scans
+#: of the counts, compact_kernel), each 30-45 us of Triton's launch on the H100 machine's host, and the checks add
+#: more: compact() starts with an idle GPU, so all of it is timed. A call's checks and launches depend only on its
+#: compact_signature. The first call with a signature is checked and launched in full, and each of its launches,
+#: made ready to repeat (utils.launch), is kept in order in a CompactPlan in PREPARED. A later call with the same
+#: signature skips the checks the first one passed (out's overlap with the inputs excepted: it can differ between
+#: two such calls) and runs the same launch sequence, _compact_launch, through the plan: the same buffers, new at
+#: every call, the same grids and constexprs, each kernel launched by its compiled kernel's run.
+PREPARED = {}  # compact_signature -> CompactPlan
+MAX_PREPARED = 1024  # signatures kept; past that the table starts again (a plan holds no tensor)
+
+
+def compact_signature(values, keep, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
+    """Everything that decides a compaction's checks and launches for these arguments but the tensors'
+    addresses, as a hashable tuple: each tensor's shape, strides, dtype, device and 16-byte alignment, the
+    arguments as given, and every setting the path reads. None for arguments a signature cannot describe (the
+    full path then checks them and refuses what it must)."""
+    if not all(v is None or type(v) is int for v in (BLOCK_SIZE, num_warps)):
+        return None  # 16.0 == 16: a float must not share an int's plan, which would skip the check refusing it
+    try:
+        tensors = (_describe(values), _describe(keep), None if out is None else _describe(out))
+        tables = (COMPACT_SCHEDULES, COMPACT_LOCAL, COMPACT_LOAD_MODES)  # read at every call, edited in place too
+        settings = (COMPACT_METHOD, COMPACT_LOADS, LOOKBACK, LOOKBACK_TICKET, LOOKBACK_SEM)
+        key = (*tensors, BLOCK_SIZE, method, num_warps, *settings, *(tuple(t.items()) for t in tables))
+        hash(key)  # an unhashable method or setting raises here
+        return key
+    except (AttributeError, RuntimeError, TypeError):  # not a tensor (a NumPy array, a list), a sparse one...
+        return None
+
+
+def _describe(t):
+    """A tensor as a signature holds it: shape, strides, dtype, device, and where it starts within 16 bytes."""
+    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16
+
+
+class CompactPlan:
+    """A compaction's launches for one compact_signature, ready to repeat: the schedule its first call resolved
+    and, in order, each launch it made as (kernel, utils.launch.Prepared)."""
+
+    def __init__(self, method, BLOCK_SIZE, num_warps, launches):
+        self.method, self.BLOCK_SIZE, self.num_warps, self.launches = method, BLOCK_SIZE, num_warps, launches
+
+    def __call__(self, values, keep, out):
+        """_compact_launch(values, keep, out) as the first call made it, each launch through its Prepared. A
+        kernel replaced since (a planted one, a notebook cell run again), or a Prepared that declines the tensors,
+        gets Triton's launch: the result is the full path's whatever happens."""
+        launches = iter(self.launches)
+
+        def run(kernel, grid, *args, **meta):
+            kept, prepared = next(launches, (None, None))
+            if kept is not kernel or not prepared(*(a for a in args if isinstance(a, torch.Tensor))):
+                kernel[grid](*args, **meta)
+
+        return _compact_launch(values, keep, out, self.method, self.BLOCK_SIZE, self.num_warps, run)
+
+    def __repr__(self):
+        names = ", ".join(kernel.__name__ for kernel, _ in self.launches)
+        return f"CompactPlan({self.method!r}, BLOCK_SIZE={self.BLOCK_SIZE}, num_warps={self.num_warps}: {names})"
+
 
 def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     """values[keep] for 1-D tensors (stream compaction), order kept. method "reduce-then-scan": count the flags
@@ -1489,12 +1573,19 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     (compact_lookback_local_kernel, as COMPACT_LOCAL says). No out=: the result's length is known only once the
     flags are counted. Either way the host waits for the GPU once, after the scatter: the result is the first
     values of a buffer as long as values (a view). compact_on_device is the same without that wait.
-    BLOCK_SIZE, method and num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES."""
-    method, BLOCK_SIZE, num_warps = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps)
-    if values.numel() == 0:
-        return values.new_empty(0)
+    BLOCK_SIZE, method and num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES. A repeated call launches
+    as PREPARED says (see compact_signature)."""
+    signature = compact_signature(values, keep, None, BLOCK_SIZE, method, num_warps)
+    plan = PREPARED.get(signature) if signature is not None else None
+    if plan is None:
+        method, BLOCK_SIZE, num_warps = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps)
+        if values.numel() == 0:
+            return values.new_empty(0)
     out = torch.empty_like(values)
-    n_kept, scan = _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps)
+    if plan is not None:
+        n_kept, scan = plan(values, keep, out)
+    else:
+        n_kept, scan = _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps)
     if scan is None:
         return out[: int(n_kept)]  # the one sync: the last block's inclusive count
     # the one sync: the result's length, and a cheap look at the scan (n / BLOCK_SIZE numbers) that the scatter
@@ -1512,13 +1603,22 @@ def compact_on_device(values, keep, *, out=None, BLOCK_SIZE=None, method=None, n
     new) holds the kept values first, in order, and after them whatever it held before; n_kept is a one-element
     int64 tensor on the GPU. For pipelines whose next step runs on the GPU and reads n_kept there (CUB's
     DeviceSelect leaves its count the same way): the host never waits, so the launches of the next steps queue
-    behind this one. compact() is this and one wait for the length. Arguments as compact's."""
-    method, BLOCK_SIZE, num_warps = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps)
-    out = utils.require_out(out, shape=tuple(values.shape), dtype=values.dtype, device=values.device,
-                            inputs={"values": values, "keep": keep})  # fmt: skip
-    if values.numel() == 0:
-        return out, torch.zeros(1, dtype=torch.int64, device=values.device)
-    n_kept, scan = _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps)
+    behind this one. compact() is this and one wait for the length. Arguments as compact's; a repeated call
+    launches as PREPARED says."""
+    signature = compact_signature(values, keep, out, BLOCK_SIZE, method, num_warps)
+    plan = PREPARED.get(signature) if signature is not None else None
+    if plan is not None and out is not None and (utils.overlaps(out, values) or utils.overlaps(out, keep)):
+        plan = None  # the one check a signature cannot settle: the full path refuses this out
+    if plan is not None:
+        out = torch.empty_like(values) if out is None else out
+        n_kept, scan = plan(values, keep, out)
+    else:
+        method, BLOCK_SIZE, num_warps = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps)
+        out = utils.require_out(out, shape=tuple(values.shape), dtype=values.dtype, device=values.device,
+                                inputs={"values": values, "keep": keep})  # fmt: skip
+        if values.numel() == 0:
+            return out, torch.zeros(1, dtype=torch.int64, device=values.device)
+        n_kept, scan = _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps)
     return out, n_kept if scan is None else n_kept.long()
 
 
@@ -1534,34 +1634,54 @@ def _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps):
     return method, BLOCK_SIZE, num_warps
 
 
-def _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps):
+def _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, run=_launch):
     """The compaction's launches into out (as long as values, n > 0), no wait: (n_kept, scan). n_kept is a
     one-element tensor on the GPU; scan is None for the look-back methods, (counts, block_cumsum) for
-    reduce-then-scan, whose n_kept is block_cumsum's last number (int32 under 2**31 elements)."""
+    reduce-then-scan, whose n_kept is block_cumsum's last number (int32 under 2**31 elements). run makes each
+    launch (_launch, or a CompactPlan's Prepared ones)."""
     if method.startswith("lookback"):
-        return _compact_no_sync(values, keep, BLOCK_SIZE, num_warps, method=method, out=out)[1], None
+        return _compact_lookback(values, keep, out, method, BLOCK_SIZE, num_warps, run), None
     n = values.numel()
     n_blocks = triton.cdiv(n, BLOCK_SIZE)
     counts = torch.empty(n_blocks, dtype=torch.int64 if n >= 2**31 else torch.int32, device=values.device)
-    count_kernel[(n_blocks,)](keep, counts, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
-    block_cumsum = cumsum(counts, BLOCK_SIZE=BLOCK_SIZE, method="reduce-then-scan")
+    run(count_kernel, (n_blocks,), keep, counts, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+    # cumsum(counts, BLOCK_SIZE=BLOCK_SIZE, method="reduce-then-scan")'s launches, without its checks
+    block_cumsum = _reduce_then_scan(counts, torch.empty_like(counts), BLOCK_SIZE, _warps_for(BLOCK_SIZE), run)
     # the scatter goes right behind the scan, into room for every value (no wait for the length: the GPU would
     # idle while the host launches it); it writes nothing outside out, whatever the scan says
-    compact_kernel[(n_blocks,)](values, keep, block_cumsum, out, n, n, BLOCK_SIZE=BLOCK_SIZE,
-                                DENSE=COMPACT_LOADS == "dense-early", num_warps=num_warps)  # fmt: skip
+    run(compact_kernel, (n_blocks,), values, keep, block_cumsum, out, n, n, BLOCK_SIZE=BLOCK_SIZE,
+        DENSE=COMPACT_LOADS == "dense-early", num_warps=num_warps)  # fmt: skip
     return block_cumsum[-1:], (counts, block_cumsum)
 
 
-def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False, method="lookback", out=None):
-    """compact by the look-back ("lookback" or "lookback-local"), without waiting for the GPU: (out, n_kept), out
-    as long as values (the kept first, then garbage, or zeros if zeros=True; the given out if any, as it was
-    past the kept) and n_kept a one-element int64 tensor on the device (under 2**31 elements)."""
-    _, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
+def _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps):
+    """_compact_launch in full, each launch also made ready to repeat (utils.launch.prepare) and the whole kept
+    under signature in PREPARED when every one of them could be. Without a signature, and under the interpreter
+    (nothing compiled to prepare), _compact_launch alone."""
+    if signature is None or utils.mode.current().interpret:
+        return _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps)
+    launches = []
+
+    def run(kernel, grid, *args, **meta):
+        kernel[grid](*args, **meta)
+        launches.append((kernel, launch.prepare(kernel, grid, *args, **meta)))  # compiled by now: a look-up
+
+    result = _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, run)
+    if launches and all(prepared is not None for _, prepared in launches):
+        if len(PREPARED) >= MAX_PREPARED:
+            PREPARED.clear()
+        PREPARED[signature] = CompactPlan(method, BLOCK_SIZE, num_warps, launches)
+    return result
+
+
+def _compact_lookback(values, keep, out, method, BLOCK_SIZE, num_warps, run=_launch):
+    """The look-back compaction's one launch into out ("lookback-local": compact_lookback_local_kernel; any other
+    method: compact_lookback_kernel), schedule resolved, no wait: n_kept, a one-element int64 tensor on the
+    device, read from the last block's status word. The status words and the ticket are new zeros at every call,
+    a plan's too: the blocks publish into them, so two calls cannot share them."""
     n = values.numel()
     n_blocks = max(triton.cdiv(n, BLOCK_SIZE), 1)
     status, ticket = _lookback_state(n_blocks, values.device)
-    if out is None:
-        out = torch.zeros_like(values) if zeros else torch.empty_like(values)
     if method == "lookback-local":
         kernel, own = (
             compact_lookback_local_kernel,
@@ -1576,9 +1696,19 @@ def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=Fal
     else:
         kernel, own = compact_lookback_kernel, {"TICKET": LOOKBACK_TICKET, "EARLY": COMPACT_LOAD_MODES[COMPACT_LOADS]}
     if n:
-        kernel[(n_blocks,)](values, keep, out, status, ticket, n, BLOCK_SIZE=BLOCK_SIZE, LOOKBACK=LOOKBACK,
-                            SEM=LOOKBACK_SEM, num_warps=num_warps, **own)  # fmt: skip
-    return out, status[-1:] & 0xFFFFFFFF
+        run(kernel, (n_blocks,), values, keep, out, status, ticket, n, BLOCK_SIZE=BLOCK_SIZE, LOOKBACK=LOOKBACK,
+            SEM=LOOKBACK_SEM, num_warps=num_warps, **own)  # fmt: skip
+    return status[-1:] & 0xFFFFFFFF
+
+
+def _compact_no_sync(values, keep, BLOCK_SIZE=None, num_warps=None, *, zeros=False, method="lookback", out=None):
+    """compact by the look-back ("lookback" or "lookback-local"), without waiting for the GPU: (out, n_kept), out
+    as long as values (the kept first, then garbage, or zeros if zeros=True; the given out if any, as it was
+    past the kept) and n_kept a one-element int64 tensor on the device (under 2**31 elements)."""
+    _, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
+    if out is None:
+        out = torch.zeros_like(values) if zeros else torch.empty_like(values)
+    return out, _compact_lookback(values, keep, out, method, BLOCK_SIZE, num_warps)
 
 
 def _can_prefetch(values, BLOCK_SIZE):

@@ -7,6 +7,7 @@ their kernel up in the lesson module at every call. Sizes are tiny on the CPU (t
 checks use their own larger sizes.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -866,6 +867,214 @@ def test_compaction_refuses_to_scatter_with_a_wrong_scan(monkeypatch):
     keep = torch.ones(1000, dtype=torch.bool, device=DEV)  # 63 blocks: their counts take a scan of 4 blocks
     with pytest.raises(AssertionError, match="wrong prefix sum"):
         L.compact(torch.randn(1000, device=DEV), keep, BLOCK_SIZE=16, method="reduce-then-scan")
+
+
+# -- a repeated compaction: its launches kept per signature and repeated (lesson 05's host's share) ---------------
+
+
+def _bits(t):
+    """fp32 values as their bits, so that NaN equals NaN and -0.0 differs from 0.0: a copy must keep every bit."""
+    return t.view(torch.int32)
+
+
+#: the kernels a compaction of 16 * 16 * 3 + 5 elements launches at BLOCK_SIZE 16 (the counts' scan on a GPU at
+#: 10**7 + 3 elements and COMPACT_SCHEDULES' 1024 too): two levels of block sums under the scan of the counts
+PLAN_KERNELS = {
+    "reduce-then-scan": ["count_kernel", "block_sum_kernel", "cumsum_kernel", "cumsum_kernel", "compact_kernel"],
+    "lookback": ["compact_lookback_kernel"],
+    "lookback-local": ["compact_lookback_local_kernel"],
+}
+
+
+def _checked_again(*args, **kwargs):
+    raise AssertionError("a repeated compaction went through its checks or Triton's launch: its plan was not used")
+
+
+def test_compact_signature_tells_apart_every_call_that_takes_another_path(monkeypatch):
+    """A repeated compaction skips the checks its signature's first call passed: the signature must differ
+    wherever the checks or the launches could (alignment, dtype, length, an out, the arguments, every setting the
+    path reads, a table edited in place too), and be the same for fresh tensors of the same kind."""
+    sig = L.compact_signature
+    n = ENV.pick(cpu=100, gpu=10**6)
+
+    def fresh(n=n):
+        return torch.randn(n, device=DEV), torch.rand(n, device=DEV) < 0.5
+
+    values, keep = fresh()
+    base = sig(values, keep)
+    assert base is not None and sig(*fresh()) == base, "fresh tensors of the same kind share a signature"
+    with_out = sig(values, keep, torch.empty_like(values))
+    assert with_out is not None and with_out == sig(*fresh(), torch.empty_like(values)), "fresh outs too"
+    others = {
+        "values one element (4 bytes) past a 16-byte boundary": sig(torch.randn(n + 1, device=DEV)[1:], keep),
+        "keep one flag past a 16-byte boundary": sig(values, torch.ones(n + 1, dtype=torch.bool, device=DEV)[1:]),
+        "fp64 values": sig(values.double(), keep),
+        "int32 values": sig(values.int(), keep),
+        "int32 flags": sig(values, keep.int()),
+        "16 more elements (the same alignment)": sig(*fresh(n + 16)),
+        "an out": with_out,
+        "an out one element past a 16-byte boundary": sig(values, keep, torch.empty(n + 1, device=DEV)[1:]),
+        "a method": sig(values, keep, method="lookback"),
+        "a BLOCK_SIZE": sig(values, keep, BLOCK_SIZE=16),
+        "num_warps": sig(values, keep, num_warps=2),
+    }
+    for what, other in others.items():
+        assert other is not None and other != base, f"{what} must change the compaction's signature"
+    changed = {"COMPACT_METHOD": "lookback", "COMPACT_LOADS": "masked-late", "LOOKBACK": 16,
+               "LOOKBACK_TICKET": False, "LOOKBACK_SEM": "acq_rel"}  # fmt: skip
+    for name, value in changed.items():
+        with monkeypatch.context() as m:
+            m.setattr(L, name, value)
+            assert sig(values, keep) != base, f"a changed {name} must change the signature (read at every call)"
+    edited = {"COMPACT_SCHEDULES": ("reduce-then-scan", (512, 2)), "COMPACT_LOCAL": ("maxnreg", None),
+              "COMPACT_LOAD_MODES": ("dense-early", 0)}  # fmt: skip
+    for name, (key, value) in edited.items():
+        with monkeypatch.context() as m:
+            m.setitem(getattr(L, name), key, value)
+            assert sig(values, keep) != base, f"{name} edited in place must change the signature"
+    assert sig(values, keep) == base, "and the same again once every setting is back"
+    for args, kwargs in [
+        ((values.cpu().numpy(), keep), {}),
+        ((values.tolist(), keep), {}),
+        ((None, keep), {}),
+        ((values, keep, values.cpu().numpy()), {}),
+        ((values, keep), {"BLOCK_SIZE": 16.0}),  # equal to 16, but refused where 16 is not
+        ((values, keep), {"num_warps": True}),
+        ((values, keep), {"method": ["lookback"]}),
+    ]:
+        assert sig(*args, **kwargs) is None, "arguments a signature cannot describe get none (checked in full)"
+
+
+@pytest.mark.parametrize("method", list(PLAN_KERNELS))
+def test_a_repeated_compaction_launches_its_plan(monkeypatch, method):
+    """The second call with one signature goes through its plan (PREPARED, utils.launch): on a GPU it must make
+    no check and no launch of Triton's own, and give bit for bit what the full path gave, compact_ref's values,
+    by compact and by compact_on_device (nothing written past the kept values, out=None too); an out that
+    overlaps values or keep, of the very signature of a plan, is still refused; a view off its 16-byte boundary
+    gets a plan of its own and the right values. Under the interpreter nothing is compiled: the table stays empty
+    and every call takes the full path, which must give the same."""
+    monkeypatch.setattr(L, "PREPARED", {})
+    n = ENV.pick(cpu=16 * 16 * 3 + 5, gpu=10**7 + 3)
+    kw = dict(BLOCK_SIZE=ENV.pick(cpu=16, gpu=None), method=method)  # None: as COMPACT_SCHEDULES says
+    values = torch.randn(n, device=DEV)
+    values[::7] = float("nan")
+    keep = torch.rand(n, device=DEV) < 0.4
+    ref, k = L.compact_ref(values, keep), int(keep.sum())
+    marker = -12345.0
+    first = L.compact(values, keep, **kw)
+    first_out, _ = L.compact_on_device(values, keep, out=torch.full_like(values, marker), **kw)
+    if ENV.interpret:
+        assert L.PREPARED == {}, "under the interpreter there is no compiled kernel to prepare"
+    else:
+        assert len(L.PREPARED) == 2, "compact's launches and compact_on_device's (into an out) should be kept"
+        plan = L.PREPARED[L.compact_signature(values, keep, **kw)]
+        assert [kernel.__name__ for kernel, _ in plan.launches] == PLAN_KERNELS[method]
+    with monkeypatch.context() as m:
+        if not ENV.interpret:  # under the interpreter every call is checked and launched in full
+            for name in ("_compact_inputs", "_scan_schedule"):
+                m.setattr(L, name, _checked_again)
+            m.setattr(L.utils, "require_out", _checked_again)
+            m.setattr(triton.runtime.jit.JITFunction, "run", _checked_again)
+        again = L.compact(values.clone(), keep.clone(), **kw)
+        out = torch.full_like(values, marker)
+        got, n_kept = L.compact_on_device(values.clone(), keep.clone(), out=out, **kw)
+        new_out, n_new = L.compact_on_device(values.clone(), keep.clone(), **kw)  # out=None: compact's plan
+    assert torch.equal(_bits(first), _bits(ref)), f"compact ({method}) differs from values[keep]"
+    assert torch.equal(_bits(again), _bits(first)), "a plan must launch the very kernels the first call launched"
+    assert got is out and n_kept.dtype == torch.int64 and n_kept.shape == (1,) and int(n_kept) == int(n_new) == k
+    assert torch.equal(_bits(out), _bits(first_out)), "a plan must write what the full path wrote, and no more"
+    assert torch.equal(_bits(out[:k]), _bits(ref)) and bool((out[k:] == marker).all())
+    assert torch.equal(_bits(new_out[:k]), _bits(ref))
+    room = torch.zeros(4 * n, dtype=torch.bool, device=DEV)  # flags and, over them, room for n fp32 values
+    room[:n] = keep
+    for inputs, bad in (((values, keep), values), ((values, room[:n]), room.view(torch.float32))):
+        if not ENV.interpret:
+            assert L.compact_signature(*inputs, bad, **kw) in L.PREPARED, "the signature of a plan: a would-be hit"
+        with pytest.raises(ValueError, match="shares memory"):
+            L.compact_on_device(*inputs, out=bad, **kw)
+    off = torch.empty(n + 1, device=DEV)[1:]  # 4 bytes past a 16-byte boundary
+    off.copy_(values)
+    for _ in range(2):  # on a GPU the first call makes the view's own plan and the second repeats it
+        assert torch.equal(_bits(L.compact(off, keep, **kw)), _bits(ref)), "an unaligned view, compacted"
+    if not ENV.interpret:
+        assert L.compact_signature(off, keep, **kw) in L.PREPARED and len(L.PREPARED) == 3
+
+
+class _StandInPrepared:
+    """utils.launch.Prepared's stand-in where nothing is compiled (the interpreter): it keeps a launch's arguments
+    but its tensors, and launches again Triton's way with the tensors it is given in their place. Tensors of other
+    dtypes than the first call's fail the test: a plan must hand each launch its tensors in the kernel's order."""
+
+    def __init__(self, kernel, grid, *args, **meta):
+        self.kernel, self.grid, self.meta, self.calls = kernel, grid, meta, 0
+        self.args = [None if isinstance(a, torch.Tensor) else a for a in args]
+        self.dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor)]
+
+    def __call__(self, *tensors):
+        assert [t.dtype for t in tensors] == self.dtypes, f"{self.kernel.__name__} was handed the wrong tensors"
+        given = iter(tensors)
+        self.kernel[self.grid](*(next(given) if a is None else a for a in self.args), **self.meta)
+        self.calls += 1
+        return True
+
+
+def _plans_everywhere(monkeypatch):
+    """Plans made under the interpreter too: utils.launch.prepare replaced by _StandInPrepared, and the mode said
+    to be compiled (the lesson keeps no plan under the interpreter), in an empty table."""
+    monkeypatch.setattr(L, "PREPARED", {})
+    monkeypatch.setattr(L.launch, "prepare", _StandInPrepared)
+    compiled = dataclasses.replace(ENV, interpret=False)
+    monkeypatch.setattr(L.utils.mode, "current", lambda: compiled)
+
+
+@pytest.mark.parametrize("method", list(PLAN_KERNELS))
+def test_a_plan_repeats_the_first_calls_launches_with_each_calls_tensors(monkeypatch, method):
+    """Everywhere (a stand-in for the compiled launch, _plans_everywhere): a plan holds one launch for each kernel
+    the full path launched, in order; a repeated call makes each of them once with its own tensors and new
+    scratch (the look-back's status words zero again: a second repeat must be right too), makes no check, and
+    gives the full path's values bit for bit, into an out as well (nothing written past the kept); an out that
+    overlaps values, of the signature of a plan, is still refused."""
+    _plans_everywhere(monkeypatch)
+    n, marker, kw = 16 * 16 * 3 + 5, -12345.0, dict(BLOCK_SIZE=16, method=method)
+    values = torch.randn(n, device=DEV)
+    values[::5] = float("nan")
+    keep = torch.rand(n, device=DEV) < 0.4
+    ref, k = L.compact_ref(values, keep), int(keep.sum())
+    first = L.compact(values, keep, **kw)
+    (plan,) = L.PREPARED.values()
+    assert [kernel.__name__ for kernel, _ in plan.launches] == PLAN_KERNELS[method]
+    first_out, _ = L.compact_on_device(values, keep, out=torch.full_like(values, marker), **kw)
+    assert len(L.PREPARED) == 2, "a plan for compact_on_device into an out, too"
+    with monkeypatch.context() as m:
+        for name in ("_compact_inputs", "_scan_schedule"):
+            m.setattr(L, name, _checked_again)
+        m.setattr(L.utils, "require_out", _checked_again)
+        repeats = [L.compact(values.clone(), keep.clone(), **kw) for _ in range(2)]
+        out = torch.full_like(values, marker)
+        got, n_kept = L.compact_on_device(values.clone(), keep.clone(), out=out, **kw)
+    assert [prepared.calls for _, prepared in plan.launches] == [2] * len(plan.launches)
+    for got_values in (first, *repeats):
+        assert torch.equal(_bits(got_values), _bits(ref)), f"{method}: not values[keep]"
+    assert got is out and int(n_kept) == k and torch.equal(_bits(out), _bits(first_out))
+    assert torch.equal(_bits(out[:k]), _bits(ref)) and bool((out[k:] == marker).all())
+    assert L.compact_signature(values, keep, values, **kw) in L.PREPARED, "the signature of a plan: a would-be hit"
+    with pytest.raises(ValueError, match="shares memory"):
+        L.compact_on_device(values, keep, out=values, **kw)
+
+
+def test_a_plan_launches_a_kernel_replaced_since_its_first_call_the_usual_way(monkeypatch):
+    """A plan keeps each launch with its kernel: one replaced since (a planted scan here; a learner's cell run
+    again) is launched Triton's way, the others as planned, and compact still catches the wrong scan."""
+    _plans_everywhere(monkeypatch)
+    values, keep = torch.randn(1000, device=DEV), torch.ones(1000, dtype=torch.bool, device=DEV)
+    L.compact(values, keep, BLOCK_SIZE=16, method="reduce-then-scan")
+    (plan,) = L.PREPARED.values()
+    monkeypatch.setattr(L, "cumsum_kernel", _cumsum_no_prefix_kernel)
+    with pytest.raises(AssertionError, match="wrong prefix sum"):
+        L.compact(values, keep, BLOCK_SIZE=16, method="reduce-then-scan")
+    calls = [(kernel.__name__, prepared.calls) for kernel, prepared in plan.launches]
+    assert calls == [("count_kernel", 1), ("block_sum_kernel", 1), ("cumsum_kernel", 0), ("cumsum_kernel", 0),
+                     ("compact_kernel", 1)], calls  # fmt: skip
 
 
 # -- exercise 4: the group-by ------------------------------------------------------------------------------------
