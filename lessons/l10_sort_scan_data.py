@@ -1514,31 +1514,21 @@ from utils import launch  # a launch made once, repeated without Triton's per-ca
 #: signature skips the checks the first one passed (out's overlap with the inputs excepted: it can differ between
 #: two such calls) and runs the same launch sequence, _compact_launch, through the plan: the same buffers, new at
 #: every call, the same grids and constexprs, each kernel launched by its compiled kernel's run.
-PREPARED = {}  # compact_signature -> CompactPlan
-MAX_PREPARED = 1024  # signatures kept; past that the table starts again (a plan holds no tensor)
+PREPARED = launch.Table()  # compact_signature -> CompactPlan
 
 
 def compact_signature(values, keep, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
     """Everything that decides a compaction's checks and launches for these arguments but the tensors'
-    addresses, as a hashable tuple: each tensor's shape, strides, dtype, device and 16-byte alignment, the
+    addresses (utils.launch.signature): each tensor's shape, strides, dtype, device and 16-byte alignment, the
     arguments as given, and every setting the path reads. None for arguments a signature cannot describe (the
-    full path then checks them and refuses what it must)."""
-    if not all(v is None or type(v) is int for v in (BLOCK_SIZE, num_warps)):
-        return None  # 16.0 == 16: a float must not share an int's plan, which would skip the check refusing it
-    try:
-        tensors = (_describe(values), _describe(keep), None if out is None else _describe(out))
-        tables = (COMPACT_SCHEDULES, COMPACT_LOCAL, COMPACT_LOAD_MODES)  # read at every call, edited in place too
-        settings = (COMPACT_METHOD, COMPACT_LOADS, LOOKBACK, LOOKBACK_TICKET, LOOKBACK_SEM)
-        key = (*tensors, BLOCK_SIZE, method, num_warps, *settings, *(tuple(t.items()) for t in tables))
-        hash(key)  # an unhashable method or setting raises here
-        return key
-    except (AttributeError, RuntimeError, TypeError):  # not a tensor (a NumPy array, a list), a sparse one...
+    full path then checks them and refuses what it must). The plan's own kernels need not be in it: a plan
+    launches a kernel defined again since its first call the usual way (CompactPlan)."""
+    if not isinstance(values, torch.Tensor) or not isinstance(keep, torch.Tensor):
         return None
-
-
-def _describe(t):
-    """A tensor as a signature holds it: shape, strides, dtype, device, and where it starts within 16 bytes."""
-    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16
+    tables = (COMPACT_SCHEDULES, COMPACT_LOCAL, COMPACT_LOAD_MODES)  # read at every call, edited in place too
+    settings = (COMPACT_METHOD, COMPACT_LOADS, LOOKBACK, LOOKBACK_TICKET, LOOKBACK_SEM)
+    return launch.signature(values, keep, out, BLOCK_SIZE, method, num_warps, *settings,
+                            *(tuple(t.items()) for t in tables))  # fmt: skip
 
 
 class CompactPlan:
@@ -1576,7 +1566,7 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     BLOCK_SIZE, method and num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES. A repeated call launches
     as PREPARED says (see compact_signature)."""
     signature = compact_signature(values, keep, None, BLOCK_SIZE, method, num_warps)
-    plan = PREPARED.get(signature) if signature is not None else None
+    plan = PREPARED.get(signature)
     if plan is None:
         method, BLOCK_SIZE, num_warps = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps)
         if values.numel() == 0:
@@ -1606,8 +1596,8 @@ def compact_on_device(values, keep, *, out=None, BLOCK_SIZE=None, method=None, n
     behind this one. compact() is this and one wait for the length. Arguments as compact's; a repeated call
     launches as PREPARED says."""
     signature = compact_signature(values, keep, out, BLOCK_SIZE, method, num_warps)
-    plan = PREPARED.get(signature) if signature is not None else None
-    if plan is not None and out is not None and (utils.overlaps(out, values) or utils.overlaps(out, keep)):
+    plan = PREPARED.get(signature)
+    if plan is not None and not launch.disjoint([out], [values, keep]):
         plan = None  # the one check a signature cannot settle: the full path refuses this out
     if plan is not None:
         out = torch.empty_like(values) if out is None else out
@@ -1668,9 +1658,7 @@ def _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZ
 
     result = _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, run)
     if launches and all(prepared is not None for _, prepared in launches):
-        if len(PREPARED) >= MAX_PREPARED:
-            PREPARED.clear()
-        PREPARED[signature] = CompactPlan(method, BLOCK_SIZE, num_warps, launches)
+        PREPARED.keep(signature, CompactPlan, method, BLOCK_SIZE, num_warps, launches)
     return result
 
 

@@ -125,3 +125,9 @@ def test_prepare_declines_a_kernel_given_a_tensor_descriptor():
 @triton.jit
 def copy_kernel(desc, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + tl.arange(0, BLOCK), desc.load([0]))
+
+
+def test_a_signature_tells_a_value_from_an_equal_value_of_another_type():
+    """16.0 == 16 and True == 1 in Python, but a launcher's checks may refuse the float or the bool: a call with
+    one must not find the launch prepared for the other."""
+    assert launch.signature(16.0) != launch.signature(16) and launch.signature(True) != launch.signature(1)

@@ -29,7 +29,7 @@ from lessons.l10_sort_scan_data import (
     sort_block,
     unpack_sort_key,
 )
-from utils import offline
+from utils import launch, offline
 from utils.mode import current
 
 ENV = current()
@@ -938,11 +938,13 @@ def test_compact_signature_tells_apart_every_call_that_takes_another_path(monkey
         ((values.tolist(), keep), {}),
         ((None, keep), {}),
         ((values, keep, values.cpu().numpy()), {}),
-        ((values, keep), {"BLOCK_SIZE": 16.0}),  # equal to 16, but refused where 16 is not
-        ((values, keep), {"num_warps": True}),
         ((values, keep), {"method": ["lookback"]}),
     ]:
         assert sig(*args, **kwargs) is None, "arguments a signature cannot describe get none (checked in full)"
+    for kwargs, like in [({"BLOCK_SIZE": 16.0}, {"BLOCK_SIZE": 16}), ({"num_warps": True}, {"num_warps": 1})]:
+        assert sig(values, keep, **kwargs) != sig(values, keep, **like), (
+            f"{kwargs} equals {like} but is refused where it is not: it must not share its signature"
+        )
 
 
 @pytest.mark.parametrize("method", list(PLAN_KERNELS))
@@ -953,7 +955,7 @@ def test_a_repeated_compaction_launches_its_plan(monkeypatch, method):
     overlaps values or keep, of the very signature of a plan, is still refused; a view off its 16-byte boundary
     gets a plan of its own and the right values. Under the interpreter nothing is compiled: the table stays empty
     and every call takes the full path, which must give the same."""
-    monkeypatch.setattr(L, "PREPARED", {})
+    monkeypatch.setattr(L, "PREPARED", launch.Table())
     n = ENV.pick(cpu=16 * 16 * 3 + 5, gpu=10**7 + 3)
     kw = dict(BLOCK_SIZE=ENV.pick(cpu=16, gpu=None), method=method)  # None: as COMPACT_SCHEDULES says
     values = torch.randn(n, device=DEV)
@@ -964,10 +966,10 @@ def test_a_repeated_compaction_launches_its_plan(monkeypatch, method):
     first = L.compact(values, keep, **kw)
     first_out, _ = L.compact_on_device(values, keep, out=torch.full_like(values, marker), **kw)
     if ENV.interpret:
-        assert L.PREPARED == {}, "under the interpreter there is no compiled kernel to prepare"
+        assert len(L.PREPARED) == 0, "under the interpreter there is no compiled kernel to prepare"
     else:
         assert len(L.PREPARED) == 2, "compact's launches and compact_on_device's (into an out) should be kept"
-        plan = L.PREPARED[L.compact_signature(values, keep, **kw)]
+        plan = L.PREPARED.get(L.compact_signature(values, keep, **kw))
         assert [kernel.__name__ for kernel, _ in plan.launches] == PLAN_KERNELS[method]
     with monkeypatch.context() as m:
         if not ENV.interpret:  # under the interpreter every call is checked and launched in full
@@ -1021,7 +1023,7 @@ class _StandInPrepared:
 def _plans_everywhere(monkeypatch):
     """Plans made under the interpreter too: utils.launch.prepare replaced by _StandInPrepared, and the mode said
     to be compiled (the lesson keeps no plan under the interpreter), in an empty table."""
-    monkeypatch.setattr(L, "PREPARED", {})
+    monkeypatch.setattr(L, "PREPARED", launch.Table())
     monkeypatch.setattr(L.launch, "prepare", _StandInPrepared)
     compiled = dataclasses.replace(ENV, interpret=False)
     monkeypatch.setattr(L.utils.mode, "current", lambda: compiled)

@@ -129,11 +129,12 @@ def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
 
 def signature(*args):
     """A call's arguments as a hashable key for a Table: each tensor as (shape, strides, dtype, device, address
-    modulo 16), anything else as it is. None when an argument cannot be described (unhashable, a tensor without
+    modulo 16), anything else as (its type, itself): 16.0 and True are not 16 and 1, which a launcher's checks may
+    refuse where they accept the others. None when an argument cannot be described (unhashable, a tensor without
     strides): the launcher then takes its full path, whose checks refuse what they must."""
     try:
         key = tuple(
-            (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16) if isinstance(a, torch.Tensor) else a
+            (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16) if isinstance(a, torch.Tensor) else (type(a), a)
             for a in args
         )
         hash(key)
@@ -165,6 +166,12 @@ class Table:
 
     def __len__(self):
         return len(self.launches)
+
+    def __contains__(self, key):
+        return key in self.launches
+
+    def values(self):
+        return self.launches.values()
 
     def __repr__(self):
         return f"Table({len(self)} prepared launches)"
