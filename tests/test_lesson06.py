@@ -359,11 +359,12 @@ def test_a_repeated_attention_pointers_call_launches_the_prepared_kernel(monkeyp
     assert torch.equal(first, again), "the prepared launch must run the very kernel the first call ran"
     ref = L.attention_ref(q.float(), k.float(), v.float())
     torch.testing.assert_close(again.float(), ref, atol=2e-2, rtol=2e-2)
-    out = torch.empty_strided(q.shape, q.stride(), device=q.device, dtype=q.dtype)  # q's signature, not its memory
-    L.attention_pointers(q, k, v, out=out)
+    qc, kc, vc = (t.contiguous() for t in (q, k, v))  # an out must be contiguous: q too, to share its signature
+    out = torch.empty_like(qc)
+    L.attention_pointers(qc, kc, vc, out=out)
     assert len(L.POINTER_LAUNCHES) == 2 and torch.equal(out, first)
-    with pytest.raises(ValueError):
-        L.attention_pointers(q, k, v, out=q)
+    with pytest.raises(ValueError, match="overlap|share"):
+        L.attention_pointers(qc, kc, vc, out=qc)  # out=qc has the signature just prepared: a would-be hit
     monkeypatch.setattr(L, "attention_pointers_kernel", triton.jit(L.attention_pointers_kernel.fn))  # cell run again
     L.attention_pointers(q, k, v)
     assert len(L.POINTER_LAUNCHES) == 3, "a kernel defined again must get its own launch, not the old kernel's"
