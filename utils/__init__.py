@@ -1,7 +1,8 @@
 """Triton, the hard way: the course's harness. One module per job:
 
 mode (GPU or interpreter), checking (feedback that teaches), memcheck (bounds checking under the interpreter),
-offline (compiling for a GPU that is not there), timing, roofline, pictures, lessons (solutions as modules),
+offline (compiling for a GPU that is not there), launch (a kernel launch prepared once, repeated without
+Triton's per-call work), timing, roofline, pictures, lessons (solutions as modules),
 notebooks (participant copies), hints and explorers (widgets).
 """
 
