@@ -132,3 +132,37 @@ def with_liger(lesson: str, module: str, name: str, rows_fn: Callable[[object], 
     except Exception as e:  # noqa: BLE001 - a baseline we could not run is left out, with a note, not a crash
         print(f"lesson {lesson}: Liger-Kernel's {name} skipped ({type(e).__name__}: {e})")
         return []
+
+
+def random_llama(name: str, dtype=None):
+    """A Llama model of one of LLAMA_SHAPES's shapes with random weights (lesson 08's flat Model), built on the GPU
+    without transformers: for timings, where the values do not matter. Projections are N(0, 1 / K)."""
+    import math
+
+    import torch
+
+    from lessons import l07_llm_layer as L7
+    from lessons import l08_llama_model as L8
+
+    dtype = dtype or torch.bfloat16
+    args = L8.ModelArgs(**LLAMA_SHAPES[name])
+    layers = [L7.random_weights(args.layer, dtype, "cuda") for _ in range(args.n_layers)]
+    embed = (0.1 * torch.randn(args.vocab_size, args.dim, device="cuda")).to(dtype)
+    norm = torch.ones(args.dim, device="cuda", dtype=dtype)
+    head = (
+        embed
+        if args.tie_embeddings
+        else (torch.randn(args.vocab_size, args.dim, device="cuda") / math.sqrt(args.dim)).to(dtype)
+    )
+    return L8.Model(args, embed, layers, norm, head)
+
+
+#: the 1B-class shapes issue 11 names (lesson 08's ModelArgs): TinyLlama-1.1B (22 layers, MLP 5632, 4 KV heads,
+#: vocabulary 32000, untied head) and Llama-3.2-1B (16 layers, MLP 8192, 8 KV heads, vocabulary 128256, the head
+#: tied to the embeddings; its RoPE scaling changes no timing)
+LLAMA_SHAPES = {
+    "TinyLlama-1.1B": dict(vocab_size=32000, n_layers=22, dim=2048, n_heads=32, n_kv_heads=4, ffn_dim=5632,
+                           tie_embeddings=False),
+    "Llama-3.2-1B": dict(vocab_size=128256, n_layers=16, dim=2048, n_heads=32, n_kv_heads=8, ffn_dim=8192,
+                         rope_theta=500000.0, tie_embeddings=True),
+}  # fmt: skip

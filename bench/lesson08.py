@@ -11,7 +11,8 @@ state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512
   context (the weights once, the KV cache of 640 tokens), so the report's roof % is the share of the copy
   bandwidth: the HBM roofline of decode;
 - one decode step, replayed from our CUDA graph at a context of 640 tokens, at batch 1, 8, 32, 64 against a
-  copy of the same bytes (what the memory allows); tokens/s = B / ms * 1e3;
+  copy of the same bytes (what the memory allows); tokens/s = B / ms * 1e3; and at batch 1 on Llama-3.2-1B's shape
+  too (bench.common.LLAMA_SHAPES: 16 layers, 8 KV heads, MLP 8192, vocabulary 128256, head tied; random weights);
 - at batch 1, the same step unfused (cuBLAS matmuls, separate RMSNorm and SwiGLU kernels: the step before
   decode_gemv), in a CUDA graph too; and the fused step without DECODE_FUSIONS (RoPE and the cache write in their
   own kernel, flash-decoding in two launches: 7 launches a layer, where the table's fusion leaves 6); and with
@@ -28,7 +29,7 @@ state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512
 import torch
 import torch.nn.functional as F
 
-from bench.common import Row, graphed, paired
+from bench.common import Row, graphed, paired, random_llama
 from lessons import l08_llama_model as L
 
 DTYPE = torch.bfloat16
@@ -109,9 +110,11 @@ def _graphed_with(fusions, fn):
         L.DECODE_FUSIONS = saved
 
 
-def decode_steps(model) -> list[Row]:
+def decode_steps(model, batches=(1, 8, 32, 64), name=None) -> list[Row]:
+    """The decode step replayed from its CUDA graph at each batch size, against a copy of the same bytes; name: the
+    model's shape, put before the batch in the rows' shape (None: TinyLlama's, as the rows have always been)."""
     rows = []
-    for B in (1, 8, 32, 64):
+    for B in batches:
         ids = torch.randint(0, model.args.vocab_size, (B, PROMPT), device="cuda")
         L.generate(model, ids, 2, max_len=PROMPT + NEW)  # prefill, then capture the step's CUDA graph
         (dec,) = [d for key, d in model.decoders.items() if key[:2] == (B, PROMPT + NEW) and d.cuda_graph]
@@ -145,7 +148,7 @@ def decode_steps(model) -> list[Row]:
             ("copy of the same bytes", lambda: dst.copy_(src)),
             lesson="08",
             op="decode step",
-            shape=f"B={B} context={CONTEXT}",
+            shape=f"{name + ' ' if name else ''}B={B} context={CONTEXT}",
             dtype="bf16",
             bytes=nbytes,
             flops=L.decode_flops(model.args, B, CONTEXT + 1),
@@ -198,4 +201,7 @@ def run() -> list[Row]:
     # eight generate() calls alone ran clean; the cause is not found yet (see results/gpu-validation.md)
     rows += generation(model, hf)
     rows += decode_steps(model)
+    model = hf = None
+    # issue 11's other 1B-class shape, at batch 1 (its decode kernels' tables were tuned at TinyLlama's shapes)
+    rows += decode_steps(random_llama("Llama-3.2-1B", DTYPE), batches=(1,), name="Llama-3.2-1B")
     return rows

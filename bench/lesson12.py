@@ -21,7 +21,9 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   weights (every projection and the LM head quantized; lesson 08's generate runs lesson 12's fused batch-1 step,
   quantized_decode_step, for a quantize_model model, with RoPE and the cache write in its qkv GEMV as
   QUANTIZED_ROPE_IN_QKV says), on TinyLlama-1.1B's shape with random weights (22 layers,
-  hidden 2048, 32 query heads sharing 4, MLP 5632, vocabulary 32000), a 512-token prompt and 256 new tokens, each decode
+  hidden 2048, 32 query heads sharing 4, MLP 5632, vocabulary 32000) and on Llama-3.2-1B's (16 layers, 32 query heads
+  sharing 8, MLP 8192, vocabulary 128256, head tied to the embeddings: bench.common.LLAMA_SHAPES; the decode kernels'
+  tables were tuned at TinyLlama's shapes), a 512-token prompt and 256 new tokens, each decode
   step replayed from lesson 08's CUDA graph: ms per token = (generate 256 - generate 1) / 255, bytes = the weights
   as stored + the KV cache at the mean context;
 - torchao's int4 weight-only linear (`Int4WeightOnlyConfig(group_size=128)`) as a peer GEMV row, only where torchao
@@ -33,8 +35,7 @@ import math
 
 import torch
 
-from bench.common import Row, graphed, paired
-from lessons import l07_llm_layer as L7
+from bench.common import Row, graphed, paired, random_llama
 from lessons import l08_llama_model as L8
 from lessons import l12_quantization as L
 
@@ -131,18 +132,10 @@ def prefill() -> list[Row]:
     return rows
 
 
-def tinyllama() -> L8.Model:
-    """TinyLlama-1.1B's shape with random weights, bf16, built on the GPU (no transformers needed)."""
-    args = L8.ModelArgs(vocab_size=32000, n_layers=22, dim=2048, n_heads=32, n_kv_heads=4, ffn_dim=5632,
-                        tie_embeddings=False)  # fmt: skip
-    layers = [L7.random_weights(args.layer, DTYPE, "cuda") for _ in range(args.n_layers)]
-    embed = (0.1 * torch.randn(args.vocab_size, args.dim, device="cuda")).to(DTYPE)
-    norm = torch.ones(args.dim, device="cuda", dtype=DTYPE)
-    return L8.Model(args, embed, layers, norm, _weight(args.vocab_size, args.dim))
-
-
-def decode() -> list[Row]:
-    model = tinyllama()
+def decode(name) -> list[Row]:
+    """Time to first token, 256 tokens and the decode per token for the bf16, int8 and int4 models of one of
+    LLAMA_SHAPES's shapes (random weights)."""
+    model = random_llama(name, DTYPE)
     models = {"int8": L.quantize_model(model, 8), f"int4 g{GROUP}": L.quantize_model(model, 4, GROUP)}
     ids = torch.randint(0, model.args.vocab_size, (1, PROMPT), device="cuda")
 
@@ -151,20 +144,22 @@ def decode() -> list[Row]:
 
     timed = {}
     for n, op in ((1, "time to first token"), (NEW, f"generate {NEW} tokens")):
-        impls = {f"triton {name}": gen(m, n) for name, m in models.items()}
+        impls = {f"triton {q}": gen(m, n) for q, m in models.items()}
         timed[n] = paired(impls, ("bf16 (lesson 08)", gen(model, n)), lesson="12", op=op,
-                          shape=f"TinyLlama-1.1B B=1 prompt={PROMPT}", dtype="bf16")  # fmt: skip
+                          shape=f"{name} B=1 prompt={PROMPT}", dtype="bf16")  # fmt: skip
     rows = timed[1] + timed[NEW]
     kv = L8.kv_cache_bytes(model.args, 1, CONTEXT)
-    for first, whole, (name, m) in zip(timed[1], timed[NEW], models.items()):
+    for first, whole, (q, m) in zip(timed[1], timed[NEW], models.items()):
         per_token = (whole.ms - first.ms) / (NEW - 1)
         base = (whole.baseline_ms - first.baseline_ms) / (NEW - 1)
-        rows.append(Row("12", "decode per token", f"TinyLlama-1.1B B=1 context={CONTEXT}", "bf16", whole.impl,
+        rows.append(Row("12", "decode per token", f"{name} B=1 context={CONTEXT}", "bf16", whole.impl,
                         per_token, whole.baseline, base, bytes=L.model_weight_bytes(m) + kv,
                         flops=L8.decode_flops(model.args, 1, CONTEXT)))  # fmt: skip
-        print(f"  decode {name}: {1e3 / per_token:,.0f} tokens/s, bf16 {1e3 / base:,.0f} ({base / per_token:.2f}x)")
+        print(f"  decode {name} {q}: {1e3 / per_token:,.0f} tokens/s, bf16 {1e3 / base:,.0f} ({base / per_token:.2f}x)")
+    for m in (model, *models.values()):
+        m.decoders.clear()  # the CUDA graphs and caches of this shape, before the next
     return rows
 
 
 def run() -> list[Row]:
-    return gemv() + prefill() + decode()
+    return gemv() + prefill() + decode("TinyLlama-1.1B") + decode("Llama-3.2-1B")
