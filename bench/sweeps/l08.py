@@ -2,6 +2,8 @@
 
 Run from the repo root (branch wt-l08-s5 merged): ``PYTHONPATH=$PWD python3 bench/sweeps/l08.py`` on the GPU (< 150 s),
 ``PYTHONPATH=$PWD python3 bench/sweeps/l08.py --cpu`` under the interpreter (tiny shapes, no timings).
+``--llama32`` (added 2026-11-28): parts B and C at Llama-3.2-1B's shapes (qkv 3072 x 2048, gate/up 8192, down
+2048 x 8192, head 128256; 16 layers, 8 KV heads) instead of TinyLlama's; its output goes to sweep_l08-llama32.txt.
 
 Every time here is the GPU's: the call captured in a CUDA graph (bench.common.graphed), the replay timed by
 triton.testing.do_bench, which clears L2 before each repetition (so an 8 MB cache is read from HBM, not L2).
@@ -36,6 +38,7 @@ import time
 
 T0 = time.time()
 CPU = "--cpu" in sys.argv
+LLAMA32 = "--llama32" in sys.argv  # 2026-11-28: parts B and C at Llama-3.2-1B's shapes instead of TinyLlama's
 if CPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -60,7 +63,7 @@ def say(line=""):
 def save():
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "sweep_l08.txt"), "w") as f:
+        with open(os.path.join(out, "sweep_l08-llama32.txt" if LLAMA32 else "sweep_l08.txt"), "w") as f:
             f.write("\n".join(LINES) + "\n")
 
 
@@ -113,6 +116,11 @@ else:
     }
     ARGS = L.ModelArgs(vocab_size=32000, n_layers=22, dim=2048, n_heads=32, n_kv_heads=4, ffn_dim=5632,
                        tie_embeddings=False)  # fmt: skip
+    if LLAMA32:  # its projections as the step calls them, and the model (bench.common.LLAMA_SHAPES)
+        GEMV_SHAPES = {"qkv": (3072, 2048), "wo": (2048, 2048), "w13": (8192, 2048), "w2": (2048, 8192),
+                       "lm_head": (128256, 2048)}  # fmt: skip
+        ARGS = L.ModelArgs(vocab_size=128256, n_layers=16, dim=2048, n_heads=32, n_kv_heads=8, ffn_dim=8192,
+                           rope_theta=500000.0, tie_embeddings=True)  # fmt: skip
     MAX_LEN, CONTEXT = 768, 640  # bench/lesson08.py: prompt 512 + 256 new, the mean context
 
 OLD_ATT = DS(64, 2, 64, 4, 3)
