@@ -15,7 +15,9 @@ kernels it writes this way too.
 What a Prepared must never get wrong is the specialisation. A kernel compiled for 16-byte-aligned pointers may use
 vector loads that an unaligned pointer breaks. So it keeps each tensor's dtype and alignment from the call it was
 prepared for and declines (returns False) a tensor that differs. Integers are not arguments of a Prepared at all: a
-launcher keys its Prepareds by the sizes and strides they were made for.
+launcher keys its Prepareds by the sizes and strides they were made for. Nor does a Prepared look again at the
+module globals its kernel read when it was compiled (Triton's launch refuses a kernel whose globals changed since):
+a launcher whose kernels read a global that can change puts it in its signature.
 
 A launcher keeps its Prepareds in a ``Table`` under each call's ``signature``: every tensor's shape, strides, dtype,
 device and alignment, and every other argument and setting that decides what the launcher checks and launches. A
