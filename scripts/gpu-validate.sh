@@ -16,7 +16,8 @@
 # A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is stopped, the next one runs.
 # Tests and notebooks run in 8 processes (pytest-xdist). TRITON_HARD_WAY_AS=7.5 (or 8.0) in the environment runs
 # them as the course behaves on a T4 (or an A100). Logs and results go to $OUT when it is set (the device tool),
-# else to build/gpu; every step's exit status and time are appended to steps.txt there.
+# else to build/gpu; every step's exit status and time are appended to steps.txt there. Under $OUT, more than six
+# files are packed into outputs.tgz at the end (the device tool returns eight at most).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu}
@@ -88,4 +89,11 @@ PY
   [ "$limit" = 0 ] && limit=""
   echo "$step${limit:+@$limit}: exit $rc in $(( $(date +%s) - t0 )) s (triton $tag$mode)" | tee -a "$out/steps.txt"
 done
+# the device tool brings back at most 8 files from $OUT (session 11 lost a bench folder that way): past 6, everything
+# but steps.txt and gpu.txt goes into one outputs.tgz (files from an earlier call of this script included)
+if [ -n "${OUT:-}" ] && [ "$(find "$out" -type f | wc -l)" -gt 6 ]; then
+  (cd "$out" && tar czf /tmp/outputs.tgz --exclude=./steps.txt --exclude=./gpu.txt --exclude=./outputs.tgz . \
+    && find . -type f ! -name steps.txt ! -name gpu.txt -delete && find . -mindepth 1 -type d -empty -delete \
+    && mv /tmp/outputs.tgz outputs.tgz && echo "outputs packed into \$OUT/outputs.tgz (tar xzf to read)")
+fi
 exit $status
