@@ -630,14 +630,14 @@ def _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N):
 #: tensor's shape, strides, dtype and alignment, the other arguments, and the kernel itself: a kernel cell run
 #: again makes a new one) it has launched before skips the checks that call passed and Triton's per-call work; only
 #: whether out overlaps an input is checked again
-POINTER_LAUNCHES = launch.Table()
+PREPARED = launch.Table()
 
 
 def attention_pointers(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None):
     """Flash attention with pointer loads (any GPU, and the interpreter): q (B, T, H, D), k and v (B, T, KV, D),
     views welcome -> (B, T, H, D)."""
     signature = launch.signature(attention_pointers_kernel, q, k, v, out, causal, BLOCK_M, BLOCK_N)
-    prepared = POINTER_LAUNCHES.get(signature)
+    prepared = PREPARED.get(signature)
     if prepared is not None:
         o = torch.empty(q.shape, device=q.device, dtype=q.dtype) if out is None else out
         if launch.disjoint([out], [q, k, v]) and prepared(q, k, v, o):
@@ -651,7 +651,7 @@ def attention_pointers(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=
     meta = dict(HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=causal, num_warps=num_warps,
                 num_stages=num_stages)  # fmt: skip
     attention_pointers_kernel[grid](*args, **meta)
-    POINTER_LAUNCHES.keep(signature, launch.prepare, attention_pointers_kernel, grid, *args, **meta)
+    PREPARED.keep(signature, launch.prepare, attention_pointers_kernel, grid, *args, **meta)
     return out
 
 

@@ -394,7 +394,7 @@ def rmsnorm(x, weight, eps=1e-5, residual=None, *, out=None, sum_out=None):
     signature = launch.signature(rmsnorm_kernel, x, weight, eps, residual, out, sum_out)
     prepared = PREPARED.get(signature)
     if prepared is not None:  # a call of this signature passed the checks below: only the outs' overlaps remain
-        new = lambda: torch.empty(x.shape, device=x.device, dtype=x.dtype)  # noqa: E731
+        new = lambda: torch.empty(x.shape, device=x.device, dtype=x.dtype)
         o = new() if out is None else out
         s = None if residual is None else new() if sum_out is None else sum_out
         if launch.disjoint([out, sum_out], [x, weight, residual]):

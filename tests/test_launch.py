@@ -131,3 +131,11 @@ def test_a_signature_tells_a_value_from_an_equal_value_of_another_type():
     """16.0 == 16 and True == 1 in Python, but a launcher's checks may refuse the float or the bool: a call with
     one must not find the launch prepared for the other."""
     assert launch.signature(16.0) != launch.signature(16) and launch.signature(True) != launch.signature(1)
+
+
+def test_same_kind_is_a_copy_at_another_address_with_the_same_signature():
+    buffer = torch.randn(6, 10, device=ENV.device)
+    view = buffer[:, 4:8]  # a view 16 bytes in: strides of the buffer, not of a (6, 4) tensor
+    copy = launch.same_kind(view)
+    assert torch.equal(copy, view) and copy.data_ptr() != view.data_ptr()
+    assert launch.signature(copy) == launch.signature(view), "a view's layout, on a 16-byte boundary as the view"

@@ -891,7 +891,7 @@ def test_a_repeated_matmul_launches_the_prepared_kernel(monkeypatch, shape):
         return
     assert len(L.PREPARED) == 1, "the first call's launch should have been kept"
     expected = "matmul_tma_kernel" if L.takes_large_path(a, b, first, M, N, K) else "matmul_kernel"
-    assert next(iter(L.PREPARED.launches.values())).compiled.name == expected
+    assert next(iter(L.PREPARED.values())).compiled.name == expected
 
     def checked_again(*args, **kwargs):
         raise AssertionError("a repeated call went through matmul_inputs: the prepared launch was not used")
@@ -911,7 +911,7 @@ def test_a_repeated_matmul_launches_the_prepared_kernel(monkeypatch, shape):
     shifted = L.matmul(off, b, bias, "silu")
     utils.check(shifted, ref, dtype=torch.float16, quiet=True, name="matmul, a off its 16-byte boundary",
                 atol=2e-2, rtol=1e-2, reason="fp16 inputs and output, fp32 sums over K")  # fmt: skip
-    prepared = next(iter(L.PREPARED.launches.values()))
+    prepared = next(iter(L.PREPARED.values()))
     assert not prepared(off, b, torch.empty_like(first), bias), (
         "a Prepared must decline an operand it was not compiled for"
     )

@@ -330,41 +330,36 @@ def test_profiler_kinds():
     assert kernel_kind("rmsnorm_kernel") == "everything else"
 
 
-def _same_kind(t):
-    """A copy of t with its strides (a view of a qkv buffer stays a view's layout): the same call signature."""
-    return torch.empty_strided(t.shape, t.stride(), device=t.device, dtype=t.dtype).copy_(t)
-
-
 def test_a_repeated_attention_pointers_call_launches_the_prepared_kernel(monkeypatch):
     """attention_pointers keeps each call signature's launch (utils.launch): on a GPU the second call with one
     signature skips the checks, gives bit for bit the first call's result, and still refuses an out that
     overlaps an input; under the interpreter nothing is prepared."""
-    monkeypatch.setattr(L, "POINTER_LAUNCHES", launch.Table())
+    monkeypatch.setattr(L, "PREPARED", launch.Table())
     B, T, H, KV, D = ENV.pick(cpu=(1, 19, 4, 2, 16), gpu=(2, 333, 8, 2, 64))
     q, k, v = L.random_qkv(B, T, H, KV, D, L.lesson_dtype())
     first = L.attention_pointers(q, k, v)
     with pytest.raises(ValueError):
         L.attention_pointers(q, k, v, out=q)
     if ENV.interpret:
-        assert len(L.POINTER_LAUNCHES) == 0, "under the interpreter there is no compiled kernel to prepare"
+        assert len(L.PREPARED) == 0, "under the interpreter there is no compiled kernel to prepare"
         return
-    assert len(L.POINTER_LAUNCHES) == 1
+    assert len(L.PREPARED) == 1
 
     def checked_again(*args, **kwargs):
         raise AssertionError("a repeated call went through _attention_inputs: the prepared launch was not used")
 
     with monkeypatch.context() as m:
         m.setattr(L, "_attention_inputs", checked_again)
-        again = L.attention_pointers(*(_same_kind(t) for t in (q, k, v)))
+        again = L.attention_pointers(*(launch.same_kind(t) for t in (q, k, v)))
     assert torch.equal(first, again), "the prepared launch must run the very kernel the first call ran"
     ref = L.attention_ref(q.float(), k.float(), v.float())
     torch.testing.assert_close(again.float(), ref, atol=2e-2, rtol=2e-2)
     qc, kc, vc = (t.contiguous() for t in (q, k, v))  # an out must be contiguous: q too, to share its signature
     out = torch.empty_like(qc)
     L.attention_pointers(qc, kc, vc, out=out)
-    assert len(L.POINTER_LAUNCHES) == 2 and torch.equal(out, first)
+    assert len(L.PREPARED) == 2 and torch.equal(out, first)
     with pytest.raises(ValueError, match="overlap|share"):
         L.attention_pointers(qc, kc, vc, out=qc)  # out=qc has the signature just prepared: a would-be hit
     monkeypatch.setattr(L, "attention_pointers_kernel", triton.jit(L.attention_pointers_kernel.fn))  # cell run again
     L.attention_pointers(q, k, v)
-    assert len(L.POINTER_LAUNCHES) == 3, "a kernel defined again must get its own launch, not the old kernel's"
+    assert len(L.PREPARED) == 3, "a kernel defined again must get its own launch, not the old kernel's"

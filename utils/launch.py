@@ -38,7 +38,7 @@ from triton.runtime.jit import JITFunction
 
 from .checking import overlaps
 
-__all__ = ["Prepared", "Table", "autotune_key", "disjoint", "prepare", "signature"]
+__all__ = ["Prepared", "Table", "autotune_key", "disjoint", "prepare", "same_kind", "signature"]
 
 
 #: what a Prepared may keep as it was at prepare time: numbers, flags, names, dtypes (and a constexpr's value)
@@ -185,3 +185,9 @@ def disjoint(outs, inputs) -> bool:
     outs = [o for o in outs if o is not None]
     inputs = [t for t in inputs if t is not None]
     return not any(overlaps(o, t) for i, o in enumerate(outs) for t in (*inputs, *outs[i + 1 :]))
+
+
+def same_kind(t: torch.Tensor) -> torch.Tensor:
+    """A copy of t at another address with t's signature, for t starting on a 16-byte boundary (a fresh allocation
+    does): what shows a repeated call taking its prepared launch. A view keeps a view's strides."""
+    return torch.empty_strided(t.shape, t.stride(), device=t.device, dtype=t.dtype).copy_(t)
