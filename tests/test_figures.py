@@ -51,6 +51,16 @@ def test_broken_markers_and_unmarked_ratios_are_reported(root):
     assert "1.23× is quoted without" in found and "0.93x is quoted without" in found and "0x1f" not in found
 
 
+def test_keys_with_an_arrow_are_read(root):
+    """A shape such as "2048->8192" holds a ">": its marker is still one (it was once skipped without a word)."""
+    (root / "results" / "bench.csv").write_text(CSV + "12,GEMV,1B 2048->8192 M=1,bf16,triton,cuBLAS,1.65,10\n")
+    (root / "README.md").write_text('<!-- fig lesson=12 shape="1B 2048->8192 M=1" col=ratio -->0.00×\n')
+    (found,) = figures.problems(root)
+    assert "0.00 should be 1.65" in found
+    figures.update(root)
+    assert figures.problems(root) == []
+
+
 def test_update_rewrites_figures_with_their_own_rounding(root):
     _notebook(root, "ratio <!-- fig lesson=05 shape=8192 col=ratio -->0.9× and <!-- fig lesson=03 col=GB/s -->4,000")
     (root / "docs" / "x.md").write_text("<!-- fig lesson=05 shape=4096 col=ratio -->0.900×\n")

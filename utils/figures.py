@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
-MARKER = re.compile(r"<!--\s*fig\s+(?P<keys>[^>]*?)\s*-->(?P<value>-?\d[\d,]*(?:\.\d+)?)")
+MARKER = re.compile(r"<!--\s*fig\s+(?P<keys>(?:(?!-->)[^\n])*?)\s*-->(?P<value>-?\d[\d,]*(?:\.\d+)?)")  # keys may hold ">"
 UNMARKED = re.compile(r"(?<![\d.>])\d+\.\d\d(?:×|x(?!\w))")  # 0.94× or 0.94x
 AGGREGATES = {
     "min": min,
