@@ -29,7 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
-MARKER = re.compile(r"<!--\s*fig\s+(?P<keys>(?:(?!-->)[^\n])*?)\s*-->(?P<value>-?\d[\d,]*(?:\.\d+)?)")  # keys may hold ">"
+# the keys run to the marker's end, and may hold a ">" (shape="1B 2048->8192 M=1")
+MARKER = re.compile(r"<!--\s*fig\s+(?P<keys>(?:(?!-->)[^\n])*?)\s*-->(?P<value>-?\d[\d,]*(?:\.\d+)?)")
 UNMARKED = re.compile(r"(?<![\d.>])\d+\.\d\d(?:×|x(?!\w))")  # 0.94× or 0.94x
 AGGREGATES = {
     "min": min,
