@@ -848,6 +848,15 @@ def _x_by_code(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr):
 
 
 @triton.jit
+def _x_by_code_and_sum(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr):
+    """_x_by_code's eight slices and, per word, Σ x over its eight columns (each slice times its 2**POS back): what
+    the zero point multiplies in the stream kernels (z Σ x, once a word)."""
+    x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
+    x_sum = x0 + x1 * 16.0 + x2 * 256.0 + x3 * 4096.0 + x4 * 65536.0 + x5 * 256.0 + x6 * 4096.0 + x7 * 65536.0
+    return x0, x1, x2, x3, x4, x5, x6, x7, x_sum
+
+
+@triton.jit
 def _int4_dots(word, high, z, x0, x1, x2, x3, x4, x5, x6, x7):
     """Σ (q - z) x over each group of a (BLOCK_N, GROUPS, WORDS) tile of words -> (BLOCK_N, GROUPS): codes 0-4 where
     they sit in the word, codes 5-7 in ``high`` = word >> 12 (see _code); x0 .. x7 from _x_by_code."""
@@ -1219,12 +1228,14 @@ def w4a16_stream_kernel(
     X_AHEAD: tl.constexpr,  # and step s + 1's x too (num_stages >= 3: more registers)
     SPLIT_K,  # a runtime argument: another split needs no new compile
     HAS_RESIDUAL: tl.constexpr,
+    PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines this deep (see below)
 ):
     # A step is a (BLOCK_N, GROUPS, WORDS) tile of words. Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: when BLOCK_K = 1024 x num_warps, every thread holds the same
     # 4 words of all BLOCK_N rows, so the 32 numbers of x it needs serve BLOCK_N rows, and nothing is reduced
     # across threads until after the loop.
     tl.static_assert(BLOCK_M == 1, "the stream kernel reads one row of x")
+    tl.static_assert(PIPE == 1 or not (PREFETCH or X_AHEAD), "PIPE > 1: the compiler prefetches, not the code")
     GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
     WORDS: tl.constexpr = GROUP_SIZE // 8  # 32-bit words of a group
     # -- this program: BLOCK_N rows of W, and its slice of the K steps
@@ -1237,11 +1248,24 @@ def w4a16_stream_kernel(
     offs_g = tl.arange(0, GROUPS)
     offs_k = tl.arange(0, BLOCK_K)
     mask_n = offs_n < N
-    rows_n = offs_n.to(tl.int64)
+    rows_n = tl.minimum(offs_n, N - 1).to(tl.int64)  # rows past N read row N - 1, never stored: PIPE needs no mask
     cols = offs_g[:, None] * WORDS + tl.arange(0, WORDS)[None, :]  # (GROUPS, WORDS): the words of a step
     p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + cols[None, :, :]  # 16-byte loads along a row
     s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
     acc = tl.zeros((BLOCK_N, GROUPS, WORDS), dtype=tl.float32)  # a sum a word: reduced once, after the loop
+    if PIPE > 1:  # -- the steps every column of which exists, with no mask: Triton's pipeliner takes their loads
+        # (a loop written tl.range(..., num_stages=...) pipelines loads that feed no tl.dot too): each travels by
+        # cp.async into shared memory PIPE - 1 steps ahead, with no registers held for it
+        full = tl.maximum(tl.minimum(last, K // BLOCK_K), first)
+        for step in tl.range(first, full, num_stages=PIPE):
+            g0 = step * GROUPS
+            word = tl.load(p_tile + g0 * WORDS)
+            scale = tl.load(scale_ptr + s_tile + g0)  # 1-2 bytes a thread: too narrow for cp.async, loaded here
+            zero = tl.load(zero_ptr + s_tile + g0)
+            xk = tl.load(x_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
+            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
+        first = full  # the step K cuts short, if any, goes through the loop below, masked
     mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
     word_next = tl.load(p_tile + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
     scale_next = tl.load(scale_ptr + s_tile + first * GROUPS, mask=mask_next, other=0.0)
@@ -1444,7 +1468,7 @@ GEMV_M = 4  # up to this many rows of x: the GEMV kernels (CUDA cores); more: te
 
 
 class FastSchedule(NamedTuple):
-    kernel: str  # CUDA cores: "gemv", int4's "slab" and "stream" (M = 1); tensor cores: "tile", int4's
+    kernel: str  # CUDA cores: "gemv", int4's "slab", "stream" and "pipe" (M = 1); tensor cores: "tile", int4's
     # "tile_swap" (W @ x.T), "scaled" and "scaled_swap" (several groups a step, the scale in the tile)
     BLOCK_M: int  # slab/gemv/stream: the rows of x (M rounded up to a power of two); tile: rows of x a program
     BLOCK_N: int
@@ -1452,20 +1476,23 @@ class FastSchedule(NamedTuple):
     SPLIT_K: int
     num_warps: int
     num_stages: int  # gemv/slab/stream: 1, or 2 to load the next step's weights while this step's are used
-    # (stream: 3, and its x too); tile/scaled: Triton's software pipeline
+    # (stream: 3, and its x too); pipe, tile/scaled: Triton's software pipeline
 
 
-GEMV_KERNEL = {4: "gemv", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab" or "stream" (M = 1
-# only: "gemv" at 1 < M <= GEMV_M). The H100 sweep l12g (results/h100-2026-11-23-s7/sweeps/l12g.txt): "stream"
-# won at the long-K shapes (in FAST_SCHEDULES), "gemv" at the others and with groups of 32, where the stream tile
-# of 2048 columns spilled
+GEMV_KERNEL = {4: "pipe", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab", "stream" or "pipe"
+# (M = 1 only: "gemv" at 1 < M <= GEMV_M). The H100 sweep l12g (results/h100-2026-11-23-s7/sweeps/l12g.txt):
+# "stream" won at the long-K shapes, "gemv" at the others and with groups of 32, where the stream tile of 2048
+# columns spilled. The sweep l12i (results/h100-2026-11-28-s12/sweeps/l12i.txt): "pipe", the stream kernel with
+# its loop pipelined by Triton, 1.04x to 1.78x the table's kernel at all six shapes it timed
 # "stream": (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_K = 1024 num_warps keeps a program's rows in-thread
 STREAM_TILE = (8, 1024, 2, 3)  # the sweep's best stream tile over its shapes
+PIPE_TILE = (4, 1024, 2, 3)  # "pipe": the best geometric mean over l12i's six shapes (1.08x the best per shape)
 GEMV_BLOCK_N = {4: 16, 8: 16}  # by bits: rows of W a program, halved while programs are too few, down to
 GEMV_MIN_BLOCK_N = {
     "slab": 8,
     "gemv": 16,
     "stream": 8,
+    "pipe": 4,
 }  # ... these (the slab kernel's x loads are shared by fewer rows then)
 GEMV_BLOCK_K = {4: 256, 8: 256}  # columns of W a step (the slab kernel wanted 1024: 512 bytes a row)
 GEMV_WARPS, GEMV_STAGES = 4, 2  # GEMV_STAGES 2: prefetch the next step's weights into registers
@@ -1480,12 +1507,13 @@ GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
 FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA graphs unless said
     # (results/h100-2026-11-23-late/sweeps/l12-gemv-schedules.txt; the rest: results/h100-2026-11-23/sweeps/)
-    # M = 1, int4 (results/h100-2026-11-23-s7/sweeps/l12g.txt): "gemv" where K is short, the stream kernel where
-    # K is long (the down projections)
-    (4, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
-    (4, 1, 2048, 8192): FastSchedule("stream", 1, 4, 2048, 1, 2, 3),
-    (4, 1, 14336, 4096): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
-    (4, 1, 4096, 14336): FastSchedule("stream", 1, 8, 1024, 1, 2, 3),
+    # M = 1, int4 (results/h100-2026-11-28-s12/sweeps/l12i.txt): the pipelined stream kernel everywhere
+    (4, 1, 8192, 2048): FastSchedule("pipe", 1, 16, 512, 1, 2, 3),
+    (4, 1, 2048, 8192): FastSchedule("pipe", 1, 4, 1024, 1, 4, 3),
+    (4, 1, 14336, 4096): FastSchedule("pipe", 1, 8, 512, 1, 4, 3),
+    (4, 1, 4096, 14336): FastSchedule("pipe", 1, 4, 1024, 1, 2, 3),
+    (4, 1, 128256, 2048): FastSchedule("pipe", 1, 16, 512, 1, 2, 3),  # Llama-3.2-1B's LM head
+    (4, 1, 2048, 5632): FastSchedule("pipe", 1, 4, 1024, 1, 4, 3),  # TinyLlama's down projection
     # M = 1, int8
     (8, 1, 8192, 2048): FastSchedule("gemv", 1, 16, 256, 1, 4, 2),
     (8, 1, 2048, 8192): FastSchedule("gemv", 1, 16, 512, 2, 4, 2),
@@ -1545,9 +1573,9 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
         except (TypeError, ValueError):
             pass
     if M <= GEMV_M:
-        kernel = GEMV_KERNEL[bits] if GEMV_KERNEL[bits] != "stream" or M == 1 else "gemv"
-        if kernel == "stream":
-            BLOCK_N, BLOCK_K, warps, stages = STREAM_TILE
+        kernel = GEMV_KERNEL[bits] if GEMV_KERNEL[bits] not in ("stream", "pipe") or M == 1 else "gemv"
+        if kernel in ("stream", "pipe"):
+            BLOCK_N, BLOCK_K, warps, stages = STREAM_TILE if kernel == "stream" else PIPE_TILE
         else:
             BLOCK_N, BLOCK_K, warps, stages = GEMV_BLOCK_N[bits], GEMV_BLOCK_K[bits], GEMV_WARPS, GEMV_STAGES
         BLOCK_K = max(group_size, min(BLOCK_K, triton.next_power_of_2(K)))  # no step wider than K
@@ -1573,21 +1601,21 @@ def clear_schedule_cache():
     _fast_schedule.cache_clear()
 
 
-FAST_KERNELS = ("gemv", "slab", "stream", "tile", "tile_swap", "scaled", "scaled_swap")
-GEMV_KERNELS = ("gemv", "slab", "stream")  # CUDA cores, one program a BLOCK_N rows of W, all rows of x
+FAST_KERNELS = ("gemv", "slab", "stream", "pipe", "tile", "tile_swap", "scaled", "scaled_swap")
+GEMV_KERNELS = ("gemv", "slab", "stream", "pipe")  # CUDA cores, one program a BLOCK_N rows of W, all rows of x
 
 
 def _require_fast_schedule(s, bits, M, group_size):
     if not isinstance(s, FastSchedule) or s.kernel not in FAST_KERNELS:
         raise TypeError(f"schedule must be a FastSchedule with kernel one of {FAST_KERNELS}, got {s!r}")
-    if s.kernel in ("slab", "stream", "scaled", "scaled_swap") and bits != 4:
+    if s.kernel in ("slab", "stream", "pipe", "scaled", "scaled_swap") and bits != 4:
         raise ValueError(f"the {s.kernel!r} kernel reads int4 codes: int8 weights take 'gemv' or 'tile'")
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps"):
         utils.require_power_of_two(getattr(s, name), name)
     if s.kernel in GEMV_KERNELS and (s.BLOCK_M < M or s.BLOCK_M > 16):
         raise ValueError(f"BLOCK_M={s.BLOCK_M}: the GEMV kernel takes every row of x at once, M={M} (at most 16)")
-    if s.kernel == "stream" and s.BLOCK_M != 1:
-        raise ValueError(f"BLOCK_M={s.BLOCK_M}: the stream kernel reads one row of x (M = 1): take 'gemv' for more")
+    if s.kernel in ("stream", "pipe") and s.BLOCK_M != 1:
+        raise ValueError(f"BLOCK_M={s.BLOCK_M}: the {s.kernel} kernel reads one row of x (M = 1): take 'gemv' for more")
     if s.kernel in GEMV_KERNELS + ("scaled", "scaled_swap") and bits == 4 and s.BLOCK_K % group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {group_size}")
     if s.kernel not in GEMV_KERNELS and min(s.BLOCK_M, s.BLOCK_N) < 16:
@@ -1607,6 +1635,8 @@ def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, *
         meta["PREFETCH"], stages = s.num_stages >= 2, 1
     if s.kernel == "stream":  # ... and >= 3 its x too
         meta["X_AHEAD"] = s.num_stages >= 3
+    if s.kernel == "pipe":  # the stream kernel, its loop pipelined num_stages deep by Triton (no prefetch in the code)
+        meta.update(PREFETCH=False, X_AHEAD=False, PIPE=s.num_stages)
     kernel[(grid_n, s.SPLIT_K)](
         x, *parts, residual if has_residual else target, target, M, N, K, *strides,
         N, 0 if direct else M * N,  # stride_om, stride_os: contiguous (M, N), one slice per split
@@ -1660,7 +1690,8 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
     parts = (w.packed, w.scale, w.zero)
     if s.kernel in GEMV_KERNELS:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = w.packed.view(torch.int32)
-        kernel = {"slab": w4a16_slab_kernel, "stream": w4a16_stream_kernel, "gemv": w4a16_gemv_kernel}[s.kernel]
+        kernel = {"slab": w4a16_slab_kernel, "stream": w4a16_stream_kernel, "pipe": w4a16_stream_kernel,
+                  "gemv": w4a16_gemv_kernel}[s.kernel]  # fmt: skip
         return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
                             (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
                             BLOCK_K=s.BLOCK_K)  # fmt: skip
@@ -1937,6 +1968,7 @@ def w4a16_decode_stream_kernel(
     stride_ct,
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,
+    PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (w4a16_stream_kernel's)
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
 ):
     # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
@@ -1946,6 +1978,7 @@ def w4a16_decode_stream_kernel(
     # threads comes after the loop, not once a step (the groups kernel's tl.sum over WORDS). TinyLlama's
     # projections at the two tables' rows, compiled for sm_90: 4.4 to 4.9 SASS instructions a code in the K loop
     # here, 7.0 to 10.4 there (tests/test_lesson12.py counts the PTX: 4.7 to 5.1 against 6.7 to 10.0).
+    tl.static_assert(PIPE == 1 or not (PREFETCH or X_AHEAD), "PIPE > 1: the compiler prefetches, not the code")
     if PDL == 1:
         gdc_launch_dependents()
     GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
@@ -1957,13 +1990,14 @@ def w4a16_decode_stream_kernel(
     offs_g = tl.arange(0, GROUPS)
     offs_k = tl.arange(0, BLOCK_K)
     groups = tl.cdiv(K, GROUP_SIZE)
+    rows = tl.minimum(offs_n, N - 1)  # rows past N read row N - 1 (never stored): PIPE's loop needs no mask
     if ROPE:
         head = offs_n // (HEAD_DIM // 2)
         i = offs_n % (HEAD_DIM // 2)
-        gate = (head * HEAD_DIM + i).to(tl.int64)
+        gate = ((rows // (HEAD_DIM // 2)) * HEAD_DIM + rows % (HEAD_DIM // 2)).to(tl.int64)
         up_rows = gate + HEAD_DIM // 2
     else:
-        gate, up_rows = offs_n.to(tl.int64), (offs_n + N).to(tl.int64)
+        gate, up_rows = rows.to(tl.int64), (rows + N).to(tl.int64)
     words = offs_g[None, :, None] * WORDS + tl.arange(0, WORDS)[None, None, :]
     p_gate = packed_ptr + gate[:, None, None] * stride_pn + words  # (BLOCK_N, GROUPS, WORDS) words a step
     p_up = packed_ptr + up_rows[:, None, None] * stride_pn + words
@@ -1990,8 +2024,27 @@ def w4a16_decode_stream_kernel(
         x_next = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0)
         if NORM:
             norm_next = tl.load(norm_ptr + offs_k, mask=offs_k < K, other=0.0)
+    g_start = 0
+    if PIPE > 1:  # -- the steps every column of which exists, unmasked, pipelined by Triton (as w4a16_stream_kernel)
+        g_full = (K // BLOCK_K) * GROUPS
+        for g0 in tl.range(0, g_full, GROUPS, num_stages=PIPE):
+            word = tl.load(p_gate + g0 * WORDS)
+            scale = tl.load(scale_ptr + s_gate + g0)
+            zero = tl.load(zero_ptr + s_gate + g0)
+            xk = tl.load(x_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
+            if NORM:
+                sq += xk * xk
+                xk = xk * tl.load(norm_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
+            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
+            if TWO:
+                up = tl.load(p_up + g0 * WORDS)
+                scale_up = tl.load(scale_ptr + s_up + g0)
+                zero_up = tl.load(zero_ptr + s_up + g0)
+                acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up)
+        g_start = g_full  # the step K cuts short, if any: the loop below, masked
     # -- K loop: the next step's loads on their way while this step's words are used
-    for g0 in range(0, groups, GROUPS):
+    for g0 in range(g_start, groups, GROUPS):
         if PREFETCH:
             nxt = keep[:, None] & (g0 + GROUPS + offs_g < groups)[None, :]  # past the end: nothing
             word, scale, zero = word_next, scale_next, zero_next
@@ -2155,7 +2208,8 @@ def w8a16_decode_kernel(
 # FUSED_INT4_KERNEL: the int4 decode kernel, "groups" (w4a16_decode_kernel: a sum a group, reduced across threads
 # every step) or "stream" (w4a16_decode_stream_kernel: sums per word, one reduction after the loop), with its own
 # schedules, FUSED_STREAM_SCHEDULES by (N, K) (None: every other shape); its num_stages 2 loads the next step's
-# words, scales and zero points ahead, 3 its x too. bench/sweeps/l12h.py times both.
+# words, scales and zero points ahead, 3 its x too. bench/sweeps/l12h.py times both. Or "pipe": the stream kernel
+# with its loop pipelined by Triton (PIPE), FUSED_PIPE_SCHEDULES, num_stages its depth (bench/sweeps/l12j.py).
 USE_FUSED_DECODE = True
 QUANTIZED_ROPE_IN_QKV = True
 QUANTIZED_PDL = {4: "after loop", 8: "after loop", None: "start"}  # results/h100-2026-11-23-s7/sweeps/l08c.txt
@@ -2168,8 +2222,9 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
     (8, 2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # int8 down, wo
     (8, 2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),
 }
-FUSED_INT4_KERNEL = "groups"
-FUSED_INT4_KERNELS = ("groups", "stream")
+FUSED_INT4_KERNEL = "stream"  # results/h100-2026-11-28-s12/sweeps/l12j*.txt: the step with "stream" 1.58x bf16 at
+# Llama-3.2-1B's shape against 1.51x with "groups" or "pipe"; at TinyLlama's the three within 0.7 %
+FUSED_INT4_KERNELS = ("groups", "stream", "pipe")
 FUSED_STREAM_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-27-s8/sweeps/l12h.txt, bench/sweeps/l12h.py)
     None: GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),
     (5632, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=3),  # gate/up: and their up rows
@@ -2177,6 +2232,15 @@ FUSED_STREAM_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-27-s
     (2560, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),  # qkv
     (2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=2),  # wo
     (32000, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),  # the LM head
+}
+
+
+FUSED_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s12/sweeps/l12j.txt, bench/sweeps/l12j.py)
+    None: GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=3),
+    (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=2, num_stages=3),  # gate/up: and their up rows
+    (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=3),  # down
+    (2560, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=2, num_stages=3),  # qkv
+    (2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=3),  # wo
 }
 
 
@@ -2192,8 +2256,9 @@ def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
     instead."""
     if utils.mode.current().interpret:
         s = GemvSchedule(min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1)
-    elif bits == 4 and fused_int4_kernel() == "stream":
-        s = FUSED_STREAM_SCHEDULES.get((N, K), FUSED_STREAM_SCHEDULES[None])
+    elif bits == 4 and fused_int4_kernel() in ("stream", "pipe"):
+        table = FUSED_STREAM_SCHEDULES if fused_int4_kernel() == "stream" else FUSED_PIPE_SCHEDULES
+        s = table.get((N, K), table[None])
     else:
         s = FUSED_GEMV_SCHEDULES.get((bits, N, K), FUSED_GEMV_SCHEDULES[(bits, None)])
     return s._replace(BLOCK_K=max(s.BLOCK_K, group_size)) if bits == 4 else s  # int4: a step is whole groups
@@ -2217,7 +2282,10 @@ def _int4_decode_kernel(s, meta):
     """The int4 decode kernel FUSED_INT4_KERNEL names; the stream kernel also takes X_AHEAD (into ``meta``)."""
     if fused_int4_kernel() == "groups":
         return w4a16_decode_kernel
-    meta["X_AHEAD"] = s.num_stages >= 3
+    if fused_int4_kernel() == "pipe":  # Triton pipelines the loop num_stages deep: the code prefetches nothing
+        meta.update(PREFETCH=False, X_AHEAD=False, PIPE=s.num_stages)
+    else:
+        meta["X_AHEAD"] = s.num_stages >= 3
     return w4a16_decode_stream_kernel
 
 

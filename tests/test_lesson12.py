@@ -291,6 +291,12 @@ STREAM_CASES = [
     (5, 300, 64, _fs("stream", 1, 8, 64, 4, 1, 2), F16),
     (3, 72, 32, _fs("stream", 1, 8, 32, 8, 2, 2), F32),
     (21, 700, 64, _fs("stream", 1, 4, 128, 2, 2, 3), F16),  # x loaded a step ahead too
+    # "pipe": the same kernel, its unmasked steps in a loop Triton pipelines, the step K cuts short after it
+    (33, 300, 32, _fs("pipe", 1, 8, 128, 1, 2, 3), F16),
+    (17, 700, 128, _fs("pipe", 1, 4, 256, 2, 4, 2), F32),
+    (9, 100, 64, _fs("pipe", 1, 16, 512, 1, 2, 3), F16),  # a step wider than K: the masked loop only
+    (1, 640, 64, _fs("pipe", 1, 4, 128, 1, 1, 4), F32),  # one row (every row of the tile reads it), K whole steps
+    (21, 1000, 32, _fs("pipe", 1, 8, 64, 4, 2, 3), F16),  # splits of 8 and 7 steps, the last one cut short
 ]
 
 
@@ -383,7 +389,7 @@ def _heuristic_schedules():
     for M, N, K in ((1, 8192, 2048), (1, 2048, 8192), (4, 14336, 4096), (1, 4096, 14336)):
         s = L.fast_schedule(4, M, N, K, 128, sm_count=132, smem=227 * 1024)
         programs = triton.cdiv(N, s.BLOCK_N) * s.SPLIT_K
-        kernel = L.GEMV_KERNEL[4] if L.GEMV_KERNEL[4] != "stream" or M == 1 else "gemv"  # stream: M = 1 only
+        kernel = L.GEMV_KERNEL[4] if L.GEMV_KERNEL[4] not in ("stream", "pipe") or M == 1 else "gemv"  # M = 1 only
         assert s.kernel == kernel and s.BLOCK_M >= M and s.BLOCK_K % 128 == 0, s
         steps = triton.cdiv(K, s.BLOCK_K)
         assert 132 <= programs and (s.SPLIT_K == 1 or steps >= s.SPLIT_K * L.GEMV_MIN_STEPS // 2), (M, N, K, s)
@@ -1096,8 +1102,9 @@ def test_quantized_step_with_and_without_rope_in_qkv(tiny, monkeypatch):
 # -- the int4 decode kernel with the stream GEMV's loop (FUSED_INT4_KERNEL = "stream") --------------------------------
 
 
-def test_fused_decode_checks_pass_with_the_stream_kernel(monkeypatch):
-    monkeypatch.setattr(L, "FUSED_INT4_KERNEL", "stream")
+@pytest.mark.parametrize("kernel", ["stream", "pipe"])
+def test_fused_decode_checks_pass_with_the_stream_kernel(monkeypatch, kernel):
+    monkeypatch.setattr(L, "FUSED_INT4_KERNEL", kernel)
     L.check_quantized_decode_gemv(L.quantized_decode_gemv, quiet=True)
     L.check_quantized_decode_qkv_rope(L.quantized_decode_qkv_rope, quiet=True)
 
@@ -1130,10 +1137,11 @@ def test_fused_decode_stream_kernel_matches_the_groups_kernel(monkeypatch, G, N,
             call = dict(kw, residual=res.clone()) if "residual" in kw else kw
             out = call.get("residual", utils.nan_empty((1, N), out_dtype) if out_dtype else None)
             got[kernel] = L.quantized_decode_gemv(x, wt, eps=1e-5, out=out, schedule=s, **call)
-        name = f"stream vs groups, {sorted(kw)}, G={G}, N={N}, K={K}, {s}"
-        utils.check(got["stream"], got["groups"], name=name, quiet=True, **tol)
         want = L.quantized_decode_gemv_ref(x.double(), wt, eps=1e-5, **kw)
-        utils.check(got["stream"], want, name=f"stream, {sorted(kw)}", quiet=True)
+        for kernel in ("stream", "pipe"):  # pipe: with num_stages >= 2, the loop Triton pipelines, then the tail
+            name = f"{kernel} vs groups, {sorted(kw)}, G={G}, N={N}, K={K}, {s}"
+            utils.check(got[kernel], got["groups"], name=name, quiet=True, **tol)
+            utils.check(got[kernel], want, name=f"{kernel}, {sorted(kw)}", quiet=True)
     # RoPE and the cache write: the qkv rows in pairs, D/2 rows apart (H = 2 query heads, KV = 1, D = 2 BLOCK_N)
     H, KV, D = 2, 1, 2 * BLOCK_N
     x, W, cos, sin, pos, norm, (k0, v0) = _qkv_rope_case(H, KV, D, K, 8, 7, seed=G)
@@ -1144,8 +1152,9 @@ def test_fused_decode_stream_kernel_matches_the_groups_kernel(monkeypatch, G, N,
         k, v = k0.clone(), v0.clone()
         q = L.quantized_decode_qkv_rope(x, w, cos, sin, pos, k, v, norm=norm, schedule=s)
         runs[kernel] = (q, k, v)
-    for part, a, b in zip("qkv", runs["stream"], runs["groups"]):
-        utils.check(a, b, name=f"stream vs groups, RoPE, {part}, G={G}", quiet=True, **tol)
+    for kernel in ("stream", "pipe"):
+        for part, a, b in zip("qkv", runs[kernel], runs["groups"]):
+            utils.check(a, b, name=f"{kernel} vs groups, RoPE, {part}, G={G}", quiet=True, **tol)
 
 
 def test_the_fused_step_with_the_stream_kernel(tiny, monkeypatch):
@@ -1161,10 +1170,11 @@ def test_the_fused_step_with_the_stream_kernel(tiny, monkeypatch):
                   for i, t in enumerate(tokens)]  # fmt: skip
         runs[kernel] = (torch.stack(logits), cache.k.clone(), cache.v.clone())
     tol = dict(atol=1e-4, rtol=1e-4, reason="fp32 sums in another order through every layer; logits ~10")
-    for a, b in zip(runs["stream"], runs["groups"]):
-        utils.check(a, b, quiet=True, **tol)
     want = L8.forward_ref(L.dequantize_model(model, torch.float64), tokens.view(1, -1))[0]
-    utils.check(runs["stream"][0][:, 0], want, quiet=True, **tol)
+    for kernel in ("stream", "pipe"):
+        for a, b in zip(runs[kernel], runs["groups"]):
+            utils.check(a, b, name=f"{kernel} vs groups", quiet=True, **tol)
+        utils.check(runs[kernel][0][:, 0], want, name=kernel, quiet=True, **tol)
 
 
 def test_an_unknown_fused_int4_kernel_is_refused_before_a_launch(monkeypatch):
@@ -1251,9 +1261,11 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
         meta = dict(BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, HAS_RESIDUAL=False)
         if s.kernel in L.GEMV_KERNELS:
             ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the GEMV kernels
-            meta.update(BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2)
-            if s.kernel == "stream":
-                meta["X_AHEAD"] = s.num_stages >= 3
+            meta.update(BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2 and s.kernel != "pipe")
+            if s.kernel in ("stream", "pipe"):  # pipe: the stream kernel, its loop pipelined by Triton
+                meta["X_AHEAD"] = s.kernel == "stream" and s.num_stages >= 3
+            if s.kernel == "pipe":
+                meta["PIPE"] = s.num_stages
         elif s.kernel.startswith("scaled"):
             ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the scaled tile too
             meta.update(BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
@@ -1271,14 +1283,17 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             )
             ints.update(stride_pn=K // 8 if codes == "i32" else K // 2, stride_sn=K // 128)
             meta["GROUP_SIZE"] = 128
-        kernel = f"w{bits}a16_{s.kernel.removesuffix('_swap').replace('scaled', 'scaled_tile')}_kernel"
+        name = s.kernel.removesuffix("_swap").replace("scaled", "scaled_tile").replace("pipe", "stream")
+        kernel = f"w{bits}a16_{name}_kernel"
         stages = 1 if s.kernel in L.GEMV_KERNELS else s.num_stages  # as _fast_launch compiles them
         jobs.append(offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps,
                                 num_stages=stages))  # fmt: skip
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         where = f"{job['kernel']} at M={job['ints']['M']}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
-        if job["kernel"].endswith(("gemv_kernel", "slab_kernel", "stream_kernel")):
+        if job["constexprs"].get("PIPE", 1) > 1:  # the full steps' words by cp.async, PIPE - 1 steps ahead
+            assert 16 in compiled.cp_async_bytes, f"{where}: the pipelined loop's words are not copied by cp.async"
+        elif job["kernel"].endswith(("gemv_kernel", "slab_kernel", "stream_kernel")):
             assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
         else:
             assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
@@ -1341,7 +1356,7 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
         offline.check_pdl_order(compiled.ptx, L8.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
 
 
-def _int4_decode_job(offline, kernel, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, PDL=0):
+def _int4_decode_job(offline, kernel, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, PDL=0, PIPE=1):
     """An utils.offline job for an int4 decode kernel as _fused_gemv / _fused_qkv_rope launch it (bf16, groups of
     128); with ROPE, N counts pairs of rows (TinyLlama's 32 query heads, 4 kv heads, D = 64)."""
     pointers = dict(x_ptr="bf16", packed_ptr="i32", scale_ptr="bf16", zero_ptr="u8", norm_ptr="bf16", res_ptr="bf16",
@@ -1351,6 +1366,8 @@ def _int4_decode_job(offline, kernel, N, K, s, NORM=False, SWIGLU=False, RESIDUA
                 PREFETCH=s.num_stages >= 2, HEAD_DIM=2, ROPE=ROPE, PDL=PDL)  # fmt: skip
     if kernel == "w4a16_decode_stream_kernel":
         meta["X_AHEAD"] = s.num_stages >= 3
+    if PIPE > 1:  # FUSED_INT4_KERNEL = "pipe": the stream kernel, its loop pipelined by Triton (no prefetch in code)
+        meta.update(PREFETCH=False, X_AHEAD=False, PIPE=PIPE)
     if ROPE:
         del pointers["res_ptr"]
         meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
@@ -1359,6 +1376,36 @@ def _int4_decode_job(offline, kernel, N, K, s, NORM=False, SWIGLU=False, RESIDUA
     else:
         meta.update(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None)
     return offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps, num_stages=1)
+
+
+def test_fused_decode_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_path):
+    """FUSED_INT4_KERNEL = "pipe" at FUSED_PIPE_SCHEDULES's rows, as TinyLlama's int4 step launches it: no spills,
+    the words of the steps K does not cut short copied by 16-byte cp.async (Triton's pipeliner took them: a loop
+    written tl.range(..., num_stages=...) pipelines loads that feed no tl.dot), the wait before every store and the
+    next kernel let launch after the loop. Unlike the other two kernels it loads no weight before the wait: the
+    pipeline's first loads are the compiler's, at the loop."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    pdl = 1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[4])
+    shapes = [("qkv + RoPE", 2560, 2048, dict(NORM=True, ROPE=True)), ("wo", 2048, 2048, dict(RESIDUAL=True)),
+              ("gate/up", 5632, 2048, dict(NORM=True, SWIGLU=True)), ("down", 2048, 5632, dict(RESIDUAL=True)),
+              ("head", 32000, 2048, dict(NORM=True))]  # fmt: skip
+    jobs = []
+    for _label, N, K, flags in shapes:
+        s = L.FUSED_PIPE_SCHEDULES.get((N, K), L.FUSED_PIPE_SCHEDULES[None])
+        assert s.num_stages >= 2, f"{s}: num_stages is the pipeline's depth, 2 or more"
+        jobs.append(_int4_decode_job(offline, "w4a16_decode_stream_kernel", N, K, s, PDL=pdl, PIPE=s.num_stages,
+                                     **flags))  # fmt: skip
+    for (label, *_), compiled in zip(shapes, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = f"the pipe decode kernel at {label}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        assert 16 in compiled.cp_async_bytes, f"{where}: the words are not copied by 16-byte cp.async"
+        at = offline.griddepcontrol_order(compiled.ptx)
+        assert 0 <= at["wait"] < at["first_store"], f"{where}: no wait before the stores"
+        if L.QUANTIZED_PDL[4] == "after loop":
+            assert at["wait"] < at["trigger"] < at["first_store"], f"{where}: the next kernel let launch too early"
 
 
 def test_fused_decode_stream_kernel_compiles_for_sm90_with_fewer_instructions_a_code(tmp_path):
