@@ -1408,6 +1408,35 @@ def test_fused_decode_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_
             assert at["wait"] < at["trigger"] < at["first_store"], f"{where}: the next kernel let launch too early"
 
 
+def test_the_pipe_gemv_compiles_for_every_gpu_the_course_runs_on(tmp_path):
+    """The fast path's "pipe" (w4a16_stream_kernel with PIPE) at PIPE_TILE: on an A100 and an H100 its words come by
+    16-byte cp.async; a T4 (sm_75) has no cp.async, and the same loop compiles to plain loads. No spills on any."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    BLOCK_N, BLOCK_K, warps, stages = L.PIPE_TILE
+    N, K = 14336, 4096
+    jobs = [
+        offline.job("w4a16_stream_kernel",
+                    pointers=dict(x_ptr="fp16", packed_ptr="i32", scale_ptr="fp16", zero_ptr="u8", res_ptr="fp16",
+                                  out_ptr="fp16"),
+                    ints=dict(M=1, N=N, K=K, stride_xm=K, stride_pn=K // 8, stride_sn=K // 128, stride_om=N,
+                              stride_os=0, SPLIT_K=2),
+                    constexprs=dict(GROUP_SIZE=128, BLOCK_M=1, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, PREFETCH=False,
+                                    X_AHEAD=False, HAS_RESIDUAL=False, PIPE=stages),
+                    num_warps=warps, num_stages=1, capability=capability)
+        for capability in (75, 80, 90)
+    ]  # fmt: skip
+    for capability, compiled in zip((75, 80, 90), offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        assert compiled.spill_bytes == 0, f"sm_{capability}: spills {compiled.spill_bytes} bytes"
+        if capability >= 80:
+            assert 16 in compiled.cp_async_bytes, f"sm_{capability}: the words are not copied by 16-byte cp.async"
+        else:
+            assert not compiled.cp_async_bytes, "sm_75 has no cp.async"
+            assert 16 in compiled.global_load_bytes, "sm_75: the words are not loaded 16 bytes at a time"
+
+
 def test_fused_decode_stream_kernel_compiles_for_sm90_with_fewer_instructions_a_code(tmp_path):
     """The stream decode kernel at its table's schedules, as TinyLlama's int4 step launches it (launched early,
     QUANTIZED_PDL): no spills, 16-byte word loads, the PDL order kept. And its point, fewer instructions in its K
