@@ -1293,7 +1293,8 @@ def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=N
         RESIDUAL=residual is not None,
         BLOCK_N=s.BLOCK_N,
         BLOCK_K=s.BLOCK_K,
-        PREFETCH=s.num_stages >= 2,  # Triton pipelines loads that feed tl.dot; these feed sums, so we prefetch
+        PREFETCH=s.num_stages >= 2,  # a loop written range() pipelines only loads that feed tl.dot: we prefetch
+        # (tl.range(..., num_stages=...) pipelines these too: lesson 12's "pipe"; bench/sweeps/l12k.py times it here)
         num_warps=s.num_warps,
         num_stages=1,
         **pdl_launch(pdl),
