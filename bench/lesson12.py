@@ -83,15 +83,17 @@ def gemv() -> list[Row]:
                     name, fn = graph_impl
                     rows += paired({name: graphed(fn)}, graph_base, lesson="12", op=op, shape=shape, dtype="bf16",
                                    bytes=nbytes, flops=L.wxa16_flops(M, N, K))  # fmt: skip
-                rows += torchao_peer(w, x, shape, baseline)
+                rows += torchao_peer(w, x, shape, baseline, graph_base)
     return rows
 
 
 _TORCHAO_SAID = []
 
 
-def torchao_peer(w, x, shape, baseline) -> list[Row]:
-    """torchao's int4 weight-only linear on the same weight, where torchao is installed (a peer, not ours)."""
+def torchao_peer(w, x, shape, baseline, graph_base) -> list[Row]:
+    """torchao's int4 weight-only linear on the same weight, where torchao is installed (a peer, not ours): its
+    tinygemm packing (PyTorch's own _weight_int4pack_mm, as gpt-fast uses), or its default where the version has no
+    packing argument; called from Python and replayed from a CUDA graph, as our rows are."""
     if importlib.util.find_spec("torchao") is None:
         if not _TORCHAO_SAID:
             print("  torchao is not installed: its int4 weight-only peer rows are skipped")
@@ -103,7 +105,11 @@ def torchao_peer(w, x, shape, baseline) -> list[Row]:
         lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, device="cuda", dtype=DTYPE)
         with torch.no_grad():
             lin.weight.copy_(w)
-        quantize_(lin, Int4WeightOnlyConfig(group_size=GROUP))
+        try:  # torchao >= 0.13: the default packing ("plain") wants kernels from another package
+            config = Int4WeightOnlyConfig(group_size=GROUP, int4_packing_format="tile_packed_to_4d")
+        except TypeError:
+            config = Int4WeightOnlyConfig(group_size=GROUP)
+        quantize_(lin, config)
         fn = lambda: lin(x)  # noqa: E731
         fn()
     except Exception as e:  # noqa: BLE001 - an API that moved, a missing backend: say so, keep our rows
@@ -112,8 +118,11 @@ def torchao_peer(w, x, shape, baseline) -> list[Row]:
             _TORCHAO_SAID.append(True)
         return []
     M, K = x.shape
-    return paired({f"torchao int4 g{GROUP}": fn}, baseline, lesson="12", op="W4A16 GEMV", shape=shape, dtype="bf16",
-                  bytes=L.w4a16_bytes(M, w.shape[0], K, GROUP), flops=L.wxa16_flops(M, w.shape[0], K))  # fmt: skip
+    costs = dict(lesson="12", op="W4A16 GEMV", shape=shape, dtype="bf16", bytes=L.w4a16_bytes(M, w.shape[0], K, GROUP),
+                 flops=L.wxa16_flops(M, w.shape[0], K))  # fmt: skip
+    return paired({f"torchao int4 g{GROUP}": fn}, baseline, **costs) + paired(
+        {f"torchao int4 g{GROUP} (CUDA graph)": graphed(fn)}, graph_base, **costs
+    )
 
 
 def prefill() -> list[Row]:
