@@ -1636,6 +1636,27 @@ def _require_fast_schedule(s, bits, M, group_size):
         raise ValueError(f"BLOCK_K={s.BLOCK_K}: the int4 tile kernel steps one group at a time ({group_size})")
 
 
+def gemv_prefetch(kind, num_stages) -> dict:
+    """How a GEMV kernel of this kind loads ahead, as the constexprs its schedule's num_stages sets (every GEMV
+    kernel is compiled with num_stages=1; the fast launchers and the fused decode kernels both ask here): "gemv",
+    "slab", int8's GEMV and the fused "groups" kernel: PREFETCH (2 and up: the next step's weights in registers);
+    "stream": and X_AHEAD (3 and up: its x too); "pipe": neither, PIPE = num_stages, the depth of the loop Triton
+    pipelines."""
+    if kind == "pipe":
+        return dict(PREFETCH=False, X_AHEAD=False, PIPE=num_stages)
+    meta = dict(PREFETCH=num_stages >= 2)
+    if kind == "stream":
+        meta["X_AHEAD"] = num_stages >= 3
+    return meta
+
+
+def int4_gemv_kernel(kind):
+    """The int4 kernel of a GEMV kind ("pipe" is the stream kernel with PIPE), looked up at each call: a kernel
+    cell run again is the one used."""
+    return {"gemv": w4a16_gemv_kernel, "slab": w4a16_slab_kernel, "stream": w4a16_stream_kernel,
+            "pipe": w4a16_stream_kernel}[kind]  # fmt: skip
+
+
 def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, **meta):
     """``kernel`` with schedule ``s``: straight into ``out`` (adding the residual itself), or (split-K) into fp32
     partial sums (SPLIT_K, M, N) that split_k_combine_kernel adds up (with the residual) into ``out``."""
@@ -1643,12 +1664,9 @@ def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, *
     target = out if direct else torch.empty(s.SPLIT_K, M, N, device=x.device)
     has_residual = direct and residual is not None
     stages = s.num_stages
-    if s.kernel in GEMV_KERNELS:  # their stages are their own: >= 2 prefetches the next step into registers
-        meta["PREFETCH"], stages = s.num_stages >= 2, 1
-    if s.kernel == "stream":  # ... and >= 3 its x too
-        meta["X_AHEAD"] = s.num_stages >= 3
-    if s.kernel == "pipe":  # the stream kernel, its loop pipelined num_stages deep by Triton (no prefetch in the code)
-        meta.update(PREFETCH=False, X_AHEAD=False, PIPE=s.num_stages)
+    if s.kernel in GEMV_KERNELS:  # their stages are their own (gemv_prefetch): compiled with num_stages=1
+        meta.update(gemv_prefetch(s.kernel, s.num_stages))
+        stages = 1
     kernel[(grid_n, s.SPLIT_K)](
         x, *parts, residual if has_residual else target, target, M, N, K, *strides,
         N, 0 if direct else M * N,  # stride_om, stride_os: contiguous (M, N), one slice per split
@@ -1702,8 +1720,7 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
     parts = (w.packed, w.scale, w.zero)
     if s.kernel in GEMV_KERNELS:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = w.packed.view(torch.int32)
-        kernel = {"slab": w4a16_slab_kernel, "stream": w4a16_stream_kernel, "pipe": w4a16_stream_kernel,
-                  "gemv": w4a16_gemv_kernel}[s.kernel]  # fmt: skip
+        kernel = int4_gemv_kernel(s.kernel)
         return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
                             (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
                             BLOCK_K=s.BLOCK_K)  # fmt: skip
@@ -2279,15 +2296,12 @@ NO_ROPE = dict(
 )  # the decode kernels' RoPE arguments, for every other projection
 
 
-def _int4_decode_kernel(s, meta):
-    """The int4 decode kernel FUSED_INT4_KERNEL names; the stream kernel also takes X_AHEAD (into ``meta``)."""
-    if fused_int4_kernel() == "groups":
-        return w4a16_decode_kernel
-    if fused_int4_kernel() == "pipe":  # Triton pipelines the loop num_stages deep: the code prefetches nothing
-        meta.update(PREFETCH=False, X_AHEAD=False, PIPE=s.num_stages)
-    else:
-        meta["X_AHEAD"] = s.num_stages >= 3
-    return w4a16_decode_stream_kernel
+def _int4_decode_kernel(s, meta, kind=None):
+    """The int4 decode kernel of this kind (None: FUSED_INT4_KERNEL's), its loads ahead (gemv_prefetch) put into
+    ``meta`` ("pipe" is the stream kernel with PIPE)."""
+    kind = kind or fused_int4_kernel()
+    meta.update(gemv_prefetch(kind, s.num_stages))
+    return w4a16_decode_kernel if kind == "groups" else w4a16_decode_stream_kernel
 
 
 def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=False):

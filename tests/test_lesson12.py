@@ -1261,11 +1261,7 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
         meta = dict(BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, HAS_RESIDUAL=False)
         if s.kernel in L.GEMV_KERNELS:
             ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the GEMV kernels
-            meta.update(BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2 and s.kernel != "pipe")
-            if s.kernel in ("stream", "pipe"):  # pipe: the stream kernel, its loop pipelined by Triton
-                meta["X_AHEAD"] = s.kernel == "stream" and s.num_stages >= 3
-            if s.kernel == "pipe":
-                meta["PIPE"] = s.num_stages
+            meta.update(BLOCK_K=s.BLOCK_K, **L.gemv_prefetch(s.kernel, s.num_stages))  # as _fast_launch sets them
         elif s.kernel.startswith("scaled"):
             ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the scaled tile too
             meta.update(BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
@@ -1283,8 +1279,10 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             )
             ints.update(stride_pn=K // 8 if codes == "i32" else K // 2, stride_sn=K // 128)
             meta["GROUP_SIZE"] = 128
-        name = s.kernel.removesuffix("_swap").replace("scaled", "scaled_tile").replace("pipe", "stream")
-        kernel = f"w{bits}a16_{name}_kernel"
+        if bits == 4 and s.kernel in L.GEMV_KERNELS:
+            kernel = L.int4_gemv_kernel(s.kernel).fn.__name__  # the kernel w4a16_fast launches for this kind
+        else:
+            kernel = f"w{bits}a16_{s.kernel.removesuffix('_swap').replace('scaled', 'scaled_tile')}_kernel"
         stages = 1 if s.kernel in L.GEMV_KERNELS else s.num_stages  # as _fast_launch compiles them
         jobs.append(offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps,
                                 num_stages=stages))  # fmt: skip
@@ -1356,18 +1354,16 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
         offline.check_pdl_order(compiled.ptx, L8.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
 
 
-def _int4_decode_job(offline, kernel, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, PDL=0, PIPE=1):
-    """An utils.offline job for an int4 decode kernel as _fused_gemv / _fused_qkv_rope launch it (bf16, groups of
-    128); with ROPE, N counts pairs of rows (TinyLlama's 32 query heads, 4 kv heads, D = 64)."""
+def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, PDL=0):
+    """An utils.offline job for the int4 decode kernel of this kind (FUSED_INT4_KERNELS) as _fused_gemv /
+    _fused_qkv_rope launch it (bf16, groups of 128); with ROPE, N counts pairs of rows (TinyLlama's 32 query heads,
+    4 kv heads, D = 64)."""
     pointers = dict(x_ptr="bf16", packed_ptr="i32", scale_ptr="bf16", zero_ptr="u8", norm_ptr="bf16", res_ptr="bf16",
                     out_ptr="bf16")  # fmt: skip
     ints = dict(N=N, K=K, eps=1e-5, stride_pn=K // 8, stride_sn=K // 128, H=0, KV=0, stride_ct=0)
     meta = dict(GROUP_SIZE=128, NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
-                PREFETCH=s.num_stages >= 2, HEAD_DIM=2, ROPE=ROPE, PDL=PDL)  # fmt: skip
-    if kernel == "w4a16_decode_stream_kernel":
-        meta["X_AHEAD"] = s.num_stages >= 3
-    if PIPE > 1:  # FUSED_INT4_KERNEL = "pipe": the stream kernel, its loop pipelined by Triton (no prefetch in code)
-        meta.update(PREFETCH=False, X_AHEAD=False, PIPE=PIPE)
+                HEAD_DIM=2, ROPE=ROPE, PDL=PDL)  # fmt: skip
+    kernel = L._int4_decode_kernel(s, meta, kind).fn.__name__  # and its loads ahead, into meta
     if ROPE:
         del pointers["res_ptr"]
         meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
@@ -1396,8 +1392,7 @@ def test_fused_decode_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_
     for _label, N, K, flags in shapes:
         s = L.FUSED_PIPE_SCHEDULES.get((N, K), L.FUSED_PIPE_SCHEDULES[None])
         assert s.num_stages >= 2, f"{s}: num_stages is the pipeline's depth, 2 or more"
-        jobs.append(_int4_decode_job(offline, "w4a16_decode_stream_kernel", N, K, s, PDL=pdl, PIPE=s.num_stages,
-                                     **flags))  # fmt: skip
+        jobs.append(_int4_decode_job(offline, "pipe", N, K, s, PDL=pdl, **flags))
     for (label, *_), compiled in zip(shapes, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         where = f"the pipe decode kernel at {label}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
@@ -1418,13 +1413,13 @@ def test_the_pipe_gemv_compiles_for_every_gpu_the_course_runs_on(tmp_path):
     BLOCK_N, BLOCK_K, warps, stages = L.PIPE_TILE
     N, K = 14336, 4096
     jobs = [
-        offline.job("w4a16_stream_kernel",
+        offline.job(L.int4_gemv_kernel("pipe").fn.__name__,
                     pointers=dict(x_ptr="fp16", packed_ptr="i32", scale_ptr="fp16", zero_ptr="u8", res_ptr="fp16",
                                   out_ptr="fp16"),
                     ints=dict(M=1, N=N, K=K, stride_xm=K, stride_pn=K // 8, stride_sn=K // 128, stride_om=N,
                               stride_os=0, SPLIT_K=2),
-                    constexprs=dict(GROUP_SIZE=128, BLOCK_M=1, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, PREFETCH=False,
-                                    X_AHEAD=False, HAS_RESIDUAL=False, PIPE=stages),
+                    constexprs=dict(GROUP_SIZE=128, BLOCK_M=1, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, HAS_RESIDUAL=False,
+                                    **L.gemv_prefetch("pipe", stages)),
                     num_warps=warps, num_stages=1, capability=capability)
         for capability in (75, 80, 90)
     ]  # fmt: skip
@@ -1459,14 +1454,14 @@ def test_fused_decode_stream_kernel_compiles_for_sm90_with_fewer_instructions_a_
     jobs, names = [], []
     for label, N, K, flags in shapes:
         stream = L.FUSED_STREAM_SCHEDULES.get((N, K), L.FUSED_STREAM_SCHEDULES[None])
-        jobs.append(_int4_decode_job(offline, "w4a16_decode_stream_kernel", N, K, stream, PDL=pdl, **flags))
+        jobs.append(_int4_decode_job(offline, "stream", N, K, stream, PDL=pdl, **flags))
         names.append((label, "stream"))
         if label in ("qkv", "gate/up", "down"):
             few = fewest.get((N, K), fewest[None])
-            jobs.append(_int4_decode_job(offline, "w4a16_decode_stream_kernel", N, K, few, PDL=pdl, **flags))
+            jobs.append(_int4_decode_job(offline, "stream", N, K, few, PDL=pdl, **flags))
             names.append((label, "stream, fewest"))
             groups = L.FUSED_GEMV_SCHEDULES.get((4, N, K), L.FUSED_GEMV_SCHEDULES[(4, None)])
-            jobs.append(_int4_decode_job(offline, "w4a16_decode_kernel", N, K, groups, PDL=pdl, **flags))
+            jobs.append(_int4_decode_job(offline, "groups", N, K, groups, PDL=pdl, **flags))
             names.append((label, "groups"))
     per_code = {}
     for (label, kernel), job, compiled in zip(names, jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
@@ -1493,7 +1488,7 @@ def test_the_stream_decode_kernel_compiles_for_an_a100_and_a_t4(tmp_path, capabi
     jobs = []
     for N, K, flags in ((5632, 2048, dict(NORM=True, SWIGLU=True)), (2560, 2048, dict(NORM=True, ROPE=True))):
         s = L.FUSED_STREAM_SCHEDULES.get((N, K), L.FUSED_STREAM_SCHEDULES[None])
-        job = _int4_decode_job(offline, "w4a16_decode_stream_kernel", N, K, s, **flags)
+        job = _int4_decode_job(offline, "stream", N, K, s, **flags)
         act = "bf16" if capability >= 80 else "fp16"
         jobs.append(dict(job, capability=capability, pointers={k: act if t == "bf16" else t for k, t in
                                                                 job["pointers"].items()}))  # fmt: skip
