@@ -30,6 +30,7 @@ from lessons.l10_sort_scan_data import (
     unpack_sort_key,
 )
 from utils import launch, offline
+from utils.bitwise import assert_bitwise_equal
 from utils.mode import current
 
 ENV = current()
@@ -872,11 +873,6 @@ def test_compaction_refuses_to_scatter_with_a_wrong_scan(monkeypatch):
 # -- a repeated compaction: its launches kept per signature and repeated (lesson 05's host's share) ---------------
 
 
-def _bits(t):
-    """fp32 values as their bits, so that NaN equals NaN and -0.0 differs from 0.0: a copy must keep every bit."""
-    return t.view(torch.int32)
-
-
 #: the kernels a compaction of 16 * 16 * 3 + 5 elements launches at BLOCK_SIZE 16 (the counts' scan on a GPU at
 #: 10**7 + 3 elements and COMPACT_SCHEDULES' 1024 too): two levels of block sums under the scan of the counts
 PLAN_KERNELS = {
@@ -981,12 +977,14 @@ def test_a_repeated_compaction_launches_its_plan(monkeypatch, method):
         out = torch.full_like(values, marker)
         got, n_kept = L.compact_on_device(values.clone(), keep.clone(), out=out, **kw)
         new_out, n_new = L.compact_on_device(values.clone(), keep.clone(), **kw)  # out=None: compact's plan
-    assert torch.equal(_bits(first), _bits(ref)), f"compact ({method}) differs from values[keep]"
-    assert torch.equal(_bits(again), _bits(first)), "a plan must launch the very kernels the first call launched"
+    # bit for bit (NaN equal to NaN, -0.0 not 0.0): a copy must keep every bit
+    assert_bitwise_equal(first, ref, f"compact ({method}) against values[keep]")
+    assert_bitwise_equal(again, first, "a plan's result against the first call's (the very same kernels)")
     assert got is out and n_kept.dtype == torch.int64 and n_kept.shape == (1,) and int(n_kept) == int(n_new) == k
-    assert torch.equal(_bits(out), _bits(first_out)), "a plan must write what the full path wrote, and no more"
-    assert torch.equal(_bits(out[:k]), _bits(ref)) and bool((out[k:] == marker).all())
-    assert torch.equal(_bits(new_out[:k]), _bits(ref))
+    assert_bitwise_equal(out, first_out, "a plan's out against the full path's (what it wrote, and no more)")
+    assert_bitwise_equal(out[:k], ref, "compact_on_device's kept values")
+    assert bool((out[k:] == marker).all()), "compact_on_device wrote past the kept values"
+    assert_bitwise_equal(new_out[:k], ref, "compact_on_device's kept values, out=None")
     room = torch.zeros(4 * n, dtype=torch.bool, device=DEV)  # flags and, over them, room for n fp32 values
     room[:n] = keep
     for inputs, bad in (((values, keep), values), ((values, room[:n]), room.view(torch.float32))):
@@ -997,7 +995,7 @@ def test_a_repeated_compaction_launches_its_plan(monkeypatch, method):
     off = torch.empty(n + 1, device=DEV)[1:]  # 4 bytes past a 16-byte boundary
     off.copy_(values)
     for _ in range(2):  # on a GPU the first call makes the view's own plan and the second repeats it
-        assert torch.equal(_bits(L.compact(off, keep, **kw)), _bits(ref)), "an unaligned view, compacted"
+        assert_bitwise_equal(L.compact(off, keep, **kw), ref, "an unaligned view, compacted")
     if not ENV.interpret:
         assert L.compact_signature(off, keep, **kw) in L.PREPARED and len(L.PREPARED) == 3
 
@@ -1056,9 +1054,11 @@ def test_a_plan_repeats_the_first_calls_launches_with_each_calls_tensors(monkeyp
         got, n_kept = L.compact_on_device(values.clone(), keep.clone(), out=out, **kw)
     assert [prepared.calls for _, prepared in plan.launches] == [2] * len(plan.launches)
     for got_values in (first, *repeats):
-        assert torch.equal(_bits(got_values), _bits(ref)), f"{method}: not values[keep]"
-    assert got is out and int(n_kept) == k and torch.equal(_bits(out), _bits(first_out))
-    assert torch.equal(_bits(out[:k]), _bits(ref)) and bool((out[k:] == marker).all())
+        assert_bitwise_equal(got_values, ref, f"{method}: compact against values[keep]")
+    assert got is out and int(n_kept) == k
+    assert_bitwise_equal(out, first_out, "a plan's out against the full path's")
+    assert_bitwise_equal(out[:k], ref, "compact_on_device's kept values")
+    assert bool((out[k:] == marker).all())
     assert L.compact_signature(values, keep, values, **kw) in L.PREPARED, "the signature of a plan: a would-be hit"
     with pytest.raises(ValueError, match="shares memory"):
         L.compact_on_device(values, keep, out=values, **kw)
