@@ -20,6 +20,7 @@ import utils.timing
 
 from lessons.l05_matmul import grouped_tile
 from lessons.l07_llm_layer import Weights, rmsnorm_ref, swiglu_ref
+from lessons.l10_sort_scan_data import prefetch_l2
 from lessons.l08_llama_model import (
     TRITON_DECODE,
     Decoder,
@@ -1956,6 +1957,57 @@ def w4a16_decode_kernel(
 
 
 @triton.jit
+def _l2_rows(ptr, row0, n_rows, row_len):
+    """Lesson 10's prefetch_l2 of rows [row0, row0 + n_rows) of a buffer of rows row_len elements apart: one run,
+    widened to whole 16-byte lines (the buffer starts on one: the launcher checks)."""
+    size: tl.constexpr = ptr.dtype.element_ty.primitive_bitwidth // 8
+    lo = row0.to(tl.int64) * row_len * size // 16 * 16
+    hi = ((row0 + n_rows).to(tl.int64) * row_len * size + 15) // 16 * 16
+    prefetch_l2(ptr.to(tl.pointer_type(tl.int8)) + lo, (hi - lo).to(tl.int32), n_rows > 0)
+
+
+@triton.jit
+def _l2_weight_rows(row0, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO: tl.constexpr):
+    _l2_rows(codes_ptr, row0, n_rows, codes_row)
+    _l2_rows(scale_ptr, row0, n_rows, scale_row)
+    if ZERO:
+        _l2_rows(zero_ptr, row0, n_rows, scale_row)
+
+
+@triton.jit
+def _l2_program_rows(
+    codes_ptr,
+    codes_row,
+    scale_ptr,
+    scale_row,
+    zero_ptr,
+    N,
+    ZERO: tl.constexpr,
+    SWIGLU: tl.constexpr,
+    ROPE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """Every row of W a decode program reads (BLOCK_N from its first, with SWIGLU their up rows N further down,
+    with ROPE its pairs' rows), its codes, scales and (ZERO) zero points asked into L2: a few bulk prefetches from
+    one thread, which hold no register. Issued before the PDL wait, their trip from memory overlaps the kernel
+    before (QUANTIZED_L2_AHEAD)."""
+    n0 = tl.program_id(0) * BLOCK_N
+    n_rows = tl.minimum(N - n0, BLOCK_N)
+    if ROPE:  # pairs (head * D + i, + D/2): the gate rows, then their partners D/2 further
+        row0 = (n0 // (HEAD_DIM // 2)) * HEAD_DIM + n0 % (HEAD_DIM // 2)
+        if 2 * BLOCK_N >= HEAD_DIM:  # whole heads: one run
+            _l2_weight_rows(row0, 2 * n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
+        else:
+            _l2_weight_rows(row0, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
+            _l2_weight_rows(row0 + HEAD_DIM // 2, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
+    else:
+        _l2_weight_rows(n0, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
+        if SWIGLU:
+            _l2_weight_rows(n0 + N, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
+
+
+@triton.jit
 def w4a16_decode_stream_kernel(
     x_ptr,
     packed_ptr,  # the codes as int32 words, as w4a16_stream_kernel reads them
@@ -1989,6 +2041,7 @@ def w4a16_decode_stream_kernel(
     ROPE: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (w4a16_stream_kernel's)
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
+    L2_AHEAD: tl.constexpr = 0,  # with PDL: the program's rows of W asked into L2 before the wait (_l2_program_rows)
 ):
     # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: a warp covers 1024 columns, so with BLOCK_K = 1024 x num_warps
@@ -2035,6 +2088,9 @@ def w4a16_decode_stream_kernel(
             up_next = tl.load(p_up, mask=first[:, :, None], other=0)
             scale_up_next = tl.load(scale_ptr + s_up, mask=first, other=0.0)
             zero_up_next = tl.load(zero_ptr + s_up, mask=first, other=0)
+    if L2_AHEAD:
+        _l2_program_rows(packed_ptr, stride_pn, scale_ptr, stride_sn, zero_ptr, N, True, SWIGLU, ROPE, HEAD_DIM,
+                         BLOCK_N)  # fmt: skip
     if PDL > 0:  # x, the residual, out (and pos, the caches) belong to the kernels before
         gdc_wait()
     if PDL == 2:
@@ -2146,6 +2202,7 @@ def w8a16_decode_kernel(
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
+    L2_AHEAD: tl.constexpr = 0,  # as w4a16_decode_stream_kernel's
 ):
     if PDL == 1:
         gdc_launch_dependents()
@@ -2172,6 +2229,8 @@ def w8a16_decode_kernel(
         q_next = tl.load(q_gate, mask=first, other=0)
         if TWO:
             up_next = tl.load(q_up, mask=first, other=0)
+    if L2_AHEAD:
+        _l2_program_rows(q_ptr, stride_qn, scale_ptr, 1, None, N, False, SWIGLU, ROPE, HEAD_DIM, BLOCK_N)
     if PDL > 0:
         gdc_wait()
     if PDL == 2:
@@ -2231,6 +2290,7 @@ def w8a16_decode_kernel(
 USE_FUSED_DECODE = True
 QUANTIZED_ROPE_IN_QKV = True
 QUANTIZED_PDL = {4: "after loop", 8: "after loop", None: "start"}  # results/h100-2026-11-23-s7/sweeps/l08c.txt
+QUANTIZED_L2_AHEAD = {4: False, 8: False}  # not measured yet: bench/sweeps/l12l.py
 FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/sweeps/l12b.txt, bench/sweeps/l12b.py)
     (4, None): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # 4 rows x 512 bytes a step
     (8, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 512 bytes a step
@@ -2296,6 +2356,20 @@ NO_ROPE = dict(
 )  # the decode kernels' RoPE arguments, for every other projection
 
 
+def _l2_ahead(meta, bits, *buffers):
+    """Sets meta's L2_AHEAD from QUANTIZED_L2_AHEAD for a kernel launched early (PDL) that has the switch (the
+    groups kernel has not), compiled for sm_90 or newer (the bulk prefetch), every buffer on a 16-byte line."""
+    env = utils.mode.current()
+    if (
+        QUANTIZED_L2_AHEAD.get(bits, False)
+        and meta.get("PDL", 0) > 0
+        and env.supports_tma
+        and not (bits == 4 and fused_int4_kernel() == "groups")
+        and all(b.data_ptr() % 16 == 0 for b in buffers)
+    ):
+        meta["L2_AHEAD"] = 1
+
+
 def _int4_decode_kernel(s, meta, kind=None):
     """The int4 decode kernel of this kind (None: FUSED_INT4_KERNEL's), its loads ahead (gemv_prefetch) put into
     ``meta`` ("pipe" is the stream kernel with PIPE)."""
@@ -2342,6 +2416,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
     meta = dict(NORM=norm is not None, SWIGLU=swiglu, RESIDUAL=residual is not None, BLOCK_N=s.BLOCK_N,
                 BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1)  # fmt: skip
     meta.update(NO_ROPE, **pdl_launch(pdl))
+    _l2_ahead(meta, bits, codes, w.scale, *([w.zero] if bits == 4 else []))
     grid = (triton.cdiv(N, s.BLOCK_N),)
     if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = w.packed.view(torch.int32)
@@ -2491,6 +2566,7 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
                 stride_ct=k_cache.stride(1), HEAD_DIM=D, ROPE=True)  # fmt: skip
     meta = dict(NORM=norm is not None, SWIGLU=False, RESIDUAL=False, BLOCK_N=BLOCK_P, BLOCK_K=s.BLOCK_K,
                 PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1, **rope, **pdl_launch(pdl))  # fmt: skip
+    _l2_ahead(meta, bits, codes, w.scale, *([w.zero] if bits == 4 else []))
     grid = (triton.cdiv(pairs, BLOCK_P),)
     if bits == 4:
         words = w.packed.view(torch.int32)

@@ -22,6 +22,7 @@ import utils
 import utils.checkpoints as ckpt
 from lessons import l05_matmul as L5
 from lessons import l08_llama_model as L8
+from lessons import l10_sort_scan_data as L10
 from lessons import l12_quantization as L
 from utils.mode import current
 
@@ -1192,15 +1193,14 @@ def test_an_unknown_fused_int4_kernel_is_refused_before_a_launch(monkeypatch):
 
 
 def _kernels_file(tmp_path):
-    """Lesson 12's @triton.jit functions, lesson 05's grouped_tile and lesson 08's _rope_kv_epilogue (which they call)
-    in one file, as
-    utils.offline compiles kernels from a single module's source."""
+    """Lesson 12's @triton.jit functions, lesson 05's grouped_tile, lesson 08's _rope_kv_epilogue and lesson 10's
+    prefetch_l2 (which they call) in one file, as utils.offline compiles kernels from a single module's source."""
     import ast
     from pathlib import Path
 
     parts = ["import triton", "import triton.language as tl",
              "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait", ""]  # fmt: skip
-    for module, keep in ((L5, {"grouped_tile"}), (L8, {"_rope_kv_epilogue"}), (L, None)):
+    for module, keep in ((L5, {"grouped_tile"}), (L8, {"_rope_kv_epilogue"}), (L10, {"prefetch_l2"}), (L, None)):
         source = Path(module.__file__).read_text()
         for node in ast.parse(source).body:
             decorators = [ast.get_source_segment(source, d) for d in getattr(node, "decorator_list", [])]
@@ -1401,6 +1401,49 @@ def test_fused_decode_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_
         assert 0 <= at["wait"] < at["first_store"], f"{where}: no wait before the stores"
         if L.QUANTIZED_PDL[4] == "after loop":
             assert at["wait"] < at["trigger"] < at["first_store"], f"{where}: the next kernel let launch too early"
+
+
+def test_decode_kernels_ask_their_rows_into_l2_before_the_wait(tmp_path):
+    """QUANTIZED_L2_AHEAD: the int4 stream kernel and the int8 kernel, launched early, ask every row of W they read
+    into L2 by bulk prefetches before the PDL wait (their trip from memory overlapping the kernel before): one
+    prefetch a run of rows for each of codes, scales (and zero points), two runs with SwiGLU, and with RoPE two
+    (pairs inside a head) or one (whole heads); no spills; nothing of it without L2_AHEAD."""
+    import re
+
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    pdl = 1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[4])
+    table = L.FUSED_STREAM_SCHEDULES
+    s = table[(2560, 2048)]
+    heads = s._replace(BLOCK_N=64, BLOCK_K=128)  # 32 pairs a program: whole heads of 64
+    shapes = [("qkv + RoPE, pairs in a head", 2560, 2048, dict(NORM=True, ROPE=True), s, 2),
+              ("qkv + RoPE, whole heads", 2560, 2048, dict(NORM=True, ROPE=True), heads, 1),
+              ("gate/up", 5632, 2048, dict(NORM=True, SWIGLU=True), table[(5632, 2048)], 2),
+              ("down", 2048, 5632, dict(RESIDUAL=True), table[(2048, 5632)], 1)]  # fmt: skip
+    jobs, expect = [], []
+    for label, N, K, flags, sched, runs in shapes:
+        for ahead in (1, 0):
+            job = _int4_decode_job(offline, "stream", N, K, sched, PDL=pdl, **flags)
+            job["constexprs"]["L2_AHEAD"] = ahead
+            jobs.append(job)
+            expect.append((f"the int4 stream kernel at {label}, L2_AHEAD={ahead}", 3 * runs * ahead))
+    int8 = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
+    meta = dict(NORM=False, SWIGLU=True, RESIDUAL=False, BLOCK_N=4, BLOCK_K=1024, PREFETCH=True, cos_ptr=None,
+                sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None, HEAD_DIM=2, ROPE=False, PDL=pdl,
+                L2_AHEAD=1)  # fmt: skip
+    jobs.append(offline.job("w8a16_decode_kernel", pointers=int8, constexprs=meta, num_warps=4, num_stages=1,
+                            ints=dict(N=5632, K=2048, eps=1e-5, stride_qn=2048, H=0, KV=0, stride_ct=0)))  # fmt: skip
+    expect.append(("the int8 kernel at gate/up", 2 * 2))
+    for (where, count), compiled in zip(expect, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        ptx = compiled.ptx
+        found = len(re.findall(r"cp\.async\.bulk\.prefetch\.L2", ptx))
+        assert found == count, f"{where}: {found} bulk prefetches into L2, expected {count}"
+        if count:
+            last = max(m.start() for m in re.finditer(r"cp\.async\.bulk\.prefetch\.L2", ptx))
+            assert last < ptx.index("griddepcontrol.wait"), f"{where}: a prefetch after the wait overlaps nothing"
 
 
 def test_the_pipe_gemv_compiles_for_every_gpu_the_course_runs_on(tmp_path):
