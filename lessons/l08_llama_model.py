@@ -1145,14 +1145,16 @@ def decode_gemv_kernel(
     PREFETCH: tl.constexpr,
     PDL: tl.constexpr = 0,  # 0: launched in order; launched early (see "Launch the next kernel before this one
     # ends"), letting the next kernel launch 1: at once, 2: after the wait, 3: after the K loop (PDL_TRIGGERS)
+    PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines, PIPE - 1 steps ahead
 ):
+    tl.static_assert(PIPE == 1 or not PREFETCH, "PIPE > 1: the compiler loads ahead, not the code")
     if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_N rows of w (and, with SWIGLU, the up rows N further down: w is (2 N, K))
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     keep = rows < N
     cols = tl.arange(0, BLOCK_K)
-    w_rows = w_ptr + rows.to(tl.int64)[:, None] * K + cols[None, :]
+    w_rows = w_ptr + tl.minimum(rows, N - 1).to(tl.int64)[:, None] * K + cols[None, :]  # rows past N: row N - 1
     # -- K loop: products summed where they are, (BLOCK_N, BLOCK_K) of them, reduced once after the loop
     acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
     acc_up = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)  # SWIGLU only (compiled away otherwise)
@@ -1166,7 +1168,21 @@ def decode_gemv_kernel(
         gdc_wait()
     if PDL == 2:
         gdc_launch_dependents()
-    for k in range(0, K, BLOCK_K):
+    k_start = 0
+    if PIPE > 1:  # -- the steps every column of which exists, with no mask (rows past N read row N - 1, never
+        # stored): Triton copies their loads PIPE - 1 steps ahead (cp.async into shared memory, from sm_80)
+        full = (K // BLOCK_K) * BLOCK_K
+        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
+            w = tl.load(w_rows + k)
+            xk = tl.load(x_ptr + k + cols).to(tl.float32)
+            if NORM:
+                sq += xk * xk
+                xk = xk * tl.load(norm_ptr + k + cols).to(tl.float32)
+            acc += w.to(tl.float32) * xk[None, :]
+            if SWIGLU:
+                acc_up += tl.load(w_rows + N * K + k).to(tl.float32) * xk[None, :]
+        k_start = full  # the step K cuts short, if any: the loop below, masked
+    for k in range(k_start, K, BLOCK_K):
         in_k = k + cols < K
         mask = keep[:, None] & in_k[None, :]
         if PREFETCH:  # -- the next step's weights are on their way while this step's are multiplied
@@ -1209,7 +1225,7 @@ class GemvSchedule(NamedTuple):
     BLOCK_N: int  # rows of w a program: N / BLOCK_N programs, each reading BLOCK_N K weights
     BLOCK_K: int
     num_warps: int
-    num_stages: int  # 1: load each step's weights when it starts; 2 or more: the next step's while this one's are used
+    num_stages: int  # 1: load each step's weights when it starts; 2 or more: load ahead (DECODE_GEMV_LOOP says how)
 
 
 # ---- the decode step's matrix-vector products: the sweep (bench/sweeps/l08.py) prints the winners to put here ----
@@ -1225,16 +1241,45 @@ DECODE_GEMV_SCHEDULES = {  # (N, K) -> schedule; an H100 sweep's winners (result
     (2048, 5632): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=8, num_stages=3),  # down
     (32000, 2048): GemvSchedule(BLOCK_N=2, BLOCK_K=2048, num_warps=4, num_stages=2),  # LM head
 }
+# DECODE_GEMV_LOOP: how the GEMVs load ahead. "prefetch": the next step's weights by hand (PREFETCH), with
+# DECODE_GEMV_SCHEDULES; "pipe": the steps K does not cut short in a loop written tl.range(..., num_stages=S), which
+# Triton pipelines S - 1 steps ahead, then the short step masked, with DECODE_PIPE_SCHEDULES (num_stages: S).
+DECODE_GEMV_LOOPS = ("prefetch", "pipe")
+DECODE_GEMV_LOOP = "pipe"
+DECODE_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12k.txt, part B)
+    None: GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=3),  # TinyLlama's qkv, wo and head
+    (5632, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's gate and up
+    (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=4, num_stages=3),  # TinyLlama's down
+    (3072, 2048): GemvSchedule(BLOCK_N=2, BLOCK_K=1024, num_warps=4, num_stages=3),  # Llama-3.2-1B's qkv
+    (8192, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # its gate and up
+    (2048, 8192): GemvSchedule(BLOCK_N=2, BLOCK_K=1024, num_warps=4, num_stages=3),  # its down
+}
 
 
-def gemv_schedule(N: int, K: int) -> GemvSchedule:
-    """DECODE_GEMV_SCHEDULES's row for an (N, K) weight; under the interpreter, which runs the programs one after
-    another, a few large blocks instead."""
+def gemv_loop(loop=None) -> str:
+    """The loop a GEMV runs: ``loop``, or DECODE_GEMV_LOOP's (read at each call)."""
+    loop = DECODE_GEMV_LOOP if loop is None else loop
+    if loop not in DECODE_GEMV_LOOPS:
+        raise ValueError(f"loop must be one of {DECODE_GEMV_LOOPS}, got {loop!r}")
+    return loop
+
+
+def gemv_schedule(N: int, K: int, loop=None) -> GemvSchedule:
+    """The row for an (N, K) weight of this loop's table (DECODE_PIPE_SCHEDULES or DECODE_GEMV_SCHEDULES); under the
+    interpreter, which runs the programs one after another, a few large blocks instead."""
     if utils.mode.current().interpret:
         return GemvSchedule(
             min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1
         )
-    return DECODE_GEMV_SCHEDULES.get((N, K), DECODE_GEMV_SCHEDULES[None])
+    table = DECODE_PIPE_SCHEDULES if gemv_loop(loop) == "pipe" else DECODE_GEMV_SCHEDULES
+    return table.get((N, K), table[None])
+
+
+def gemv_loads(s: GemvSchedule, loop=None) -> dict:
+    """The GEMV kernels' PREFETCH and PIPE for schedule s in this loop (num_stages 1: neither)."""
+    if gemv_loop(loop) == "pipe":
+        return {"PREFETCH": False, "PIPE": s.num_stages if s.num_stages >= 2 else 1}
+    return {"PREFETCH": s.num_stages >= 2, "PIPE": 1}
 
 
 def decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
@@ -1248,11 +1293,14 @@ def decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
     return y if residual is None else y + residual
 
 
-def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None, pdl=False):
+def decode_gemv(
+    x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None, pdl=False, loop=None
+):
     """One launch of decode_gemv_ref for a batch of one: x (1, K), w (N, K) or (2 N, K) with swiglu; returns
     (1, N) in x's dtype, or in out's (fp32 logits). out may be residual itself: x += w @ ... in place.
-    pdl: launch while the kernel before still runs (Hopper and newer; elsewhere ignored). Its programs read their
-    first weights before they wait for that kernel: only for weights no kernel in flight writes (a model's)."""
+    pdl: launch while the kernel before still runs (Hopper and newer; elsewhere ignored). With the "prefetch" loop
+    its programs read their first weights before they wait for that kernel: only for weights no kernel in flight
+    writes (a model's). loop: one of DECODE_GEMV_LOOPS (default DECODE_GEMV_LOOP), schedule: a row of its table."""
     utils.require(x, "x", dtype=FLOATS, ndim=2)
     utils.require(w, "w", dtype=x.dtype, ndim=2)
     M, K = x.shape
@@ -1272,7 +1320,7 @@ def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=N
     inputs = {"x": x, "w": w} if norm is None else {"x": x, "w": w, "norm": norm}  # out may alias the residual
     out = utils.require_out(out, shape=(1, N), dtype=out_dtype, device=x.device, inputs=inputs)
     utils.require_int32_offsets(w, "w")
-    s = schedule or gemv_schedule(N, K)
+    s = schedule or gemv_schedule(N, K, loop)
     utils.require_power_of_two(s.BLOCK_N, "BLOCK_N")
     utils.require_power_of_two(s.BLOCK_K, "BLOCK_K")
     if N == 0:
@@ -1293,8 +1341,7 @@ def decode_gemv(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=N
         RESIDUAL=residual is not None,
         BLOCK_N=s.BLOCK_N,
         BLOCK_K=s.BLOCK_K,
-        PREFETCH=s.num_stages >= 2,  # a loop written range() pipelines only loads that feed tl.dot: we prefetch
-        # (tl.range(..., num_stages=...) pipelines these too: lesson 12's "pipe"; bench/sweeps/l12k.py times it here)
+        **gemv_loads(s, loop),
         num_warps=s.num_warps,
         num_stages=1,
         **pdl_launch(pdl),
@@ -1397,7 +1444,9 @@ def decode_qkv_rope_kernel(
     BLOCK_K: tl.constexpr,
     PREFETCH: tl.constexpr,
     PDL: tl.constexpr = 0,  # as decode_gemv_kernel's
+    PIPE: tl.constexpr = 1,  # as decode_gemv_kernel's
 ):
+    tl.static_assert(PIPE == 1 or not PREFETCH, "PIPE > 1: the compiler loads ahead, not the code")
     if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_P pairs of rows of w: row r = head * D + i and its partner r + D/2 (i < D/2),
@@ -1407,7 +1456,9 @@ def decode_qkv_rope_kernel(
     i = pairs % (HEAD_DIM // 2)
     keep = head < H + 2 * KV
     cols = tl.arange(0, BLOCK_K)
-    w_rows = w_ptr + (head * HEAD_DIM + i).to(tl.int64)[:, None] * K + cols[None, :]
+    pair = tl.minimum(pairs, (H + 2 * KV) * (HEAD_DIM // 2) - 1)  # pairs past the last read its rows, never stored
+    row = (pair // (HEAD_DIM // 2)) * HEAD_DIM + pair % (HEAD_DIM // 2)
+    w_rows = w_ptr + row.to(tl.int64)[:, None] * K + cols[None, :]
     # -- K loop: decode_gemv_kernel's, with the partner rows where SwiGLU reads the up rows
     acc = tl.zeros([BLOCK_P, BLOCK_K], tl.float32)
     acc2 = tl.zeros([BLOCK_P, BLOCK_K], tl.float32)
@@ -1420,7 +1471,18 @@ def decode_qkv_rope_kernel(
         gdc_wait()
     if PDL == 2:
         gdc_launch_dependents()
-    for k in range(0, K, BLOCK_K):
+    k_start = 0
+    if PIPE > 1:  # -- decode_gemv_kernel's pipelined loop, the partner rows where it reads the up rows
+        full = (K // BLOCK_K) * BLOCK_K
+        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
+            xk = tl.load(x_ptr + k + cols).to(tl.float32)
+            if NORM:
+                sq += xk * xk
+                xk = xk * tl.load(norm_ptr + k + cols).to(tl.float32)
+            acc += tl.load(w_rows + k).to(tl.float32) * xk[None, :]
+            acc2 += tl.load(w_rows + (HEAD_DIM // 2) * K + k).to(tl.float32) * xk[None, :]
+        k_start = full
+    for k in range(k_start, K, BLOCK_K):
         in_k = k + cols < K
         mask = keep[:, None] & in_k[None, :]
         if PREFETCH:
@@ -1460,11 +1522,13 @@ def decode_qkv_rope_ref(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps
     return rope_kv_write_ref(qkv.view(1, w.shape[0] // D, D), cos, sin, pos, k_cache, v_cache)
 
 
-def decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5, out=None, schedule=None, pdl=False):
+def decode_qkv_rope(
+    x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5, out=None, schedule=None, pdl=False, loop=None
+):
     """decode_gemv(x, w, norm=) and rope_kv_write in one launch (batch 1): x (1, C), w ((H + 2 KV) D, C), pos (1,)
     int32, caches (1, max_len, KV, D). Writes k and v into row pos of the caches; returns the rotated q (1, H, D).
     schedule: a GemvSchedule whose BLOCK_N rows a program are BLOCK_N / 2 pairs (default: gemv_schedule's);
-    pdl: as decode_gemv's."""
+    pdl and loop: as decode_gemv's."""
     utils.require(x, "x", dtype=FLOATS, ndim=2)
     utils.require(w, "w", dtype=x.dtype, ndim=2)
     M, K = x.shape
@@ -1489,7 +1553,7 @@ def decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-
     inputs = {"x": x, "w": w, "k_cache": k_cache, "v_cache": v_cache}
     out = utils.require_out(out, shape=(1, H, D), dtype=x.dtype, device=x.device, inputs=inputs)
     utils.require_int32_offsets(w, "w")
-    s = schedule or gemv_schedule(w.shape[0], K)
+    s = schedule or gemv_schedule(w.shape[0], K, loop)
     utils.require_power_of_two(s.BLOCK_N, "BLOCK_N")
     utils.require_power_of_two(s.BLOCK_K, "BLOCK_K")
     if K == 0:
@@ -1514,7 +1578,7 @@ def decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-
         HEAD_DIM=D,
         BLOCK_P=BLOCK_P,
         BLOCK_K=s.BLOCK_K,
-        PREFETCH=s.num_stages >= 2,
+        **gemv_loads(s, loop),
         num_warps=s.num_warps,
         num_stages=1,
         **pdl_launch(pdl),

@@ -20,7 +20,6 @@ import utils.timing
 
 from lessons.l05_matmul import grouped_tile
 from lessons.l07_llm_layer import Weights, rmsnorm_ref, swiglu_ref
-from lessons.l10_sort_scan_data import prefetch_l2
 from lessons.l08_llama_model import (
     TRITON_DECODE,
     Decoder,
@@ -36,6 +35,7 @@ from lessons.l08_llama_model import (
     decode_gemv,
     decode_gemv_ref,
     decode_qkv_rope,
+    gemv_loads,
     decode_qkv_rope_ref,
     decode_step,
     forward_ref,
@@ -1957,57 +1957,6 @@ def w4a16_decode_kernel(
 
 
 @triton.jit
-def _l2_rows(ptr, row0, n_rows, row_len):
-    """Lesson 10's prefetch_l2 of rows [row0, row0 + n_rows) of a buffer of rows row_len elements apart: one run,
-    widened to whole 16-byte lines (the buffer starts on one: the launcher checks)."""
-    size: tl.constexpr = ptr.dtype.element_ty.primitive_bitwidth // 8
-    lo = row0.to(tl.int64) * row_len * size // 16 * 16
-    hi = ((row0 + n_rows).to(tl.int64) * row_len * size + 15) // 16 * 16
-    prefetch_l2(ptr.to(tl.pointer_type(tl.int8)) + lo, (hi - lo).to(tl.int32), n_rows > 0)
-
-
-@triton.jit
-def _l2_weight_rows(row0, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO: tl.constexpr):
-    _l2_rows(codes_ptr, row0, n_rows, codes_row)
-    _l2_rows(scale_ptr, row0, n_rows, scale_row)
-    if ZERO:
-        _l2_rows(zero_ptr, row0, n_rows, scale_row)
-
-
-@triton.jit
-def _l2_program_rows(
-    codes_ptr,
-    codes_row,
-    scale_ptr,
-    scale_row,
-    zero_ptr,
-    N,
-    ZERO: tl.constexpr,
-    SWIGLU: tl.constexpr,
-    ROPE: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-):
-    """Every row of W a decode program reads (BLOCK_N from its first, with SWIGLU their up rows N further down,
-    with ROPE its pairs' rows), its codes, scales and (ZERO) zero points asked into L2: a few bulk prefetches from
-    one thread, which hold no register. Issued before the PDL wait, their trip from memory overlaps the kernel
-    before (QUANTIZED_L2_AHEAD)."""
-    n0 = tl.program_id(0) * BLOCK_N
-    n_rows = tl.minimum(N - n0, BLOCK_N)
-    if ROPE:  # pairs (head * D + i, + D/2): the gate rows, then their partners D/2 further
-        row0 = (n0 // (HEAD_DIM // 2)) * HEAD_DIM + n0 % (HEAD_DIM // 2)
-        if 2 * BLOCK_N >= HEAD_DIM:  # whole heads: one run
-            _l2_weight_rows(row0, 2 * n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
-        else:
-            _l2_weight_rows(row0, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
-            _l2_weight_rows(row0 + HEAD_DIM // 2, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
-    else:
-        _l2_weight_rows(n0, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
-        if SWIGLU:
-            _l2_weight_rows(n0 + N, n_rows, codes_ptr, codes_row, scale_ptr, scale_row, zero_ptr, ZERO)
-
-
-@triton.jit
 def w4a16_decode_stream_kernel(
     x_ptr,
     packed_ptr,  # the codes as int32 words, as w4a16_stream_kernel reads them
@@ -2041,7 +1990,6 @@ def w4a16_decode_stream_kernel(
     ROPE: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (w4a16_stream_kernel's)
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
-    L2_AHEAD: tl.constexpr = 0,  # with PDL: the program's rows of W asked into L2 before the wait (_l2_program_rows)
 ):
     # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: a warp covers 1024 columns, so with BLOCK_K = 1024 x num_warps
@@ -2088,9 +2036,6 @@ def w4a16_decode_stream_kernel(
             up_next = tl.load(p_up, mask=first[:, :, None], other=0)
             scale_up_next = tl.load(scale_ptr + s_up, mask=first, other=0.0)
             zero_up_next = tl.load(zero_ptr + s_up, mask=first, other=0)
-    if L2_AHEAD:
-        _l2_program_rows(packed_ptr, stride_pn, scale_ptr, stride_sn, zero_ptr, N, True, SWIGLU, ROPE, HEAD_DIM,
-                         BLOCK_N)  # fmt: skip
     if PDL > 0:  # x, the residual, out (and pos, the caches) belong to the kernels before
         gdc_wait()
     if PDL == 2:
@@ -2202,8 +2147,9 @@ def w8a16_decode_kernel(
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
-    L2_AHEAD: tl.constexpr = 0,  # as w4a16_decode_stream_kernel's
+    PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (lesson 08's "pipe")
 ):
+    tl.static_assert(PIPE == 1 or not PREFETCH, "PIPE > 1: the compiler loads ahead, not the code")
     if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_N rows of W (with SWIGLU also their up rows, N further down)
@@ -2211,13 +2157,14 @@ def w8a16_decode_kernel(
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     keep = offs_n < N
     cols = tl.arange(0, BLOCK_K)
+    n_in = tl.minimum(offs_n, N - 1)  # rows past N read row N - 1's codes (never stored): PIPE's loop needs no mask
     if ROPE:  # -- pairs of rows, as in w4a16_decode_kernel
         head = offs_n // (HEAD_DIM // 2)
         i = offs_n % (HEAD_DIM // 2)
-        gate = (head * HEAD_DIM + i).to(tl.int64)
+        gate = ((n_in // (HEAD_DIM // 2)) * HEAD_DIM + n_in % (HEAD_DIM // 2)).to(tl.int64)
         up_rows = gate + HEAD_DIM // 2
     else:
-        gate, up_rows = offs_n.to(tl.int64), (offs_n + N).to(tl.int64)
+        gate, up_rows = n_in.to(tl.int64), (n_in + N).to(tl.int64)
     q_gate = q_ptr + gate[:, None] * stride_qn + cols[None, :]
     q_up = q_ptr + up_rows[:, None] * stride_qn + cols[None, :]
     # -- K loop: products summed where they are, (BLOCK_N, BLOCK_K) of them, reduced once after the loop
@@ -2229,13 +2176,23 @@ def w8a16_decode_kernel(
         q_next = tl.load(q_gate, mask=first, other=0)
         if TWO:
             up_next = tl.load(q_up, mask=first, other=0)
-    if L2_AHEAD:
-        _l2_program_rows(q_ptr, stride_qn, scale_ptr, 1, None, N, False, SWIGLU, ROPE, HEAD_DIM, BLOCK_N)
     if PDL > 0:
         gdc_wait()
     if PDL == 2:
         gdc_launch_dependents()
-    for k in range(0, K, BLOCK_K):
+    k_start = 0
+    if PIPE > 1:  # -- lesson 08's pipelined loop: the steps every column of which exists, no mask
+        full = (K // BLOCK_K) * BLOCK_K
+        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
+            xk = tl.load(x_ptr + k + cols).to(tl.float32)
+            if NORM:
+                sq += xk * xk
+                xk = xk * tl.load(norm_ptr + k + cols).to(tl.float32)
+            acc += _int8_float(tl.load(q_gate + k)) * xk[None, :]
+            if TWO:
+                acc_up += _int8_float(tl.load(q_up + k)) * xk[None, :]
+        k_start = full  # the step K cuts short, if any: the loop below, masked
+    for k in range(k_start, K, BLOCK_K):
         in_k = k + cols < K
         if PREFETCH:  # -- the next step's codes are on their way while this step's are used
             nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]
@@ -2290,7 +2247,6 @@ def w8a16_decode_kernel(
 USE_FUSED_DECODE = True
 QUANTIZED_ROPE_IN_QKV = True
 QUANTIZED_PDL = {4: "after loop", 8: "after loop", None: "start"}  # results/h100-2026-11-23-s7/sweeps/l08c.txt
-QUANTIZED_L2_AHEAD = {4: False, 8: False}  # not measured yet: bench/sweeps/l12l.py
 FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/sweeps/l12b.txt, bench/sweeps/l12b.py)
     (4, None): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # 4 rows x 512 bytes a step
     (8, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 512 bytes a step
@@ -2299,6 +2255,12 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
     (4, 32000, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=256, num_warps=4, num_stages=2),  # the LM head
     (8, 2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # int8 down, wo
     (8, 2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),
+}
+# FUSED_INT8_LOOP: the int8 kernel's loop, one of lesson 08's DECODE_GEMV_LOOPS: "pipe" takes its schedules from
+# FUSED_INT8_PIPE_SCHEDULES (num_stages: the pipeline's depth), "prefetch" from FUSED_GEMV_SCHEDULES.
+FUSED_INT8_LOOP = "pipe"
+FUSED_INT8_PIPE_SCHEDULES = {  # bench/sweeps/l12k.py's one schedule for every int8 GEMV (h100-2026-11-28-s13)
+    None: GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=4),
 }
 FUSED_INT4_KERNEL = "stream"  # results/h100-2026-11-28-s12/sweeps/l12j*.txt: the step with "stream" 1.58x bf16 at
 # Llama-3.2-1B's shape against 1.51x with "groups" or "pipe"; at TinyLlama's the three within 0.7 %
@@ -2337,6 +2299,8 @@ def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
     elif bits == 4 and fused_int4_kernel() in ("stream", "pipe"):
         table = FUSED_STREAM_SCHEDULES if fused_int4_kernel() == "stream" else FUSED_PIPE_SCHEDULES
         s = table.get((N, K), table[None])
+    elif bits == 8 and FUSED_INT8_LOOP == "pipe":
+        s = FUSED_INT8_PIPE_SCHEDULES.get((N, K), FUSED_INT8_PIPE_SCHEDULES[None])
     else:
         s = FUSED_GEMV_SCHEDULES.get((bits, N, K), FUSED_GEMV_SCHEDULES[(bits, None)])
     return s._replace(BLOCK_K=max(s.BLOCK_K, group_size)) if bits == 4 else s  # int4: a step is whole groups
@@ -2354,20 +2318,6 @@ NO_ROPE = dict(
     HEAD_DIM=2,
     ROPE=False,
 )  # the decode kernels' RoPE arguments, for every other projection
-
-
-def _l2_ahead(meta, bits, *buffers):
-    """Sets meta's L2_AHEAD from QUANTIZED_L2_AHEAD for a kernel launched early (PDL) that has the switch (the
-    groups kernel has not), compiled for sm_90 or newer (the bulk prefetch), every buffer on a 16-byte line."""
-    env = utils.mode.current()
-    if (
-        QUANTIZED_L2_AHEAD.get(bits, False)
-        and meta.get("PDL", 0) > 0
-        and env.supports_tma
-        and not (bits == 4 and fused_int4_kernel() == "groups")
-        and all(b.data_ptr() % 16 == 0 for b in buffers)
-    ):
-        meta["L2_AHEAD"] = 1
 
 
 def _int4_decode_kernel(s, meta, kind=None):
@@ -2416,13 +2366,13 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
     meta = dict(NORM=norm is not None, SWIGLU=swiglu, RESIDUAL=residual is not None, BLOCK_N=s.BLOCK_N,
                 BLOCK_K=s.BLOCK_K, PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1)  # fmt: skip
     meta.update(NO_ROPE, **pdl_launch(pdl))
-    _l2_ahead(meta, bits, codes, w.scale, *([w.zero] if bits == 4 else []))
     grid = (triton.cdiv(N, s.BLOCK_N),)
     if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = w.packed.view(torch.int32)
         _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps,
                                            words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:
+        meta.update(gemv_loads(s, FUSED_INT8_LOOP))
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, residual, out, N, K, eps, w.q.stride(0), **meta)
     return out
 
@@ -2566,13 +2516,13 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
                 stride_ct=k_cache.stride(1), HEAD_DIM=D, ROPE=True)  # fmt: skip
     meta = dict(NORM=norm is not None, SWIGLU=False, RESIDUAL=False, BLOCK_N=BLOCK_P, BLOCK_K=s.BLOCK_K,
                 PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1, **rope, **pdl_launch(pdl))  # fmt: skip
-    _l2_ahead(meta, bits, codes, w.scale, *([w.zero] if bits == 4 else []))
     grid = (triton.cdiv(pairs, BLOCK_P),)
     if bits == 4:
         words = w.packed.view(torch.int32)
         _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps,
                                            words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:
+        meta.update(gemv_loads(s, FUSED_INT8_LOOP))
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, None, out, pairs, K, eps, w.q.stride(0), **meta)
     return out
 

@@ -16,6 +16,7 @@ import torch
 import utils
 import utils.checkpoints as ckpt
 from lessons import l08_llama_model as L
+from utils.bitwise import assert_bitwise_equal
 from utils.mode import current
 
 ENV = current()
@@ -443,11 +444,27 @@ def test_kernel_refusals():
 # -- the fused batch-1 decode step ---------------------------------------------------------------------------------
 
 
-def test_decode_gemv():
-    L.check_decode_gemv(L.decode_gemv, quiet=True)
-    for stages in (1, 2):  # GPU-like tilings (many programs, several K steps), without and with the prefetch
+@pytest.mark.parametrize("loop", L.DECODE_GEMV_LOOPS)
+def test_decode_gemv(loop):
+    L.check_decode_gemv(lambda *args, **kw: L.decode_gemv(*args, loop=loop, **kw), quiet=True)
+    for stages in (1, 3):  # GPU-like tilings (many programs, several K steps, a short last one), then loading ahead
         small = L.GemvSchedule(BLOCK_N=4, BLOCK_K=16, num_warps=4, num_stages=stages)
-        L.check_decode_gemv(lambda *args, s=small, **kw: L.decode_gemv(*args, schedule=s, **kw), quiet=True)
+        L.check_decode_gemv(lambda *args, s=small, **kw: L.decode_gemv(*args, schedule=s, loop=loop, **kw), quiet=True)
+
+
+@pytest.mark.parametrize("N, K", [(37, 70), (5, 64), (1, 16), (9, 15)])  # a short step, none, one step, only it
+def test_the_gemv_loops_give_the_same_bits(N, K):
+    """Loading ahead by hand ("prefetch") or by the compiler ("pipe") changes when the weights arrive, not the sums:
+    at one schedule the two loops add the same products in the same order."""
+    x = torch.randn(1, K, device=ENV.device, dtype=ENV.dtype)
+    w = torch.randn(2 * N, K, device=ENV.device, dtype=ENV.dtype)
+    norm = torch.rand(K, device=ENV.device, dtype=ENV.dtype) + 0.5
+    res = torch.randn(1, N, device=ENV.device, dtype=ENV.dtype)
+    s = L.GemvSchedule(BLOCK_N=4, BLOCK_K=16, num_warps=4, num_stages=3)
+    for kw in ({"norm": norm}, {"norm": norm, "swiglu": True}, {"residual": res}):
+        ww = w if kw.get("swiglu") else w[:N]
+        a, b = (L.decode_gemv(x, ww, schedule=s, loop=loop, **kw) for loop in ("prefetch", "pipe"))
+        assert_bitwise_equal(b, a, name=f"decode_gemv with {sorted(kw)}, N={N}, K={K}: pipe against prefetch")
 
 
 def _halves_swapped(x, w, **kw):
@@ -527,11 +544,12 @@ def _qkv_case(H, KV, D, C, max_len, p, seed=0):
     return x, w, cos, sin, torch.tensor([p], dtype=torch.int32, device=ENV.device), norm, caches
 
 
-def test_decode_qkv_rope():
-    L.check_decode_qkv_rope(L.decode_qkv_rope, quiet=True)
-    for stages in (1, 2):  # GPU-like tilings: 2 pairs a program, several K steps, without and with the prefetch
+@pytest.mark.parametrize("loop", L.DECODE_GEMV_LOOPS)
+def test_decode_qkv_rope(loop):
+    L.check_decode_qkv_rope(lambda *a, **kw: L.decode_qkv_rope(*a, loop=loop, **kw), quiet=True)
+    for stages in (1, 3):  # GPU-like tilings: 2 pairs a program, several K steps, then loading ahead
         s = L.GemvSchedule(BLOCK_N=4, BLOCK_K=16, num_warps=4, num_stages=stages)
-        L.check_decode_qkv_rope(lambda *a, s=s, **kw: L.decode_qkv_rope(*a, schedule=s, **kw), quiet=True)
+        L.check_decode_qkv_rope(lambda *a, s=s, **kw: L.decode_qkv_rope(*a, schedule=s, loop=loop, **kw), quiet=True)
 
 
 @pytest.mark.parametrize(
@@ -749,6 +767,48 @@ def test_early_launched_gemvs_wait_after_their_first_weights_and_before_anything
         where = f"{job['kernel']} at {job['ints'].get('N', 2560)}x{job['ints']['K']}, PDL={pdl}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         offline.check_pdl_order(compiled.ptx, L.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
+
+
+def test_pipe_gemvs_compile_with_their_loops_pipelined_and_wait_before_they_store():
+    """DECODE_GEMV_LOOP = "pipe" at DECODE_PIPE_SCHEDULES's rows, as the step launches the GEMVs at TinyLlama's and
+    Llama-3.2-1B's shapes, compiled for an H100: the weights of the steps K does not cut short copied by 16-byte
+    cp.async (Triton pipelined a loop whose loads feed no tl.dot), no spills, the wait before every store and the
+    next kernel let launch where DECODE_FUSIONS.pdl says. Unlike the "prefetch" loop no weight is loaded before the
+    wait: the pipeline's first loads are the compiler's, at the loop."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    trigger = L.DECODE_FUSIONS.pdl if L.DECODE_FUSIONS.pdl in L.PDL_TRIGGERS else "start"
+    pdl = 1 + L.PDL_TRIGGERS.index(trigger)
+    pointers = dict(x_ptr="bf16", w_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
+    jobs = []
+    for N, K, flags in ((2048, 2048, (0, 0, 1)), (5632, 2048, (1, 1, 0)), (2048, 5632, (0, 0, 1)),
+                        (32000, 2048, (1, 0, 0)), (8192, 2048, (1, 1, 0)), (2048, 8192, (0, 0, 1))):  # fmt: skip
+        s = L.DECODE_PIPE_SCHEDULES.get((N, K), L.DECODE_PIPE_SCHEDULES[None])  # gemv_schedule's on a GPU
+        NORM, SWIGLU, RESIDUAL = map(bool, flags)
+        meta = dict(NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K, PDL=pdl,
+                    **L.gemv_loads(s, "pipe"))  # fmt: skip
+        jobs.append(offline.job("decode_gemv_kernel", pointers=pointers, ints=dict(N=N, K=K, eps=1e-5),
+                                constexprs=meta, num_warps=s.num_warps, num_stages=1))  # fmt: skip
+    for rows, H, KV in ((2560, 32, 4), (3072, 32, 8)):  # the qkv GEMVs with RoPE and the cache write
+        s = L.DECODE_PIPE_SCHEDULES.get((rows, 2048), L.DECODE_PIPE_SCHEDULES[None])
+        meta = dict(NORM=True, HEAD_DIM=64, BLOCK_P=max(1, s.BLOCK_N // 2), BLOCK_K=s.BLOCK_K, PDL=pdl,
+                    **L.gemv_loads(s, "pipe"))  # fmt: skip
+        ptrs = {n: "bf16" for n in ("x_ptr", "w_ptr", "norm_ptr", "cos_ptr", "sin_ptr", "q_ptr", "k_cache_ptr",
+                                    "v_cache_ptr")}  # fmt: skip
+        ptrs["pos_ptr"] = "i32"
+        jobs.append(offline.job("decode_qkv_rope_kernel", pointers=ptrs, constexprs=meta, num_warps=s.num_warps,
+                                num_stages=1, ints=dict(H=H, KV=KV, K=2048, eps=1e-5, stride_ct=KV * 64)))  # fmt: skip
+    for job, compiled in zip(jobs, offline.compile_kernels(L.__file__, jobs)):
+        where = f"{job['kernel']} at {job['ints'].get('N', 'qkv')}x{job['ints']['K']}, PIPE={job['constexprs']['PIPE']}"
+        assert job["constexprs"]["PIPE"] >= 2, f"{where}: the pipe table's num_stages is the depth, 2 or more"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied by 16-byte cp.async"
+        at = offline.griddepcontrol_order(compiled.ptx)
+        assert 0 <= at["wait"] < at["first_store"], f"{where}: no wait before the stores"
+        if trigger == "start":
+            assert 0 <= at["trigger"] < at["wait"], f"{where}: the next kernel not let launch at the start"
 
 
 def test_early_launched_attention_waits_before_it_reads_anything():

@@ -22,8 +22,8 @@ import utils
 import utils.checkpoints as ckpt
 from lessons import l05_matmul as L5
 from lessons import l08_llama_model as L8
-from lessons import l10_sort_scan_data as L10
 from lessons import l12_quantization as L
+from utils.bitwise import assert_bitwise_equal
 from utils.mode import current
 
 ENV = current()
@@ -840,6 +840,30 @@ def test_fused_decode_gemv_many_steps(bits, G, BLOCK_K, stages):
         utils.check(got, want, quiet=True, name=f"int{bits} {sorted(kw)}")
 
 
+@pytest.mark.parametrize("N, K, BLOCK_K", [(13, 150, 32), (5, 64, 32), (3, 20, 32)])  # a short step; none; only it
+def test_fused_int8_loops_give_the_same_bits(monkeypatch, N, K, BLOCK_K):
+    """FUSED_INT8_LOOP: loading ahead by hand ("prefetch") or by the compiler ("pipe") changes when the codes arrive,
+    not the sums: at one schedule, every epilogue and the qkv GEMV with RoPE give the same bits either way."""
+    W = weight(2 * N, K, seed=5, dtype=torch.float32)
+    w, gate = L.quantize_int8_ref(W), L.quantize_int8_ref(W[:N].contiguous())
+    x, norm, res = (torch.randn(*shape, device=DEV) for shape in ((1, K), (K,), (1, N)))
+    s = L8.GemvSchedule(BLOCK_N=4, BLOCK_K=BLOCK_K, num_warps=4, num_stages=3)
+    calls, got = (({"norm": norm}, gate), ({"norm": norm, "swiglu": True}, w), ({"residual": res}, gate)), {}
+    for loop in L8.DECODE_GEMV_LOOPS:
+        monkeypatch.setattr(L, "FUSED_INT8_LOOP", loop)
+        got[loop] = [L.quantized_decode_gemv(x, wt, schedule=s, **kw) for kw, wt in calls]
+    for a, b, name in zip(got["pipe"], got["prefetch"], ("norm", "swiglu", "residual")):
+        assert_bitwise_equal(a, b, name=f"the int8 decode GEMV with {name}, N={N}, K={K}: pipe against prefetch")
+    x, W, cos, sin, pos, norm, (k0, v0) = _qkv_rope_case(2, 1, 16, K, 8, 3)
+    w, out = L.quantize_int8_ref(W), {}
+    for loop in L8.DECODE_GEMV_LOOPS:
+        monkeypatch.setattr(L, "FUSED_INT8_LOOP", loop)
+        k, v = k0.clone(), v0.clone()
+        out[loop] = (L.quantized_decode_qkv_rope(x, w, cos, sin, pos, k, v, norm=norm, schedule=s), k, v)
+    for a, b, name in zip(out["pipe"], out["prefetch"], ("q", "the k cache", "the v cache")):
+        assert_bitwise_equal(a, b, name=f"the int8 qkv GEMV with RoPE, {name}, K={K}: pipe against prefetch")
+
+
 def _rows(w, rows):
     """The quantized weight with its rows (codes, scales, zero points) in the order ``rows``."""
     if isinstance(w, L.Int8Weight):
@@ -1193,14 +1217,15 @@ def test_an_unknown_fused_int4_kernel_is_refused_before_a_launch(monkeypatch):
 
 
 def _kernels_file(tmp_path):
-    """Lesson 12's @triton.jit functions, lesson 05's grouped_tile, lesson 08's _rope_kv_epilogue and lesson 10's
-    prefetch_l2 (which they call) in one file, as utils.offline compiles kernels from a single module's source."""
+    """Lesson 12's @triton.jit functions, lesson 05's grouped_tile and lesson 08's _rope_kv_epilogue (which they call)
+    in one file, as
+    utils.offline compiles kernels from a single module's source."""
     import ast
     from pathlib import Path
 
     parts = ["import triton", "import triton.language as tl",
              "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait", ""]  # fmt: skip
-    for module, keep in ((L5, {"grouped_tile"}), (L8, {"_rope_kv_epilogue"}), (L10, {"prefetch_l2"}), (L, None)):
+    for module, keep in ((L5, {"grouped_tile"}), (L8, {"_rope_kv_epilogue"}), (L, None)):
         source = Path(module.__file__).read_text()
         for node in ast.parse(source).body:
             decorators = [ast.get_source_segment(source, d) for d in getattr(node, "decorator_list", [])]
@@ -1354,6 +1379,47 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
         offline.check_pdl_order(compiled.ptx, L8.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
 
 
+def test_fused_int8_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_path):
+    """FUSED_INT8_LOOP = "pipe" at FUSED_INT8_PIPE_SCHEDULES's rows, as TinyLlama's int8 step launches the kernel
+    (QUANTIZED_PDL[8]): the codes of the steps K does not cut short copied by 16-byte cp.async, no spills, the wait
+    before every store and the next kernel let launch where the table says."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    trigger = L.QUANTIZED_PDL[8]
+    pointers = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
+    no_rope = dict(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None, HEAD_DIM=2, ROPE=False)
+    jobs, names = [], []
+    for label, N, K, flags in (("qkv + RoPE", 2560, 2048, (1, 0, 0)), ("wo", 2048, 2048, (0, 0, 1)),
+                               ("gate/up", 5632, 2048, (1, 1, 0)), ("down", 2048, 5632, (0, 0, 1)),
+                               ("head", 32000, 2048, (1, 0, 0))):  # fmt: skip
+        s = L.FUSED_INT8_PIPE_SCHEDULES.get((N, K), L.FUSED_INT8_PIPE_SCHEDULES[None])
+        meta = dict(NORM=bool(flags[0]), SWIGLU=bool(flags[1]), RESIDUAL=bool(flags[2]), BLOCK_N=s.BLOCK_N,
+                    BLOCK_K=s.BLOCK_K, PDL=1 + L8.PDL_TRIGGERS.index(trigger), **L8.gemv_loads(s, "pipe"))  # fmt: skip
+        ints = dict(N=N, K=K, eps=1e-5, stride_qn=K, H=0, KV=0, stride_ct=0)
+        ptrs = dict(pointers)
+        if label.startswith("qkv"):
+            del ptrs["res_ptr"]
+            ptrs.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
+            meta.update(res_ptr=None, HEAD_DIM=64, ROPE=True, BLOCK_N=max(1, s.BLOCK_N // 2))
+            ints.update(N=N // 2, H=32, KV=4, stride_ct=256)
+        else:
+            meta.update(no_rope)
+        jobs.append(offline.job("w8a16_decode_kernel", pointers=ptrs, ints=ints, constexprs=meta,
+                                num_warps=s.num_warps, num_stages=1))  # fmt: skip
+        names.append(label)
+    for label, job, compiled in zip(names, jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = f"the int8 decode kernel at {label}, PIPE={job['constexprs']['PIPE']}"
+        assert job["constexprs"]["PIPE"] >= 2, f"{where}: num_stages is the pipeline's depth, 2 or more"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+        assert 16 in compiled.cp_async_bytes, f"{where}: the codes are not copied by 16-byte cp.async"
+        at = offline.griddepcontrol_order(compiled.ptx)
+        assert 0 <= at["wait"] < at["first_store"], f"{where}: no wait before the stores"
+        if trigger == "after loop":
+            assert at["wait"] < at["trigger"] < at["first_store"], f"{where}: the next kernel let launch too early"
+
+
 def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, PDL=0):
     """An utils.offline job for the int4 decode kernel of this kind (FUSED_INT4_KERNELS) as _fused_gemv /
     _fused_qkv_rope launch it (bf16, groups of 128); with ROPE, N counts pairs of rows (TinyLlama's 32 query heads,
@@ -1401,49 +1467,6 @@ def test_fused_decode_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_
         assert 0 <= at["wait"] < at["first_store"], f"{where}: no wait before the stores"
         if L.QUANTIZED_PDL[4] == "after loop":
             assert at["wait"] < at["trigger"] < at["first_store"], f"{where}: the next kernel let launch too early"
-
-
-def test_decode_kernels_ask_their_rows_into_l2_before_the_wait(tmp_path):
-    """QUANTIZED_L2_AHEAD: the int4 stream kernel and the int8 kernel, launched early, ask every row of W they read
-    into L2 by bulk prefetches before the PDL wait (their trip from memory overlapping the kernel before): one
-    prefetch a run of rows for each of codes, scales (and zero points), two runs with SwiGLU, and with RoPE two
-    (pairs inside a head) or one (whole heads); no spills; nothing of it without L2_AHEAD."""
-    import re
-
-    from utils import offline
-
-    if not offline.available():
-        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
-    pdl = 1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[4])
-    table = L.FUSED_STREAM_SCHEDULES
-    s = table[(2560, 2048)]
-    heads = s._replace(BLOCK_N=64, BLOCK_K=128)  # 32 pairs a program: whole heads of 64
-    shapes = [("qkv + RoPE, pairs in a head", 2560, 2048, dict(NORM=True, ROPE=True), s, 2),
-              ("qkv + RoPE, whole heads", 2560, 2048, dict(NORM=True, ROPE=True), heads, 1),
-              ("gate/up", 5632, 2048, dict(NORM=True, SWIGLU=True), table[(5632, 2048)], 2),
-              ("down", 2048, 5632, dict(RESIDUAL=True), table[(2048, 5632)], 1)]  # fmt: skip
-    jobs, expect = [], []
-    for label, N, K, flags, sched, runs in shapes:
-        for ahead in (1, 0):
-            job = _int4_decode_job(offline, "stream", N, K, sched, PDL=pdl, **flags)
-            job["constexprs"]["L2_AHEAD"] = ahead
-            jobs.append(job)
-            expect.append((f"the int4 stream kernel at {label}, L2_AHEAD={ahead}", 3 * runs * ahead))
-    int8 = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
-    meta = dict(NORM=False, SWIGLU=True, RESIDUAL=False, BLOCK_N=4, BLOCK_K=1024, PREFETCH=True, cos_ptr=None,
-                sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None, HEAD_DIM=2, ROPE=False, PDL=pdl,
-                L2_AHEAD=1)  # fmt: skip
-    jobs.append(offline.job("w8a16_decode_kernel", pointers=int8, constexprs=meta, num_warps=4, num_stages=1,
-                            ints=dict(N=5632, K=2048, eps=1e-5, stride_qn=2048, H=0, KV=0, stride_ct=0)))  # fmt: skip
-    expect.append(("the int8 kernel at gate/up", 2 * 2))
-    for (where, count), compiled in zip(expect, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
-        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
-        ptx = compiled.ptx
-        found = len(re.findall(r"cp\.async\.bulk\.prefetch\.L2", ptx))
-        assert found == count, f"{where}: {found} bulk prefetches into L2, expected {count}"
-        if count:
-            last = max(m.start() for m in re.finditer(r"cp\.async\.bulk\.prefetch\.L2", ptx))
-            assert last < ptx.index("griddepcontrol.wait"), f"{where}: a prefetch after the wait overlaps nothing"
 
 
 def test_the_pipe_gemv_compiles_for_every_gpu_the_course_runs_on(tmp_path):

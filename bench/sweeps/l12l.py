@@ -18,6 +18,10 @@ Prints: for TinyLlama's and Llama-3.2-1B's shapes (random weights, bf16, groups 
 (lesson 08's), then int4 (FUSED_INT4_KERNEL as set) and int8 at each trigger with and without the prefetch; the
 time, tokens/s and x bf16. The EDIT lines name the fastest per format when it beats the table as set by 1 % at both
 shapes.
+
+Ran once (H100, 2026-11-28, results/h100-2026-11-28-s13/sweeps/l12l.txt) at commit 7f083e3: no gain anywhere (the
+prefetch 0-14 % slower at every trigger, both formats, both shapes), so the switch and the kernels' L2_AHEAD were
+taken out of lesson 12 after it; check out that commit to run it again.
 """
 
 import math
