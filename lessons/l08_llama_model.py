@@ -1851,9 +1851,12 @@ class DecodeFusions(NamedTuple):
 # tokens of context; the ticket's one-launch attention was slower than two launches (its last split combines alone).
 # pdl: bench/sweeps/l08c.py (results/h100-2026-11-23-s7/sweeps/l08c.txt): the GEMVs launched early took 8 % off the
 # step at both contexts with the next kernel let launch at "start" or "after wait" (within 0.3 %), 6 % "after loop";
-# flash-decoding's kernels launched early too, 9-10 % in all
+# flash-decoding's kernels launched early too, 9-10 % in all. With DECODE_GEMV_LOOP = "pipe" (bench/sweeps/l08e.py,
+# results/h100-2026-11-28-s13/sweeps/l08e.txt) "after loop" is the fastest: 4.6 % off "start" at TinyLlama's shape,
+# 3.5 % at Llama-3.2-1B's (a GEMV whose first loads come after its wait gains nothing from starting sooner, and
+# its programs waiting early hold the SMs the kernel before still needs)
 DECODE_FUSIONS = DecodeFusions(
-    rope_in_qkv=True, attention="split+combine", n_splits=None, pdl="start", attention_pdl=True
+    rope_in_qkv=True, attention="split+combine", n_splits=None, pdl="after loop", attention_pdl=True
 )
 
 
