@@ -2147,9 +2147,9 @@ def w8a16_decode_kernel(
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
-    PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (lesson 08's "pipe")
+    PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (lesson 08's "pipe";
+    # with PREFETCH its first step loaded by the code before the wait: "pipe+first")
 ):
-    tl.static_assert(PIPE == 1 or not PREFETCH, "PIPE > 1: the compiler loads ahead, not the code")
     if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_N rows of W (with SWIGLU also their up rows, N further down)
@@ -2171,8 +2171,9 @@ def w8a16_decode_kernel(
     acc = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
     acc_up = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)  # SWIGLU or ROPE only
     sq = tl.zeros((BLOCK_K,), tl.float32)
+    full = (K // BLOCK_K) * BLOCK_K  # PIPE: the columns of the steps K does not cut short
     if PREFETCH:
-        first = keep[:, None] & (cols < K)[None, :]
+        first = keep[:, None] & (cols < (K if PIPE == 1 else full))[None, :]
         q_next = tl.load(q_gate, mask=first, other=0)
         if TWO:
             up_next = tl.load(q_up, mask=first, other=0)
@@ -2182,8 +2183,17 @@ def w8a16_decode_kernel(
         gdc_launch_dependents()
     k_start = 0
     if PIPE > 1:  # -- lesson 08's pipelined loop: the steps every column of which exists, no mask
-        full = (K // BLOCK_K) * BLOCK_K
-        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
+        k_first = 0
+        if PREFETCH:  # the first full step, its codes loaded before the wait (all zeros if there is none)
+            xk = tl.load(x_ptr + cols, mask=cols < full, other=0.0).to(tl.float32)
+            if NORM:
+                sq += xk * xk
+                xk = xk * tl.load(norm_ptr + cols, mask=cols < full, other=0.0).to(tl.float32)
+            acc += _int8_float(q_next) * xk[None, :]
+            if TWO:
+                acc_up += _int8_float(up_next) * xk[None, :]
+            k_first = BLOCK_K
+        for k in tl.range(k_first, full, BLOCK_K, num_stages=PIPE):
             xk = tl.load(x_ptr + k + cols).to(tl.float32)
             if NORM:
                 sq += xk * xk
@@ -2194,7 +2204,7 @@ def w8a16_decode_kernel(
         k_start = full  # the step K cuts short, if any: the loop below, masked
     for k in range(k_start, K, BLOCK_K):
         in_k = k + cols < K
-        if PREFETCH:  # -- the next step's codes are on their way while this step's are used
+        if PREFETCH and PIPE == 1:  # -- the next step's codes are on their way while this step's are used
             nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]
             q = q_next
             q_next = tl.load(q_gate + k + BLOCK_K, mask=nxt, other=0)
@@ -2256,11 +2266,16 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
     (8, 2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # int8 down, wo
     (8, 2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),
 }
-# FUSED_INT8_LOOP: the int8 kernel's loop, one of lesson 08's DECODE_GEMV_LOOPS: "pipe" takes its schedules from
-# FUSED_INT8_PIPE_SCHEDULES (num_stages: the pipeline's depth), "prefetch" from FUSED_GEMV_SCHEDULES.
-FUSED_INT8_LOOP = "pipe"
-FUSED_INT8_PIPE_SCHEDULES = {  # bench/sweeps/l12k.py's one schedule for every int8 GEMV (h100-2026-11-28-s13)
-    None: GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=4),
+# FUSED_INT8_LOOP: the int8 kernel's loop, one of lesson 08's DECODE_GEMV_LOOPS: "pipe" and "pipe+first" take their
+# schedules from FUSED_INT8_PIPE_SCHEDULES (num_stages: the pipeline's depth), "prefetch" from FUSED_GEMV_SCHEDULES.
+FUSED_INT8_LOOP = "prefetch"
+FUSED_INT8_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12m.txt, bench/sweeps/l12m.py)
+    None: GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=2, num_stages=4),  # wo, heads, Llama-3.2-1B's qkv
+    (2560, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's qkv
+    (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # gate/up (and their up rows)
+    (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=4),  # down
+    (8192, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # Llama-3.2-1B's gate/up
+    (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=4),  # its down
 }
 FUSED_INT4_KERNEL = "stream"  # results/h100-2026-11-28-s12/sweeps/l12j*.txt: the step with "stream" 1.58x bf16 at
 # Llama-3.2-1B's shape against 1.51x with "groups" or "pipe"; at TinyLlama's the three within 0.7 %
@@ -2299,7 +2314,7 @@ def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
     elif bits == 4 and fused_int4_kernel() in ("stream", "pipe"):
         table = FUSED_STREAM_SCHEDULES if fused_int4_kernel() == "stream" else FUSED_PIPE_SCHEDULES
         s = table.get((N, K), table[None])
-    elif bits == 8 and FUSED_INT8_LOOP == "pipe":
+    elif bits == 8 and FUSED_INT8_LOOP != "prefetch":
         s = FUSED_INT8_PIPE_SCHEDULES.get((N, K), FUSED_INT8_PIPE_SCHEDULES[None])
     else:
         s = FUSED_GEMV_SCHEDULES.get((bits, N, K), FUSED_GEMV_SCHEDULES[(bits, None)])

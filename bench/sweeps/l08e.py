@@ -15,6 +15,10 @@ Prints, at TinyLlama's and Llama-3.2-1B's shapes (random weights, bf16, context 
 bf16 step for each loop and trigger, the int8 step likewise, the int4 step as set; time, tokens/s, x the bf16 step
 as set, and each variant's logits against its format's first (a relative difference: the loops' schedules differ).
 The EDIT lines name a variant faster than the table's at both shapes.
+
+Ran twice on 2026-11-28 (results/h100-2026-11-28-s13/sweeps/): l08e.txt with "prefetch" and "pipe", then
+l08e-2.txt with "pipe+first" too ("pipe" with the first step's weights loaded before the wait, as "prefetch" does),
+after l12m.py had set FUSED_INT8_PIPE_SCHEDULES per projection.
 """
 
 import math
@@ -47,7 +51,7 @@ def say(line=""):
 def save():
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "sweep_l08e.txt"), "w") as f:
+        with open(os.path.join(out, "sweep_l08e-2.txt"), "w") as f:
             f.write("\n".join(LINES) + "\n")
 
 
