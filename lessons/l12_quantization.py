@@ -2269,7 +2269,7 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
 # FUSED_INT8_LOOP: the int8 kernel's loop, one of lesson 08's DECODE_GEMV_LOOPS: "pipe" and "pipe+first" take their
 # schedules from FUSED_INT8_PIPE_SCHEDULES (num_stages: the pipeline's depth), "prefetch" from FUSED_GEMV_SCHEDULES.
 FUSED_INT8_LOOP = "prefetch"
-FUSED_INT8_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12m.txt, bench/sweeps/l12m.py)
+FUSED_INT8_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12m.txt: l12m.py)
     None: GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=2, num_stages=4),  # wo, heads, Llama-3.2-1B's qkv
     (2560, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's qkv
     (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # gate/up (and their up rows)
