@@ -2268,7 +2268,8 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
 }
 # FUSED_INT8_LOOP: the int8 kernel's loop, one of lesson 08's DECODE_GEMV_LOOPS: "pipe" and "pipe+first" take their
 # schedules from FUSED_INT8_PIPE_SCHEDULES (num_stages: the pipeline's depth), "prefetch" from FUSED_GEMV_SCHEDULES.
-FUSED_INT8_LOOP = "prefetch"
+FUSED_INT8_LOOP = "pipe"  # results/h100-2026-11-28-s13/sweeps/l08e-2.txt: the int8 step 0.712 ms at Llama-3.2-1B's
+# shape against 0.762 with "prefetch" (0.739 "pipe+first"), 0.714 against 0.698 at TinyLlama's
 FUSED_INT8_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12m.txt: l12m.py)
     None: GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=2, num_stages=4),  # wo, heads, Llama-3.2-1B's qkv
     (2560, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's qkv
