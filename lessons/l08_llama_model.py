@@ -1873,8 +1873,8 @@ class DecodeFusions(NamedTuple):
 # step at both contexts with the next kernel let launch at "start" or "after wait" (within 0.3 %), 6 % "after loop";
 # flash-decoding's kernels launched early too, 9-10 % in all. With DECODE_GEMV_LOOP = "pipe" (bench/sweeps/l08e.py,
 # results/h100-2026-11-28-s13/sweeps/l08e.txt) "after loop" is the fastest: 4.6 % off "start" at TinyLlama's shape,
-# 3.5 % at Llama-3.2-1B's (a GEMV whose first loads come after its wait gains nothing from starting sooner, and
-# its programs waiting early hold the SMs the kernel before still needs)
+# 3.5 % at Llama-3.2-1B's (likely: its first loads come after its wait, so starting sooner gains little, while its
+# programs waiting early hold SM resources the kernel before still needs)
 DECODE_FUSIONS = DecodeFusions(
     rope_in_qkv=True, attention="split+combine", n_splits=None, pdl="after loop", attention_pdl=True
 )
