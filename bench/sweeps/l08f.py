@@ -1,0 +1,186 @@
+"""Lesson 08 sweep f (issue 11): DECODE_PIPE_SCHEDULES chosen in the step, not one GEMV at a time.
+
+Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l08f.py`` on the GPU (< 260 s),
+``PYTHONPATH=$PWD python3 bench/sweeps/l08f.py --cpu`` under the interpreter (a tiny model, no timings: a smoke test).
+
+Why: the table's rows came from l12k.py, which timed each GEMV alone, launched in order. In the step the GEMVs are
+launched early (DECODE_FUSIONS.pdl) and overlap their neighbours, and the best tile may differ: l12m.py found the
+int8 kernel's per-projection winners, each faster alone, slower together at TinyLlama's shape. TinyLlama's bf16 step
+is at the line of issue 11's 70 % (results/h100-2026-11-28-s13: 68.9-70.1 %).
+
+What it does, at TinyLlama's shape, then Llama-3.2-1B's while the budget lasts (random weights, bf16, context 640,
+the step replayed from a CUDA graph, L2 cleared before each repetition): the step as set; then for each row the
+step uses, largest weight first, every candidate (BLOCK_N, BLOCK_K, num_warps, num_stages) put in that row alone,
+keeping the fastest before the next row (coordinate descent); then the step with all the winners, its logits
+against the step as set. The EDIT lines name rows whose winner beat the table by more than 0.5 % of the step.
+"""
+
+import math
+import os
+import sys
+import time
+
+T0 = time.time()
+CPU = "--cpu" in sys.argv
+if CPU:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+
+import utils  # noqa: E402
+from lessons import l07_llm_layer as L7  # noqa: E402
+from lessons import l08_llama_model as L8  # noqa: E402
+
+ENV = utils.mode.current()
+LINES = []
+BUDGET_S = 240
+
+
+def say(line=""):
+    print(line, flush=True)
+    LINES.append(line)
+
+
+def save():
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "sweep_l08f.txt"), "w") as f:
+            f.write("\n".join(LINES) + "\n")
+
+
+def gtime(fn):
+    """GPU ms of fn() replayed from a CUDA graph, L2 cleared before each repetition; None on the CPU."""
+    if CPU:
+        fn()
+        return None
+    import triton.testing
+
+    from bench.common import graphed
+
+    return triton.testing.do_bench(graphed(fn), warmup=5, rep=30)
+
+
+def first_line(e):
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:150] if text else ''}"
+
+
+if CPU:
+    DT, G = torch.float32, 32
+    SHAPES = {
+        "tiny": L8.ModelArgs(
+            vocab_size=100, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn_dim=48, tie_embeddings=False
+        )  # fmt: skip
+    }
+    MAX_LEN, CONTEXT = 24, 16
+else:
+    from bench.common import LLAMA_SHAPES
+
+    DT, G = torch.bfloat16, 128
+    SHAPES = {
+        "TinyLlama-1.1B": L8.ModelArgs(
+            vocab_size=32000, n_layers=22, dim=2048, n_heads=32, n_kv_heads=4, ffn_dim=5632, tie_embeddings=False
+        ),  # fmt: skip
+        "Llama-3.2-1B": L8.ModelArgs(**LLAMA_SHAPES["Llama-3.2-1B"]),
+    }
+    MAX_LEN, CONTEXT = 768, 640  # bench/lesson12.py: prompt 512 + 256 new, the mean context
+
+
+def build_model(args):
+    torch.manual_seed(0)
+    layers = [L7.random_weights(args.layer, DT, ENV.device) for _ in range(args.n_layers)]
+    embed = (0.1 * torch.randn(args.vocab_size, args.dim, device=ENV.device)).to(DT)
+    norm = torch.ones(args.dim, device=ENV.device, dtype=DT)
+    head = embed if args.tie_embeddings else (torch.randn(args.vocab_size, args.dim, device=ENV.device) /
+                                              math.sqrt(args.dim)).to(DT)  # fmt: skip
+    return L8.Model(args, embed, layers, norm, head)
+
+
+GS = L8.GemvSchedule
+if CPU:
+    CANDIDATES = [GS(4, 32, 4, 3), GS(2, 64, 4, 2)]
+else:
+    CANDIDATES = [GS(bn, bk, 4, st) for bn in (2, 4, 8) for bk in (512, 1024, 2048) for st in (3, 4)] + [
+        GS(4, 1024, 8, 3), GS(8, 1024, 8, 3)]  # fmt: skip
+
+
+def rows_of(args):
+    """The table's keys the step reads, largest weight first: (N, K) -> label."""
+    C, F, V = args.dim, args.ffn_dim, args.vocab_size
+    qkv = (args.n_heads + 2 * args.n_kv_heads) * args.head_dim
+    return {(F, C): "gate/up", (V, C): "head", (C, F): "down", (qkv, C): "qkv", (C, C): "wo"}
+
+
+def run_shape(name, args):
+    model = build_model(args)
+    cache = L8.new_cache(model, 1, MAX_LEN)
+    cache.k.normal_()
+    cache.v.normal_()
+    token = torch.tensor([7], device=ENV.device)
+    pos = torch.tensor([CONTEXT], dtype=torch.int32, device=ENV.device)
+
+    def step():
+        return L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE)
+
+    table = dict(L8.DECODE_PIPE_SCHEDULES)
+    ref = step().float().clone()
+    base = gtime(step)
+    say(f"== {name}: the step as set (DECODE_GEMV_LOOP {L8.DECODE_GEMV_LOOP!r}, pdl {L8.DECODE_FUSIONS.pdl!r}): "
+        + ("ran" if base is None else f"{base:.4f} ms"))  # fmt: skip
+    best_ms, edits = base, {}
+    try:
+        for key, label in rows_of(args).items():
+            if time.time() - T0 > BUDGET_S - 30:
+                say(f"{label} {key}: SKIPPED (time budget)")
+                continue
+            was = L8.DECODE_PIPE_SCHEDULES.get(key)
+            for s in CANDIDATES:
+                if time.time() - T0 > BUDGET_S - 30:
+                    break
+                L8.DECODE_PIPE_SCHEDULES[key] = s
+                try:
+                    ms = gtime(step)
+                except Exception as e:  # noqa: BLE001
+                    say(f"{label} {key} | {tuple(s)} | ERROR {first_line(e)}")
+                    continue
+                say(f"{label} {key} | {tuple(s)} | " + ("ran" if ms is None else f"{ms:.4f} ms"))
+                if ms is not None and ms < best_ms:
+                    best_ms, edits[key] = ms, s
+            if key in edits:  # keep the winner for the rows after
+                L8.DECODE_PIPE_SCHEDULES[key] = edits[key]
+            elif was is None:
+                del L8.DECODE_PIPE_SCHEDULES[key]
+            else:
+                L8.DECODE_PIPE_SCHEDULES[key] = was
+        got = step().float()
+        rel = float((got - ref).norm() / ref.norm())
+        final = gtime(step)
+        say(f"{name}: the step with the winners " + ("ran" if final is None else f"{final:.4f} ms against "
+            f"{base:.4f} as set (x{base / final:.3f})") + f"; logits {rel:.1e} from the step as set"
+            + ("  <-- FAIL" if rel > 5e-2 else ""))  # fmt: skip
+        if final is not None and final < base * 0.995:
+            for key, s in edits.items():
+                say(f"  -> EDIT: DECODE_PIPE_SCHEDULES[{key}] = {s!r},  # {rows_of(args)[key]}")
+        else:
+            say("  -> keep the table")
+    finally:
+        L8.DECODE_PIPE_SCHEDULES.clear()
+        L8.DECODE_PIPE_SCHEDULES.update(table)
+    if not CPU:
+        torch.cuda.empty_cache()
+    say(f"  ({time.time() - T0:.0f} s)")
+
+
+say(f"lesson 08 sweep f (DECODE_PIPE_SCHEDULES in the step) on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, "
+    f"torch {torch.__version__}, triton {__import__('triton').__version__}")  # fmt: skip
+for name, args in SHAPES.items():
+    if time.time() - T0 > BUDGET_S - 60:
+        say(f"{name}: SKIPPED (time budget)")
+        continue
+    try:
+        run_shape(name, args)
+    except Exception as e:  # noqa: BLE001
+        say(f"{name} stopped: {first_line(e)}")
+    save()
+say(f"total {time.time() - T0:.0f} s")
+save()
