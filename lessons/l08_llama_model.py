@@ -1332,6 +1332,7 @@ def decode_gemv(
     inputs = {"x": x, "w": w} if norm is None else {"x": x, "w": w, "norm": norm}  # out may alias the residual
     out = utils.require_out(out, shape=(1, N), dtype=out_dtype, device=x.device, inputs=inputs)
     utils.require_int32_offsets(w, "w")
+    loop = gemv_loop(loop)  # refused here, before any launch, if it is none of DECODE_GEMV_LOOPS
     s = schedule or gemv_schedule(N, K, loop)
     utils.require_power_of_two(s.BLOCK_N, "BLOCK_N")
     utils.require_power_of_two(s.BLOCK_K, "BLOCK_K")
@@ -1573,6 +1574,7 @@ def decode_qkv_rope(
     inputs = {"x": x, "w": w, "k_cache": k_cache, "v_cache": v_cache}
     out = utils.require_out(out, shape=(1, H, D), dtype=x.dtype, device=x.device, inputs=inputs)
     utils.require_int32_offsets(w, "w")
+    loop = gemv_loop(loop)
     s = schedule or gemv_schedule(w.shape[0], K, loop)
     utils.require_power_of_two(s.BLOCK_N, "BLOCK_N")
     utils.require_power_of_two(s.BLOCK_K, "BLOCK_K")

@@ -524,6 +524,8 @@ def test_decode_gemv_refusals():
             "residual",
         ),
         "a BLOCK_N of 3": (lambda: L.decode_gemv(x, w, schedule=L.GemvSchedule(3, 16, 4, 1)), "BLOCK_N"),
+        "a loop it does not know": (lambda: L.decode_gemv(x, w, loop="pipelined"), "loop must be one of"),
+        "... even with no outputs": (lambda: L.decode_gemv(x, w[:0], loop="pipelined"), "loop must be one of"),
     }
     for _what, (call, message) in cases.items():
         with pytest.raises(ValueError, match=message):
@@ -817,6 +819,36 @@ def test_pipe_gemvs_compile_with_their_loops_pipelined_and_wait_before_they_stor
             assert 0 <= at["trigger"] < at["wait"], f"{where}: the next kernel not let launch at the start"
         if trigger == "after loop":
             assert at["wait"] < at["trigger"] < at["first_store"], f"{where}: the next kernel let launch too early"
+
+
+def test_pipe_gemvs_compile_for_a_t4_and_an_a100():
+    """DECODE_GEMV_LOOP = "pipe" where no PDL exists, at TinyLlama's rows: on an A100 (sm_80) the weights still come
+    by 16-byte cp.async, with no spills; a T4 (sm_75) has no cp.async and the same loop compiles to plain loads (fp16
+    there: a T4 has no bf16 arithmetic). The tables are an H100's: on a T4 either loop spills a few bytes at some
+    rows ("prefetch" 20 at gate/up, "pipe" 8 at wo and the head), a cost of the schedule, not of the loop."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    jobs = []
+    for capability, act in ((75, "fp16"), (80, "bf16")):
+        for N, K, swiglu in ((2048, 2048, False), (5632, 2048, True), (2048, 5632, False), (32000, 2048, False)):
+            s = L.DECODE_PIPE_SCHEDULES.get((N, K), L.DECODE_PIPE_SCHEDULES[None])
+            meta = dict(NORM=True, SWIGLU=swiglu, RESIDUAL=not swiglu, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
+                        **L.gemv_loads(s, "pipe"))  # fmt: skip
+            pointers = dict(x_ptr=act, w_ptr=act, norm_ptr=act, res_ptr=act, out_ptr=act)
+            ints = dict(N=N, K=K, eps=1e-5)
+            jobs.append(offline.job("decode_gemv_kernel", pointers=pointers, ints=ints, constexprs=meta,
+                                    num_warps=s.num_warps, num_stages=1, capability=capability))  # fmt: skip
+    for job, compiled in zip(jobs, offline.compile_kernels(L.__file__, jobs)):
+        where = f"decode_gemv_kernel at {job['ints']['N']}x{job['ints']['K']} for sm_{job['capability']}"
+        assert compiled.error is None, f"{where}: {compiled.error}"
+        if job["capability"] >= 80:
+            assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+            assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied by 16-byte cp.async"
+        else:
+            assert not compiled.cp_async_bytes, f"{where}: cp.async on a GPU that has none"
+            assert "ld.global" in compiled.ptx, f"{where}: no plain loads of the weights"
 
 
 def test_early_launched_attention_waits_before_it_reads_anything():
