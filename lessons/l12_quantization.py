@@ -36,6 +36,7 @@ from lessons.l08_llama_model import (
     decode_gemv_ref,
     decode_qkv_rope,
     gemv_loads,
+    gemv_loop,
     decode_qkv_rope_ref,
     decode_step,
     forward_ref,
@@ -2268,6 +2269,7 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
 }
 # FUSED_INT8_LOOP: the int8 kernel's loop, one of lesson 08's DECODE_GEMV_LOOPS: "pipe" and "pipe+first" take their
 # schedules from FUSED_INT8_PIPE_SCHEDULES (num_stages: the pipeline's depth), "prefetch" from FUSED_GEMV_SCHEDULES.
+# Or a dict of them by (N, K), None: every other shape (fused_int8_loop).
 FUSED_INT8_LOOP = "pipe"  # results/h100-2026-11-28-s13/sweeps/l08e-2.txt: the int8 step 0.712 ms at Llama-3.2-1B's
 # shape against 0.762 with "prefetch" (0.739 "pipe+first"), 0.714 against 0.698 at TinyLlama's
 FUSED_INT8_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12m.txt: l12m.py)
@@ -2306,6 +2308,15 @@ def fused_int4_kernel() -> str:
     return FUSED_INT4_KERNEL
 
 
+def fused_int8_loop(N, K) -> str:
+    """FUSED_INT8_LOOP's loop for an (N, K) int8 weight: the string, or its row of the dict (None: every other
+    shape); one of lesson 08's DECODE_GEMV_LOOPS, else a ValueError."""
+    loop = FUSED_INT8_LOOP
+    if isinstance(loop, dict):
+        loop = loop.get((N, K), loop.get(None))
+    return gemv_loop(loop)
+
+
 def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
     """FUSED_GEMV_SCHEDULES's row for a (bits, N, K) weight (int4 with FUSED_INT4_KERNEL = "stream":
     FUSED_STREAM_SCHEDULES's); under the interpreter, which runs the programs one after another, a few large blocks
@@ -2315,7 +2326,7 @@ def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
     elif bits == 4 and fused_int4_kernel() in ("stream", "pipe"):
         table = FUSED_STREAM_SCHEDULES if fused_int4_kernel() == "stream" else FUSED_PIPE_SCHEDULES
         s = table.get((N, K), table[None])
-    elif bits == 8 and FUSED_INT8_LOOP != "prefetch":
+    elif bits == 8 and fused_int8_loop(N, K) != "prefetch":
         s = FUSED_INT8_PIPE_SCHEDULES.get((N, K), FUSED_INT8_PIPE_SCHEDULES[None])
     else:
         s = FUSED_GEMV_SCHEDULES.get((bits, N, K), FUSED_GEMV_SCHEDULES[(bits, None)])
@@ -2388,7 +2399,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
         _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps,
                                            words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:
-        meta.update(gemv_loads(s, FUSED_INT8_LOOP))
+        meta.update(gemv_loads(s, fused_int8_loop(N, K)))
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, residual, out, N, K, eps, w.q.stride(0), **meta)
     return out
 
@@ -2538,7 +2549,7 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
         _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps,
                                            words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:
-        meta.update(gemv_loads(s, FUSED_INT8_LOOP))
+        meta.update(gemv_loads(s, fused_int8_loop(rows, K)))
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, None, out, pairs, K, eps, w.q.stride(0), **meta)
     return out
 

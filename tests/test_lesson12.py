@@ -867,6 +867,17 @@ def test_fused_int8_loops_give_the_same_bits(monkeypatch, N, K, BLOCK_K):
             assert_bitwise_equal(a, b, name=f"the int8 qkv GEMV with RoPE, {name}, K={K}: {loop} against prefetch")
 
 
+def test_fused_int8_loop_by_shape(monkeypatch):
+    """FUSED_INT8_LOOP as a dict: each (N, K) its own loop, None the rest; a loop that is none of lesson 08's is
+    refused before any launch, naming the loops."""
+    monkeypatch.setattr(L, "FUSED_INT8_LOOP", {None: "pipe", (5632, 2048): "prefetch"})
+    assert L.fused_int8_loop(5632, 2048) == "prefetch" and L.fused_int8_loop(2048, 5632) == "pipe"
+    monkeypatch.setattr(L, "FUSED_INT8_LOOP", "pipelined")
+    w = L.quantize_int8_ref(weight(8, 32, seed=1, dtype=torch.float32))
+    with pytest.raises(ValueError, match="loop must be one of"):
+        L.quantized_decode_gemv(torch.randn(1, 32, device=DEV), w)
+
+
 def _rows(w, rows):
     """The quantized weight with its rows (codes, scales, zero points) in the order ``rows``."""
     if isinstance(w, L.Int8Weight):

@@ -1,6 +1,7 @@
-"""Lesson 08 sweep f (issue 11): DECODE_PIPE_SCHEDULES chosen in the step, not one GEMV at a time.
+"""Lesson 08 sweep f (issues 11 and 15): DECODE_PIPE_SCHEDULES chosen in the step, not one GEMV at a time; with
+``--int8``, lesson 12's int8 rows the same way (FUSED_INT8_LOOP by shape and FUSED_INT8_PIPE_SCHEDULES).
 
-Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l08f.py`` on the GPU (< 260 s),
+Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l08f.py [--int8]`` on the GPU (< 260 s each),
 ``PYTHONPATH=$PWD python3 bench/sweeps/l08f.py --cpu`` under the interpreter (a tiny model, no timings: a smoke test).
 
 Why: the table's rows came from l12k.py, which timed each GEMV alone, launched in order. In the step the GEMVs are
@@ -13,6 +14,9 @@ the step replayed from a CUDA graph, L2 cleared before each repetition): the ste
 step uses, largest weight first, every candidate (BLOCK_N, BLOCK_K, num_warps, num_stages) put in that row alone,
 keeping the fastest before the next row (coordinate descent); then the step with all the winners, its logits
 against the step as set. The EDIT lines name rows whose winner beat the table by more than 0.5 % of the step.
+With --int8 the step is lesson 12's int8 step and each row's candidates are "prefetch" at FUSED_GEMV_SCHEDULES's
+row and "pipe" at each candidate tile (FUSED_INT8_LOOP becomes a dict by shape): issue 15's int8 1.5x, where
+"pipe" lost at TinyLlama's gate/up (results/h100-2026-11-28-s13/sweeps/l12m.txt).
 """
 
 import math
@@ -30,6 +34,7 @@ import torch  # noqa: E402
 import utils  # noqa: E402
 from lessons import l07_llm_layer as L7  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
+from lessons import l12_quantization as L12  # noqa: E402
 
 ENV = utils.mode.current()
 LINES = []
@@ -44,7 +49,7 @@ def say(line=""):
 def save():
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "sweep_l08f.txt"), "w") as f:
+        with open(os.path.join(out, "sweep_l08f-int8.txt" if INT8 else "sweep_l08f.txt"), "w") as f:
             f.write("\n".join(LINES) + "\n")
 
 
@@ -97,6 +102,7 @@ def build_model(args):
 
 
 GS = L8.GemvSchedule
+INT8 = "--int8" in sys.argv
 if CPU:
     CANDIDATES = [GS(4, 32, 4, 3), GS(2, 64, 4, 2)]
 else:
@@ -118,40 +124,61 @@ def run_shape(name, args):
     cache.v.normal_()
     token = torch.tensor([7], device=ENV.device)
     pos = torch.tensor([CONTEXT], dtype=torch.int32, device=ENV.device)
+    if INT8:
+        qmodel = L12.quantize_model(model, 8)
 
-    def step():
-        return L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE)
+        def step():
+            return L12.quantized_decode_step(qmodel, token, pos, cache)
 
-    table = dict(L8.DECODE_PIPE_SCHEDULES)
+        prefetch_row = {key: L12.FUSED_GEMV_SCHEDULES.get((8, *key), L12.FUSED_GEMV_SCHEDULES[(8, None)])
+                        for key in rows_of(args)}  # fmt: skip
+    else:
+
+        def step():
+            return L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE)
+
+    saved = (dict(L8.DECODE_PIPE_SCHEDULES), dict(L12.FUSED_INT8_PIPE_SCHEDULES), L12.FUSED_INT8_LOOP)
+    if INT8:  # a loop a shape: the table's loop for every shape to begin with
+        L12.FUSED_INT8_LOOP = {None: L12.fused_int8_loop(-1, -1), **{k: L12.fused_int8_loop(*k) for k in rows_of(args)}}
+    table = L12.FUSED_INT8_PIPE_SCHEDULES if INT8 else L8.DECODE_PIPE_SCHEDULES
     ref = step().float().clone()
     base = gtime(step)
-    say(f"== {name}: the step as set (DECODE_GEMV_LOOP {L8.DECODE_GEMV_LOOP!r}, pdl {L8.DECODE_FUSIONS.pdl!r}): "
-        + ("ran" if base is None else f"{base:.4f} ms"))  # fmt: skip
+    say(f"== {name}: the {'int8' if INT8 else 'bf16'} step as set: " + ("ran" if base is None else f"{base:.4f} ms"))
     best_ms, edits = base, {}
     try:
         for key, label in rows_of(args).items():
             if time.time() - T0 > BUDGET_S - 30:
                 say(f"{label} {key}: SKIPPED (time budget)")
                 continue
-            was = L8.DECODE_PIPE_SCHEDULES.get(key)
-            for s in CANDIDATES:
+            was = (table.get(key), L12.FUSED_INT8_LOOP[key] if INT8 else None)
+            cands = [("pipe", c) for c in CANDIDATES]
+            if INT8:
+                cands = [("prefetch", prefetch_row[key])] + cands
+            for loop, c in cands:
                 if time.time() - T0 > BUDGET_S - 30:
                     break
-                L8.DECODE_PIPE_SCHEDULES[key] = s
+                table[key] = c
+                if INT8:
+                    L12.FUSED_INT8_LOOP[key] = loop
                 try:
                     ms = gtime(step)
                 except Exception as e:  # noqa: BLE001
-                    say(f"{label} {key} | {tuple(s)} | ERROR {first_line(e)}")
+                    say(f"{label} {key} | {loop} {tuple(c)} | ERROR {first_line(e)}")
                     continue
-                say(f"{label} {key} | {tuple(s)} | " + ("ran" if ms is None else f"{ms:.4f} ms"))
+                say(f"{label} {key} | {loop} {tuple(c)} | " + ("ran" if ms is None else f"{ms:.4f} ms"))
                 if ms is not None and ms < best_ms:
-                    best_ms, edits[key] = ms, s
+                    best_ms, edits[key] = ms, (loop, c)
             if key in edits:  # keep the winner for the rows after
-                L8.DECODE_PIPE_SCHEDULES[key] = edits[key]
-            elif was is None:
-                del L8.DECODE_PIPE_SCHEDULES[key]
+                table[key] = edits[key][1]
+                if INT8:
+                    L12.FUSED_INT8_LOOP[key] = edits[key][0]
             else:
-                L8.DECODE_PIPE_SCHEDULES[key] = was
+                if was[0] is None:
+                    del table[key]
+                else:
+                    table[key] = was[0]
+                if INT8:
+                    L12.FUSED_INT8_LOOP[key] = was[1]
         got = step().float()
         rel = float((got - ref).norm() / ref.norm())
         final = gtime(step)
@@ -159,19 +186,26 @@ def run_shape(name, args):
             f"{base:.4f} as set (x{base / final:.3f})") + f"; logits {rel:.1e} from the step as set"
             + ("  <-- FAIL" if rel > 5e-2 else ""))  # fmt: skip
         if final is not None and final < base * 0.995:
-            for key, s in edits.items():
-                say(f"  -> EDIT: DECODE_PIPE_SCHEDULES[{key}] = {s!r},  # {rows_of(args)[key]}")
+            for key, (loop, c) in edits.items():
+                where = "FUSED_INT8_PIPE_SCHEDULES" if INT8 else "DECODE_PIPE_SCHEDULES"
+                if INT8 and loop == "prefetch":
+                    say(f"  -> EDIT: FUSED_INT8_LOOP[{key}] = 'prefetch'  # {rows_of(args)[key]}")
+                else:
+                    say(f"  -> EDIT: {where}[{key}] = {c!r},  # {rows_of(args)[key]}")
         else:
             say("  -> keep the table")
     finally:
         L8.DECODE_PIPE_SCHEDULES.clear()
-        L8.DECODE_PIPE_SCHEDULES.update(table)
+        L8.DECODE_PIPE_SCHEDULES.update(saved[0])
+        L12.FUSED_INT8_PIPE_SCHEDULES.clear()
+        L12.FUSED_INT8_PIPE_SCHEDULES.update(saved[1])
+        L12.FUSED_INT8_LOOP = saved[2]
     if not CPU:
         torch.cuda.empty_cache()
     say(f"  ({time.time() - T0:.0f} s)")
 
 
-say(f"lesson 08 sweep f (DECODE_PIPE_SCHEDULES in the step) on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, "
+say(f"lesson 08 sweep f ({'int8 rows' if INT8 else 'DECODE_PIPE_SCHEDULES'} in the step) on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, "
     f"torch {torch.__version__}, triton {__import__('triton').__version__}")  # fmt: skip
 for name, args in SHAPES.items():
     if time.time() - T0 > BUDGET_S - 60:
