@@ -1146,8 +1146,8 @@ def decode_gemv_kernel(
     PDL: tl.constexpr = 0,  # 0: launched in order; launched early (see "Launch the next kernel before this one
     # ends"), letting the next kernel launch 1: at once, 2: after the wait, 3: after the K loop (PDL_TRIGGERS)
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines, PIPE - 1 steps ahead
-    # (with PREFETCH, the first of them loaded by the code, before the PDL wait; the compiler's loads are after it)
 ):
+    tl.static_assert(PIPE == 1 or not PREFETCH, "PIPE > 1: the compiler loads ahead, not the code")
     if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_N rows of w (and, with SWIGLU, the up rows N further down: w is (2 N, K))
@@ -1159,9 +1159,8 @@ def decode_gemv_kernel(
     acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
     acc_up = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)  # SWIGLU only (compiled away otherwise)
     sq = tl.zeros([BLOCK_K], tl.float32)  # NORM only: x's squares, summed in the same pass
-    full = (K // BLOCK_K) * BLOCK_K  # PIPE: the columns of the steps K does not cut short
-    if PREFETCH:  # the first step's weights (a load nothing waits on yet; PIPE: the first full step, if any)
-        first = keep[:, None] & (cols < (K if PIPE == 1 else full))[None, :]
+    if PREFETCH:  # the first step's weights (a load nothing waits on yet)
+        first = keep[:, None] & (cols < K)[None, :]
         w_next = tl.load(w_rows, mask=first, other=0.0)
         if SWIGLU:
             up_next = tl.load(w_rows + N * K, mask=first, other=0.0)
@@ -1172,17 +1171,8 @@ def decode_gemv_kernel(
     k_start = 0
     if PIPE > 1:  # -- the steps every column of which exists, with no mask (rows past N read row N - 1, never
         # stored): Triton copies their loads PIPE - 1 steps ahead (cp.async into shared memory, from sm_80)
-        k_first = 0
-        if PREFETCH:  # the first full step, its weights loaded before the wait (all zeros if there is none)
-            xk = tl.load(x_ptr + cols, mask=cols < full, other=0.0).to(tl.float32)
-            if NORM:
-                sq += xk * xk
-                xk = xk * tl.load(norm_ptr + cols, mask=cols < full, other=0.0).to(tl.float32)
-            acc += w_next.to(tl.float32) * xk[None, :]
-            if SWIGLU:
-                acc_up += up_next.to(tl.float32) * xk[None, :]
-            k_first = BLOCK_K
-        for k in tl.range(k_first, full, BLOCK_K, num_stages=PIPE):
+        full = (K // BLOCK_K) * BLOCK_K
+        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
             w = tl.load(w_rows + k)
             xk = tl.load(x_ptr + k + cols).to(tl.float32)
             if NORM:
@@ -1195,7 +1185,7 @@ def decode_gemv_kernel(
     for k in range(k_start, K, BLOCK_K):
         in_k = k + cols < K
         mask = keep[:, None] & in_k[None, :]
-        if PREFETCH and PIPE == 1:  # -- the next step's weights are on their way while this step's are multiplied
+        if PREFETCH:  # -- the next step's weights are on their way while this step's are multiplied
             nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]  # past the end: all masked, reads nothing
             w = w_next
             w_next = tl.load(w_rows + k + BLOCK_K, mask=nxt, other=0.0)
@@ -1253,9 +1243,8 @@ DECODE_GEMV_SCHEDULES = {  # (N, K) -> schedule; an H100 sweep's winners (result
 }
 # DECODE_GEMV_LOOP: how the GEMVs load ahead. "prefetch": the next step's weights by hand (PREFETCH), with
 # DECODE_GEMV_SCHEDULES; "pipe": the steps K does not cut short in a loop written tl.range(..., num_stages=S), which
-# Triton pipelines S - 1 steps ahead, then the short step masked, with DECODE_PIPE_SCHEDULES (num_stages: S);
-# "pipe+first": "pipe" with the first step's weights loaded by the code, before a GEMV launched early waits.
-DECODE_GEMV_LOOPS = ("prefetch", "pipe", "pipe+first")
+# Triton pipelines S - 1 steps ahead, then the short step masked, with DECODE_PIPE_SCHEDULES (num_stages: S).
+DECODE_GEMV_LOOPS = ("prefetch", "pipe")
 DECODE_GEMV_LOOP = "pipe"
 DECODE_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12k.txt, part B)
     None: GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=3),  # TinyLlama's qkv, wo and head
@@ -1288,10 +1277,9 @@ def gemv_schedule(N: int, K: int, loop=None) -> GemvSchedule:
 
 def gemv_loads(s: GemvSchedule, loop=None) -> dict:
     """The GEMV kernels' PREFETCH and PIPE for schedule s in this loop (num_stages 1: neither)."""
-    loop = gemv_loop(loop)
-    if loop == "prefetch" or s.num_stages < 2:
-        return {"PREFETCH": s.num_stages >= 2, "PIPE": 1}
-    return {"PREFETCH": loop == "pipe+first", "PIPE": s.num_stages}
+    if gemv_loop(loop) == "pipe":
+        return {"PREFETCH": False, "PIPE": s.num_stages if s.num_stages >= 2 else 1}
+    return {"PREFETCH": s.num_stages >= 2, "PIPE": 1}
 
 
 def decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
@@ -1459,6 +1447,7 @@ def decode_qkv_rope_kernel(
     PDL: tl.constexpr = 0,  # as decode_gemv_kernel's
     PIPE: tl.constexpr = 1,  # as decode_gemv_kernel's
 ):
+    tl.static_assert(PIPE == 1 or not PREFETCH, "PIPE > 1: the compiler loads ahead, not the code")
     if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_P pairs of rows of w: row r = head * D + i and its partner r + D/2 (i < D/2),
@@ -1475,9 +1464,8 @@ def decode_qkv_rope_kernel(
     acc = tl.zeros([BLOCK_P, BLOCK_K], tl.float32)
     acc2 = tl.zeros([BLOCK_P, BLOCK_K], tl.float32)
     sq = tl.zeros([BLOCK_K], tl.float32)
-    full = (K // BLOCK_K) * BLOCK_K
     if PREFETCH:
-        first = keep[:, None] & (cols < (K if PIPE == 1 else full))[None, :]
+        first = keep[:, None] & (cols < K)[None, :]
         w_next = tl.load(w_rows, mask=first, other=0.0)
         w2_next = tl.load(w_rows + (HEAD_DIM // 2) * K, mask=first, other=0.0)
     if PDL > 0:  # x, pos and the caches belong to the kernels before
@@ -1486,16 +1474,8 @@ def decode_qkv_rope_kernel(
         gdc_launch_dependents()
     k_start = 0
     if PIPE > 1:  # -- decode_gemv_kernel's pipelined loop, the partner rows where it reads the up rows
-        k_first = 0
-        if PREFETCH:
-            xk = tl.load(x_ptr + cols, mask=cols < full, other=0.0).to(tl.float32)
-            if NORM:
-                sq += xk * xk
-                xk = xk * tl.load(norm_ptr + cols, mask=cols < full, other=0.0).to(tl.float32)
-            acc += w_next.to(tl.float32) * xk[None, :]
-            acc2 += w2_next.to(tl.float32) * xk[None, :]
-            k_first = BLOCK_K
-        for k in tl.range(k_first, full, BLOCK_K, num_stages=PIPE):
+        full = (K // BLOCK_K) * BLOCK_K
+        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
             xk = tl.load(x_ptr + k + cols).to(tl.float32)
             if NORM:
                 sq += xk * xk
@@ -1506,7 +1486,7 @@ def decode_qkv_rope_kernel(
     for k in range(k_start, K, BLOCK_K):
         in_k = k + cols < K
         mask = keep[:, None] & in_k[None, :]
-        if PREFETCH and PIPE == 1:
+        if PREFETCH:
             nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]
             w = w_next
             w2 = w2_next

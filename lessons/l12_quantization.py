@@ -2148,9 +2148,9 @@ def w8a16_decode_kernel(
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
-    PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (lesson 08's "pipe";
-    # with PREFETCH its first step loaded by the code before the wait: "pipe+first")
+    PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (lesson 08's "pipe")
 ):
+    tl.static_assert(PIPE == 1 or not PREFETCH, "PIPE > 1: the compiler loads ahead, not the code")
     if PDL == 1:
         gdc_launch_dependents()
     # -- map program id to BLOCK_N rows of W (with SWIGLU also their up rows, N further down)
@@ -2172,9 +2172,8 @@ def w8a16_decode_kernel(
     acc = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
     acc_up = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)  # SWIGLU or ROPE only
     sq = tl.zeros((BLOCK_K,), tl.float32)
-    full = (K // BLOCK_K) * BLOCK_K  # PIPE: the columns of the steps K does not cut short
     if PREFETCH:
-        first = keep[:, None] & (cols < (K if PIPE == 1 else full))[None, :]
+        first = keep[:, None] & (cols < K)[None, :]
         q_next = tl.load(q_gate, mask=first, other=0)
         if TWO:
             up_next = tl.load(q_up, mask=first, other=0)
@@ -2184,17 +2183,8 @@ def w8a16_decode_kernel(
         gdc_launch_dependents()
     k_start = 0
     if PIPE > 1:  # -- lesson 08's pipelined loop: the steps every column of which exists, no mask
-        k_first = 0
-        if PREFETCH:  # the first full step, its codes loaded before the wait (all zeros if there is none)
-            xk = tl.load(x_ptr + cols, mask=cols < full, other=0.0).to(tl.float32)
-            if NORM:
-                sq += xk * xk
-                xk = xk * tl.load(norm_ptr + cols, mask=cols < full, other=0.0).to(tl.float32)
-            acc += _int8_float(q_next) * xk[None, :]
-            if TWO:
-                acc_up += _int8_float(up_next) * xk[None, :]
-            k_first = BLOCK_K
-        for k in tl.range(k_first, full, BLOCK_K, num_stages=PIPE):
+        full = (K // BLOCK_K) * BLOCK_K
+        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
             xk = tl.load(x_ptr + k + cols).to(tl.float32)
             if NORM:
                 sq += xk * xk
@@ -2205,7 +2195,7 @@ def w8a16_decode_kernel(
         k_start = full  # the step K cuts short, if any: the loop below, masked
     for k in range(k_start, K, BLOCK_K):
         in_k = k + cols < K
-        if PREFETCH and PIPE == 1:  # -- the next step's codes are on their way while this step's are used
+        if PREFETCH:  # -- the next step's codes are on their way while this step's are used
             nxt = keep[:, None] & (k + BLOCK_K + cols < K)[None, :]
             q = q_next
             q_next = tl.load(q_gate + k + BLOCK_K, mask=nxt, other=0)
@@ -2267,11 +2257,11 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
     (8, 2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # int8 down, wo
     (8, 2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),
 }
-# FUSED_INT8_LOOP: the int8 kernel's loop, one of lesson 08's DECODE_GEMV_LOOPS: "pipe" and "pipe+first" take their
-# schedules from FUSED_INT8_PIPE_SCHEDULES (num_stages: the pipeline's depth), "prefetch" from FUSED_GEMV_SCHEDULES.
+# FUSED_INT8_LOOP: the int8 kernel's loop, one of lesson 08's DECODE_GEMV_LOOPS: "pipe" takes its schedules from
+# FUSED_INT8_PIPE_SCHEDULES (num_stages: the pipeline's depth), "prefetch" from FUSED_GEMV_SCHEDULES.
 # Or a dict of them by (N, K), None: every other shape (fused_int8_loop).
 FUSED_INT8_LOOP = "pipe"  # results/h100-2026-11-28-s13/sweeps/l08e-2.txt: the int8 step 0.712 ms at Llama-3.2-1B's
-# shape against 0.762 with "prefetch" (0.739 "pipe+first"), 0.714 against 0.698 at TinyLlama's
+# shape against 0.762 with "prefetch", 0.714 against 0.698 at TinyLlama's
 FUSED_INT8_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12m.txt: l12m.py)
     None: GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=2, num_stages=4),  # wo, heads, Llama-3.2-1B's qkv
     (2560, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's qkv

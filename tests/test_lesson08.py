@@ -454,8 +454,8 @@ def test_decode_gemv(loop):
 
 @pytest.mark.parametrize("N, K", [(37, 70), (5, 64), (1, 16), (9, 15)])  # a short step, none, one step, only it
 def test_the_gemv_loops_give_the_same_bits(N, K):
-    """Loading ahead by hand ("prefetch"), by the compiler ("pipe") or both ("pipe+first") changes when the weights
-    arrive, not the sums: at one schedule the loops add the same products in the same order."""
+    """Loading ahead by hand ("prefetch") or by the compiler ("pipe") changes when the weights arrive, not the sums:
+    at one schedule the two loops add the same products in the same order."""
     x = torch.randn(1, K, device=ENV.device, dtype=ENV.dtype)
     w = torch.randn(2 * N, K, device=ENV.device, dtype=ENV.dtype)
     norm = torch.rand(K, device=ENV.device, dtype=ENV.dtype) + 0.5
@@ -772,14 +772,12 @@ def test_early_launched_gemvs_wait_after_their_first_weights_and_before_anything
         offline.check_pdl_order(compiled.ptx, L.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
 
 
-@pytest.mark.parametrize("loop", ["pipe", "pipe+first"])
-def test_pipe_gemvs_compile_with_their_loops_pipelined_and_wait_before_they_store(loop):
+def test_pipe_gemvs_compile_with_their_loops_pipelined_and_wait_before_they_store():
     """DECODE_GEMV_LOOP = "pipe" at DECODE_PIPE_SCHEDULES's rows, as the step launches the GEMVs at TinyLlama's and
     Llama-3.2-1B's shapes, compiled for an H100: the weights of the steps K does not cut short copied by 16-byte
     cp.async (Triton pipelined a loop whose loads feed no tl.dot), no spills, the wait before every store and the
-    next kernel let launch where DECODE_FUSIONS.pdl says. With "pipe" no weight is loaded before the wait (the
-    pipeline's first loads are the compiler's, at the loop); "pipe+first" loads its first step's before it, as the
-    "prefetch" loop does (utils.offline.check_pdl_order)."""
+    next kernel let launch where DECODE_FUSIONS.pdl says. Unlike the "prefetch" loop no weight is loaded before the
+    wait: the pipeline's first loads are the compiler's, at the loop."""
     from utils import offline
 
     if not offline.available():
@@ -793,13 +791,13 @@ def test_pipe_gemvs_compile_with_their_loops_pipelined_and_wait_before_they_stor
         s = L.DECODE_PIPE_SCHEDULES.get((N, K), L.DECODE_PIPE_SCHEDULES[None])  # gemv_schedule's on a GPU
         NORM, SWIGLU, RESIDUAL = map(bool, flags)
         meta = dict(NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K, PDL=pdl,
-                    **L.gemv_loads(s, loop))  # fmt: skip
+                    **L.gemv_loads(s, "pipe"))  # fmt: skip
         jobs.append(offline.job("decode_gemv_kernel", pointers=pointers, ints=dict(N=N, K=K, eps=1e-5),
                                 constexprs=meta, num_warps=s.num_warps, num_stages=1))  # fmt: skip
     for rows, H, KV in ((2560, 32, 4), (3072, 32, 8)):  # the qkv GEMVs with RoPE and the cache write
         s = L.DECODE_PIPE_SCHEDULES.get((rows, 2048), L.DECODE_PIPE_SCHEDULES[None])
         meta = dict(NORM=True, HEAD_DIM=64, BLOCK_P=max(1, s.BLOCK_N // 2), BLOCK_K=s.BLOCK_K, PDL=pdl,
-                    **L.gemv_loads(s, loop))  # fmt: skip
+                    **L.gemv_loads(s, "pipe"))  # fmt: skip
         ptrs = {n: "bf16" for n in ("x_ptr", "w_ptr", "norm_ptr", "cos_ptr", "sin_ptr", "q_ptr", "k_cache_ptr",
                                     "v_cache_ptr")}  # fmt: skip
         ptrs["pos_ptr"] = "i32"
@@ -810,9 +808,6 @@ def test_pipe_gemvs_compile_with_their_loops_pipelined_and_wait_before_they_stor
         assert job["constexprs"]["PIPE"] >= 2, f"{where}: the pipe table's num_stages is the depth, 2 or more"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied by 16-byte cp.async"
-        if loop == "pipe+first":
-            offline.check_pdl_order(compiled.ptx, trigger, where)
-            continue
         at = offline.griddepcontrol_order(compiled.ptx)
         assert 0 <= at["wait"] < at["first_store"], f"{where}: no wait before the stores"
         if trigger == "start":

@@ -842,9 +842,8 @@ def test_fused_decode_gemv_many_steps(bits, G, BLOCK_K, stages):
 
 @pytest.mark.parametrize("N, K, BLOCK_K", [(13, 150, 32), (5, 64, 32), (3, 20, 32)])  # a short step; none; only it
 def test_fused_int8_loops_give_the_same_bits(monkeypatch, N, K, BLOCK_K):
-    """FUSED_INT8_LOOP: loading ahead by hand ("prefetch"), by the compiler ("pipe") or both ("pipe+first") changes
-    when the codes arrive, not the sums: at one schedule, every epilogue and the qkv GEMV with RoPE give the same bits
-    every way."""
+    """FUSED_INT8_LOOP: loading ahead by hand ("prefetch") or by the compiler ("pipe") changes when the codes arrive,
+    not the sums: at one schedule, every epilogue and the qkv GEMV with RoPE give the same bits either way."""
     W = weight(2 * N, K, seed=5, dtype=torch.float32)
     w, gate = L.quantize_int8_ref(W), L.quantize_int8_ref(W[:N].contiguous())
     x, norm, res = (torch.randn(*shape, device=DEV) for shape in ((1, K), (K,), (1, N)))
@@ -1393,12 +1392,10 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
         offline.check_pdl_order(compiled.ptx, L8.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
 
 
-@pytest.mark.parametrize("loop", ["pipe", "pipe+first"])
-def test_fused_int8_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_path, loop):
+def test_fused_int8_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_path):
     """FUSED_INT8_LOOP = "pipe" at FUSED_INT8_PIPE_SCHEDULES's rows, as TinyLlama's int8 step launches the kernel
     (QUANTIZED_PDL[8]): the codes of the steps K does not cut short copied by cp.async, no spills, the wait
-    before every store and the next kernel let launch where the table says; "pipe+first" loads its first step's codes
-    before the wait (utils.offline.check_pdl_order)."""
+    before every store and the next kernel let launch where the table says."""
     from utils import offline
 
     if not offline.available():
@@ -1412,7 +1409,7 @@ def test_fused_int8_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_pa
                                ("head", 32000, 2048, (1, 0, 0))):  # fmt: skip
         s = L.FUSED_INT8_PIPE_SCHEDULES.get((N, K), L.FUSED_INT8_PIPE_SCHEDULES[None])
         meta = dict(NORM=bool(flags[0]), SWIGLU=bool(flags[1]), RESIDUAL=bool(flags[2]), BLOCK_N=s.BLOCK_N,
-                    BLOCK_K=s.BLOCK_K, PDL=1 + L8.PDL_TRIGGERS.index(trigger), **L8.gemv_loads(s, loop))  # fmt: skip
+                    BLOCK_K=s.BLOCK_K, PDL=1 + L8.PDL_TRIGGERS.index(trigger), **L8.gemv_loads(s, "pipe"))  # fmt: skip
         ints = dict(N=N, K=K, eps=1e-5, stride_qn=K, H=0, KV=0, stride_ct=0)
         ptrs = dict(pointers)
         if label.startswith("qkv"):
@@ -1431,9 +1428,6 @@ def test_fused_int8_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_pa
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         # 16-byte copies, or 8 where a step is narrower than 16 codes a thread (the qkv row: 2 pairs x 512 codes)
         assert max(compiled.cp_async_bytes, default=0) >= 8, f"{where}: the codes are not copied by cp.async"
-        if loop == "pipe+first":
-            offline.check_pdl_order(compiled.ptx, trigger, where)
-            continue
         at = offline.griddepcontrol_order(compiled.ptx)
         assert 0 <= at["wait"] < at["first_store"], f"{where}: no wait before the stores"
         if trigger == "after loop":
