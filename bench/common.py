@@ -134,9 +134,10 @@ def with_liger(lesson: str, module: str, name: str, rows_fn: Callable[[object], 
         return []
 
 
-def random_llama(name: str, dtype=None):
-    """A Llama model of one of LLAMA_SHAPES's shapes with random weights (lesson 08's flat Model), built on the GPU
-    without transformers: for timings, where the values do not matter. Projections are N(0, 1 / K)."""
+def random_llama(shape, dtype=None, device="cuda"):
+    """A Llama model with random weights (lesson 08's flat Model), built without transformers: for timings, where
+    the values do not matter. shape: one of LLAMA_SHAPES's names, or lesson 08's ModelArgs (a sweep's tiny model
+    under the interpreter, on the CPU). Projections are N(0, 1 / K)."""
     import math
 
     import torch
@@ -145,14 +146,14 @@ def random_llama(name: str, dtype=None):
     from lessons import l08_llama_model as L8
 
     dtype = dtype or torch.bfloat16
-    args = L8.ModelArgs(**LLAMA_SHAPES[name])
-    layers = [L7.random_weights(args.layer, dtype, "cuda") for _ in range(args.n_layers)]
-    embed = (0.1 * torch.randn(args.vocab_size, args.dim, device="cuda")).to(dtype)
-    norm = torch.ones(args.dim, device="cuda", dtype=dtype)
+    args = L8.ModelArgs(**LLAMA_SHAPES[shape]) if isinstance(shape, str) else shape
+    layers = [L7.random_weights(args.layer, dtype, device) for _ in range(args.n_layers)]
+    embed = (0.1 * torch.randn(args.vocab_size, args.dim, device=device)).to(dtype)
+    norm = torch.ones(args.dim, device=device, dtype=dtype)
     head = (
         embed
         if args.tie_embeddings
-        else (torch.randn(args.vocab_size, args.dim, device="cuda") / math.sqrt(args.dim)).to(dtype)
+        else (torch.randn(args.vocab_size, args.dim, device=device) / math.sqrt(args.dim)).to(dtype)
     )
     return L8.Model(args, embed, layers, norm, head)
 

@@ -35,7 +35,7 @@ if CPU:
 import torch  # noqa: E402
 
 import utils  # noqa: E402
-from lessons import l07_llm_layer as L7  # noqa: E402
+from bench.common import LLAMA_SHAPES, random_llama  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L  # noqa: E402
 
@@ -82,26 +82,14 @@ if CPU:
     }
     MAX_LEN, CONTEXT = 24, 16
 else:
-    from bench.common import LLAMA_SHAPES
-
     DT, G = torch.bfloat16, 128
-    SHAPES = {
-        "TinyLlama-1.1B": L8.ModelArgs(
-            vocab_size=32000, n_layers=22, dim=2048, n_heads=32, n_kv_heads=4, ffn_dim=5632, tie_embeddings=False
-        ),  # fmt: skip
-        "Llama-3.2-1B": L8.ModelArgs(**LLAMA_SHAPES["Llama-3.2-1B"]),
-    }
+    SHAPES = {name: L8.ModelArgs(**shape) for name, shape in LLAMA_SHAPES.items()}  # TinyLlama's, then Llama-3.2-1B's
     MAX_LEN, CONTEXT = 768, 640  # bench/lesson12.py: prompt 512 + 256 new, the mean context
 
 
 def build_model(args):
-    torch.manual_seed(0)
-    layers = [L7.random_weights(args.layer, DT, ENV.device) for _ in range(args.n_layers)]
-    embed = (0.1 * torch.randn(args.vocab_size, args.dim, device=ENV.device)).to(DT)
-    norm = torch.ones(args.dim, device=ENV.device, dtype=DT)
-    head = embed if args.tie_embeddings else (torch.randn(args.vocab_size, args.dim, device=ENV.device) /
-                                              math.sqrt(args.dim)).to(DT)  # fmt: skip
-    return L8.Model(args, embed, layers, norm, head)
+    torch.manual_seed(0)  # the same random weights every run
+    return random_llama(args, DT, ENV.device)
 
 
 RESULTS = {}  # (shape, fmt, loop, trigger) -> ms
