@@ -1246,13 +1246,16 @@ DECODE_GEMV_SCHEDULES = {  # (N, K) -> schedule; an H100 sweep's winners (result
 # Triton pipelines S - 1 steps ahead, then the short step masked, with DECODE_PIPE_SCHEDULES (num_stages: S).
 DECODE_GEMV_LOOPS = ("prefetch", "pipe")
 DECODE_GEMV_LOOP = "pipe"
-DECODE_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12k.txt, part B)
-    None: GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=3),  # TinyLlama's qkv, wo and head
-    (5632, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's gate and up
-    (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=4, num_stages=3),  # TinyLlama's down
-    (3072, 2048): GemvSchedule(BLOCK_N=2, BLOCK_K=1024, num_warps=4, num_stages=3),  # Llama-3.2-1B's qkv
-    (8192, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # its gate and up
-    (2048, 8192): GemvSchedule(BLOCK_N=2, BLOCK_K=1024, num_warps=4, num_stages=3),  # its down
+DECODE_PIPE_SCHEDULES = {  # chosen in the whole step on an H100 (results/h100-2026-11-28-s14/sweeps/l08f.txt)
+    None: GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=3),  # Llama-3.2-1B's head
+    (2560, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's qkv
+    (2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # wo (both models)
+    (5632, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=4),  # TinyLlama's gate and up
+    (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=4),  # TinyLlama's down
+    (32000, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's head
+    (3072, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # Llama-3.2-1B's qkv
+    (8192, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=4),  # its gate and up
+    (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=3),  # its down
 }
 
 

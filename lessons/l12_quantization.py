@@ -2260,13 +2260,17 @@ FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/
 # FUSED_INT8_LOOP: the int8 kernel's loop, one of lesson 08's DECODE_GEMV_LOOPS: "pipe" takes its schedules from
 # FUSED_INT8_PIPE_SCHEDULES (num_stages: the pipeline's depth), "prefetch" from FUSED_GEMV_SCHEDULES.
 # Or a dict of them by (N, K), None: every other shape (fused_int8_loop).
-FUSED_INT8_LOOP = "pipe"  # results/h100-2026-11-28-s13/sweeps/l08e-2.txt: the int8 step 0.712 ms at Llama-3.2-1B's
-# shape against 0.762 with "prefetch", 0.714 against 0.698 at TinyLlama's
+FUSED_INT8_LOOP = {  # chosen in the whole step on an H100 (results/h100-2026-11-28-s14/sweeps/l08f-int8.txt): the
+    None: "pipe",  # step 0.684 ms at Llama-3.2-1B's shape (0.709 with "pipe" everywhere), 0.669 at TinyLlama's (0.721)
+    (2048, 2048): "prefetch",  # wo
+    (5632, 2048): "prefetch",  # TinyLlama's gate/up
+    (32000, 2048): "prefetch",  # TinyLlama's head
+}
 FUSED_INT8_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s13/sweeps/l12m.txt: l12m.py)
-    None: GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=2, num_stages=4),  # wo, heads, Llama-3.2-1B's qkv
+    None: GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=2, num_stages=4),  # Llama-3.2-1B's qkv and head
     (2560, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's qkv
-    (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # gate/up (and their up rows)
-    (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=4),  # down
+    (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # gate/up, if "pipe" again
+    (2048, 5632): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=4),  # down (l08f-int8.txt)
     (8192, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # Llama-3.2-1B's gate/up
     (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=4),  # its down
 }
