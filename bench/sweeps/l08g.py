@@ -171,7 +171,7 @@ def reference(w13, w2, x0):
 
 
 def variants(w13, w2, x, g, sync, tiles, programs):
-    (n_layers, F2, C), F = w13.shape, w13.shape[1] // 2
+    n_layers, C, F = w13.shape[0], w13.shape[2], w13.shape[1] // 2
     (bn1, bk1, warps1, pipe1), (bn2, bk2, warps2, pipe2) = tiles
     pdl = {"launch_pdl": True} if ENV.supports_pdl else {}
 
