@@ -1,0 +1,315 @@
+"""Lesson 08 sweep h, 2026-11-28 (written, not yet run on a GPU): the batch-1 decode step with one persistent kernel a
+layer for its four GEMVs, three launches a layer instead of six (issues 15 and 11).
+
+Why: see sweep l08g.py, which measures a grid barrier against a launch boundary on the MLPs alone. This is the
+step itself. Lesson 08's step launches, a layer: qkv + RoPE + cache write, attention's two kernels, wo, gate/up,
+down. Here, a layer: attention's two kernels (lesson 08's, launched early as the step does), then one kernel of one
+program an SM that runs wo (+ the residual), a barrier, gate/up (+ RMSNorm, SwiGLU), a barrier, down (+ the
+residual), a barrier, and the next layer's qkv (+ RMSNorm, RoPE, the cache write). The first layer's qkv and the
+head are lesson 08's launches.
+
+The GEMVs inside are lesson 08's loops written as helpers (decode_gemv_kernel's and decode_qkv_rope_kernel's,
+"pipe" loop, the same tiles from DECODE_PIPE_SCHEDULES), the programs taking the row blocks of each phase in turn:
+each output is summed in the same order as in lesson 08's kernels, so the logits must be the same bits as lesson
+08's step (checked before any timing). The barrier is l08g.py's (every program must be resident: one an SM).
+
+What it times, at TinyLlama's shape then Llama-3.2-1B's (random bf16 weights, context 640, the step replayed from a
+CUDA graph, L2 cleared before each repetition): lesson 08's step as set, then the persistent step.
+
+Run from the repo root: ``timeout 200 python3 bench/sweeps/l08h.py`` with PYTHONPATH=$PWD on a GPU (< 120 s; the
+timeout: a barrier whose programs are not all resident would spin), ``... l08h.py --cpu`` under the interpreter (a
+tiny model, one program: checks only).
+"""
+
+import os
+import sys
+import time
+
+T0 = time.time()
+CPU = "--cpu" in sys.argv
+if CPU:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+import utils  # noqa: E402
+from bench.common import LLAMA_SHAPES, random_llama  # noqa: E402
+from lessons import l08_llama_model as L8  # noqa: E402
+from lessons.l08_llama_model import _rope_kv_epilogue  # noqa: E402
+
+ENV = utils.mode.current()
+LINES = []
+
+
+def say(line=""):
+    print(line, flush=True)
+    LINES.append(line)
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "sweep_l08h.txt"), "w") as f:
+            f.write("\n".join(LINES) + "\n")
+
+
+def gtime(fn):
+    """GPU ms of fn() replayed from a CUDA graph, L2 cleared before each repetition; None on the CPU."""
+    if CPU:
+        fn()
+        return None
+    import triton.testing
+
+    from bench.common import graphed
+
+    return triton.testing.do_bench(graphed(fn), warmup=5, rep=30)
+
+
+@triton.jit
+def _grid_barrier(sync_ptr, P):
+    """Every one of the P programs waits here until all P have arrived (sweep l08g.py's barrier)."""
+    tl.debug_barrier()
+    gen = tl.atomic_add(sync_ptr + 1, 0, sem="relaxed")
+    arrived = tl.atomic_add(sync_ptr, 1, sem="acq_rel")
+    if arrived == P - 1:
+        tl.atomic_xchg(sync_ptr, 0, sem="relaxed")
+        tl.atomic_add(sync_ptr + 1, 1, sem="release")
+    else:
+        while tl.atomic_add(sync_ptr + 1, 0, sem="acquire") == gen:
+            pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _gemv_rows(x_ptr, w_ptr, norm_ptr, out_ptr, N, K, eps, rb, NORM: tl.constexpr, SWIGLU: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PIPE: tl.constexpr):  # fmt: skip
+    """decode_gemv_kernel's work for row block rb ("pipe" loop, or the masked loop alone with PIPE 1); without
+    SWIGLU the residual add in place (out is the residual)."""
+    rows = rb * BLOCK_N + tl.arange(0, BLOCK_N)
+    keep = rows < N
+    cols = tl.arange(0, BLOCK_K)
+    w_rows = w_ptr + tl.minimum(rows, N - 1).to(tl.int64)[:, None] * K + cols[None, :]
+    acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
+    acc_up = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
+    sq = tl.zeros([BLOCK_K], tl.float32)
+    k_start = 0
+    if PIPE > 1:
+        full = (K // BLOCK_K) * BLOCK_K
+        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
+            w = tl.load(w_rows + k)
+            xk = tl.load(x_ptr + k + cols).to(tl.float32)
+            if NORM:
+                sq += xk * xk
+                xk = xk * tl.load(norm_ptr + k + cols).to(tl.float32)
+            acc += w.to(tl.float32) * xk[None, :]
+            if SWIGLU:
+                acc_up += tl.load(w_rows + N * K + k).to(tl.float32) * xk[None, :]
+        k_start = full
+    for k in range(k_start, K, BLOCK_K):
+        in_k = k + cols < K
+        mask = keep[:, None] & in_k[None, :]
+        w = tl.load(w_rows + k, mask=mask, other=0.0)
+        if SWIGLU:
+            up = tl.load(w_rows + N * K + k, mask=mask, other=0.0)
+        xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        if NORM:
+            sq += xk * xk
+            xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        acc += w.to(tl.float32) * xk[None, :]
+        if SWIGLU:
+            acc_up += up.to(tl.float32) * xk[None, :]
+    y = tl.sum(acc, 1)
+    u = tl.sum(acc_up, 1)
+    if NORM:
+        rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
+        y *= rstd
+        u *= rstd
+    y = y.to(x_ptr.dtype.element_ty).to(tl.float32)
+    if SWIGLU:
+        u = u.to(x_ptr.dtype.element_ty).to(tl.float32)
+        y = y * tl.sigmoid(y) * u
+    else:
+        y += tl.load(out_ptr + rows, mask=keep, other=0.0).to(tl.float32)
+    tl.store(out_ptr + rows, y.to(out_ptr.dtype.element_ty), mask=keep)
+
+
+@triton.jit
+def _qkv_pairs(x_ptr, w_ptr, norm_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, H, KV, K, eps,
+               stride_ct, pb, HEAD_DIM: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr,
+               PIPE: tl.constexpr):  # fmt: skip
+    """decode_qkv_rope_kernel's work for pair block pb (with the norm, "pipe" loop or the masked loop alone)."""
+    pairs = pb * BLOCK_P + tl.arange(0, BLOCK_P)
+    head = pairs // (HEAD_DIM // 2)
+    i = pairs % (HEAD_DIM // 2)
+    keep = head < H + 2 * KV
+    cols = tl.arange(0, BLOCK_K)
+    pair = tl.minimum(pairs, (H + 2 * KV) * (HEAD_DIM // 2) - 1)
+    row = (pair // (HEAD_DIM // 2)) * HEAD_DIM + pair % (HEAD_DIM // 2)
+    w_rows = w_ptr + row.to(tl.int64)[:, None] * K + cols[None, :]
+    acc = tl.zeros([BLOCK_P, BLOCK_K], tl.float32)
+    acc2 = tl.zeros([BLOCK_P, BLOCK_K], tl.float32)
+    sq = tl.zeros([BLOCK_K], tl.float32)
+    k_start = 0
+    if PIPE > 1:
+        full = (K // BLOCK_K) * BLOCK_K
+        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
+            xk = tl.load(x_ptr + k + cols).to(tl.float32)
+            sq += xk * xk
+            xk = xk * tl.load(norm_ptr + k + cols).to(tl.float32)
+            acc += tl.load(w_rows + k).to(tl.float32) * xk[None, :]
+            acc2 += tl.load(w_rows + (HEAD_DIM // 2) * K + k).to(tl.float32) * xk[None, :]
+        k_start = full
+    for k in range(k_start, K, BLOCK_K):
+        in_k = k + cols < K
+        mask = keep[:, None] & in_k[None, :]
+        w = tl.load(w_rows + k, mask=mask, other=0.0)
+        w2 = tl.load(w_rows + (HEAD_DIM // 2) * K + k, mask=mask, other=0.0)
+        xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        sq += xk * xk
+        xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        acc += w.to(tl.float32) * xk[None, :]
+        acc2 += w2.to(tl.float32) * xk[None, :]
+    rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
+    y1 = (tl.sum(acc, 1) * rstd).to(x_ptr.dtype.element_ty).to(tl.float32)
+    y2 = (tl.sum(acc2, 1) * rstd).to(x_ptr.dtype.element_ty).to(tl.float32)
+    _rope_kv_epilogue(y1, y2, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
+                      stride_ct, HEAD_DIM)  # fmt: skip
+
+
+@triton.jit
+def layer_gemvs_kernel(
+    x_ptr, o_ptr, g_ptr, wo_ptr, mlp_norm_ptr, w13_ptr, w2_ptr, attn_norm_ptr, wqkv_ptr, cos_ptr, sin_ptr, pos_ptr,
+    q_ptr, k_cache_ptr, v_cache_ptr, sync_ptr, C, HD, FF, H, KV, eps, stride_ct,
+    HEAD_DIM: tl.constexpr, HAS_NEXT: tl.constexpr,
+    BN_O: tl.constexpr, BK_O: tl.constexpr, PIPE_O: tl.constexpr,
+    BN_13: tl.constexpr, BK_13: tl.constexpr, PIPE_13: tl.constexpr,
+    BN_2: tl.constexpr, BK_2: tl.constexpr, PIPE_2: tl.constexpr,
+    BP_QKV: tl.constexpr, BK_QKV: tl.constexpr, PIPE_QKV: tl.constexpr,
+):  # fmt: skip
+    """A layer's wo, gate/up and down, then the next layer's qkv, one program an SM, barriers between."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    for rb in range(pid, tl.cdiv(C, BN_O), P):  # x += o wo^T
+        _gemv_rows(o_ptr, wo_ptr, mlp_norm_ptr, x_ptr, C, HD, eps, rb, False, False, BN_O, BK_O, PIPE_O)
+    _grid_barrier(sync_ptr, P)
+    for rb in range(pid, tl.cdiv(FF, BN_13), P):  # g = silu(gate) * up of rmsnorm(x)
+        _gemv_rows(x_ptr, w13_ptr, mlp_norm_ptr, g_ptr, FF, C, eps, rb, True, True, BN_13, BK_13, PIPE_13)
+    _grid_barrier(sync_ptr, P)
+    for rb in range(pid, tl.cdiv(C, BN_2), P):  # x += g w2^T
+        _gemv_rows(g_ptr, w2_ptr, mlp_norm_ptr, x_ptr, C, FF, eps, rb, False, False, BN_2, BK_2, PIPE_2)
+    if HAS_NEXT:
+        _grid_barrier(sync_ptr, P)
+        for pb in range(pid, tl.cdiv((H + 2 * KV) * (HEAD_DIM // 2), BP_QKV), P):  # the next layer's q, k, v
+            _qkv_pairs(x_ptr, wqkv_ptr, attn_norm_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
+                       H, KV, C, eps, stride_ct, pb, HEAD_DIM, BP_QKV, BK_QKV, PIPE_QKV)  # fmt: skip
+
+
+def _tile(N, K):
+    s = L8.gemv_schedule(N, K, "pipe")
+    return s.BLOCK_N, s.BLOCK_K, s.num_stages if s.num_stages >= 2 else 1, s.num_warps
+
+
+def persistent_step(model, token, pos, cache, bufs):
+    """lesson 08's decode_step (B = 1, greedy path's logits) with layer_gemvs_kernel: 3 launches a layer."""
+    a = model.args
+    H, KV, D, C, FF = a.n_heads, a.n_kv_heads, a.head_dim, a.dim, a.ffn_dim
+    lengths = pos + 1
+    x = F.embedding(token, model.embed)  # (1, C)
+    w0 = model.layers[0]
+    q = L8.decode_qkv_rope(x, w0.wqkv, cache.cos, cache.sin, pos, cache.k[0], cache.v[0], norm=w0.attn_norm,
+                           eps=a.norm_eps, out=bufs["q"], loop="pipe")  # fmt: skip
+    bn_o, bk_o, p_o, warps = _tile(C, H * D)
+    bn_13, bk_13, p_13, _ = _tile(FF, C)
+    bn_2, bk_2, p_2, _ = _tile(C, FF)
+    bn_q, bk_q, p_q, _ = _tile((H + 2 * KV) * D, C)
+    for i, w in enumerate(model.layers):
+        o = L8.decode_attention_step(q, cache.k[i], cache.v[i], lengths)  # (1, H, D): lesson 08's two launches
+        nxt = model.layers[i + 1] if i + 1 < len(model.layers) else w
+        j = min(i + 1, len(model.layers) - 1)
+        launch_args = (
+            x, o, bufs["g"], w.wo, w.mlp_norm, w.w13, w.w2, nxt.attn_norm, nxt.wqkv, cache.cos, cache.sin, pos, q,
+            cache.k[j], cache.v[j], bufs["sync"], C, H * D, FF, H, KV, a.norm_eps, cache.k[j].stride(1),
+        )  # fmt: skip
+        meta = dict(HEAD_DIM=D, HAS_NEXT=i + 1 < len(model.layers), BN_O=bn_o, BK_O=bk_o, PIPE_O=p_o, BN_13=bn_13,
+                    BK_13=bk_13, PIPE_13=p_13, BN_2=bn_2, BK_2=bk_2, PIPE_2=p_2, BP_QKV=max(1, bn_q // 2),
+                    BK_QKV=bk_q, PIPE_QKV=p_q, num_warps=warps, num_stages=1)  # fmt: skip
+        if "resident" not in bufs and not CPU:  # programs an SM can hold at once: more would never start
+            k = layer_gemvs_kernel.warmup(*launch_args, grid=(1,), **meta)
+            k._init_handles()  # loads the binary: n_regs is known from then on
+            threads = 32 * warps
+            bufs["resident"] = min(65536 // max(1, k.n_regs * threads), 2048 // threads,
+                                   232448 // max(1, k.metadata.shared + 1024), 32)  # fmt: skip
+        layer_gemvs_kernel[(bufs["programs"],)](*launch_args, **meta)
+    logits = torch.empty(1, a.vocab_size, device=x.device, dtype=torch.float32)
+    return L8.decode_gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits, pdl=L8.DECODE_FUSIONS.pdl)
+
+
+if CPU:
+    SHAPES = {"tiny": L8.ModelArgs(vocab_size=100, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn_dim=48,
+                                   tie_embeddings=False)}  # fmt: skip
+    DT, MAX_LEN, CONTEXT = torch.float32, 24, 16
+else:
+    SHAPES = {name: L8.ModelArgs(**shape) for name, shape in LLAMA_SHAPES.items()}
+    DT, MAX_LEN, CONTEXT = torch.bfloat16, 768, 640
+
+say(
+    f"lesson 08 sweep h (one persistent kernel a layer for the GEMVs) on "
+    f"{ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, triton {triton.__version__}, "
+    f"{ENV.sm_count} SMs"
+)
+for name, args in SHAPES.items():
+    torch.manual_seed(0)
+    model = random_llama(args, DT, ENV.device)
+    cache = L8.new_cache(model, 1, MAX_LEN)
+    cache.k.normal_()
+    cache.v.normal_()
+    token = torch.tensor([7], device=ENV.device)
+    pos = torch.tensor([CONTEXT], dtype=torch.int32, device=ENV.device)
+    bufs = {
+        "q": torch.empty(1, args.n_heads, args.head_dim, device=ENV.device, dtype=DT),
+        "g": torch.empty(1, args.ffn_dim, device=ENV.device, dtype=DT),
+        "sync": torch.zeros(2, device=ENV.device, dtype=torch.int32),
+        "programs": 1 if CPU else ENV.sm_count,
+    }
+
+    def lesson():
+        return L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE)
+
+    def persistent():
+        return persistent_step(model, token, pos, cache, bufs)
+
+    per_sm = [1] if CPU else [1, 2, 4]
+    want = lesson().float().clone()
+    k_want, v_want = cache.k.clone(), cache.v.clone()
+    cache.k[:, :, CONTEXT] = float("nan")  # the row the step writes: the persistent step must write it again
+    cache.v[:, :, CONTEXT] = float("nan")
+    got = persistent().float()
+    same = torch.equal(got, want) and torch.equal(cache.k, k_want) and torch.equal(cache.v, v_want)
+    rel = float((got - want).norm() / want.norm())
+    say(f"== {name}: the persistent step's logits {'the same bits as' if same else f'{rel:.1e} from'} lesson 08's"
+        + ("" if same or rel < 1e-2 else "  <-- FAIL"))  # fmt: skip
+    if CPU or not (same or rel < 1e-2):
+        continue
+    say(f"   the persistent kernel: {bufs['resident']} programs an SM can be resident")
+    base = gtime(lesson)
+    say(f"   lesson 08's step, 6 launches a layer        {base:.4f} ms")
+    for k in per_sm:
+        if k > bufs["resident"]:
+            say(f"   {k} programs an SM: SKIPPED (not all resident: the barrier would wait for programs never started)")
+            continue
+        bufs["programs"] = k * ENV.sm_count
+        got = persistent().float()
+        rel = float((got - want).norm() / want.norm())
+        if not rel < 1e-2:
+            say(f"   {k} programs an SM: FAIL (logits {rel:.1e} from lesson 08's)")
+            continue
+        say(
+            f"   {k} programs an SM: logits "
+            + ("the same bits" if torch.equal(got, want) else f"{rel:.1e} from lesson 08's")
+        )
+        ms = gtime(persistent)
+        after = gtime(lesson)
+        say(f"   persistent GEMVs, {k} programs an SM, 3 launches a layer  {ms:.4f} ms: x{(base + after) / 2 / ms:.3f}"
+            f" (lesson 08's after: {after:.4f})")  # fmt: skip
+        base = after
+say(f"total {time.time() - T0:.0f} s")
