@@ -14,7 +14,9 @@ each output is summed in the same order as in lesson 08's kernels, so the logits
 08's step (checked before any timing). The barrier is l08g.py's (every program must be resident: one an SM).
 
 What it times, at TinyLlama's shape then Llama-3.2-1B's (random bf16 weights, context 640, the step replayed from a
-CUDA graph, L2 cleared before each repetition): lesson 08's step as set, then the persistent step.
+CUDA graph, L2 cleared before each repetition): lesson 08's step as set, then the persistent step at 1, 2 and 4
+programs an SM (as many as can be resident); then the same for lesson 12's int8 step (quantized_decode_step) and a
+persistent int8 step whose GEMVs are lesson 12's w8a16_decode_kernel loop as a helper (issue 15's int8 1.5x).
 
 Run from the repo root: ``timeout 200 python3 bench/sweeps/l08h.py`` with PYTHONPATH=$PWD on a GPU (< 120 s; the
 timeout: a barrier whose programs are not all resident would spin), ``... l08h.py --cpu`` under the interpreter (a
@@ -38,7 +40,9 @@ import triton.language as tl  # noqa: E402
 import utils  # noqa: E402
 from bench.common import LLAMA_SHAPES, random_llama  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
+from lessons import l12_quantization as L12  # noqa: E402
 from lessons.l08_llama_model import _rope_kv_epilogue  # noqa: E402
+from lessons.l12_quantization import _decode_epilogue, _int8_float, _rope_epilogue  # noqa: E402
 
 ENV = utils.mode.current()
 LINES = []
@@ -204,6 +208,145 @@ def layer_gemvs_kernel(
                        H, KV, C, eps, stride_ct, pb, HEAD_DIM, BP_QKV, BK_QKV, PIPE_QKV)  # fmt: skip
 
 
+@triton.jit
+def _int8_rows(x_ptr, q_ptr, scale_ptr, norm_ptr, res_ptr, out_ptr, N, K, eps, stride_qn, rb, cos_ptr, sin_ptr,
+               pos_ptr, k_cache_ptr, v_cache_ptr, H, KV, stride_ct, NORM: tl.constexpr, SWIGLU: tl.constexpr,
+               RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr,
+               ROPE: tl.constexpr, PIPE: tl.constexpr):  # fmt: skip
+    """w8a16_decode_kernel's work (lesson 12) for row block rb: the "pipe" loop, or the masked loop alone."""
+    TWO: tl.constexpr = SWIGLU or ROPE
+    offs_n = rb * BLOCK_N + tl.arange(0, BLOCK_N)
+    keep = offs_n < N
+    cols = tl.arange(0, BLOCK_K)
+    n_in = tl.minimum(offs_n, N - 1)
+    if ROPE:
+        head = offs_n // (HEAD_DIM // 2)
+        i = offs_n % (HEAD_DIM // 2)
+        gate = ((n_in // (HEAD_DIM // 2)) * HEAD_DIM + n_in % (HEAD_DIM // 2)).to(tl.int64)
+        up_rows = gate + HEAD_DIM // 2
+    else:
+        gate, up_rows = n_in.to(tl.int64), (n_in + N).to(tl.int64)
+    q_gate = q_ptr + gate[:, None] * stride_qn + cols[None, :]
+    q_up = q_ptr + up_rows[:, None] * stride_qn + cols[None, :]
+    acc = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
+    acc_up = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
+    sq = tl.zeros((BLOCK_K,), tl.float32)
+    k_start = 0
+    if PIPE > 1:
+        full = (K // BLOCK_K) * BLOCK_K
+        for k in tl.range(0, full, BLOCK_K, num_stages=PIPE):
+            xk = tl.load(x_ptr + k + cols).to(tl.float32)
+            if NORM:
+                sq += xk * xk
+                xk = xk * tl.load(norm_ptr + k + cols).to(tl.float32)
+            acc += _int8_float(tl.load(q_gate + k)) * xk[None, :]
+            if TWO:
+                acc_up += _int8_float(tl.load(q_up + k)) * xk[None, :]
+        k_start = full
+    for k in range(k_start, K, BLOCK_K):
+        in_k = k + cols < K
+        q = tl.load(q_gate + k, mask=keep[:, None] & in_k[None, :], other=0)
+        if TWO:
+            up = tl.load(q_up + k, mask=keep[:, None] & in_k[None, :], other=0)
+        xk = tl.load(x_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        if NORM:
+            sq += xk * xk
+            xk = xk * tl.load(norm_ptr + k + cols, mask=in_k, other=0.0).to(tl.float32)
+        acc += _int8_float(q) * xk[None, :]
+        if TWO:
+            acc_up += _int8_float(up) * xk[None, :]
+    y = tl.sum(acc, 1) * tl.load(scale_ptr + gate, mask=keep, other=0.0).to(tl.float32)
+    u = tl.sum(acc_up, 1)
+    if TWO:
+        u *= tl.load(scale_ptr + up_rows, mask=keep, other=0.0).to(tl.float32)
+    if ROPE:
+        _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
+                       v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+    else:
+        _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
+
+
+@triton.jit
+def layer_int8_kernel(
+    x_ptr, o_ptr, g_ptr, wo_q, wo_s, mlp_norm_ptr, w13_q, w13_s, w2_q, w2_s, attn_norm_ptr, wqkv_q, wqkv_s, cos_ptr,
+    sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, sync_ptr, C, HD, FF, H, KV, eps, stride_ct,
+    HEAD_DIM: tl.constexpr, HAS_NEXT: tl.constexpr,
+    BN_O: tl.constexpr, BK_O: tl.constexpr, PIPE_O: tl.constexpr,
+    BN_13: tl.constexpr, BK_13: tl.constexpr, PIPE_13: tl.constexpr,
+    BN_2: tl.constexpr, BK_2: tl.constexpr, PIPE_2: tl.constexpr,
+    BP_QKV: tl.constexpr, BK_QKV: tl.constexpr, PIPE_QKV: tl.constexpr,
+):  # fmt: skip
+    """layer_gemvs_kernel with lesson 12's int8 weights (codes and a scale a row)."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    for rb in range(pid, tl.cdiv(C, BN_O), P):  # x += o wo^T
+        _int8_rows(o_ptr, wo_q, wo_s, mlp_norm_ptr, x_ptr, x_ptr, C, HD, eps, HD, rb, cos_ptr, sin_ptr, pos_ptr,
+                   k_cache_ptr, v_cache_ptr, H, KV, stride_ct, False, False, True, BN_O, BK_O, HEAD_DIM, False,
+                   PIPE_O)  # fmt: skip
+    _grid_barrier(sync_ptr, P)
+    for rb in range(pid, tl.cdiv(FF, BN_13), P):  # g = silu(gate) * up of rmsnorm(x)
+        _int8_rows(x_ptr, w13_q, w13_s, mlp_norm_ptr, x_ptr, g_ptr, FF, C, eps, C, rb, cos_ptr, sin_ptr, pos_ptr,
+                   k_cache_ptr, v_cache_ptr, H, KV, stride_ct, True, True, False, BN_13, BK_13, HEAD_DIM, False,
+                   PIPE_13)  # fmt: skip
+    _grid_barrier(sync_ptr, P)
+    for rb in range(pid, tl.cdiv(C, BN_2), P):  # x += g w2^T
+        _int8_rows(g_ptr, w2_q, w2_s, mlp_norm_ptr, x_ptr, x_ptr, C, FF, eps, FF, rb, cos_ptr, sin_ptr, pos_ptr,
+                   k_cache_ptr, v_cache_ptr, H, KV, stride_ct, False, False, True, BN_2, BK_2, HEAD_DIM, False,
+                   PIPE_2)  # fmt: skip
+    if HAS_NEXT:
+        _grid_barrier(sync_ptr, P)
+        for pb in range(pid, tl.cdiv((H + 2 * KV) * (HEAD_DIM // 2), BP_QKV), P):  # the next layer's q, k, v
+            _int8_rows(x_ptr, wqkv_q, wqkv_s, attn_norm_ptr, x_ptr, q_ptr, (H + 2 * KV) * (HEAD_DIM // 2), C, eps, C,
+                       pb, cos_ptr, sin_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, H, KV, stride_ct, True, False, False,
+                       BP_QKV, BK_QKV, HEAD_DIM, True, PIPE_QKV)  # fmt: skip
+
+
+def launch_persistent(kernel, bufs, args, meta):
+    """kernel[(bufs["programs"],)](*args, **meta), after finding (once) how many of its programs an SM can hold at
+    once: a persistent kernel may launch no more, or its barrier would wait for programs never started."""
+    if "resident" not in bufs and not CPU:
+        k = kernel.warmup(*args, grid=(1,), **meta)
+        k._init_handles()  # loads the binary: n_regs is known from then on
+        threads = 32 * meta["num_warps"]
+        bufs["resident"] = min(65536 // max(1, k.n_regs * threads), 2048 // threads,
+                               232448 // max(1, k.metadata.shared + 1024), 32)  # fmt: skip
+    kernel[(bufs["programs"],)](*args, **meta)
+
+
+def _int8_tile(N, K):
+    s = L12.fused_gemv_schedule(8, N, K)
+    return s.BLOCK_N, s.BLOCK_K, max(2, s.num_stages) if not CPU else 1, s.num_warps
+
+
+def persistent_int8_step(model, token, pos, cache, bufs):
+    """lesson 12's quantized_decode_step (int8, B = 1) with layer_int8_kernel: 3 launches a layer."""
+    a = model.args
+    H, KV, D, C, FF = a.n_heads, a.n_kv_heads, a.head_dim, a.dim, a.ffn_dim
+    lengths = pos + 1
+    x = F.embedding(token, model.embed)
+    w0 = model.layers[0]
+    q = L12.quantized_decode_qkv_rope(x, w0.wqkv, cache.cos, cache.sin, pos, cache.k[0], cache.v[0],
+                                      norm=w0.attn_norm, eps=a.norm_eps, out=bufs["q"])  # fmt: skip
+    bn_o, bk_o, p_o, _ = _int8_tile(C, H * D)
+    bn_13, bk_13, p_13, _ = _int8_tile(FF, C)
+    bn_2, bk_2, p_2, _ = _int8_tile(C, FF)
+    bn_q, bk_q, p_q, _ = _int8_tile((H + 2 * KV) * D, C)
+    for i, w in enumerate(model.layers):
+        o = L8.decode_attention_step(q, cache.k[i], cache.v[i], lengths)
+        nxt = model.layers[i + 1] if i + 1 < len(model.layers) else w
+        j = min(i + 1, len(model.layers) - 1)
+        launch_persistent(layer_int8_kernel, bufs, (
+            x, o, bufs["g"], w.wo.q, w.wo.scale, w.mlp_norm, w.w13.q, w.w13.scale, w.w2.q, w.w2.scale,
+            nxt.attn_norm, nxt.wqkv.q, nxt.wqkv.scale, cache.cos, cache.sin, pos, q, cache.k[j], cache.v[j],
+            bufs["sync"], C, H * D, FF, H, KV, a.norm_eps, cache.k[j].stride(1),
+        ), dict(HEAD_DIM=D, HAS_NEXT=i + 1 < len(model.layers), BN_O=bn_o, BK_O=bk_o, PIPE_O=p_o, BN_13=bn_13,
+                BK_13=bk_13, PIPE_13=p_13, BN_2=bn_2, BK_2=bk_2, PIPE_2=p_2, BP_QKV=max(1, bn_q // 2),
+                BK_QKV=bk_q, PIPE_QKV=p_q, num_warps=4, num_stages=1))  # fmt: skip
+    logits = torch.empty(1, a.vocab_size, device=x.device, dtype=torch.float32)
+    return L12.quantized_decode_gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits,
+                                     pdl=L12.QUANTIZED_PDL.get(8, False))  # fmt: skip
+
+
 def _tile(N, K):
     s = L8.gemv_schedule(N, K, "pipe")
     return s.BLOCK_N, s.BLOCK_K, s.num_stages if s.num_stages >= 2 else 1, s.num_warps
@@ -226,20 +369,12 @@ def persistent_step(model, token, pos, cache, bufs):
         o = L8.decode_attention_step(q, cache.k[i], cache.v[i], lengths)  # (1, H, D): lesson 08's two launches
         nxt = model.layers[i + 1] if i + 1 < len(model.layers) else w
         j = min(i + 1, len(model.layers) - 1)
-        launch_args = (
+        launch_persistent(layer_gemvs_kernel, bufs, (
             x, o, bufs["g"], w.wo, w.mlp_norm, w.w13, w.w2, nxt.attn_norm, nxt.wqkv, cache.cos, cache.sin, pos, q,
             cache.k[j], cache.v[j], bufs["sync"], C, H * D, FF, H, KV, a.norm_eps, cache.k[j].stride(1),
-        )  # fmt: skip
-        meta = dict(HEAD_DIM=D, HAS_NEXT=i + 1 < len(model.layers), BN_O=bn_o, BK_O=bk_o, PIPE_O=p_o, BN_13=bn_13,
-                    BK_13=bk_13, PIPE_13=p_13, BN_2=bn_2, BK_2=bk_2, PIPE_2=p_2, BP_QKV=max(1, bn_q // 2),
-                    BK_QKV=bk_q, PIPE_QKV=p_q, num_warps=warps, num_stages=1)  # fmt: skip
-        if "resident" not in bufs and not CPU:  # programs an SM can hold at once: more would never start
-            k = layer_gemvs_kernel.warmup(*launch_args, grid=(1,), **meta)
-            k._init_handles()  # loads the binary: n_regs is known from then on
-            threads = 32 * warps
-            bufs["resident"] = min(65536 // max(1, k.n_regs * threads), 2048 // threads,
-                                   232448 // max(1, k.metadata.shared + 1024), 32)  # fmt: skip
-        layer_gemvs_kernel[(bufs["programs"],)](*launch_args, **meta)
+        ), dict(HEAD_DIM=D, HAS_NEXT=i + 1 < len(model.layers), BN_O=bn_o, BK_O=bk_o, PIPE_O=p_o, BN_13=bn_13,
+                BK_13=bk_13, PIPE_13=p_13, BN_2=bn_2, BK_2=bk_2, PIPE_2=p_2, BP_QKV=max(1, bn_q // 2),
+                BK_QKV=bk_q, PIPE_QKV=p_q, num_warps=warps, num_stages=1))  # fmt: skip
     logits = torch.empty(1, a.vocab_size, device=x.device, dtype=torch.float32)
     return L8.decode_gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits, pdl=L8.DECODE_FUSIONS.pdl)
 
@@ -257,27 +392,10 @@ say(
     f"{ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, triton {triton.__version__}, "
     f"{ENV.sm_count} SMs"
 )
-for name, args in SHAPES.items():
-    torch.manual_seed(0)
-    model = random_llama(args, DT, ENV.device)
-    cache = L8.new_cache(model, 1, MAX_LEN)
-    cache.k.normal_()
-    cache.v.normal_()
-    token = torch.tensor([7], device=ENV.device)
-    pos = torch.tensor([CONTEXT], dtype=torch.int32, device=ENV.device)
-    bufs = {
-        "q": torch.empty(1, args.n_heads, args.head_dim, device=ENV.device, dtype=DT),
-        "g": torch.empty(1, args.ffn_dim, device=ENV.device, dtype=DT),
-        "sync": torch.zeros(2, device=ENV.device, dtype=torch.int32),
-        "programs": 1 if CPU else ENV.sm_count,
-    }
 
-    def lesson():
-        return L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE)
 
-    def persistent():
-        return persistent_step(model, token, pos, cache, bufs)
-
+def measure(name, lesson, persistent, cache, bufs):
+    """persistent() checked against lesson() (logits and the cache rows written), then both timed."""
     per_sm = [1] if CPU else [1, 2, 4]
     want = lesson().float().clone()
     k_want, v_want = cache.k.clone(), cache.v.clone()
@@ -286,13 +404,14 @@ for name, args in SHAPES.items():
     got = persistent().float()
     same = torch.equal(got, want) and torch.equal(cache.k, k_want) and torch.equal(cache.v, v_want)
     rel = float((got - want).norm() / want.norm())
-    say(f"== {name}: the persistent step's logits {'the same bits as' if same else f'{rel:.1e} from'} lesson 08's"
-        + ("" if same or rel < 1e-2 else "  <-- FAIL"))  # fmt: skip
-    if CPU or not (same or rel < 1e-2):
-        continue
+    ok = same or (rel < 1e-2 and torch.equal(cache.k.isnan(), k_want.isnan()))
+    say(f"== {name}: the persistent step's logits {'the same bits as' if same else f'{rel:.1e} from'} the lesson's"
+        + ("" if ok else "  <-- FAIL"))  # fmt: skip
+    if CPU or not ok:
+        return
     say(f"   the persistent kernel: {bufs['resident']} programs an SM can be resident")
     base = gtime(lesson)
-    say(f"   lesson 08's step, 6 launches a layer        {base:.4f} ms")
+    say(f"   the lesson's step, 6 launches a layer        {base:.4f} ms")
     for k in per_sm:
         if k > bufs["resident"]:
             say(f"   {k} programs an SM: SKIPPED (not all resident: the barrier would wait for programs never started)")
@@ -301,15 +420,38 @@ for name, args in SHAPES.items():
         got = persistent().float()
         rel = float((got - want).norm() / want.norm())
         if not rel < 1e-2:
-            say(f"   {k} programs an SM: FAIL (logits {rel:.1e} from lesson 08's)")
+            say(f"   {k} programs an SM: FAIL (logits {rel:.1e} from the lesson's)")
             continue
-        say(
-            f"   {k} programs an SM: logits "
-            + ("the same bits" if torch.equal(got, want) else f"{rel:.1e} from lesson 08's")
-        )
         ms = gtime(persistent)
         after = gtime(lesson)
-        say(f"   persistent GEMVs, {k} programs an SM, 3 launches a layer  {ms:.4f} ms: x{(base + after) / 2 / ms:.3f}"
-            f" (lesson 08's after: {after:.4f})")  # fmt: skip
+        say(f"   persistent, {k} programs an SM, 3 launches a layer  {ms:.4f} ms: x{(base + after) / 2 / ms:.3f}"
+            + (" (same bits)" if torch.equal(got, want) else f" (logits {rel:.1e} from the lesson's)")
+            + f"; the lesson's after: {after:.4f}")  # fmt: skip
         base = after
+
+
+for name, args in SHAPES.items():
+    torch.manual_seed(0)
+    model = random_llama(args, DT, ENV.device)
+    cache = L8.new_cache(model, 1, MAX_LEN)
+    cache.k.normal_()
+    cache.v.normal_()
+    token = torch.tensor([7], device=ENV.device)
+    pos = torch.tensor([CONTEXT], dtype=torch.int32, device=ENV.device)
+
+    def buffers():
+        return {
+            "q": torch.empty(1, args.n_heads, args.head_dim, device=ENV.device, dtype=DT),
+            "g": torch.empty(1, args.ffn_dim, device=ENV.device, dtype=DT),
+            "sync": torch.zeros(2, device=ENV.device, dtype=torch.int32),
+            "programs": 1 if CPU else ENV.sm_count,
+        }
+
+    bufs = buffers()
+    measure(f"{name}, bf16", lambda: L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE),
+            lambda: persistent_step(model, token, pos, cache, bufs), cache, bufs)  # fmt: skip
+    qmodel = L12.quantize_model(model, 8)
+    qbufs = buffers()
+    measure(f"{name}, int8", lambda: L12.quantized_decode_step(qmodel, token, pos, cache),
+            lambda: persistent_int8_step(qmodel, token, pos, cache, qbufs), cache, qbufs)  # fmt: skip
 say(f"total {time.time() - T0:.0f} s")
