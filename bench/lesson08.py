@@ -20,9 +20,9 @@ state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512
 - flash-decoding at 8192 cached tokens (TinyLlama's heads at batch 1, whose 8 MB cache takes a few µs, and at
   batch 8; Llama-3-8B's 32/8 heads of D = 128 at batch 4) against torch's scaled_dot_product_attention on the
   same cache, bytes = decode_attention_bytes: launched from Python, and both sides replayed from CUDA graphs (the
-  GPU's time: a launch costs the host more than the kernel's few µs); in graphs also the decode step's one-launch
-  variant (decode_attention_step, DECODE_FUSIONS.attention) unless the table says "split+combine", the keys and
-  values through TMA (decode_attention_tma, DECODE_ATTENTION_TMA_SCHEDULES), and a torch copy of the same bytes
+  GPU's time: a launch costs the host more than the kernel's few µs); in graphs also the two kernels launched
+  early as the decode step launches them (pdl=True), the one-launch variant (decode_attention_fused, "ticket"), the
+  keys and values through TMA (decode_attention_tma, DECODE_ATTENTION_TMA_SCHEDULES), and a torch copy of the same bytes
   (read + write = decode_attention_bytes, graphed the same way): the practical ceiling at each size.
 """
 
@@ -183,10 +183,14 @@ def decode_attention() -> list[Row]:
             "triton flash-decoding (CUDA graph)": graphed(ours),
             "triton flash-decoding, TMA (CUDA graph)": graphed(lambda: L.decode_attention_tma(q, k, v, lengths)),
         }
-        if L.DECODE_FUSIONS.attention != "split+combine":  # the decode step's variant: one launch
-            graphs["triton flash-decoding, one launch (CUDA graph)"] = graphed(
-                lambda: L.decode_attention_step(q, k, v, lengths)
-            )
+        # what the decode step does with the two launches (both launched early: the combine starts while the
+        # partials finish), and the one-launch variant (the last split of each kv head combines)
+        graphs["triton flash-decoding, launched early: PDL (CUDA graph)"] = graphed(
+            lambda: L.decode_attention(q, k, v, lengths, pdl=True)
+        )
+        graphs["triton flash-decoding, one launch: ticket (CUDA graph)"] = graphed(
+            lambda: L.decode_attention_fused(q, k, v, lengths, variant="ticket")
+        )
         src = torch.empty(common["bytes"] // 4, dtype=torch.int16, device="cuda")  # read + write = the op's bytes
         dst = torch.empty_like(src)
         graphs["copy of the same bytes (CUDA graph)"] = graphed(lambda: dst.copy_(src))
