@@ -14,9 +14,10 @@ each output is summed in the same order as in lesson 08's kernels, so the logits
 08's step (checked before any timing). The barrier is l08g.py's (every program must be resident: one an SM).
 
 What it times, at TinyLlama's shape then Llama-3.2-1B's (random bf16 weights, context 640, the step replayed from a
-CUDA graph, L2 cleared before each repetition): lesson 08's step as set, then the persistent step at 1, 2 and 4
-programs an SM (as many as can be resident); then the same for lesson 12's int8 step (quantized_decode_step) and a
-persistent int8 step whose GEMVs are lesson 12's w8a16_decode_kernel loop as a helper (issue 15's int8 1.5x).
+CUDA graph, L2 cleared before each repetition): lesson 08's step as set, then the persistent step at 1, 2, 4 and 8
+programs an SM (as many as can be resident); then the same for lesson 12's int8 and int4 steps (quantized_decode_step) and
+persistent steps whose GEMVs are lesson 12's w8a16_decode_kernel and w4a16_decode_stream_kernel loops as helpers
+(issue 15's int8 1.5x and int4 2x), up to 8 programs an SM.
 
 Run from the repo root: ``timeout 200 python3 bench/sweeps/l08h.py`` with PYTHONPATH=$PWD on a GPU (< 120 s; the
 timeout: a barrier whose programs are not all resident would spin), ``... l08h.py --cpu`` under the interpreter (a
@@ -42,7 +43,13 @@ from bench.common import LLAMA_SHAPES, random_llama  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 from lessons.l08_llama_model import _rope_kv_epilogue  # noqa: E402
-from lessons.l12_quantization import _decode_epilogue, _int8_float, _rope_epilogue  # noqa: E402
+from lessons.l12_quantization import (  # noqa: E402
+    _decode_epilogue,
+    _int8_float,
+    _rope_epilogue,
+    _stream_word_sums,
+    _x_by_code_and_sum,
+)
 
 ENV = utils.mode.current()
 LINES = []
@@ -301,6 +308,118 @@ def layer_int8_kernel(
                        BP_QKV, BK_QKV, HEAD_DIM, True, PIPE_QKV)  # fmt: skip
 
 
+@triton.jit
+def _int4_rows(x_ptr, packed_ptr, scale_ptr, zero_ptr, norm_ptr, res_ptr, out_ptr, N, K, eps, stride_pn, stride_sn,
+               rb, cos_ptr, sin_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, H, KV, stride_ct, GROUP_SIZE: tl.constexpr,
+               NORM: tl.constexpr, SWIGLU: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, ROPE: tl.constexpr, PIPE: tl.constexpr):  # fmt: skip
+    """w4a16_decode_stream_kernel's work (lesson 12) for row block rb: the "pipe" loop, or the masked loop alone."""
+    GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
+    TWO: tl.constexpr = SWIGLU or ROPE
+    WORDS: tl.constexpr = GROUP_SIZE // 8
+    offs_n = rb * BLOCK_N + tl.arange(0, BLOCK_N)
+    keep = offs_n < N
+    offs_g = tl.arange(0, GROUPS)
+    offs_k = tl.arange(0, BLOCK_K)
+    groups = tl.cdiv(K, GROUP_SIZE)
+    rows = tl.minimum(offs_n, N - 1)
+    if ROPE:
+        head = offs_n // (HEAD_DIM // 2)
+        i = offs_n % (HEAD_DIM // 2)
+        gate = ((rows // (HEAD_DIM // 2)) * HEAD_DIM + rows % (HEAD_DIM // 2)).to(tl.int64)
+        up_rows = gate + HEAD_DIM // 2
+    else:
+        gate, up_rows = rows.to(tl.int64), (rows + N).to(tl.int64)
+    words = offs_g[None, :, None] * WORDS + tl.arange(0, WORDS)[None, None, :]
+    p_gate = packed_ptr + gate[:, None, None] * stride_pn + words
+    p_up = packed_ptr + up_rows[:, None, None] * stride_pn + words
+    s_gate = gate[:, None] * stride_sn + offs_g[None, :]
+    s_up = up_rows[:, None] * stride_sn + offs_g[None, :]
+    acc = tl.zeros((BLOCK_N, GROUPS, WORDS), tl.float32)
+    acc_up = tl.zeros((BLOCK_N, GROUPS, WORDS), tl.float32)
+    sq = tl.zeros((BLOCK_K,), tl.float32)
+    g_start = 0
+    if PIPE > 1:
+        g_full = (K // BLOCK_K) * GROUPS
+        for g0 in tl.range(0, g_full, GROUPS, num_stages=PIPE):
+            word = tl.load(p_gate + g0 * WORDS)
+            scale = tl.load(scale_ptr + s_gate + g0)
+            zero = tl.load(zero_ptr + s_gate + g0)
+            xk = tl.load(x_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
+            if NORM:
+                sq += xk * xk
+                xk = xk * tl.load(norm_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
+            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
+            if TWO:
+                up = tl.load(p_up + g0 * WORDS)
+                scale_up = tl.load(scale_ptr + s_up + g0)
+                zero_up = tl.load(zero_ptr + s_up + g0)
+                acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up)
+        g_start = g_full
+    for g0 in range(g_start, groups, GROUPS):
+        mask_g = keep[:, None] & (g0 + offs_g < groups)[None, :]
+        word = tl.load(p_gate + g0 * WORDS, mask=mask_g[:, :, None], other=0)
+        scale = tl.load(scale_ptr + s_gate + g0, mask=mask_g, other=0.0)
+        zero = tl.load(zero_ptr + s_gate + g0, mask=mask_g, other=0)
+        if TWO:
+            up = tl.load(p_up + g0 * WORDS, mask=mask_g[:, :, None], other=0)
+            scale_up = tl.load(scale_ptr + s_up + g0, mask=mask_g, other=0.0)
+            zero_up = tl.load(zero_ptr + s_up + g0, mask=mask_g, other=0)
+        k = g0 * GROUP_SIZE + offs_k
+        xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+        if NORM:
+            sq += xk * xk
+            xk = xk * tl.load(norm_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
+        acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
+        if TWO:
+            acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up)
+    y = tl.sum(tl.sum(acc, 2), 1)
+    u = tl.sum(tl.sum(acc_up, 2), 1)
+    if ROPE:
+        _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
+                       v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+    else:
+        _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
+
+
+@triton.jit
+def layer_int4_kernel(
+    x_ptr, o_ptr, g_ptr, wo_p, wo_s, wo_z, mlp_norm_ptr, w13_p, w13_s, w13_z, w2_p, w2_s, w2_z, attn_norm_ptr,
+    wqkv_p, wqkv_s, wqkv_z, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, sync_ptr, C, HD, FF, H, KV,
+    eps, stride_ct, wo_pn, wo_sn, w13_pn, w13_sn, w2_pn, w2_sn, wqkv_pn, wqkv_sn, GROUP_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, HAS_NEXT: tl.constexpr,
+    BN_O: tl.constexpr, BK_O: tl.constexpr, PIPE_O: tl.constexpr,
+    BN_13: tl.constexpr, BK_13: tl.constexpr, PIPE_13: tl.constexpr,
+    BN_2: tl.constexpr, BK_2: tl.constexpr, PIPE_2: tl.constexpr,
+    BP_QKV: tl.constexpr, BK_QKV: tl.constexpr, PIPE_QKV: tl.constexpr,
+):  # fmt: skip
+    """layer_gemvs_kernel with lesson 12's int4 weights (codes as int32 words, a scale and zero point a group)."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    for rb in range(pid, tl.cdiv(C, BN_O), P):  # x += o wo^T
+        _int4_rows(o_ptr, wo_p, wo_s, wo_z, mlp_norm_ptr, x_ptr, x_ptr, C, HD, eps, wo_pn, wo_sn,
+                   rb, cos_ptr, sin_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, H, KV, stride_ct, GROUP_SIZE, False, False,
+                   True, BN_O, BK_O, HEAD_DIM, False, PIPE_O)  # fmt: skip
+    _grid_barrier(sync_ptr, P)
+    for rb in range(pid, tl.cdiv(FF, BN_13), P):  # g = silu(gate) * up of rmsnorm(x)
+        _int4_rows(x_ptr, w13_p, w13_s, w13_z, mlp_norm_ptr, x_ptr, g_ptr, FF, C, eps, w13_pn, w13_sn,
+                   rb, cos_ptr, sin_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, H, KV, stride_ct, GROUP_SIZE, True, True,
+                   False, BN_13, BK_13, HEAD_DIM, False, PIPE_13)  # fmt: skip
+    _grid_barrier(sync_ptr, P)
+    for rb in range(pid, tl.cdiv(C, BN_2), P):  # x += g w2^T
+        _int4_rows(g_ptr, w2_p, w2_s, w2_z, mlp_norm_ptr, x_ptr, x_ptr, C, FF, eps, w2_pn, w2_sn,
+                   rb, cos_ptr, sin_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, H, KV, stride_ct, GROUP_SIZE, False, False,
+                   True, BN_2, BK_2, HEAD_DIM, False, PIPE_2)  # fmt: skip
+    if HAS_NEXT:
+        _grid_barrier(sync_ptr, P)
+        for pb in range(pid, tl.cdiv((H + 2 * KV) * (HEAD_DIM // 2), BP_QKV), P):  # the next layer's q, k, v
+            _int4_rows(x_ptr, wqkv_p, wqkv_s, wqkv_z, attn_norm_ptr, x_ptr, q_ptr, (H + 2 * KV) * (HEAD_DIM // 2), C,
+                       eps, wqkv_pn, wqkv_sn, pb, cos_ptr, sin_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, H,
+                       KV, stride_ct, GROUP_SIZE, True, False, False, BP_QKV, BK_QKV, HEAD_DIM, True,
+                       PIPE_QKV)  # fmt: skip
+
+
 def launch_persistent(kernel, bufs, args, meta):
     """kernel[(bufs["programs"],)](*args, **meta), after finding (once) how many of its programs an SM can hold at
     once: a persistent kernel may launch no more, or its barrier would wait for programs never started."""
@@ -379,6 +498,47 @@ def persistent_step(model, token, pos, cache, bufs):
     return L8.decode_gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits, pdl=L8.DECODE_FUSIONS.pdl)
 
 
+def _int4_tile(N, K, G):
+    s = L12.fused_gemv_schedule(4, N, K, G)
+    return s.BLOCK_N, s.BLOCK_K, max(2, s.num_stages) if not CPU else 1, s.num_warps
+
+
+def persistent_int4_step(model, token, pos, cache, bufs):
+    """lesson 12's quantized_decode_step (int4, B = 1) with layer_int4_kernel: 3 launches a layer."""
+    a = model.args
+    H, KV, D, C, FF = a.n_heads, a.n_kv_heads, a.head_dim, a.dim, a.ffn_dim
+    G = model.layers[0].wo.group_size
+    lengths = pos + 1
+    x = F.embedding(token, model.embed)
+    w0 = model.layers[0]
+    q = L12.quantized_decode_qkv_rope(x, w0.wqkv, cache.cos, cache.sin, pos, cache.k[0], cache.v[0],
+                                      norm=w0.attn_norm, eps=a.norm_eps, out=bufs["q"])  # fmt: skip
+    bn_o, bk_o, p_o, warps = _int4_tile(C, H * D, G)
+    bn_13, bk_13, p_13, _ = _int4_tile(FF, C, G)
+    bn_2, bk_2, p_2, _ = _int4_tile(C, FF, G)
+    bn_q, bk_q, p_q, _ = _int4_tile((H + 2 * KV) * D, C, G)
+
+    def parts(t):  # the codes as int32 words, the scales, the zero points; strides in words and in groups
+        words = t.packed.view(torch.int32)
+        return (words, t.scale, t.zero), (words.stride(0), t.scale.stride(0))
+
+    for i, w in enumerate(model.layers):
+        o = L8.decode_attention_step(q, cache.k[i], cache.v[i], lengths)
+        nxt = model.layers[i + 1] if i + 1 < len(model.layers) else w
+        j = min(i + 1, len(model.layers) - 1)
+        (wo, wo_st), (w13, w13_st), (w2, w2_st), (wqkv, wqkv_st) = (parts(t) for t in (w.wo, w.w13, w.w2, nxt.wqkv))
+        launch_persistent(layer_int4_kernel, bufs, (
+            x, o, bufs["g"], *wo, w.mlp_norm, *w13, *w2, nxt.attn_norm, *wqkv, cache.cos, cache.sin, pos, q,
+            cache.k[j], cache.v[j], bufs["sync"], C, H * D, FF, H, KV, a.norm_eps, cache.k[j].stride(1), *wo_st,
+            *w13_st, *w2_st, *wqkv_st,
+        ), dict(GROUP_SIZE=G, HEAD_DIM=D, HAS_NEXT=i + 1 < len(model.layers), BN_O=bn_o, BK_O=bk_o, PIPE_O=p_o,
+                BN_13=bn_13, BK_13=bk_13, PIPE_13=p_13, BN_2=bn_2, BK_2=bk_2, PIPE_2=p_2, BP_QKV=max(1, bn_q // 2),
+                BK_QKV=bk_q, PIPE_QKV=p_q, num_warps=warps, num_stages=1))  # fmt: skip
+    logits = torch.empty(1, a.vocab_size, device=x.device, dtype=torch.float32)
+    return L12.quantized_decode_gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits,
+                                     pdl=L12.QUANTIZED_PDL.get(4, False))  # fmt: skip
+
+
 if CPU:
     SHAPES = {"tiny": L8.ModelArgs(vocab_size=100, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn_dim=48,
                                    tie_embeddings=False)}  # fmt: skip
@@ -396,7 +556,7 @@ say(
 
 def measure(name, lesson, persistent, cache, bufs):
     """persistent() checked against lesson() (logits and the cache rows written), then both timed."""
-    per_sm = [1] if CPU else [1, 2, 4]
+    per_sm = [1] if CPU else [1, 2, 4, 8]
     want = lesson().float().clone()
     k_want, v_want = cache.k.clone(), cache.v.clone()
     cache.k[:, :, CONTEXT] = float("nan")  # the row the step writes: the persistent step must write it again
@@ -450,8 +610,10 @@ for name, args in SHAPES.items():
     bufs = buffers()
     measure(f"{name}, bf16", lambda: L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE),
             lambda: persistent_step(model, token, pos, cache, bufs), cache, bufs)  # fmt: skip
-    qmodel = L12.quantize_model(model, 8)
-    qbufs = buffers()
-    measure(f"{name}, int8", lambda: L12.quantized_decode_step(qmodel, token, pos, cache),
-            lambda: persistent_int8_step(qmodel, token, pos, cache, qbufs), cache, qbufs)  # fmt: skip
+    for bits, fn in ((8, persistent_int8_step), (4, persistent_int4_step)):
+        qmodel = L12.quantize_model(model, bits)
+        qbufs = buffers()
+        measure(f"{name}, int{bits}", lambda q=qmodel: L12.quantized_decode_step(q, token, pos, cache),
+                lambda q=qmodel, fn=fn, b=qbufs: fn(q, token, pos, cache, b), cache, qbufs)  # fmt: skip
+        qmodel = None
 say(f"total {time.time() - T0:.0f} s")
