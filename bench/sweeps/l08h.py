@@ -19,7 +19,7 @@ programs an SM (as many as can be resident); then the same for lesson 12's int8 
 persistent steps whose GEMVs are lesson 12's w8a16_decode_kernel and w4a16_decode_stream_kernel loops as helpers
 (issue 15's int8 1.5x and int4 2x), up to 8 programs an SM.
 
-Run from the repo root: ``timeout 200 python3 bench/sweeps/l08h.py`` with PYTHONPATH=$PWD on a GPU (< 120 s; the
+Run from the repo root: ``timeout 300 python3 bench/sweeps/l08h.py`` with PYTHONPATH=$PWD on a GPU (< 240 s; the
 timeout: a barrier whose programs are not all resident would spin), ``... l08h.py --cpu`` under the interpreter (a
 tiny model, one program: checks only).
 """
