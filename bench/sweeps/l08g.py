@@ -211,58 +211,64 @@ def variants(w13, w2, x, g, sync, tiles, programs):
     }
 
 
-say(
-    f"lesson 08 sweep g (a grid barrier against a launch boundary) on "
-    f"{ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, triton {triton.__version__}, "
-    f"{ENV.sm_count} SMs, PDL: {ENV.supports_pdl}"
-)
-device = "cpu" if CPU else "cuda"
-dtype = torch.float32 if CPU else torch.bfloat16
-if CPU:
-    MODELS = {"tiny": (3, 48, 80, ((4, 16, 4, 2), (4, 32, 4, 2)))}
-else:
-    MODELS = {  # tiles: lesson 08's DECODE_PIPE_SCHEDULES rows for gate/up and down (BLOCK_N, BLOCK_K, warps, PIPE)
-        "TinyLlama-1.1B": (22, 2048, 5632, ((4, 1024, 4, 4), (4, 512, 4, 4))),
-        "Llama-3.2-1B": (16, 2048, 8192, ((4, 1024, 4, 4), (4, 1024, 4, 3))),
-    }
-programs = 1 if CPU else ENV.sm_count
-for name, (n_layers, C, F, tiles) in MODELS.items():
-    w13, w2, x0 = make_model(n_layers, C, F, dtype, device)
-    truth = reference(w13, w2, x0)
-    x = x0.clone()
-    g = torch.empty(1, F, device=device, dtype=dtype)
-    sync = torch.zeros(2, device=device, dtype=torch.int32)
-    weight_bytes = (w13.numel() + w2.numel()) * w13.element_size()
-    say(f"== {name}: {n_layers} MLPs, C {C}, F {F}, {weight_bytes / 1e6:.0f} MB of weights, {programs} programs "
-        f"for the persistent kernels")  # fmt: skip
-    runs = variants(w13, w2, x, g, sync, tiles, programs)
-    outs = {}
-    for label, fn in runs.items():
-        x.copy_(x0)
-        g.fill_(float("nan"))
-        try:
-            fn()
-            if not CPU:
-                torch.cuda.synchronize()
-        except Exception as e:  # noqa: BLE001
-            say(f"   {label:28s} ERROR {type(e).__name__}: {str(e).splitlines()[0][:150] if str(e) else ''}")
-            continue
-        outs[label] = x.clone()
-        rel = float((x.float() - truth).norm() / truth.norm())
-        same = "" if label == "lesson 08's kernels, PDL" else (
-            "  same bits as two launches" if "two launches a layer" in outs and torch.equal(x, outs["two launches a layer"])
-            else "  <-- DIFFERS from two launches")  # fmt: skip
-        ok = rel < (1e-5 if CPU else 2e-2)
-        say(f"   {label:28s} checked: {rel:.1e} from float32{same}" + ("" if ok else "  <-- FAIL"))
-        if not ok or "DIFFERS" in same:
-            continue
-        ms = gtime(fn)  # x keeps moving from replay to replay: the same work, other numbers
-        if ms is not None:
-            say(f"   {label:28s} {ms * 1e3:8.1f} us, {ms * 1e3 / n_layers:6.2f} us a layer, "
-                f"{weight_bytes / ms / 1e6:6.0f} GB/s")  # fmt: skip
-    if not CPU:  # read + write as many bytes as the MLPs read: half of them copied, in one launch
-        half = (w13.numel() + w2.numel()) // 2
-        src, dst = w13.view(-1)[:half], torch.empty(half, device=device, dtype=dtype)
-        ms = gtime(lambda: dst.copy_(src))
-        say(f"   {'a copy of as many bytes':28s} {ms * 1e3:8.1f} us, {weight_bytes / ms / 1e6:6.0f} GB/s")
-say(f"total {time.time() - T0:.0f} s")
+def main():
+    """The sweep (see the module docstring); l08h.py imports this module for its barrier."""
+    say(
+        f"lesson 08 sweep g (a grid barrier against a launch boundary) on "
+        f"{ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, triton {triton.__version__}, "
+        f"{ENV.sm_count} SMs, PDL: {ENV.supports_pdl}"
+    )
+    device = "cpu" if CPU else "cuda"
+    dtype = torch.float32 if CPU else torch.bfloat16
+    if CPU:
+        MODELS = {"tiny": (3, 48, 80, ((4, 16, 4, 2), (4, 32, 4, 2)))}
+    else:
+        MODELS = {  # tiles: lesson 08's DECODE_PIPE_SCHEDULES rows for gate/up and down (BLOCK_N, BLOCK_K, warps, PIPE)
+            "TinyLlama-1.1B": (22, 2048, 5632, ((4, 1024, 4, 4), (4, 512, 4, 4))),
+            "Llama-3.2-1B": (16, 2048, 8192, ((4, 1024, 4, 4), (4, 1024, 4, 3))),
+        }
+    programs = 1 if CPU else ENV.sm_count
+    for name, (n_layers, C, F, tiles) in MODELS.items():
+        w13, w2, x0 = make_model(n_layers, C, F, dtype, device)
+        truth = reference(w13, w2, x0)
+        x = x0.clone()
+        g = torch.empty(1, F, device=device, dtype=dtype)
+        sync = torch.zeros(2, device=device, dtype=torch.int32)
+        weight_bytes = (w13.numel() + w2.numel()) * w13.element_size()
+        say(f"== {name}: {n_layers} MLPs, C {C}, F {F}, {weight_bytes / 1e6:.0f} MB of weights, {programs} programs "
+            f"for the persistent kernels")  # fmt: skip
+        runs = variants(w13, w2, x, g, sync, tiles, programs)
+        outs = {}
+        for label, fn in runs.items():
+            x.copy_(x0)
+            g.fill_(float("nan"))
+            try:
+                fn()
+                if not CPU:
+                    torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001
+                say(f"   {label:28s} ERROR {type(e).__name__}: {str(e).splitlines()[0][:150] if str(e) else ''}")
+                continue
+            outs[label] = x.clone()
+            rel = float((x.float() - truth).norm() / truth.norm())
+            same = "" if label == "lesson 08's kernels, PDL" else (
+                "  same bits as two launches" if "two launches a layer" in outs and torch.equal(x, outs["two launches a layer"])
+                else "  <-- DIFFERS from two launches")  # fmt: skip
+            ok = rel < (1e-5 if CPU else 2e-2)
+            say(f"   {label:28s} checked: {rel:.1e} from float32{same}" + ("" if ok else "  <-- FAIL"))
+            if not ok or "DIFFERS" in same:
+                continue
+            ms = gtime(fn)  # x keeps moving from replay to replay: the same work, other numbers
+            if ms is not None:
+                say(f"   {label:28s} {ms * 1e3:8.1f} us, {ms * 1e3 / n_layers:6.2f} us a layer, "
+                    f"{weight_bytes / ms / 1e6:6.0f} GB/s")  # fmt: skip
+        if not CPU:  # read + write as many bytes as the MLPs read: half of them copied, in one launch
+            half = (w13.numel() + w2.numel()) // 2
+            src, dst = w13.view(-1)[:half], torch.empty(half, device=device, dtype=dtype)
+            ms = gtime(lambda: dst.copy_(src))
+            say(f"   {'a copy of as many bytes':28s} {ms * 1e3:8.1f} us, {weight_bytes / ms / 1e6:6.0f} GB/s")
+    say(f"total {time.time() - T0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

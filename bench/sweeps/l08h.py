@@ -11,7 +11,7 @@ head are lesson 08's launches.
 The GEMVs inside are lesson 08's loops written as helpers (decode_gemv_kernel's and decode_qkv_rope_kernel's,
 "pipe" loop, the same tiles from DECODE_PIPE_SCHEDULES), the programs taking the row blocks of each phase in turn:
 each output is summed in the same order as in lesson 08's kernels, so the logits must be the same bits as lesson
-08's step (checked before any timing). The barrier is l08g.py's (every program must be resident: one an SM).
+08's step (checked before any timing). The barrier is l08g.py's, imported (every program must be resident).
 
 What it times, at TinyLlama's shape then Llama-3.2-1B's (random bf16 weights, context 640, the step replayed from a
 CUDA graph, L2 cleared before each repetition): lesson 08's step as set, then the persistent step at 1, 2, 4 and 8
@@ -40,6 +40,7 @@ import triton.language as tl  # noqa: E402
 
 import utils  # noqa: E402
 from bench.common import LLAMA_SHAPES, random_llama  # noqa: E402
+from bench.sweeps.l08g import _grid_barrier  # noqa: E402  (the barrier l08g.py measures)
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 from lessons.l08_llama_model import _rope_kv_epilogue  # noqa: E402
@@ -74,21 +75,6 @@ def gtime(fn):
     from bench.common import graphed
 
     return triton.testing.do_bench(graphed(fn), warmup=5, rep=30)
-
-
-@triton.jit
-def _grid_barrier(sync_ptr, P):
-    """Every one of the P programs waits here until all P have arrived (sweep l08g.py's barrier)."""
-    tl.debug_barrier()
-    gen = tl.atomic_add(sync_ptr + 1, 0, sem="relaxed")
-    arrived = tl.atomic_add(sync_ptr, 1, sem="acq_rel")
-    if arrived == P - 1:
-        tl.atomic_xchg(sync_ptr, 0, sem="relaxed")
-        tl.atomic_add(sync_ptr + 1, 1, sem="release")
-    else:
-        while tl.atomic_add(sync_ptr + 1, 0, sem="acquire") == gen:
-            pass
-    tl.debug_barrier()
 
 
 @triton.jit
@@ -420,123 +406,85 @@ def layer_int4_kernel(
                        PIPE_QKV)  # fmt: skip
 
 
+def resident_per_sm(compiled, num_warps) -> int:
+    """How many programs of this compiled kernel an SM holds at once (registers, threads, shared memory), from the
+    GPU's own properties (an H100's where torch does not give them)."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    regs = getattr(props, "regs_per_multiprocessor", 65536)
+    threads = getattr(props, "max_threads_per_multi_processor", 2048)
+    smem = getattr(props, "shared_memory_per_multiprocessor", 233472)
+    compiled._init_handles()  # loads the binary: n_regs is known from then on
+    per_program = 32 * num_warps
+    reserved = 1024  # shared memory the system keeps for each program
+    return min(regs // max(1, compiled.n_regs * per_program), threads // per_program,
+               smem // (compiled.metadata.shared + reserved), 32)  # fmt: skip
+
+
 def launch_persistent(kernel, bufs, args, meta):
     """kernel[(bufs["programs"],)](*args, **meta), after finding (once) how many of its programs an SM can hold at
     once: a persistent kernel may launch no more, or its barrier would wait for programs never started."""
     if "resident" not in bufs and not CPU:
-        k = kernel.warmup(*args, grid=(1,), **meta)
-        k._init_handles()  # loads the binary: n_regs is known from then on
-        threads = 32 * meta["num_warps"]
-        bufs["resident"] = min(65536 // max(1, k.n_regs * threads), 2048 // threads,
-                               232448 // max(1, k.metadata.shared + 1024), 32)  # fmt: skip
+        bufs["resident"] = resident_per_sm(kernel.warmup(*args, grid=(1,), **meta), meta["num_warps"])
     kernel[(bufs["programs"],)](*args, **meta)
 
 
-def _int8_tile(N, K):
-    s = L12.fused_gemv_schedule(8, N, K)
-    return s.BLOCK_N, s.BLOCK_K, max(2, s.num_stages) if not CPU else 1, s.num_warps
-
-
-def persistent_int8_step(model, token, pos, cache, bufs):
-    """lesson 12's quantized_decode_step (int8, B = 1) with layer_int8_kernel: 3 launches a layer."""
-    a = model.args
-    H, KV, D, C, FF = a.n_heads, a.n_kv_heads, a.head_dim, a.dim, a.ffn_dim
-    lengths = pos + 1
-    x = F.embedding(token, model.embed)
-    w0 = model.layers[0]
-    q = L12.quantized_decode_qkv_rope(x, w0.wqkv, cache.cos, cache.sin, pos, cache.k[0], cache.v[0],
-                                      norm=w0.attn_norm, eps=a.norm_eps, out=bufs["q"])  # fmt: skip
-    bn_o, bk_o, p_o, _ = _int8_tile(C, H * D)
-    bn_13, bk_13, p_13, _ = _int8_tile(FF, C)
-    bn_2, bk_2, p_2, _ = _int8_tile(C, FF)
-    bn_q, bk_q, p_q, _ = _int8_tile((H + 2 * KV) * D, C)
-    for i, w in enumerate(model.layers):
-        o = L8.decode_attention_step(q, cache.k[i], cache.v[i], lengths)
-        nxt = model.layers[i + 1] if i + 1 < len(model.layers) else w
-        j = min(i + 1, len(model.layers) - 1)
-        launch_persistent(layer_int8_kernel, bufs, (
-            x, o, bufs["g"], w.wo.q, w.wo.scale, w.mlp_norm, w.w13.q, w.w13.scale, w.w2.q, w.w2.scale,
-            nxt.attn_norm, nxt.wqkv.q, nxt.wqkv.scale, cache.cos, cache.sin, pos, q, cache.k[j], cache.v[j],
-            bufs["sync"], C, H * D, FF, H, KV, a.norm_eps, cache.k[j].stride(1),
-        ), dict(HEAD_DIM=D, HAS_NEXT=i + 1 < len(model.layers), BN_O=bn_o, BK_O=bk_o, PIPE_O=p_o, BN_13=bn_13,
-                BK_13=bk_13, PIPE_13=p_13, BN_2=bn_2, BK_2=bk_2, PIPE_2=p_2, BP_QKV=max(1, bn_q // 2),
-                BK_QKV=bk_q, PIPE_QKV=p_q, num_warps=4, num_stages=1))  # fmt: skip
-    logits = torch.empty(1, a.vocab_size, device=x.device, dtype=torch.float32)
-    return L12.quantized_decode_gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits,
-                                     pdl=L12.QUANTIZED_PDL.get(8, False))  # fmt: skip
-
-
-def _tile(N, K):
+# -- each format: its persistent kernel, its tiles (BLOCK_N, BLOCK_K, the pipelined loop's depth, warps) as the
+# lesson's step launches that weight's GEMV, and a weight as the kernel takes it (its tensors, then its strides)
+def _bf16_tile(N, K, G):
     s = L8.gemv_schedule(N, K, "pipe")
     return s.BLOCK_N, s.BLOCK_K, s.num_stages if s.num_stages >= 2 else 1, s.num_warps
 
 
-def persistent_step(model, token, pos, cache, bufs):
-    """lesson 08's decode_step (B = 1, greedy path's logits) with layer_gemvs_kernel: 3 launches a layer."""
+def _quantized_tile(bits):
+    def tile(N, K, G):  # the lesson's row for this weight, its loop made the pipelined one (the same sums)
+        s = L12.fused_gemv_schedule(bits, N, K, G)
+        return s.BLOCK_N, s.BLOCK_K, 1 if CPU else max(2, s.num_stages), s.num_warps
+
+    return tile
+
+
+def _int4_parts(t):  # the codes as int32 words, the scales, the zero points; strides in words and in groups
+    words = t.packed.view(torch.int32)
+    return (words, t.scale, t.zero), (words.stride(0), t.scale.stride(0))
+
+
+FORMATS = {  # bits (None: bf16) -> (kernel, tile, parts)
+    None: (layer_gemvs_kernel, _bf16_tile, lambda t: ((t,), ())),
+    8: (layer_int8_kernel, _quantized_tile(8), lambda t: ((t.q, t.scale), ())),
+    4: (layer_int4_kernel, _quantized_tile(4), _int4_parts),
+}
+
+
+def persistent_step(model, token, pos, cache, bufs, bits=None):
+    """The lesson's batch-1 decode step (lesson 08's for bf16, lesson 12's quantized_decode_step for int8 and int4)
+    with the format's persistent kernel for each layer's GEMVs: 3 launches a layer."""
     a = model.args
     H, KV, D, C, FF = a.n_heads, a.n_kv_heads, a.head_dim, a.dim, a.ffn_dim
+    kernel, tile, parts = FORMATS[bits]
+    G = model.layers[0].wo.group_size if bits == 4 else 1
     lengths = pos + 1
     x = F.embedding(token, model.embed)  # (1, C)
     w0 = model.layers[0]
-    q = L8.decode_qkv_rope(x, w0.wqkv, cache.cos, cache.sin, pos, cache.k[0], cache.v[0], norm=w0.attn_norm,
-                           eps=a.norm_eps, out=bufs["q"], loop="pipe")  # fmt: skip
-    bn_o, bk_o, p_o, warps = _tile(C, H * D)
-    bn_13, bk_13, p_13, _ = _tile(FF, C)
-    bn_2, bk_2, p_2, _ = _tile(C, FF)
-    bn_q, bk_q, p_q, _ = _tile((H + 2 * KV) * D, C)
+    q = L12.quantized_decode_qkv_rope(x, w0.wqkv, cache.cos, cache.sin, pos, cache.k[0], cache.v[0],
+                                      norm=w0.attn_norm, eps=a.norm_eps, out=bufs["q"])  # fmt: skip
+    (bn_o, bk_o, p_o, warps), (bn_13, bk_13, p_13, _), (bn_2, bk_2, p_2, _), (bn_q, bk_q, p_q, _) = (
+        tile(C, H * D, G), tile(FF, C, G), tile(C, FF, G), tile((H + 2 * KV) * D, C, G))  # fmt: skip
+    meta = dict(HEAD_DIM=D, BN_O=bn_o, BK_O=bk_o, PIPE_O=p_o, BN_13=bn_13, BK_13=bk_13, PIPE_13=p_13, BN_2=bn_2,
+                BK_2=bk_2, PIPE_2=p_2, BP_QKV=max(1, bn_q // 2), BK_QKV=bk_q, PIPE_QKV=p_q, num_warps=warps,
+                num_stages=1, **({"GROUP_SIZE": G} if bits == 4 else {}))  # fmt: skip
     for i, w in enumerate(model.layers):
         o = L8.decode_attention_step(q, cache.k[i], cache.v[i], lengths)  # (1, H, D): lesson 08's two launches
         nxt = model.layers[i + 1] if i + 1 < len(model.layers) else w
         j = min(i + 1, len(model.layers) - 1)
-        launch_persistent(layer_gemvs_kernel, bufs, (
-            x, o, bufs["g"], w.wo, w.mlp_norm, w.w13, w.w2, nxt.attn_norm, nxt.wqkv, cache.cos, cache.sin, pos, q,
-            cache.k[j], cache.v[j], bufs["sync"], C, H * D, FF, H, KV, a.norm_eps, cache.k[j].stride(1),
-        ), dict(HEAD_DIM=D, HAS_NEXT=i + 1 < len(model.layers), BN_O=bn_o, BK_O=bk_o, PIPE_O=p_o, BN_13=bn_13,
-                BK_13=bk_13, PIPE_13=p_13, BN_2=bn_2, BK_2=bk_2, PIPE_2=p_2, BP_QKV=max(1, bn_q // 2),
-                BK_QKV=bk_q, PIPE_QKV=p_q, num_warps=warps, num_stages=1))  # fmt: skip
-    logits = torch.empty(1, a.vocab_size, device=x.device, dtype=torch.float32)
-    return L8.decode_gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits, pdl=L8.DECODE_FUSIONS.pdl)
-
-
-def _int4_tile(N, K, G):
-    s = L12.fused_gemv_schedule(4, N, K, G)
-    return s.BLOCK_N, s.BLOCK_K, max(2, s.num_stages) if not CPU else 1, s.num_warps
-
-
-def persistent_int4_step(model, token, pos, cache, bufs):
-    """lesson 12's quantized_decode_step (int4, B = 1) with layer_int4_kernel: 3 launches a layer."""
-    a = model.args
-    H, KV, D, C, FF = a.n_heads, a.n_kv_heads, a.head_dim, a.dim, a.ffn_dim
-    G = model.layers[0].wo.group_size
-    lengths = pos + 1
-    x = F.embedding(token, model.embed)
-    w0 = model.layers[0]
-    q = L12.quantized_decode_qkv_rope(x, w0.wqkv, cache.cos, cache.sin, pos, cache.k[0], cache.v[0],
-                                      norm=w0.attn_norm, eps=a.norm_eps, out=bufs["q"])  # fmt: skip
-    bn_o, bk_o, p_o, warps = _int4_tile(C, H * D, G)
-    bn_13, bk_13, p_13, _ = _int4_tile(FF, C, G)
-    bn_2, bk_2, p_2, _ = _int4_tile(C, FF, G)
-    bn_q, bk_q, p_q, _ = _int4_tile((H + 2 * KV) * D, C, G)
-
-    def parts(t):  # the codes as int32 words, the scales, the zero points; strides in words and in groups
-        words = t.packed.view(torch.int32)
-        return (words, t.scale, t.zero), (words.stride(0), t.scale.stride(0))
-
-    for i, w in enumerate(model.layers):
-        o = L8.decode_attention_step(q, cache.k[i], cache.v[i], lengths)
-        nxt = model.layers[i + 1] if i + 1 < len(model.layers) else w
-        j = min(i + 1, len(model.layers) - 1)
         (wo, wo_st), (w13, w13_st), (w2, w2_st), (wqkv, wqkv_st) = (parts(t) for t in (w.wo, w.w13, w.w2, nxt.wqkv))
-        launch_persistent(layer_int4_kernel, bufs, (
+        launch_persistent(kernel, bufs, (
             x, o, bufs["g"], *wo, w.mlp_norm, *w13, *w2, nxt.attn_norm, *wqkv, cache.cos, cache.sin, pos, q,
             cache.k[j], cache.v[j], bufs["sync"], C, H * D, FF, H, KV, a.norm_eps, cache.k[j].stride(1), *wo_st,
             *w13_st, *w2_st, *wqkv_st,
-        ), dict(GROUP_SIZE=G, HEAD_DIM=D, HAS_NEXT=i + 1 < len(model.layers), BN_O=bn_o, BK_O=bk_o, PIPE_O=p_o,
-                BN_13=bn_13, BK_13=bk_13, PIPE_13=p_13, BN_2=bn_2, BK_2=bk_2, PIPE_2=p_2, BP_QKV=max(1, bn_q // 2),
-                BK_QKV=bk_q, PIPE_QKV=p_q, num_warps=warps, num_stages=1))  # fmt: skip
+        ), dict(meta, HAS_NEXT=i + 1 < len(model.layers)))  # fmt: skip
     logits = torch.empty(1, a.vocab_size, device=x.device, dtype=torch.float32)
-    return L12.quantized_decode_gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits,
-                                     pdl=L12.QUANTIZED_PDL.get(4, False))  # fmt: skip
+    pdl = L8.DECODE_FUSIONS.pdl if bits is None else L12.QUANTIZED_PDL.get(bits, False)  # as the lesson's step
+    return L12.quantized_decode_gemv(x, model.lm_head, norm=model.norm, eps=a.norm_eps, out=logits, pdl=pdl)
 
 
 if CPU:
@@ -610,10 +558,9 @@ for name, args in SHAPES.items():
     bufs = buffers()
     measure(f"{name}, bf16", lambda: L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE),
             lambda: persistent_step(model, token, pos, cache, bufs), cache, bufs)  # fmt: skip
-    for bits, fn in ((8, persistent_int8_step), (4, persistent_int4_step)):
-        qmodel = L12.quantize_model(model, bits)
-        qbufs = buffers()
+    for bits in (8, 4):
+        qmodel, qbufs = L12.quantize_model(model, bits), buffers()
         measure(f"{name}, int{bits}", lambda q=qmodel: L12.quantized_decode_step(q, token, pos, cache),
-                lambda q=qmodel, fn=fn, b=qbufs: fn(q, token, pos, cache, b), cache, qbufs)  # fmt: skip
+                lambda q=qmodel, b=qbufs, n=bits: persistent_step(q, token, pos, cache, b, n), cache, qbufs)  # fmt: skip
         qmodel = None
 say(f"total {time.time() - T0:.0f} s")
