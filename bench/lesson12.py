@@ -14,7 +14,8 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   kernel at M = 1, lesson's tile kernel at M = 16) and, as a reference row, `w8a16`. Each fast launcher is timed
   twice: called from Python (the host's launch included, 50-80 us on the H100 box, longer than these kernels) and
   replayed from a CUDA graph against cuBLAS replayed the same way ("(CUDA graph)" rows: the GPU's time alone,
-  L2 flushed before every replay);
+  L2 flushed before every replay); at M = 1 a torch copy of the same bytes (half read, half written), replayed the
+  same way, shows what one launch moving that many bytes reaches (its roof % is the ceiling the GEMV's is held to);
 - prefill, M = 2048, at the 8B-class up projection (compute-bound: flops = 2 M N K): `w4a16_fast`'s tile kernel
   (one group a step, the scale in the tile, one chained dot) and `w8a16`;
 - end to end: decode tokens/s at batch 1 with bf16 (lesson 08's model and its fused batch-1 step), int8 and int4
@@ -81,8 +82,13 @@ def gemv() -> list[Row]:
                     # the same kernel replayed from a CUDA graph, against cuBLAS replayed the same way: the GPU's
                     # time without the host's launch (L2 still flushed before every replay)
                     name, fn = graph_impl
-                    rows += paired({name: graphed(fn)}, graph_base, lesson="12", op=op, shape=shape, dtype="bf16",
-                                   bytes=nbytes, flops=L.wxa16_flops(M, N, K))  # fmt: skip
+                    graphs = {name: graphed(fn)}
+                    if M == 1:  # what a launch moving this many bytes reaches: a copy, read + write = the GEMV's bytes
+                        src = torch.empty(nbytes // 4, dtype=torch.int16, device="cuda")
+                        dst = torch.empty_like(src)
+                        graphs["copy of the same bytes (CUDA graph)"] = graphed(lambda s=src, d=dst: d.copy_(s))
+                    rows += paired(graphs, graph_base, lesson="12", op=op, shape=shape, dtype="bf16", bytes=nbytes,
+                                   flops=L.wxa16_flops(M, N, K))  # fmt: skip
                 rows += torchao_peer(w, x, shape, baseline, graph_base)
     return rows
 
