@@ -1257,6 +1257,26 @@ DECODE_PIPE_SCHEDULES = {  # chosen in the whole step on an H100 (results/h100-2
     (8192, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=4),  # its gate and up
     (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=3),  # its down
 }
+# Rows another GPU chose in its own step, used over DECODE_PIPE_SCHEDULES's on that GPU (by a part of its name). The
+# same sweep on an H200 (results/h200-2026-11-28-s15/sweeps/l08f.txt) took the step 4.0 % faster at TinyLlama's shape
+# and 4.9 % at Llama-3.2-1B's with these: narrower K steps, more rows a program. A sweep on such a GPU edits its rows
+DECODE_PIPE_SCHEDULES_BY_GPU = {
+    "H200": {
+        (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's gate and up
+        (3072, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # Llama-3.2-1B's qkv
+        (8192, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # its gate and up
+        (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=512, num_warps=4, num_stages=4),  # its down
+        (128256, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=4),  # its head
+    },
+}
+
+
+def decode_pipe_schedules(gpu_name=None) -> dict:
+    """DECODE_PIPE_SCHEDULES with the rows DECODE_PIPE_SCHEDULES_BY_GPU holds for this GPU (or for ``gpu_name``) over
+    it: the first entry whose key is part of the GPU's name. Built at each call, so that an edit to either is seen."""
+    name = (utils.mode.current().gpu_name if gpu_name is None else gpu_name) or ""
+    rows = next((rows for key, rows in DECODE_PIPE_SCHEDULES_BY_GPU.items() if key in name), {})
+    return {**DECODE_PIPE_SCHEDULES, **rows}
 
 
 def gemv_loop(loop=None) -> str:
@@ -1268,13 +1288,14 @@ def gemv_loop(loop=None) -> str:
 
 
 def gemv_schedule(N: int, K: int, loop=None) -> GemvSchedule:
-    """The row for an (N, K) weight of this loop's table (DECODE_PIPE_SCHEDULES or DECODE_GEMV_SCHEDULES); under the
-    interpreter, which runs the programs one after another, a few large blocks instead."""
+    """The row for an (N, K) weight of this loop's table (this GPU's decode_pipe_schedules() or
+    DECODE_GEMV_SCHEDULES); under the interpreter, which runs the programs one after another, a few large blocks
+    instead."""
     if utils.mode.current().interpret:
         return GemvSchedule(
             min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1
         )
-    table = DECODE_GEMV_SCHEDULES if gemv_loop(loop) == "prefetch" else DECODE_PIPE_SCHEDULES
+    table = DECODE_GEMV_SCHEDULES if gemv_loop(loop) == "prefetch" else decode_pipe_schedules()
     return table.get((N, K), table[None])
 
 

@@ -7,6 +7,7 @@ sharing 2 key/value heads, D = 16, vocabulary 320); on a GPU the same tests run 
 loop is replayed from a CUDA graph.
 """
 
+import itertools
 import json
 import math
 
@@ -786,16 +787,18 @@ def test_pipe_gemvs_compile_with_their_loops_pipelined_and_wait_before_they_stor
     pdl = 1 + L.PDL_TRIGGERS.index(trigger)
     pointers = dict(x_ptr="bf16", w_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
     jobs = []
-    for N, K, flags in ((2048, 2048, (0, 0, 1)), (5632, 2048, (1, 1, 0)), (2048, 5632, (0, 0, 1)),
-                        (32000, 2048, (1, 0, 0)), (8192, 2048, (1, 1, 0)), (2048, 8192, (0, 0, 1))):  # fmt: skip
-        s = L.DECODE_PIPE_SCHEDULES.get((N, K), L.DECODE_PIPE_SCHEDULES[None])  # gemv_schedule's on a GPU
+    shapes = ((2048, 2048, (0, 0, 1)), (5632, 2048, (1, 1, 0)), (2048, 5632, (0, 0, 1)), (32000, 2048, (1, 0, 0)),
+              (8192, 2048, (1, 1, 0)), (2048, 8192, (0, 0, 1)), (128256, 2048, (1, 0, 0)))  # fmt: skip
+    tables = [L.decode_pipe_schedules(name) for name in ("NVIDIA H100 80GB HBM3", "NVIDIA H200")]
+    for (N, K, flags), table in itertools.product(shapes, tables):
+        s = table.get((N, K), table[None])  # gemv_schedule's on that GPU
         NORM, SWIGLU, RESIDUAL = map(bool, flags)
         meta = dict(NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K, PDL=pdl,
                     **L.gemv_loads(s, "pipe"))  # fmt: skip
         jobs.append(offline.job("decode_gemv_kernel", pointers=pointers, ints=dict(N=N, K=K, eps=1e-5),
                                 constexprs=meta, num_warps=s.num_warps, num_stages=1))  # fmt: skip
-    for rows, H, KV in ((2560, 32, 4), (3072, 32, 8)):  # the qkv GEMVs with RoPE and the cache write
-        s = L.DECODE_PIPE_SCHEDULES.get((rows, 2048), L.DECODE_PIPE_SCHEDULES[None])
+    for (rows, H, KV), table in itertools.product(((2560, 32, 4), (3072, 32, 8)), tables):  # qkv + RoPE + cache
+        s = table.get((rows, 2048), table[None])
         meta = dict(NORM=True, HEAD_DIM=64, BLOCK_P=max(1, s.BLOCK_N // 2), BLOCK_K=s.BLOCK_K, PDL=pdl,
                     **L.gemv_loads(s, "pipe"))  # fmt: skip
         ptrs = {n: "bf16" for n in ("x_ptr", "w_ptr", "norm_ptr", "cos_ptr", "sin_ptr", "q_ptr", "k_cache_ptr",
@@ -814,6 +817,25 @@ def test_pipe_gemvs_compile_with_their_loops_pipelined_and_wait_before_they_stor
             assert 0 <= at["trigger"] < at["wait"], f"{where}: the next kernel not let launch at the start"
         if trigger == "after loop":
             assert at["wait"] < at["trigger"] < at["first_store"], f"{where}: the next kernel let launch too early"
+
+
+def test_a_gpu_of_its_own_gets_its_rows_over_the_h100_table(monkeypatch):
+    """decode_pipe_schedules: an H200 (by a part of its name) gets DECODE_PIPE_SCHEDULES_BY_GPU's rows over the H100's
+    table, any other GPU the H100's alone; an edit to either table is seen at the next call (the sweeps edit them)."""
+    h100 = L.decode_pipe_schedules("NVIDIA H100 80GB HBM3")
+    assert h100 == L.DECODE_PIPE_SCHEDULES and h100 is not L.DECODE_PIPE_SCHEDULES
+    assert L.decode_pipe_schedules("NVIDIA A100-SXM4-40GB") == L.DECODE_PIPE_SCHEDULES
+    h200 = L.decode_pipe_schedules("NVIDIA H200")
+    own = L.DECODE_PIPE_SCHEDULES_BY_GPU["H200"]
+    assert own and all(h200[key] == row for key, row in own.items())
+    assert all(h200[key] == row for key, row in L.DECODE_PIPE_SCHEDULES.items() if key not in own)
+    assert any(L.DECODE_PIPE_SCHEDULES.get(key) != row for key, row in own.items()), "no row differs from the H100's"
+    row = L.GemvSchedule(BLOCK_N=2, BLOCK_K=256, num_warps=2, num_stages=2)
+    monkeypatch.setitem(own, (5632, 2048), row)
+    monkeypatch.setitem(L.DECODE_PIPE_SCHEDULES, (2560, 2048), row)
+    assert L.decode_pipe_schedules("NVIDIA H200")[(5632, 2048)] == row
+    assert L.decode_pipe_schedules("NVIDIA H200")[(2560, 2048)] == row
+    assert L.decode_pipe_schedules("NVIDIA H100 80GB HBM3")[(5632, 2048)] != row
 
 
 def test_pipe_gemvs_compile_for_a_t4_and_an_a100():
