@@ -124,10 +124,15 @@ def run_shape(name, args):
         def step():
             return L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE)
 
-    saved = (dict(L8.DECODE_PIPE_SCHEDULES), dict(L12.FUSED_INT8_PIPE_SCHEDULES), L12.FUSED_INT8_LOOP)
+    # on a GPU with rows of its own in lesson 08 (DECODE_PIPE_SCHEDULES_BY_GPU, since 2026-11-28 s15) the candidates
+    # go in those rows, which the step reads over DECODE_PIPE_SCHEDULES's (the H200 run before them edited the latter)
+    gpu = next((k for k in getattr(L8, "DECODE_PIPE_SCHEDULES_BY_GPU", {}) if k in (ENV.gpu_name or "")), None)
+    own = L8.DECODE_PIPE_SCHEDULES_BY_GPU[gpu] if gpu else None
+    saved = (dict(L8.DECODE_PIPE_SCHEDULES), dict(L12.FUSED_INT8_PIPE_SCHEDULES), L12.FUSED_INT8_LOOP,
+             dict(own or {}))  # fmt: skip
     if INT8:  # a loop a shape: the table's loop for every shape to begin with
         L12.FUSED_INT8_LOOP = {None: L12.fused_int8_loop(-1, -1), **{k: L12.fused_int8_loop(*k) for k in rows_of(args)}}
-    table = L12.FUSED_INT8_PIPE_SCHEDULES if INT8 else L8.DECODE_PIPE_SCHEDULES
+    table = L12.FUSED_INT8_PIPE_SCHEDULES if INT8 else (own if own is not None else L8.DECODE_PIPE_SCHEDULES)
     ref = step().float().clone()
     base = gtime(step)
     say(f"== {name}: the {'int8' if INT8 else 'bf16'} step as set: " + ("ran" if base is None else f"{base:.4f} ms"))
@@ -174,7 +179,8 @@ def run_shape(name, args):
             + ("  <-- FAIL" if rel > 5e-2 else ""))  # fmt: skip
         if final is not None and final < base * 0.995:
             for key, (loop, c) in edits.items():
-                where = "FUSED_INT8_PIPE_SCHEDULES" if INT8 else "DECODE_PIPE_SCHEDULES"
+                where = "FUSED_INT8_PIPE_SCHEDULES" if INT8 else (
+                    f'DECODE_PIPE_SCHEDULES_BY_GPU["{gpu}"]' if gpu else "DECODE_PIPE_SCHEDULES")  # fmt: skip
                 if INT8 and loop == "prefetch":
                     say(f"  -> EDIT: FUSED_INT8_LOOP[{key}] = 'prefetch'  # {rows_of(args)[key]}")
                 else:
@@ -187,6 +193,9 @@ def run_shape(name, args):
         L12.FUSED_INT8_PIPE_SCHEDULES.clear()
         L12.FUSED_INT8_PIPE_SCHEDULES.update(saved[1])
         L12.FUSED_INT8_LOOP = saved[2]
+        if own is not None:
+            own.clear()
+            own.update(saved[3])
     if not CPU:
         torch.cuda.empty_cache()
     say(f"  ({time.time() - T0:.0f} s)")
