@@ -70,6 +70,28 @@ def test_a_kernel_the_compiler_refuses_is_reported(tmp_path):
     assert good.error is None and good.uses_wgmma or "mma" in good.ptx
 
 
+def test_a_jit_helper_imported_from_another_folder_of_the_repo_is_compiled_too(tmp_path):
+    """A kernel in one folder calling a helper it imports by its package path from another (a sweep in bench/sweeps
+    calling lesson 05's grouped_tile or another sweep's barrier), in one import beside names that are not jit
+    functions: the copy the compiler reads finds the helper from the nearest folder above that holds it."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "shared" / "helpers.py").write_text(
+        "import triton\n\n\n@triton.jit\ndef twice(x):\n    return x * 2\n\n\ndef describe():\n    return 'host only'\n"
+    )
+    module = tmp_path / "sweeps" / "kern.py"
+    module.write_text(
+        "import triton\nimport triton.language as tl\nfrom shared.helpers import describe, twice\n\n\n@triton.jit\n"
+        "def twice_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):\n"
+        "    r = tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr + r, twice(tl.load(x_ptr + r)))\n"
+    )
+    job = offline.job("twice_kernel", pointers=dict(x_ptr="fp32", out_ptr="fp32"), ints={}, constexprs=dict(BLOCK=128))
+    (compiled,) = offline.compile_kernels(module, [job], raise_errors=False)
+    assert compiled.error is None, compiled.error
+    assert "st.global" in compiled.ptx
+
+
 def test_load_widths_and_the_inner_loop_read_from_ptx(capsys):
     ptx = """
 $L__BB0_1:

@@ -67,11 +67,17 @@ def module_for(path):
             known.update(a.asname or a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             parts = node.module.split(".")
-            other = os.path.join(os.path.dirname(path), *parts[1:]) + ".py"
-            if len(parts) > 1 and os.path.exists(other):  # from lessons.l05_matmul import tile_dot
-                other_name = module_for(other)
-                names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
-                keep.insert(3, f"try:\n    from {other_name} import {names}\nexcept ImportError:\n    pass")
+            # the module's file under the nearest folder above this one that holds it: lessons.l05_matmul from
+            # lessons/ or bench/sweeps/ (the repo's root), bench.sweeps.l08g from bench/sweeps/
+            folders = [os.path.dirname(path)]
+            while os.path.dirname(folders[-1]) != folders[-1]:
+                folders.append(os.path.dirname(folders[-1]))
+            found = [f for f in (os.path.join(d, *parts) + ".py" for d in folders) if os.path.exists(f)]
+            if len(parts) > 1 and found:  # from lessons.l05_matmul import tile_dot
+                other_name = module_for(found[0])
+                for a in node.names:  # one at a time: the copy holds only jit functions and constants
+                    alias = f" as {a.asname}" if a.asname else ""
+                    keep.insert(3, f"try:\n    from {other_name} import {a.name}{alias}\nexcept ImportError:\n    pass")
     with open(os.path.join(folder, name + ".py"), "w") as f:
         f.write("\n".join(keep))
     return name

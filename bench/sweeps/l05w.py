@@ -41,6 +41,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 import utils  # noqa: E402
 from lessons import l05_matmul as L  # noqa: E402
+from lessons.l05_matmul import grouped_tile  # noqa: E402
 
 ENV = utils.mode.current()
 LINES = []
@@ -70,17 +71,6 @@ def gtime(fn):
 
 
 @triton.jit
-def _grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """lesson 05's grouped_tile (copied: the offline compiler reads this module's jit functions only)."""
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    tiles_per_group = GROUP_M * num_pid_n
-    first_m = (pid // tiles_per_group) * GROUP_M
-    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
-    return first_m + (pid % tiles_per_group) % rows, (pid % tiles_per_group) // rows
-
-
-@triton.jit
 def tma_variant_kernel(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, SUBTILE: tl.constexpr, HOST_DESCS: tl.constexpr,
                        WARP_SPEC: tl.constexpr):  # fmt: skip
@@ -95,7 +85,7 @@ def tma_variant_kernel(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.cons
         c_desc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N // SUBTILE])
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=not WARP_SPEC, warp_specialize=WARP_SPEC):
-        pid_m, pid_n = _grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k in range(0, K, BLOCK_K):
             acc = tl.dot(a_desc.load([pid_m * BLOCK_M, k]), b_desc.load([k, pid_n * BLOCK_N]), acc)
