@@ -1259,7 +1259,8 @@ DECODE_PIPE_SCHEDULES = {  # chosen in the whole step on an H100 (results/h100-2
 }
 # Rows another GPU chose in its own step, used over DECODE_PIPE_SCHEDULES's on that GPU (by a part of its name). The
 # same sweep on an H200 (results/h200-2026-11-28-s15/sweeps/l08f.txt) took the step 4.0 % faster at TinyLlama's shape
-# and 4.9 % at Llama-3.2-1B's with these: narrower K steps, more rows a program. A sweep on such a GPU edits its rows
+# and 4.9 % at Llama-3.2-1B's with these: narrower K steps, more rows a program. Run on such a GPU, the sweep edits
+# that GPU's rows (gpu_pipe_rows).
 DECODE_PIPE_SCHEDULES_BY_GPU = {
     "H200": {
         (5632, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # TinyLlama's gate and up
@@ -1271,12 +1272,17 @@ DECODE_PIPE_SCHEDULES_BY_GPU = {
 }
 
 
-def decode_pipe_schedules(gpu_name=None) -> dict:
-    """DECODE_PIPE_SCHEDULES with the rows DECODE_PIPE_SCHEDULES_BY_GPU holds for this GPU (or for ``gpu_name``) over
-    it: the first entry whose key is part of the GPU's name. Built at each call, so that an edit to either is seen."""
+def gpu_pipe_rows(gpu_name=None):
+    """DECODE_PIPE_SCHEDULES_BY_GPU's rows for this GPU (or for ``gpu_name``): the first entry whose key is part of
+    the GPU's name, the dict itself (edits to it are seen); None where the GPU has no rows of its own."""
     name = (utils.mode.current().gpu_name if gpu_name is None else gpu_name) or ""
-    rows = next((rows for key, rows in DECODE_PIPE_SCHEDULES_BY_GPU.items() if key in name), {})
-    return {**DECODE_PIPE_SCHEDULES, **rows}
+    return next((rows for key, rows in DECODE_PIPE_SCHEDULES_BY_GPU.items() if key in name), None)
+
+
+def decode_pipe_schedules(gpu_name=None) -> dict:
+    """DECODE_PIPE_SCHEDULES with this GPU's own rows (gpu_pipe_rows) over it, built at each call, so that an edit to
+    either is seen."""
+    return {**DECODE_PIPE_SCHEDULES, **(gpu_pipe_rows(gpu_name) or {})}
 
 
 def gemv_loop(loop=None) -> str:

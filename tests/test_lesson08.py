@@ -827,6 +827,7 @@ def test_a_gpu_of_its_own_gets_its_rows_over_the_h100_table(monkeypatch):
     assert L.decode_pipe_schedules("NVIDIA A100-SXM4-40GB") == L.DECODE_PIPE_SCHEDULES
     h200 = L.decode_pipe_schedules("NVIDIA H200")
     own = L.DECODE_PIPE_SCHEDULES_BY_GPU["H200"]
+    assert L.gpu_pipe_rows("NVIDIA H200") is own and L.gpu_pipe_rows("NVIDIA H100 80GB HBM3") is None
     assert own and all(h200[key] == row for key, row in own.items())
     assert all(h200[key] == row for key, row in L.DECODE_PIPE_SCHEDULES.items() if key not in own)
     assert any(L.DECODE_PIPE_SCHEDULES.get(key) != row for key, row in own.items()), "no row differs from the H100's"

@@ -1,7 +1,7 @@
 """Lesson 08 sweep f (issues 11 and 15): DECODE_PIPE_SCHEDULES chosen in the step, not one GEMV at a time; with
 ``--int8``, lesson 12's int8 rows the same way (FUSED_INT8_LOOP by shape and FUSED_INT8_PIPE_SCHEDULES).
 
-Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l08f.py [--int8]`` on the GPU (< 260 s each),
+Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l08f.py [--int8 | --int4]`` on the GPU (< 260 s each),
 ``PYTHONPATH=$PWD python3 bench/sweeps/l08f.py --cpu`` under the interpreter (a tiny model, no timings: a smoke test).
 
 Why: the table's rows came from l12k.py, which timed each GEMV alone, launched in order. In the step the GEMVs are
@@ -17,6 +17,11 @@ against the step as set. The EDIT lines name rows whose winner beat the table by
 With --int8 the step is lesson 12's int8 step and each row's candidates are "prefetch" at FUSED_GEMV_SCHEDULES's
 row and "pipe" at each candidate tile (FUSED_INT8_LOOP becomes a dict by shape): issue 15's int8 1.5x, where
 "pipe" lost at TinyLlama's gate/up (results/h100-2026-11-28-s13/sweeps/l12m.txt).
+With --int4 (added 2026-11-28, s15, not yet run) the step is lesson 12's int4 step: first the whole step with each
+FUSED_INT4_KERNEL ("stream", "pipe"), the faster kept, then that kernel's table (FUSED_STREAM_SCHEDULES or
+FUSED_PIPE_SCHEDULES) row by row as above. Its rows were chosen one GEMV at a time (l12h.py, l12j.py) and hold none of
+Llama-3.2-1B's shapes; on an H200 the int4 step is slower than the int8 one although its GEMVs alone are faster
+(results/h200-2026-11-28-s15).
 """
 
 import os
@@ -48,7 +53,7 @@ def say(line=""):
 def save():
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "sweep_l08f-int8.txt" if INT8 else "sweep_l08f.txt"), "w") as f:
+        with open(os.path.join(out, "sweep_l08f.txt" if FORMAT == "bf16" else f"sweep_l08f-{FORMAT}.txt"), "w") as f:
             f.write("\n".join(LINES) + "\n")
 
 
@@ -90,11 +95,20 @@ def build_model(args):
 
 GS = L8.GemvSchedule
 INT8 = "--int8" in sys.argv
+INT4 = "--int4" in sys.argv
+FORMAT = "int8" if INT8 else "int4" if INT4 else "bf16"
 if CPU:
     CANDIDATES = [GS(4, 32, 4, 3), GS(2, 64, 4, 2)]
+    INT4_CANDIDATES = {"stream": [GS(4, 32, 2, 3), GS(8, 64, 2, 2)], "pipe": [GS(4, 32, 2, 3)]}
 else:
     CANDIDATES = [GS(bn, bk, 4, st) for bn in (2, 4, 8) for bk in (512, 1024, 2048) for st in (3, 4)] + [
         GS(4, 1024, 8, 3), GS(8, 1024, 8, 3)]  # fmt: skip
+    INT4_CANDIDATES = {  # stream: a warp covers 1024 columns of a row (32 threads x 4 words x 8 codes), so BLOCK_K =
+        # 1024 x num_warps keeps each thread's rows in-thread; the table's rows mix that with narrower steps
+        "stream": [GS(bn, bk, 2, st) for bn in (4, 8, 16) for bk in (1024, 2048) for st in (2, 3)]
+        + [GS(4, 1024, 1, 3), GS(8, 1024, 1, 3), GS(4, 4096, 4, 2), GS(8, 4096, 4, 2)],
+        "pipe": [GS(bn, bk, w, st) for bn in (4, 8) for bk in (512, 1024) for w in (2, 4) for st in (3, 4)],
+    }
 
 
 def rows_of(args):
@@ -104,6 +118,17 @@ def rows_of(args):
     return {(F, C): "gate/up", (V, C): "head", (C, F): "down", (qkv, C): "qkv", (C, C): "wo"}
 
 
+def timed(label, step):
+    """The step's ms (None on the CPU), said after label; None after an error, said too."""
+    try:
+        ms = gtime(step)
+    except Exception as e:  # noqa: BLE001
+        say(f"{label} | ERROR {first_line(e)}")
+        return None
+    say(f"{label} | " + ("ran" if ms is None else f"{ms:.4f} ms"))
+    return ms
+
+
 def run_shape(name, args):
     model = build_model(args)
     cache = L8.new_cache(model, 1, MAX_LEN)
@@ -111,53 +136,68 @@ def run_shape(name, args):
     cache.v.normal_()
     token = torch.tensor([7], device=ENV.device)
     pos = torch.tensor([CONTEXT], dtype=torch.int32, device=ENV.device)
-    if INT8:
-        qmodel = L12.quantize_model(model, 8)
-
-        def step():
-            return L12.quantized_decode_step(qmodel, token, pos, cache)
-
-        prefetch_row = {key: L12.FUSED_GEMV_SCHEDULES.get((8, *key), L12.FUSED_GEMV_SCHEDULES[(8, None)])
-                        for key in rows_of(args)}  # fmt: skip
-    else:
+    if FORMAT == "bf16":
 
         def step():
             return L8.decode_step(model, token, pos, cache, L8.TRITON_DECODE)
 
-    # on a GPU with rows of its own in lesson 08 (DECODE_PIPE_SCHEDULES_BY_GPU, since 2026-11-28 s15) the candidates
-    # go in those rows, which the step reads over DECODE_PIPE_SCHEDULES's (the H200 run before them edited the latter)
-    gpu = next((k for k in getattr(L8, "DECODE_PIPE_SCHEDULES_BY_GPU", {}) if k in (ENV.gpu_name or "")), None)
-    own = L8.DECODE_PIPE_SCHEDULES_BY_GPU[gpu] if gpu else None
-    saved = (dict(L8.DECODE_PIPE_SCHEDULES), dict(L12.FUSED_INT8_PIPE_SCHEDULES), L12.FUSED_INT8_LOOP,
-             dict(own or {}))  # fmt: skip
+    else:
+        qmodel = L12.quantize_model(model, 8) if INT8 else L12.quantize_model(model, 4, group_size=G)
+
+        def step():
+            return L12.quantized_decode_step(qmodel, token, pos, cache)
+
+    if INT8:
+        prefetch_row = {key: L12.FUSED_GEMV_SCHEDULES.get((8, *key), L12.FUSED_GEMV_SCHEDULES[(8, None)])
+                        for key in rows_of(args)}  # fmt: skip
+    # on a GPU with rows of its own in lesson 08 (DECODE_PIPE_SCHEDULES_BY_GPU, since 2026-11-28 s15) the bf16
+    # candidates go in those rows, which the step reads over DECODE_PIPE_SCHEDULES's (the H200 run before them
+    # edited the latter)
+    own = L8.gpu_pipe_rows()
+    tables = [L8.DECODE_PIPE_SCHEDULES, own or {}, L12.FUSED_INT8_PIPE_SCHEDULES, L12.FUSED_STREAM_SCHEDULES,
+              L12.FUSED_PIPE_SCHEDULES]  # fmt: skip
+    saved = [dict(t) for t in tables], L12.FUSED_INT8_LOOP, L12.FUSED_INT4_KERNEL
     if INT8:  # a loop a shape: the table's loop for every shape to begin with
         L12.FUSED_INT8_LOOP = {None: L12.fused_int8_loop(-1, -1), **{k: L12.fused_int8_loop(*k) for k in rows_of(args)}}
-    table = L12.FUSED_INT8_PIPE_SCHEDULES if INT8 else (own if own is not None else L8.DECODE_PIPE_SCHEDULES)
     ref = step().float().clone()
     base = gtime(step)
-    say(f"== {name}: the {'int8' if INT8 else 'bf16'} step as set: " + ("ran" if base is None else f"{base:.4f} ms"))
+    say(f"== {name}: the {FORMAT} step as set" + (f" ({L12.FUSED_INT4_KERNEL})" if INT4 else "") + ": "
+        + ("ran" if base is None else f"{base:.4f} ms"))  # fmt: skip
     best_ms, edits = base, {}
     try:
+        if INT8:
+            table, where = L12.FUSED_INT8_PIPE_SCHEDULES, "FUSED_INT8_PIPE_SCHEDULES"
+        elif INT4:  # the kernel first, the whole step with each: the faster kept, its table swept
+            kernel = L12.FUSED_INT4_KERNEL
+            for k in L12.FUSED_INT4_KERNELS:
+                if k not in INT4_CANDIDATES or k == saved[2]:
+                    continue
+                L12.FUSED_INT4_KERNEL = k
+                ms = timed(f"kernel {k}", step)
+                if ms is not None and ms < best_ms:
+                    best_ms, kernel = ms, k
+            L12.FUSED_INT4_KERNEL = kernel
+            where = "FUSED_STREAM_SCHEDULES" if kernel == "stream" else "FUSED_PIPE_SCHEDULES"
+            table = getattr(L12, where)
+        else:
+            table = own if own is not None else L8.DECODE_PIPE_SCHEDULES
+            where = "this GPU's DECODE_PIPE_SCHEDULES_BY_GPU" if own is not None else "DECODE_PIPE_SCHEDULES"
         for key, label in rows_of(args).items():
             if time.time() - T0 > BUDGET_S - 30:
                 say(f"{label} {key}: SKIPPED (time budget)")
                 continue
             was = (table.get(key), L12.FUSED_INT8_LOOP[key] if INT8 else None)
-            cands = [("pipe", c) for c in CANDIDATES]
-            if INT8:
-                cands = [("prefetch", prefetch_row[key])] + cands
+            if INT4:  # no step wider than the row (past 1024 columns)
+                cands = [(kernel, c) for c in INT4_CANDIDATES[kernel] if c.BLOCK_K <= max(key[1], 1024)]
+            else:
+                cands = ([("prefetch", prefetch_row[key])] if INT8 else []) + [("pipe", c) for c in CANDIDATES]
             for loop, c in cands:
                 if time.time() - T0 > BUDGET_S - 30:
                     break
                 table[key] = c
                 if INT8:
                     L12.FUSED_INT8_LOOP[key] = loop
-                try:
-                    ms = gtime(step)
-                except Exception as e:  # noqa: BLE001
-                    say(f"{label} {key} | {loop} {tuple(c)} | ERROR {first_line(e)}")
-                    continue
-                say(f"{label} {key} | {loop} {tuple(c)} | " + ("ran" if ms is None else f"{ms:.4f} ms"))
+                ms = timed(f"{label} {key} | {loop} {tuple(c)}", step)
                 if ms is not None and ms < best_ms:
                     best_ms, edits[key] = ms, (loop, c)
             if key in edits:  # keep the winner for the rows after
@@ -178,9 +218,9 @@ def run_shape(name, args):
             f"{base:.4f} as set (x{base / final:.3f})") + f"; logits {rel:.1e} from the step as set"
             + ("  <-- FAIL" if rel > 5e-2 else ""))  # fmt: skip
         if final is not None and final < base * 0.995:
+            if INT4 and kernel != saved[2]:
+                say(f"  -> EDIT: FUSED_INT4_KERNEL = {kernel!r}")
             for key, (loop, c) in edits.items():
-                where = "FUSED_INT8_PIPE_SCHEDULES" if INT8 else (
-                    f'DECODE_PIPE_SCHEDULES_BY_GPU["{gpu}"]' if gpu else "DECODE_PIPE_SCHEDULES")  # fmt: skip
                 if INT8 and loop == "prefetch":
                     say(f"  -> EDIT: FUSED_INT8_LOOP[{key}] = 'prefetch'  # {rows_of(args)[key]}")
                 else:
@@ -188,20 +228,16 @@ def run_shape(name, args):
         else:
             say("  -> keep the table")
     finally:
-        L8.DECODE_PIPE_SCHEDULES.clear()
-        L8.DECODE_PIPE_SCHEDULES.update(saved[0])
-        L12.FUSED_INT8_PIPE_SCHEDULES.clear()
-        L12.FUSED_INT8_PIPE_SCHEDULES.update(saved[1])
-        L12.FUSED_INT8_LOOP = saved[2]
-        if own is not None:
-            own.clear()
-            own.update(saved[3])
+        for t, was in zip(tables, saved[0]):
+            t.clear()
+            t.update(was)
+        L12.FUSED_INT8_LOOP, L12.FUSED_INT4_KERNEL = saved[1], saved[2]
     if not CPU:
         torch.cuda.empty_cache()
     say(f"  ({time.time() - T0:.0f} s)")
 
 
-say(f"lesson 08 sweep f ({'int8 rows' if INT8 else 'DECODE_PIPE_SCHEDULES'} in the step) on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, "
+say(f"lesson 08 sweep f ({FORMAT + ' rows' if FORMAT != 'bf16' else 'DECODE_PIPE_SCHEDULES'} in the step) on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, "
     f"torch {torch.__version__}, triton {__import__('triton').__version__}")  # fmt: skip
 for name, args in SHAPES.items():
     if time.time() - T0 > BUDGET_S - 60:
