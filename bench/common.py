@@ -91,6 +91,16 @@ def graphed(fn: Callable[[], object]) -> Callable[[], object]:
     return graph.replay
 
 
+def copy_of(nbytes: int) -> Callable[[], object]:
+    """A torch copy whose read + write together are ``nbytes`` (half read, half written): the practical ceiling for
+    a kernel that moves that many bytes in one launch, timed beside it ("copy of the same bytes" rows)."""
+    import torch
+
+    src = torch.empty(nbytes // 4, dtype=torch.int16, device="cuda")
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
 def plain_copy_gbs(nbytes: int = 1 << 30, copies: int = 50) -> float:
     """Copy bandwidth without the harness (CUDA events around back-to-back 1 GiB copies, best of three): a
     cross-check of the ceiling that ``utils.roofline`` measures with ``utils.timing``."""

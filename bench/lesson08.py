@@ -29,7 +29,7 @@ state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512
 import torch
 import torch.nn.functional as F
 
-from bench.common import Row, graphed, paired, random_llama
+from bench.common import Row, copy_of, graphed, paired, random_llama
 from lessons import l08_llama_model as L
 
 DTYPE = torch.bfloat16
@@ -124,8 +124,6 @@ def decode_steps(model, batches=(1, 8, 32, 64), name=None) -> list[Row]:
             dec.step()
 
         nbytes = L.decode_bytes(model.args, B, CONTEXT + 1)
-        src = torch.empty(nbytes // 4, dtype=torch.int16, device="cuda")  # copy: read + write = the step's bytes
-        dst = torch.empty_like(src)
         impls = {"triton (CUDA graph)": step}
         if B == 1:  # the step before decode_gemv: cuBLAS matmuls, separate norms and SwiGLU, in a graph too
             cache, token = dec.cache, dec.token
@@ -145,7 +143,7 @@ def decode_steps(model, batches=(1, 8, 32, 64), name=None) -> list[Row]:
                 )
         rows += paired(
             impls,
-            ("copy of the same bytes", lambda: dst.copy_(src)),
+            ("copy of the same bytes", copy_of(nbytes)),
             lesson="08",
             op="decode step",
             shape=f"{name + ' ' if name else ''}B={B} context={CONTEXT}",
@@ -155,7 +153,6 @@ def decode_steps(model, batches=(1, 8, 32, 64), name=None) -> list[Row]:
         )
         print(f"  decode at B={B}: {B / rows[-len(impls)].ms * 1e3:,.0f} tokens/s")
         model.decoders.clear()  # free this batch's cache before the next
-        src = dst = None
     return rows
 
 
@@ -191,9 +188,7 @@ def decode_attention() -> list[Row]:
         graphs["triton flash-decoding, one launch: ticket (CUDA graph)"] = graphed(
             lambda: L.decode_attention_fused(q, k, v, lengths, variant="ticket")
         )
-        src = torch.empty(common["bytes"] // 4, dtype=torch.int16, device="cuda")  # read + write = the op's bytes
-        dst = torch.empty_like(src)
-        graphs["copy of the same bytes (CUDA graph)"] = graphed(lambda: dst.copy_(src))
+        graphs["copy of the same bytes (CUDA graph)"] = graphed(copy_of(common["bytes"]))
         rows += paired(graphs, ("torch SDPA (CUDA graph)", graphed(sdpa)), **common)
     return rows
 

@@ -36,7 +36,7 @@ import math
 
 import torch
 
-from bench.common import Row, graphed, paired, random_llama
+from bench.common import Row, copy_of, graphed, paired, random_llama
 from lessons import l08_llama_model as L8
 from lessons import l12_quantization as L
 
@@ -84,9 +84,7 @@ def gemv() -> list[Row]:
                     name, fn = graph_impl
                     graphs = {name: graphed(fn)}
                     if M == 1:  # what a launch moving this many bytes reaches: a copy, read + write = the GEMV's bytes
-                        src = torch.empty(nbytes // 4, dtype=torch.int16, device="cuda")
-                        dst = torch.empty_like(src)
-                        graphs["copy of the same bytes (CUDA graph)"] = graphed(lambda s=src, d=dst: d.copy_(s))
+                        graphs["copy of the same bytes (CUDA graph)"] = graphed(copy_of(nbytes))
                     rows += paired(graphs, graph_base, lesson="12", op=op, shape=shape, dtype="bf16", bytes=nbytes,
                                    flops=L.wxa16_flops(M, N, K))  # fmt: skip
                 rows += torchao_peer(w, x, shape, baseline, graph_base)
