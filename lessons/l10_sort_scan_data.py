@@ -2002,7 +2002,13 @@ def partials_add_rows(acc_s, acc_rc, r_acc, c_acc, n_bad, slots, offs, x, key, v
     code = tl.where(good, key, -1)
     v = tl.where(is_num, value, 0.0)
     hit = code == slots[None, :]  # (BLOCK_SIZE, KEYS): row r has key k
-    if FMA:
+    if FMA == 2:
+        # key = 4 * group + lane: sums[k] += (v if the row's group is k's, else 0) * (1 if its lane is k's, else 0).
+        # Written per key, but the compiler keeps one compare per distinct (value, constant) pair: 4 group and 4
+        # lane compares a row instead of KEYS, and as few selects; the multiply-adds stay KEYS, the same bits
+        in_group = tl.where((code >> 2) == (slots >> 2)[None, :], v, 0.0)
+        acc_s += in_group * ((code & 3) == (slots & 3)[None, :]).to(tl.float64)
+    elif FMA:
         # sums[k] += (key == k) * v: one fused multiply-add a key (the 0/1 factor costs half a select), where a
         # select of the fp64 v costs two. An infinite v makes 0 * inf = NaN in the other keys: see the kernel
         acc_s += hit.to(tl.float64) * v
@@ -2099,7 +2105,7 @@ def groupby_partials_kernel(
     The one-hot costs O(KEYS) instructions a row, and that is what limits this kernel, not memory. NIBBLES (KEYS
     <= 16) counts with O(1) instead: a row adds 1 << (4 * key) to one int64 (rows) and, if its value is a number,
     to another (non-NaN values): 16 counters of 4 bits in a register, emptied into the int32 counters every
-    15 // UNROLL steps, before any can pass 15. Only the fp64 sums stay one-hot; FMA makes each key's add one
+    15 // UNROLL steps, before any can pass 15. Only the fp64 sums stay one-hot; FMA (1 or 2) makes each key's add one
     fused multiply-add by 0 or 1 (see partials_add_rows). An infinite value then leaves NaN in the other keys'
     sums (0 * inf), and NaN cannot come otherwise but from inf + -inf: a program whose sums hold a NaN sums its
     rows again, by selects. Exact either way; the second pass only where there are infinities.
@@ -2215,7 +2221,10 @@ GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100
 # selects); "prefetch" (the next step's rows loaded while the current one adds); "l2_ahead" (with "prefetch", on
 # Hopper: the step that many steps ahead asked into L2 as well; 0: not; bench/sweeps/l10c.py). H100: the kernel at
 # 75 % of copy at (128, 2, 5, 4) without "l2_ahead", 80 % at (128, 2, 6, 4) with 2 (results/h100-2026-11-27-s8)
-PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2}
+# "groups" (with "fma"): each key's 0/1 factor from a compare of the row's group of 4 keys and one of its lane in
+# the group, 8 distinct compares a row instead of 16 (FMA = 2 in partials_add_rows). H200: the kernel 0.456 ms
+# against 0.490 without, the bytes alone 0.297 (results/h200-2026-11-28-s16/sweeps/l10w.txt)
+PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True}
 
 
 def groupby_method(num_keys):
@@ -2288,7 +2297,7 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
             KEYS=KEYS,
             UNROLL=UNROLL,
             NIBBLES=bool(variant["nibbles"]) and KEYS <= 16,  # 16 fields of 4 bits in an int64
-            FMA=bool(variant["fma"]) and KEYS <= 16,  # more keys: ptxas spills its registers in the loop
+            FMA=(2 if variant.get("groups") else 1) if variant["fma"] and KEYS <= 16 else 0,  # more: spills
             PREFETCH=bool(variant["prefetch"]),
             L2_AHEAD=l2_ahead if l2_ahead and _columns_prefetch(table, BLOCK_SIZE * UNROLL) else 0,
             WIDE=n + 16 * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # NIBBLES' steps past the end too

@@ -221,13 +221,16 @@ def _partials_table(n, num_keys, seed):
 @pytest.mark.parametrize("variant", [{"nibbles": True, "fma": True}, {"nibbles": True, "fma": False},
                                      {"nibbles": False, "fma": True}, {"nibbles": True, "fma": True, "prefetch": True},
                                      {"nibbles": False, "fma": False, "prefetch": True},
-                                     {"prefetch": True, "l2_ahead": 2}], ids=str)  # fmt: skip
+                                     {"prefetch": True, "l2_ahead": 2}, {"nibbles": True, "fma": True, "groups": True},
+                                     {"nibbles": False, "fma": True, "groups": True, "prefetch": True}],
+                         ids=str)  # fmt: skip
 def test_groupby_partials_variants_are_exact(variant):
-    """4-bit counters, multiply-add sums, the next step prefetched (and asked into L2 two steps ahead, which only a
-    compiled Hopper kernel does): exact against the dense spec at 16 keys (every
-    4-bit field), 17 (past the counters' 16: one-hot counting) and 3, over one row, a tail smaller than a block,
-    several flushes of the counters, with infinities (their second pass by selects) and NaN."""
-    for n, num_keys, unroll in ((1, 16, 2), (23, 3, 1), (700, 16, 2), (700, 17, 1)):
+    """4-bit counters, multiply-add sums (each key's factor alone or from its group's and its lane's compares), the
+    next step prefetched (and asked into L2 two steps ahead, which only a compiled Hopper kernel does): exact
+    against the dense spec at 16 keys (every 4-bit field, four groups), 17 (past the counters' 16: one-hot
+    counting), 7 (two groups, the second part empty) and 3, over one row, a tail smaller than a block, several
+    flushes of the counters, with infinities (their second pass by selects) and NaN."""
+    for n, num_keys, unroll in ((1, 16, 2), (23, 3, 1), (700, 16, 2), (700, 17, 1), (300, 7, 2)):
         table = _partials_table(n, num_keys, seed=n + num_keys)
         got = L.groupby_partials(table, 0.3, num_keys, BLOCK_SIZE=16, UNROLL=unroll, num_programs=3, num_warps=1,
                                  variant=variant)  # fmt: skip

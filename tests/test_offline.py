@@ -193,3 +193,31 @@ def test_the_group_by_asks_rows_into_l2_ahead_without_more_registers():
     assert "prefetch.L2" not in plain.ptx and ahead.ptx.count("cp.async.bulk.prefetch.L2.global") == 3
     assert ahead.spill_bytes == 0 and ahead.registers <= plain.registers + 4, (ahead.registers, plain.registers)
     assert ahead.registers * 128 * 5 <= 65536
+
+
+def test_the_group_by_compares_a_row_by_groups_of_four_keys():
+    """Lesson 10's 16-key group-by with PARTIALS_VARIANT["groups"] (FMA = 2): written per key, compiled to one
+    compare per distinct group and lane, 8 a row instead of 16 (two rows a step: 16 against 32), with as many fp64
+    multiply-adds and no spill."""
+    import lessons.l10_sort_scan_data as L10
+
+    pointers = dict(key_ptr="i32", value_ptr="fp32", x_ptr="fp32", threshold_ptr="fp32", sums_ptr="fp64")
+    pointers.update(counts_ptr="i64", rows_ptr="i64")
+    constexprs = dict(BLOCK_SIZE=128, KEYS=16, UNROLL=2, NIBBLES=True, WIDE=False, PREFETCH=True, L2_AHEAD=2)
+    keys, groups = offline.compile_kernels(
+        L10.__file__,
+        [
+            offline.job(
+                "groupby_partials_kernel",
+                pointers=pointers,
+                ints=dict(n=10**8, num_keys=16),
+                constexprs={**constexprs, "FMA": fma},
+            )  # fmt: skip
+            for fma in (1, 2)
+        ],
+    )
+
+    # the whole kernel: its second pass (by selects, where a sum came out NaN) is the same in both
+    assert keys.ptx.count("setp.eq.b32") - groups.ptx.count("setp.eq.b32") == 16, "two rows a step, 8 fewer a row"
+    assert keys.ptx.count("fma.rn.f64") == groups.ptx.count("fma.rn.f64") == 32
+    assert groups.spill_bytes == 0
