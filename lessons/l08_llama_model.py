@@ -1272,16 +1272,11 @@ DECODE_PIPE_SCHEDULES_BY_GPU = {
 }
 
 
-def rows_for_gpu(rows_by_gpu: dict, gpu_name=None):
-    """A table by GPU's rows for this GPU (or for ``gpu_name``): the first entry whose key is part of the GPU's
-    name, the dict itself (edits to it are seen); None where the GPU has no rows of its own."""
-    name = (utils.mode.current().gpu_name if gpu_name is None else gpu_name) or ""
-    return next((rows for key, rows in rows_by_gpu.items() if key in name), None)
-
-
 def gpu_pipe_rows(gpu_name=None):
-    """DECODE_PIPE_SCHEDULES_BY_GPU's rows for this GPU (or for ``gpu_name``): rows_for_gpu's."""
-    return rows_for_gpu(DECODE_PIPE_SCHEDULES_BY_GPU, gpu_name)
+    """DECODE_PIPE_SCHEDULES_BY_GPU's rows for this GPU (or for ``gpu_name``): the first entry whose key is part of
+    the GPU's name, the dict itself (edits to it are seen); None where the GPU has no rows of its own."""
+    name = (utils.mode.current().gpu_name if gpu_name is None else gpu_name) or ""
+    return next((rows for key, rows in DECODE_PIPE_SCHEDULES_BY_GPU.items() if key in name), None)
 
 
 def decode_pipe_schedules(gpu_name=None) -> dict:

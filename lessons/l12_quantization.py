@@ -48,7 +48,6 @@ from lessons.l08_llama_model import (
     pdl_launch,
     prefill,
     rope_cache,
-    rows_for_gpu,
     sample,
 )
 
@@ -2286,22 +2285,6 @@ FUSED_STREAM_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-27-s
     (2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=2),  # wo
     (32000, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),  # the LM head
 }
-# FUSED_STREAM_SCHEDULES_BY_GPU: rows of a GPU's own (by a part of its name), put over FUSED_STREAM_SCHEDULES's on
-# that GPU, as lesson 08's DECODE_PIPE_SCHEDULES_BY_GPU. An H200's, chosen in the whole int4 step: Llama-3.2-1B's
-# step 0.678 -> 0.618 ms (results/h200-2026-11-28-s16/sweeps/l08f-int4.txt; TinyLlama's gained 0.5 %: no rows)
-FUSED_STREAM_SCHEDULES_BY_GPU = {
-    "H200": {
-        (128256, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),  # Llama-3.2-1B's head
-        (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=3),  # its down
-        (3072, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=2),  # its qkv
-    },
-}
-
-
-def fused_stream_schedules(gpu_name=None) -> dict:
-    """FUSED_STREAM_SCHEDULES with this GPU's own rows (FUSED_STREAM_SCHEDULES_BY_GPU) over it, built at each call,
-    so that an edit to either is seen."""
-    return {**FUSED_STREAM_SCHEDULES, **(rows_for_gpu(FUSED_STREAM_SCHEDULES_BY_GPU, gpu_name) or {})}
 
 
 FUSED_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s12/sweeps/l12j.txt, bench/sweeps/l12j.py)
@@ -2330,12 +2313,12 @@ def fused_int8_loop(N, K) -> str:
 
 def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
     """FUSED_GEMV_SCHEDULES's row for a (bits, N, K) weight (int4 with FUSED_INT4_KERNEL = "stream":
-    fused_stream_schedules()'s, this GPU's rows over FUSED_STREAM_SCHEDULES); under the interpreter, which runs the
-    programs one after another, a few large blocks instead."""
+    FUSED_STREAM_SCHEDULES's); under the interpreter, which runs the programs one after another, a few large blocks
+    instead."""
     if utils.mode.current().interpret:
         s = GemvSchedule(min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1)
     elif bits == 4 and fused_int4_kernel() in ("stream", "pipe"):
-        table = fused_stream_schedules() if fused_int4_kernel() == "stream" else FUSED_PIPE_SCHEDULES
+        table = FUSED_STREAM_SCHEDULES if fused_int4_kernel() == "stream" else FUSED_PIPE_SCHEDULES
         s = table.get((N, K), table[None])
     elif bits == 8 and fused_int8_loop(N, K) != "prefetch":
         s = FUSED_INT8_PIPE_SCHEDULES.get((N, K), FUSED_INT8_PIPE_SCHEDULES[None])

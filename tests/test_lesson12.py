@@ -11,7 +11,6 @@ import inspect
 import json
 import math
 import re
-import types
 from pathlib import Path
 
 import pytest
@@ -1592,55 +1591,5 @@ def test_the_qkv_rope_decode_kernels_compile_for_an_a100_and_a_t4(tmp_path, capa
     assert len(jobs) == 2, "one int4 and one int8 job expected"
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         where = f"{job['kernel']} with RoPE for sm_{capability}"
-        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
-        assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
-
-
-def test_an_h200_gets_its_int4_stream_rows_over_the_h100_table(monkeypatch):
-    """fused_stream_schedules / fused_gemv_schedule: an H200 (by a part of its name) gets
-    FUSED_STREAM_SCHEDULES_BY_GPU's rows over FUSED_STREAM_SCHEDULES, any other GPU the latter alone; an edit to
-    either is seen at the next call (sweep l08f --int4 edits them)."""
-    own = L.FUSED_STREAM_SCHEDULES_BY_GPU["H200"]
-    h200, h100 = L.fused_stream_schedules("NVIDIA H200"), L.fused_stream_schedules("NVIDIA H100 80GB HBM3")
-    assert h100 == L.FUSED_STREAM_SCHEDULES and h100 is not L.FUSED_STREAM_SCHEDULES
-    assert own and all(h200[key] == row for key, row in own.items())
-    assert all(h200[key] == row for key, row in L.FUSED_STREAM_SCHEDULES.items() if key not in own)
-    assert any(h100.get(key, h100[None]) != row for key, row in own.items()), "no row differs from the H100's"
-    row = L.GemvSchedule(BLOCK_N=2, BLOCK_K=256, num_warps=2, num_stages=2)
-    monkeypatch.setitem(own, (3072, 2048), row)
-    assert L.fused_stream_schedules("NVIDIA H200")[(3072, 2048)] == row
-    assert (3072, 2048) not in L.fused_stream_schedules("NVIDIA H100 80GB HBM3")
-    # the launcher's lookup on a GPU of that name (the interpreter's own small blocks aside)
-    monkeypatch.setattr(L, "FUSED_INT4_KERNEL", "stream")
-    gpu = types.SimpleNamespace(interpret=False, gpu_name="NVIDIA H200")
-    monkeypatch.setattr(L.utils.mode, "current", lambda: gpu)
-    assert L.fused_gemv_schedule(4, 3072, 2048) == row._replace(BLOCK_K=max(row.BLOCK_K, 128))
-    gpu.gpu_name = "NVIDIA H100 80GB HBM3"
-    assert L.fused_gemv_schedule(4, 3072, 2048) == L.FUSED_STREAM_SCHEDULES[None]
-
-
-def test_the_h200_int4_stream_rows_compile_without_spills(tmp_path):
-    """FUSED_STREAM_SCHEDULES_BY_GPU's rows, as Llama-3.2-1B's int4 step launches them on an H200 (the head after
-    the final norm, down with the residual, qkv with and without RoPE: 32 query heads, 8 kv heads), compiled for
-    sm_90 without a GPU: no spills, 16-byte weight loads."""
-    import re
-
-    from utils import offline
-
-    if not offline.available():
-        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
-    own = L.FUSED_STREAM_SCHEDULES_BY_GPU["H200"]
-    pdl = 1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[4])
-    flags = {(128256, 2048): [dict(NORM=True)], (2048, 8192): [dict(RESIDUAL=True)],
-             (3072, 2048): [dict(NORM=True), dict(NORM=True, ROPE=True)]}  # fmt: skip
-    jobs = []
-    for (N, K), row in own.items():
-        for f in flags[N, K]:
-            job = _int4_decode_job(offline, "stream", N, K, row, PDL=pdl, **f)
-            if f.get("ROPE"):  # Llama-3.2-1B's heads: 32 query, 8 kv
-                job["ints"].update(KV=8, stride_ct=512)
-            jobs.append(job)
-    for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
-        where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"

@@ -17,13 +17,11 @@ against the step as set. The EDIT lines name rows whose winner beat the table by
 With --int8 the step is lesson 12's int8 step and each row's candidates are "prefetch" at FUSED_GEMV_SCHEDULES's
 row and "pipe" at each candidate tile (FUSED_INT8_LOOP becomes a dict by shape): issue 15's int8 1.5x, where
 "pipe" lost at TinyLlama's gate/up (results/h100-2026-11-28-s13/sweeps/l12m.txt).
-With --int4 (added 2026-11-28, s15; first run on an H200 in s16, results/h200-2026-11-28-s16/sweeps/l08f-int4.txt) the
-step is lesson 12's int4 step: first the whole step with each
+With --int4 (added 2026-11-28, s15, not yet run) the step is lesson 12's int4 step: first the whole step with each
 FUSED_INT4_KERNEL ("stream", "pipe"), the faster kept, then that kernel's table (FUSED_STREAM_SCHEDULES or
 FUSED_PIPE_SCHEDULES) row by row as above. Its rows were chosen one GEMV at a time (l12h.py, l12j.py) and hold none of
 Llama-3.2-1B's shapes; on an H200 the int4 step is slower than the int8 one although its GEMVs alone are faster
-(results/h200-2026-11-28-s15). Since that first run, on a GPU with int4 rows of its own in lesson 12
-(FUSED_STREAM_SCHEDULES_BY_GPU: an H200) the "stream" candidates go in those rows, as the bf16 ones do in lesson 08's.
+(results/h200-2026-11-28-s15).
 """
 
 import os
@@ -156,11 +154,8 @@ def run_shape(name, args):
     # candidates go in those rows, which the step reads over DECODE_PIPE_SCHEDULES's (the H200 run before them
     # edited the latter)
     own = L8.gpu_pipe_rows()
-    # the same for lesson 12's int4 "stream" rows (FUSED_STREAM_SCHEDULES_BY_GPU, since 2026-11-28 s16, after this
-    # sweep's first --int4 run on an H200, which edited FUSED_STREAM_SCHEDULES)
-    own4 = L8.rows_for_gpu(L12.FUSED_STREAM_SCHEDULES_BY_GPU)
     tables = [L8.DECODE_PIPE_SCHEDULES, own or {}, L12.FUSED_INT8_PIPE_SCHEDULES, L12.FUSED_STREAM_SCHEDULES,
-              L12.FUSED_PIPE_SCHEDULES, own4 or {}]  # fmt: skip
+              L12.FUSED_PIPE_SCHEDULES]  # fmt: skip
     saved = [dict(t) for t in tables], L12.FUSED_INT8_LOOP, L12.FUSED_INT4_KERNEL
     if INT8:  # a loop a shape: the table's loop for every shape to begin with
         L12.FUSED_INT8_LOOP = {None: L12.fused_int8_loop(-1, -1), **{k: L12.fused_int8_loop(*k) for k in rows_of(args)}}
@@ -184,8 +179,6 @@ def run_shape(name, args):
             L12.FUSED_INT4_KERNEL = kernel
             where = "FUSED_STREAM_SCHEDULES" if kernel == "stream" else "FUSED_PIPE_SCHEDULES"
             table = getattr(L12, where)
-            if kernel == "stream" and own4 is not None:
-                table, where = own4, "this GPU's FUSED_STREAM_SCHEDULES_BY_GPU"
         else:
             table = own if own is not None else L8.DECODE_PIPE_SCHEDULES
             where = "this GPU's DECODE_PIPE_SCHEDULES_BY_GPU" if own is not None else "DECODE_PIPE_SCHEDULES"
