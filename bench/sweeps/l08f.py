@@ -17,11 +17,15 @@ against the step as set. The EDIT lines name rows whose winner beat the table by
 With --int8 the step is lesson 12's int8 step and each row's candidates are "prefetch" at FUSED_GEMV_SCHEDULES's
 row and "pipe" at each candidate tile (FUSED_INT8_LOOP becomes a dict by shape): issue 15's int8 1.5x, where
 "pipe" lost at TinyLlama's gate/up (results/h100-2026-11-28-s13/sweeps/l12m.txt).
-With --int4 (added 2026-11-28, s15, not yet run) the step is lesson 12's int4 step: first the whole step with each
+With --int4 (added 2026-11-28, s15; first run on an H200 in s16, results/h200-2026-11-28-s16/sweeps/l08f-int4.txt) the
+step is lesson 12's int4 step: first the whole step with each
 FUSED_INT4_KERNEL ("stream", "pipe"), the faster kept, then that kernel's table (FUSED_STREAM_SCHEDULES or
 FUSED_PIPE_SCHEDULES) row by row as above. Its rows were chosen one GEMV at a time (l12h.py, l12j.py) and hold none of
 Llama-3.2-1B's shapes; on an H200 the int4 step is slower than the int8 one although its GEMVs alone are faster
-(results/h200-2026-11-28-s15).
+(results/h200-2026-11-28-s15). Its H200 winners for Llama-3.2-1B (0.678 -> 0.618 ms in the sweep) did not hold
+in make bench, which pairs each row with its baseline in one run (results/h200-2026-11-28-s16/bench-12-int4-rows:
+0.685 ms a token against 0.688 without them): read a gain under about 10 % here as the run's drift until a paired
+timing confirms it.
 """
 
 import os
