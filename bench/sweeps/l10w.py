@@ -37,6 +37,7 @@ env = utils.mode.current()
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+from bench import common  # noqa: E402
 from bench.sweeps.l10v import probe  # noqa: E402
 from lessons import l10_sort_scan_data as L  # noqa: E402
 from utils import timing  # noqa: E402
@@ -64,18 +65,8 @@ def bench_ms(fn):
 
 
 def graphed(fn):
-    """fn replayed from a CUDA graph (on the GPU; called as it is under the interpreter)."""
-    if CPU:
-        return fn
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
+    """fn replayed from a CUDA graph (bench.common.graphed) on the GPU; called as it is under the interpreter."""
+    return fn if CPU else common.graphed(fn)
 
 
 SEEN = set()
