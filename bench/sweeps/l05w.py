@@ -40,34 +40,14 @@ import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 import utils  # noqa: E402
+from bench.sweeps.kit import Log, gtime  # noqa: E402
 from lessons import l05_matmul as L  # noqa: E402
 from lessons.l05_matmul import grouped_tile  # noqa: E402
 
 ENV = utils.mode.current()
-LINES = []
 BUDGET_S = 240
 SMEM = 227 * 1024  # the shared memory a program may use on an H100 / H200
-
-
-def say(line=""):
-    print(line, flush=True)
-    LINES.append(line)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "sweep_l05w.txt"), "w") as f:
-            f.write("\n".join(LINES) + "\n")
-
-
-def gtime(fn):
-    """GPU ms of fn() replayed from a CUDA graph, L2 cleared before each repetition; None on the CPU."""
-    if CPU:
-        fn()
-        return None
-    import triton.testing
-
-    from bench.common import graphed
-
-    return triton.testing.do_bench(graphed(fn), warmup=5, rep=25)
+say = Log("l05w")
 
 
 @triton.jit
@@ -162,7 +142,7 @@ def compare(shape, dtype, candidates):
     truth = a.float() @ b.float()
     tol = 0.02 * K**0.5
     say(f"== {M}x{N}x{K} {str(dtype).replace('torch.', '')}")
-    base = gtime(lambda: torch.matmul(a, b))
+    base = gtime(lambda: torch.matmul(a, b), rep=25)
     results = []
     for label, fn in candidates:
         if time.time() - T0 > BUDGET_S - 15:
@@ -174,14 +154,14 @@ def compare(shape, dtype, candidates):
             if not err <= tol:  # NaN too: a block never stored
                 say(f"   {label}: FAIL (max error {err:.3g})")
                 continue
-            ms = gtime(lambda fn=fn: fn(a, b, c))
+            ms = gtime(lambda fn=fn: fn(a, b, c), rep=25)
         except Exception as e:  # noqa: BLE001
             say(f"   {label}: ERROR {type(e).__name__}: {str(e).splitlines()[0][:140] if str(e) else ''}")
             continue
         if ms is None:
             say(f"   {label}: checked (max error {err:.2g})")
             continue
-        after = gtime(lambda: torch.matmul(a, b))
+        after = gtime(lambda: torch.matmul(a, b), rep=25)
         ratio = (base + after) / 2 / ms
         base = after
         results.append((ratio, label, fn))

@@ -31,32 +31,14 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import utils  # noqa: E402
-from bench import common  # noqa: E402
+from bench.sweeps.kit import Log, bench_ms, graphed  # noqa: E402
 from bench.sweeps.l05w import launch as variant_launch  # noqa: E402
 from lessons import l05_matmul as L  # noqa: E402
-from utils import timing  # noqa: E402
 
 ENV = utils.mode.current()
 DEVICE = "cpu" if CPU else "cuda"
-LINES = []
 BUDGET_S = 140
-
-
-def say(line=""):
-    print(line, flush=True)
-    LINES.append(line)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "sweep_l05x.txt"), "w") as f:
-            f.write("\n".join(LINES) + "\n")
-
-
-def ms_of(fn):
-    """utils.timing's median ms of fn() (L2 flushed before each repetition); None under the interpreter."""
-    if CPU:
-        fn()
-        return None
-    return timing.bench(fn).ms
+say = Log("l05x")
 
 
 def picked_tile(a, b, c):
@@ -90,18 +72,18 @@ def run(shape, dtype):
             return
     candidates = dict(python)
     if not CPU:
-        candidates.update({f"{label}, CUDA graph": common.graphed(fn) for label, fn in python.items()})
-        candidates["cuBLAS, CUDA graph"] = common.graphed(lambda: torch.matmul(a, b, out=c))
+        candidates.update({f"{label}, CUDA graph": graphed(fn) for label, fn in python.items()})
+        candidates["cuBLAS, CUDA graph"] = graphed(lambda: torch.matmul(a, b, out=c))
     cublas = lambda: torch.matmul(a, b, out=c)  # noqa: E731
     for rnd in (1, 2):
-        base = ms_of(cublas)
+        base = bench_ms(cublas)
         for label, fn in candidates.items():
             if time.time() - T0 > BUDGET_S:
                 say(f"   round {rnd} {label}: SKIPPED (time budget)")
                 continue
-            ms = ms_of(fn)
-            after = ms_of(cublas)
-            if ms is None:
+            ms = bench_ms(fn)
+            after = bench_ms(cublas)
+            if CPU:
                 say(f"   round {rnd} {label}: ran")
                 continue
             say(f"   round {rnd} {label:44s} {ms * 1e3:8.1f} us  x cuBLAS {(base + after) / 2 / ms:.3f}")

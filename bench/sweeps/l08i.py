@@ -47,32 +47,12 @@ import triton.language as tl  # noqa: E402
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait  # noqa: E402
 
 import utils  # noqa: E402
+from bench.sweeps.kit import Log, gtime  # noqa: E402
 from bench.sweeps.l08g import _grid_barrier, make_model, phase_kernel, reference  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 
 ENV = utils.mode.current()
-LINES = []
-
-
-def say(line=""):
-    print(line, flush=True)
-    LINES.append(line)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "sweep_l08i.txt"), "w") as f:
-            f.write("\n".join(LINES) + "\n")
-
-
-def gtime(fn):
-    """GPU ms of fn() replayed from a CUDA graph, L2 cleared before each repetition; None on the CPU."""
-    if CPU:
-        fn()
-        return None
-    import triton.testing
-
-    from bench.common import graphed
-
-    return triton.testing.do_bench(graphed(fn), warmup=5, rep=30)
+say = Log("l08i")
 
 
 @triton.jit

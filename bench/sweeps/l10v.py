@@ -35,29 +35,29 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from bench.sweeps.kit import Log, bench_ms, copy_gbs  # noqa: E402
 from lessons import l10_sort_scan_data as L  # noqa: E402
-from utils import timing  # noqa: E402
 
 DEV = env.device
-LINES = []
 T0 = time.time()
 BUDGET_S = 80
+say = Log("l10v")
 
 
-def say(line=""):
-    print(line, flush=True)
-    LINES.append(line)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "sweep_l10v.txt"), "w") as f:
-            f.write("\n".join(LINES) + "\n")
+def query_setup(say, width, num_keys=16):
+    """What sweeps v, w and x time on: a copy's GB/s (said), a table of 10**8 rows (3000 under the interpreter)
+    and num_keys keys, its bytes, the truth (groupby_dense_ref at threshold 0.5: sums, counts, rows) and
+    line(label, ms, note), which says a timing with its % of the copy."""
+    copy = copy_gbs(say)
+    rows = 10**8 if not CPU else 3000
+    table = L.table_from_pandas(L.random_table(rows, num_keys), DEV)
+    nbytes = L.query_bytes(rows)
+    truth = L.groupby_dense_ref(table["key"], table["value"], table["x"], 0.5, num_keys)
 
+    def line(label, ms, note=""):
+        say(f"   {label:{width}s} {ms:9.4f} ms {nbytes / ms / 1e6 / copy * 100:5.1f}% copy {note}")
 
-def bench_ms(fn):
-    if CPU:
-        fn()
-        return float("nan")
-    return timing.bench(fn).ms
+    return table, nbytes, truth, line
 
 
 @triton.jit
@@ -144,27 +144,9 @@ def main():
     say(f"lesson 10 sweep v on {env.gpu_name if env.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, "
         f"triton {triton.__version__}; GROUPBY_SCHEDULES['partials'] {L.GROUPBY_SCHEDULES['partials']}, "
         f"PARTIALS_VARIANT {L.PARTIALS_VARIANT}")  # fmt: skip
-    n_copy = 2**28 if not CPU else 4096
-    src = torch.randint(0, 9, (n_copy,), device=DEV, dtype=torch.int32)
-    dst = torch.empty_like(src)
-    copy_ms = bench_ms(lambda: dst.copy_(src))
-    copy_gbs = 2 * n_copy * 4 / copy_ms / 1e6
-    say(f"copy 2^28 int32: {copy_ms:.4f} ms, {copy_gbs:.1f} GB/s (the '% copy' below)")
-    del src, dst
-
-    num_keys, rows = 16, (10**8 if not CPU else 3000)
-    table = L.table_from_pandas(L.random_table(rows, num_keys), DEV)
-    nbytes = L.query_bytes(rows)
-
-    def line(label, ms, note=""):
-        say(f"   {label:58s} {ms:9.4f} ms {nbytes / ms / 1e6 / copy_gbs * 100:5.1f}% copy {note}")
-
-    # the truth: each key's fp64 sum, and the sum of all of them
-    passed = table["x"] > 0.5
-    k, v = table["key"][passed].long(), table["value"][passed].double()
-    v = torch.where(torch.isnan(v), 0.0, v)
-    want = torch.zeros(16, dtype=torch.float64, device=DEV).index_add_(0, k, v)
-    del passed, k, v
+    num_keys = 16
+    table, nbytes, truth, line = query_setup(say, 58, num_keys)
+    rows, want = table["key"].numel(), truth[0]  # each key's fp64 sum
 
     say(f"\n== {rows:.0e} rows, 16 keys, {nbytes / 1e9:.2f} GB read")
     line("torch: key.sum(), value.sum(), x.sum() (3 launches)",

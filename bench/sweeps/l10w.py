@@ -37,38 +37,13 @@ env = utils.mode.current()
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from bench import common  # noqa: E402
-from bench.sweeps.l10v import probe  # noqa: E402
+from bench.sweeps.kit import Log, bench_ms, graphed  # noqa: E402
+from bench.sweeps.l10v import probe, query_setup  # noqa: E402
 from lessons import l10_sort_scan_data as L  # noqa: E402
-from utils import timing  # noqa: E402
 
 DEV = env.device
-LINES = []
 T0 = time.time()
 BUDGET_S = 100
-
-
-def say(line=""):
-    print(line, flush=True)
-    LINES.append(line)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "sweep_l10w.txt"), "w") as f:
-            f.write("\n".join(LINES) + "\n")
-
-
-def bench_ms(fn):
-    if CPU:
-        fn()
-        return float("nan")
-    return timing.bench(fn).ms
-
-
-def graphed(fn):
-    """fn replayed from a CUDA graph (bench.common.graphed) on the GPU; called as it is under the interpreter."""
-    return fn if CPU else common.graphed(fn)
-
-
 SEEN = set()
 
 
@@ -84,29 +59,65 @@ def registers():
     return max(new.values()) if new else "-"
 
 
+def time_group_by(say, line, table, truth, candidates, t0, budget_s):
+    """Each (label, (BLOCK_SIZE, UNROLL, PROGRAMS_PER_SM, num_warps), variant) checked exactly against truth
+    (groupby_dense_ref's three arrays), then the group-by (its zeroed accumulators and kernel) replayed from a CUDA
+    graph and timed as make bench times a row; one the launcher refuses is said and skipped. [(ms, schedule,
+    variant)]"""
+    num_keys = truth[0].numel()
+    threshold = torch.full((1,), 0.5, dtype=torch.float32, device=DEV)
+    timed = []
+    for label, (B, U, P, W), variant in candidates:
+        label = f"{label} B={B} U={U} P={P} w={W}"
+        if time.time() - t0 > budget_s:
+            say(f"   {label:62s} SKIPPED (past {budget_s} s)")
+            continue
+
+        def run(B=B, U=U, P=P, W=W, variant=variant):  # without groupby_partials' wait (a graph cannot hold it)
+            return L._groupby_partials(table, threshold, num_keys, B, U, P, W, None, variant)
+
+        try:
+            got = L.groupby_partials(table, threshold, num_keys, BLOCK_SIZE=B, UNROLL=U, PROGRAMS_PER_SM=P,
+                                     num_warps=W, variant=variant)  # fmt: skip
+        except ValueError as e:  # e.g. sweep x's UNROLL 4, which left the lesson after that sweep's run
+            say(f"   {label:62s} refused: {e}")
+            continue
+        if not all(torch.equal(g, w) for g, w in zip(got, truth)):
+            say(f"   {label:62s} FAIL (not the float64 truth)")
+            continue
+        ms = bench_ms(graphed(run))
+        timed.append((ms, (B, U, P, W), variant))
+        line(label, ms, f"{registers()} registers (a new compile)")
+    return timed
+
+
+def query_with(say, line, table, num_keys, timed, t0):
+    """The EDIT line for the fastest of timed, then query() and prepare_query(...)(0.5) with it (checked against
+    each other), as make bench times them."""
+    if not timed:
+        return
+    ms, schedule, variant = min(timed, key=lambda t: t[0])
+    best = {**L.PARTIALS_VARIANT, **variant}
+    say(f"\nEDIT: GROUPBY_SCHEDULES['partials'] = {schedule}; PARTIALS_VARIANT = {best}  ({ms:.4f} ms graphed)")
+    with mock.patch.multiple(L, GROUPBY_SCHEDULES={**L.GROUPBY_SCHEDULES, "partials": schedule}, PARTIALS_VARIANT=best):
+        prepared = L.prepare_query(table, num_keys)
+        a, b = L.query(table, 0.5, num_keys), prepared(0.5)
+        same = all(torch.equal(a[c], b[c]) for c in a)
+        say(f"\n== the query with it: {prepared!r}; same result as query(): {same}")
+        for label, fn in (("query()", lambda: L.query(table, 0.5, num_keys)), ("prepared(0.5)", lambda: prepared(0.5))):
+            line(label, bench_ms(fn))
+    say(f"done in {time.time() - t0:.0f} s")
+
+
 def main():
+    say = Log("l10w")
     say(f"lesson 10 sweep w on {env.gpu_name if env.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, "
         f"triton {triton.__version__}; as set: GROUPBY_SCHEDULES['partials'] {L.GROUPBY_SCHEDULES['partials']}, "
         f"PARTIALS_VARIANT {L.PARTIALS_VARIANT}")  # fmt: skip
-    n_copy = 2**28 if not CPU else 4096
-    src = torch.randint(0, 9, (n_copy,), device=DEV, dtype=torch.int32)
-    dst = torch.empty_like(src)
-    copy_ms = bench_ms(lambda: dst.copy_(src))
-    copy_gbs = 2 * n_copy * 4 / copy_ms / 1e6
-    say(f"copy 2^28 int32: {copy_ms:.4f} ms, {copy_gbs:.1f} GB/s (the '% copy' below)")
-    del src, dst
-
-    num_keys, rows = 16, (10**8 if not CPU else 3000)
-    table = L.table_from_pandas(L.random_table(rows, num_keys), DEV)
-    nbytes = L.query_bytes(rows)
-    threshold = torch.full((1,), 0.5, dtype=torch.float32, device=DEV)
-    want = [t.cpu() for t in L.groupby_dense_ref(table["key"], table["value"], table["x"], 0.5, num_keys)]
-
-    def line(label, ms, note=""):
-        say(f"   {label:62s} {ms:9.4f} ms {nbytes / ms / 1e6 / copy_gbs * 100:5.1f}% copy {note}")
-
+    num_keys = 16
+    table, nbytes, truth, line = query_setup(say, 62, num_keys)
     out = torch.zeros(16, dtype=torch.float64, device=DEV)
-    say(f"\n== {rows:.0e} rows, 16 keys, {nbytes / 1e9:.2f} GB read")
+    say(f"\n== {table['key'].numel():.0e} rows, 16 keys, {nbytes / 1e9:.2f} GB read")
     line("sweep v's probe, the bytes alone (MODE 0, BLOCK 128, R 2, 4 warps, P 6)",
          bench_ms(graphed(lambda: probe(table, 0.5, out, 0, 128, 2, 4, 6))))  # fmt: skip
 
@@ -120,37 +131,8 @@ def main():
                      (256, 2, 3, 8), (256, 1, 4, 8), (128, 2, 6, 4)):  # fmt: skip
         candidates.append(("groups", schedule, groups))
         candidates.append(("groups, l2_ahead=0", schedule, {**groups, "l2_ahead": 0}))
-    timed = []
-    for label, (B, U, P, W), variant in candidates:
-        label = f"{label} B={B} U={U} P={P} w={W}"
-        if time.time() - T0 > BUDGET_S:
-            say(f"   {label:62s} SKIPPED (past {BUDGET_S} s)")
-            continue
-
-        def run(B=B, U=U, P=P, W=W, variant=variant):  # without groupby_partials' wait (a graph cannot hold it)
-            return L._groupby_partials(table, threshold, num_keys, B, U, P, W, None, variant)
-
-        got = [t.cpu() for t in L.groupby_partials(table, threshold, num_keys, BLOCK_SIZE=B, UNROLL=U,
-                                                   PROGRAMS_PER_SM=P, num_warps=W, variant=variant)]  # fmt: skip
-        if not all(torch.equal(g, w) for g, w in zip(got, want)):
-            say(f"   {label:62s} FAIL (not the float64 truth)")
-            continue
-        ms = bench_ms(graphed(run))
-        timed.append((ms, (B, U, P, W), variant))
-        line(label, ms, f"{registers()} registers (a new compile)")
-    if not timed:
-        return
-    ms, schedule, variant = min(timed, key=lambda t: t[0])
-    best = {**L.PARTIALS_VARIANT, **variant}
-    say(f"\nEDIT: GROUPBY_SCHEDULES['partials'] = {schedule}; PARTIALS_VARIANT = {best}  ({ms:.4f} ms graphed)")
-    with mock.patch.multiple(L, GROUPBY_SCHEDULES={**L.GROUPBY_SCHEDULES, "partials": schedule}, PARTIALS_VARIANT=best):
-        prepared = L.prepare_query(table, num_keys)
-        a, b = L.query(table, 0.5, num_keys), prepared(0.5)
-        same = all(torch.equal(a[c], b[c]) for c in a)
-        say(f"\n== the query with it: {prepared!r}; same result as query(): {same}")
-        for label, fn in (("query()", lambda: L.query(table, 0.5, num_keys)), ("prepared(0.5)", lambda: prepared(0.5))):
-            line(label, bench_ms(fn))
-    say(f"done in {time.time() - T0:.0f} s")
+    timed = time_group_by(say, line, table, truth, candidates, T0, BUDGET_S)
+    query_with(say, line, table, num_keys, timed, T0)
 
 
 if __name__ == "__main__":

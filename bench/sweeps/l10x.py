@@ -20,7 +20,6 @@ lines of kernel for nothing measurable); its rows now report the launcher's refu
 import os
 import sys
 import time
-from unittest import mock
 
 CPU = "--cpu" in sys.argv
 if CPU:
@@ -33,54 +32,24 @@ env = utils.mode.current()
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from bench.sweeps.l10w import graphed, registers  # noqa: E402
+from bench.sweeps.kit import Log  # noqa: E402
+from bench.sweeps.l10v import query_setup  # noqa: E402
+from bench.sweeps.l10w import query_with, time_group_by  # noqa: E402
 from lessons import l10_sort_scan_data as L  # noqa: E402
-from utils import timing  # noqa: E402
 
-DEV = env.device
-LINES = []
 T0 = time.time()
 BUDGET_S = 70
 
 
-def say(line=""):
-    print(line, flush=True)
-    LINES.append(line)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "sweep_l10x.txt"), "w") as f:
-            f.write("\n".join(LINES) + "\n")
-
-
-def bench_ms(fn):
-    if CPU:
-        fn()
-        return float("nan")
-    return timing.bench(fn).ms
-
-
 def main():
+    say = Log("l10x")
     say(f"lesson 10 sweep x on {env.gpu_name if env.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, "
         f"triton {triton.__version__}; as set: GROUPBY_SCHEDULES['partials'] {L.GROUPBY_SCHEDULES['partials']}, "
         f"PARTIALS_VARIANT {L.PARTIALS_VARIANT}")  # fmt: skip
-    n_copy = 2**28 if not CPU else 4096
-    src = torch.randint(0, 9, (n_copy,), device=DEV, dtype=torch.int32)
-    dst = torch.empty_like(src)
-    copy_ms = bench_ms(lambda: dst.copy_(src))
-    copy_gbs = 2 * n_copy * 4 / copy_ms / 1e6
-    say(f"copy 2^28 int32: {copy_ms:.4f} ms, {copy_gbs:.1f} GB/s (the '% copy' below)")
-    del src, dst
-
-    num_keys, rows = 16, (10**8 if not CPU else 3000)
-    table = L.table_from_pandas(L.random_table(rows, num_keys), DEV)
-    nbytes = L.query_bytes(rows)
-    threshold = torch.full((1,), 0.5, dtype=torch.float32, device=DEV)
-    want = [t.cpu() for t in L.groupby_dense_ref(table["key"], table["value"], table["x"], 0.5, num_keys)]
-
-    def line(label, ms, note=""):
-        say(f"   {label:62s} {ms:9.4f} ms {nbytes / ms / 1e6 / copy_gbs * 100:5.1f}% copy {note}")
-
-    say(f"\n== {rows:.0e} rows, 16 keys, {nbytes / 1e9:.2f} GB read; the group-by graphed (zeros and kernel)")
+    num_keys = 16
+    table, nbytes, truth, line = query_setup(say, 62, num_keys)
+    say(f"\n== {table['key'].numel():.0e} rows, 16 keys, {nbytes / 1e9:.2f} GB read; the group-by graphed (zeros and "
+        f"kernel)")  # fmt: skip
     schedules = [
         L.GROUPBY_SCHEDULES["partials"],
         (128, 2, 8, 4),
@@ -92,40 +61,8 @@ def main():
         (256, 4, 2, 8),
         (128, 2, 6, 4),
     ]  # fmt: skip  (the first again last)
-    timed = []
-    for B, U, P, W in schedules:
-        label = f"B={B} U={U} P={P} w={W}"
-        if time.time() - T0 > BUDGET_S:
-            say(f"   {label:62s} SKIPPED (past {BUDGET_S} s)")
-            continue
-
-        def run(B=B, U=U, P=P, W=W):  # without groupby_partials' wait (a graph cannot hold it)
-            return L._groupby_partials(table, threshold, num_keys, B, U, P, W)
-
-        try:
-            got = [t.cpu() for t in L.groupby_partials(table, threshold, num_keys, BLOCK_SIZE=B, UNROLL=U,
-                                                       PROGRAMS_PER_SM=P, num_warps=W)]  # fmt: skip
-        except ValueError as e:  # UNROLL 4 left the lesson after this sweep's run (no gain): the launcher refuses it
-            say(f"   {label:62s} refused: {e}")
-            continue
-        if not all(torch.equal(g, w) for g, w in zip(got, want)):
-            say(f"   {label:62s} FAIL (not the float64 truth)")
-            continue
-        ms = bench_ms(graphed(run))
-        timed.append((ms, (B, U, P, W)))
-        line(label, ms, f"{registers()} registers (a new compile)")
-    if not timed:
-        return
-    ms, schedule = min(timed)
-    say(f"\nEDIT: GROUPBY_SCHEDULES['partials'] = {schedule}  ({ms:.4f} ms graphed)")
-    with mock.patch.multiple(L, GROUPBY_SCHEDULES={**L.GROUPBY_SCHEDULES, "partials": schedule}):
-        prepared = L.prepare_query(table, num_keys)
-        a, b = L.query(table, 0.5, num_keys), prepared(0.5)
-        same = all(torch.equal(a[c], b[c]) for c in a)
-        say(f"\n== the query with it: {prepared!r}; same result as query(): {same}")
-        for label, fn in (("query()", lambda: L.query(table, 0.5, num_keys)), ("prepared(0.5)", lambda: prepared(0.5))):
-            line(label, bench_ms(fn))
-    say(f"done in {time.time() - T0:.0f} s")
+    timed = time_group_by(say, line, table, truth, [("schedule", s, {}) for s in schedules], T0, BUDGET_S)
+    query_with(say, line, table, num_keys, timed, T0)
 
 
 if __name__ == "__main__":
