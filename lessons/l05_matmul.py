@@ -1112,17 +1112,33 @@ def matmul_persistent(a, b, bias=None, activation=None, *, out=None):
     return out
 
 
+from triton.tools.tensor_descriptor import TensorDescriptor  # a TMA descriptor built on the host
+
+
 def uses_tma():
     """TMA descriptors: on Hopper and newer GPUs, and under the interpreter (which emulates them)."""
     return env.supports_tma or env.interpret
 
 
+#: the autotuner's pre_hook: before a configuration runs, each descriptor gets that configuration's block shape
+TMA_BLOCKS = launch.block_shapes(
+    a_desc=("BLOCK_M", "BLOCK_K"), b_desc=("BLOCK_K", "BLOCK_N"), c_desc=("BLOCK_M", "BLOCK_N")
+)
+
+
+def tma_config(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M=8):
+    """make_config's configuration for matmul_tma_kernel: with TMA_BLOCKS as its pre_hook."""
+    config = make_config(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M)
+    config.pre_hook = TMA_BLOCKS
+    return config
+
+
 TMA_CONFIGS = env.pick(
-    cpu=[make_config(16, 16, 16, num_warps=4, num_stages=1, GROUP_M=2)],
+    cpu=[tma_config(16, 16, 16, num_warps=4, num_stages=1, GROUP_M=2)],
     gpu=[  # one H200's choice; 128 x 256 x 64 with 4 stages does not fit there: the C tile is staged too
-        make_config(128, 256, 64, num_warps=8, num_stages=3),
-        make_config(128, 128, 64, num_warps=4, num_stages=4),
-        make_config(64, 128, 64, num_warps=4, num_stages=4),
+        tma_config(128, 256, 64, num_warps=8, num_stages=3),
+        tma_config(128, 128, 64, num_warps=4, num_stages=4),
+        tma_config(64, 128, 64, num_warps=4, num_stages=4),
     ],
 )
 
@@ -1130,7 +1146,7 @@ TMA_CONFIGS = env.pick(
 def prune_tma_configs(configs, named_args, **kwargs):
     """Autotuner hook: keep what fits, counting the C tile the TMA store stages in shared memory; then, for more than
     SMALL_M rows, what wave_prune keeps."""
-    configs = fitting_configs(configs, named_args["a_ptr"].element_size(), tma_store=True)
+    configs = fitting_configs(configs, named_args["a_desc"].base.element_size(), tma_store=True)
     if "M" in named_args and "N" in named_args and named_args["M"] > SMALL_M:
         configs = wave_prune(configs, named_args["M"], named_args["N"])
     return configs
@@ -1139,9 +1155,9 @@ def prune_tma_configs(configs, named_args, **kwargs):
 @triton.autotune(configs=TMA_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": prune_tma_configs})
 @triton.jit
 def matmul_tma_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
+    a_desc,
+    b_desc,
+    c_desc,
     bias_ptr,
     M,
     N,
@@ -1154,11 +1170,9 @@ def matmul_tma_kernel(
     HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr,
 ):
-    """matmul_persistent_kernel with blocks loaded and stored through TMA descriptors (contiguous A, B and C)."""
-    # -- descriptors: built once per program, on the GPU
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    """matmul_persistent_kernel with blocks loaded and stored through TMA descriptors built on the host: a_desc over A
+    (M, K) in blocks of (BLOCK_M, BLOCK_K), b_desc over B (K, N) in (BLOCK_K, BLOCK_N), c_desc over C (M, N) in
+    (BLOCK_M, BLOCK_N). Each program reads the same three, from the kernel's parameters."""
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     # flatten: the compiler merges the tile loop and the K loop into one, so the next tile's first loads are issued
     # while this tile's last products run (a few % at 4096^3 and 8192^3 on an H100; results/h100-2026-11-23/sweeps)
@@ -1173,11 +1187,12 @@ def matmul_tma_kernel(
             acc = tl.dot(a, b, acc)
         # -- epilogue and write back (the descriptor drops what falls outside C)
         acc = epilogue(acc, bias_ptr, pid_n * BLOCK_N + tl.arange(0, BLOCK_N), N, HAS_BIAS, ACTIVATION)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
 
 
 def tma_scratch(size, alignment, stream):
-    """Global memory for the descriptors the kernel builds (Triton asks for it at each launch)."""
+    """Global memory for descriptors that a kernel builds on the GPU (tl.make_tensor_descriptor; lesson 08's do):
+    Triton asks for it at each launch, through triton.set_allocator."""
     return torch.empty(size, device=env.device, dtype=torch.int8)
 
 
@@ -1197,25 +1212,27 @@ def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
         return matmul_persistent(a, b, bias, activation, out=out)
     if matmul_is_empty(out, K, bias, activation):
         return out
-    triton.set_allocator(tma_scratch)
     args, meta = tma_launch_args(a, b, out, bias, activation)
     matmul_tma_kernel[persistent_grid(M, N)](*args, **meta)
     return out
 
 
 def tma_launch_args(a, b, out, bias=None, activation=None):
-    """matmul_tma_kernel's arguments and constexprs (all but the tile's) for a (M, K) @ b (K, N) into out."""
+    """matmul_tma_kernel's arguments and constexprs (all but the tile's) for a (M, K) @ b (K, N) into out: a
+    descriptor of each of a, b and out (base, shape and strides from the tensor; the block shape is a placeholder
+    until the autotuner's pre_hook, TMA_BLOCKS, sets the one of the configuration it launches)."""
     (M, K), N = a.shape, b.shape[1]
-    args = (a, b, out, a if bias is None else bias, M, N, K)  # a: any pointer when there is no bias
+    descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, b, out)]
+    args = (*descs, a if bias is None else bias, M, N, K)  # a: any pointer when there is no bias
     return args, dict(NUM_SMS=NUM_SMS, HAS_BIAS=bias is not None, ACTIVATION=activation)
 
 
 def prepare_persistent_tma(a, b, out, bias=None, activation=None):
     """matmul_persistent_tma's launch for these operands, ready to repeat (as prepare_matmul_launch): how matmul
-    prepares the launches it hands to this kernel."""
+    prepares the launches it hands to this kernel. It takes tensors, and builds the descriptors around them (with
+    the block shapes of the autotuner's pick) at each launch: utils.launch."""
     args, meta = tma_launch_args(a, b, out, bias, activation)
-    return launch.prepare(matmul_tma_kernel, persistent_grid(a.shape[0], b.shape[1]), *args, **meta,
-                          allocator=tma_scratch)  # fmt: skip
+    return launch.prepare(matmul_tma_kernel, persistent_grid(a.shape[0], b.shape[1]), *args, **meta)
 
 
 matmul_persistent_tma.prepare = prepare_persistent_tma  # matmul reads LARGE_MATMUL.prepare (see call_signature)

@@ -108,23 +108,75 @@ def test_a_table_keeps_what_was_prepared_and_starts_again_when_full():
     assert len(table) == 1 and table.get(("a",)) is None and table.get(("c",)) == "launch c", "full: it starts again"
 
 
-@pytest.mark.skipif(not ENV.supports_tma, reason="a host-built tensor descriptor needs a GPU with TMA")
-def test_prepare_declines_a_kernel_given_a_tensor_descriptor():
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    x = torch.randn(64, device=ENV.device)
-    out = torch.empty_like(x)
-    desc = TensorDescriptor(x, [64], [1], [64])
-    copy_kernel[(1,)](desc, out, BLOCK=64)
-    assert torch.equal(out, x)
-    assert launch.prepare(copy_kernel, (1,), desc, out, BLOCK=64) is None, (
-        "a descriptor holds its tensor's address: a Prepared that kept it would read the first call's tensor forever"
-    )
-
-
 @triton.jit
 def copy_kernel(desc, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + tl.arange(0, BLOCK), desc.load([0]))
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, pre_hook=launch.block_shapes(desc=("BLOCK",))) for b in (32, 64)], key=["n"]
+)
+@triton.jit
+def copy_blocks_kernel(desc, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, desc.load([tl.program_id(0) * BLOCK]), mask=offs < n)
+
+
+def test_block_shapes_gives_each_descriptor_the_block_of_the_configuration():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    x = torch.zeros(64)
+    nargs = {"desc": TensorDescriptor.from_tensor(x, [1]), "out_ptr": x, "BLOCK": 32}
+    launch.block_shapes(desc=("BLOCK",), out_ptr=("BLOCK",))(nargs)
+    assert nargs["desc"].block_shape == [32], "a descriptor gets its configuration's block shape"
+    assert nargs["out_ptr"] is x, "an argument that is not a descriptor is left alone"
+
+
+@pytest.mark.skipif(not ENV.supports_tma, reason="a host-built tensor descriptor needs a GPU with TMA")
+def test_a_prepared_launch_builds_each_descriptor_around_the_tensor_it_is_given(monkeypatch):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    n = 256
+    kernel = copy_blocks_kernel
+    monkeypatch.setattr(kernel, "cache", {})
+    monkeypatch.setattr(kernel, "_bench", lambda *args, config, **meta: [float(config.kwargs["BLOCK"])] * 3)
+    x = torch.randn(n, device=ENV.device)
+    out = torch.full_like(x, float("nan"))
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+    kernel[grid](TensorDescriptor.from_tensor(x, [1]), out, n)  # the pre_hook sets the block: 32, timed fastest
+    assert torch.equal(out, x)
+    prepared = launch.prepare(kernel, grid, TensorDescriptor.from_tensor(x, [1]), out, n)
+    seen = weakref.ref(x)
+    del x, out
+    gc.collect()
+    assert seen() is None, "a Prepared must keep no tensor, not even one inside a descriptor"
+    assert prepared.grid == (n // 32, 1, 1)
+    y, got = torch.randn(n, device=ENV.device), torch.full((n,), float("nan"), device=ENV.device)
+    assert prepared(y, got) is True
+    assert torch.equal(got, y), "the descriptor must be the new tensor's: a kept address would copy the first x"
+    untouched = torch.full((2 * n,), float("nan"), device=ENV.device)
+    assert prepared(torch.randn(2 * n, device=ENV.device), untouched[:n]) is False, "another shape: declined"
+    assert prepared(y.half(), untouched[:n]) is False, "another dtype: declined"
+    assert untouched.isnan().all(), "a declined launch must launch nothing"
+
+
+def test_prepare_declines_an_autotuner_whose_pre_hook_does_more_than_set_block_shapes(monkeypatch):
+    kernel = scale_hooked_kernel
+    monkeypatch.setattr(kernel, "cache", {})
+    n = 64
+    x = torch.randn(n, device=ENV.device)
+    out = torch.empty_like(x)
+    kernel[_grid(n)](x, out, n, 2.0)
+    assert launch.prepare(kernel, _grid(n), x, out, n, 2.0) is None, (
+        "a pre_hook may write an output at every launch: only Triton's own launch may run it"
+    )
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 64}, pre_hook=lambda nargs: nargs["out_ptr"].zero_())],
+                 key=["n"])  # fmt: skip
+@triton.jit
+def scale_hooked_kernel(x_ptr, out_ptr, n, factor, BLOCK_SIZE: tl.constexpr):
+    _scale(x_ptr, out_ptr, n, factor, BLOCK_SIZE)
 
 
 def test_a_signature_tells_a_value_from_an_equal_value_of_another_type():

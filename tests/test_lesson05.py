@@ -436,7 +436,7 @@ def test_only_configs_that_fit_are_tuned(budget, monkeypatch):
             assert all(L.smem_bytes(**L.blocks_of(c), elem=elem, tma_store=tma_store) <= budget for c in kept)
     a16 = torch.empty(1, 1, dtype=torch.float16)
     assert L.prune_configs(configs, {"a_ptr": a16, "M": 4096}) == L.fitting_configs(configs, 2)
-    assert L.prune_tma_configs(configs, {"a_ptr": a16}) == L.fitting_configs(configs, 2, tma_store=True)
+    assert L.prune_tma_configs(configs, {"a_desc": _desc(a16)}) == L.fitting_configs(configs, 2, tma_store=True)
     tile = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3)
     for elem in (2, 4):
         assert L.fits(L.tile_config(tile, {}, elem), elem)  # the fixed tile of steps 2 and 3 shrinks to fit
@@ -638,6 +638,13 @@ def _tiles(configs):
     return [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_stages) for c in configs]
 
 
+def _desc(t):
+    """A host-built TMA descriptor of t's dtype, as matmul_tma_kernel's prune hook gets it (16 x 16, on the CPU)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return TensorDescriptor.from_tensor(torch.empty(16, 16, dtype=t.dtype), [16, 16])
+
+
 def test_wave_prune_keeps_the_tiles_that_fill_the_gpu(monkeypatch):
     """On 132 SMs: at 1024^3 only 64 x 128 tiles (128 programs; 128 x 256 would make 32); at the large and the awkward
     shapes the fast 128 x 256 tiles, both stage counts (the autotuner decides between them)."""
@@ -651,7 +658,7 @@ def test_wave_prune_keeps_the_tiles_that_fill_the_gpu(monkeypatch):
     assert L.wave_estimate(configs[0], 3000, 5000, 132) == 4 * 128 * 256  # 480 tiles: 4 rounds, the last partial
     # TMA: 64 x 128 is also the one kept at 1024^3, among the configs that fit with the C tile staged
     tma = [L.make_config(128, 256, 64, 8, 3), L.make_config(128, 128, 64, 4, 4), L.make_config(64, 128, 64, 4, 4)]
-    assert _tiles(L.prune_tma_configs(tma, {"a_ptr": a16, "M": 1024, "N": 1024})) == [(64, 128, 4)]
+    assert _tiles(L.prune_tma_configs(tma, {"a_desc": _desc(a16), "M": 1024, "N": 1024})) == [(64, 128, 4)]
     # a few rows: the small-M configurations, no wave rule
     few = L.prune_configs(configs, {"a_ptr": a16, "M": 16, "N": 4096})
     assert len(few) == len(L.fitting_configs([*L.SMALL_M_CONFIGS, *configs], 2))
@@ -668,7 +675,7 @@ def test_wave_prune_only_chooses_among_configs_that_fit(budget, monkeypatch):
         for M, N in [(1024, 1024), (3000, 5000), (4096, 4096), (16, 4096)]:
             kept = L.prune_configs(configs, {"a_ptr": a, "M": M, "N": N})
             assert kept and all(L.fits(c, elem) for c in kept), (budget, elem, M, N)
-            kept = L.prune_tma_configs(configs, {"a_ptr": a, "M": M, "N": N})
+            kept = L.prune_tma_configs(configs, {"a_desc": _desc(a), "M": M, "N": N})
             assert kept and all(L.fits(c, elem, tma_store=True) for c in kept), (budget, elem, M, N)
 
 

@@ -24,9 +24,15 @@ device and alignment, and every other argument and setting that decides what the
 call whose signature is in the table passed the launcher's checks once already, as every such call would: it may
 skip them (all but those that depend on the addresses, such as an out overlapping an input) and launch directly.
 
+A kernel may take host-built TMA descriptors (``triton.tools.tensor_descriptor.TensorDescriptor``). A descriptor
+holds its tensor's address, so a Prepared keeps only what describes it (dtype, shape, strides, block shape) and
+builds a new one around the tensor each call passes in its place. An autotuner chooses the block shapes with its
+configurations: ``block_shapes`` makes the pre_hook that sets them, the one pre_hook ``prepare`` accepts.
+
 Under the interpreter nothing is compiled: ``prepare`` returns None and the launcher keeps Triton's launch.
 """
 
+import dataclasses
 import inspect
 
 import torch
@@ -35,10 +41,11 @@ from triton import knobs
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .checking import overlaps
 
-__all__ = ["Prepared", "Table", "autotune_key", "disjoint", "prepare", "same_kind", "signature"]
+__all__ = ["Prepared", "Table", "autotune_key", "block_shapes", "disjoint", "prepare", "same_kind", "signature"]
 
 
 #: what a Prepared may keep as it was at prepare time: numbers, flags, names, dtypes (and a constexpr's value)
@@ -47,6 +54,25 @@ FIXED = (int, float, bool, str, type(None), torch.dtype, triton.language.dtype, 
 
 def _is_tensor(value) -> bool:
     return hasattr(value, "data_ptr")  # Triton's own test for a pointer argument
+
+
+def block_shapes(**shapes):
+    """An autotune pre_hook that gives each host-built descriptor argument its block shape from the configuration
+    being run: block_shapes(a_desc=("BLOCK_M", "BLOCK_K"), ...) sets a_desc.block_shape = [BLOCK_M, BLOCK_K]
+    (arguments that are not descriptors are left alone). It sets nothing else, so prepare accepts it."""
+
+    def hook(nargs):
+        for name, dims in shapes.items():
+            if isinstance(nargs[name], TensorDescriptor):
+                nargs[name].block_shape = [nargs[d] for d in dims]
+
+    hook.block_shapes = shapes
+    return hook
+
+
+def _descriptor_fields(desc) -> dict:
+    """A host-built descriptor without its tensor: every field but base (shape, strides, block shape, padding...)."""
+    return {f.name: getattr(desc, f.name) for f in dataclasses.fields(desc) if f.name != "base"}
 
 
 def autotune_key(autotuner: Autotuner, args, kwargs) -> tuple:
@@ -62,23 +88,32 @@ def autotune_key(autotuner: Autotuner, args, kwargs) -> tuple:
 
 class Prepared:
     """One kernel launch, ready to repeat with new tensors (see prepare). p(*tensors) launches with the tensors in
-    the order the kernel takes them and returns True, or launches nothing and returns False when a tensor's dtype
-    or 16-byte alignment differs from the prepared call's, or the current GPU is another (the caller then launches
-    the usual way)."""
+    the order the kernel takes them (a tensor for each host-built descriptor too: p builds the descriptor, as the
+    prepared call's, around it) and returns True, or launches nothing and returns False when a tensor's dtype or
+    16-byte alignment differs from the prepared call's (for a descriptor's tensor, its shape or strides too), or
+    the current GPU is another (the caller then launches the usual way)."""
 
     def __init__(self, compiled, grid, args, device, allocator=None):
         self.compiled, self.grid, self.device, self.allocator = compiled, grid, device, allocator
-        self.slots = [i for i, v in enumerate(args) if _is_tensor(v)]
-        self.spec = [(args[i].dtype, args[i].data_ptr() % 16 == 0) for i in self.slots]
-        self.args = [None if _is_tensor(v) else v for v in args]  # no tensor kept alive by a Prepared
+        self.slots = [i for i, v in enumerate(args) if _is_tensor(v) or isinstance(v, TensorDescriptor)]
+        self.spec = []
+        for i in self.slots:
+            desc = _descriptor_fields(args[i]) if isinstance(args[i], TensorDescriptor) else None
+            t = args[i].base if desc is not None else args[i]
+            self.spec.append((t.dtype, t.data_ptr() % 16 == 0, desc))
+        self.args = [None if i in self.slots else v for i, v in enumerate(args)]  # no tensor kept alive
 
     def __call__(self, *tensors) -> bool:
         if len(tensors) != len(self.slots):
             raise TypeError(f"this launch takes {len(self.slots)} tensors, got {len(tensors)}")
         args = self.args.copy()
-        for i, t, (dtype, aligned) in zip(self.slots, tensors, self.spec):
+        for i, t, (dtype, aligned, desc) in zip(self.slots, tensors, self.spec):
             if t.dtype != dtype or (t.data_ptr() % 16 == 0) != aligned:
                 return False  # compiled for another specialisation
+            if desc is not None:
+                if list(t.shape) != list(desc["shape"]) or list(t.stride()) != list(desc["strides"]):
+                    return False  # a descriptor of another tensor's layout: the kernel's sizes would not match
+                t = TensorDescriptor(t, **desc)
             args[i] = t
         device = driver.active.get_current_device()
         if device != self.device:
@@ -101,15 +136,16 @@ def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
     alignment (every other argument as given here). Nothing is launched. kernel: a @triton.jit function with
     every constexpr given, or an autotuner that has already picked for these arguments. Returns None where no
     Prepared can stand in for Triton's launch: under the interpreter; an autotuner that has not picked yet, or
-    whose pick runs a pre_hook; a kernel wrapped otherwise (heuristics); an argument a Prepared cannot keep as it
-    is (anything but a tensor or a value of FIXED's types: a host-built TensorDescriptor holds an address).
+    whose pick runs a pre_hook other than block_shapes'; a kernel wrapped otherwise (heuristics); an argument a
+    Prepared cannot keep as it is (anything but a tensor, a host-built TensorDescriptor or a value of FIXED's
+    types). A descriptor given here gets the pick's block shape (its block_shapes hook runs on the arguments).
     allocator: set with triton.set_allocator before each launch (kernels that build TMA descriptors)."""
-    config = {}
+    config, hook = {}, None
     if isinstance(kernel, Autotuner):
         picked = kernel.configs[0] if len(kernel.configs) == 1 else kernel.cache.get(autotune_key(kernel, args, kwargs))
-        if picked is None or picked.pre_hook is not None:
-            return None
-        config, kernel = picked.all_kwargs(), kernel.fn
+        if picked is None or (picked.pre_hook is not None and not hasattr(picked.pre_hook, "block_shapes")):
+            return None  # a pre_hook may do anything at every launch (zero an output...): only Triton's launch runs it
+        config, kernel, hook = picked.all_kwargs(), kernel.fn, picked.pre_hook
     if not isinstance(kernel, JITFunction):  # the interpreter's InterpretedFunction among others
         return None
     named = {**dict(zip(kernel.arg_names, args)), **kwargs, **config}
@@ -121,8 +157,10 @@ def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
             full.append(p.default)
         else:
             raise TypeError(f"prepare: {kernel.fn.__name__} is missing its argument {p.name!r}")
-    if not all(_is_tensor(v) or isinstance(v, FIXED) for v in full):
-        return None  # e.g. a host-built TensorDescriptor: it holds its tensor's address, which changes every call
+    if not all(_is_tensor(v) or isinstance(v, (TensorDescriptor, *FIXED)) for v in full):
+        return None
+    if hook is not None:
+        hook(named)  # the descriptors' block shapes for this pick: part of the compiled kernel's signature
     compiled = kernel.warmup(*args, grid=grid, **kwargs, **config)  # the cached kernel, compiled if need be
     grid = grid(named) if callable(grid) else grid
     grid = (*grid, *(1,) * (3 - len(grid)))
