@@ -924,6 +924,29 @@ def test_a_repeated_matmul_launches_the_prepared_kernel(monkeypatch, shape):
     )
 
 
+@pytest.mark.skipif(not ENV.supports_tma, reason="the persistent TMA kernel's own launch runs on Hopper")
+def test_a_repeated_tma_call_builds_its_descriptors_around_the_new_operands(monkeypatch):
+    """matmul_persistent_tma keeps its launch (TMA_PREPARED) with the descriptors' block shapes; a second call with
+    the same signature and other values must skip Triton's launch and compute the new product: a descriptor kept
+    from the first call would read the first operands."""
+    monkeypatch.setattr(L, "TMA_PREPARED", launch.Table())
+    M, N, K = 1000, 1336, 1000
+    a, b = _operands(M, N, K)
+    L.matmul_persistent_tma(a, b)
+    assert len(L.TMA_PREPARED) == 1, "the first call's launch should have been kept"
+    a2, b2 = _operands(M, N, K)
+
+    def launched_again(*args, **kwargs):
+        raise AssertionError("a repeated call built its arguments again: the prepared launch was not used")
+
+    monkeypatch.setattr(L, "tma_launch_args", launched_again)
+    out = utils.nan_empty((M, N), device=DEVICE, dtype=torch.float16)
+    L.matmul_persistent_tma(a2, b2, out=out)
+    utils.check(out, L.matmul_ref(a2.double(), b2.double()), dtype=torch.float16, quiet=True,
+                name="matmul_persistent_tma, prepared", atol=2e-2, rtol=1e-2,
+                reason="fp16 inputs and output, fp32 sums over K")  # fmt: skip
+
+
 class _EnvWithTma:
     """The environment as it is, but with TMA: the interpreter emulates the copy engine, so step 7 runs on the CPU."""
 
