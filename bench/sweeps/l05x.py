@@ -14,6 +14,11 @@ each checked against an fp32 product first (a FAIL is never timed), then timed b
 each repetition, median) between two cuBLAS timings, as bench.common.paired pairs make bench's rows, in two rounds.
 If the host-descriptor launch from Python beats matmul() by what l05w found, lesson 05's TMA path takes it.
 
+Run once on an H200 (results/h200-2026-11-28-s17/sweeps/l05x.txt): 2-4 % faster at 4096^3 and 3000 x 5000 x 1000 in
+both dtypes, within the noise at 8192^3, the epilogue whole as good as in halves. Lesson 05's TMA kernel then took its
+descriptors from the host (an autotune pre_hook sets their block shapes; utils.launch prepares the launch); this
+script's "matmul()" rows measured the kernel as it was before, building them on the GPU.
+
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l05x.py`` on a GPU with TMA (< 150 s),
 ``... l05x.py --cpu`` under the interpreter (tiny shapes, no timings: a smoke test).
 """
