@@ -786,12 +786,29 @@ def _tiles(t, rows):
     return TensorDescriptor(t, [B, T, heads * D], [t.stride(0), t.stride(1), 1], [1, rows, D])
 
 
+def descriptors_fit(t):
+    """Whether a tensor descriptor can describe t: a 16-byte aligned start and row strides (the last stride is 1)."""
+    return t.data_ptr() % 16 == 0 and all(stride * t.element_size() % 16 == 0 for stride in t.stride()[:2])
+
+
+#: attention_tma's launches, ready to repeat, as attention_pointers' (PREPARED): utils.launch builds the three
+#: descriptors around the tensors of each repeated call, so only that is left of the launch's cost to the host
+TMA_PREPARED = launch.Table()
+
+
 def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None):
     """Flash attention with tensor-descriptor loads: TMA copies on Hopper or newer; elsewhere Triton compiles the
     descriptor loads to ordinary loads (attention() takes the pointer kernel there)."""
+    signature = launch.signature(attention_kernel, q, k, v, out, causal, BLOCK_M, BLOCK_N)
+    prepared = TMA_PREPARED.get(signature)
+    if prepared is not None:
+        o = torch.empty(q.shape, device=q.device, dtype=q.dtype) if out is None else out
+        rows = [t.view(t.shape[0], t.shape[1], -1) for t in (q, k, v)]  # the (B, T, heads * D) of _tiles
+        if launch.disjoint([out], [q, k, v]) and prepared(*rows, o):
+            return o
     out, (BLOCK_M, BLOCK_N, num_warps, num_stages), grid = _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N)
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.data_ptr() % 16 or any(stride * t.element_size() % 16 for stride in t.stride()[:2]):
+        if not descriptors_fit(t):
             raise ValueError(
                 f"{name}: tensor descriptors need a 16-byte aligned start and row strides; call "
                 f"{name}.contiguous() first (or use attention_pointers)."
@@ -799,44 +816,32 @@ def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None)
     if out.numel() == 0:
         return out
     B, T, H, D = q.shape
-    attention_kernel[grid](
-        _tiles(q, BLOCK_M),
-        _tiles(k, BLOCK_N),
-        _tiles(v, BLOCK_N),
-        out,
-        T,
-        H,
-        H // k.shape[2],
-        LOG2E / math.sqrt(D),
-        out.stride(0),
-        out.stride(1),
-        out.stride(2),
-        HEAD_DIM=D,
-        BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N,
-        IS_CAUSAL=causal,
-        num_warps=num_warps,
-        num_stages=num_stages,
-    )
+    args = (_tiles(q, BLOCK_M), _tiles(k, BLOCK_N), _tiles(v, BLOCK_N), out, T, H, H // k.shape[2],
+            LOG2E / math.sqrt(D), out.stride(0), out.stride(1), out.stride(2))  # fmt: skip
+    meta = dict(HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=causal, num_warps=num_warps,
+                num_stages=num_stages)  # fmt: skip
+    attention_kernel[grid](*args, **meta)
+    TMA_PREPARED.keep(signature, launch.prepare, attention_kernel, grid, *args, **meta)
     return out
 
 
-#: below this many FLOPs attention() takes the pointer kernel (its launches prepared) even where the GPU has TMA.
-#: The descriptor kernel is 10-25 % faster on the GPU, but its launch costs the host about 200 us on the H100
-#: machine (three descriptors encoded at every call; nothing to prepare), and a shorter kernel leaves that cost in
-#: the time of the call. H100 make bench (results/h100-2026-11-28-s11/bench-06): up to 3.4e10 FLOPs the prepared
-#: pointer kernel was faster in four cases of five (0.0714 against 0.124 ms at T = 2048, D = 64, causal; the fifth
-#: 0.114 against 0.097); from 6.9e10 up the descriptor kernel won every case
-TMA_MIN_FLOPS = 5e10
+#: below this many FLOPs attention() takes the pointer kernel even where the GPU has TMA. Before the descriptor
+#: kernel's launches were prepared (TMA_PREPARED), its launch cost the host about 200 us on the H100 machine, and
+#: up to 3.4e10 FLOPs the prepared pointer kernel was faster in four cases of five (H100 make bench,
+#: results/h100-2026-11-28-s11/bench-06: 0.0714 against 0.124 ms at T = 2048, D = 64, causal), from 6.9e10 up the
+#: descriptor kernel in every case: the threshold was 5e10. Both launches prepared, the descriptor kernel is taken
+#: at every size (to be measured again: make bench times attention() beside the pointer kernel at every shape)
+TMA_MIN_FLOPS = 0
 
 
 def attention(q, k, v, causal=True, *, out=None):
     """Flash attention forward: q (B, T, H, D), k and v (B, T, KV, D), views welcome -> (B, T, H, D).
-    Tensor descriptors where the GPU has TMA and the problem has TMA_MIN_FLOPS, pointer loads elsewhere (small
-    problems, older GPUs, the interpreter)."""
+    Tensor descriptors where the GPU has TMA, the problem has TMA_MIN_FLOPS and descriptors can describe q, k and v;
+    pointer loads elsewhere (small problems, older GPUs, the interpreter, views off 16-byte boundaries)."""
     run = attention_pointers
-    if utils.mode.current().supports_tma and isinstance(q, torch.Tensor) and q.ndim == 4:
+    qkv = (q, k, v)
+    if utils.mode.current().supports_tma and all(isinstance(t, torch.Tensor) and t.ndim == 4 for t in qkv):
         B, T, H, D = q.shape
-        if attention_flops(B, H, T, D, causal is not False) >= TMA_MIN_FLOPS:
+        if attention_flops(B, H, T, D, causal is not False) >= TMA_MIN_FLOPS and all(map(descriptors_fit, qkv)):
             run = attention_tma
     return run(q, k, v, causal, out=out)

@@ -114,17 +114,22 @@ def test_config_fits_the_shared_memory_of_older_gpus(monkeypatch):
                 assert BM >= BN >= 16 and stages >= 1 and warps >= 4
 
 
-def test_attention_takes_the_descriptor_kernel_only_for_large_problems_on_a_gpu_with_tma(monkeypatch):
-    """attention() uses the descriptor kernel where the GPU has TMA and the problem has TMA_MIN_FLOPS (below
-    that, building descriptors on the host costs more than they save), the pointer kernel everywhere else."""
+def test_attention_takes_the_descriptor_kernel_only_where_it_can_and_should(monkeypatch):
+    """attention() uses the descriptor kernel where the GPU has TMA, the problem has TMA_MIN_FLOPS and descriptors
+    can describe q, k and v (16-byte aligned starts and row strides), the pointer kernel everywhere else: a view off
+    its 16-byte boundary must not reach attention_tma, which refuses it."""
     called = []
     monkeypatch.setattr(L, "attention_pointers", lambda *a, **k: called.append("pointers"))
     monkeypatch.setattr(L, "attention_tma", lambda *a, **k: called.append("tma"))
-    cases = [((9, 0), 4096, "tma"), ((9, 0), 333, "pointers"), ((8, 0), 4096, "pointers"), ((7, 5), 4096, "pointers")]
+    monkeypatch.setattr(L, "TMA_MIN_FLOPS", 5e10)
+    buffer = torch.empty(1 * 4096 * 32 * 64 + 1)
+    off = buffer[1:].view(1, 4096, 32, 64)  # 4 bytes past a 16-byte boundary
+    cases = [((9, 0), 4096, "tma"), ((9, 0), 333, "pointers"), ((8, 0), 4096, "pointers"), ((7, 5), 4096, "pointers"),
+             ((9, 0), "off", "pointers")]  # fmt: skip
     for capability, T, want in cases:
         env = utils.Env(device="cuda", interpret=False, capability=capability, shared_memory_bytes=227 * 1024)
         monkeypatch.setattr(utils.mode, "current", lambda env=env: env)
-        q = torch.empty(1, T, 32, 64, device="meta")  # only its shape is read before the (replaced) launchers
+        q = off if T == "off" else torch.empty(1, T, 32, 64)  # only shapes and addresses are read here
         called.clear()
         L.attention(q, q, q)
         assert called == [want], f"sm_{capability[0]}{capability[1]}, T={T}: expected the {want} kernel"
@@ -328,6 +333,33 @@ def test_profiler_kinds():
     assert kernel_kind("cudnn_generated_fort_native_sdpa_sm90") == "attention"
     assert kernel_kind("nvjet_tst_128x256_64x4_2x1_v_bz_TNT") == "matmuls (cuBLAS)"
     assert kernel_kind("rmsnorm_kernel") == "everything else"
+
+
+@pytest.mark.skipif(not ENV.supports_tma, reason="the descriptor kernel's prepared launch: a GPU with TMA")
+def test_a_repeated_attention_tma_call_builds_its_descriptors_around_the_new_tensors(monkeypatch):
+    """attention_tma keeps each signature's launch (TMA_PREPARED); the second call with one signature and other
+    values must skip the checks and attend over the new q, k, v (a descriptor kept from the first call would read
+    the first ones), still refuse an out that overlaps an input, and take views of one qkv buffer as the layer
+    makes them."""
+    monkeypatch.setattr(L, "TMA_PREPARED", launch.Table())
+    B, T, H, KV, D = 2, 333, 8, 2, 64
+    q, k, v = L.random_qkv(B, T, H, KV, D, torch.bfloat16)
+    L.attention_tma(q, k, v)
+    assert len(L.TMA_PREPARED) == 1
+    q2, k2, v2 = (launch.same_kind(torch.randn_like(t)) for t in (q, k, v))
+
+    def checked_again(*args, **kwargs):
+        raise AssertionError("a repeated call went through _attention_inputs: the prepared launch was not used")
+
+    with monkeypatch.context() as m:
+        m.setattr(L, "_attention_inputs", checked_again)
+        again = L.attention_tma(q2, k2, v2)
+    ref = L.attention_ref(q2.float(), k2.float(), v2.float())
+    torch.testing.assert_close(again.float(), ref, atol=2e-2, rtol=2e-2)
+    qc, kc, vc = (t.contiguous() for t in (q, k, v))  # an out must be contiguous: q too, to share its signature
+    L.attention_tma(qc, kc, vc, out=torch.empty_like(qc))  # prepared with an out of qc's signature
+    with pytest.raises(ValueError, match="overlap|share"):
+        L.attention_tma(qc, kc, vc, out=qc)  # a would-be hit of that launch
 
 
 def test_a_repeated_attention_pointers_call_launches_the_prepared_kernel(monkeypatch):
