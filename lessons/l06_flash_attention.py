@@ -829,9 +829,12 @@ def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None)
 #: kernel's launches were prepared (TMA_PREPARED), its launch cost the host about 200 us on the H100 machine, and
 #: up to 3.4e10 FLOPs the prepared pointer kernel was faster in four cases of five (H100 make bench,
 #: results/h100-2026-11-28-s11/bench-06: 0.0714 against 0.124 ms at T = 2048, D = 64, causal), from 6.9e10 up the
-#: descriptor kernel in every case: the threshold was 5e10. Both launches prepared, the descriptor kernel is taken
-#: at every size (to be measured again: make bench times attention() beside the pointer kernel at every shape)
-TMA_MIN_FLOPS = 0
+#: descriptor kernel in every case: the threshold was 5e10. Both launches prepared (an H200, 2026-11-28: sweep
+#: l06d, results/h200-2026-11-28-s17/sweeps/l06d.txt), a repeated call still costs the host 60-86 us with descriptors
+#: against 27-46 us with pointers (three descriptors encoded a call), which shows at T <= 512 (2e9 FLOPs and less:
+#: the pointer kernel 2.4-8x faster from Python, the same in CUDA graphs), and the descriptor kernel won from T =
+#: 2048 (1.7e10 FLOPs) up in make bench (results/h200-2026-11-28-s17/bench-06-tma-everywhere)
+TMA_MIN_FLOPS = 1e10
 
 
 def attention(q, k, v, causal=True, *, out=None):

@@ -346,7 +346,7 @@ def test_a_repeated_attention_tma_call_builds_its_descriptors_around_the_new_ten
     q, k, v = L.random_qkv(B, T, H, KV, D, torch.bfloat16)
     L.attention_tma(q, k, v)
     assert len(L.TMA_PREPARED) == 1
-    q2, k2, v2 = (launch.same_kind(torch.randn_like(t)) for t in (q, k, v))
+    q2, k2, v2 = (launch.same_kind(t).copy_(torch.randn(t.shape)) for t in (q, k, v))  # q's strides, new values
 
     def checked_again(*args, **kwargs):
         raise AssertionError("a repeated call went through _attention_inputs: the prepared launch was not used")
