@@ -93,8 +93,8 @@ class Prepared:
     16-byte alignment differs from the prepared call's (for a descriptor's tensor, its shape or strides too), or
     the current GPU is another (the caller then launches the usual way)."""
 
-    def __init__(self, compiled, grid, args, device, allocator=None):
-        self.compiled, self.grid, self.device, self.allocator = compiled, grid, device, allocator
+    def __init__(self, compiled, grid, args, device):
+        self.compiled, self.grid, self.device = compiled, grid, device
         self.slots = [i for i, v in enumerate(args) if _is_tensor(v) or isinstance(v, TensorDescriptor)]
         self.spec = []
         for i in self.slots:
@@ -119,8 +119,6 @@ class Prepared:
         if device != self.device:
             return False
         stream = driver.active.get_current_stream(device)
-        if self.allocator is not None:  # global memory for descriptors the kernel builds (TMA)
-            triton.set_allocator(self.allocator)
         k = self.compiled
         enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
         metadata = None if enter is None else k.launch_metadata(self.grid, stream, *args)  # a profiler is listening
@@ -131,7 +129,7 @@ class Prepared:
         return f"Prepared({self.compiled.name}, grid={self.grid}, {len(self.slots)} tensors)"
 
 
-def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
+def prepare(kernel, grid, *args, **kwargs) -> Prepared | None:
     """The launch kernel[grid](*args, **kwargs), made ready to repeat with other tensors of the same dtypes and
     alignment (every other argument as given here). Nothing is launched. kernel: a @triton.jit function with
     every constexpr given, or an autotuner that has already picked for these arguments. Returns None where no
@@ -139,7 +137,7 @@ def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
     whose pick runs a pre_hook other than block_shapes'; a kernel wrapped otherwise (heuristics); an argument a
     Prepared cannot keep as it is (anything but a tensor, a host-built TensorDescriptor or a value of FIXED's
     types). A descriptor given here gets the pick's block shape (its block_shapes hook runs on the arguments).
-    allocator: set with triton.set_allocator before each launch (kernels that build TMA descriptors)."""
+    A kernel that builds descriptors on the GPU needs triton.set_allocator's memory: the caller sets it."""
     config, hook = {}, None
     if isinstance(kernel, Autotuner):
         picked = kernel.configs[0] if len(kernel.configs) == 1 else kernel.cache.get(autotune_key(kernel, args, kwargs))
@@ -164,7 +162,7 @@ def prepare(kernel, grid, *args, allocator=None, **kwargs) -> Prepared | None:
     compiled = kernel.warmup(*args, grid=grid, **kwargs, **config)  # the cached kernel, compiled if need be
     grid = grid(named) if callable(grid) else grid
     grid = (*grid, *(1,) * (3 - len(grid)))
-    return Prepared(compiled, grid, full, driver.active.get_current_device(), allocator)
+    return Prepared(compiled, grid, full, driver.active.get_current_device())
 
 
 def signature(*args):
