@@ -780,10 +780,14 @@ def attention_kernel(
     tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < T)
 
 
+def _token_rows(t):
+    """t (B, T, heads, D) as (B, T, heads * D): a token's heads in one row (they are contiguous, D apart)."""
+    return t.view(t.shape[0], t.shape[1], -1)
+
+
 def _tiles(t, rows):
-    """A tensor descriptor of t (B, T, heads, D), described as (B, T, heads * D) and read in (1, rows, D) tiles."""
-    B, T, heads, D = t.shape
-    return TensorDescriptor(t, [B, T, heads * D], [t.stride(0), t.stride(1), 1], [1, rows, D])
+    """A tensor descriptor of t (B, T, heads, D), described as _token_rows(t) and read in (1, rows, D) tiles."""
+    return TensorDescriptor.from_tensor(_token_rows(t), [1, rows, t.shape[3]])
 
 
 def descriptors_fit(t):
@@ -803,8 +807,7 @@ def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None)
     prepared = TMA_PREPARED.get(signature)
     if prepared is not None:
         o = torch.empty(q.shape, device=q.device, dtype=q.dtype) if out is None else out
-        rows = [t.view(t.shape[0], t.shape[1], -1) for t in (q, k, v)]  # the (B, T, heads * D) of _tiles
-        if launch.disjoint([out], [q, k, v]) and prepared(*rows, o):
+        if launch.disjoint([out], [q, k, v]) and prepared(*map(_token_rows, (q, k, v)), o):
             return o
     out, (BLOCK_M, BLOCK_N, num_warps, num_stages), grid = _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N)
     for name, t in (("q", q), ("k", k), ("v", v)):
