@@ -88,7 +88,11 @@ def graphed(fn: Callable[[], object]) -> Callable[[], object]:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return graph.replay
+
+    def replay(fn=fn):  # fn stays alive with the replay: the graph reads and writes the memory fn closes over
+        graph.replay()
+
+    return replay
 
 
 def copy_of(nbytes: int) -> Callable[[], object]:

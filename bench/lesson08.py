@@ -17,13 +17,15 @@ state dict (the same weights). Greedy decoding, EOS switched off, batch 1, a 512
   decode_gemv), in a CUDA graph too; and the fused step without DECODE_FUSIONS (RoPE and the cache write in their
   own kernel, flash-decoding in two launches: 7 launches a layer, where the table's fusion leaves 6); and with
   DECODE_FUSIONS.pdl on, the table's step with its GEMVs launched in order (no programmatic dependent launch);
-- flash-decoding at 8192 cached tokens (TinyLlama's heads at batch 1, whose 8 MB cache takes a few µs, and at
-  batch 8; Llama-3-8B's 32/8 heads of D = 128 at batch 4) against torch's scaled_dot_product_attention on the
-  same cache, bytes = decode_attention_bytes: launched from Python, and both sides replayed from CUDA graphs (the
-  GPU's time: a launch costs the host more than the kernel's few µs); in graphs also the two kernels launched
-  early as the decode step launches them (pdl=True), the one-launch variant (decode_attention_fused, "ticket"), the
-  keys and values through TMA (decode_attention_tma, DECODE_ATTENTION_TMA_SCHEDULES), and a torch copy of the same bytes
-  (read + write = decode_attention_bytes, graphed the same way): the practical ceiling at each size.
+- flash-decoding at 8192 cached tokens (TinyLlama's heads at batch 1, whose 8 MB cache takes a few µs, and at batch
+  8; Llama-3-8B's 32/8 heads of D = 128 at batch 4; and a server's batches, TinyLlama's heads at 64 and Llama-3-8B's
+  at 16, 0.5 GB of cache each: the sizes at which a copy itself nears the big copy's rate) against torch's
+  scaled_dot_product_attention on the same cache, bytes = decode_attention_bytes: launched from Python, and both
+  sides replayed from CUDA graphs (the GPU's time: a launch costs the host more than the kernel's few µs); in graphs
+  also the two kernels launched early as the decode step launches them (pdl=True), the one-launch variant
+  (decode_attention_fused, "ticket"), the keys and values through TMA (decode_attention_tma,
+  DECODE_ATTENTION_TMA_SCHEDULES), and a torch copy of the same bytes (read + write = decode_attention_bytes,
+  graphed the same way): the practical ceiling at each size.
 """
 
 import torch
@@ -158,7 +160,7 @@ def decode_steps(model, batches=(1, 8, 32, 64), name=None) -> list[Row]:
 
 def decode_attention() -> list[Row]:
     rows = []
-    for B, H, KV, D in ((1, 32, 4, 64), (8, 32, 4, 64), (4, 32, 8, 128)):
+    for B, H, KV, D in ((1, 32, 4, 64), (8, 32, 4, 64), (4, 32, 8, 128), (64, 32, 4, 64), (16, 32, 8, 128)):
         context = 8192
         q = torch.randn(B, H, D, device="cuda", dtype=DTYPE)
         k, v = (torch.randn(B, context, KV, D, device="cuda", dtype=DTYPE) for _ in range(2))

@@ -267,11 +267,13 @@ def decode_attention_ref(q, k_cache, v_cache, lengths):
     return torch.stack(out) if out else torch.empty_like(q)
 
 
-def sample(logits, temperature=0.0, top_k=None, top_p=None):
+def sample(logits, temperature=0.0, top_k=None, top_p=None, *, argmax=None):
     """logits (B, V) -> the next token of each sequence, (B,) int64, without leaving the GPU.
 
     temperature 0: greedy (the argmax). Otherwise softmax(logits / temperature), restricted to the top_k most
-    likely tokens and to the smallest set whose probability reaches top_p (nucleus sampling)."""
+    likely tokens and to the smallest set whose probability reaches top_p (nucleus sampling). argmax: the function
+    that picks each row's first maximum (default torch's; the decode step passes its kernel, DecodeOps.argmax)."""
+    argmax = argmax or (lambda x: x.argmax(dim=-1))
     utils.require_number(temperature, "temperature")
     if temperature < 0:
         raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
@@ -280,7 +282,7 @@ def sample(logits, temperature=0.0, top_k=None, top_p=None):
     if top_p is not None and not 0 < utils.require_number(top_p, "top_p") <= 1:
         raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
     if temperature == 0:
-        return logits.argmax(dim=-1)
+        return argmax(logits)
     logits = logits.float() / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
@@ -294,7 +296,7 @@ def sample(logits, temperature=0.0, top_k=None, top_p=None):
     probs = logits.softmax(dim=-1)
     # argmax(p / E) with E ~ Exponential(1) picks token i with probability p_i (the exponential race, as gpt-fast
     # samples): no torch.multinomial, no host synchronisation, fine inside a CUDA graph
-    return (probs / torch.empty_like(probs).exponential_(1)).argmax(dim=-1)
+    return argmax(probs / torch.empty_like(probs).exponential_(1))
 
 
 def matmul_params(args: ModelArgs) -> int:
@@ -1901,6 +1903,78 @@ def decode_attention_step(q, k_cache, v_cache, lengths, *, out=None):
                                   schedule=schedule, pdl=f.attention_pdl)  # fmt: skip
 
 
+@triton.jit
+def _first_max(v, i, inside):
+    """The (value, index) torch.argmax picks among the lanes ``inside``: the first NaN if there is one (NaN ranks
+    above every number), else the largest value at its smallest index (the first maximum). Built from tl.max and
+    tl.min, whose results do not depend on the order they combine lanes in."""
+    none: tl.constexpr = 2147483647  # an index no lane has: it loses every tie
+    is_nan = inside & (v != v)
+    first_nan = tl.min(tl.where(is_nan, i, none), 0)
+    top = tl.max(tl.where(inside & (v == v), v, float("-inf")), 0)
+    first_top = tl.min(tl.where(inside & (v == top), i, none), 0)
+    has_nan = first_nan != none
+    return tl.where(has_nan, float("nan"), top), tl.where(has_nan, first_nan, first_top)
+
+
+@triton.jit
+def argmax_blocks_kernel(x_ptr, val_ptr, idx_ptr, V, stride_b, BLOCK: tl.constexpr):
+    """Program (b, j): the first maximum of columns [j BLOCK, (j + 1) BLOCK) of row b, its (value, index) into
+    slot j of b's partials (B, n_blocks)."""
+    b = tl.program_id(0)
+    j = tl.program_id(1)
+    cols = j * BLOCK + tl.arange(0, BLOCK)
+    inside = cols < V
+    x = tl.load(x_ptr + b.to(tl.int64) * stride_b + cols, mask=inside, other=float("-inf")).to(tl.float32)
+    v, i = _first_max(x, cols, inside)
+    tl.store(val_ptr + b * tl.num_programs(1) + j, v)
+    tl.store(idx_ptr + b * tl.num_programs(1) + j, i)
+
+
+@triton.jit
+def argmax_finish_kernel(val_ptr, idx_ptr, out_ptr, n_blocks, BLOCK_P: tl.constexpr):
+    """Program b: the first maximum of row b's n_blocks partials (a block's NaN or maximum, at its first index),
+    its index into out (B,) int64."""
+    b = tl.program_id(0)
+    j = tl.arange(0, BLOCK_P)
+    inside = j < n_blocks
+    v = tl.load(val_ptr + b * n_blocks + j, mask=inside, other=float("-inf"))
+    i = tl.load(idx_ptr + b * n_blocks + j, mask=inside, other=0)
+    _, best = _first_max(v, i, inside)
+    tl.store(out_ptr + b, best.to(tl.int64))
+
+
+ARGMAX_BLOCK = 1024  # columns a program: a row of 128k logits takes 126 programs, about one an SM
+ARGMAX_MAX_BLOCKS = 4096  # the finish holds every partial of a row in one tile
+
+
+def argmax(logits, *, out=None):
+    """logits (B, V) floats -> (B,) int64, each row's first maximum (NaN counts as the largest), as
+    logits.argmax(dim=-1) gives it, in two launches: many programs, then one a row."""
+    utils.require(logits, "logits", dtype=FLOATS, ndim=2, contiguous=False)
+    B, V = logits.shape
+    if V == 0:
+        raise ValueError("logits has no columns (V = 0): there is no largest one to pick")
+    if logits.stride(1) != 1:
+        raise ValueError("logits' rows must be contiguous (stride 1 along V): pass logits.contiguous()")
+    utils.require_int32_offsets(logits[:1], "logits")  # a row's columns are int32 offsets; rows step in int64
+    BLOCK = ARGMAX_BLOCK
+    while triton.cdiv(V, BLOCK) > ARGMAX_MAX_BLOCKS:
+        BLOCK *= 2
+    n_blocks = triton.cdiv(V, BLOCK)
+    out = utils.require_out(out, shape=(B,), dtype=torch.int64, device=logits.device, inputs={"logits": logits})
+    if B == 0:
+        return out
+    if B > 65535:
+        raise ValueError(f"{B} rows: grid axis 0 takes at most 65535; pass fewer rows at a time")
+    vals = torch.empty(B, n_blocks, device=logits.device, dtype=torch.float32)
+    idx = torch.empty(B, n_blocks, device=logits.device, dtype=torch.int32)
+    argmax_blocks_kernel[(B, n_blocks)](logits, vals, idx, V, logits.stride(0), BLOCK=BLOCK, num_warps=4)
+    argmax_finish_kernel[(B,)](vals, idx, out, n_blocks, BLOCK_P=max(2, triton.next_power_of_2(n_blocks)),
+                               num_warps=4)  # fmt: skip
+    return out
+
+
 class DecodeOps(NamedTuple):
     """The pieces of a decode step: Triton kernels or their PyTorch references. gemv: the fused matrix-vector
     product of a batch-1 step (decode_gemv), or None for the unfused step (rmsnorm, h @ w.T, swiglu, addmm_).
@@ -1912,10 +1986,11 @@ class DecodeOps(NamedTuple):
     decode_attention: Callable
     gemv: Callable | None = None
     qkv_rope: Callable | None = None  # batch 1: the qkv GEMV with RoPE and the cache write (decode_qkv_rope)
+    argmax: Callable | None = None  # the sampler's argmax over the vocabulary (None: torch's, logits.argmax(-1))
 
 
-TRITON_DECODE = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention_step, decode_gemv, decode_qkv_rope)
-TRITON_DECODE_UNFUSED = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention)  # cuBLAS's matmuls
+TRITON_DECODE = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention_step, decode_gemv, decode_qkv_rope, argmax)
+TRITON_DECODE_UNFUSED = DecodeOps(rmsnorm, swiglu, rope_kv_write, decode_attention, argmax=argmax)  # cuBLAS's matmuls
 REF_DECODE = DecodeOps(rmsnorm_ref, swiglu_ref, rope_kv_write_ref, decode_attention_ref)
 
 
@@ -1990,7 +2065,7 @@ class Decoder:
 
     def _step(self):
         logits = decode_step(self.model, self.token, self.pos, self.cache, self.ops)
-        self.token.copy_(sample(logits, **self.sampling))
+        self.token.copy_(sample(logits, **self.sampling, argmax=self.ops.argmax))
         self.pos += 1
 
     def step(self):
@@ -2044,7 +2119,7 @@ def generate(
     dec = model.decoders[key]
     out = torch.empty(B, T + max_new_tokens, dtype=torch.int64, device=prompt.device)
     out[:, :T] = prompt
-    dec.token.copy_(sample(prefill(model, prompt, dec.cache, prefill_ops), **sampling))
+    dec.token.copy_(sample(prefill(model, prompt, dec.cache, prefill_ops), **sampling, argmax=ops.argmax))
     dec.pos.fill_(T)
     out[:, T] = dec.token
     for i in range(1, max_new_tokens):

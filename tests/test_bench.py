@@ -110,3 +110,24 @@ def test_a_partial_run_keeps_what_it_measured_in_bench_csv_columns(tmp_path):
     saved = pd.read_csv(tmp_path / "bench-partial.csv", dtype={"lesson": str})
     assert list(saved["op"]) == ["x", "y"] and set(saved["gpu"]) == {"test GPU"}
     assert list(saved["ratio"]) == [2.0, 1.0]
+
+
+@pytest.mark.skipif(not current().is_gpu, reason="CUDA graphs need a GPU")
+def test_a_graphed_function_keeps_the_memory_its_graph_uses():
+    """graphed(fn) returns a replay that outlives fn: the tensors fn closes over must live as long as the replay,
+    or a replay writes into memory the allocator has handed to someone else (bench.common.copy_of's buffers, made
+    inside it, once did: an illegal memory access two rows later)."""
+    import gc
+
+    import torch
+
+    def doubler(n):
+        x = torch.ones(n, device="cuda")
+        return lambda: x.mul_(2)
+
+    replay = common.graphed(doubler(1 << 20))
+    gc.collect()
+    other = torch.full((1 << 20,), 7.0, device="cuda")  # the allocator hands out x's block if x was freed
+    replay()
+    torch.cuda.synchronize()
+    assert bool((other == 7).all()), "the graph wrote into a tensor allocated after fn was dropped"

@@ -329,6 +329,58 @@ def test_check_names_wrong_gqa_head_mapping():
 # -- sampling ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_argmax_kernel_is_torchs(dtype):
+    """The greedy pick's kernel returns torch.argmax's index at every shape: ties (the first maximum), NaN (above
+    every number), rows of -inf, one column, rows longer than one block, strided rows."""
+    torch.manual_seed(0)
+    V_long = L.ARGMAX_BLOCK * 2 + 37 if ENV.interpret else 128256
+    for B, V in ((1, 1), (3, 5), (2, L.ARGMAX_BLOCK), (5, V_long)):
+        x = torch.randn(B, V, device=ENV.device).to(dtype)
+        ties = torch.randint(0, 3, (B, V), device=ENV.device).to(dtype)  # many equal maxima a row
+        cases = [x, ties, torch.full((B, V), float("-inf"), device=ENV.device, dtype=dtype)]
+        if V > 3:
+            nan = x.clone()
+            nan[:, 0] = float("inf")
+            nan[:, V // 2] = float("nan")
+            nan[:, -1] = float("nan")
+            cases.append(nan)
+        for logits in cases:
+            want = logits.argmax(-1)
+            out = torch.full((B,), -7, device=ENV.device, dtype=torch.int64)
+            assert L.argmax(logits, out=out) is out
+            assert torch.equal(out, want), f"B={B} V={V}: {out.tolist()} against torch's {want.tolist()}"
+    wide = torch.randn(4, 2 * V_long, device=ENV.device).to(dtype)[:, ::2]  # rows of stride 2: refused
+    with pytest.raises(ValueError, match="contiguous"):
+        L.argmax(wide)
+    rows = torch.randn(6, V_long, device=ENV.device).to(dtype)[::2]  # every other row: a row stride, allowed
+    assert torch.equal(L.argmax(rows), rows.argmax(-1))
+
+
+def test_argmax_refusals():
+    with pytest.raises(ValueError, match="no columns"):
+        L.argmax(torch.empty(2, 0, device=ENV.device))
+    with pytest.raises(ValueError, match="ndim|dimensions|2"):
+        L.argmax(torch.zeros(5, device=ENV.device))
+    with pytest.raises(TypeError):
+        L.argmax(torch.zeros(2, 3, device=ENV.device, dtype=torch.int32))
+    with pytest.raises((TypeError, ValueError)):
+        L.argmax(torch.zeros(2, 3, device=ENV.device), out=torch.zeros(2, device=ENV.device, dtype=torch.int32))
+    assert L.argmax(torch.zeros(0, 3, device=ENV.device)).shape == (0,)
+
+
+def test_sampling_with_the_argmax_kernel():
+    """sample() with the decode step's argmax: greedy is torch's index, and the exponential race still draws
+    tokens as often as softmax(logits / T) says."""
+    torch.manual_seed(0)
+    logits = torch.randn(300, 10, device=ENV.device)
+    assert torch.equal(L.sample(logits, argmax=L.argmax), logits.argmax(-1))
+    row = torch.tensor([[2.0, 1.0, 0.0, -1.0]], device=ENV.device).expand(2000 if ENV.interpret else 20000, 4)
+    freq = torch.bincount(L.sample(row, temperature=1.0, argmax=L.argmax), minlength=4).double().cpu() / len(row)
+    want = row[0].double().cpu().softmax(-1)
+    assert (freq - want).abs().max() < (0.04 if ENV.interpret else 0.015), f"frequencies {freq} vs softmax {want}"
+
+
 def test_sampling():
     torch.manual_seed(0)
     logits = torch.randn(4000, 10, device=ENV.device)
