@@ -18,6 +18,7 @@ import utils.hints
 import utils.roofline
 import utils.timing
 from lessons.l05_matmul import tma_scratch, uses_tma  # Hopper: descriptors built on the GPU need scratch
+from lessons.l06_flash_attention import descriptors_fit
 
 
 from lessons.l07_llm_layer import (
@@ -1098,10 +1099,7 @@ def _tma_launch(mode, k_cache, v_cache, BLOCK_N):
 def _tma_ready(k_cache, v_cache) -> bool:
     """Whether decode_partials can read these caches through TMA: a GPU with TMA (or the interpreter, which
     emulates it), and every row of (KV, D) values starting on a 16-byte boundary, as descriptors require."""
-    return uses_tma() and all(
-        (t.data_ptr() | t.stride(0) * t.element_size() | t.stride(1) * t.element_size()) % 16 == 0
-        for t in (k_cache, v_cache)
-    )
+    return uses_tma() and descriptors_fit(k_cache) and descriptors_fit(v_cache)
 
 
 # ---- the TMA kernels' schedules and whether the decode step uses them: bench/sweeps/l08d.py prints the values to
@@ -1965,8 +1963,6 @@ def argmax(logits, *, out=None):
     out = utils.require_out(out, shape=(B,), dtype=torch.int64, device=logits.device, inputs={"logits": logits})
     if B == 0:
         return out
-    if B > 65535:
-        raise ValueError(f"{B} rows: grid axis 0 takes at most 65535; pass fewer rows at a time")
     vals = torch.empty(B, n_blocks, device=logits.device, dtype=torch.float32)
     idx = torch.empty(B, n_blocks, device=logits.device, dtype=torch.int32)
     argmax_blocks_kernel[(B, n_blocks)](logits, vals, idx, V, logits.stride(0), BLOCK=BLOCK, num_warps=4)

@@ -360,11 +360,11 @@ def test_argmax_kernel_is_torchs(dtype):
 def test_argmax_refusals():
     with pytest.raises(ValueError, match="no columns"):
         L.argmax(torch.empty(2, 0, device=ENV.device))
-    with pytest.raises(ValueError, match="ndim|dimensions|2"):
+    with pytest.raises(ValueError, match="must have 2 dimension"):
         L.argmax(torch.zeros(5, device=ENV.device))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="int32.*float32"):
         L.argmax(torch.zeros(2, 3, device=ENV.device, dtype=torch.int32))
-    with pytest.raises((TypeError, ValueError)):
+    with pytest.raises(TypeError, match="out has dtype int32.*int64"):
         L.argmax(torch.zeros(2, 3, device=ENV.device), out=torch.zeros(2, device=ENV.device, dtype=torch.int32))
     assert L.argmax(torch.zeros(0, 3, device=ENV.device)).shape == (0,)
 

@@ -100,10 +100,8 @@ if GPU:
     say(
         f"== one step under the profiler: {len(last)} kernels, span {(last[-1]['ts'] + last[-1]['dur'] - last[0]['ts']) / 1e3:.4f} ms"
     )
-    gemv_bytes = {}  # grid -> weight bytes, from the shapes (rows x K x 2): known by the GEMV's N and K
     C, F, V, H, KV, D = args.dim, args.ffn_dim, args.vocab_size, args.n_heads, args.n_kv_heads, args.head_dim
     weights = {"qkv": (H + 2 * KV) * D * C, "wo": C * H * D, "w13": 2 * F * C, "w2": C * F, "head": V * C}
-    order = ["qkv", None, None, "wo", "w13", "w2"]
     sums, end, gaps = {}, None, 0.0
     layer_kind = iter([])
     for e in last:
