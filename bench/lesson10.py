@@ -15,11 +15,12 @@
   once, write once: the minimum): the one-pass look-back (SCAN_SCHEDULES' block size) and exercise 3's
   reduce-then-scan (which really moves 3/2 of it), plus the default (SCAN_METHOD) when it is neither of those
   schedules; compaction of 2**28 fp32 with half the flags set vs x[keep], both methods likewise (COMPACT_METHOD;
-  COMPACT_LOADS: how the values load, e.g. all of them before the look-back), and the look-back with a value and a
+  COMPACT_LOADS: how the values load, e.g. all of them before the look-back; reduce-then-scan at 2048 with one
+  block a program, the default with COMPACT_CHUNKS blocks a program), and the look-back with a value and a
   slot an element ("lookback-local": COMPACT_SCHEDULES and COMPACT_LOCAL), bytes = compact_bytes; the same
-  without the host's wait for the length (compact_on_device, reduce-then-scan and lookback-local at their
-  COMPACT_SCHEDULES, the count left on the GPU) vs x[torch.nonzero_static(keep, size=n)], torch's compaction
-  that does not wait either;
+  without the host's wait for the length (compact_on_device, reduce-then-scan at its COMPACT_SCHEDULES with
+  COMPACT_CHUNKS blocks a program and with one, and lookback-local, the count left on the GPU) vs
+  x[torch.nonzero_static(keep, size=n)], torch's compaction that does not wait either;
 - the query (filter + group-by, sum / count / mean) on 10**8 rows, 16 and 10**7 keys: the atomic, the
   partial-sums (a persistent grid of per-program sums for up to 64 keys, PARTIALS_VARIANT's kernel: 4-bit
   counters and one multiply-add a key for the sums by default; more keys fall back to the atomic plan),
@@ -43,6 +44,7 @@ import torch
 
 from bench.common import Row, paired
 from lessons.l10_sort_scan_data import (
+    COMPACT_CHUNKS,
     COMPACT_METHOD,
     COMPACT_SCHEDULES,
     SCAN_METHOD,
@@ -159,12 +161,12 @@ def _top_k() -> list[Row]:
     return rows
 
 
-def _default_row(op, method, schedules, fn):
+def _default_row(op, method, schedules, fn, more=""):
     """A row for the default only when it is not one of the rows above (the look-backs at their schedules,
-    reduce-then-scan at 2048): then the table says which method the default is."""
+    reduce-then-scan at 2048): then the table says which method the default is (and `more` of its settings)."""
     if method.startswith("lookback") or schedules[method][0] == 2048:
         return {}
-    return {f"triton {op} (default: {method}, BLOCK_SIZE={schedules[method][0]})": fn}
+    return {f"triton {op} (default: {method}, BLOCK_SIZE={schedules[method][0]}{more})": fn}
 
 
 def _scans() -> list[Row]:
@@ -191,9 +193,13 @@ def _scans() -> list[Row]:
         {
             "triton compact (lookback)": lambda: compact(x, keep, method="lookback"),
             "triton compact (lookback-local)": lambda: compact(x, keep, method="lookback-local"),
-            "triton compact (reduce-then-scan)": lambda: compact(x, keep, BLOCK_SIZE=2048, method="reduce-then-scan"),
+            "triton compact (reduce-then-scan)": lambda: compact(
+                x, keep, BLOCK_SIZE=2048, method="reduce-then-scan", CHUNKS=1
+            ),  # fmt: skip
         }
-        | _default_row("compact", COMPACT_METHOD, COMPACT_SCHEDULES, lambda: compact(x, keep)),
+        | _default_row(
+            "compact", COMPACT_METHOD, COMPACT_SCHEDULES, lambda: compact(x, keep), f", CHUNKS={COMPACT_CHUNKS}"
+        ),  # fmt: skip
         ("x[keep]", lambda: x[keep]),
         lesson="10",
         op="compaction (half kept)",
@@ -202,12 +208,18 @@ def _scans() -> list[Row]:
         bytes=compact_bytes(n, kept, 4),
     )
     out = torch.empty_like(x)  # the count stays on the GPU: what the kernels move, without the host's wait
+    block = COMPACT_SCHEDULES["reduce-then-scan"][0]
     rows += paired(
         {
-            f"triton compact_on_device ({method}, BLOCK_SIZE={COMPACT_SCHEDULES[method][0]})": (
-                lambda method=method: compact_on_device(x, keep, out=out, method=method)
+            f"triton compact_on_device (reduce-then-scan, BLOCK_SIZE={block}, CHUNKS={chunks})": (
+                lambda chunks=chunks: compact_on_device(x, keep, out=out, method="reduce-then-scan", CHUNKS=chunks)
             )
-            for method in ("reduce-then-scan", "lookback-local")
+            for chunks in sorted({1, COMPACT_CHUNKS}, reverse=True)  # a segment of blocks a program, or one block
+        }
+        | {
+            f"triton compact_on_device (lookback-local, BLOCK_SIZE={COMPACT_SCHEDULES['lookback-local'][0]})": (
+                lambda: compact_on_device(x, keep, out=out, method="lookback-local")
+            )
         },
         ("x[nonzero_static(keep)]", lambda: x[torch.nonzero_static(keep, size=n, fill_value=0).squeeze(1)]),
         lesson="10",

@@ -1216,6 +1216,10 @@ SCAN_METHOD = "lookback"  # H100: 93 % of copy at (4096, 4); reduce-then-scan 67
 COMPACT_METHOD = "reduce-then-scan"
 SCAN_SCHEDULES = {"reduce-then-scan": (2048, 8), "lookback": (4096, 4)}  # look-back: 32 elements a thread
 COMPACT_SCHEDULES = {"reduce-then-scan": (1024, 4), "lookback": (4096, 4), "lookback-local": (2048, 4)}
+# reduce-then-scan: blocks of BLOCK_SIZE a program walks (its segment; 1: a program a block). H200, 2**28 fp32
+# (bench/sweeps/l10z.py, results/h200-2026-11-28-s19/sweeps/l10z.txt): 8 blocks of 1024 at 4 warps 0.587 ms, 75 %
+# of copy at half kept (62 % at a tenth), against 0.766 ms, 58 % (46 %) with one block a program
+COMPACT_CHUNKS = 8
 # compaction's value loads: "dense-early" loads every value of the block (16-byte loads) before the look-back, so
 # that their trip to memory overlaps the wait for the blocks before; "masked-early" only the kept ones (fewer bytes
 # where few are kept: a 32-byte sector holds 8 fp32), before it too; "masked-late" the kept ones, after it.
@@ -1388,32 +1392,41 @@ def check_cumsum(fn, *, quiet=False):
 
 
 @triton.jit
-def count_kernel(keep_ptr, counts_ptr, n, BLOCK_SIZE: tl.constexpr):
-    """counts[b] = how many flags of block b are set."""
+def count_kernel(keep_ptr, counts_ptr, n, BLOCK_SIZE: tl.constexpr, CHUNKS: tl.constexpr = 1):
+    """counts[p] = how many flags of segment p are set: CHUNKS blocks of BLOCK_SIZE flags, one after another."""
     pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    keep = tl.load(keep_ptr + offs, mask=offs < n, other=0).to(tl.int32)
-    tl.store(counts_ptr + pid, tl.sum(keep, axis=0))
+    first = pid.to(tl.int64) * (BLOCK_SIZE * CHUNKS)
+    total = tl.zeros((BLOCK_SIZE,), tl.int32)
+    for c in range(CHUNKS):
+        offs = first + c * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        total += tl.load(keep_ptr + offs, mask=offs < n, other=0).to(tl.int32)
+    tl.store(counts_ptr + pid, tl.sum(total, axis=0))
 
 
 @triton.jit
 def compact_kernel(values_ptr, keep_ptr, block_cumsum_ptr, out_ptr, n, n_out, BLOCK_SIZE: tl.constexpr,
-                   DENSE: tl.constexpr = False):  # fmt: skip
-    """Each kept element goes to out[its rank among the kept]: the kept in earlier blocks (block_cumsum[pid - 1])
-    plus the kept before it in this block (an exclusive scan of the flags). A destination outside out (n_out
-    elements: only a wrong scan makes one) is not written. DENSE: load every value of the block (4 to a 16-byte
-    load), not only the kept ones (4 masked 4-byte loads)."""
+                   DENSE: tl.constexpr = False, CHUNKS: tl.constexpr = 1):  # fmt: skip
+    """Each kept element goes to out[its rank among the kept]: the kept in earlier segments (block_cumsum[pid - 1])
+    plus the kept before it in its own. Program pid walks its segment, CHUNKS blocks of BLOCK_SIZE, block by block:
+    an exclusive scan of the block's flags, plus a running count of the kept in the segment's earlier blocks. A
+    destination outside out (n_out elements: only a wrong scan makes one) is not written. DENSE: load every value
+    of the block (4 to a 16-byte load), not only the kept ones (4 masked 4-byte loads)."""
     pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    keep = tl.load(keep_ptr + offs, mask=offs < n, other=0).to(tl.int32)
-    if DENSE:
-        v = tl.load(values_ptr + offs, mask=offs < n)
-    before = tl.load(block_cumsum_ptr + pid - 1, mask=pid > 0, other=0)
-    dest = before + tl.cumsum(keep, axis=0) - keep
-    kept = (keep != 0) & (dest >= 0) & (dest < n_out)
-    if not DENSE:
-        v = tl.load(values_ptr + offs, mask=kept)
-    tl.store(out_ptr + dest, v, mask=kept)
+    first = pid.to(tl.int64) * (BLOCK_SIZE * CHUNKS)
+    # at least 0 (once a program, not a compare an element): a wrong scan's negative prefix would write before out
+    before = tl.maximum(tl.load(block_cumsum_ptr + pid - 1, mask=pid > 0, other=0).to(tl.int64), 0)
+    # num_stages=1: no software pipelining of the loop's loads (on an H200 it made the scatter slower; l10z.py)
+    for c in tl.range(0, CHUNKS, num_stages=1):
+        offs = first + c * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        keep = tl.load(keep_ptr + offs, mask=offs < n, other=0).to(tl.int32)
+        if DENSE:
+            v = tl.load(values_ptr + offs, mask=offs < n)
+        dest = before + (tl.cumsum(keep, axis=0) - keep)  # the exclusive scan in 32 bits, then one 64-bit add
+        kept = (keep != 0) & (dest < n_out)
+        if not DENSE:
+            v = tl.load(values_ptr + offs, mask=kept)
+        tl.store(out_ptr + dest, v, mask=kept)
+        before += tl.sum(keep, axis=0)
 
 
 @triton.jit
@@ -1517,7 +1530,7 @@ from utils import launch  # a launch made once, repeated without Triton's per-ca
 PREPARED = launch.Table()  # compact_signature -> CompactPlan
 
 
-def compact_signature(values, keep, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
+def compact_signature(values, keep, out=None, BLOCK_SIZE=None, method=None, num_warps=None, CHUNKS=None):
     """Everything that decides a compaction's checks and launches for these arguments but the tensors'
     addresses (utils.launch.signature): each tensor's shape, strides, dtype, device and 16-byte alignment, the
     arguments as given, and every setting the path reads. None for arguments a signature cannot describe (the
@@ -1526,8 +1539,8 @@ def compact_signature(values, keep, out=None, BLOCK_SIZE=None, method=None, num_
     if not isinstance(values, torch.Tensor) or not isinstance(keep, torch.Tensor):
         return None
     tables = (COMPACT_SCHEDULES, COMPACT_LOCAL, COMPACT_LOAD_MODES)  # read at every call, edited in place too
-    settings = (COMPACT_METHOD, COMPACT_LOADS, LOOKBACK, LOOKBACK_TICKET, LOOKBACK_SEM)
-    return launch.signature(values, keep, out, BLOCK_SIZE, method, num_warps, *settings,
+    settings = (COMPACT_METHOD, COMPACT_CHUNKS, COMPACT_LOADS, LOOKBACK, LOOKBACK_TICKET, LOOKBACK_SEM)
+    return launch.signature(values, keep, out, BLOCK_SIZE, method, num_warps, CHUNKS, *settings,
                             *(tuple(t.items()) for t in tables))  # fmt: skip
 
 
@@ -1535,8 +1548,9 @@ class CompactPlan:
     """A compaction's launches for one compact_signature, ready to repeat: the schedule its first call resolved
     and, in order, each launch it made as (kernel, utils.launch.Prepared)."""
 
-    def __init__(self, method, BLOCK_SIZE, num_warps, launches):
-        self.method, self.BLOCK_SIZE, self.num_warps, self.launches = method, BLOCK_SIZE, num_warps, launches
+    def __init__(self, method, BLOCK_SIZE, num_warps, CHUNKS, launches):
+        self.method, self.BLOCK_SIZE, self.num_warps, self.CHUNKS = method, BLOCK_SIZE, num_warps, CHUNKS
+        self.launches = launches
 
     def __call__(self, values, keep, out):
         """_compact_launch(values, keep, out) as the first call made it, each launch through its Prepared. A
@@ -1549,33 +1563,36 @@ class CompactPlan:
             if kept is not kernel or not prepared(*(a for a in args if isinstance(a, torch.Tensor))):
                 kernel[grid](*args, **meta)
 
-        return _compact_launch(values, keep, out, self.method, self.BLOCK_SIZE, self.num_warps, run)
+        return _compact_launch(values, keep, out, self.method, self.BLOCK_SIZE, self.num_warps, self.CHUNKS, run)
 
     def __repr__(self):
         names = ", ".join(kernel.__name__ for kernel, _ in self.launches)
-        return f"CompactPlan({self.method!r}, BLOCK_SIZE={self.BLOCK_SIZE}, num_warps={self.num_warps}: {names})"
+        return (f"CompactPlan({self.method!r}, BLOCK_SIZE={self.BLOCK_SIZE}, num_warps={self.num_warps}, "
+                f"CHUNKS={self.CHUNKS}: {names})")  # fmt: skip
 
 
-def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
+def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None, CHUNKS=None):
     """values[keep] for 1-D tensors (stream compaction), order kept. method "reduce-then-scan": count the flags
-    per block, scan the counts (cumsum), scatter; "lookback": one pass (compact_lookback_kernel, under 2**31
+    per segment (CHUNKS blocks of BLOCK_SIZE; default COMPACT_CHUNKS), scan the counts (cumsum), scatter, each
+    program walking its segment block by block; "lookback": one pass (compact_lookback_kernel, under 2**31
     elements); "lookback-local": the same pass with 32-bit offsets inside each block
     (compact_lookback_local_kernel, as COMPACT_LOCAL says). No out=: the result's length is known only once the
     flags are counted. Either way the host waits for the GPU once, after the scatter: the result is the first
     values of a buffer as long as values (a view). compact_on_device is the same without that wait.
     BLOCK_SIZE, method and num_warps default to COMPACT_METHOD and COMPACT_SCHEDULES. A repeated call launches
     as PREPARED says (see compact_signature)."""
-    signature = compact_signature(values, keep, None, BLOCK_SIZE, method, num_warps)
+    signature = compact_signature(values, keep, None, BLOCK_SIZE, method, num_warps, CHUNKS)
     plan = PREPARED.get(signature)
     if plan is None:
-        method, BLOCK_SIZE, num_warps = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps)
+        method, BLOCK_SIZE, num_warps, CHUNKS = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps, CHUNKS)
         if values.numel() == 0:
             return values.new_empty(0)
     out = torch.empty_like(values)
     if plan is not None:
         n_kept, scan = plan(values, keep, out)
     else:
-        n_kept, scan = _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps)
+        n_kept, scan = _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps,
+                                                    CHUNKS)  # fmt: skip
     if scan is None:
         return out[: int(n_kept)]  # the one sync: the last block's inclusive count
     # the one sync: the result's length, and a cheap look at the scan (n / BLOCK_SIZE numbers) that the scatter
@@ -1588,14 +1605,14 @@ def compact(values, keep, *, BLOCK_SIZE=None, method=None, num_warps=None):
     return out[:total]
 
 
-def compact_on_device(values, keep, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
+def compact_on_device(values, keep, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None, CHUNKS=None):
     """values[keep] without waiting for the GPU: returns (out, n_kept). out (values' shape and dtype, given or
     new) holds the kept values first, in order, and after them whatever it held before; n_kept is a one-element
     int64 tensor on the GPU. For pipelines whose next step runs on the GPU and reads n_kept there (CUB's
     DeviceSelect leaves its count the same way): the host never waits, so the launches of the next steps queue
     behind this one. compact() is this and one wait for the length. Arguments as compact's; a repeated call
     launches as PREPARED says."""
-    signature = compact_signature(values, keep, out, BLOCK_SIZE, method, num_warps)
+    signature = compact_signature(values, keep, out, BLOCK_SIZE, method, num_warps, CHUNKS)
     plan = PREPARED.get(signature)
     if plan is not None and not launch.disjoint([out], [values, keep]):
         plan = None  # the one check a signature cannot settle: the full path refuses this out
@@ -1603,16 +1620,17 @@ def compact_on_device(values, keep, *, out=None, BLOCK_SIZE=None, method=None, n
         out = torch.empty_like(values) if out is None else out
         n_kept, scan = plan(values, keep, out)
     else:
-        method, BLOCK_SIZE, num_warps = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps)
+        method, BLOCK_SIZE, num_warps, CHUNKS = _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps, CHUNKS)
         out = utils.require_out(out, shape=tuple(values.shape), dtype=values.dtype, device=values.device,
                                 inputs={"values": values, "keep": keep})  # fmt: skip
         if values.numel() == 0:
             return out, torch.zeros(1, dtype=torch.int64, device=values.device)
-        n_kept, scan = _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps)
+        n_kept, scan = _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps,
+                                                    CHUNKS)  # fmt: skip
     return out, n_kept if scan is None else n_kept.long()
 
 
-def _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps):
+def _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps, CHUNKS=None):
     utils.require(values, "values", dtype=COLUMN_DTYPES, ndim=1)
     utils.require(keep, "keep", dtype=torch.bool, ndim=1)
     utils.require_same_shape(values, keep, ("values", "keep"))
@@ -1621,44 +1639,49 @@ def _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps):
     method, BLOCK_SIZE, num_warps = _scan_schedule(COMPACT_SCHEDULES, method, BLOCK_SIZE, num_warps)
     if method.startswith("lookback") and values.numel() >= 2**31:
         raise ValueError(f"method {method!r} counts in 32 bits: use 'reduce-then-scan' for 2**31 elements or more.")
-    return method, BLOCK_SIZE, num_warps
+    if CHUNKS is not None and method != "reduce-then-scan":
+        raise ValueError(f"CHUNKS is reduce-then-scan's (blocks a program walks); method {method!r} takes none.")
+    CHUNKS = COMPACT_CHUNKS if CHUNKS is None else CHUNKS
+    if isinstance(CHUNKS, bool) or not isinstance(CHUNKS, int) or not 1 <= CHUNKS <= 1024:
+        raise ValueError(f"CHUNKS must be an int from 1 to 1024 (blocks a program walks), got {CHUNKS!r}.")
+    return method, BLOCK_SIZE, num_warps, CHUNKS
 
 
-def _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, run=_launch):
+def _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, CHUNKS=1, run=_launch):
     """The compaction's launches into out (as long as values, n > 0), no wait: (n_kept, scan). n_kept is a
     one-element tensor on the GPU; scan is None for the look-back methods, (counts, block_cumsum) for
-    reduce-then-scan, whose n_kept is block_cumsum's last number (int32 under 2**31 elements). run makes each
-    launch (_launch, or a CompactPlan's Prepared ones)."""
+    reduce-then-scan, one number a segment of CHUNKS blocks, whose n_kept is block_cumsum's last number (int32
+    under 2**31 elements). run makes each launch (_launch, or a CompactPlan's Prepared ones)."""
     if method.startswith("lookback"):
         return _compact_lookback(values, keep, out, method, BLOCK_SIZE, num_warps, run), None
     n = values.numel()
-    n_blocks = triton.cdiv(n, BLOCK_SIZE)
+    n_blocks = triton.cdiv(n, BLOCK_SIZE * CHUNKS)  # segments: a program each
     counts = torch.empty(n_blocks, dtype=torch.int64 if n >= 2**31 else torch.int32, device=values.device)
-    run(count_kernel, (n_blocks,), keep, counts, n, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+    run(count_kernel, (n_blocks,), keep, counts, n, BLOCK_SIZE=BLOCK_SIZE, CHUNKS=CHUNKS, num_warps=num_warps)
     # cumsum(counts, BLOCK_SIZE=BLOCK_SIZE, method="reduce-then-scan")'s launches, without its checks
     block_cumsum = _reduce_then_scan(counts, torch.empty_like(counts), BLOCK_SIZE, _warps_for(BLOCK_SIZE), run)
     # the scatter goes right behind the scan, into room for every value (no wait for the length: the GPU would
     # idle while the host launches it); it writes nothing outside out, whatever the scan says
     run(compact_kernel, (n_blocks,), values, keep, block_cumsum, out, n, n, BLOCK_SIZE=BLOCK_SIZE,
-        DENSE=COMPACT_LOADS == "dense-early", num_warps=num_warps)  # fmt: skip
+        DENSE=COMPACT_LOADS == "dense-early", CHUNKS=CHUNKS, num_warps=num_warps)  # fmt: skip
     return block_cumsum[-1:], (counts, block_cumsum)
 
 
-def _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps):
+def _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps, CHUNKS=1):
     """_compact_launch in full, each launch also made ready to repeat (utils.launch.prepare) and the whole kept
     under signature in PREPARED when every one of them could be. Without a signature, and under the interpreter
     (nothing compiled to prepare), _compact_launch alone."""
     if signature is None or utils.mode.current().interpret:
-        return _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps)
+        return _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, CHUNKS)
     launches = []
 
     def run(kernel, grid, *args, **meta):
         kernel[grid](*args, **meta)
         launches.append((kernel, launch.prepare(kernel, grid, *args, **meta)))  # compiled by now: a look-up
 
-    result = _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, run)
+    result = _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, CHUNKS, run)
     if launches and all(prepared is not None for _, prepared in launches):
-        PREPARED.keep(signature, CompactPlan, method, BLOCK_SIZE, num_warps, launches)
+        PREPARED.keep(signature, CompactPlan, method, BLOCK_SIZE, num_warps, CHUNKS, launches)
     return result
 
 

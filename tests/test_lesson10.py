@@ -262,6 +262,65 @@ def test_compaction_loads_every_value_or_only_the_kept_exactly():
                     assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (loads, method, n)
 
 
+def test_reduce_then_scan_compaction_is_exact_at_every_segment_length():
+    """reduce-then-scan with each program walking CHUNKS blocks (its segment) gives values[keep] bit for bit, NaN
+    included, and writes nothing past the kept values: one block a segment and several, segments cut short by the
+    end, one element past a segment's end, none and all kept; the default CHUNKS is COMPACT_CHUNKS."""
+    marker = -12345.0
+    for chunks in (1, 2, 3, 8):
+        seg = 16 * chunks
+        for n in sorted({1, 15, seg - 1, seg, seg + 1, 3 * seg + 5, 203}):
+            values = torch.randn(n, device=DEV)
+            values[::6] = float("nan")
+            for keep in (torch.rand(n, device=DEV) < 0.4, torch.ones(n, dtype=torch.bool, device=DEV),
+                         torch.zeros(n, dtype=torch.bool, device=DEV)):  # fmt: skip
+                got = L.compact(values, keep, BLOCK_SIZE=16, method="reduce-then-scan", CHUNKS=chunks)
+                assert torch.equal(got.view(torch.int32), values[keep].view(torch.int32)), (chunks, n)
+                out = torch.full_like(values, marker)
+                _, n_kept = L.compact_on_device(values, keep, out=out, BLOCK_SIZE=16, CHUNKS=chunks)
+                k = int(keep.sum())
+                assert int(n_kept) == k and torch.equal(out[:k].view(torch.int32), values[keep].view(torch.int32))
+                assert bool((out[k:] == marker).all()), f"CHUNKS={chunks} wrote past the kept values at n={n}"
+    assert isinstance(L.COMPACT_CHUNKS, int) and L.COMPACT_CHUNKS >= 1
+
+
+@triton.jit
+def _compact_no_running_count_kernel(values_ptr, keep_ptr, block_cumsum_ptr, out_ptr, n, n_out,
+                                     BLOCK_SIZE: tl.constexpr, DENSE: tl.constexpr = False,
+                                     CHUNKS: tl.constexpr = 1):  # fmt: skip
+    """A planted mistake: each block of a segment starts from the segment's prefix, forgetting the kept of the
+    segment's earlier blocks (right only when a segment is one block)."""
+    pid = tl.program_id(0)
+    first = pid.to(tl.int64) * (BLOCK_SIZE * CHUNKS)
+    before = tl.load(block_cumsum_ptr + pid - 1, mask=pid > 0, other=0)
+    for c in range(CHUNKS):
+        offs = first + c * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        keep = tl.load(keep_ptr + offs, mask=offs < n, other=0).to(tl.int32)
+        v = tl.load(values_ptr + offs, mask=offs < n)
+        dest = before + tl.cumsum(keep, axis=0) - keep
+        tl.store(out_ptr + dest, v, mask=(keep != 0) & (dest >= 0) & (dest < n_out))
+
+
+def test_the_compaction_check_catches_a_segment_that_forgets_its_earlier_blocks(monkeypatch):
+    monkeypatch.setattr(L, "compact_kernel", _compact_no_running_count_kernel)
+    monkeypatch.setattr(L, "COMPACT_CHUNKS", 4)
+    with pytest.raises(AssertionError, match="compact, n="):
+        L.check_compact(L.compact, quiet=True)
+    monkeypatch.setattr(L, "COMPACT_CHUNKS", 1)  # one block a segment: nothing to forget, the same kernel passes
+    values = torch.randn(100, device=DEV)
+    assert torch.equal(L.compact(values, values > 0, BLOCK_SIZE=16), values[values > 0])
+
+
+def test_compaction_refuses_a_bad_chunks_before_launching():
+    values = torch.randn(100, device=DEV)
+    keep = values > 0
+    for chunks, words in ((0, "from 1 to 1024"), (2.0, "int"), (True, "int"), (4096, "from 1 to 1024")):
+        with pytest.raises(ValueError, match=words):
+            L.compact(values, keep, CHUNKS=chunks)
+    with pytest.raises(ValueError, match="takes none"):
+        L.compact_on_device(values, keep, method="lookback", CHUNKS=2)
+
+
 def test_the_local_lookback_compaction_is_exact_in_every_variant():
     """compact_lookback_local_kernel (method "lookback-local") in every COMPACT_LOCAL variant (1 or 4 elements a
     thread, each load mode, ticket or program-id order, a register cap; the L2 prefetch, which only a compiled
@@ -868,16 +927,17 @@ def test_scan_mistakes_get_their_hint(kernel, words, monkeypatch):
 
 def test_compaction_refuses_to_scatter_with_a_wrong_scan(monkeypatch):
     monkeypatch.setattr(L, "cumsum_kernel", _cumsum_no_prefix_kernel)
-    keep = torch.ones(1000, dtype=torch.bool, device=DEV)  # 63 blocks: their counts take a scan of 4 blocks
+    keep = torch.ones(8000, dtype=torch.bool, device=DEV)  # 63 segments of 8 x 16: their counts take 4 blocks
     with pytest.raises(AssertionError, match="wrong prefix sum"):
-        L.compact(torch.randn(1000, device=DEV), keep, BLOCK_SIZE=16, method="reduce-then-scan")
+        L.compact(torch.randn(8000, device=DEV), keep, BLOCK_SIZE=16, method="reduce-then-scan", CHUNKS=8)
 
 
 # -- a repeated compaction: its launches kept per signature and repeated (lesson 05's host's share) ---------------
 
 
-#: the kernels a compaction of 16 * 16 * 3 + 5 elements launches at BLOCK_SIZE 16 (the counts' scan on a GPU at
-#: 10**7 + 3 elements and COMPACT_SCHEDULES' 1024 too): two levels of block sums under the scan of the counts
+#: the kernels a compaction of 16 * 16 * 3 * 8 + 5 elements launches at BLOCK_SIZE 16 and 8 blocks a segment
+#: (COMPACT_CHUNKS; the counts' scan on a GPU at 10**7 + 3 elements and COMPACT_SCHEDULES' 1024 too): two levels
+#: of block sums under the scan of the counts
 PLAN_KERNELS = {
     "reduce-then-scan": ["count_kernel", "block_sum_kernel", "cumsum_kernel", "cumsum_kernel", "compact_kernel"],
     "lookback": ["compact_lookback_kernel"],
@@ -916,10 +976,11 @@ def test_compact_signature_tells_apart_every_call_that_takes_another_path(monkey
         "a method": sig(values, keep, method="lookback"),
         "a BLOCK_SIZE": sig(values, keep, BLOCK_SIZE=16),
         "num_warps": sig(values, keep, num_warps=2),
+        "CHUNKS": sig(values, keep, CHUNKS=2),
     }
     for what, other in others.items():
         assert other is not None and other != base, f"{what} must change the compaction's signature"
-    changed = {"COMPACT_METHOD": "lookback", "COMPACT_LOADS": "masked-late", "LOOKBACK": 16,
+    changed = {"COMPACT_METHOD": "lookback", "COMPACT_CHUNKS": 3, "COMPACT_LOADS": "masked-late", "LOOKBACK": 16,
                "LOOKBACK_TICKET": False, "LOOKBACK_SEM": "acq_rel"}  # fmt: skip
     for name, value in changed.items():
         with monkeypatch.context() as m:
@@ -955,7 +1016,8 @@ def test_a_repeated_compaction_launches_its_plan(monkeypatch, method):
     gets a plan of its own and the right values. Under the interpreter nothing is compiled: the table stays empty
     and every call takes the full path, which must give the same."""
     monkeypatch.setattr(L, "PREPARED", launch.Table())
-    n = ENV.pick(cpu=16 * 16 * 3 + 5, gpu=10**7 + 3)
+    monkeypatch.setattr(L, "COMPACT_CHUNKS", 8)
+    n = ENV.pick(cpu=16 * 16 * 3 * 8 + 5, gpu=10**7 + 3)
     kw = dict(BLOCK_SIZE=ENV.pick(cpu=16, gpu=None), method=method)  # None: as COMPACT_SCHEDULES says
     values = torch.randn(n, device=DEV)
     values[::7] = float("nan")
@@ -1038,6 +1100,7 @@ def test_a_plan_repeats_the_first_calls_launches_with_each_calls_tensors(monkeyp
     gives the full path's values bit for bit, into an out as well (nothing written past the kept); an out that
     overlaps values, of the signature of a plan, is still refused."""
     _plans_everywhere(monkeypatch)
+    monkeypatch.setattr(L, "COMPACT_CHUNKS", 1)  # one block a segment: PLAN_KERNELS' launches at a third of the size
     n, marker, kw = 16 * 16 * 3 + 5, -12345.0, dict(BLOCK_SIZE=16, method=method)
     values = torch.randn(n, device=DEV)
     values[::5] = float("nan")
@@ -1071,12 +1134,12 @@ def test_a_plan_launches_a_kernel_replaced_since_its_first_call_the_usual_way(mo
     """A plan keeps each launch with its kernel: one replaced since (a planted scan here; a learner's cell run
     again) is launched Triton's way, the others as planned, and compact still catches the wrong scan."""
     _plans_everywhere(monkeypatch)
-    values, keep = torch.randn(1000, device=DEV), torch.ones(1000, dtype=torch.bool, device=DEV)
-    L.compact(values, keep, BLOCK_SIZE=16, method="reduce-then-scan")
+    values, keep = torch.randn(8000, device=DEV), torch.ones(8000, dtype=torch.bool, device=DEV)
+    L.compact(values, keep, BLOCK_SIZE=16, method="reduce-then-scan", CHUNKS=8)  # 63 segments: 4 blocks of counts
     (plan,) = L.PREPARED.values()
     monkeypatch.setattr(L, "cumsum_kernel", _cumsum_no_prefix_kernel)
     with pytest.raises(AssertionError, match="wrong prefix sum"):
-        L.compact(values, keep, BLOCK_SIZE=16, method="reduce-then-scan")
+        L.compact(values, keep, BLOCK_SIZE=16, method="reduce-then-scan", CHUNKS=8)
     calls = [(kernel.__name__, prepared.calls) for kernel, prepared in plan.launches]
     assert calls == [("count_kernel", 1), ("block_sum_kernel", 1), ("cumsum_kernel", 0), ("cumsum_kernel", 0),
                      ("compact_kernel", 1)], calls  # fmt: skip
