@@ -195,11 +195,11 @@ def _scans() -> list[Row]:
             "triton compact (lookback-local)": lambda: compact(x, keep, method="lookback-local"),
             "triton compact (reduce-then-scan)": lambda: compact(
                 x, keep, BLOCK_SIZE=2048, method="reduce-then-scan", CHUNKS=1
-            ),  # fmt: skip
+            ),
         }
         | _default_row(
             "compact", COMPACT_METHOD, COMPACT_SCHEDULES, lambda: compact(x, keep), f", CHUNKS={COMPACT_CHUNKS}"
-        ),  # fmt: skip
+        ),
         ("x[keep]", lambda: x[keep]),
         lesson="10",
         op="compaction (half kept)",

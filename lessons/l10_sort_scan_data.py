@@ -1647,7 +1647,7 @@ def _compact_inputs(values, keep, BLOCK_SIZE, method, num_warps, CHUNKS=None):
     return method, BLOCK_SIZE, num_warps, CHUNKS
 
 
-def _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, CHUNKS=1, run=_launch):
+def _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, CHUNKS, run=_launch):
     """The compaction's launches into out (as long as values, n > 0), no wait: (n_kept, scan). n_kept is a
     one-element tensor on the GPU; scan is None for the look-back methods, (counts, block_cumsum) for
     reduce-then-scan, one number a segment of CHUNKS blocks, whose n_kept is block_cumsum's last number (int32
@@ -1667,7 +1667,7 @@ def _compact_launch(values, keep, out, method, BLOCK_SIZE, num_warps, CHUNKS=1, 
     return block_cumsum[-1:], (counts, block_cumsum)
 
 
-def _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps, CHUNKS=1):
+def _compact_launch_and_remember(signature, values, keep, out, method, BLOCK_SIZE, num_warps, CHUNKS):
     """_compact_launch in full, each launch also made ready to repeat (utils.launch.prepare) and the whole kept
     under signature in PREPARED when every one of them could be. Without a signature, and under the interpreter
     (nothing compiled to prepare), _compact_launch alone."""
