@@ -2028,9 +2028,12 @@ def partials_add_rows(acc_s, acc_rc, r_acc, c_acc, n_bad, slots, offs, x, key, v
     if FMA == 2:
         # key = 4 * group + lane: sums[k] += (v if the row's group is k's, else 0) * (1 if its lane is k's, else 0).
         # Written per key, but the compiler keeps one compare per distinct (value, constant) pair: 4 group and 4
-        # lane compares a row instead of KEYS, and as few selects; the multiply-adds stay KEYS, the same bits
-        in_group = tl.where((code >> 2) == (slots >> 2)[None, :], v, 0.0)
-        acc_s += in_group * ((code & 3) == (slots & 3)[None, :]).to(tl.float64)
+        # lane compares a row instead of KEYS, and as few selects; the multiply-adds stay KEYS, the same bits.
+        # A NaN row's code is -1 here, so the group's select that zeroes the other groups zeroes NaN too: the
+        # value needs no select of its own (v, code and hit go unused: the compiler drops them)
+        num_code = tl.where(is_num, key, -1)
+        in_group = tl.where((num_code >> 2) == (slots >> 2)[None, :], value, 0.0)
+        acc_s += in_group * ((num_code & 3) == (slots & 3)[None, :]).to(tl.float64)
     elif FMA:
         # sums[k] += (key == k) * v: one fused multiply-add a key (the 0/1 factor costs half a select), where a
         # select of the fp64 v costs two. An infinite v makes 0 * inf = NaN in the other keys: see the kernel
