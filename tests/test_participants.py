@@ -5,6 +5,7 @@
 - every other cell must run cleanly, so a learner who skips an exercise can still read and run the rest.
 """
 
+import asyncio
 import queue
 import sys
 import time
@@ -139,8 +140,6 @@ class MissesWakeUps:
         self.waiting = []
 
     async def get_msg(self, timeout=None):
-        import asyncio
-
         if self.waiting:
             return self.waiting.pop(0)
         await asyncio.sleep(timeout)
@@ -148,8 +147,6 @@ class MissesWakeUps:
 
 
 def test_a_wait_in_slices_sees_a_message_its_first_poll_missed(monkeypatch):
-    import asyncio
-
     monkeypatch.setattr(sys.modules[__name__], "POLL_SLICE", 0.05)
 
     async def receive(channel, timeout, arrives_after=None):
