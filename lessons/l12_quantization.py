@@ -1206,110 +1206,14 @@ def _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7):
     return t
 
 
-# The denormal dots (DENORMAL = True in the stream kernels). _pick spends two instructions a code on making it a
-# float: an AND-OR that gives it the exponent of 2**23, and a subtraction of 2**23. Without the exponent bits the
-# code is still a float: q 2**POS, masked where it sits, read as fp32 is the denormal q 2**POS 2**-149, which the
-# GPU's FMA multiplies at full speed (Triton does not flush denormals). So one AND and one FMA a code, if x comes
-# in times 2**(DENORMAL_EXP - POS): every product is then q x 2**(DENORMAL_EXP - 149), exactly (powers of two), the
-# same bits as _pick's products times a power of two, and the sums come out times that power.
-# The window: x's slices overflow for |x| >= 2**(128 - DENORMAL_EXP); products below 2**-126 (|q x| < 2**(23 -
-# DENORMAL_EXP)) lose bits. A program whose sums are not finite, or whose x is that small everywhere, sums its rows
-# again the exact way (_stream_exact_sums): same result, slower, only there.
-DENORMAL_EXP = tl.constexpr(64)  # x up to 2**64 (1.8e19), full precision for |q x| >= 2**-41 (4.5e-13)
-DENORMAL_DOWN = tl.constexpr(2.0**-85)  # 2**(DENORMAL_EXP - 149): what the sums come out times
-DENORMAL_BACK = tl.constexpr(2.0**85)  # and back
-DENORMAL_TINY = tl.constexpr(2.0**-30)  # every word's Σ x smaller than this: sum again the exact way
-
-
 @triton.jit
-def _denormal_dots(word, x0, x1, x2, x3, x4, x5, x6, x7):
-    """Σ q x 2**(DENORMAL_EXP - 149) over each word's 8 codes, word by word: (BLOCK_N, GROUPS, WORDS) fp32. Codes
-    0-4 masked where they sit (bits 0-19), codes 5-7 after one shift by 20 (bits 0-11): one AND and one FMA a code;
-    x0 .. x7 from _x_by_code_denormal."""
-    hi = word >> 20  # codes 5, 6, 7 at bits 0, 4, 8 (the sign's copies above bit 11 are masked off)
-    t = (word & 0xF).to(tl.float32, bitcast=True) * x0[None]
-    t += (word & 0xF0).to(tl.float32, bitcast=True) * x1[None]
-    t += (word & 0xF00).to(tl.float32, bitcast=True) * x2[None]
-    t += (word & 0xF000).to(tl.float32, bitcast=True) * x3[None]
-    t += (word & 0xF0000).to(tl.float32, bitcast=True) * x4[None]
-    t += (hi & 0xF).to(tl.float32, bitcast=True) * x5[None]
-    t += (hi & 0xF0).to(tl.float32, bitcast=True) * x6[None]
-    t += (hi & 0xF00).to(tl.float32, bitcast=True) * x7[None]
-    return t
-
-
-@triton.jit
-def _x_by_code_denormal(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr):
-    """_x_by_code's eight slices for _denormal_dots (each times 2**(DENORMAL_EXP - POS), POS the place of its code
-    in the word or, for codes 5-7, in word >> 20), and Σ x a word times 2**(DENORMAL_EXP - 149), as the dots are."""
-    xe, xo = tl.split(tl.reshape(xk, (GROUPS, WORDS, 4, 2)))  # k = 8 j + 2 t (+ 1)
-    x0, x2 = tl.split(tl.reshape(xe, (GROUPS, WORDS, 2, 2)))
-    x1, x3 = tl.split(tl.reshape(xo, (GROUPS, WORDS, 2, 2)))
-    x0, x4 = tl.split(x0)
-    x2, x6 = tl.split(x2)
-    x1, x5 = tl.split(x1)
-    x3, x7 = tl.split(x3)
-    x_sum = (((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7))) * DENORMAL_DOWN
-    # 2**(DENORMAL_EXP - POS): POS 0, 4, 8, 12, 16 for codes 0-4, 0, 4, 8 for codes 5-7 (in word >> 20)
-    return (x0 * 18446744073709551616.0, x1 * 1152921504606846976.0, x2 * 72057594037927936.0,
-            x3 * 4503599627370496.0, x4 * 281474976710656.0, x5 * 18446744073709551616.0,
-            x6 * 1152921504606846976.0, x7 * 72057594037927936.0, x_sum)  # fmt: skip
-
-
-@triton.jit
-def _x_slices(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr, DENORMAL: tl.constexpr):
-    """x's slices and Σ x a word, for _stream_word_sums with the same DENORMAL."""
-    if DENORMAL:
-        return _x_by_code_denormal(xk, GROUPS, WORDS)
-    return _x_by_code_and_sum(xk, GROUPS, WORDS)
-
-
-@triton.jit
-def _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DENORMAL: tl.constexpr = False):
+def _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero):
     """Σ (q - z) x s over each word of a (BLOCK_N, GROUPS, WORDS) tile, word by word (no reduction across threads):
-    the stream GEMV's step (_stream_dots, then the zero point once a word as z Σ x, then the group's scale).
-    DENORMAL: _denormal_dots instead, the slices from _x_by_code_denormal, the sums times 2**(DENORMAL_EXP - 149)."""
-    if DENORMAL:
-        t = _denormal_dots(word, x0, x1, x2, x3, x4, x5, x6, x7)
-    else:
-        lo = (word & 0xFFFFF) | 0x4B000000  # codes 0-4 where they sit, with the exponent of 2**23
-        hi = ((word >> 12) & 0xFFF00) | 0x4B000000  # codes 5-7 shifted to bits 8-19
-        t = _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7)
+    the stream GEMV's step (_stream_dots, then the zero point once a word as z Σ x, then the group's scale)."""
+    lo = (word & 0xFFFFF) | 0x4B000000  # codes 0-4 where they sit, with the exponent of 2**23
+    hi = ((word >> 12) & 0xFFF00) | 0x4B000000  # codes 5-7 shifted to bits 8-19
+    t = _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7)
     return (t - zero.to(tl.float32)[:, :, None] * x_sum[None]) * scale.to(tl.float32)[:, :, None]
-
-
-@triton.jit
-def _stream_exact_sums(p_tile, s_tile, scale_ptr, zero_ptr, x_ptr, norm_ptr, keep, g_begin, g_end, K,
-                       GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, BLOCK_N: tl.constexpr,
-                       NORM: tl.constexpr):  # fmt: skip
-    """Σ (q - z) x s (x times norm with NORM) over groups g_begin .. g_end of the rows at p_tile / s_tile, the exact
-    way (_pick's floats), masked, nothing loaded ahead: the denormal kernels' second pass, where x left the window."""
-    WORDS: tl.constexpr = GROUP_SIZE // 8
-    offs_g = tl.arange(0, GROUPS)
-    offs_k = tl.arange(0, GROUPS * GROUP_SIZE)
-    acc = tl.zeros((BLOCK_N, GROUPS, WORDS), tl.float32)
-    for g0 in range(g_begin, g_end, GROUPS):
-        mask_g = keep[:, None] & (g0 + offs_g < g_end)[None, :]
-        word = tl.load(p_tile + g0 * WORDS, mask=mask_g[:, :, None], other=0)
-        scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0)
-        zero = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0)
-        k = g0 * GROUP_SIZE + offs_k
-        xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
-        if NORM:
-            xk = xk * tl.load(norm_ptr + k, mask=k < K, other=0.0).to(tl.float32)
-        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
-        acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
-    return tl.sum(tl.sum(acc, 2), 1)
-
-
-@triton.jit
-def _denormal_redo(y, u, keep, x_big, TWO: tl.constexpr):
-    """Whether a denormal program must sum again: a row's sum is not finite (x past the window, or NaN / inf in x:
-    the exact pass gives what the reference gives), or x_big, the largest |Σ x| of a word, is below DENORMAL_TINY."""
-    bad = keep & ~(tl.abs(y) <= 3.4028234663852886e38)
-    if TWO:
-        bad = bad | (keep & ~(tl.abs(u) <= 3.4028234663852886e38))
-    return (tl.max(bad.to(tl.int32), 0) > 0) | (x_big < DENORMAL_TINY)
 
 
 @triton.jit
@@ -1337,7 +1241,6 @@ def w4a16_stream_kernel(
     SPLIT_K,  # a runtime argument: another split needs no new compile
     HAS_RESIDUAL: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines this deep (see below)
-    DENORMAL: tl.constexpr = False,  # the codes read as denormal floats: one AND and one FMA a code (_denormal_dots)
 ):
     # A step is a (BLOCK_N, GROUPS, WORDS) tile of words. Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: when BLOCK_K = 1024 x num_warps, every thread holds the same
@@ -1362,8 +1265,6 @@ def w4a16_stream_kernel(
     p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + cols[None, :, :]  # 16-byte loads along a row
     s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
     acc = tl.zeros((BLOCK_N, GROUPS, WORDS), dtype=tl.float32)  # a sum a word: reduced once, after the loop
-    x_big = tl.zeros((GROUPS, WORDS), dtype=tl.float32)  # DENORMAL: the largest |Σ x| of a word (see after the loop)
-    begin = first
     if PIPE > 1:  # -- the steps every column of which exists, with no mask: Triton's pipeliner takes their loads
         # (a loop written tl.range(..., num_stages=...) pipelines loads that feed no tl.dot too): each travels by
         # cp.async into shared memory PIPE - 1 steps ahead, with no registers held for it
@@ -1374,9 +1275,8 @@ def w4a16_stream_kernel(
             scale = tl.load(scale_ptr + s_tile + g0)  # 1-2 bytes a thread: too narrow for cp.async, loaded here
             zero = tl.load(zero_ptr + s_tile + g0)
             xk = tl.load(x_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_slices(xk, GROUPS, WORDS, DENORMAL)
-            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DENORMAL)
-            x_big = tl.maximum(x_big, tl.abs(x_sum))
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
+            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
         first = full  # the step K cuts short, if any, goes through the loop below, masked
     mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
     word_next = tl.load(p_tile + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
@@ -1410,28 +1310,15 @@ def w4a16_stream_kernel(
         else:
             k = g0 * GROUP_SIZE + offs_k
             xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
-        if DENORMAL:
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_denormal(xk, GROUPS, WORDS)
-            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, True)
-            x_big = tl.maximum(x_big, tl.abs(x_sum))
-        else:
-            # (_stream_word_sums written out, with Σ x after the dots: in this order the sm_90 PTX of the loop has one
-            # layout conversion through shared memory fewer, two barriers a step, than with the helper the PIPE
-            # loop calls)
-            x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
-            t = _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7)  # Σ q x a word
-            x_sum = x0 + x1 * 16.0 + x2 * 256.0 + x3 * 4096.0 + x4 * 65536.0 + x5 * 256.0 + x6 * 4096.0 + x7 * 65536.0
-            z = zero.to(tl.float32)[:, :, None]
-            acc += (t - z * x_sum[None]) * scale.to(tl.float32)[:, :, None]  # Σ (q - z) x s, a word at a time
+        # (_stream_word_sums written out, with Σ x after the dots: in this order the sm_90 PTX of the loop has one
+        # layout conversion through shared memory fewer, two barriers a step, than with the helper the PIPE loop calls)
+        x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
+        t = _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7)  # Σ q x a word
+        x_sum = x0 + x1 * 16.0 + x2 * 256.0 + x3 * 4096.0 + x4 * 65536.0 + x5 * 256.0 + x6 * 4096.0 + x7 * 65536.0
+        z = zero.to(tl.float32)[:, :, None]
+        acc += (t - z * x_sum[None]) * scale.to(tl.float32)[:, :, None]  # Σ (q - z) x s, a word at a time
     # -- write back: to the output, or (split-K) to this split's slice of the fp32 partial sums
     y = tl.sum(tl.sum(acc, axis=2), axis=1)
-    if DENORMAL:  # the sums back from 2**(DENORMAL_EXP - 149); where x left the window, this split summed again
-        y = y * DENORMAL_BACK
-        x_big = tl.max(tl.max(x_big, 1), 0) * DENORMAL_BACK
-        if _denormal_redo(y, y, mask_n, x_big, False):
-            g_end = tl.minimum(last * GROUPS, groups)
-            y = _stream_exact_sums(p_tile, s_tile, scale_ptr, zero_ptr, x_ptr, x_ptr, mask_n, begin * GROUPS, g_end,
-                                   K, GROUP_SIZE, GROUPS, BLOCK_N, False)  # fmt: skip
     if HAS_RESIDUAL:  # read and written by this program only, element by element: out may be the residual
         y += tl.load(res_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
     tl.store(out_ptr + tl.program_id(1) * stride_os + offs_n, y.to(out_ptr.dtype.element_ty), mask=mask_n)
@@ -1606,8 +1493,6 @@ class FastSchedule(NamedTuple):
     # (stream: 3, and its x too); pipe, tile/scaled: Triton's software pipeline
 
 
-DENORMAL_DOTS = True  # the int4 stream kernels ("stream", "pipe", and the decode step's) read codes as denormal
-# floats: one AND and one FMA a code instead of three instructions (_denormal_dots)
 GEMV_KERNEL = {4: "pipe", 8: "gemv"}  # by bits, at M <= GEMV_M: "gemv", or int4's "slab", "stream" or "pipe"
 # (M = 1 only: "gemv" at 1 < M <= GEMV_M). The H100 sweep l12g (results/h100-2026-11-23-s7/sweeps/l12g.txt):
 # "stream" won at the long-K shapes, "gemv" at the others and with groups of 32, where the stream tile of 2048
@@ -1758,12 +1643,12 @@ def gemv_prefetch(kind, num_stages) -> dict:
     kernel is compiled with num_stages=1; the fast launchers and the fused decode kernels both ask here): "gemv",
     "slab", int8's GEMV and the fused "groups" kernel: PREFETCH (2 and up: the next step's weights in registers);
     "stream": and X_AHEAD (3 and up: its x too); "pipe": neither, PIPE = num_stages, the depth of the loop Triton
-    pipelines. Both stream kinds also take DENORMAL_DOTS."""
+    pipelines."""
     if kind == "pipe":
-        return dict(PREFETCH=False, X_AHEAD=False, PIPE=num_stages, DENORMAL=DENORMAL_DOTS)
+        return dict(PREFETCH=False, X_AHEAD=False, PIPE=num_stages)
     meta = dict(PREFETCH=num_stages >= 2)
     if kind == "stream":
-        meta.update(X_AHEAD=num_stages >= 3, DENORMAL=DENORMAL_DOTS)
+        meta["X_AHEAD"] = num_stages >= 3
     return meta
 
 
@@ -2106,7 +1991,6 @@ def w4a16_decode_stream_kernel(
     ROPE: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (w4a16_stream_kernel's)
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
-    DENORMAL: tl.constexpr = False,  # the codes read as denormal floats (w4a16_stream_kernel's)
 ):
     # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: a warp covers 1024 columns, so with BLOCK_K = 1024 x num_warps
@@ -2143,7 +2027,6 @@ def w4a16_decode_stream_kernel(
     acc = tl.zeros((BLOCK_N, GROUPS, WORDS), tl.float32)  # a sum a word: reduced once, after the loop
     acc_up = tl.zeros((BLOCK_N, GROUPS, WORDS), tl.float32)  # SWIGLU or ROPE only (compiled away otherwise)
     sq = tl.zeros((BLOCK_K,), tl.float32)
-    x_big = tl.zeros((GROUPS, WORDS), tl.float32)  # DENORMAL: the largest |Σ x| of a word (see after the loop)
     # -- the first step's words, scales and zero points: W is constant, so they may load before the wait
     if PREFETCH:
         first = keep[:, None] & (offs_g < groups)[None, :]
@@ -2173,14 +2056,13 @@ def w4a16_decode_stream_kernel(
             if NORM:
                 sq += xk * xk
                 xk = xk * tl.load(norm_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_slices(xk, GROUPS, WORDS, DENORMAL)
-            x_big = tl.maximum(x_big, tl.abs(x_sum))
-            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DENORMAL)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
+            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
             if TWO:
                 up = tl.load(p_up + g0 * WORDS)
                 scale_up = tl.load(scale_ptr + s_up + g0)
                 zero_up = tl.load(zero_ptr + s_up + g0)
-                acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DENORMAL)
+                acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up)
         g_start = g_full  # the step K cuts short, if any: the loop below, masked
     # -- K loop: the next step's loads on their way while this step's words are used
     for g0 in range(g_start, groups, GROUPS):
@@ -2221,26 +2103,15 @@ def w4a16_decode_stream_kernel(
         if NORM:  # x * norm now; 1/rms, one number for the whole row, multiplies the sums after the loop
             sq += xk * xk
             xk = xk * nk
-        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_slices(xk, GROUPS, WORDS, DENORMAL)
-        x_big = tl.maximum(x_big, tl.abs(x_sum))
-        acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DENORMAL)
+        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
+        acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
         if TWO:  # the up rows: their own codes, scales and zero points, the same x
-            acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DENORMAL)
+            acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up)
     if PDL == 3:
         gdc_launch_dependents()
     # -- write back: the one reduction across threads, then the groups kernel's epilogues
     y = tl.sum(tl.sum(acc, 2), 1)
     u = tl.sum(tl.sum(acc_up, 2), 1)
-    if DENORMAL:  # the sums back from 2**(DENORMAL_EXP - 149); where x left the window, summed again
-        y = y * DENORMAL_BACK
-        u = u * DENORMAL_BACK
-        x_big = tl.max(tl.max(x_big, 1), 0) * DENORMAL_BACK
-        if _denormal_redo(y, u, keep, x_big, TWO):
-            y = _stream_exact_sums(p_gate, s_gate, scale_ptr, zero_ptr, x_ptr, norm_ptr, keep, 0, groups, K,
-                                   GROUP_SIZE, GROUPS, BLOCK_N, NORM)  # fmt: skip
-            if TWO:
-                u = _stream_exact_sums(p_up, s_up, scale_ptr, zero_ptr, x_ptr, norm_ptr, keep, 0, groups, K,
-                                       GROUP_SIZE, GROUPS, BLOCK_N, NORM)  # fmt: skip
     if ROPE:
         _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
                        v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
