@@ -24,9 +24,10 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   QUANTIZED_ROPE_IN_QKV says), on TinyLlama-1.1B's shape with random weights (22 layers,
   hidden 2048, 32 query heads sharing 4, MLP 5632, vocabulary 32000) and on Llama-3.2-1B's (16 layers, 32 query heads
   sharing 8, MLP 8192, vocabulary 128256, head tied to the embeddings: bench.common.LLAMA_SHAPES; the decode kernels'
-  tables were tuned at TinyLlama's shapes), a 512-token prompt and 256 new tokens, each decode
-  step replayed from lesson 08's CUDA graph: ms per token = (generate 256 - generate 1) / 255, bytes = the weights
-  as stored + the KV cache at the mean context;
+  tables were tuned at TinyLlama's shapes) and, on a GPU with at least 48 GiB, Llama-3-8B's (LLAMA3_8B: 32 layers,
+  hidden 4096, MLP 14336, 8 KV heads, vocabulary 128256, head untied), a 512-token prompt and 256 new tokens, each
+  decode step replayed from lesson 08's CUDA graph: ms per token = (generate 256 - generate 1) / 255, bytes = the
+  weights as stored + the KV cache at the mean context;
 - torchao's int4 weight-only linear (`Int4WeightOnlyConfig(group_size=128)`) as a peer GEMV row, only where torchao
   is installed (`importlib.util.find_spec("torchao")`); otherwise the row is skipped and the run says so.
 """
@@ -145,10 +146,17 @@ def prefill() -> list[Row]:
     return rows
 
 
-def decode(name) -> list[Row]:
+# Llama-3-8B's shape (32 layers, hidden 4096, 32 query heads sharing 8, MLP 14336, vocabulary 128256, head untied):
+# where the weights (16 GB in bf16) are most of a decode step's time, not the launches of its kernels
+LLAMA3_8B = L8.ModelArgs(vocab_size=128256, n_layers=32, dim=4096, n_heads=32, n_kv_heads=8, ffn_dim=14336,
+                         rope_theta=500000.0, tie_embeddings=False)  # fmt: skip
+BIG_MODEL_GIB = 48  # its bf16, int8 and int4 copies at once take 29 GB, and quantizing wants room
+
+
+def decode(name, args=None) -> list[Row]:
     """Time to first token, 256 tokens and the decode per token for the bf16, int8 and int4 models of one of
-    LLAMA_SHAPES's shapes (random weights)."""
-    model = random_llama(name, DTYPE)
+    LLAMA_SHAPES's shapes, or of ``args`` (random weights)."""
+    model = random_llama(args or name, DTYPE)
     models = {"int8": L.quantize_model(model, 8), f"int4 g{GROUP}": L.quantize_model(model, 4, GROUP)}
     ids = torch.randint(0, model.args.vocab_size, (1, PROMPT), device="cuda")
 
@@ -171,8 +179,16 @@ def decode(name) -> list[Row]:
         print(f"  decode {name} {q}: {1e3 / per_token:,.0f} tokens/s, bf16 {1e3 / base:,.0f} ({base / per_token:.2f}x)")
     for m in (model, *models.values()):
         m.decoders.clear()  # the CUDA graphs and caches of this shape, before the next
+    del model, models
+    torch.cuda.empty_cache()
     return rows
 
 
 def run() -> list[Row]:
-    return gemv() + prefill() + decode("TinyLlama-1.1B") + decode("Llama-3.2-1B")
+    rows = gemv() + prefill() + decode("TinyLlama-1.1B") + decode("Llama-3.2-1B")
+    gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+    if gib >= BIG_MODEL_GIB:
+        rows += decode("Llama-3-8B", LLAMA3_8B)
+    else:
+        print(f"  decode Llama-3-8B: skipped, this GPU has {gib:.0f} GiB of memory (the rows need {BIG_MODEL_GIB})")
+    return rows
