@@ -183,21 +183,14 @@ class Compiled:
     @property
     def loop_instructions(self) -> int:
         """PTX instructions in the innermost loops (a matmul's K loop): what every step issues."""
-        return sum(self.inner_loops)
-
-    @property
-    def inner_loops(self) -> list[int]:
-        """PTX instructions in each innermost loop, in the order the PTX has them (usually the source's)."""
-        counts, inside = [], False
+        count, inside = 0, False
         for line in self.ptx.splitlines():
             text = line.strip()
             if re.match(r"\$L__BB\d+_\d+:", text):
                 inside = "Inner Loop Header" in text
-                if inside:
-                    counts.append(0)
             elif inside and text and not text.startswith(("//", ".", "{", "}", "$")):
-                counts[-1] += 1
-        return counts
+                count += 1
+        return count
 
 
 def table(compiled: dict[str, Compiled]) -> None:
