@@ -28,8 +28,11 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   hidden 4096, MLP 14336, 8 KV heads, vocabulary 128256, head untied), a 512-token prompt and 256 new tokens, each
   decode step replayed from lesson 08's CUDA graph: ms per token = (generate 256 - generate 1) / 255, bytes = the
   weights as stored + the KV cache at the mean context;
-- torchao's int4 weight-only linear (`Int4WeightOnlyConfig(group_size=128)`) as a peer GEMV row, only where torchao
-  is installed (`importlib.util.find_spec("torchao")`); otherwise the row is skipped and the run says so.
+- torchao's int4 weight-only linear (`Int4WeightOnlyConfig(group_size=128)`) as a peer, only where torchao is
+  installed (`importlib.util.find_spec("torchao")`; otherwise its rows are skipped and the run says so): a GEMV row
+  at each shape, and end to end, the same model with every projection and the LM head as torchao's int4 linear
+  (tinygemm, as gpt-fast runs it) inside lesson 08's own decode step (its unfused path, the one any weight that is
+  not a plain tensor takes: the norms, RoPE, attention and argmax are lesson 08's kernels), graphed the same way.
 """
 
 import importlib.util
@@ -99,15 +102,30 @@ def torchao_peer(w, x, shape, baseline, graph_base) -> list[Row]:
     """torchao's int4 weight-only linear on the same weight, where torchao is installed (a peer, not ours): its
     tinygemm packing (PyTorch's own _weight_int4pack_mm, as gpt-fast uses), or its default where the version has no
     packing argument; called from Python and replayed from a CUDA graph, as our rows are."""
+    lin = torchao_int4_linear(w)
+    if lin is None:
+        return []
+    fn = lambda: lin(x)  # noqa: E731
+    M, K = x.shape
+    costs = dict(lesson="12", op="W4A16 GEMV", shape=shape, dtype="bf16", bytes=L.w4a16_bytes(M, w.shape[0], K, GROUP),
+                 flops=L.wxa16_flops(M, w.shape[0], K))  # fmt: skip
+    return paired({f"torchao int4 g{GROUP}": fn}, baseline, **costs) + paired(
+        {f"torchao int4 g{GROUP} (CUDA graph)": graphed(fn)}, graph_base, **costs
+    )
+
+
+def torchao_int4_linear(w):
+    """torchao's int4 weight-only linear (groups of GROUP) holding a copy of the (N, K) weight w, or None (with the
+    reason printed once) where torchao is missing or cannot quantize here."""
     if importlib.util.find_spec("torchao") is None:
         if not _TORCHAO_SAID:
             print("  torchao is not installed: its int4 weight-only peer rows are skipped")
             _TORCHAO_SAID.append(True)
-        return []
+        return None
     try:
         from torchao.quantization import Int4WeightOnlyConfig, quantize_
 
-        lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, device="cuda", dtype=DTYPE)
+        lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
         with torch.no_grad():
             lin.weight.copy_(w)
         try:  # torchao >= 0.13: the default packing ("plain") wants kernels from another package
@@ -115,19 +133,44 @@ def torchao_peer(w, x, shape, baseline, graph_base) -> list[Row]:
         except TypeError:
             config = Int4WeightOnlyConfig(group_size=GROUP)
         quantize_(lin, config)
-        fn = lambda: lin(x)  # noqa: E731
-        fn()
+        lin(torch.zeros(1, w.shape[1], device=w.device, dtype=w.dtype))
     except Exception as e:  # noqa: BLE001 - an API that moved, a missing backend: say so, keep our rows
         if not _TORCHAO_SAID:
             print(f"  torchao int4 weight-only failed ({type(e).__name__}: {e}): its peer rows are skipped")
             _TORCHAO_SAID.append(True)
-        return []
-    M, K = x.shape
-    costs = dict(lesson="12", op="W4A16 GEMV", shape=shape, dtype="bf16", bytes=L.w4a16_bytes(M, w.shape[0], K, GROUP),
-                 flops=L.wxa16_flops(M, w.shape[0], K))  # fmt: skip
-    return paired({f"torchao int4 g{GROUP}": fn}, baseline, **costs) + paired(
-        {f"torchao int4 g{GROUP} (CUDA graph)": graphed(fn)}, graph_base, **costs
-    )
+        return None
+    return lin
+
+
+class PeerWeight:
+    """A weight whose products run a peer's linear: lesson 08's model computes h @ w.T and x.addmm_(a, w.T), which
+    PyTorch hands to PeerWeight.__torch_function__ (as lesson 12's Transposed does for its own weights)."""
+
+    def __init__(self, linear, shape):
+        self.linear, self.shape = linear, shape
+
+    T = property(lambda self: self)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if not kwargs and name in ("matmul", "__matmul__") and len(args) == 2 and isinstance(args[1], PeerWeight):
+            return args[1].linear(args[0])
+        if not kwargs and name == "addmm_" and len(args) == 3 and isinstance(args[2], PeerWeight):
+            return args[0].add_(args[2].linear(args[1]))
+        return NotImplemented
+
+
+def peer_model(model, linear_of):
+    """The model with every projection and the LM head replaced by linear_of(w), a callable x -> x @ w.T (a
+    peer's quantized linear), or None where linear_of returns None for one. Lesson 08's steps see weights that are
+    not plain tensors and take their unfused path."""
+    head = linear_of(model.lm_head)
+    if head is None:
+        return None
+    peer = lambda w: PeerWeight(linear_of(w), tuple(w.shape))  # noqa: E731
+    layers = [w._replace(wqkv=peer(w.wqkv), wo=peer(w.wo), w13=peer(w.w13), w2=peer(w.w2)) for w in model.layers]
+    return L8.Model(model.args, model.embed, layers, model.norm, PeerWeight(head, tuple(model.lm_head.shape)))
 
 
 def prefill() -> list[Row]:
@@ -153,11 +196,15 @@ LLAMA3_8B = L8.ModelArgs(vocab_size=128256, n_layers=32, dim=4096, n_heads=32, n
 BIG_MODEL_GIB = 48  # its bf16, int8 and int4 copies at once take 29 GB, and quantizing wants room
 
 
+PEER_STEP = f"torchao int4 g{GROUP} (its linears in lesson 08's unfused step)"
+
+
 def decode(name, args=None) -> list[Row]:
     """Time to first token, 256 tokens and the decode per token for the bf16, int8 and int4 models of one of
     LLAMA_SHAPES's shapes, or of ``args`` (random weights)."""
     model = random_llama(args or name, DTYPE)
     models = {"int8": L.quantize_model(model, 8), f"int4 g{GROUP}": L.quantize_model(model, 4, GROUP)}
+    peer = peer_model(model, torchao_int4_linear)
     ids = torch.randint(0, model.args.vocab_size, (1, PROMPT), device="cuda")
 
     def gen(m, n):
@@ -166,20 +213,23 @@ def decode(name, args=None) -> list[Row]:
     timed = {}
     for n, op in ((1, "time to first token"), (NEW, f"generate {NEW} tokens")):
         impls = {f"triton {q}": gen(m, n) for q, m in models.items()}
+        if peer is not None:
+            impls[PEER_STEP] = gen(peer, n)
         timed[n] = paired(impls, ("bf16 (lesson 08)", gen(model, n)), lesson="12", op=op,
                           shape=f"{name} B=1 prompt={PROMPT}", dtype="bf16")  # fmt: skip
     rows = timed[1] + timed[NEW]
     kv = L8.kv_cache_bytes(model.args, 1, CONTEXT)
-    for first, whole, (q, m) in zip(timed[1], timed[NEW], models.items()):
+    stored = [*models.items()] + ([(PEER_STEP, models[f"int4 g{GROUP}"])] if peer is not None else [])
+    for first, whole, (q, m) in zip(timed[1], timed[NEW], stored):  # the peer's bytes: our int4 format's
         per_token = (whole.ms - first.ms) / (NEW - 1)
         base = (whole.baseline_ms - first.baseline_ms) / (NEW - 1)
         rows.append(Row("12", "decode per token", f"{name} B=1 context={CONTEXT}", "bf16", whole.impl,
                         per_token, whole.baseline, base, bytes=L.model_weight_bytes(m) + kv,
                         flops=L8.decode_flops(model.args, 1, CONTEXT)))  # fmt: skip
         print(f"  decode {name} {q}: {1e3 / per_token:,.0f} tokens/s, bf16 {1e3 / base:,.0f} ({base / per_token:.2f}x)")
-    for m in (model, *models.values()):
+    for m in (model, *models.values(), *([peer] if peer is not None else [])):
         m.decoders.clear()  # the CUDA graphs and caches of this shape, before the next
-    del model, models
+    del model, models, peer
     torch.cuda.empty_cache()
     return rows
 

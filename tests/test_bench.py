@@ -131,3 +131,38 @@ def test_a_graphed_function_keeps_the_memory_its_graph_uses():
     replay()
     torch.cuda.synchronize()
     assert bool((other == 7).all()), "the graph wrote into a tensor allocated after fn was dropped"
+
+
+def test_a_peer_model_runs_its_linears_in_lesson_08s_steps():
+    """bench.lesson12.peer_model puts a peer's linear (torchao's int4, on a GPU) in place of every projection and the
+    LM head. With the plain product as the peer, prefill and a decode step give lesson 08's logits bit for bit; a
+    peer that computes something else shows in them (so the peer's kernels are really the ones run)."""
+    import torch
+
+    from bench import lesson12 as B12
+    from lessons import l07_llm_layer as L7
+    from lessons import l08_llama_model as L8
+
+    args = L8.ModelArgs(vocab_size=40, n_layers=2, dim=32, n_heads=4, n_kv_heads=2, ffn_dim=48)
+    model = common.random_llama(args, torch.float32, "cpu")
+    calls = []
+
+    def plain(w):
+        return lambda x: calls.append(w.shape) or x @ w.T
+
+    tokens = torch.randint(0, args.vocab_size, (2, 5))
+
+    def logits(m):
+        cache = L8.new_cache(m, 2, 8)
+        first = L8.prefill(m, tokens, cache, L7.REF_OPS)
+        pos = torch.full((2,), 5, dtype=torch.int32)
+        return first, L8.decode_step(m, tokens[:, -1], pos, cache, L8.REF_DECODE)
+
+    want = logits(model)
+    got = logits(B12.peer_model(model, plain))
+    assert len(calls) == 2 * (4 * args.n_layers + 1), "every projection and the LM head, in prefill and in decode"
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+    doubled = logits(B12.peer_model(model, lambda w: lambda x: 2 * (x @ w.T)))
+    assert not torch.allclose(doubled[0], want[0])
+    assert B12.peer_model(model, lambda w: None) is None
