@@ -7,8 +7,9 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   Llama-3-8B's MLP). bytes = the format's own minimum traffic (`w4a16_bytes`: packed codes + scales + zero points
   + activations + output; `w8a16_bytes`: codes + scales + activations + output), so the report's roof % is the
   share of the HBM roofline counting packed bytes, and the ratio at M = 16 is the speed-up over bf16 cuBLAS. int4
-  runs `w4a16_fast` (at these shapes the kernels and schedules FAST_SCHEDULES names: the stream GEMV kernel at
-  M = 1, the scaled tile kernel, several groups a dot, at M = 16, as bench/sweeps/l12g.py chose), and as
+  runs `w4a16_fast` (at these shapes the kernels and schedules FAST_SCHEDULES names: the pipelined stream GEMV
+  kernel at M = 1; at M = 16 the "mma" kernel, thin tensor-core tiles with the floats built by inline PTX, at
+  three shapes (bench/sweeps/l12zb.py), the swapped tile kernel at the 1B down projection), and as
   reference rows `w4a16_magic` (the earlier tl.dot kernel with floats built from bits)
   and the lesson's exercise kernel `w4a16` (plain int -> float conversions); int8 runs `w8a16_fast` (its GEMV
   kernel at M = 1, lesson's tile kernel at M = 16) and, as a reference row, `w8a16`. Each fast launcher is timed

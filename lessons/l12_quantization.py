@@ -1409,6 +1409,131 @@ def w4a16_scaled_tile_kernel(
 
 
 @triton.jit
+def _int4_pairs(byte, bias, MAGIC: tl.constexpr, OFFSET: tl.constexpr, ASM: tl.constexpr):
+    """(low nibble - z, high nibble - z) of each byte in bias's dtype, exact; bias = OFFSET + z, shaped as byte.
+    ASM (a GPU from sm_90): eight codes a call of inline PTX on 32-bit words: two prmt spread four bytes into 16-bit
+    lanes, lop3 ORs each nibble into OFFSET's bits (0x4300 | q is 128 + q in bf16), one sub takes OFFSET + z off
+    two codes at once. Otherwise the same values from plain operations."""
+    if ASM:
+        if MAGIC == 0x4300:  # bf16
+            lo, hi = tl.inline_asm_elementwise(
+                asm="""{
+                .reg .b32 t0, t1, u0, u1;
+                prmt.b32 t0, $4, 0, 0x4140;
+                prmt.b32 t1, $4, 0, 0x4342;
+                lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xEA;
+                lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xEA;
+                sub.rn.bf16x2 $0, u0, $5;
+                sub.rn.bf16x2 $1, u1, $6;
+                shr.b32 t0, t0, 4;
+                shr.b32 t1, t1, 4;
+                lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xEA;
+                lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xEA;
+                sub.rn.bf16x2 $2, u0, $5;
+                sub.rn.bf16x2 $3, u1, $6;
+                }""",
+                constraints="=r,=r,=r,=r,r,r,r",
+                args=[byte, bias],
+                dtype=(tl.bfloat16, tl.bfloat16),
+                is_pure=True,
+                pack=4,
+            )
+        else:  # fp16: 0x6400 | q is 1024 + q
+            lo, hi = tl.inline_asm_elementwise(
+                asm="""{
+                .reg .b32 t0, t1, u0, u1;
+                prmt.b32 t0, $4, 0, 0x4140;
+                prmt.b32 t1, $4, 0, 0x4342;
+                lop3.b32 u0, t0, 0x000F000F, 0x64006400, 0xEA;
+                lop3.b32 u1, t1, 0x000F000F, 0x64006400, 0xEA;
+                sub.rn.f16x2 $0, u0, $5;
+                sub.rn.f16x2 $1, u1, $6;
+                shr.b32 t0, t0, 4;
+                shr.b32 t1, t1, 4;
+                lop3.b32 u0, t0, 0x000F000F, 0x64006400, 0xEA;
+                lop3.b32 u1, t1, 0x000F000F, 0x64006400, 0xEA;
+                sub.rn.f16x2 $2, u0, $5;
+                sub.rn.f16x2 $3, u1, $6;
+                }""",
+                constraints="=r,=r,=r,=r,r,r,r",
+                args=[byte, bias],
+                dtype=(tl.float16, tl.float16),
+                is_pure=True,
+                pack=4,
+            )
+    else:
+        lo = ((byte & 0xF).to(tl.float32) + OFFSET).to(bias.dtype) - bias
+        hi = ((byte >> 4).to(tl.float32) + OFFSET).to(bias.dtype) - bias
+    return lo, hi
+
+
+@triton.jit
+def w4a16_mma_kernel(
+    x_ptr,
+    packed_ptr,
+    scale_ptr,
+    zero_ptr,
+    res_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_pn,
+    stride_sn,
+    stride_om,
+    stride_os,
+    GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    MAGIC: tl.constexpr,  # as w4a16_fast_kernel: bits of OFFSET in x's dtype (0: fp32 x, plain conversions)
+    OFFSET: tl.constexpr,
+    ASM: tl.constexpr,  # the codes' floats by inline PTX (_int4_pairs)
+    PIPE: tl.constexpr,  # the depth of the loop Triton pipelines
+    DOT_PRECISION: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+):
+    """out = x @ dequant(W).T + residual, W's rows on the tensor cores' M side (W @ x.T), one group a step, in thin
+    tiles (16-32 rows of W, 1-2 warps: Ampere's mma.sync, many programs an SM). No interleaving: the low nibbles
+    are W's even columns, the high ones its odd columns, so a group is two dots, W_even @ x_even.T + W_odd @ x_odd.T,
+    with x's group loaded whole and split in registers; each operand of W is elementwise work on the loaded bytes."""
+    HALF: tl.constexpr = GROUP_SIZE // 2
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
+    groups = tl.cdiv(K, GROUP_SIZE)
+    per_split = tl.cdiv(groups, SPLIT_K)
+    first = tl.program_id(1) * per_split
+    last = tl.minimum(first + per_split, groups)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m, mask_n = offs_m < M, offs_n < N
+    rows_n = offs_n.to(tl.int64)
+    p_tile = packed_ptr + rows_n[:, None] * stride_pn + tl.arange(0, HALF)[None, :]  # (BLOCK_N, HALF) bytes
+    x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for g in tl.range(first, last, num_stages=PIPE):
+        byte = tl.load(p_tile + g * HALF, mask=mask_n[:, None], other=0)
+        k = g * GROUP_SIZE + tl.arange(0, GROUP_SIZE)
+        x = tl.load(x_rows + k[None, :], mask=mask_m[:, None] & (k < K)[None, :], other=0.0)  # (BLOCK_M, G)
+        x_even, x_odd = tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))  # columns 2j and 2j + 1
+        scale = tl.load(scale_ptr + rows_n * stride_sn + g, mask=mask_n, other=0.0).to(tl.float32)
+        zero = tl.load(zero_ptr + rows_n * stride_sn + g, mask=mask_n, other=0)
+        bias = tl.broadcast_to((zero.to(tl.float32) + OFFSET).to(x.dtype)[:, None], (BLOCK_N, HALF))
+        w_even, w_odd = _int4_pairs(byte, bias, MAGIC, OFFSET, ASM)  # q - z, exact small integers
+        part = tl.dot(w_even, tl.trans(x_even), input_precision=DOT_PRECISION)
+        part = tl.dot(w_odd, tl.trans(x_odd), part, input_precision=DOT_PRECISION)
+        acc += part * scale[:, None]  # (BLOCK_N, BLOCK_M)
+    acc = tl.trans(acc)
+    mask = mask_m[:, None] & mask_n[None, :]
+    rows_m = offs_m.to(tl.int64)[:, None] * stride_om
+    if HAS_RESIDUAL:
+        acc += tl.load(res_ptr + rows_m + offs_n[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + tl.program_id(1) * stride_os + rows_m + offs_n[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=mask)  # fmt: skip
+
+
+@triton.jit
 def _int8_float(q):
     """int8 codes -> fp32 without a conversion: bits 0x4B000080 + q (q in -128 .. 127) are the fp32 number
     2**23 + 128 + q; one integer add and one subtraction."""
@@ -1483,7 +1608,8 @@ GEMV_M = 4  # up to this many rows of x: the GEMV kernels (CUDA cores); more: te
 
 class FastSchedule(NamedTuple):
     kernel: str  # CUDA cores: "gemv", int4's "slab", "stream" and "pipe" (M = 1); tensor cores: "tile", int4's
-    # "tile_swap" (W @ x.T), "scaled" and "scaled_swap" (several groups a step, the scale in the tile)
+    # "tile_swap" (W @ x.T), "scaled" and "scaled_swap" (several groups a step, the scale in the tile) and "mma"
+    # (W @ x.T in thin tiles, the floats by inline PTX, no interleaving: w4a16_mma_kernel)
     BLOCK_M: int  # slab/gemv/stream: the rows of x (M rounded up to a power of two); tile: rows of x a program
     BLOCK_N: int
     BLOCK_K: int  # slab/gemv/stream/scaled: columns of W a step (int4: whole groups); int4 tile: the group size
@@ -1543,12 +1669,13 @@ FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA 
     (8, 4, 2048, 8192): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
     (4, 4, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
     (4, 4, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
-    # M = 16 (tensor cores), int4 (results/h100-2026-11-23-s7/sweeps/l12g.txt): "tile_swap" at three shapes, the
-    # scaled tile split 8 ways at 4096 x 14336
-    (4, 16, 8192, 2048): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
+    # M = 16 (tensor cores), int4 (results/h100-2026-11-23-s7/sweeps/l12g.txt): "tile_swap", the scaled tile split
+    # 8 ways at 4096 x 14336; then "mma" at three shapes, 1.10-1.26x those on an H200 (the sweep l12zb,
+    # results/h200-2026-11-29-s22/sweeps/l12zb.txt: 32 rows of W and 2 warps a program)
+    (4, 16, 8192, 2048): FastSchedule("mma", 16, 32, 128, 4, 2, 3),
     (4, 16, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 8, 4, 4),
-    (4, 16, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
-    (4, 16, 4096, 14336): FastSchedule("scaled_swap", 16, 64, 256, 8, 4, 3),
+    (4, 16, 14336, 4096): FastSchedule("mma", 16, 32, 128, 2, 2, 3),
+    (4, 16, 4096, 14336): FastSchedule("mma", 16, 32, 128, 4, 2, 4),
     (8, 16, 8192, 2048): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
     (8, 16, 2048, 8192): FastSchedule("tile", 16, 64, 128, 8, 4, 4),
     (8, 16, 14336, 4096): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
@@ -1615,14 +1742,14 @@ def clear_schedule_cache():
     _fast_schedule.cache_clear()
 
 
-FAST_KERNELS = ("gemv", "slab", "stream", "pipe", "tile", "tile_swap", "scaled", "scaled_swap")
+FAST_KERNELS = ("gemv", "slab", "stream", "pipe", "tile", "tile_swap", "scaled", "scaled_swap", "mma")
 GEMV_KERNELS = ("gemv", "slab", "stream", "pipe")  # CUDA cores, one program a BLOCK_N rows of W, all rows of x
 
 
 def _require_fast_schedule(s, bits, M, group_size):
     if not isinstance(s, FastSchedule) or s.kernel not in FAST_KERNELS:
         raise TypeError(f"schedule must be a FastSchedule with kernel one of {FAST_KERNELS}, got {s!r}")
-    if s.kernel in ("slab", "stream", "pipe", "scaled", "scaled_swap") and bits != 4:
+    if s.kernel in ("slab", "stream", "pipe", "scaled", "scaled_swap", "mma") and bits != 4:
         raise ValueError(f"the {s.kernel!r} kernel reads int4 codes: int8 weights take 'gemv' or 'tile'")
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps"):
         utils.require_power_of_two(getattr(s, name), name)
@@ -1634,7 +1761,7 @@ def _require_fast_schedule(s, bits, M, group_size):
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {group_size}")
     if s.kernel not in GEMV_KERNELS and min(s.BLOCK_M, s.BLOCK_N) < 16:
         raise ValueError("BLOCK_M and BLOCK_N must be at least 16 (the smallest tile tl.dot takes)")
-    if s.kernel in ("tile", "tile_swap") and bits == 4 and s.BLOCK_K != group_size:
+    if s.kernel in ("tile", "tile_swap", "mma") and bits == 4 and s.BLOCK_K != group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K}: the int4 tile kernel steps one group at a time ({group_size})")
 
 
@@ -1709,6 +1836,13 @@ def _fast_prologue(x, w, kind, bits, out, residual, schedule, overrides):
     return out, s, M, N, K
 
 
+def inline_ptx(x) -> bool:
+    """Whether the "mma" kernel builds its floats by inline PTX for x: compiled, on a GPU from sm_90 (its bf16x2
+    subtraction; TRITON_HARD_WAY_AS counts), not under the interpreter, which runs no PTX."""
+    env = utils.mode.current()
+    return x.is_cuda and env.is_gpu and env.capability >= (9, 0)
+
+
 def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **overrides):
     """y (M, N) = x (M, K) @ dequant(w).T (+ residual), the fast way: the GEMV kernel for a few rows of x, the
     tensor-core tile kernel for more. ``schedule`` (a FastSchedule) or single fields (``SPLIT_K=2``) override
@@ -1728,6 +1862,11 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
                             BLOCK_K=s.BLOCK_K)  # fmt: skip
     magic, offset = MAGIC_BITS[x.dtype]
     grid_n = triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N)
+    if s.kernel == "mma":
+        return _fast_launch(w4a16_mma_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,
+                            GROUP_SIZE=w.group_size, MAGIC=magic, OFFSET=offset, ASM=inline_ptx(x) and magic != 0,
+                            PIPE=s.num_stages,
+                            DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")  # fmt: skip
     if s.kernel in ("scaled", "scaled_swap"):
         return _fast_launch(w4a16_scaled_tile_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,
                             GROUP_SIZE=w.group_size, BLOCK_K=s.BLOCK_K, GROUP_M=8, MAGIC=magic, OFFSET=offset,

@@ -330,8 +330,29 @@ def test_int4_scaled_tile_schedules(M, N, K, G, s, dtype):
                 **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
 
 
-@pytest.mark.parametrize("s", [_fs("stream", 1, 8, 64, 4, 2, 2), _fs("scaled_swap", 16, 16, 64, 4, 4, 2)],
-                         ids=["stream", "scaled_swap"])  # fmt: skip
+# "mma" (thin tensor-core tiles, W's even and odd columns as two dots, the floats by inline PTX on an sm_90 GPU):
+# N odd and under a tile, K not a multiple of the group, x's rows over two tiles (20), more splits than groups
+MMA_CASES = [
+    (16, 33, 300, 32, _fs("mma", 16, 16, 32, 1, 1, 2), F16),
+    (16, 33, 300, 32, _fs("mma", 16, 32, 32, 2, 2, 3), F32),
+    (5, 47, 700, 128, _fs("mma", 16, 32, 128, 2, 2, 3), F16),
+    (20, 17, 300, 64, _fs("mma", 16, 16, 64, 4, 1, 2), F32),
+    (1, 9, 100, 32, _fs("mma", 16, 16, 32, 8, 2, 2), F16),
+] + ([(16, 47, 700, 128, _fs("mma", 16, 32, 128, 2, 2, 3), torch.bfloat16)] if ENV.is_gpu else [])  # fmt: skip
+
+
+@pytest.mark.parametrize("M, N, K, G, s, dtype", MMA_CASES)
+def test_int4_mma_schedules(M, N, K, G, s, dtype):
+    """(q - z) exact in x's dtype, each group's sums scaled: the tolerance of every other path."""
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
+    w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
+    out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 mma {s}", quiet=True,
+                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
+
+
+@pytest.mark.parametrize("s", [_fs("stream", 1, 8, 64, 4, 2, 2), _fs("scaled_swap", 16, 16, 64, 4, 4, 2),
+                               _fs("mma", 16, 16, 32, 4, 1, 2)], ids=["stream", "scaled_swap", "mma"])  # fmt: skip
 def test_split_k_combine_is_deterministic_and_adds_the_residual(s):
     """Split-K writes one fp32 slice a split and one kernel adds them in a fixed order: the same bits every run
     (no atomics), the residual added once, in place allowed."""
@@ -1304,6 +1325,9 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the scaled tile too
             meta.update(BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
                         SWAP_AB=s.kernel == "scaled_swap")  # fmt: skip
+        elif s.kernel == "mma":  # as w4a16_fast launches it on an sm_90 GPU: the floats by inline PTX
+            meta.update(SPLIT_K=s.SPLIT_K, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0, ASM=True,
+                        PIPE=s.num_stages)  # fmt: skip
         else:
             meta.update(SPLIT_K=s.SPLIT_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
                         SCALE_IN_TILE=M > L.DECODE_M, SWAP_AB=s.kernel == "tile_swap")  # fmt: skip
@@ -1335,6 +1359,9 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
         if job["constexprs"].get("SWAP_AB") and job["kernel"] == "w4a16_scaled_tile_kernel":
             assert compiled.uses_wgmma, f"{where}: W @ x.T with 64 rows of W should be a warp-group MMA"
+        if job["kernel"] == "w4a16_mma_kernel":  # thin tiles: Ampere's synchronous MMA, W's floats from the PTX
+            assert "mma.sync.aligned.m16n8k16" in compiled.ptx and not compiled.uses_wgmma, f"{where}: not mma.sync"
+            assert "0x43004300" in compiled.ptx and "sub.rn.bf16x2" in compiled.ptx, f"{where}: no inline PTX floats"
 
 
 def _fused_decode_jobs(offline, capability=90):
