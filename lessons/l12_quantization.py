@@ -1499,12 +1499,14 @@ def w4a16_mma_kernel(
     are W's even columns, the high ones its odd columns, so a group is two dots, W_even @ x_even.T + W_odd @ x_odd.T,
     with x's group loaded whole and split in registers; each operand of W is elementwise work on the loaded bytes."""
     HALF: tl.constexpr = GROUP_SIZE // 2
+    # -- map program id to tile: (rows of x, rows of W), and this split's groups
     tiles_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
     groups = tl.cdiv(K, GROUP_SIZE)
     per_split = tl.cdiv(groups, SPLIT_K)
     first = tl.program_id(1) * per_split
     last = tl.minimum(first + per_split, groups)
+    # -- pointers
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_m, mask_n = offs_m < M, offs_n < N
@@ -1512,6 +1514,7 @@ def w4a16_mma_kernel(
     p_tile = packed_ptr + rows_n[:, None] * stride_pn + tl.arange(0, HALF)[None, :]  # (BLOCK_N, HALF) bytes
     x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    # -- K loop, one group a step: two dots on exact q - z, the group's scale on their sums
     for g in tl.range(first, last, num_stages=PIPE):
         byte = tl.load(p_tile + g * HALF, mask=mask_n[:, None], other=0)
         k = g * GROUP_SIZE + tl.arange(0, GROUP_SIZE)
@@ -1524,6 +1527,7 @@ def w4a16_mma_kernel(
         part = tl.dot(w_even, tl.trans(x_even), input_precision=DOT_PRECISION)
         part = tl.dot(w_odd, tl.trans(x_odd), part, input_precision=DOT_PRECISION)
         acc += part * scale[:, None]  # (BLOCK_N, BLOCK_M)
+    # -- write back: to the output, or (split-K) to this split's slice of the fp32 partial sums
     acc = tl.trans(acc)
     mask = mask_m[:, None] & mask_n[None, :]
     rows_m = offs_m.to(tl.int64)[:, None] * stride_om
