@@ -1409,58 +1409,12 @@ def w4a16_scaled_tile_kernel(
 
 
 @triton.jit
-def _int4_pairs(byte, bias, MAGIC: tl.constexpr, OFFSET: tl.constexpr, ASM: tl.constexpr):
+def _int4_pairs(byte, bias, OFFSET: tl.constexpr, PTX: tl.constexpr):
     """(low nibble - z, high nibble - z) of each byte in bias's dtype, exact; bias = OFFSET + z, shaped as byte.
-    ASM (a GPU from sm_90): eight codes a call of inline PTX on 32-bit words: two prmt spread four bytes into 16-bit
-    lanes, lop3 ORs each nibble into OFFSET's bits (0x4300 | q is 128 + q in bf16), one sub takes OFFSET + z off
-    two codes at once. Otherwise the same values from plain operations."""
-    if ASM:
-        if MAGIC == 0x4300:  # bf16
-            lo, hi = tl.inline_asm_elementwise(
-                asm="""{
-                .reg .b32 t0, t1, u0, u1;
-                prmt.b32 t0, $4, 0, 0x4140;
-                prmt.b32 t1, $4, 0, 0x4342;
-                lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xEA;
-                lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xEA;
-                sub.rn.bf16x2 $0, u0, $5;
-                sub.rn.bf16x2 $1, u1, $6;
-                shr.b32 t0, t0, 4;
-                shr.b32 t1, t1, 4;
-                lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xEA;
-                lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xEA;
-                sub.rn.bf16x2 $2, u0, $5;
-                sub.rn.bf16x2 $3, u1, $6;
-                }""",
-                constraints="=r,=r,=r,=r,r,r,r",
-                args=[byte, bias],
-                dtype=(tl.bfloat16, tl.bfloat16),
-                is_pure=True,
-                pack=4,
-            )
-        else:  # fp16: 0x6400 | q is 1024 + q
-            lo, hi = tl.inline_asm_elementwise(
-                asm="""{
-                .reg .b32 t0, t1, u0, u1;
-                prmt.b32 t0, $4, 0, 0x4140;
-                prmt.b32 t1, $4, 0, 0x4342;
-                lop3.b32 u0, t0, 0x000F000F, 0x64006400, 0xEA;
-                lop3.b32 u1, t1, 0x000F000F, 0x64006400, 0xEA;
-                sub.rn.f16x2 $0, u0, $5;
-                sub.rn.f16x2 $1, u1, $6;
-                shr.b32 t0, t0, 4;
-                shr.b32 t1, t1, 4;
-                lop3.b32 u0, t0, 0x000F000F, 0x64006400, 0xEA;
-                lop3.b32 u1, t1, 0x000F000F, 0x64006400, 0xEA;
-                sub.rn.f16x2 $2, u0, $5;
-                sub.rn.f16x2 $3, u1, $6;
-                }""",
-                constraints="=r,=r,=r,=r,r,r,r",
-                args=[byte, bias],
-                dtype=(tl.float16, tl.float16),
-                is_pure=True,
-                pack=4,
-            )
+    PTX (int4_pairs_ptx): the inline PTX that does it eight codes a call; "": plain operations, the same values."""
+    if PTX != "":
+        lo, hi = tl.inline_asm_elementwise(PTX, "=r,=r,=r,=r,r,r,r", [byte, bias], dtype=(bias.dtype, bias.dtype),
+                                           is_pure=True, pack=4)  # fmt: skip
     else:
         lo = ((byte & 0xF).to(tl.float32) + OFFSET).to(bias.dtype) - bias
         hi = ((byte >> 4).to(tl.float32) + OFFSET).to(bias.dtype) - bias
@@ -1487,9 +1441,8 @@ def w4a16_mma_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SPLIT_K: tl.constexpr,
-    MAGIC: tl.constexpr,  # as w4a16_fast_kernel: bits of OFFSET in x's dtype (0: fp32 x, plain conversions)
-    OFFSET: tl.constexpr,
-    ASM: tl.constexpr,  # the codes' floats by inline PTX (_int4_pairs)
+    OFFSET: tl.constexpr,  # as w4a16_fast_kernel: 128.0 for bf16 x, 1024.0 for fp16, 0.0 for fp32
+    PTX: tl.constexpr,  # the codes' floats by inline PTX (int4_pairs_ptx), or "" for plain operations
     PIPE: tl.constexpr,  # the depth of the loop Triton pipelines
     DOT_PRECISION: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
@@ -1523,7 +1476,7 @@ def w4a16_mma_kernel(
         scale = tl.load(scale_ptr + rows_n * stride_sn + g, mask=mask_n, other=0.0).to(tl.float32)
         zero = tl.load(zero_ptr + rows_n * stride_sn + g, mask=mask_n, other=0)
         bias = tl.broadcast_to((zero.to(tl.float32) + OFFSET).to(x.dtype)[:, None], (BLOCK_N, HALF))
-        w_even, w_odd = _int4_pairs(byte, bias, MAGIC, OFFSET, ASM)  # q - z, exact small integers
+        w_even, w_odd = _int4_pairs(byte, bias, OFFSET, PTX)  # q - z, exact small integers
         part = tl.dot(w_even, tl.trans(x_even), input_precision=DOT_PRECISION)
         part = tl.dot(w_odd, tl.trans(x_odd), part, input_precision=DOT_PRECISION)
         acc += part * scale[:, None]  # (BLOCK_N, BLOCK_M)
@@ -1840,11 +1793,37 @@ def _fast_prologue(x, w, kind, bits, out, residual, schedule, overrides):
     return out, s, M, N, K
 
 
-def inline_ptx(x) -> bool:
-    """Whether the "mma" kernel builds its floats by inline PTX for x: compiled, on a GPU from sm_90 (its bf16x2
-    subtraction; TRITON_HARD_WAY_AS counts), not under the interpreter, which runs no PTX."""
+# _int4_pairs' PTX, eight codes (four bytes, $4) a call: two prmt spread the bytes into 16-bit lanes, lop3 ORs each
+# nibble into OFFSET's bits (0x4300 | q is 128 + q in bf16, 0x6400 | q is 1024 + q in fp16), one packed subtraction
+# takes OFFSET + z ($5, $6) off two codes at once; $0, $1 the low nibbles' values, $2, $3 the high ones'
+_PAIRS_PTX = """{
+.reg .b32 t0, t1, u0, u1;
+prmt.b32 t0, $4, 0, 0x4140;
+prmt.b32 t1, $4, 0, 0x4342;
+lop3.b32 u0, t0, 0x000F000F, BITS, 0xEA;
+lop3.b32 u1, t1, 0x000F000F, BITS, 0xEA;
+sub.rn.TYPE $0, u0, $5;
+sub.rn.TYPE $1, u1, $6;
+shr.b32 t0, t0, 4;
+shr.b32 t1, t1, 4;
+lop3.b32 u0, t0, 0x000F000F, BITS, 0xEA;
+lop3.b32 u1, t1, 0x000F000F, BITS, 0xEA;
+sub.rn.TYPE $2, u0, $5;
+sub.rn.TYPE $3, u1, $6;
+}"""
+PAIRS_PTX = {
+    dtype: _PAIRS_PTX.replace("BITS", f"0x{MAGIC_BITS[dtype][0]:04X}{MAGIC_BITS[dtype][0]:04X}").replace("TYPE", kind)
+    for dtype, kind in ((torch.bfloat16, "bf16x2"), (torch.float16, "f16x2"))
+}
+
+
+def int4_pairs_ptx(x) -> str:
+    """The PTX with which the "mma" kernel builds its floats for x, or "" where plain operations do: under the
+    interpreter (no PTX), on GPUs before sm_90 (no bf16x2 subtraction; TRITON_HARD_WAY_AS counts), for fp32 x."""
     env = utils.mode.current()
-    return x.is_cuda and env.is_gpu and env.capability >= (9, 0)
+    if not (x.is_cuda and env.is_gpu and env.capability >= (9, 0)):
+        return ""
+    return PAIRS_PTX.get(x.dtype, "")
 
 
 def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **overrides):
@@ -1868,8 +1847,7 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
     grid_n = triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N)
     if s.kernel == "mma":
         return _fast_launch(w4a16_mma_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,
-                            GROUP_SIZE=w.group_size, MAGIC=magic, OFFSET=offset, ASM=inline_ptx(x) and magic != 0,
-                            PIPE=s.num_stages,
+                            GROUP_SIZE=w.group_size, OFFSET=offset, PTX=int4_pairs_ptx(x), PIPE=s.num_stages,
                             DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")  # fmt: skip
     if s.kernel in ("scaled", "scaled_swap"):
         return _fast_launch(w4a16_scaled_tile_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,

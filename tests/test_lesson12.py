@@ -1326,7 +1326,7 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             meta.update(BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
                         SWAP_AB=s.kernel == "scaled_swap")  # fmt: skip
         elif s.kernel == "mma":  # as w4a16_fast launches it on an sm_90 GPU: the floats by inline PTX
-            meta.update(SPLIT_K=s.SPLIT_K, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0, ASM=True,
+            meta.update(SPLIT_K=s.SPLIT_K, DOT_PRECISION="tf32", OFFSET=128.0, PTX=L.PAIRS_PTX[torch.bfloat16],
                         PIPE=s.num_stages)  # fmt: skip
         else:
             meta.update(SPLIT_K=s.SPLIT_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
