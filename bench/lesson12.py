@@ -147,8 +147,8 @@ class PeerWeight:
     """A weight whose products run a peer's linear: lesson 08's model computes h @ w.T and x.addmm_(a, w.T), which
     PyTorch hands to PeerWeight.__torch_function__ (as lesson 12's Transposed does for its own weights)."""
 
-    def __init__(self, linear, shape):
-        self.linear, self.shape = linear, shape
+    def __init__(self, linear):
+        self.linear = linear
 
     T = property(lambda self: self)
 
@@ -164,14 +164,15 @@ class PeerWeight:
 
 def peer_model(model, linear_of):
     """The model with every projection and the LM head replaced by linear_of(w), a callable x -> x @ w.T (a
-    peer's quantized linear), or None where linear_of returns None for one. Lesson 08's steps see weights that are
-    not plain tensors and take their unfused path."""
+    peer's quantized linear), or None where linear_of returns None for the LM head, the first it is asked for
+    (torchao_int4_linear: torchao is missing or cannot quantize here). Lesson 08's steps see weights that are not
+    plain tensors and take their unfused path."""
     head = linear_of(model.lm_head)
     if head is None:
         return None
-    peer = lambda w: PeerWeight(linear_of(w), tuple(w.shape))  # noqa: E731
+    peer = lambda w: PeerWeight(linear_of(w))  # noqa: E731
     layers = [w._replace(wqkv=peer(w.wqkv), wo=peer(w.wo), w13=peer(w.w13), w2=peer(w.w2)) for w in model.layers]
-    return L8.Model(model.args, model.embed, layers, model.norm, PeerWeight(head, tuple(model.lm_head.shape)))
+    return L8.Model(model.args, model.embed, layers, model.norm, PeerWeight(head))
 
 
 def prefill() -> list[Row]:
