@@ -57,7 +57,7 @@ def w4a16_pairs_kernel(
     MAGIC: tl.constexpr,
     OFFSET: tl.constexpr,
     ASM: tl.constexpr,
-    MODE: tl.constexpr,  # 0: scale on the sums; 1: scale in the tile; 3: no loads of W (a probe)
+    MODE: tl.constexpr,  # 0: scale on the sums; 1: scale in the tile
     PIPE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
@@ -81,32 +81,24 @@ def w4a16_pairs_kernel(
     p_tile = packed_ptr + rows_n[:, None] * stride_pn + offs_j[None, :]
     x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    if MODE == 3:
-        byte0 = tl.load(p_tile, mask=mask_n[:, None], other=0)
     for g in tl.range(first, last, num_stages=PIPE):
-        if MODE == 3:  # W's first group, loaded once before the loop, varied by one XOR a byte
-            byte = byte0 ^ tl.cast(g, tl.uint8)
+        byte = tl.load(p_tile + g * HALF, mask=mask_n[:, None], other=0)
+        k = g * GROUP_SIZE + tl.arange(0, GROUP_SIZE)
+        x = tl.load(x_rows + k[None, :], mask=mask_m[:, None] & (k < K)[None, :], other=0.0)  # (BLOCK_M, G)
+        x_lo, x_hi = tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))  # columns 2j and 2j + 1
+        scale = tl.load(scale_ptr + rows_n * stride_sn + g, mask=mask_n, other=0.0)
+        zero = tl.load(zero_ptr + rows_n * stride_sn + g, mask=mask_n, other=0)
+        bias = tl.broadcast_to((zero.to(tl.float32) + OFFSET).to(x_lo.dtype)[:, None], (BLOCK_N, HALF))
+        s_tile = tl.broadcast_to(scale.to(x_lo.dtype)[:, None], (BLOCK_N, HALF))
+        w_lo, w_hi = _codes(byte, bias, s_tile, MAGIC, OFFSET, ASM, MODE == 1, ASM_BF16, ASM_FP16, ASM_BF16_S,
+                            ASM_FP16_S)  # fmt: skip
+        if MODE == 1:
+            acc = tl.dot(w_lo, tl.trans(x_lo), acc, input_precision=DOT_PRECISION)
+            acc = tl.dot(w_hi, tl.trans(x_hi), acc, input_precision=DOT_PRECISION)
         else:
-            byte = tl.load(p_tile + g * HALF, mask=mask_n[:, None], other=0)
-        if MODE == 2:
-            acc += tl.sum(byte.to(tl.float32), 1)[:, None]
-        else:
-            k = g * GROUP_SIZE + tl.arange(0, GROUP_SIZE)
-            x = tl.load(x_rows + k[None, :], mask=mask_m[:, None] & (k < K)[None, :], other=0.0)  # (BLOCK_M, G)
-            x_lo, x_hi = tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))  # columns 2j and 2j + 1
-            scale = tl.load(scale_ptr + rows_n * stride_sn + g, mask=mask_n, other=0.0)
-            zero = tl.load(zero_ptr + rows_n * stride_sn + g, mask=mask_n, other=0)
-            bias = tl.broadcast_to((zero.to(tl.float32) + OFFSET).to(x_lo.dtype)[:, None], (BLOCK_N, HALF))
-            s_tile = tl.broadcast_to(scale.to(x_lo.dtype)[:, None], (BLOCK_N, HALF))
-            w_lo, w_hi = _codes(byte, bias, s_tile, MAGIC, OFFSET, ASM, MODE == 1, ASM_BF16, ASM_FP16, ASM_BF16_S,
-                                ASM_FP16_S)  # fmt: skip
-            if MODE == 1:
-                acc = tl.dot(w_lo, tl.trans(x_lo), acc, input_precision=DOT_PRECISION)
-                acc = tl.dot(w_hi, tl.trans(x_hi), acc, input_precision=DOT_PRECISION)
-            else:
-                part = tl.dot(w_lo, tl.trans(x_lo), input_precision=DOT_PRECISION)
-                part = tl.dot(w_hi, tl.trans(x_hi), part, input_precision=DOT_PRECISION)
-                acc += part * scale.to(tl.float32)[:, None]
+            part = tl.dot(w_lo, tl.trans(x_lo), input_precision=DOT_PRECISION)
+            part = tl.dot(w_hi, tl.trans(x_hi), part, input_precision=DOT_PRECISION)
+            acc += part * scale.to(tl.float32)[:, None]
     acc = tl.trans(acc)
     mask = mask_m[:, None] & mask_n[None, :]
     rows_m = offs_m.to(tl.int64)[:, None] * stride_om
