@@ -36,10 +36,11 @@ class LlamaArgs:
     ffn_dim: int = 5632  # F: the SwiGLU MLP's hidden width
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5  # TinyLlama-1.1B's rms_norm_eps
+    head_dim: int = 0  # D: 0 means dim // n_heads, as in most Llamas; some set it apart (then H D != C)
 
-    @property
-    def head_dim(self) -> int:  # D
-        return self.dim // self.n_heads
+    def __post_init__(self):
+        if not self.head_dim:
+            object.__setattr__(self, "head_dim", self.dim // self.n_heads)
 
 
 LLAMA_1B = LlamaArgs()

@@ -52,14 +52,16 @@ class ModelArgs:
     tie_embeddings: bool = True  # the LM head is the embedding matrix (small models save V C parameters)
     rope_scaling: dict | None = field(default=None, hash=False)  # Llama 3.x: {"rope_type": "llama3", ...}
     eos_ids: tuple = ()
+    head_dim: int = 0  # D: 0 means dim // n_heads; a config may set it apart (then the attention's width H D != C)
 
-    @property
-    def head_dim(self) -> int:  # D
-        return self.dim // self.n_heads
+    def __post_init__(self):
+        if not self.head_dim:
+            object.__setattr__(self, "head_dim", self.dim // self.n_heads)
 
     @property
     def layer(self) -> LlamaArgs:
-        return LlamaArgs(self.dim, self.n_heads, self.n_kv_heads, self.ffn_dim, self.rope_theta, self.norm_eps)
+        return LlamaArgs(self.dim, self.n_heads, self.n_kv_heads, self.ffn_dim, self.rope_theta, self.norm_eps,
+                         self.head_dim)  # fmt: skip
 
 
 ROPE_TYPES = ("default", "linear", "llama3")
@@ -84,8 +86,12 @@ def model_args(config: dict) -> ModelArgs:
         raise ValueError("attention_bias / mlp_bias are set: this model has no biases in its projections")
     C, H = config["hidden_size"], config["num_attention_heads"]
     KV = config.get("num_key_value_heads") or H
-    if C % H or config.get("head_dim", C // H) != C // H:
-        raise ValueError(f"head_dim {config.get('head_dim')} is not hidden_size / num_attention_heads = {C}/{H}")
+    D = config.get("head_dim") or (C // H if C % H == 0 else None)
+    if not isinstance(D, int) or D <= 0:
+        raise ValueError(
+            f"hidden_size {C} does not split over {H} heads and config.json sets no head_dim: give head_dim, the "
+            f"width of one attention head (q_proj has num_attention_heads * head_dim rows)"
+        )
     if H % KV:
         raise ValueError(f"the {H} query heads do not split evenly over the {KV} key/value heads")
     rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
@@ -105,6 +111,7 @@ def model_args(config: dict) -> ModelArgs:
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
         rope_scaling=None if rope_type == "default" else {**rope, "rope_type": rope_type},
         eos_ids=tuple(eos if isinstance(eos, list) else [] if eos is None else [eos]),
+        head_dim=D,
     )
 
 

@@ -93,6 +93,15 @@ def test_reference_layer_matches_transformers():
     L.check_layer(L.REF_OPS, quiet=True)
 
 
+@pytest.mark.parametrize("ops", ["REF_OPS", "TRITON_OPS"])
+def test_a_head_width_set_apart_from_dim_over_heads(ops):
+    """Some configs set head_dim apart from dim / n_heads: the attention is then H D = 128 wide in a stream of
+    C = 64 (q and o are not square). The layer must follow HF's, which reads config.head_dim."""
+    args = L.LlamaArgs(dim=64, n_heads=4, n_kv_heads=2, ffn_dim=96, head_dim=32)
+    assert args.head_dim == 32 and L.LlamaArgs(dim=64, n_heads=4).head_dim == 16
+    L.check_layer(getattr(L, ops), args=args, B=2, T=ENV.pick(cpu=9, gpu=333), quiet=True)
+
+
 def test_layer_writes_into_out():
     dtype = L.lesson_dtype()
     args = L.TINY

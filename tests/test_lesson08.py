@@ -37,7 +37,7 @@ LLAMA3 = {
 }
 
 
-def hf_checkpoint(folder, *, tie=True, rope=None, shards=False, seed=0):
+def hf_checkpoint(folder, *, tie=True, rope=None, shards=False, seed=0, head_dim=None):
     """A tiny Llama checkpoint written by transformers (save_pretrained) with unit-scale random weights, plus a
     tokenizer.json from utils.checkpoints; returns (folder, the HF model in fp32 on the lesson's device)."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -54,6 +54,7 @@ def hf_checkpoint(folder, *, tie=True, rope=None, shards=False, seed=0):
         rms_norm_eps=1e-5,
         tie_word_embeddings=tie,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, **(rope or {})},
+        **({} if head_dim is None else {"head_dim": head_dim}),
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()
@@ -167,6 +168,20 @@ def test_untied_embeddings(tmp_path):
     model = L.load_model(folder, dtype=torch.float32)
     assert model.lm_head is not model.embed and not torch.equal(model.lm_head, model.embed)
     check_prefill_logits(model, hf, prompt(B=1, T=5))
+
+
+def test_a_head_width_set_apart_from_hidden_over_heads(tmp_path):
+    """head_dim 32 with hidden 64 and 4 heads (HF reads config.head_dim; q_proj is (128, 64), o_proj (64, 128)):
+    the prefill's logits as HF's, and the greedy tokens of the decode loop (its fused steps) exactly HF's."""
+    folder, hf = hf_checkpoint(tmp_path, seed=5, head_dim=32)
+    model = L.load_model(folder, dtype=torch.float32)
+    assert model.args.head_dim == 32 and model.layers[0].wqkv.shape == ((4 + 2 * 2) * 32, 64)
+    check_prefill_logits(model, hf, prompt(B=2, T=7))
+    ids = prompt(B=1, T=6, seed=2)
+    hf.generation_config.eos_token_id = None
+    with torch.no_grad():
+        want = hf.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0)
+    assert torch.equal(L.generate(model, ids, 8), want)
 
 
 def test_sharded_checkpoint(tmp_path):
@@ -437,6 +452,10 @@ def test_loader_refusals(tmp_path, tied):
             "'yarn' is not implemented",
         ),
         "biases": (lambda: L.model_args({**config, "attention_bias": True}), "no biases"),
+        "heads that do not split hidden_size, no head_dim": (
+            lambda: L.model_args({**config, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": None}),
+            "does not split over 6 heads and config.json sets no head_dim",
+        ),
         "an incomplete config": (lambda: L.model_args({"model_type": "llama"}), "has no vocab_size"),
     }
     for call, message in cases.values():

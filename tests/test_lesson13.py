@@ -284,6 +284,13 @@ def test_in_flight_greedy_equals_each_request_alone(model):
     L.check_engine(model, quiet=True)
 
 
+def test_in_flight_greedy_with_heads_wider_than_hidden_over_heads(tmp_path):
+    """head_dim set apart from hidden / heads (32 against 64 / 4): the pages hold D = 32 per KV head."""
+    wide = L.load_model(ckpt.build_checkpoint(tmp_path, {"head_dim": 32}), dtype=torch.float32)
+    assert wide.args.head_dim == 32
+    L.check_engine(wide, quiet=True)
+
+
 def test_copy_on_write_and_preemption_keep_outputs_exact(model):
     """Identical prompts of exactly two blocks (the second request shares both and must copy the last one on write),
     and a pool so small that requests are preempted and recomputed: every output is still the request's own."""

@@ -66,7 +66,7 @@ def _config(vocab_size: int, **shape) -> dict:
         "torch_dtype": "float32",
     }
     cfg.update(shape)
-    cfg["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
+    cfg["head_dim"] = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]  # may be set apart
     return cfg
 
 
