@@ -634,9 +634,10 @@ def wxa16_ref(x, w):
     return x @ dequantize(w, x.dtype).T
 
 
-# (M, N, K): one row, a few (decode), a prefill; N odd, K not a multiple of any group; on a GPU, K long enough to split
+# (M, N, K): one row, a few (decode), a prefill; N odd, K odd or even but never a multiple of a group, and at M = 1
+# long enough that the schedule splits K (on the CPU, which pretends to have 4 SMs: 2 to 8 splits)
 CHECK_SHAPES = utils.mode.current().pick(
-    cpu=((1, 33, 100), (5, 47, 200), (37, 31, 72)), gpu=((1, 333, 4100), (5, 1001, 2000), (37, 257, 1000))
+    cpu=((1, 33, 1001), (5, 47, 200), (37, 31, 73)), gpu=((1, 333, 4100), (5, 1001, 2000), (37, 257, 999))
 )
 
 

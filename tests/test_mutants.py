@@ -1,0 +1,66 @@
+"""utils.mutants: it must make one mutant per mutation site, each the module with only that change, and tell a
+check that catches a mutant from one that lets it through."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from utils import mutants
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TOY = '''
+def count_below(xs, limit, stride_a=1, stride_b=1):
+    """How many of xs are below limit."""
+    n = 0
+    for x in xs:
+        if x < limit:
+            n += 1
+    if n > 99:
+        raise ValueError(f"{n} is too many: at most {99 + 0}")
+    return n
+
+
+def check_weak(fn):
+    assert fn([1, 5], 3) == 1
+
+
+def check_strong(fn):
+    assert fn([1, 3, 5], 3) == 1, "a value equal to the limit is not below it"
+    assert fn([], 3) == 0
+'''
+
+
+def test_one_mutant_per_site_and_nothing_else_changes():
+    found = dict(mutants.mutants(TOY, "count_below"))
+    assert set(found) == {
+        "line 4: constant 0 -> 1",
+        "line 4: constant 0 -> -1",
+        "line 6: x < limit -> LtE",
+        "line 7: constant 1 -> 2",
+        "line 7: constant 1 -> 0",
+        "line 8: n > 99 -> GtE",
+    }, "the f-string's 99 + 0 is words, not code: no mutant; 99 is past the small constants mutated"
+    for text in found.values():
+        assert text.count("def check_strong") == 1 and text.endswith(TOY[TOY.index("\n\ndef check_weak") + 1 :])
+    assert "if x <= limit:" in found["line 6: x < limit -> LtE"]
+
+
+def test_a_weak_check_lets_the_off_by_one_through_and_a_strong_one_does_not(tmp_path):
+    module = tmp_path / "toy.py"
+    module.write_text(TOY)
+    outcomes = {}
+    for check in ("check_weak(count_below)", "check_strong(count_below)"):
+        out = tmp_path / f"{check[:11]}.json"
+        run = subprocess.run(
+            [sys.executable, "-m", "utils.mutants", str(module), "count_below", check, "--only", "line 6", "--json",
+             str(out)],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-2000:]
+        (result,) = json.loads(out.read_text())
+        outcomes[check[:11]] = result
+    assert outcomes["check_weak("]["outcome"] == "survived"
+    assert outcomes["check_stron"]["outcome"] == "killed"
+    assert "equal to the limit" in outcomes["check_stron"]["why"]

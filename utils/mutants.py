@@ -1,0 +1,198 @@
+"""Mutation testing of a lesson's checks: does each check catch the small mistakes a learner makes?
+
+Takes one function of a lesson module (an exercise: a kernel, a launcher), makes mutants of it, one small change
+each (a comparison off by one, a constant off by one, + for -, a mask or a transpose dropped, one stride for
+another, the other reduction axis), and runs the exercise's check on each, on this machine (the interpreter on a
+CPU). A mutant the check passes "survives": either the change does not matter (an equivalent mutant: read it), or
+the check has a hole a learner's mistake can pass through. "crashed" is a mutant that took the interpreter down
+(a wild pointer) before the check could say anything.
+
+    python -m utils.mutants lessons/l12_quantization.py w4a16_kernel "check_w4a16(w4a16, quiet=True)"
+    python -m utils.mutants lessons/l10_sort_scan_data.py cumsum_kernel "check_cumsum(cumsum, quiet=True)" -j 2
+
+The check is evaluated in the mutated module's namespace, so it calls the mutant through the module's own
+launchers. Each mutant is a copy of the whole module with the one function rewritten (``ast.unparse``: comments
+go, behaviour stays), imported under a name of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FLIP_COMPARE = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+                ast.NotEq: ast.Eq}  # fmt: skip
+FLIP_BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.LShift: ast.RShift, ast.RShift: ast.LShift, ast.Mult: ast.Add}
+
+
+def _sites(fn: ast.FunctionDef):
+    """Every mutation of fn's body, as (description, the node's index in a walk of the body, the change): the
+    node found again by its index in a deep copy, so that each mutant starts from the unchanged function."""
+    nodes = [n for stmt in fn.body for n in ast.walk(stmt)]
+    in_messages = {id(n) for j in nodes if isinstance(j, ast.JoinedStr) for n in ast.walk(j)}  # f-strings: words only
+    strides = sorted({a.arg for a in fn.args.args if a.arg.startswith("stride")})
+    for i, node in enumerate(nodes):
+        if id(node) in in_messages:
+            continue
+        where = f"line {getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in FLIP_COMPARE:
+            new = FLIP_COMPARE[type(node.ops[0])]
+            yield f"{where}: {ast.unparse(node)} -> {new.__name__}", i, ("compare", new)
+        elif isinstance(node, ast.BinOp) and type(node.op) in FLIP_BINOP:
+            new = FLIP_BINOP[type(node.op)]
+            yield f"{where}: {ast.unparse(node)} -> {new.__name__}", i, ("binop", new)
+        elif isinstance(node, ast.Constant) and type(node.value) is int and 0 <= node.value <= 64:
+            for delta in (1, -1):
+                yield f"{where}: constant {node.value} -> {node.value + delta}", i, ("const", delta)
+        elif isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            for k, kw in enumerate(node.keywords):
+                if kw.arg == "mask":
+                    yield f"{where}: {name}(...) without its mask", i, ("drop_kw", k)
+                elif kw.arg == "other":
+                    yield f"{where}: {name}(..., other={ast.unparse(kw.value)}) -> other=1", i, ("other", k)
+                elif kw.arg == "axis" and isinstance(kw.value, ast.Constant) and kw.value.value in (0, 1):
+                    yield f"{where}: {name}(..., axis={kw.value.value}) -> the other axis", i, ("axis", k)
+            if name in ("tl.trans", "tl.sqrt", "tl.exp", "tl.abs") and len(node.args) == 1:
+                yield f"{where}: {ast.unparse(node)} -> its argument", i, ("unwrap", None)
+        elif isinstance(node, ast.Name) and node.id in strides and len(strides) > 1:
+            other = strides[(strides.index(node.id) + 1) % len(strides)]
+            yield f"{where}: {node.id} -> {other}", i, ("rename", other)
+
+
+def _apply(fn: ast.FunctionDef, index: int, change) -> ast.FunctionDef:
+    fn = copy.deepcopy(fn)
+    node = [n for stmt in fn.body for n in ast.walk(stmt)][index]
+    kind, arg = change
+    if kind == "compare":
+        node.ops = [arg()]
+    elif kind == "binop":
+        node.op = arg()
+    elif kind == "const":
+        node.value += arg
+    elif kind == "drop_kw":
+        del node.keywords[arg]
+    elif kind == "other":
+        node.keywords[arg].value = ast.Constant(1)
+    elif kind == "axis":
+        node.keywords[arg].value = ast.Constant(1 - node.keywords[arg].value.value)
+    elif kind == "unwrap":
+        return _replace(fn, node, node.args[0])
+    elif kind == "rename":
+        node.id = arg
+    return fn
+
+
+def _replace(fn, old, new):
+    class Swap(ast.NodeTransformer):
+        def visit(self, node):
+            return new if node is old else super().visit(node)
+
+    return ast.fix_missing_locations(Swap().visit(fn))
+
+
+def mutants(source: str, function: str):
+    """(description, the module's source with `function` mutated) for every mutation site of `function`."""
+    tree = ast.parse(source)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if fn is None:
+        raise SystemExit(f"no top-level function {function!r} in the module")
+    lines = source.splitlines(keepends=True)
+    start = min([d.lineno for d in fn.decorator_list] + [fn.lineno]) - 1
+    for what, index, change in _sites(fn):
+        mutated = _apply(fn, index, change)
+        mutated.decorator_list = []  # the decorators stay as they are written, above the function
+        text = "".join(lines[start : fn.lineno - 1]) if fn.decorator_list else ""
+        try:
+            body = ast.unparse(mutated)
+        except Exception:  # a mutation unparse cannot write: not a mutant
+            continue
+        yield what, "".join(lines[:start]) + text + body + "\n" + "".join(lines[fn.end_lineno :])
+
+
+_WORKER = r"""
+import importlib.util, json, sys
+from utils import setup
+setup(quiet=True)
+check, job = sys.argv[1], json.loads(sys.argv[2])
+spec = importlib.util.spec_from_file_location(job["name"], job["path"])
+module = importlib.util.module_from_spec(spec)
+sys.modules[job["name"]] = module
+try:
+    spec.loader.exec_module(module)
+    eval(check, vars(module))
+    result = {"outcome": "survived"}
+except BaseException as e:
+    text = str(e).strip()
+    result = {"outcome": "killed", "why": f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:300]}
+print("RESULT " + json.dumps(result), flush=True)
+"""
+
+
+def _run(check: str, job: dict, timeout: int) -> dict:
+    """One mutant in a process of its own: a mutant may crash the interpreter (a wild pointer) or hang."""
+    cmd = [sys.executable, "-c", _WORKER, check, json.dumps(job)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"outcome": "timeout", "why": f"the check ran past {timeout} s"}
+    for line in run.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    return {"outcome": "crashed", "why": f"exit status {run.returncode}: {run.stderr.strip()[-200:]}"}
+
+
+def main(argv=None):
+    from concurrent.futures import ThreadPoolExecutor
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("module", help="the lesson module, e.g. lessons/l12_quantization.py")
+    parser.add_argument("function", help="the function to mutate (a kernel, a launcher)")
+    parser.add_argument("check", help="an expression run in the mutated module, e.g. 'check_w4a16(w4a16, quiet=True)'")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds a check may take")
+    parser.add_argument("--only", help="only the mutants whose description contains this text")
+    parser.add_argument("--json", help="also write every outcome to this file")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    source = Path(args.module).read_text()
+    found = [(what, text) for what, text in mutants(source, args.function) if not args.only or args.only in what]
+    stem = Path(args.module).stem
+    print(f"{len(found)} mutants of {args.function}; check: {args.check}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
+        jobs = []
+        for i, (_, text) in enumerate(found):
+            path = Path(tmp) / f"{stem}_mutant{i}.py"
+            path.write_text(text)
+            jobs.append({"name": f"{stem}_mutant{i}", "path": str(path)})
+
+        def one(job):
+            r = _run(args.check, job, args.timeout)
+            print({"killed": ".", "survived": "S", "timeout": "T", "crashed": "C"}[r["outcome"]], end="", flush=True)
+            return r
+
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            results = list(pool.map(one, jobs))
+    print()
+    outcomes = [{**r, "what": what} for r, (what, _) in zip(results, found)]
+    for r in outcomes:
+        if r["outcome"] != "killed":
+            print(f"{r['outcome']:9s} {r['what']}")
+    counts = {o: sum(r["outcome"] == o for r in outcomes) for o in ("killed", "survived", "timeout", "crashed")}
+    print(", ".join(f"{n} {o}" for o, n in counts.items() if n))
+    if args.json:
+        Path(args.json).write_text(json.dumps(outcomes, indent=1))
+
+
+if __name__ == "__main__":
+    main()
