@@ -148,7 +148,8 @@ def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
     if max_row > 1024:  # one long row under the interpreter (it is slow), many on a GPU
         shapes += env.pick(cpu=[(1, max_row), (3, max_row // 2 + 3)], gpu=[(999, max_row), (333, max_row - 95)])
     for M, N in shapes:
-        x = torch.randn(M, N, device=env.device)
+        gap = 5 if M > 2 else 0  # x's rows gap elements apart (a view): x's row stride is not out's
+        x = torch.randn(M, N + gap, device=env.device)[:, :N]
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             out = fn(x, out=utils.nan_empty((M, N), device=env.device))
         B = triton.next_power_of_2(N)
@@ -179,7 +180,7 @@ def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
             rtol=0,
             reason="sorting moves values, it rounds none",
             stray=stray,
-            name=f"bitonic_sort {M}x{N}",
+            name=f"bitonic_sort {M}x{N}" + (f" (x a view, rows {N + gap} apart)" if gap else ""),
             quiet=True,
             suspects=suspects,
         )
@@ -1889,16 +1890,19 @@ def _groupby_atomic(table, threshold, num_keys, BLOCK_SIZE=1024):
 
 def check_groupby_atomic(fn, *, quiet=False):
     """Checks fn(table, threshold, num_keys) against groupby_dense_ref, exactly (values are multiples of 1/4:
-    every fp64 partial sum is exact, whatever order the atomics add in); NaN values, few and many keys."""
+    every fp64 partial sum is exact, whatever order the atomics add in); NaN values, few and many keys, more rows
+    than one block, rows exactly at the threshold (x > threshold keeps none of them); then keys outside
+    0..num_keys-1: refused where such a row passes the filter, ignored where it does not."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
-    cases = env.pick(cpu=[(1, 1), (100, 3), (1000, 700)], gpu=[(1, 1), (100, 3), (10**6 + 3, 16), (10**6, 10**5)])
+    cases = env.pick(cpu=[(1, 1), (100, 3), (2500, 700)], gpu=[(1, 1), (100, 3), (10**6 + 3, 16), (10**6, 10**5)])
     for n, num_keys in cases:
         g = torch.Generator().manual_seed(n)
         key = torch.randint(0, num_keys, (n,), generator=g, dtype=torch.int32)
         value = torch.randint(-400, 400, (n,), generator=g) / 4.0
         value[::5] = float("nan")
         x = torch.rand(n, generator=g, dtype=torch.float64)
+        x[3::7] = 0.3  # exactly the threshold: not kept
         table = {"key": key.to(env.device), "value": value.to(env.device), "x": x.to(env.device)}
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             sums, counts, rows = fn(table, 0.3, num_keys)
@@ -1939,9 +1943,42 @@ def check_groupby_atomic(fn, *, quiet=False):
             quiet=True,
             suspects={"The filter is missing: rows with x <= threshold were counted too.": every_row[2]},
         )
+    _check_bad_keys(fn, env)
     if not quiet:
         sizes = ", ".join(f"{n} rows/{k} keys" for n, k in cases)
-        print(f"✓ groupby_atomic matches the dense reference exactly at {sizes}")
+        print(f"✓ groupby_atomic matches the dense reference exactly at {sizes}, and refuses keys out of range")
+
+
+def _check_bad_keys(fn, env):
+    """Keys -1 and num_keys in rows that pass the filter must be refused (the launcher reads the kernel's count of
+    them in rows[num_keys]); in rows that do not pass, they are never read and change nothing."""
+    __tracebackhide__ = True
+    key = torch.arange(40, dtype=torch.int32) % 4
+    value = torch.ones(40, dtype=torch.float32)
+    for bad, where in ((-1, 5), (4, 22)):
+        x = torch.full((40,), 0.9, dtype=torch.float32)
+        x[where] = 0.1  # the bad key's row fails the filter: fine
+        table = {"key": key.clone(), "value": value, "x": x}
+        table["key"][where] = bad
+        ref = groupby_dense_ref(table["key"].clamp(0, 3), value, x, 0.5, 4)
+        got = fn({k: v.to(env.device) for k, v in table.items()}, 0.5, 4)
+        for name, a, b in zip(("sums", "counts", "rows"), got, ref):
+            if not torch.equal(a.cpu().to(b.dtype), b):
+                raise AssertionError(
+                    f"the {name} differ from the reference when a row with key {bad} (outside 0..3) fails the "
+                    f"filter: got {a.tolist()}, expected {b.tolist()}.\nHint: load and use the key only for the "
+                    f"rows that pass (mask the atomics with the filter)."
+                )
+        x[where] = 0.9  # now it passes: the table must be refused
+        try:
+            fn({"key": table["key"].to(env.device), "value": value.to(env.device), "x": x.to(env.device)}, 0.5, 4)
+        except ValueError:
+            continue
+        raise AssertionError(
+            f"a row with key {bad} (outside 0..3) passed the filter and nothing was refused.\nHint: count such rows "
+            f"in rows[num_keys] (the launcher refuses the table when that count is not zero), and add nothing for "
+            f"them anywhere: key {bad} would address memory outside sums, counts and rows."
+        )
 
 
 @triton.jit

@@ -223,6 +223,17 @@ def test_custom_tolerance_needs_a_reason():
         check(torch.zeros(2, device=DEV), torch.zeros(2, dtype=torch.float64), atol=1, rtol=1)
 
 
+def test_the_worst_value_is_printed_with_the_digits_that_tell_it_apart():
+    """An exact check that misses by one ulp of fp64: six digits would print the same number twice."""
+    want = torch.tensor([1.0, -305.75], dtype=torch.float64, device=DEV)
+    got = want.clone()
+    got[1] = torch.nextafter(got[1], torch.tensor(0.0, dtype=torch.float64, device=DEV))
+    with pytest.raises(AssertionError) as e:
+        check(got, want, atol=0, rtol=0, reason="exact", quiet=True)
+    assert "got -305.75, expected -305.75 " not in str(e.value)
+    assert "got -305.74999999999994, expected -305.75 " in str(e.value)
+
+
 def test_default_tolerance_separates_one_rounding_from_two_roundings():
     x = torch.rand(10000, dtype=torch.float64) + 1
     check(x.to(DEV).half(), x, quiet=True)  # one rounding to fp16 is within the fp16 tolerance

@@ -582,11 +582,11 @@ def check(
             diff = (out64 - ref64).abs().masked_fill(~bad, 0)
             worst = int(torch.argmax(diff.reshape(-1)))
             wi = _index(worst, shape)
+            got, want = _distinct(out64.reshape(-1)[worst].item(), ref64.reshape(-1)[worst].item())
             problems.append(
                 f"{name} differs from the reference: {_where(bad, shape, dims)}.\n"
-                f"Worst at index {wi}: got {out64.reshape(-1)[worst].item():.6g}, expected "
-                f"{ref64.reshape(-1)[worst].item():.6g} (tolerance atol={atol:g}, rtol={rtol:g}: {reason}).\n"
-                f"Hint: {hint}"
+                f"Worst at index {wi}: got {got}, expected {want} (tolerance atol={atol:g}, rtol={rtol:g}: "
+                f"{reason}).\nHint: {hint}"
             )
     if stray:
         problems.append(_stray_problem(name, stray, right=not problems))
@@ -600,6 +600,16 @@ def check(
                 f"✓ {name} matches the reference: shape {shape}, {dtype_name(out.dtype)}, "
                 f"atol={atol:g}, rtol={rtol:g} ({reason})."
             )
+
+
+def _distinct(got: float, want: float) -> tuple[str, str]:
+    """The two numbers with 6 significant digits, or with as many more as it takes to tell them apart (up to 17:
+    every float64 distinct): "got -305.75, expected -305.75" says nothing."""
+    for digits in (6, 9, 12, 17):
+        a, b = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if a != b:
+            break
+    return a, b
 
 
 def _stray_problem(name: str, stray, right: bool) -> str:
