@@ -878,20 +878,23 @@ def _split_partials_ref(q, k_cache, v_cache, lengths, split_len):
 
 def check_decode_attention(fn, *, quiet=False):
     """fn(q, k_cache, v_cache, lengths, out=...) against decode_attention_ref in fp64, caches full of other
-    values past each sequence's length (an earlier, longer conversation), several splits per sequence."""
+    values past each sequence's length (an earlier, longer conversation), several splits per sequence; in the last
+    case scores in the hundreds (base 2), where a softmax that does not subtract its max overflows fp32."""
     __tracebackhide__ = True
     env = utils.mode.current()
     dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
     cases = env.pick(
-        cpu=[(1, 4, 2, 16, 40, [37]), (3, 4, 1, 32, 70, [1, 50, 70]), (2, 3, 3, 16, 20, [5, 20])],
+        cpu=[(1, 4, 2, 16, 40, [37]), (3, 4, 1, 32, 70, [1, 50, 70]), (2, 3, 3, 16, 20, [5, 20]),
+             (2, 4, 2, 16, 40, [40, 13], 60.0)],
         gpu=[
             (1, 32, 4, 64, 1000, [777]),
             (3, 9, 3, 64, 300, [1, 200, 300]),
             (4, 32, 8, 128, 5000, [1, 99, 4097, 5000]),
+            (2, 8, 2, 64, 300, [300, 77], 60.0),
         ],
-    )  # (B, H, KV, D, max_len, lengths)
-    for B, H, KV, D, max_len, lens in cases:
-        q = torch.randn(B, H, D, device=env.device, dtype=dtype)
+    )  # fmt: skip  # (B, H, KV, D, max_len, lengths[, the scale of q])
+    for B, H, KV, D, max_len, lens, *q_scale in cases:
+        q = torch.randn(B, H, D, device=env.device, dtype=dtype) * (q_scale[0] if q_scale else 1.0)
         k_cache, v_cache = (torch.randn(B, max_len, KV, D, device=env.device, dtype=dtype) for _ in range(2))
         lengths = torch.tensor(lens, device=env.device, dtype=torch.int32)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
@@ -920,10 +923,11 @@ def check_decode_attention(fn, *, quiet=False):
                 decode_attention_ref(q64 * math.sqrt(D), k64, v64, lengths)
             ),
         }
+        big = f", q x {q_scale[0]:g}: scores in the hundreds, subtract the max before exp2" if q_scale else ""
         utils.check(
             out,
             ref,
-            name=f"decode attention (B={B}, H={H}, KV={KV}, D={D}, lengths={lens})",
+            name=f"decode attention (B={B}, H={H}, KV={KV}, D={D}, lengths={lens}{big})",
             quiet=quiet,
             suspects=suspects,
             stray=stray,
