@@ -501,14 +501,17 @@ def check_paged_attention(fn, *, quiet=False):
             (1, 4, 2, 16, 16, [37], [1], 0),
             (3, 4, 1, 32, 8, [23, 1, 50], [1, 1, 1], 0),
             (2, 6, 3, 16, 4, [30, 14], [7, 14], 2),
+            (2, 6, 2, 16, 4, [19, 11], [7, 11], 1),
         ],
         gpu=[
             (1, 32, 4, 64, 16, [17], [1], 0),  # short: one key more or less moves bf16 outputs past the tolerance
             (4, 9, 3, 64, 16, [1, 200, 301, 64], [1, 1, 1, 1], 0),
             (3, 32, 8, 128, 32, [1000, 700, 333], [1, 100, 333], 16),
+            (2, 9, 3, 64, 16, [100, 40], [20, 40], 1),
         ],
     )  # (B, H, KV, D, block_size, lengths, new queries per request, blocks shared by requests 0 and 1); the
-    # longest request last, its table full and its last key tile past it: a table read without a mask strays
+    # longest request last, its table full and its last key tile past it: a table read without a mask strays; three
+    # query heads a kv head in the last case (a tile's rows do not fill a power of two: the rows past them are off)
     for B, H, KV, D, P, lens, q_lens, shared in cases:
         q, kp, vp, table, lengths, q_start = paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, env.device, gen)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches

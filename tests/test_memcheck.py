@@ -195,3 +195,54 @@ def test_lesson10_scan_reading_past_its_input_is_caught(monkeypatch):
     monkeypatch.setattr(L10, "block_sum_kernel", block_sum_unmasked_kernel)
     with pytest.raises(AssertionError, match=r"(?s)is right, but.*`block_sum_unmasked_kernel` reads .*`x_ptr`"):
         L10.check_cumsum(L10.cumsum, quiet=True)
+
+
+# -- races: two programs of one launch writing different values into one element --------------------------------
+
+
+@triton.jit
+def tiles_kernel(x_ptr, out_ptr, n, OVERLAP: tl.constexpr, SAME: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """out = 2 x, a tile a program; OVERLAP: each program also writes the first OVERLAP elements of the next tile
+    (a mask off by OVERLAP), with its own value (pid + 1) or, SAME, the value that belongs there."""
+    lanes = tl.arange(0, 2 * BLOCK_SIZE)
+    offsets = tl.program_id(0) * BLOCK_SIZE + lanes
+    mask = (offsets < n) & (lanes < BLOCK_SIZE + OVERLAP)
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    value = 2 * x if SAME else tl.where(lanes < BLOCK_SIZE, 2 * x, tl.program_id(0) + 1.0)
+    tl.store(out_ptr + offsets, value, mask=mask)
+
+
+@triton.jit
+def tally_kernel(counts_ptr, BLOCK_SIZE: tl.constexpr):
+    """Every program adds 1 to the same counters: atomics, which are meant for it."""
+    tl.atomic_add(counts_ptr + tl.arange(0, BLOCK_SIZE), 1.0)
+
+
+def _tiles(overlap, same, n=100, block=32):
+    x = torch.randn(n)
+    out = utils.nan_empty(n)
+    with watch_memory() as watch:
+        tiles_kernel[(triton.cdiv(n, block),)](x, out, n, OVERLAP=overlap, SAME=same, BLOCK_SIZE=block)
+    return x, out, watch
+
+
+def test_two_programs_writing_one_element_differently_is_a_race():
+    x, out, watch = _tiles(overlap=2, same=False)  # 4 programs, each spilling 2 elements into the next tile
+    assert torch.equal(out, 2 * x), "the interpreter runs the programs in order: the owner writes last"
+    (race,) = watch.races
+    assert (race.kernel, race.near, race.elements, race.first) == ("tiles_kernel", "out_ptr", 6, 32)
+    assert race.programs == ((0, 0, 0), (1, 0, 0))
+    assert "programs (0, 0, 0) and (1, 0, 0) both write element 32 of `out_ptr`" in str(race)
+    with pytest.raises(AssertionError) as e:
+        utils.check(out, 2 * x.double(), name="out", stray=watch, quiet=True)
+    assert "out is right here, but two programs of one launch write different values" in str(e.value)
+    assert "Give every output element one owner" in str(e.value)
+
+
+def test_the_same_value_written_twice_and_atomics_are_no_race():
+    x, out, watch = _tiles(overlap=2, same=True)
+    assert not watch.races and not watch, "both programs write what belongs there: no result depends on the order"
+    counts = torch.zeros(8)
+    with watch_memory() as watch:
+        tally_kernel[(5,)](counts, BLOCK_SIZE=8)
+    assert torch.equal(counts, torch.full((8,), 5.0)) and not watch

@@ -47,6 +47,16 @@ def test_one_mutant_per_site_and_nothing_else_changes():
     assert "if x <= limit:" in found["line 6: x < limit -> LtE"]
 
 
+def test_a_method_keeps_its_class_indentation():
+    source = "class Counter:\n    n = 0\n\n    def bump(self, by):\n        self.n += by + 1\n        return self.n\n"
+    found = dict(mutants.mutants(source, "Counter.bump"))
+    assert set(found) == {"line 5: by + 1 -> Sub", "line 5: constant 1 -> 2", "line 5: constant 1 -> 0"}
+    for text in found.values():
+        namespace = {}
+        exec(compile(text, "mutant", "exec"), namespace)  # still a class with its method
+        assert namespace["Counter"]().bump(2) in (1, 4, 2)  # by - 1, by + 2, by + 0: never the 3 of by + 1
+
+
 def test_a_weak_check_lets_the_off_by_one_through_and_a_strong_one_does_not(tmp_path):
     module = tmp_path / "toy.py"
     module.write_text(TOY)

@@ -613,8 +613,26 @@ def _distinct(got: float, want: float) -> tuple[str, str]:
 
 
 def _stray_problem(name: str, stray, right: bool) -> str:
-    """The paragraph for accesses outside every tensor of their launch (utils.memcheck.Stray or plain lines)."""
-    strays = list(stray)
+    """The paragraphs for accesses outside every tensor of their launch (utils.memcheck.Stray or plain lines) and
+    for elements two programs wrote differently (utils.memcheck.Race)."""
+    items = list(stray)
+    races = [s for s in items if getattr(s, "access", "") == "overwrites"]
+    strays = [s for s in items if s not in races]
+    paragraphs = [_outside_problem(name, strays, right)] if strays else []
+    if races:
+        lead = f"{name} is right here, but" if right and not strays else "Also,"
+        paragraphs.append(
+            f"{lead} two programs of one launch write different values into the same elements (checked under the "
+            f"interpreter, which runs the programs one after another: the last one's values are what you see):\n- "
+            + "\n- ".join(map(str, races))
+            + "\nHint: on a GPU the programs run at the same time and either may win, so the result changes from "
+            "run to run. Give every output element one owner: look at which rows or columns each program's mask "
+            "lets it store (a mask that lets a program spill into its neighbour's tile, an index off by one)."
+        )
+    return "\n".join(paragraphs)
+
+
+def _outside_problem(name: str, strays: list, right: bool) -> str:
     accesses = {getattr(s, "access", "") for s in strays}
     if accesses == {"reads"}:
         hint = (

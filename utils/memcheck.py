@@ -9,6 +9,11 @@ one of the tensors passed to *that launch*. The lessons' checks run the learner'
 what strays (see ``utils.check(..., stray=...)``); lesson 09 builds a smaller version by hand and shows the GPU's
 tool, ``compute-sanitizer``.
 
+It also keeps what each program stores where, and after each launch reports the elements that two programs wrote
+with different values (:class:`Race`): the interpreter runs the programs one after another, so the last one wins
+and the output can look right, where a GPU runs them at once and either may win. Atomics are left out (they are
+meant for several programs), and so is a value written twice by one program, or the same value by two.
+
 It relies on two internals of the pinned Triton's interpreter (``GridExecutor.__call__`` and the interpreter
 builder's ``create_masked_load`` / ``create_masked_store`` / ``create_atomic_*``). Where they are missing (another
 Triton version), or on a GPU, it watches nothing and says so once in ``Watch.note``.
@@ -51,23 +56,46 @@ class Stray:
 
 
 @dataclass
+class Race:
+    """Elements of one tensor that two programs of one launch wrote with different values. The interpreter runs the
+    programs one after another, so the last one's value stays; a GPU runs them at once, and either may win."""
+
+    kernel: str
+    near: str  # the launch's argument whose tensor holds the elements
+    itemsize: int
+    elements: int = 0
+    first: int = 0  # element index of the first such element in that tensor
+    programs: tuple = ()  # two programs (pid along axes 0, 1, 2) that wrote it
+
+    access = "overwrites"  # what utils.checking reads to tell it from a Stray
+
+    def __str__(self) -> str:
+        a, b = self.programs
+        return (
+            f"`{self.kernel}`: programs {a} and {b} both write element {self.first} of `{self.near}`, with different "
+            f"values ({self.elements} element(s) of `{self.near}` are written so)"
+        )
+
+
+@dataclass
 class Watch:
     """What :func:`watch_memory` yields: the stray accesses found (empty when all stayed inside), and whether
     anything was watched at all."""
 
     strays: list[Stray] = field(default_factory=list)
+    races: list[Race] = field(default_factory=list)
     watched: bool = False
     launches: int = 0
     note: str = ""
 
     def __bool__(self) -> bool:
-        return bool(self.strays)
+        return bool(self.strays or self.races)
 
     def __iter__(self):
-        return iter(self.strays)
+        return iter([*self.strays, *self.races])
 
     def lines(self) -> list[str]:
-        return [str(s) for s in self.strays]
+        return [str(s) for s in self]
 
 
 def _tensors(name, value):
@@ -175,8 +203,21 @@ def watch_memory():
         audit("reads", ptrs, mask)
         return originals["create_masked_load"](ptrs, mask, *rest, **kw)
 
+    def record(ptrs, value, mask):
+        """Keeps what this program wrote where (addresses, the values' bits) for races(), after the launch."""
+        addresses = np.asarray(ptrs.data).astype(np.int64)
+        values = np.ascontiguousarray(np.broadcast_to(np.asarray(value.data), addresses.shape))
+        if mask is not None:
+            keep = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+            addresses, values = addresses[keep], values[keep]
+        if addresses.size and values.itemsize in (1, 2, 4, 8):
+            bits = values.reshape(-1).view(np.dtype(f"u{values.itemsize}")).astype(np.uint64)
+            launch["writes"].append((addresses.reshape(-1), bits, builder.grid_idx))
+
     def store(ptrs, value, mask, *rest, **kw):
         audit("writes", ptrs, mask)
+        if launch:
+            record(ptrs, value, mask)
         return originals["create_masked_store"](ptrs, value, mask, *rest, **kw)
 
     def rmw(op, ptr, val, mask, *rest, **kw):
@@ -193,14 +234,41 @@ def watch_memory():
             for label, t in _tensors(name, value):
                 if t.device.type == "cpu":
                     spans.append((label, *tensor_span(t), t.element_size()))
-        launch.update(kernel=getattr(executor.fn, "__name__", "kernel"), spans=spans)
+        launch.update(kernel=getattr(executor.fn, "__name__", "kernel"), spans=spans, writes=[])
         watch.launches += 1
+
+    def races():
+        """After a launch: elements that two of its programs stored different values into (atomics are meant for
+        that, and are not counted; a program that writes an element twice is in order with itself)."""
+        writes = launch.get("writes") or []
+        if len({w[2] for w in writes}) > 1:
+            grids = sorted({w[2] for w in writes})
+            number = {g: i for i, g in enumerate(grids)}
+            addresses = np.concatenate([w[0] for w in writes])
+            bits = np.concatenate([w[1] for w in writes])
+            program = np.concatenate([np.full(w[0].size, number[w[2]]) for w in writes])
+            order = np.lexsort((np.arange(addresses.size), program, addresses))  # by address, program, then time
+            addresses, bits, program = addresses[order], bits[order], program[order]
+            last = np.ones(addresses.size, dtype=bool)  # each program's last write of an address is what it leaves
+            last[:-1] = (addresses[1:] != addresses[:-1]) | (program[1:] != program[:-1])
+            addresses, bits, program = addresses[last], bits[last], program[last]
+            same = addresses[1:] == addresses[:-1]  # two programs' final values at one address...
+            clash = same & (bits[1:] != bits[:-1])  # ...that differ
+            at = np.flatnonzero(clash)
+            for label, lo, hi, itemsize in launch["spans"]:  # one Race a tensor
+                mine = at[(addresses[at] >= lo) & (addresses[at] < hi)]
+                if mine.size:
+                    first = int(addresses[mine[0]])
+                    pair = (grids[int(program[mine[0]])], grids[int(program[mine[0] + 1])])
+                    count = int(np.unique(addresses[mine]).size)
+                    watch.races.append(Race(launch["kernel"], label, itemsize, count, (first - lo) // itemsize, pair))
+        launch.clear()
 
     builder.create_masked_load, builder.create_masked_store = load, store
     builder.create_atomic_rmw, builder.create_atomic_cas = rmw, cas
     watch.watched = True
     try:
-        with intercept_launches(before, after=launch.clear):
+        with intercept_launches(before, after=races):
             yield watch
     finally:
         for n in names:  # back to the class's own methods (lesson 09's memcheck patches the same way)

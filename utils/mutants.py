@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,23 +101,35 @@ def _replace(fn, old, new):
     return ast.fix_missing_locations(Swap().visit(fn))
 
 
-def mutants(source: str, function: str):
-    """(description, the module's source with `function` mutated) for every mutation site of `function`."""
-    tree = ast.parse(source)
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+def _find(tree: ast.Module, function: str) -> ast.FunctionDef:
+    """The top-level function `function`, or the method `Class.method`."""
+    scope, *rest = function.split(".") if "." in function else (None, function)
+    body = tree.body
+    if scope is not None:
+        cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == scope), None)
+        body = cls.body if cls is not None else []
+    fn = next((n for n in body if isinstance(n, ast.FunctionDef) and n.name == rest[0]), None)
     if fn is None:
-        raise SystemExit(f"no top-level function {function!r} in the module")
+        raise SystemExit(f"no function {function!r} in the module (a top-level function, or Class.method)")
+    return fn
+
+
+def mutants(source: str, function: str):
+    """(description, the module's source with `function` mutated) for every mutation site of `function` (a
+    top-level function, or a method as ``Class.method``)."""
+    fn = _find(ast.parse(source), function)
     lines = source.splitlines(keepends=True)
     start = min([d.lineno for d in fn.decorator_list] + [fn.lineno]) - 1
+    decorators = "".join(lines[start : fn.lineno - 1])  # as written, above the function
     for what, index, change in _sites(fn):
         mutated = _apply(fn, index, change)
-        mutated.decorator_list = []  # the decorators stay as they are written, above the function
-        text = "".join(lines[start : fn.lineno - 1]) if fn.decorator_list else ""
+        mutated.decorator_list = []
         try:
             body = ast.unparse(mutated)
         except Exception:  # a mutation unparse cannot write: not a mutant
             continue
-        yield what, "".join(lines[:start]) + text + body + "\n" + "".join(lines[fn.end_lineno :])
+        body = textwrap.indent(body, " " * fn.col_offset)  # a method keeps its class's indentation
+        yield what, "".join(lines[:start]) + decorators + body + "\n" + "".join(lines[fn.end_lineno :])
 
 
 _WORKER = r"""
