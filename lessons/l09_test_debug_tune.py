@@ -261,7 +261,8 @@ def check_matmul_splitk(fn, *, quiet=False):
             assert_bitwise_equal(got, exact.to(torch.float16), name=name)
         a = torch.randn(M, K, device=env.device) * K**-0.25
         b = torch.randn(K, N, device=env.device) * K**-0.25
-        c = fn(a, b, out=utils.nan_empty((M, N)), SPLIT_K=split)
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            c = fn(a, b, out=utils.nan_empty((M, N)), SPLIT_K=split)
         scale = math.sqrt(K) * a.pow(2).mean().sqrt().item() * b.pow(2).mean().sqrt().item()
         utils.check(
             c,
@@ -270,6 +271,7 @@ def check_matmul_splitk(fn, *, quiet=False):
             name=f"matmul_splitk C[{M}x{N}] (K={K}, SPLIT_K={split})",
             quiet=True,
             suspects=splitk_suspects(a, b, split),
+            stray=stray,
         )
         if not quiet:
             print(
@@ -734,7 +736,8 @@ def check_matmul_flushed(fn, *, quiet=False):
             ) from None
         a = torch.randn(M, K, device=env.device, dtype=torch.float16) * K**-0.25
         b = torch.randn(K, N, device=env.device, dtype=torch.float16) * K**-0.25
-        c = fn(a, b, out=utils.nan_empty((M, N), torch.float16), FLUSH_EVERY=1)
+        with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+            c = fn(a, b, out=utils.nan_empty((M, N), torch.float16), FLUSH_EVERY=1)
         scale = math.sqrt(K) * a.float().pow(2).mean().sqrt().item() * b.float().pow(2).mean().sqrt().item()
         utils.check(
             c,
@@ -744,6 +747,7 @@ def check_matmul_flushed(fn, *, quiet=False):
             reason="fp16 partial sums (11 bits) rounded once per K step, fp32 total, fp16 output",
             name=f"matmul_flushed C[{M}x{N}] (K={K}, FLUSH_EVERY=1)",
             quiet=True,
+            stray=stray,
         )
         if not quiet:
             print(

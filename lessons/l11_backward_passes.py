@@ -845,10 +845,11 @@ def _ce_suspects(logits64, labels, ref_grad, go):
 
 def check_cross_entropy(fn, *, quiet=False):
     """fn(logits, labels, *, ignore_index=-100) against cross_entropy_ref in fp64: the loss and the gradient (times a
-    random upstream gradient), at awkward shapes (one row, V not a multiple of the block), with ignored labels."""
+    random upstream gradient), at awkward shapes (one row, V not a multiple of the block, V over more blocks than
+    one: the running max and sum rescaled), with ignored labels."""
     __tracebackhide__ = True
     env = utils.mode.current()
-    shapes = env.pick(cpu=[(1, 1), (1, 300), (7, 1000), (37, 257)], gpu=[(1, 1), (7, 1000), (37, 257), (64, 128_256)])
+    shapes = env.pick(cpu=[(1, 1), (1, 300), (3, 5000), (37, 257)], gpu=[(1, 1), (7, 1000), (37, 257), (64, 128_256)])
     cases = 0
     for M, V in shapes:
         for dtype in (torch.float64, *lesson_dtypes()):
