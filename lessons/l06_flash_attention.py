@@ -145,22 +145,37 @@ def _check_attention_out(out, ref, suspects, name, quiet, stray=None):
     utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, stray=stray)
 
 
+def _rows_apart(x, stride):
+    """x (T, D) copied into a view whose rows lie `stride` elements apart, NaN between them."""
+    buf = torch.full((x.shape[0], stride), float("nan"), dtype=x.dtype, device=x.device)
+    buf[:, : x.shape[1]] = x
+    return buf[:, : x.shape[1]]
+
+
 def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=False):
-    """fn(q, k, v, [causal=c,] out=...) for one head, q, k, v (T, D) with rows further apart than D, against
-    attention_ref. causal=None: fn takes no causal argument and must compute non-causal attention."""
+    """fn(q, k, v, [causal=c,] out=...) for one head, q, k, v (T, D) with rows further apart than D (each its own
+    distance: a stride of one used for another shows), against attention_ref. causal=None: fn takes no causal
+    argument and must compute non-causal attention."""
     __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
-    for T, D in shapes or env.pick(cpu=[(1, 16), (37, 16), (50, 32)], gpu=[(1, 64), (333, 128), (1000, 64)]):
+    shapes = shapes or env.pick(
+        cpu=[(1, 16), (37, 16), (50, 32), (40, 16, 60.0)], gpu=[(1, 64), (333, 128), (1000, 64), (300, 64, 60.0)]
+    )  # (T, D[, the scale of q]): q x 60 puts the scores far past exp's range in fp32
+    for T, D, *q_scale in shapes:
         for c in causal or (None,):
             q4, k4, v4 = random_qkv(1, T, 1, 1, D, dtype)  # (1, T, 1, D) views, rows 3 D apart
-            q, k, v = q4[0, :, 0], k4[0, :, 0], v4[0, :, 0]  # (T, D)
+            if q_scale:
+                q4 = (q4 * q_scale[0]).to(dtype)  # a softmax that does not subtract each row's max overflows here
+            q = q4[0, :, 0]  # (T, D), rows 3 D apart (D when scaled); k's D + 16, v's 2 D + 8
+            k, v = _rows_apart(k4[0, :, 0], D + 16), _rows_apart(v4[0, :, 0], 2 * D + 8)
             kwargs = {} if c is None else {"causal": c}
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
                 out = fn(q, k, v, **kwargs, out=utils.nan_empty((T, D), dtype))
             args64 = (q4.double(), k4.double(), v4.double(), bool(c))
             ref = attention_ref(*args64)[0, :, 0]
             suspects = {hint: wrong[0, :, 0] for hint, wrong in attention_suspects(*args64).items()}
-            name = f"attention of one head (T={T}, D={D}, {'causal' if c else 'not causal'})"
+            name = f"attention of one head (T={T}, D={D}, {'causal' if c else 'not causal'}"
+            name += f", q x {q_scale[0]:g}: subtract each row's max before exp)" if q_scale else ")"
             _check_attention_out(out, ref, suspects, name, quiet, stray)
 
 
