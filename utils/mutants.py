@@ -1,7 +1,7 @@
 """Mutation testing of a lesson's checks: does each check catch the small mistakes a learner makes?
 
 Takes one function of a lesson module (an exercise: a kernel, a launcher), makes mutants of it, one small change
-each (a comparison off by one, a constant off by one, + for -, a mask or a transpose dropped, one stride for
+each (a comparison off by one, a constant off by one, + for -, // for %, a mask or a transpose dropped, one stride for
 another, the other reduction axis), and runs the exercise's check on each, on this machine (the interpreter on a
 CPU). A mutant the check passes "survives": either the change does not matter (an equivalent mutant: read it), or
 the check has a hole a learner's mistake can pass through. "crashed" is a mutant that took the interpreter down
@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 FLIP_COMPARE = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
                 ast.NotEq: ast.Eq}  # fmt: skip
-FLIP_BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.LShift: ast.RShift, ast.RShift: ast.LShift, ast.Mult: ast.Add}
+FLIP_BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.LShift: ast.RShift, ast.RShift: ast.LShift, ast.Mult: ast.Add,
+              ast.FloorDiv: ast.Mod, ast.Mod: ast.FloorDiv}  # fmt: skip
 
 
 def _sites(fn: ast.FunctionDef):
