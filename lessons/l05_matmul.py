@@ -509,9 +509,11 @@ def tile_order_ref(M, N, BLOCK_M, BLOCK_N, GROUP_M):
 
 
 def check_tile_order(fn, *, quiet=False):
-    """fn(M, N, BLOCK_M, BLOCK_N, GROUP_M) against tile_order_ref: a last group shorter than GROUP_M included."""
+    """fn(M, N, BLOCK_M, BLOCK_N, GROUP_M) against tile_order_ref: a last group shorter than GROUP_M included, and
+    GROUP_M = 1 (row-major, step 2's order)."""
     __tracebackhide__ = True
-    for M, N, BLOCK_M, BLOCK_N, GROUP_M in [(700, 1000, 64, 128, 4), (1000, 33, 16, 16, 8), (64, 300, 64, 64, 2)]:
+    for M, N, BLOCK_M, BLOCK_N, GROUP_M in [(700, 1000, 64, 128, 4), (1000, 33, 16, 16, 8), (64, 300, 64, 64, 2),
+                                            (200, 300, 64, 64, 2), (100, 200, 32, 64, 1)]:  # fmt: skip
         num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
         pid = torch.arange(num_m * num_n, dtype=torch.float32)
         full = torch.full((num_m + GROUP_M, num_n), float("nan"))  # the order if every group had GROUP_M rows

@@ -301,6 +301,9 @@ def check_int4_codes(fn, *, quiet=False):
     for (N, K), G in zip(((5, 100), (1, 64), (9, 300)), GROUP_SIZES):
         w = (torch.randn(N, K, device=env.device) / math.sqrt(K)).to(env.dtype)
         w[0, : min(K, G)] = w[0, : min(K, G)].abs()  # a group with no negative weight: zero point 0
+        if N > 2:
+            w[1, : min(K, G)] = -w[1, : min(K, G)].abs()  # no positive weight: zero point 15
+            w[2, : min(K, G)] = 0.0  # nothing but zeros: no range to divide (scale 1, every code the zero point)
         groups = triton.cdiv(K, G)
         got = fn(w, G)
         shapes = ((N, groups * G), (N, groups), (N, groups))

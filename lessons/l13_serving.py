@@ -213,7 +213,16 @@ def check_block_pool(pool_cls=None, *, quiet=False):
     free = len(pool.free)
     expect(pool.allocate(c, 30) is False, "8 blocks for c with 4 free: allocate must refuse (return False)")
     expect(len(pool.free) == free and not c.blocks, "a refused allocate must change nothing")
-    for s in (a, b):
+    expect(pool.allocate(c, P * free) is True and len(c.blocks) == free and not pool.free,
+           f"{P * free} tokens for c: exactly the {free} free blocks, allocate must succeed")  # fmt: skip
+    d = Sequence(req, list(req.prompt))  # a's prompt again, when no block is free
+    expect(pool.share_prefix(d) == 12, "d must share a's 3 prompt blocks (sharing needs no free block)")
+    d.n_cached, refs = 11, list(pool.refs)
+    expect(pool.allocate(d, 12) is False, "d writes into a shared block, whose copy needs a free block, and none is "
+           "left: allocate must refuse (count the copies with the new blocks)")  # fmt: skip
+    expect(d.blocks == a.blocks and list(pool.refs) == refs and not pool.copies[1:],
+           "a refused allocate must change nothing: no copy, no reference count")  # fmt: skip
+    for s in (a, b, c, d):
         pool.free_all(s)
     expect(sorted(pool.free) == list(range(8)) and pool.used == 0, "every block must be free again at the end")
     if not quiet:
