@@ -574,7 +574,8 @@ def check_prune_for_shape(fn, *, quiet=False):
     (the last two cases keep no config by the rules: the fallback must answer)."""
     __tracebackhide__ = True
     configs = TUNE_CONFIGS[:-1]
-    cases = [(4096, 4096, torch.float16), (8, 4096, torch.float16), (100, 30, torch.float32), (1, 1, torch.float32)]
+    cases = [(4096, 4096, torch.float16), (8, 4096, torch.float16), (128, 256, torch.float16), (100, 30, torch.float32),
+             (1, 1, torch.float32)]  # fmt: skip  # 128 x 256: tiles exactly as tall and as wide as the shape stay
     for M, N, dtype in cases:
         named = dict(a_ptr=torch.empty(0, dtype=dtype), M=M, N=N, K=4096)
         itemsize = named["a_ptr"].element_size()
