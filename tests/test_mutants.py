@@ -74,3 +74,17 @@ def test_a_weak_check_lets_the_off_by_one_through_and_a_strong_one_does_not(tmp_
     assert outcomes["check_weak("]["outcome"] == "survived"
     assert outcomes["check_stron"]["outcome"] == "killed"
     assert "equal to the limit" in outcomes["check_stron"]["why"]
+
+
+def test_run_returns_the_outcomes_and_leaves_this_process_as_it_was(tmp_path, monkeypatch):
+    """A notebook on a GPU calls run(): its own kernels must stay compiled, so the interpreter is switched on for
+    the mutants' processes only."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    module = tmp_path / "toy.py"
+    module.write_text(TOY)
+    outcomes = mutants.run(module, "count_below", "check_strong(count_below)", only="constant 1", quiet=True)
+    assert [(o["what"], o["outcome"]) for o in outcomes] == [
+        ("line 7: constant 1 -> 2", "killed"),
+        ("line 7: constant 1 -> 0", "killed"),
+    ]
+    assert "TRITON_INTERPRET" not in __import__("os").environ

@@ -81,8 +81,8 @@ def _apply(fn: ast.FunctionDef, index: int, change) -> ast.FunctionDef:
         node.op = arg()
     elif kind == "const":
         node.value += arg
-    elif kind == "drop_kw":
-        del node.keywords[arg]
+    elif kind == "drop_kw":  # the mask, and the `other` that only a mask allows
+        node.keywords = [kw for k, kw in enumerate(node.keywords) if k != arg and kw.arg != "other"]
     elif kind == "other":
         node.keywords[arg].value = ast.Constant(1)
     elif kind == "axis":
@@ -155,7 +155,7 @@ print("RESULT " + json.dumps(result), flush=True)
 def _run(check: str, job: dict, timeout: int) -> dict:
     """One mutant in a process of its own: a mutant may crash the interpreter (a wild pointer) or hang."""
     cmd = [sys.executable, "-c", _WORKER, check, json.dumps(job)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}  # the interpreter, GPU or not
     try:
         run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -166,44 +166,60 @@ def _run(check: str, job: dict, timeout: int) -> dict:
     return {"outcome": "crashed", "why": f"exit status {run.returncode}: {run.stderr.strip()[-200:]}"}
 
 
-def main(argv=None):
+def run(
+    module,
+    function: str,
+    check: str,
+    *,
+    jobs: int = 2,
+    timeout: int = 300,
+    only: str | None = None,
+    quiet: bool = False,
+) -> list[dict]:
+    """Makes the mutants of `function` in the lesson module at `module` (a path, from the course's root when
+    relative), runs `check` on each and returns their outcomes: {"what", "outcome" (killed, survived, timeout,
+    crashed), "why"}. Prints a mark per mutant as it finishes, then the ones that were not killed (unless quiet)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    path = Path(module) if Path(module).is_absolute() else ROOT / module
+    found = [(what, text) for what, text in mutants(path.read_text(), function) if not only or only in what]
+    say = (lambda *a, **k: None) if quiet else print
+    say(f"{len(found)} mutants of {function}; check: {check}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
+        jobs_ = []
+        for i, (_, text) in enumerate(found):
+            mutant = Path(tmp) / f"{path.stem}_mutant{i}.py"
+            mutant.write_text(text)
+            jobs_.append({"name": f"{path.stem}_mutant{i}", "path": str(mutant)})
+
+        def one(job):
+            r = _run(check, job, timeout)
+            say({"killed": ".", "survived": "S", "timeout": "T", "crashed": "C"}[r["outcome"]], end="", flush=True)
+            return r
+
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            results = list(pool.map(one, jobs_))
+    say()
+    outcomes = [{**r, "what": what} for r, (what, _) in zip(results, found)]
+    for r in outcomes:
+        if r["outcome"] != "killed":
+            say(f"{r['outcome']:9s} {r['what']}")
+    counts = {o: sum(r["outcome"] == o for r in outcomes) for o in ("killed", "survived", "timeout", "crashed")}
+    say(", ".join(f"{n} {o}" for o, n in counts.items() if n))
+    return outcomes
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("module", help="the lesson module, e.g. lessons/l12_quantization.py")
-    parser.add_argument("function", help="the function to mutate (a kernel, a launcher)")
+    parser.add_argument("function", help="the function to mutate (a kernel, a launcher, or Class.method)")
     parser.add_argument("check", help="an expression run in the mutated module, e.g. 'check_w4a16(w4a16, quiet=True)'")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once")
     parser.add_argument("--timeout", type=int, default=300, help="seconds a check may take")
     parser.add_argument("--only", help="only the mutants whose description contains this text")
     parser.add_argument("--json", help="also write every outcome to this file")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-    source = Path(args.module).read_text()
-    found = [(what, text) for what, text in mutants(source, args.function) if not args.only or args.only in what]
-    stem = Path(args.module).stem
-    print(f"{len(found)} mutants of {args.function}; check: {args.check}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
-        jobs = []
-        for i, (_, text) in enumerate(found):
-            path = Path(tmp) / f"{stem}_mutant{i}.py"
-            path.write_text(text)
-            jobs.append({"name": f"{stem}_mutant{i}", "path": str(path)})
-
-        def one(job):
-            r = _run(args.check, job, args.timeout)
-            print({"killed": ".", "survived": "S", "timeout": "T", "crashed": "C"}[r["outcome"]], end="", flush=True)
-            return r
-
-        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            results = list(pool.map(one, jobs))
-    print()
-    outcomes = [{**r, "what": what} for r, (what, _) in zip(results, found)]
-    for r in outcomes:
-        if r["outcome"] != "killed":
-            print(f"{r['outcome']:9s} {r['what']}")
-    counts = {o: sum(r["outcome"] == o for r in outcomes) for o in ("killed", "survived", "timeout", "crashed")}
-    print(", ".join(f"{n} {o}" for o, n in counts.items() if n))
+    outcomes = run(args.module, args.function, args.check, jobs=args.jobs, timeout=args.timeout, only=args.only)
     if args.json:
         Path(args.json).write_text(json.dumps(outcomes, indent=1))
 
