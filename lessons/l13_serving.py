@@ -806,6 +806,28 @@ class Engine:
         return info
 
 
+def _watch_limits(engine):
+    """Wraps engine.step so that every step is checked against the engine's own limits as it ends: at most
+    max_step_tokens token rows, at most max_seqs requests running (those that finished in it included)."""
+    step = engine.step
+
+    def watched():
+        __tracebackhide__ = True
+        info = step()
+        if info.n_tokens > engine.max_step_tokens:
+            raise AssertionError(
+                f"a step ran {info.n_tokens} token rows, over max_step_tokens={engine.max_step_tokens}: take each "
+                f"decode token and each prefill chunk out of the step's budget"
+            )
+        running = len(engine.running) + (len(info.finished) if engine.policy == "in-flight" else 0)
+        if running > engine.max_seqs:
+            raise AssertionError(f"{running} requests ran at once, over max_seqs={engine.max_seqs}: admit only "
+                                 f"while fewer than max_seqs are running")  # fmt: skip
+        return info
+
+    engine.step = watched
+
+
 def check_engine(model: Model, *, quiet=False):
     """Greedy tokens of every request under in-flight batching + paged attention == the request run alone; the
     memory budget holds and nothing is dropped on a trace that overloads the pool."""
@@ -819,22 +841,34 @@ def check_engine(model: Model, *, quiet=False):
     pool = BlockPool(n_blocks=env.pick(cpu=9, gpu=16), block_size=P)
     runner = ModelRunner(model, pool.n_blocks, P, max_len=64)
     engine = Engine(runner, pool, max_seqs=3, max_step_tokens=env.pick(cpu=12, gpu=16))
+    _watch_limits(engine)
     rec = utils.serving.replay(engine, trace)
     if rec is None:
         raise NotImplementedError("the engine is not written yet")
-    for r in trace:
+    # then identical prompts of exactly two blocks: a later one finds both cached (it may take at most
+    # len(tokens) - 1 of them: the last token's logits pick its first new token), copies the last block on write,
+    # and a pool of 5 blocks forces preemptions
+    prompt = tuple(range(40, 48))
+    same = [utils.serving.Request(100 + i, 0.0, prompt if i < 3 else tuple(range(60, 66 + i)), 5, 8 if i < 3 else 0)
+            for i in range(4)]  # fmt: skip
+    engine2 = Engine(ModelRunner(model, 5, P, max_len=32), BlockPool(n_blocks=5, block_size=P), max_seqs=3,
+                     max_step_tokens=8)  # fmt: skip
+    _watch_limits(engine2)
+    rec2 = utils.serving.replay(engine2, same, max_steps=500)
+    for r, got in [*((r, rec.tokens[r.id]) for r in trace), *((r, rec2.tokens[r.id]) for r in same)]:
         alone = generate(model, torch.tensor([r.prompt], device=model.embed.device), r.max_new_tokens,
                          kernels=False)[0, len(r.prompt):].tolist()  # fmt: skip
-        if rec.tokens[r.id] != alone:
+        if got != alone:
             raise AssertionError(
                 f"request {r.id} (prompt of {len(r.prompt)} tokens, {r.system} of them a shared system prompt): "
-                f"in-flight batching generated {rec.tokens[r.id]}, alone it generates {alone}. Check what the "
+                f"in-flight batching generated {got}, alone it generates {alone}. Check what the "
                 f"scheduler hands the model: positions (n_cached), the shared prefix (at most len(tokens) - 1), "
                 f"copy-on-write before writing into a shared block, and what a preempted request recomputes."
             )
     budget_trace = utils.serving.make_trace(60, rate=1e4, seed=1, prompt_median=30, output_median=20)
     pool = BlockPool(n_blocks=24, block_size=8)
     engine = Engine(utils.serving.EchoModel(), pool, max_seqs=8, max_step_tokens=32, block_bytes=1)
+    _watch_limits(engine)
     rec = utils.serving.replay(engine, budget_trace)
     peak = max(m for _, m in rec.memory)
     if peak > pool.n_blocks:
