@@ -88,3 +88,15 @@ def test_run_returns_the_outcomes_and_leaves_this_process_as_it_was(tmp_path, mo
         ("line 7: constant 1 -> 0", "killed"),
     ]
     assert "TRITON_INTERPRET" not in __import__("os").environ
+
+
+def test_as_registers_each_mutant_under_the_module_name_the_tests_import(tmp_path):
+    """--as / alias=: a check that imports the module by its own name (a test file does) gets the mutant."""
+    module = tmp_path / "toy.py"
+    module.write_text(TOY)
+    same = "import toy_alias\nassert toy_alias is __import__('sys').modules[__name__]"
+    (kept,) = mutants.run(module, "count_below", same, only="line 6", alias="toy_alias", quiet=True)
+    assert kept["outcome"] == "survived", kept
+    runs = same + "\nassert toy_alias.count_below([1, 3, 5], 3) == 1"
+    (caught,) = mutants.run(module, "count_below", runs, only="line 6", alias="toy_alias", quiet=True)
+    assert caught["outcome"] == "killed" and caught["why"].startswith("AssertionError"), caught

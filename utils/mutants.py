@@ -134,16 +134,21 @@ def mutants(source: str, function: str):
 
 
 _WORKER = r"""
-import importlib.util, json, sys
+import importlib, importlib.util, json, sys
 from utils import setup
 setup(quiet=True)
 check, job = sys.argv[1], json.loads(sys.argv[2])
 spec = importlib.util.spec_from_file_location(job["name"], job["path"])
 module = importlib.util.module_from_spec(spec)
 sys.modules[job["name"]] = module
+if job.get("alias"):  # the mutant also answers to the module's own name: what tests import gets it
+    package, _, name = job["alias"].rpartition(".")
+    sys.modules[job["alias"]] = module
+    if package:
+        setattr(importlib.import_module(package), name, module)
 try:
     spec.loader.exec_module(module)
-    eval(check, vars(module))
+    exec(check, vars(module))
     result = {"outcome": "survived"}
 except BaseException as e:
     text = str(e).strip()
@@ -175,6 +180,7 @@ def run(
     timeout: int = 300,
     only: str | None = None,
     quiet: bool = False,
+    alias: str | None = None,
 ) -> list[dict]:
     """Makes the mutants of `function` in the lesson module at `module` (a path, from the course's root when
     relative), runs `check` on each and returns their outcomes: {"what", "outcome" (killed, survived, timeout,
@@ -190,7 +196,7 @@ def run(
         for i, (_, text) in enumerate(found):
             mutant = Path(tmp) / f"{path.stem}_mutant{i}.py"
             mutant.write_text(text)
-            jobs_.append({"name": f"{path.stem}_mutant{i}", "path": str(mutant)})
+            jobs_.append({"name": f"{path.stem}_mutant{i}", "path": str(mutant), "alias": alias})
 
         def one(job):
             r = _run(check, job, timeout)
@@ -213,13 +219,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("module", help="the lesson module, e.g. lessons/l12_quantization.py")
     parser.add_argument("function", help="the function to mutate (a kernel, a launcher, or Class.method)")
-    parser.add_argument("check", help="an expression run in the mutated module, e.g. 'check_w4a16(w4a16, quiet=True)'")
+    parser.add_argument("check", help="code run in the mutated module, e.g. 'check_w4a16(w4a16, quiet=True)'")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once")
     parser.add_argument("--timeout", type=int, default=300, help="seconds a check may take")
     parser.add_argument("--only", help="only the mutants whose description contains this text")
     parser.add_argument("--json", help="also write every outcome to this file")
+    parser.add_argument(
+        "--as",
+        dest="alias",
+        help="also register each mutant as this module (e.g. lessons.l12_quantization), so that a check running the "
+        "tests, such as \"assert __import__('pytest').main(['-x', 'tests/test_lesson12.py']) == 0\", imports it",
+    )
     args = parser.parse_args(argv)
-    outcomes = run(args.module, args.function, args.check, jobs=args.jobs, timeout=args.timeout, only=args.only)
+    outcomes = run(args.module, args.function, args.check, jobs=args.jobs, timeout=args.timeout, only=args.only,
+                   alias=args.alias)  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(outcomes, indent=1))
 
