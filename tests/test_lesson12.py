@@ -246,9 +246,10 @@ GEMV_CASES = [
 def test_int4_gemv_schedules(dtype, M, N, K, G, s):
     x = torch.randn(M, K, device=DEV, dtype=dtype)
     w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
-    out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
-    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 GEMV {s}", quiet=True, **L.wxa16_tolerance(x, w, dtype),
-                suspects=L.w4a16_suspects(x, w))  # fmt: skip
+    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+        out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 GEMV {s}", quiet=True, stray=stray,
+                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
 
 
 INT8_GEMV_CASES = [(1, 33, 300, _fs("gemv", 1, 16, 128, 1)), (3, 17, 100, _fs("gemv", 4, 8, 64, 4)),
@@ -305,8 +306,9 @@ STREAM_CASES = [
 def test_int4_stream_schedules(N, K, G, s, dtype):
     x = torch.randn(1, K, device=DEV, dtype=dtype)
     w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
-    out = L.w4a16_fast(x, w, out=utils.nan_empty((1, N), dtype), schedule=s)
-    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 stream {s}", quiet=True,
+    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+        out = L.w4a16_fast(x, w, out=utils.nan_empty((1, N), dtype), schedule=s)
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 stream {s}", quiet=True, stray=stray,
                 **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
 
 
@@ -325,8 +327,9 @@ def test_int4_scaled_tile_schedules(M, N, K, G, s, dtype):
     """(q - z) * s rounded once to x's dtype: the spec's dequantize, so the same tolerance as every other path."""
     x = torch.randn(M, K, device=DEV, dtype=dtype)
     w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
-    out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
-    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 scaled tile {s}", quiet=True,
+    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+        out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
+    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 scaled tile {s}", quiet=True, stray=stray,
                 **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
 
 
@@ -341,14 +344,19 @@ MMA_CASES = [
 ] + ([(16, 47, 700, 128, _fs("mma", 16, 32, 128, 2, 2, 3), torch.bfloat16)] if ENV.is_gpu else [])  # fmt: skip
 
 
+@pytest.mark.parametrize("residual", [False, True], ids=["", "residual"])
 @pytest.mark.parametrize("M, N, K, G, s, dtype", MMA_CASES)
-def test_int4_mma_schedules(M, N, K, G, s, dtype):
-    """(q - z) exact in x's dtype, each group's sums scaled: the tolerance of every other path."""
+def test_int4_mma_schedules(M, N, K, G, s, dtype, residual):
+    """(q - z) exact in x's dtype, each group's sums scaled: the tolerance of every other path; with a residual too
+    (added by the kernel itself when SPLIT_K is 1, by the combine otherwise); every address watched."""
     x = torch.randn(M, K, device=DEV, dtype=dtype)
     w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
-    out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
-    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 mma {s}", quiet=True,
-                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
+    r = torch.randn(M, N, device=DEV, dtype=dtype) if residual else None
+    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+        out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), residual=r, schedule=s)
+    want = L.wxa16_ref(x.double(), w) + (0 if r is None else r.double())
+    utils.check(out, want, name=f"int4 mma {s}" + (" + residual" if residual else ""), quiet=True, stray=stray,
+                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w) if r is None else None)  # fmt: skip
 
 
 @pytest.mark.parametrize("s", [_fs("stream", 1, 8, 64, 4, 2, 2), _fs("scaled_swap", 16, 16, 64, 4, 4, 2),
