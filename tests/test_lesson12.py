@@ -302,14 +302,23 @@ STREAM_CASES = [
 ]
 
 
-@pytest.mark.parametrize("N, K, G, s, dtype", STREAM_CASES)
-def test_int4_stream_schedules(N, K, G, s, dtype):
-    x = torch.randn(1, K, device=DEV, dtype=dtype)
+def _check_schedule(M, N, K, G, s, dtype, residual, what):
+    """w4a16_fast at schedule s against the spec, every address watched; with a residual (added by the kernel
+    itself when SPLIT_K is 1, by the combine otherwise) when asked."""
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
     w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
+    r = torch.randn(M, N, device=DEV, dtype=dtype) if residual else None
     with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
-        out = L.w4a16_fast(x, w, out=utils.nan_empty((1, N), dtype), schedule=s)
-    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 stream {s}", quiet=True, stray=stray,
-                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
+        out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), residual=r, schedule=s)
+    want = L.wxa16_ref(x.double(), w) + (0 if r is None else r.double())
+    utils.check(out, want, name=f"{what} {s}" + (" + residual" if residual else ""), quiet=True, stray=stray,
+                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w) if r is None else None)  # fmt: skip
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["", "residual"])
+@pytest.mark.parametrize("N, K, G, s, dtype", STREAM_CASES)
+def test_int4_stream_schedules(N, K, G, s, dtype, residual):
+    _check_schedule(1, N, K, G, s, dtype, residual, "int4 stream")
 
 
 SCALED_CASES = [
@@ -322,15 +331,11 @@ SCALED_CASES = [
 ]
 
 
+@pytest.mark.parametrize("residual", [False, True], ids=["", "residual"])
 @pytest.mark.parametrize("M, N, K, G, s, dtype", SCALED_CASES)
-def test_int4_scaled_tile_schedules(M, N, K, G, s, dtype):
+def test_int4_scaled_tile_schedules(M, N, K, G, s, dtype, residual):
     """(q - z) * s rounded once to x's dtype: the spec's dequantize, so the same tolerance as every other path."""
-    x = torch.randn(M, K, device=DEV, dtype=dtype)
-    w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
-    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
-        out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
-    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 scaled tile {s}", quiet=True, stray=stray,
-                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
+    _check_schedule(M, N, K, G, s, dtype, residual, "int4 scaled tile")
 
 
 # "mma" (thin tensor-core tiles, W's even and odd columns as two dots, the floats by inline PTX on an sm_90 GPU):
@@ -347,16 +352,8 @@ MMA_CASES = [
 @pytest.mark.parametrize("residual", [False, True], ids=["", "residual"])
 @pytest.mark.parametrize("M, N, K, G, s, dtype", MMA_CASES)
 def test_int4_mma_schedules(M, N, K, G, s, dtype, residual):
-    """(q - z) exact in x's dtype, each group's sums scaled: the tolerance of every other path; with a residual too
-    (added by the kernel itself when SPLIT_K is 1, by the combine otherwise); every address watched."""
-    x = torch.randn(M, K, device=DEV, dtype=dtype)
-    w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
-    r = torch.randn(M, N, device=DEV, dtype=dtype) if residual else None
-    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
-        out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), residual=r, schedule=s)
-    want = L.wxa16_ref(x.double(), w) + (0 if r is None else r.double())
-    utils.check(out, want, name=f"int4 mma {s}" + (" + residual" if residual else ""), quiet=True, stray=stray,
-                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w) if r is None else None)  # fmt: skip
+    """(q - z) exact in x's dtype, each group's sums scaled: the tolerance of every other path."""
+    _check_schedule(M, N, K, G, s, dtype, residual, "int4 mma")
 
 
 @pytest.mark.parametrize("s", [_fs("stream", 1, 8, 64, 4, 2, 2), _fs("scaled_swap", 16, 16, 64, 4, 4, 2),
