@@ -231,6 +231,10 @@ GEMV_CASES = [
     (3, 9, 100, 64, _fs("gemv", 4, 16, 256, 1)),
     (4, 5, 200, 128, _fs("gemv", 4, 8, 128, 4)),
     (1, 3, 72, 32, _fs("gemv", 16, 16, 32, 8)),
+    # the next step's words loaded while this step's are used (num_stages 2: PREFETCH), with splits and a partial step
+    (2, 17, 300, 32, _fs("gemv", 2, 32, 64, 2, 4, 2)),
+    (3, 9, 100, 64, _fs("gemv", 4, 16, 256, 1, 4, 2)),
+    (5, 33, 1000, 128, _fs("gemv", 8, 16, 256, 4, 4, 2)),
     # the slab kernel: unmasked full steps and a masked last one (K = 300: 9 full steps of 32 and a partial group),
     # a step wider than K (only the masked loop runs), several rows of x, splits, no prefetch
     (1, 33, 300, 32, _fs("slab", 1, 16, 32, 1, 4, 2)),
