@@ -198,17 +198,28 @@ ATTENTION_SHAPES = utils.mode.current().pick(
 
 
 def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=False):
-    """fn(q, k, v, causal=c, out=...) for q (B, T, H, D) and k, v (B, T, KV, D), views into one qkv buffer."""
+    """fn(q, k, v, causal=c, out=...) for q (B, T, H, D) and k, v (B, T, KV, D), views into one qkv buffer; unless
+    shapes are given, one more case with q x 60 (scores far past exp's range: a softmax must subtract its max)."""
     __tracebackhide__ = True
     dtype = dtype or lesson_dtype()
-    for B, T, H, KV, D in shapes or ATTENTION_SHAPES:
+    big = [] if shapes else [utils.mode.current().pick(cpu=(1, 40, 2, 1, 16, 60.0), gpu=(1, 300, 4, 2, 64, 60.0))]
+    for B, T, H, KV, D, *q_scale in list(shapes or ATTENTION_SHAPES) + big:
         for c in causal:
             q, k, v = random_qkv(B, T, H, KV, D, dtype)
+            if q_scale:
+                q = (q * q_scale[0]).to(dtype)
             with utils.watch_memory() as stray:
                 out = fn(q, k, v, causal=c, out=utils.nan_empty((B, T, H, D), dtype))
             args64 = (q.double(), k.double(), v.double(), c)
-            name = f"attention (B={B}, T={T}, H={H}, KV={KV}, D={D}, {'causal' if c else 'not causal'})"
-            _check_attention_out(out, attention_ref(*args64), attention_suspects(*args64), name, quiet, stray)
+            name = f"attention (B={B}, T={T}, H={H}, KV={KV}, D={D}, {'causal' if c else 'not causal'}"
+            name += f", q x {q_scale[0]:g}: subtract each row's max before exp)" if q_scale else ")"
+            tolerance = None
+            if q_scale and isinstance(out, torch.Tensor):
+                group = H // KV  # query head h reads kv head h // group
+                s = torch.einsum("bthd,bshd->bhts", args64[0], args64[1].repeat_interleave(group, dim=2))
+                tolerance = large_scores_tolerance(out.dtype, float(s.abs().max()) / math.sqrt(D))
+            _check_attention_out(out, attention_ref(*args64), attention_suspects(*args64), name, quiet, stray,
+                                 tolerance)  # fmt: skip
 
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
