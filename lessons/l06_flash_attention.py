@@ -186,8 +186,10 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
             suspects = {hint: wrong[0, :, 0] for hint, wrong in attention_suspects(*args64).items()}
             name = f"attention of one head (T={T}, D={D}, {'causal' if c else 'not causal'}"
             name += f", q x {q_scale[0]:g}: subtract each row's max before exp)" if q_scale else ")"
-            s_max = float((q4.double()[0, :, 0] @ k4.double()[0, :, 0].T).abs().max()) / math.sqrt(D)
-            tolerance = large_scores_tolerance(out.dtype, s_max) if q_scale and isinstance(out, torch.Tensor) else None
+            tolerance = None
+            if q_scale and isinstance(out, torch.Tensor):
+                s_max = float((args64[0][0, :, 0] @ args64[1][0, :, 0].T).abs().max()) / math.sqrt(D)
+                tolerance = large_scores_tolerance(out.dtype, s_max)
             _check_attention_out(out, ref, suspects, name, quiet, stray, tolerance)
 
 

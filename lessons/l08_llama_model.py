@@ -18,7 +18,7 @@ import utils.hints
 import utils.roofline
 import utils.timing
 from lessons.l05_matmul import tma_scratch, uses_tma  # Hopper: descriptors built on the GPU need scratch
-from lessons.l06_flash_attention import descriptors_fit
+from lessons.l06_flash_attention import descriptors_fit, large_scores_tolerance
 
 
 from lessons.l07_llm_layer import (
@@ -927,9 +927,7 @@ def check_decode_attention(fn, *, quiet=False):
         tolerance = {}
         if q_scale and isinstance(out, torch.Tensor):  # the error of each rounded score grows through exp
             s_max = float(torch.einsum("bhd,btkd->bhtk", q64, k64).abs().max()) / math.sqrt(D)
-            grown, tol = 64 * s_max * 2**-24, utils.checking.default_tolerance(out.dtype)
-            why = f"scores up to {s_max:.0f}: each rounded score's error grows through exp"
-            tolerance = dict(atol=max(tol.atol, grown), rtol=max(tol.rtol, grown), reason=why)
+            tolerance = large_scores_tolerance(out.dtype, s_max)
         utils.check(
             out,
             ref,

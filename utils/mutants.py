@@ -60,10 +60,8 @@ def _sites(fn: ast.FunctionDef):
             for k, kw in enumerate(node.keywords):
                 if kw.arg == "mask":
                     yield f"{where}: {name}(...) without its mask", i, ("drop_kw", k)
-                elif kw.arg == "other":
+                elif kw.arg == "other":  # (an axis=0 becomes 1 with the constants, below)
                     yield f"{where}: {name}(..., other={ast.unparse(kw.value)}) -> other=1", i, ("other", k)
-                elif kw.arg == "axis" and isinstance(kw.value, ast.Constant) and kw.value.value in (0, 1):
-                    yield f"{where}: {name}(..., axis={kw.value.value}) -> the other axis", i, ("axis", k)
             if name in ("tl.trans", "tl.sqrt", "tl.exp", "tl.abs") and len(node.args) == 1:
                 yield f"{where}: {ast.unparse(node)} -> its argument", i, ("unwrap", None)
         elif isinstance(node, ast.Name) and node.id in strides and len(strides) > 1:
@@ -85,8 +83,6 @@ def _apply(fn: ast.FunctionDef, index: int, change) -> ast.FunctionDef:
         node.keywords = [kw for k, kw in enumerate(node.keywords) if k != arg and kw.arg != "other"]
     elif kind == "other":
         node.keywords[arg].value = ast.Constant(1)
-    elif kind == "axis":
-        node.keywords[arg].value = ast.Constant(1 - node.keywords[arg].value.value)
     elif kind == "unwrap":
         return _replace(fn, node, node.args[0])
     elif kind == "rename":
@@ -104,12 +100,12 @@ def _replace(fn, old, new):
 
 def _find(tree: ast.Module, function: str) -> ast.FunctionDef:
     """The top-level function `function`, or the method `Class.method`."""
-    scope, *rest = function.split(".") if "." in function else (None, function)
+    scope, _, name = function.rpartition(".")
     body = tree.body
-    if scope is not None:
+    if scope:
         cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == scope), None)
         body = cls.body if cls is not None else []
-    fn = next((n for n in body if isinstance(n, ast.FunctionDef) and n.name == rest[0]), None)
+    fn = next((n for n in body if isinstance(n, ast.FunctionDef) and n.name == name), None)
     if fn is None:
         raise SystemExit(f"no function {function!r} in the module (a top-level function, or Class.method)")
     return fn
@@ -162,13 +158,13 @@ def _run(check: str, job: dict, timeout: int) -> dict:
     cmd = [sys.executable, "-c", _WORKER, check, json.dumps(job)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}  # the interpreter, GPU or not
     try:
-        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"outcome": "timeout", "why": f"the check ran past {timeout} s"}
-    for line in run.stdout.splitlines():
+    for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT ") :])
-    return {"outcome": "crashed", "why": f"exit status {run.returncode}: {run.stderr.strip()[-200:]}"}
+    return {"outcome": "crashed", "why": f"exit status {proc.returncode}: {proc.stderr.strip()[-200:]}"}
 
 
 def run(
