@@ -223,6 +223,19 @@ def _fs(kernel, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps=4, num_stages=1):
     return L.FastSchedule(kernel, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)
 
 
+def _check_schedule(M, N, K, G, s, dtype, residual, what):
+    """w4a16_fast at schedule s against the spec, every address watched; with a residual (added by the kernel
+    itself when SPLIT_K is 1, by the combine otherwise) when asked."""
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
+    w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
+    r = torch.randn(M, N, device=DEV, dtype=dtype) if residual else None
+    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+        out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), residual=r, schedule=s)
+    want = L.wxa16_ref(x.double(), w) + (0 if r is None else r.double())
+    utils.check(out, want, name=f"{what} {s}" + (" + residual" if residual else ""), quiet=True, stray=stray,
+                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w) if r is None else None)  # fmt: skip
+
+
 # (M, N, K, group, schedule): several groups a step with a partial last step (K = 300 is 9.4 groups of 32), a step
 # wider than K, BLOCK_M above M, more splits than steps (empty splits write zeros), N odd and below BLOCK_N
 GEMV_CASES = [
@@ -248,12 +261,7 @@ GEMV_CASES = [
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 @pytest.mark.parametrize("M, N, K, G, s", GEMV_CASES)
 def test_int4_gemv_schedules(dtype, M, N, K, G, s):
-    x = torch.randn(M, K, device=DEV, dtype=dtype)
-    w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
-    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
-        out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
-    utils.check(out, L.wxa16_ref(x.double(), w), name=f"int4 GEMV {s}", quiet=True, stray=stray,
-                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w))  # fmt: skip
+    _check_schedule(M, N, K, G, s, dtype, False, "int4 GEMV")
 
 
 INT8_GEMV_CASES = [(1, 33, 300, _fs("gemv", 1, 16, 128, 1)), (3, 17, 100, _fs("gemv", 4, 8, 64, 4)),
@@ -304,19 +312,6 @@ STREAM_CASES = [
     (1, 640, 64, _fs("pipe", 1, 4, 128, 1, 1, 4), F32),  # one row (every row of the tile reads it), K whole steps
     (21, 1000, 32, _fs("pipe", 1, 8, 64, 4, 2, 3), F16),  # splits of 8 and 7 steps, the last one cut short
 ]
-
-
-def _check_schedule(M, N, K, G, s, dtype, residual, what):
-    """w4a16_fast at schedule s against the spec, every address watched; with a residual (added by the kernel
-    itself when SPLIT_K is 1, by the combine otherwise) when asked."""
-    x = torch.randn(M, K, device=DEV, dtype=dtype)
-    w = L.quantize_int4_ref(weight(N, K, dtype=dtype), G)
-    r = torch.randn(M, N, device=DEV, dtype=dtype) if residual else None
-    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
-        out = L.w4a16_fast(x, w, out=utils.nan_empty((M, N), dtype), residual=r, schedule=s)
-    want = L.wxa16_ref(x.double(), w) + (0 if r is None else r.double())
-    utils.check(out, want, name=f"{what} {s}" + (" + residual" if residual else ""), quiet=True, stray=stray,
-                **L.wxa16_tolerance(x, w, dtype), suspects=L.w4a16_suspects(x, w) if r is None else None)  # fmt: skip
 
 
 @pytest.mark.parametrize("residual", [False, True], ids=["", "residual"])
