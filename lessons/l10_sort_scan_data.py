@@ -2050,13 +2050,24 @@ MAX_PARTIAL_KEYS = 64  # groupby_partials keeps one partial sum per key in regis
 
 
 @triton.jit
+def key_in_range(key, num_keys):
+    """0 <= key < num_keys (num_keys >= 1) in one compare: as an unsigned number a negative key (sign-extended to 32
+    or 64 bits) is larger than any num_keys. Two compares and an and, three instructions, where this is one."""
+    if key.dtype.primitive_bitwidth == 64:
+        return key.to(tl.uint64, bitcast=True) < num_keys.to(tl.uint64)
+    else:
+        return key.to(tl.int32).to(tl.uint32, bitcast=True) < num_keys.to(tl.uint32)
+
+
+@triton.jit
 def partials_add_rows(acc_s, acc_rc, r_acc, c_acc, n_bad, slots, offs, x, key, value, threshold, n, num_keys,
-                      NIBBLES: tl.constexpr, FMA: tl.constexpr):  # fmt: skip
+                      NIBBLES: tl.constexpr, FMA: tl.constexpr, MASKED: tl.constexpr = True):  # fmt: skip
     """One block of groupby_partials_kernel: the rows at offs (a (BLOCK_SIZE, 1) column, loaded) added to the
     (BLOCK_SIZE, KEYS) sums and, unless NIBBLES, to the (BLOCK_SIZE, KEYS) counters; with NIBBLES the counts go to
-    two int64 per row slot instead, 16 keys of 4 bits each (see groupby_partials_kernel)."""
-    passed = (offs < n) & (x > threshold)
-    good = passed & (key >= 0) & (key < num_keys)
+    two int64 per row slot instead, 16 keys of 4 bits each (see groupby_partials_kernel). MASKED=False: every row
+    of the block is below n (no compare a row)."""
+    passed = (offs < n) & (x > threshold) if MASKED else x > threshold
+    good = passed & key_in_range(key, num_keys)
     is_num = good & (value == value)
     # -- per row once: the slot it adds to (-1: none), what it adds; then per key one compare and the adds
     code = tl.where(good, key, -1)
@@ -2090,23 +2101,26 @@ def partials_add_rows(acc_s, acc_rc, r_acc, c_acc, n_bad, slots, offs, x, key, v
 
 @triton.jit
 def partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE: tl.constexpr, UNROLL: tl.constexpr,
-                  WIDE: tl.constexpr):  # fmt: skip
+                  WIDE: tl.constexpr, MASKED: tl.constexpr = True):  # fmt: skip
     """The rows of step `step` of groupby_partials_kernel: (offs, x, key, value) for each of its UNROLL blocks
     (the second block's are the first's when UNROLL is 1). WIDE: int64 row numbers (n may pass 2**31); otherwise
-    int32, half the integer work for addresses and masks."""
+    int32, half the integer work for addresses and masks. MASKED=False: the caller knows the step is whole (every
+    row below n), and the loads go unmasked."""
     if WIDE:
         offs = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + tl.arange(0, BLOCK_SIZE)[:, None]
     else:
         offs = step * (BLOCK_SIZE * UNROLL) + tl.arange(0, BLOCK_SIZE)[:, None]
-    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
-    key = tl.load(key_ptr + offs, mask=offs < n, other=0)
-    value = tl.load(value_ptr + offs, mask=offs < n, other=0).to(tl.float64)
+    mask = offs < n if MASKED else None
+    x = tl.load(x_ptr + offs, mask=mask, other=0 if MASKED else None)
+    key = tl.load(key_ptr + offs, mask=mask, other=0 if MASKED else None)
+    value = tl.load(value_ptr + offs, mask=mask, other=0 if MASKED else None).to(tl.float64)
     offs2, x2, key2, value2 = offs, x, key, value
     if UNROLL == 2:
         offs2 = offs + BLOCK_SIZE
-        x2 = tl.load(x_ptr + offs2, mask=offs2 < n, other=0)
-        key2 = tl.load(key_ptr + offs2, mask=offs2 < n, other=0)
-        value2 = tl.load(value_ptr + offs2, mask=offs2 < n, other=0).to(tl.float64)
+        mask2 = offs2 < n if MASKED else None
+        x2 = tl.load(x_ptr + offs2, mask=mask2, other=0 if MASKED else None)
+        key2 = tl.load(key_ptr + offs2, mask=mask2, other=0 if MASKED else None)
+        value2 = tl.load(value_ptr + offs2, mask=mask2, other=0 if MASKED else None).to(tl.float64)
     return offs, x, key, value, offs2, x2, key2, value2
 
 
@@ -2132,6 +2146,43 @@ def nibbles_flush(acc_rc, r_acc, c_acc, slots):
     rows = ((r_acc >> shift) & 15).to(tl.int32)
     nums = ((c_acc >> shift) & 15).to(tl.int32)
     return acc_rc + rows + (nums << 16)
+
+
+@triton.jit
+def prefetch_iteration(key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
+                       offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE: tl.constexpr,
+                       UNROLL: tl.constexpr, NIBBLES: tl.constexpr, FMA: tl.constexpr, WIDE: tl.constexpr,
+                       L2_AHEAD: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
+    """An iteration of groupby_partials_kernel's PREFETCH loop: load the program's next step (the one after
+    `step`) and add the current one's rows (offs ... value2, loaded by the iteration before); returns the steps
+    `left` until the nibbles' next flush, the new step, the accumulators and the next step's rows. MASKED=False
+    where both steps are whole."""
+    step += tl.num_programs(0)  # the next step's rows load now (past the end: all masked off)
+    if L2_AHEAD > 0:
+        ahead = step + L2_AHEAD * tl.num_programs(0)  # int32 unless WIDE, as partials_load's offsets
+        if WIDE:
+            ahead = tl.cast(ahead, tl.int64)
+        ahead = ahead * (BLOCK_SIZE * UNROLL)
+        whole = ahead + BLOCK_SIZE * UNROLL <= n  # whole steps only: a prefetch ends on a 16-byte boundary
+        prefetch_rows_l2(key_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
+        prefetch_rows_l2(value_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
+        prefetch_rows_l2(x_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
+    offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n = partials_load(
+        key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE, UNROLL, WIDE, MASKED
+    )
+    acc = (acc_s, acc_rc, r_acc, c_acc, n_bad)
+    acc = partials_add_rows(*acc, slots, offs, x, key, value, threshold, n, num_keys, NIBBLES, FMA, MASKED)
+    if UNROLL == 2:
+        acc = partials_add_rows(*acc, slots, offs2, x2, key2, value2, threshold, n, num_keys, NIBBLES, FMA, MASKED)
+    acc_s, acc_rc, r_acc, c_acc, n_bad = acc
+    if NIBBLES:
+        left -= 1  # a count down, not it % (15 // UNROLL): a division a step saved
+        if left == 0:  # before a 4-bit counter can pass 15
+            acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
+            r_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
+            c_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
+            left = 15 // UNROLL
+    return left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n
 
 
 @triton.jit
@@ -2190,31 +2241,26 @@ def groupby_partials_kernel(
         step = tl.program_id(0)
         offs, x, key, value, offs2, x2, key2, value2 = partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE,
                                                                      UNROLL, WIDE)  # fmt: skip
-        for it in range(0, tl.cdiv(n_steps - tl.program_id(0), tl.num_programs(0))):
-            step += tl.num_programs(0)  # the next step's rows load now (past the end: all masked off)
-            if L2_AHEAD > 0:
-                ahead = step + L2_AHEAD * tl.num_programs(0)  # int32 unless WIDE, as partials_load's offsets
-                if WIDE:
-                    ahead = tl.cast(ahead, tl.int64)
-                ahead = ahead * (BLOCK_SIZE * UNROLL)
-                whole = ahead + BLOCK_SIZE * UNROLL <= n  # whole steps only: a prefetch ends on a 16-byte boundary
-                prefetch_rows_l2(key_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
-                prefetch_rows_l2(value_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
-                prefetch_rows_l2(x_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
-            offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n = partials_load(
-                key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE, UNROLL, WIDE
-            )
-            acc = (acc_s, acc_rc, r_acc, c_acc, n_bad)
-            acc = partials_add_rows(*acc, slots, offs, x, key, value, threshold, n, num_keys, NIBBLES, FMA)
-            if UNROLL == 2:
-                acc = partials_add_rows(*acc, slots, offs2, x2, key2, value2, threshold, n, num_keys, NIBBLES, FMA)
-            acc_s, acc_rc, r_acc, c_acc, n_bad = acc
-            offs, x, key, value, offs2, x2, key2, value2 = offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n
-            if NIBBLES:
-                if it % (15 // UNROLL) == 15 // UNROLL - 1:  # before a 4-bit counter can pass 15
-                    acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
-                    r_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
-                    c_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
+        # the iterations whose step and the next are whole (every row below n) go without masks, and with the
+        # key's range in one compare, and the nibbles' flush counted down: compiled for sm_90, 163 instructions a
+        # step of 2 x 128 rows where session 23's loop issued 184 (146 and 166 without L2_AHEAD); a program's last
+        # one or two iterations keep the masks
+        n_iters = tl.cdiv(n_steps - tl.program_id(0), tl.num_programs(0))
+        n_whole = tl.cdiv(n // (BLOCK_SIZE * UNROLL) - tl.num_programs(0) - tl.program_id(0), tl.num_programs(0))
+        n_whole = tl.minimum(tl.maximum(n_whole, 0), n_iters)
+        left = n * 0 + 15 // UNROLL  # steps until the nibbles' next flush
+        for _ in range(0, n_whole):
+            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
+             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
+                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
+                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
+                L2_AHEAD, MASKED=False)  # fmt: skip
+        for _ in range(n_whole, n_iters):
+            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
+             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
+                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
+                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
+                L2_AHEAD, MASKED=True)  # fmt: skip
         if NIBBLES:
             acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
     elif NIBBLES:
@@ -2288,6 +2334,23 @@ GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100
 # the group, 8 distinct compares a row instead of 16 (FMA = 2 in partials_add_rows). H200: the kernel 0.456 ms
 # against 0.490 without, the bytes alone 0.297 (results/h200-2026-11-28-s16/sweeps/l10w.txt)
 PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True}
+# Another GPU's own choice for the "partials" kernel, used over GROUPBY_SCHEDULES["partials"]'s programs per SM and
+# PARTIALS_VARIANT's "l2_ahead" on that GPU (by a part of its name): {name: (programs per SM, l2_ahead)}. Run on
+# such a GPU, bench/sweeps/l10zd.py --write sets its row from the sweep's fastest.
+GROUPBY_PARTIALS_BY_GPU = {}
+
+
+def partials_defaults(gpu_name=None):
+    """(GROUPBY_SCHEDULES["partials"], PARTIALS_VARIANT) with this GPU's row of GROUPBY_PARTIALS_BY_GPU (or
+    gpu_name's) over them, read at each call."""
+    name = (utils.mode.current().gpu_name if gpu_name is None else gpu_name) or ""
+    block, unroll, programs_per_sm, warps = GROUPBY_SCHEDULES["partials"]
+    variant = dict(PARTIALS_VARIANT)
+    for part, (programs_per_sm_there, l2_ahead) in GROUPBY_PARTIALS_BY_GPU.items():
+        if part in name:
+            programs_per_sm, variant["l2_ahead"] = programs_per_sm_there, l2_ahead
+            break
+    return (block, unroll, programs_per_sm, warps), variant
 
 
 def groupby_method(num_keys):
@@ -2307,9 +2370,9 @@ def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, UNROLL=None
                      num_warps=None, num_programs=None, variant=None):  # fmt: skip
     """groupby_atomic's result with per-program partial sums, for up to MAX_PARTIAL_KEYS keys (few keys: where
     per-row atomics all hit the same addresses and queue up); more keys go to groupby_atomic. BLOCK_SIZE, UNROLL,
-    PROGRAMS_PER_SM and num_warps default to GROUPBY_SCHEDULES["partials"]; num_programs overrides the grid
-    (PROGRAMS_PER_SM times the SMs; 2 under the interpreter); variant, a dict like PARTIALS_VARIANT, overrides
-    some of its keys."""
+    PROGRAMS_PER_SM and num_warps default to GROUPBY_SCHEDULES["partials"] (partials_defaults: this GPU's row of
+    GROUPBY_PARTIALS_BY_GPU over it); num_programs overrides the grid (PROGRAMS_PER_SM times the SMs; 2 under the
+    interpreter); variant, a dict like PARTIALS_VARIANT, overrides some of its keys."""
     sums, counts, rows = _groupby_partials(table, threshold, num_keys, BLOCK_SIZE, UNROLL, PROGRAMS_PER_SM,
                                            num_warps, num_programs, variant)  # fmt: skip
     return sums, counts, _refuse_bad_keys(rows, num_keys)
@@ -2319,7 +2382,7 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
                       num_warps=None, num_programs=None, variant=None):  # fmt: skip
     if isinstance(num_keys, int) and num_keys > MAX_PARTIAL_KEYS:
         return _groupby_atomic(table, threshold, num_keys)
-    default_block, default_unroll, default_programs, default_warps = GROUPBY_SCHEDULES["partials"]
+    (default_block, default_unroll, default_programs, default_warps), default_variant = partials_defaults()
     BLOCK_SIZE = default_block if BLOCK_SIZE is None else BLOCK_SIZE
     UNROLL = default_unroll if UNROLL is None else UNROLL
     if UNROLL not in (1, 2):
@@ -2330,7 +2393,7 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     PROGRAMS_PER_SM = int(utils.require_number(PROGRAMS_PER_SM, "PROGRAMS_PER_SM", positive=True))
-    variant = {**PARTIALS_VARIANT, **(variant or {})}
+    variant = {**default_variant, **(variant or {})}
     if set(variant) != set(PARTIALS_VARIANT):
         raise ValueError(f"variant takes the keys {', '.join(map(repr, PARTIALS_VARIANT))}, got {sorted(variant)}.")
     KEYS = max(triton.next_power_of_2(num_keys), 2)
@@ -2514,7 +2577,7 @@ class PreparedQuery:
         x = self.columns["x"]
         self.threshold = torch.zeros(1, dtype=x.dtype, device=x.device)  # written before every run
         _groupby_inputs(self.columns, self.threshold, num_keys)  # refuses a bad num_keys now
-        self.graph, self._dense = None, None
+        self.graph, self._dense, self._host_threshold = None, None, None
         # on a GPU the group-by is captured, except "sorted", whose torch.sort allocates as it goes
         if utils.mode.current().is_gpu and method != "sorted":
             side = torch.cuda.Stream()
@@ -2522,8 +2585,12 @@ class PreparedQuery:
             with torch.cuda.stream(side):  # compile and warm up outside the capture, as torch.cuda.graph asks
                 self._group_by()
             torch.cuda.current_stream().wait_stream(side)
+            # the threshold travels inside the graph, from pinned host memory: a run writes it there on the host
+            # (no launch of its own before the replay) and the replay copies it first
+            self._host_threshold = torch.zeros(1, dtype=x.dtype, pin_memory=True)
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
+                self.threshold.copy_(self._host_threshold, non_blocking=True)
                 self._dense = self._group_by()  # the graph's own buffers: every replay rewrites them
 
     def _layout(self):
@@ -2539,10 +2606,12 @@ class PreparedQuery:
                 "the prepared table's columns were replaced (another tensor, shape or dtype) since prepare_query: "
                 "a prepared query reads the tensors it was given; prepare it again with the new table."
             )
-        self.threshold.fill_(threshold)  # rounded to x's dtype, as query() rounds it
         if self.graph is None:
+            self.threshold.fill_(threshold)  # rounded to x's dtype, as query() rounds it
             sums, counts, rows = self._group_by()
         else:
+            # the last run waited for its result, so its replay has read the pinned threshold: safe to rewrite
+            self._host_threshold.fill_(threshold)
             self.graph.replay()
             sums, counts, rows = self._dense
         return _finish_query(sums, counts, rows, self.num_keys, self.columns["key"].dtype)

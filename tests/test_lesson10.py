@@ -182,6 +182,19 @@ def test_lookback_walks_back_over_block_totals():
     assert (int(status[11]) & 0xFFFFFFFF) == int(ref[-1]) & 0xFFFFFFFF
 
 
+def test_a_gpus_own_partials_row_applies_on_that_gpu_only(monkeypatch):
+    """partials_defaults: a row of GROUPBY_PARTIALS_BY_GPU (programs an SM, l2_ahead) replaces those two settings
+    on a GPU whose name holds the row's key, and nothing elsewhere (nor on the CPU); the dicts stay as they were."""
+    schedule, variant = dict(L.GROUPBY_SCHEDULES), dict(L.PARTIALS_VARIANT)
+    monkeypatch.setattr(L, "GROUPBY_PARTIALS_BY_GPU", {"H200": (9, 0)})
+    (block, unroll, per_sm, warps), there = L.partials_defaults("NVIDIA H200")
+    assert (block, unroll, warps) == tuple(schedule["partials"][i] for i in (0, 1, 3)) and per_sm == 9
+    assert there == {**variant, "l2_ahead": 0}
+    for elsewhere in ("NVIDIA H100 80GB HBM3", ""):
+        assert L.partials_defaults(elsewhere) == (schedule["partials"], variant)
+    assert L.GROUPBY_SCHEDULES == schedule and L.PARTIALS_VARIANT == variant
+
+
 def test_groupby_partials_over_several_steps_and_programs_is_exact():
     """Small steps and programs, so that the 2-D accumulators add over several steps and programs add by atomics;
     NaN values, a filter, 5 keys of 8 slots."""

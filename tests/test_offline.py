@@ -172,12 +172,13 @@ def test_the_local_compaction_holds_fewer_registers_an_element():
 
 def _group_by_16_keys(*variants):
     """Lesson 10's groupby_partials_kernel as the 16-key query launches it on 10**8 rows (two blocks of 128 rows a
-    step, 4-bit counters, the next step loaded ahead), compiled for sm_90 once per dict of constexprs in variants."""
+    step, 4-bit counters, factors by groups of four keys, the next step loaded ahead), compiled for sm_90 once per
+    dict of constexprs in variants."""
     import lessons.l10_sort_scan_data as L10
 
     pointers = dict(key_ptr="i32", value_ptr="fp32", x_ptr="fp32", threshold_ptr="fp32", sums_ptr="fp64")
     pointers.update(counts_ptr="i64", rows_ptr="i64")
-    constexprs = dict(BLOCK_SIZE=128, KEYS=16, UNROLL=2, NIBBLES=True, FMA=True, WIDE=False, PREFETCH=True)
+    constexprs = dict(BLOCK_SIZE=128, KEYS=16, UNROLL=2, NIBBLES=True, FMA=2, WIDE=False, PREFETCH=True)
     ints = dict(n=10**8, num_keys=16)
     jobs = [offline.job("groupby_partials_kernel", pointers=pointers, ints=ints, constexprs={**constexprs, **v})
             for v in variants]  # fmt: skip
@@ -185,20 +186,33 @@ def _group_by_16_keys(*variants):
 
 
 def test_the_group_by_asks_rows_into_l2_ahead_without_more_registers():
-    """Lesson 10's 16-key group-by with PARTIALS_VARIANT["l2_ahead"]: three bulk prefetches a step (key, value, x)
-    and at most a few more registers than without (84 at (128, 2, 4 warps): 5 programs an SM must still fit)."""
+    """Lesson 10's 16-key group-by with PARTIALS_VARIANT["l2_ahead"]: three bulk prefetches a step (key, value, x) in
+    each of its two loops (whole steps, then the tail's), and at most a few more registers than without (92-94 at
+    (128, 2, 4 warps): 5 programs an SM must still fit)."""
     plain, ahead = _group_by_16_keys({"L2_AHEAD": 0}, {"L2_AHEAD": 2})
-    assert "prefetch.L2" not in plain.ptx and ahead.ptx.count("cp.async.bulk.prefetch.L2.global") == 3
+    assert "prefetch.L2" not in plain.ptx and ahead.ptx.count("cp.async.bulk.prefetch.L2.global") == 6
     assert ahead.spill_bytes == 0 and ahead.registers <= plain.registers + 4, (ahead.registers, plain.registers)
     assert ahead.registers * 128 * 5 <= 65536
 
 
 def test_the_group_by_compares_a_row_by_groups_of_four_keys():
     """Lesson 10's 16-key group-by with PARTIALS_VARIANT["groups"] (FMA = 2): written per key, compiled to one
-    compare per distinct group and lane, 8 a row instead of 16 (two rows a step: 16 against 32), with as many fp64
-    multiply-adds and no spill."""
+    compare per distinct group and lane, 8 a row instead of 16 (two rows a step, two loops: 32 against 64), with as
+    many fp64 multiply-adds and no spill."""
     keys, groups = _group_by_16_keys({"L2_AHEAD": 2, "FMA": 1}, {"L2_AHEAD": 2, "FMA": 2})
     # the whole kernel: its second pass (by selects, where a sum came out NaN) is the same in both
-    assert keys.ptx.count("setp.eq.b32") - groups.ptx.count("setp.eq.b32") == 16, "two rows a step, 8 fewer a row"
-    assert keys.ptx.count("fma.rn.f64") == groups.ptx.count("fma.rn.f64") == 32
+    assert keys.ptx.count("setp.eq.b32") - groups.ptx.count("setp.eq.b32") == 32, "two rows a step, 8 fewer a row"
+    assert keys.ptx.count("fma.rn.f64") == groups.ptx.count("fma.rn.f64") == 64
     assert groups.spill_bytes == 0
+
+
+def test_the_group_by_loads_whole_steps_without_masks():
+    """Lesson 10's 16-key group-by (as PARTIALS_VARIANT runs it): the loop over whole steps, where this step and
+    the next hold no row past n, loads its six blocks of a step (two of each column) without a mask, the tail's
+    loop with one; nothing else loads unmasked but the threshold."""
+    (kernel,) = _group_by_16_keys({"L2_AHEAD": 2, "FMA": 2})
+    loads = [line.strip() for line in kernel.ptx.splitlines() if "ld.global" in line]
+    unmasked = [line for line in loads if not line.startswith("@")]
+    assert len(unmasked) == 1 + 6, unmasked
+    assert len(loads) - len(unmasked) >= 6, "the tail's loop (and the first step's loads) keep their masks"
+    assert kernel.spill_bytes == 0 and kernel.registers * 128 * 5 <= 65536, kernel.registers
