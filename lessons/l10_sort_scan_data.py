@@ -2529,11 +2529,11 @@ def _query_method(num_keys, method):
     return method
 
 
-def _finish_query(sums, counts, rows, num_keys, key_dtype):
+def _finish_query(sums, counts, rows, num_keys, key_dtype, info=None):
     """query's result from the group-by's dense arrays: the keys that had rows, their sums, counts and means, after
-    the one wait (which also refuses bad keys)."""
+    the one wait (which also refuses bad keys). info: see _query_finish."""
     if QUERY_FINISH == "kernel" and num_keys <= MAX_FINISH_KEYS:
-        return _query_finish(sums.contiguous(), counts, rows, num_keys, key_dtype)
+        return _query_finish(sums.contiguous(), counts, rows, num_keys, key_dtype, info)
     keys, n_kept = _compact_no_sync(torch.arange(num_keys, dtype=key_dtype, device=rows.device),
                                     rows[:num_keys] > 0, zeros=True)  # fmt: skip
     sums, counts = sums[keys], counts[keys]  # past n_kept, keys holds 0: gathers of key 0, sliced off below
@@ -2543,14 +2543,21 @@ def _finish_query(sums, counts, rows, num_keys, key_dtype):
     return {"key": keys[:n_kept], "sum": sums[:n_kept], "count": counts[:n_kept], "mean": mean[:n_kept]}
 
 
-def _query_finish(sums, counts, rows, num_keys, key_dtype):
-    """query's result from the dense arrays by query_finish_kernel: one launch, then the one wait."""
+def _query_finish(sums, counts, rows, num_keys, key_dtype, info=None):
+    """query's result from the dense arrays by query_finish_kernel: one launch, then the one wait. info: None, or
+    two int64 in pinned host memory (a prepared query's, reused run after run), where the kernel writes its two
+    numbers itself: the wait is then the stream's alone, with no copy to launch and wait for behind it."""
     keys = torch.empty(num_keys, dtype=key_dtype, device=rows.device)
     out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=rows.device)
     out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=rows.device)  # then the two numbers
-    query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, out_counts[num_keys:], num_keys,
+    to = out_counts[num_keys:] if info is None else info
+    query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, to, num_keys,
                               BLOCK_SIZE=max(min(triton.next_power_of_2(num_keys), 1024), 16))  # fmt: skip
-    bad, n_kept = out_counts[num_keys:].tolist()  # the one sync
+    if info is None:
+        bad, n_kept = out_counts[num_keys:].tolist()  # the one sync
+    else:
+        torch.cuda.current_stream().synchronize()  # the one sync; then the kernel's writes are in host memory
+        bad, n_kept = info.tolist()
     _refuse_bad_count(bad, num_keys)
     return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
 
@@ -2577,7 +2584,7 @@ class PreparedQuery:
         x = self.columns["x"]
         self.threshold = torch.zeros(1, dtype=x.dtype, device=x.device)  # written before every run
         _groupby_inputs(self.columns, self.threshold, num_keys)  # refuses a bad num_keys now
-        self.graph, self._dense, self._host_threshold = None, None, None
+        self.graph, self._dense, self._host_threshold, self._info = None, None, None, None
         # on a GPU the group-by is captured, except "sorted", whose torch.sort allocates as it goes
         if utils.mode.current().is_gpu and method != "sorted":
             side = torch.cuda.Stream()
@@ -2588,6 +2595,9 @@ class PreparedQuery:
             # the threshold travels inside the graph, from pinned host memory: a run writes it there on the host
             # (no launch of its own before the replay) and the replay copies it first
             self._host_threshold = torch.zeros(1, dtype=x.dtype, pin_memory=True)
+            # the finish kernel's two numbers, written by it into host memory (Triton takes a pinned tensor's
+            # address: the driver maps it for the GPU), read after the stream's wait: see _query_finish
+            self._info = torch.zeros(2, dtype=torch.int64, pin_memory=True)
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
                 self.threshold.copy_(self._host_threshold, non_blocking=True)
@@ -2614,12 +2624,13 @@ class PreparedQuery:
             self._host_threshold.fill_(threshold)
             self.graph.replay()
             sums, counts, rows = self._dense
-        return _finish_query(sums, counts, rows, self.num_keys, self.columns["key"].dtype)
+        return _finish_query(sums, counts, rows, self.num_keys, self.columns["key"].dtype, self._info)
 
     def __repr__(self):
         n = self.columns["key"].shape[0]
         how = "a CUDA graph" if self.graph is not None else "plain launches"
-        return f"PreparedQuery({n} rows, {self.num_keys} keys, method {self.method!r}, group-by by {how})"
+        wait = ", the finish's numbers in pinned memory" if self._info is not None else ""
+        return f"PreparedQuery({n} rows, {self.num_keys} keys, method {self.method!r}, group-by by {how}{wait})"
 
 
 def to_frame(result):
