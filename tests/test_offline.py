@@ -206,6 +206,25 @@ def test_the_group_by_compares_a_row_by_groups_of_four_keys():
     assert groups.spill_bytes == 0
 
 
+def test_the_group_by_issues_fewer_instructions_a_step_over_whole_steps():
+    """Lesson 10's 16-key group-by, its machine code (SASS): the loop over whole steps (no masks, the key's range in
+    one compare, the nibbles' flush counted down and jumped over) issues fewer instructions a step of 2 x 128 rows
+    than the tail's loop, and at most 170 where session 23's single loop issued 184 (this triton's ptxas; the
+    kernel is bound by its instructions on an H200, results/h200-2026-11-28-s20/sweeps/l10zb.txt)."""
+    pointers = dict(key_ptr="i32", value_ptr="fp32", x_ptr="fp32", threshold_ptr="fp32", sums_ptr="fp64")
+    pointers.update(counts_ptr="i64", rows_ptr="i64")
+    constexprs = dict(BLOCK_SIZE=128, KEYS=16, UNROLL=2, NIBBLES=True, FMA=2, WIDE=False, PREFETCH=True, L2_AHEAD=2)
+    job = offline.job("groupby_partials_kernel", pointers=pointers, ints=dict(n=10**8, num_keys=16),
+                      constexprs=constexprs, sass=True)  # fmt: skip
+    import lessons.l10_sort_scan_data as L10
+
+    (kernel,) = offline.compile_kernels(L10.__file__, [job])
+    loops = kernel.sass_loops()
+    assert len(loops) == 3, loops  # whole steps, the tail, the second pass by selects (infinities only)
+    (_, whole), (_, tail) = loops[:2]
+    assert whole < tail and whole <= 170, loops
+
+
 def test_the_group_by_loads_whole_steps_without_masks():
     """Lesson 10's 16-key group-by (as PARTIALS_VARIANT runs it): the loop over whole steps, where this step and
     the next hold no row past n, loads its six blocks of a step (two of each column) without a mask, the tail's

@@ -127,12 +127,19 @@ for job in request["jobs"]:
         arch = f"sm_{job['capability']}" + ("a" if job["capability"] == 90 else "")
         with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
             f.write(ptx)
-        command = [ptxas, f"-arch={arch}", "-v", f.name, "-o", os.devnull]
+        cubin = f.name[:-4] + ".cubin"
+        command = [ptxas, f"-arch={arch}", "-v", f.name, "-o", cubin]
         report = subprocess.run(command, capture_output=True, text=True)
+        sass = ""
+        if job.get("sass") and report.returncode == 0:  # the machine code, as cuobjdump (shipped beside ptxas) reads it
+            dump = subprocess.run([os.path.join(os.path.dirname(ptxas), "cuobjdump"), "-sass", cubin],
+                                  capture_output=True, text=True)  # fmt: skip
+            sass = dump.stdout
         regs = re.search(r"Used (\d+) registers", report.stderr)
         spills = re.search(r"(\d+) bytes spill stores", report.stderr)
         results.append({
             "ptx": ptx,
+            "sass": sass,
             "shared": int(compiled.metadata.shared),
             "registers": int(regs.group(1)) if regs else None,
             "spill_bytes": int(spills.group(1)) if spills else 0,
@@ -156,6 +163,28 @@ class Compiled:
     spill_bytes: int
     ptxas: str
     error: str | None = None  # why this one did not compile (the others in the same call still did)
+    sass: str = ""  # the machine code (cuobjdump -sass), for a job made with sass=True
+
+    def sass_loops(self) -> list[tuple[int, int]]:
+        """The SASS loops (a backward branch and its target), in order: (instructions in the loop, instructions
+        one iteration issues when every forward branch inside it is taken, e.g. past a flush done every few
+        steps). Needs a job made with ``sass=True``. What a loop issues a step is what bounds a kernel that runs
+        out of instructions before it runs out of bytes."""
+        found = [(int(a, 16), text) for a, text in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", self.sass)]
+        where = {address: i for i, (address, _) in enumerate(found)}
+        loops = []
+        for i, (address, text) in enumerate(found):
+            target = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
+            if not target or int(target.group(1), 16) >= address or int(target.group(1), 16) not in where:
+                continue
+            body = range(where[int(target.group(1), 16)], i + 1)
+            skipped = set()
+            for j in body:  # a forward branch within the loop: the instructions it jumps over
+                ahead = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", found[j][1])
+                if ahead and found[j][0] < int(ahead.group(1), 16) <= address:
+                    skipped.update(range(j + 1, where.get(int(ahead.group(1), 16), j + 1)))
+            loops.append((len(body), len(body) - len(skipped)))
+        return loops
 
     @property
     def cp_async_bytes(self) -> set[int]:
@@ -225,12 +254,23 @@ def available() -> bool:
 
 
 def job(
-    kernel: str, *, pointers: dict, ints: dict, constexprs: dict, num_warps=4, num_stages=3, capability=90, unaligned=()
+    kernel: str,
+    *,
+    pointers: dict,
+    ints: dict,
+    constexprs: dict,
+    num_warps=4,
+    num_stages=3,
+    capability=90,
+    unaligned=(),
+    sass=False,
 ):
     """One kernel to compile: ``pointers`` {name: "fp16" | "bf16" | "fp32" | ...}, ``ints`` {name: the value a real
     call passes; a float is an fp32 scalar}, ``constexprs`` {name: value}; ``capability`` 90 for an H100/H200, 80
-    for an A100; ``unaligned``: names of pointers that do not start on a 16-byte boundary (a view into a tensor)."""
+    for an A100; ``unaligned``: names of pointers that do not start on a 16-byte boundary (a view into a tensor);
+    ``sass``: also return the machine code (Compiled.sass, sass_loops)."""
     return dict(
+        sass=sass,
         kernel=kernel,
         pointers=pointers,
         ints=ints,
