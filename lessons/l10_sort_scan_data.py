@@ -2053,10 +2053,10 @@ MAX_PARTIAL_KEYS = 64  # groupby_partials keeps one partial sum per key in regis
 def key_in_range(key, num_keys):
     """0 <= key < num_keys (num_keys >= 1) in one compare: as an unsigned number a negative key (sign-extended to 32
     or 64 bits) is larger than any num_keys. Two compares and an and, three instructions, where this is one."""
-    if key.dtype.primitive_bitwidth == 64:
-        return key.to(tl.uint64, bitcast=True) < num_keys.to(tl.uint64)
+    if key.dtype.primitive_bitwidth == 64:  # tl.cast: num_keys may be the constant 1 (Triton specialises a 1)
+        return key.to(tl.uint64, bitcast=True) < tl.cast(num_keys, tl.uint64)
     else:
-        return key.to(tl.int32).to(tl.uint32, bitcast=True) < num_keys.to(tl.uint32)
+        return key.to(tl.int32).to(tl.uint32, bitcast=True) < tl.cast(num_keys, tl.uint32)
 
 
 @triton.jit
@@ -2336,8 +2336,9 @@ GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100
 PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True}
 # Another GPU's own choice for the "partials" kernel, used over GROUPBY_SCHEDULES["partials"]'s programs per SM and
 # PARTIALS_VARIANT's "l2_ahead" on that GPU (by a part of its name): {name: (programs per SM, l2_ahead)}. Run on
-# such a GPU, bench/sweeps/l10zd.py --write sets its row from the sweep's fastest.
-GROUPBY_PARTIALS_BY_GPU = {}
+# such a GPU, bench/sweeps/l10zd.py --write sets its row from the sweep's fastest. H200: the kernel 0.407 ms at
+# (10, 2) against 0.422 at the table's 6 programs an SM (results/h200-2026-12-05-s24/sweeps/l10zd.txt)
+GROUPBY_PARTIALS_BY_GPU = {"H200": (10, 2)}
 
 
 def partials_defaults(gpu_name=None):

@@ -225,6 +225,21 @@ def test_the_group_by_issues_fewer_instructions_a_step_over_whole_steps():
     assert whole < tail and whole <= 170, loops
 
 
+def test_the_group_by_compiles_where_triton_makes_an_argument_a_constant():
+    """Lesson 10's group-by compiled as a call with num_keys = 1 and n = 1 makes it: Triton turns an integer
+    argument equal to 1 into a constant, which has no .to() (key_in_range failed so on the H200, session 24, where
+    the interpreter passed); int32 and int64 keys."""
+    pointers = dict(value_ptr="fp32", x_ptr="fp32", threshold_ptr="fp32", sums_ptr="fp64", counts_ptr="i64")
+    pointers.update(rows_ptr="i64")
+    constexprs = dict(BLOCK_SIZE=128, KEYS=2, UNROLL=2, NIBBLES=True, FMA=2, WIDE=False, PREFETCH=True, L2_AHEAD=2)
+    jobs = [offline.job("groupby_partials_kernel", pointers={**pointers, "key_ptr": key}, ints=dict(n=n, num_keys=1),
+                        constexprs=constexprs)  # fmt: skip
+            for key in ("i32", "i64") for n in (1, 1000)]  # fmt: skip
+    import lessons.l10_sort_scan_data as L10
+
+    assert all(c.error is None for c in offline.compile_kernels(L10.__file__, jobs))
+
+
 def test_the_group_by_loads_whole_steps_without_masks():
     """Lesson 10's 16-key group-by (as PARTIALS_VARIANT runs it): the loop over whole steps, where this step and
     the next hold no row past n, loads its six blocks of a step (two of each column) without a mask, the tail's
