@@ -170,17 +170,18 @@ def test_the_local_compaction_holds_fewer_registers_an_element():
     assert prefetched.registers <= new.registers + 2, (prefetched.registers, new.registers)
 
 
-def _group_by_16_keys(*variants):
+def _group_by_16_keys(*variants, sass=False):
     """Lesson 10's groupby_partials_kernel as the 16-key query launches it on 10**8 rows (two blocks of 128 rows a
     step, 4-bit counters, factors by groups of four keys, the next step loaded ahead), compiled for sm_90 once per
-    dict of constexprs in variants."""
+    dict of constexprs in variants (sass: with its machine code)."""
     import lessons.l10_sort_scan_data as L10
 
     pointers = dict(key_ptr="i32", value_ptr="fp32", x_ptr="fp32", threshold_ptr="fp32", sums_ptr="fp64")
     pointers.update(counts_ptr="i64", rows_ptr="i64")
     constexprs = dict(BLOCK_SIZE=128, KEYS=16, UNROLL=2, NIBBLES=True, FMA=2, WIDE=False, PREFETCH=True)
     ints = dict(n=10**8, num_keys=16)
-    jobs = [offline.job("groupby_partials_kernel", pointers=pointers, ints=ints, constexprs={**constexprs, **v})
+    jobs = [offline.job("groupby_partials_kernel", pointers=pointers, ints=ints, constexprs={**constexprs, **v},
+                        sass=sass)  # fmt: skip
             for v in variants]  # fmt: skip
     return offline.compile_kernels(L10.__file__, jobs)
 
@@ -211,14 +212,7 @@ def test_the_group_by_issues_fewer_instructions_a_step_over_whole_steps():
     one compare, the nibbles' flush counted down and jumped over) issues fewer instructions a step of 2 x 128 rows
     than the tail's loop, and at most 170 where session 23's single loop issued 184 (this triton's ptxas; the
     kernel is bound by its instructions on an H200, results/h200-2026-11-28-s20/sweeps/l10zb.txt)."""
-    pointers = dict(key_ptr="i32", value_ptr="fp32", x_ptr="fp32", threshold_ptr="fp32", sums_ptr="fp64")
-    pointers.update(counts_ptr="i64", rows_ptr="i64")
-    constexprs = dict(BLOCK_SIZE=128, KEYS=16, UNROLL=2, NIBBLES=True, FMA=2, WIDE=False, PREFETCH=True, L2_AHEAD=2)
-    job = offline.job("groupby_partials_kernel", pointers=pointers, ints=dict(n=10**8, num_keys=16),
-                      constexprs=constexprs, sass=True)  # fmt: skip
-    import lessons.l10_sort_scan_data as L10
-
-    (kernel,) = offline.compile_kernels(L10.__file__, [job])
+    (kernel,) = _group_by_16_keys({"L2_AHEAD": 2}, sass=True)
     loops = kernel.sass_loops()
     assert len(loops) == 3, loops  # whole steps, the tail, the second pass by selects (infinities only)
     (_, whole), (_, tail) = loops[:2]
