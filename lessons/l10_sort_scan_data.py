@@ -2332,11 +2332,14 @@ GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100
 # 75 % of copy at (128, 2, 5, 4) without "l2_ahead", 80 % at (128, 2, 6, 4) with 2 (results/h100-2026-11-27-s8)
 # "groups" (with "fma"): each key's 0/1 factor from a compare of the row's group of 4 keys and one of its lane in
 # the group, 8 distinct compares a row instead of 16 (FMA = 2 in partials_add_rows). H200: the kernel 0.456 ms
-# against 0.490 without, the bytes alone 0.297 (results/h200-2026-11-28-s16/sweeps/l10w.txt)
-PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True}
+# against 0.490 without, the bytes alone 0.297 (results/h200-2026-11-28-s16/sweeps/l10w.txt). "maxnreg": None, or
+# a cap on the kernel's registers a thread (Triton's launch option; ptxas keeps values in local memory past it),
+# so that more programs fit on an SM at once (65,536 registers an SM; 94 a thread fit 5 programs of 4 warps)
+PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True, "maxnreg": None}
 # Another GPU's own choice for the "partials" kernel, used over GROUPBY_SCHEDULES["partials"]'s programs per SM and
-# PARTIALS_VARIANT's "l2_ahead" on that GPU (by a part of its name): {name: (programs per SM, l2_ahead)}. Run on
-# such a GPU, bench/sweeps/l10zd.py --write sets its row from the sweep's fastest. H200: the kernel 0.407 ms at
+# PARTIALS_VARIANT's "l2_ahead" (and "maxnreg", where a row has a third number) on that GPU (by a part of its
+# name): {name: (programs per SM, l2_ahead[, maxnreg])}. Run on such a GPU, bench/sweeps/l10zd.py --write (or
+# l10ze.py --write, with maxnreg) sets its row from the sweep's fastest. H200: the kernel 0.407 ms at
 # (10, 2) against 0.422 at the table's 6 programs an SM (results/h200-2026-12-05-s24/sweeps/l10zd.txt)
 GROUPBY_PARTIALS_BY_GPU = {"H200": (10, 2)}
 
@@ -2347,9 +2350,11 @@ def partials_defaults(gpu_name=None):
     name = (utils.mode.current().gpu_name if gpu_name is None else gpu_name) or ""
     block, unroll, programs_per_sm, warps = GROUPBY_SCHEDULES["partials"]
     variant = dict(PARTIALS_VARIANT)
-    for part, (programs_per_sm_there, l2_ahead) in GROUPBY_PARTIALS_BY_GPU.items():
+    for part, row in GROUPBY_PARTIALS_BY_GPU.items():
         if part in name:
-            programs_per_sm, variant["l2_ahead"] = programs_per_sm_there, l2_ahead
+            programs_per_sm, variant["l2_ahead"] = row[:2]
+            if len(row) > 2:
+                variant["maxnreg"] = row[2]
             break
     return (block, unroll, programs_per_sm, warps), variant
 
@@ -2401,6 +2406,9 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
     l2_ahead = variant.get("l2_ahead", 0)  # a dict from before "l2_ahead" existed has none
     if l2_ahead not in range(9):  # WIDE's margin (16 steps past the end) holds the prefetched rows' int32 offsets
         raise ValueError(f"variant['l2_ahead'] must be 0 (no L2 prefetch) to 8 steps ahead, got {l2_ahead!r}.")
+    maxnreg = variant.get("maxnreg")
+    if maxnreg is not None and (isinstance(maxnreg, bool) or maxnreg not in range(24, 256)):
+        raise ValueError(f"variant['maxnreg'] must be None (no cap) or 24 to 255 registers a thread, got {maxnreg!r}.")
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
     if n:
         n_steps = triton.cdiv(n, BLOCK_SIZE * UNROLL)
@@ -2429,6 +2437,7 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
             L2_AHEAD=l2_ahead if l2_ahead and _columns_prefetch(table, BLOCK_SIZE * UNROLL) else 0,
             WIDE=n + 16 * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # NIBBLES' steps past the end too
             num_warps=num_warps,
+            maxnreg=maxnreg,
         )
     return sums, counts, rows
 

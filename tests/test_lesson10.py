@@ -193,6 +193,29 @@ def test_a_gpus_own_partials_row_applies_on_that_gpu_only(monkeypatch):
     for elsewhere in ("NVIDIA H100 80GB HBM3", ""):
         assert L.partials_defaults(elsewhere) == (schedule["partials"], variant)
     assert L.GROUPBY_SCHEDULES == schedule and L.PARTIALS_VARIANT == variant
+    monkeypatch.setattr(L, "GROUPBY_PARTIALS_BY_GPU", {"H200": (7, 2, 72)})  # a third number: the register cap
+    (_, _, per_sm, _), there = L.partials_defaults("NVIDIA H200")
+    assert per_sm == 7 and there == {**variant, "l2_ahead": 2, "maxnreg": 72}
+    assert L.partials_defaults("NVIDIA H100 80GB HBM3")[1] == variant
+
+
+@pytest.mark.parametrize("maxnreg", [16, 256, 72.5, True, "72"])
+def test_groupby_partials_refuses_a_register_cap_ptxas_cannot_take(maxnreg):
+    """variant['maxnreg'] is None or a whole number of registers a thread, 24 to 255, refused before any launch."""
+    table = L.table_from_pandas(L.random_table(300, 4), DEV)
+    with pytest.raises(ValueError, match=r"variant\['maxnreg'\]"):
+        L.groupby_partials(table, 0.5, 4, variant={"maxnreg": maxnreg})
+
+
+def test_groupby_partials_with_a_register_cap_is_exact():
+    """A cap on the registers changes where values live, not the result: the same bits as without it."""
+    table = L.table_from_pandas(L.random_table(3000, 16), DEV)
+    capped = L.groupby_partials(table, 0.5, 16, variant={"maxnreg": 72})
+    plain = L.groupby_partials(table, 0.5, 16, variant={"maxnreg": None})
+    truth = L.groupby_dense_ref(table["key"], table["value"], table["x"], 0.5, 16)
+    for got, want in zip(capped, plain):
+        assert torch.equal(got, want)
+    assert torch.equal(capped[0], truth[0]) and torch.equal(capped[1], truth[1])
 
 
 def test_groupby_partials_over_several_steps_and_programs_is_exact():

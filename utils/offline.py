@@ -121,6 +121,8 @@ for job in request["jobs"]:
                         attrs[(i,)] = [["tt.divisibility", 16]]
         target = GPUTarget("cuda", job["capability"], 32)
         options = {"num_warps": job["num_warps"], "num_stages": job["num_stages"]}
+        if job.get("maxnreg"):
+            options["maxnreg"] = job["maxnreg"]
         compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                                   target=target, options=options)
         ptx = compiled.asm["ptx"]
@@ -264,13 +266,16 @@ def job(
     capability=90,
     unaligned=(),
     sass=False,
+    maxnreg=None,
 ):
     """One kernel to compile: ``pointers`` {name: "fp16" | "bf16" | "fp32" | ...}, ``ints`` {name: the value a real
     call passes; a float is an fp32 scalar}, ``constexprs`` {name: value}; ``capability`` 90 for an H100/H200, 80
     for an A100; ``unaligned``: names of pointers that do not start on a 16-byte boundary (a view into a tensor);
-    ``sass``: also return the machine code (Compiled.sass, sass_loops)."""
+    ``sass``: also return the machine code (Compiled.sass, sass_loops); ``maxnreg``: a cap on the registers a thread
+    (Triton's launch option of that name; ptxas spills past it)."""
     return dict(
         sass=sass,
+        maxnreg=maxnreg,
         kernel=kernel,
         pointers=pointers,
         ints=ints,
