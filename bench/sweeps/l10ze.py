@@ -35,6 +35,7 @@ env = utils.mode.current()
 
 import torch  # noqa: E402
 import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 from bench.sweeps.kit import Log, bench_ms, graphed  # noqa: E402
 from bench.sweeps.l10v import query_setup  # noqa: E402
@@ -91,6 +92,56 @@ def write_row(pick, say):
         return
     open(path, "w").write(new)
     say(f"--write: {line} in {path}")
+
+
+@triton.jit
+def finish_flag_kernel(sums_ptr, counts_ptr, rows_ptr, key_ptr, sum_ptr, count_ptr, mean_ptr, info_ptr, flag_ptr, run,
+                       num_keys, BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    """query_finish_kernel (num_keys <= BLOCK_SIZE), then `run` written to flag_ptr (pinned host memory) with a
+    system-wide release: a host that reads the flag equal to `run` then reads info as written."""
+    k = tl.arange(0, BLOCK_SIZE)
+    present = tl.load(rows_ptr + k, mask=k < num_keys, other=0) > 0
+    p = present.to(tl.int32)
+    dest = tl.cumsum(p, axis=0) - p
+    s = tl.load(sums_ptr + k, mask=present, other=0)
+    c = tl.load(counts_ptr + k, mask=present, other=0)
+    tl.store(key_ptr + dest, k.to(key_ptr.dtype.element_ty), mask=present)
+    tl.store(sum_ptr + dest, s, mask=present)
+    tl.store(count_ptr + dest, c, mask=present)
+    tl.store(mean_ptr + dest, s / c.to(tl.float64), mask=present)
+    tl.store(info_ptr, tl.load(rows_ptr + num_keys))
+    tl.store(info_ptr + 1, tl.sum(p, axis=0).to(tl.int64))
+    tl.debug_barrier()
+    tl.atomic_xchg(flag_ptr, run, sem="release", scope="sys")
+
+
+class SpinQuery:
+    """A prepared query's run with the host waiting by reading a flag in pinned memory (finish_flag_kernel) instead
+    of the stream's synchronize: how much of the time around the kernel the wait itself is."""
+
+    def __init__(self, prepared):
+        self.prepared = prepared
+        self.flag = torch.zeros(1, dtype=torch.int64, pin_memory=True)
+        self.seen = self.flag.numpy()
+        self.run = 0
+
+    def __call__(self, threshold):
+        q = self.prepared
+        q._host_threshold.fill_(threshold)
+        q.graph.replay()
+        sums, counts, rows = q._dense
+        num_keys, device = q.num_keys, rows.device
+        keys = torch.empty(num_keys, dtype=q.columns["key"].dtype, device=device)
+        out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=device)
+        out_counts = torch.empty(num_keys, dtype=torch.int64, device=device)
+        self.run += 1
+        finish_flag_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, q._info, self.flag, self.run,
+                                 num_keys, BLOCK_SIZE=max(triton.next_power_of_2(num_keys), 16))  # fmt: skip
+        while self.seen[0] != self.run:
+            pass
+        bad, n_kept = q._info.tolist()
+        L._refuse_bad_count(bad, num_keys)
+        return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
 
 
 def main():
@@ -174,6 +225,10 @@ def main():
                 line(f"{name}: replay + wait", bench_ms(replay_wait))
                 line(f"{name}: replay + finish kernel + wait", bench_ms(replay_finish_wait))
                 line(f"{name}: replay alone (no wait)", bench_ms(prepared.graph.replay))
+                spin = SpinQuery(prepared)
+                ok = prepared_ok(spin(0.5), truth)
+                line(f"{name}: the whole call, the host spinning on a flag", bench_ms(lambda spin=spin: spin(0.5)),
+                     f"checked: {ok}")  # fmt: skip
         finally:
             for p in patches:
                 p.stop()
