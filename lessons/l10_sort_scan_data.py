@@ -2334,14 +2334,15 @@ GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100
 # the group, 8 distinct compares a row instead of 16 (FMA = 2 in partials_add_rows). H200: the kernel 0.456 ms
 # against 0.490 without, the bytes alone 0.297 (results/h200-2026-11-28-s16/sweeps/l10w.txt). "maxnreg": None, or
 # a cap on the kernel's registers a thread (Triton's launch option; ptxas keeps values in local memory past it),
-# so that more programs fit on an SM at once (65,536 registers an SM; 94 a thread fit 5 programs of 4 warps)
+# so that more programs fit on an SM at once (65,536 registers an SM; 90 a thread fit 5 programs of 4 warps). On an
+# H200 every cap tried was slower (88: 0.418 ms at best, 0.401 without; results/h200-2026-12-05-s25/sweeps/l10ze.txt)
 PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True, "maxnreg": None}
 # Another GPU's own choice for the "partials" kernel, used over GROUPBY_SCHEDULES["partials"]'s programs per SM and
 # PARTIALS_VARIANT's "l2_ahead" (and "maxnreg", where a row has a third number) on that GPU (by a part of its
 # name): {name: (programs per SM, l2_ahead[, maxnreg])}. Run on such a GPU, bench/sweeps/l10zd.py --write (or
-# l10ze.py --write, with maxnreg) sets its row from the sweep's fastest. H200: the kernel 0.407 ms at
-# (10, 2) against 0.422 at the table's 6 programs an SM (results/h200-2026-12-05-s24/sweeps/l10zd.txt)
-GROUPBY_PARTIALS_BY_GPU = {"H200": (10, 2)}
+# l10ze.py --write, with maxnreg) sets its row from the sweep's fastest. H200: the kernel 0.401 ms at
+# (16, 2), 0.407 at (10, 2), 0.422 at the table's 6 programs an SM (results/h200-2026-12-05-s25/sweeps/l10ze.txt)
+GROUPBY_PARTIALS_BY_GPU = {"H200": (16, 2)}
 
 
 def partials_defaults(gpu_name=None):

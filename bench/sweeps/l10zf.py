@@ -1,0 +1,111 @@
+"""Lesson 10 sweep zf, 2026-12-05 (issue 17), after sweep ze: where the host's time goes in a prepared query's call.
+
+Sweep ze timed ``prepare_query(table, 16)(0.5)`` on an H200 at 0.450 ms as make bench times it, its graph's replay
+and the stream's wait alone at 0.422 ms and with the finish kernel at 0.4245: about 25 µs of the call is Python
+around them, and after the wait every µs of it is timed (the GPU has nothing left to do). This reads the host's
+clock (``time.perf_counter_ns``) at each stage of the call, 300 calls, and says each stage's median and 90th
+percentile:
+
+  - before the replay (the threshold's check, the columns' layout, the threshold written to pinned memory);
+  - the replay; the finish's buffers and its launch; the wait; what follows it (the two numbers, the slices);
+  - the result dropped (its tensors freed, as make bench's loop drops it before its end event).
+
+Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l10zf.py`` on a GPU (< 30 s), ``... --cpu`` under the
+interpreter (a smoke test: no graph, so only the stages a plain run has).
+"""
+
+import os
+import sys
+import time
+
+CPU = "--cpu" in sys.argv
+if CPU:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import utils  # noqa: E402  (sets the interpreter up before triton is imported)
+
+env = utils.mode.current()
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from bench.sweeps.kit import Log  # noqa: E402
+from lessons import l10_sort_scan_data as L  # noqa: E402
+
+T0 = time.time()
+
+
+def staged_call(q, threshold, marks):
+    """PreparedQuery.__call__ and _query_finish as written in the lesson, with the host's clock read between
+    stages (marks: a list the times are appended to)."""
+    clock = time.perf_counter_ns
+    marks.append(clock())
+    threshold = utils.require_number(threshold, "threshold")
+    if q._layout() != q._where:
+        raise ValueError("the columns were replaced")
+    if q.graph is None:
+        q.threshold.fill_(threshold)
+        sums, counts, rows = q._group_by()
+        marks.append(clock())
+    else:
+        q._host_threshold.fill_(threshold)
+        marks.append(clock())
+        q.graph.replay()
+        sums, counts, rows = q._dense
+        marks.append(clock())
+    num_keys, info = q.num_keys, q._info
+    sums = sums.contiguous()
+    keys = torch.empty(num_keys, dtype=q.columns["key"].dtype, device=rows.device)
+    out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=rows.device)
+    out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=rows.device)
+    to = out_counts[num_keys:] if info is None else info
+    L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, to, num_keys,
+                                BLOCK_SIZE=max(min(triton.next_power_of_2(num_keys), 1024), 16))  # fmt: skip
+    marks.append(clock())
+    if info is None:
+        bad, n_kept = out_counts[num_keys:].tolist()
+        marks.append(clock())
+    else:
+        torch.cuda.current_stream().synchronize()
+        marks.append(clock())
+        bad, n_kept = info.tolist()
+    L._refuse_bad_count(bad, num_keys)
+    result = {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
+    marks.append(clock())
+    return result
+
+
+def main():
+    say = Log("l10zf")
+    say(f"lesson 10 sweep zf on {env.gpu_name if env.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, "
+        f"triton {triton.__version__}; GROUPBY_PARTIALS_BY_GPU {L.GROUPBY_PARTIALS_BY_GPU}")  # fmt: skip
+    rows = 10**8 if not CPU else 3000
+    table = L.table_from_pandas(L.random_table(rows, 16), env.device)
+    q = L.prepare_query(table, 16)
+    truth = L.to_frame(q(0.5))
+    calls = 300 if not CPU else 3
+    stages = (["before the replay", "the replay", "finish: buffers + launch", "the wait", "after the wait"]
+              if q.graph is not None else ["checks + group-by launches", "finish: buffers + launch",
+                                           "the wait (the numbers' copy)", "after the wait"])  # fmt: skip
+    stages.append("the result dropped")
+    times = {s: [] for s in stages}
+    for _ in range(calls):
+        marks = []
+        result = staged_call(q, 0.5, marks)
+        del result
+        marks.append(time.perf_counter_ns())
+        for s, (a, b) in zip(stages, zip(marks, marks[1:])):
+            times[s].append((b - a) / 1e3)
+    same = L.to_frame(staged_call(q, 0.5, [])).equals(truth)
+    say(
+        f"\n== {rows:.0e} rows, 16 keys, {calls} calls, the host's µs per stage (median, 90th percentile); "
+        f"the staged call's result equals the prepared query's: {same}"
+    )
+    for s in stages:
+        ordered = sorted(times[s])
+        say(f"   {s:32s} {ordered[len(ordered) // 2]:9.1f} µs {ordered[int(len(ordered) * 0.9)]:9.1f} µs")
+    say(f"done in {time.time() - T0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
