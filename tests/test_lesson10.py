@@ -218,6 +218,21 @@ def test_groupby_partials_with_a_register_cap_is_exact():
     assert torch.equal(capped[0], truth[0]) and torch.equal(capped[1], truth[1])
 
 
+@pytest.mark.parametrize("programs", [1, 3])
+def test_groupby_partials_is_exact_for_odd_and_even_counts_of_whole_steps(programs):
+    """The prefetching loop takes whole steps two a trip, then an odd one and the masked ones in the tail's loop:
+    every count of whole steps a program has (0 to 9 here, odd and even, a last step whole or cut) gives the
+    truth's bits."""
+    threshold = torch.tensor([0.5], device=DEV)
+    for n in (1, 31, 32, 33, 96, 97, 160, 161, 191, 320, 321):  # steps of 2 x 16 rows
+        table = L.table_from_pandas(L.random_table(n, 16, seed=n), DEV)
+        truth = L.groupby_dense_ref(table["key"], table["value"], table["x"], 0.5, 16)
+        sums, counts, rows = L._groupby_partials(table, threshold, 16, BLOCK_SIZE=16, UNROLL=2,
+                                                 num_programs=programs, variant={"prefetch": True})  # fmt: skip
+        assert torch.equal(sums, truth[0]) and torch.equal(counts, truth[1]), (n, programs)
+        assert torch.equal(rows[:-1], truth[2]) and int(rows[-1]) == 0, (n, programs)
+
+
 def test_groupby_partials_over_several_steps_and_programs_is_exact():
     """Small steps and programs, so that the 2-D accumulators add over several steps and programs add by atomics;
     NaN values, a filter, 5 keys of 8 slots."""

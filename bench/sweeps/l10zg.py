@@ -1,0 +1,113 @@
+"""Lesson 10 sweep zg, 2026-12-05 (issue 17), after sweep ze: the 16-key group-by's loop over whole steps two steps
+a trip, against one a trip, in the same run.
+
+A trip of the prefetching loop loads the next step while it adds the current one, so both live in registers at
+once, and the loaded values are copied into the current ones' registers at the trip's end. Two steps a trip trade
+the two sets' roles instead: compiled for sm_90 (``utils.offline``, ``sass_loops``) the loop issues 150
+instructions a step instead of 163 (135 instead of 146 without ``l2_ahead``). This times, graphed, each checked
+exactly against the float64 truth:
+
+  - the kernel before (one step a trip: ``git show c326d44:lessons/l10_sort_scan_data.py >
+    bench/sweeps/_l10zg_before.py``, left untracked so that it travels to the GPU machine) and now, at 10, 16, 20
+    and 24 programs an SM, ``l2_ahead`` 2 and 0;
+  - ``prepare_query(table, 16)(0.5)`` as make bench times it, before and now, as set and with now's fastest.
+
+Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l10zg.py`` on a GPU (< 60 s), ``... --cpu`` under
+the interpreter (tiny shapes, no timings: a smoke test). With ``--write`` on a GPU, now's fastest (programs an SM,
+l2_ahead) becomes this GPU's row of ``GROUPBY_PARTIALS_BY_GPU`` in ``lessons/l10_sort_scan_data.py`` (the solution
+notebook, the single source, takes the same row by hand).
+"""
+
+import importlib
+import os
+import sys
+import time
+from unittest import mock
+
+CPU = "--cpu" in sys.argv
+if CPU:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import utils  # noqa: E402  (sets the interpreter up before triton is imported)
+
+env = utils.mode.current()
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from bench.sweeps.kit import Log, bench_ms, graphed  # noqa: E402
+from bench.sweeps.l10v import query_setup  # noqa: E402
+from bench.sweeps.l10zd import checked, prepared_ok, write_row  # noqa: E402
+from lessons import l10_sort_scan_data as L  # noqa: E402
+
+T0 = time.time()
+
+
+def before_module():
+    """The lesson's module with one step a trip (see the docstring), or None where it was not put beside this."""
+    try:
+        return importlib.import_module("bench.sweeps._l10zg_before")
+    except ImportError:
+        return None
+
+
+def main():
+    say = Log("l10zg")
+    say(f"lesson 10 sweep zg on {env.gpu_name if env.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, "
+        f"triton {triton.__version__}; GROUPBY_SCHEDULES['partials'] {L.GROUPBY_SCHEDULES['partials']}, "
+        f"PARTIALS_VARIANT {L.PARTIALS_VARIANT}, GROUPBY_PARTIALS_BY_GPU {L.GROUPBY_PARTIALS_BY_GPU}")  # fmt: skip
+    table, nbytes, truth, line = query_setup(say, 46, 16)
+    threshold = torch.full((1,), 0.5, dtype=torch.float32, device=env.device)
+    sms = env.sm_count or 132
+    old = before_module()
+    modules = ([("before", old)] if old is not None else []) + [("now", L)]
+    if old is None:
+        say("(no _l10zg_before.py beside this script: the kernel before is not timed)")
+    best = {}
+    say(f"\n== {table['key'].numel():.0e} rows, 16 keys, {nbytes / 1e9:.2f} GB; the group-by graphed")
+    for l2 in (2, 0):
+        for per_sm in (10, 16, 20, 24) if not CPU else (10,):
+            for name, M in modules:
+                label = f"{name}: {per_sm} programs an SM, l2_ahead {l2}"
+                if time.time() - T0 > 100:
+                    say(f"   {label:46s} SKIPPED (past 100 s)")
+                    continue
+                programs = env.pick(cpu=2, gpu=per_sm * sms)
+
+                def run(M=M, programs=programs, l2=l2):
+                    return M._groupby_partials(table, threshold, 16, num_programs=programs, variant={"l2_ahead": l2})
+
+                ok = checked(run(), truth)
+                ms = bench_ms(graphed(run))
+                line(label, ms, f"checked: {ok}")
+                if ok and name == "now" and ms == ms:
+                    best[(per_sm, l2)] = ms
+    fastest = min(best, key=best.get) if best else None
+    say("\n== prepare_query(table, 16)(0.5), as make bench times it")
+    for name, M in modules:
+        for pick in [None] + ([fastest] if name == "now" and fastest is not None else []):
+            label = f"{name}: as set" if pick is None else f"{name}: {pick[0]} an SM, l2_ahead {pick[1]}"
+            patches = []
+            if pick is not None:
+                block, unroll, _, warps = M.GROUPBY_SCHEDULES["partials"]
+                patches = [
+                    mock.patch.dict(M.GROUPBY_SCHEDULES, {"partials": (block, unroll, pick[0], warps)}),
+                    mock.patch.dict(M.PARTIALS_VARIANT, {"l2_ahead": pick[1]}),
+                    mock.patch.object(M, "GROUPBY_PARTIALS_BY_GPU", {}),
+                ]
+            for p in patches:
+                p.start()
+            try:
+                prepared = M.prepare_query(table, 16)
+                ok = prepared_ok(prepared(0.5), truth)
+                line(label, bench_ms(lambda prepared=prepared: prepared(0.5)), f"checked: {ok}")
+            finally:
+                for p in patches:
+                    p.stop()
+    if "--write" in sys.argv and env.is_gpu and fastest is not None:
+        write_row(fastest, say)
+    say(f"done in {time.time() - T0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
