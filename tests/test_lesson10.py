@@ -1351,6 +1351,45 @@ def test_a_prepared_query_matches_query_run_after_run():
         L.prepare_query({**table, "x": table["x"][:-1]}, 3)
 
 
+class _Stream:
+    """A stand-in for torch.cuda's stream: done (or not) at once, counting the calls HostMailbox makes."""
+
+    def __init__(self, done, on_sync=None):
+        self.done, self.on_sync, self.queries, self.syncs = done, on_sync, 0, 0
+
+    def query(self):
+        self.queries += 1
+        return self.done
+
+    def synchronize(self):
+        self.syncs += 1
+        if self.on_sync:
+            self.on_sync()
+
+
+def _mailbox(flag):
+    box = object.__new__(L.HostMailbox)  # plain memory here: pinned memory needs CUDA
+    box.numbers, box.flag = torch.tensor([0, 5]), torch.tensor([flag])
+    box._seen, box._run = box.flag.numpy(), 0
+    return box
+
+
+def test_the_host_mailbox_waits_for_its_run_and_refuses_a_kernel_that_never_set_the_flag(monkeypatch):
+    """HostMailbox.wait(run) returns the two numbers once the flag holds run; with the flag never set and the
+    stream done it synchronises (where a CUDA error would raise) and refuses to go on, instead of spinning forever;
+    a flag that lands during that synchronize is taken."""
+    box = _mailbox(1)
+    assert box.next_run() == 1 and box.wait(1) == [0, 5]
+    stream = _Stream(done=True)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: stream)
+    with pytest.raises(RuntimeError, match="run 2 ended without setting the host's flag"):
+        _mailbox(1).wait(2)
+    assert stream.queries == 1 and stream.syncs == 1
+    late = _mailbox(0)
+    stream = _Stream(done=True, on_sync=lambda: late.flag.fill_(3))
+    assert late.wait(3) == [0, 5] and stream.syncs == 1
+
+
 # -- empty inputs and refusals --------------------------------------------------------------------------------------
 
 

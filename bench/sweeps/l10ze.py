@@ -122,6 +122,7 @@ class SpinQuery:
     def __init__(self, prepared):
         self.prepared = prepared
         self.flag = torch.zeros(1, dtype=torch.int64, pin_memory=True)
+        self.numbers = torch.zeros(2, dtype=torch.int64, pin_memory=True)
         self.seen = self.flag.numpy()
         self.run = 0
 
@@ -135,11 +136,11 @@ class SpinQuery:
         out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=device)
         out_counts = torch.empty(num_keys, dtype=torch.int64, device=device)
         self.run += 1
-        finish_flag_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, q._info, self.flag, self.run,
+        finish_flag_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, self.numbers, self.flag, self.run,
                                  num_keys, BLOCK_SIZE=max(triton.next_power_of_2(num_keys), 16))  # fmt: skip
         while self.seen[0] != self.run:
             pass
-        bad, n_kept = q._info.tolist()
+        bad, n_kept = self.numbers.tolist()
         L._refuse_bad_count(bad, num_keys)
         return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
 
@@ -215,11 +216,12 @@ def main():
                 def replay_finish_wait(prepared=prepared):
                     prepared.graph.replay()
                     sums, counts, rows = prepared._dense
-                    L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, prepared._info,
+                    L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, info,
                                                 16, BLOCK_SIZE=16)  # fmt: skip
                     stream.synchronize()
 
                 keys = torch.empty(16, dtype=table["key"].dtype, device=env.device)
+                info = torch.zeros(2, dtype=torch.int64, pin_memory=True)
                 out_sums, mean = torch.empty((2, 16), dtype=torch.float64, device=env.device)
                 out_counts = torch.empty(18, dtype=torch.int64, device=env.device)
                 line(f"{name}: replay + wait", bench_ms(replay_wait))

@@ -58,17 +58,20 @@ def staged_call(q, threshold, marks):
     keys = torch.empty(num_keys, dtype=q.columns["key"].dtype, device=rows.device)
     out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=rows.device)
     out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=rows.device)
-    to = out_counts[num_keys:] if info is None else info
-    L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, to, num_keys,
-                                BLOCK_SIZE=max(min(triton.next_power_of_2(num_keys), 1024), 16))  # fmt: skip
-    marks.append(clock())
+    block = max(min(triton.next_power_of_2(num_keys), 1024), 16)
     if info is None:
+        L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, out_counts[num_keys:],
+                                    num_keys, BLOCK_SIZE=block)  # fmt: skip
+        marks.append(clock())
         bad, n_kept = out_counts[num_keys:].tolist()
         marks.append(clock())
     else:
-        torch.cuda.current_stream().synchronize()
+        run = info.next_run()
+        L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, info.numbers, num_keys,
+                                    BLOCK_SIZE=block, flag_ptr=info.flag, run=run, FLAG=True)  # fmt: skip
         marks.append(clock())
-        bad, n_kept = info.tolist()
+        bad, n_kept = info.wait(run)
+        marks.append(clock())
     L._refuse_bad_count(bad, num_keys)
     result = {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
     marks.append(clock())
@@ -84,7 +87,7 @@ def main():
     q = L.prepare_query(table, 16)
     truth = L.to_frame(q(0.5))
     calls = 300 if not CPU else 3
-    stages = (["before the replay", "the replay", "finish: buffers + launch", "the wait", "after the wait"]
+    stages = (["before the replay", "the replay", "finish: buffers + launch", "the wait (the flag)", "after the wait"]
               if q.graph is not None else ["checks + group-by launches", "finish: buffers + launch",
                                            "the wait (the numbers' copy)", "after the wait"])  # fmt: skip
     stages.append("the result dropped")
