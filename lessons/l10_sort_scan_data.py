@@ -2152,21 +2152,26 @@ def nibbles_flush(acc_rc, r_acc, c_acc, slots):
 def prefetch_iteration(key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
                        offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE: tl.constexpr,
                        UNROLL: tl.constexpr, NIBBLES: tl.constexpr, FMA: tl.constexpr, WIDE: tl.constexpr,
-                       L2_AHEAD: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
-    """An iteration of groupby_partials_kernel's PREFETCH loop: load the program's next step (the one after
-    `step`) and add the current one's rows (offs ... value2, loaded by the iteration before); returns the steps
-    `left` until the nibbles' next flush, the new step, the accumulators and the next step's rows. MASKED=False
-    where both steps are whole."""
-    step += tl.num_programs(0)  # the next step's rows load now (past the end: all masked off)
-    if L2_AHEAD > 0:
-        ahead = step + L2_AHEAD * tl.num_programs(0)  # int32 unless WIDE, as partials_load's offsets
+                       L2_AHEAD: tl.constexpr, MASKED: tl.constexpr, advance=None,
+                       L2_STEPS: tl.constexpr = 1):  # fmt: skip
+    """An iteration of groupby_partials_kernel's PREFETCH loop: load the program's next step (`step` + advance;
+    None: the number of programs) and add the current one's rows (offs ... value2, loaded by the iteration
+    before); returns the steps `left` until the nibbles' next flush, the new step, the accumulators and the next
+    step's rows. MASKED=False where both steps are whole. With L2_AHEAD, L2_STEPS steps from the one L2_AHEAD
+    programs' steps past the next are asked into L2 (0: none in this iteration; 2: PAIRS' two steps at once)."""
+    if advance is None:  # the next step's rows load now (past the end: all masked off)
+        step += tl.num_programs(0)
+    else:
+        step += advance
+    if L2_AHEAD > 0 and L2_STEPS > 0:
+        ahead = step + L2_AHEAD * tl.num_programs(0) * L2_STEPS  # int32 unless WIDE, as partials_load's offsets
         if WIDE:
             ahead = tl.cast(ahead, tl.int64)
         ahead = ahead * (BLOCK_SIZE * UNROLL)
-        whole = ahead + BLOCK_SIZE * UNROLL <= n  # whole steps only: a prefetch ends on a 16-byte boundary
-        prefetch_rows_l2(key_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
-        prefetch_rows_l2(value_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
-        prefetch_rows_l2(x_ptr, ahead, BLOCK_SIZE * UNROLL, whole)
+        whole = ahead + BLOCK_SIZE * UNROLL * L2_STEPS <= n  # whole steps only: it ends on a 16-byte boundary
+        prefetch_rows_l2(key_ptr, ahead, BLOCK_SIZE * UNROLL * L2_STEPS, whole)
+        prefetch_rows_l2(value_ptr, ahead, BLOCK_SIZE * UNROLL * L2_STEPS, whole)
+        prefetch_rows_l2(x_ptr, ahead, BLOCK_SIZE * UNROLL * L2_STEPS, whole)
     offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n = partials_load(
         key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE, UNROLL, WIDE, MASKED
     )
@@ -2204,6 +2209,7 @@ def groupby_partials_kernel(
     WIDE: tl.constexpr = True,
     PREFETCH: tl.constexpr = False,
     L2_AHEAD: tl.constexpr = 0,
+    PAIRS: tl.constexpr = False,
 ):
     """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a persistent grid: program p takes the
     steps p, p + P, p + 2P, ... (P programs, a few per SM; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
@@ -2227,7 +2233,9 @@ def groupby_partials_kernel(
     PREFETCH loads the program's next step while it adds the current one (its columns carried through the loop):
     twice the bytes in flight for a few more registers, since nothing else hides the loads' latency here.
     L2_AHEAD (with PREFETCH; the launcher checks alignment and the GPU) also asks the step L2_AHEAD steps further
-    into L2 (prefetch_l2, three bulk prefetches a step): more bytes in flight, no more registers."""
+    into L2 (prefetch_l2, three bulk prefetches a step): more bytes in flight, no more registers. PAIRS (with
+    PREFETCH) takes the steps two at a time, side by side: one L2 prefetch and one address a pair instead of a
+    step."""
     slots = tl.arange(0, KEYS)
     acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
     acc_rc = tl.zeros((BLOCK_SIZE, KEYS), tl.int32)  # rows in the low 16 bits, non-NaN values in the high 16
@@ -2237,7 +2245,44 @@ def groupby_partials_kernel(
     threshold = tl.load(threshold_ptr)
     rows = tl.arange(0, BLOCK_SIZE)[:, None]
     n_steps = tl.cdiv(n, BLOCK_SIZE * UNROLL)
-    if PREFETCH:
+    if PREFETCH and PAIRS:
+        # steps two at a time, side by side: program p takes the pairs (2q, 2q + 1), q = p, p + P, ... A trip adds
+        # 2q while it loads 2q + 1, then adds 2q + 1 while it loads 2(q + P), and asks one pair into L2 (three bulk
+        # prefetches a trip, not a step). Whole trips: 2(q + P) < n // (BLOCK_SIZE * UNROLL), the last step loaded
+        step = 2 * tl.program_id(0)
+        offs, x, key, value, offs2, x2, key2, value2 = partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE,
+                                                                     UNROLL, WIDE)  # fmt: skip
+        n_iters = tl.cdiv(tl.cdiv(n_steps, 2) - tl.program_id(0), tl.num_programs(0))
+        n_whole = tl.cdiv((n // (BLOCK_SIZE * UNROLL) + 1) // 2 - tl.num_programs(0) - tl.program_id(0),
+                          tl.num_programs(0))  # fmt: skip
+        n_whole = tl.minimum(tl.maximum(n_whole, 0), n_iters)
+        left = n * 0 + 15 // UNROLL  # steps until the nibbles' next flush
+        jump = 2 * tl.num_programs(0) - 1  # from 2q + 1 to the next pair's first step
+        for _ in range(0, n_whole):
+            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
+             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
+                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
+                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
+                L2_AHEAD, MASKED=False, advance=1, L2_STEPS=0)  # fmt: skip
+            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
+             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
+                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
+                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
+                L2_AHEAD, MASKED=False, advance=jump, L2_STEPS=2)  # fmt: skip
+        for _ in range(n_whole, n_iters):
+            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
+             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
+                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
+                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
+                L2_AHEAD, MASKED=True, advance=1, L2_STEPS=0)  # fmt: skip
+            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
+             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
+                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
+                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
+                L2_AHEAD, MASKED=True, advance=jump, L2_STEPS=2)  # fmt: skip
+        if NIBBLES:
+            acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
+    elif PREFETCH:
         step = tl.program_id(0)
         offs, x, key, value, offs2, x2, key2, value2 = partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE,
                                                                      UNROLL, WIDE)  # fmt: skip
@@ -2290,9 +2335,10 @@ def groupby_partials_kernel(
     if FMA:
         if tl.sum(tl.sum((acc_s != acc_s).to(tl.int32), axis=1), axis=0) > 0:  # an infinity: sum again, by selects
             acc_s = tl.zeros((BLOCK_SIZE, KEYS), tl.float64)
-            for step in range(tl.program_id(0), n_steps, tl.num_programs(0)):  # the same rows as above
-                for u in tl.static_range(UNROLL):
-                    at = tl.cast(step, tl.int64) * (BLOCK_SIZE * UNROLL) + u * BLOCK_SIZE + rows
+            SPAN: tl.constexpr = UNROLL * (2 if PAIRS and PREFETCH else 1)  # blocks a program takes side by side
+            for step in range(tl.program_id(0), tl.cdiv(n, BLOCK_SIZE * SPAN), tl.num_programs(0)):  # the same rows
+                for u in tl.static_range(SPAN):
+                    at = tl.cast(step, tl.int64) * (BLOCK_SIZE * SPAN) + u * BLOCK_SIZE + rows
                     x_at = tl.load(x_ptr + at, mask=at < n, other=0)
                     key_at = tl.load(key_ptr + at, mask=at < n, other=0)
                     value_at = tl.load(value_ptr + at, mask=at < n, other=0).to(tl.float64)
@@ -2344,7 +2390,10 @@ GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100
 # a cap on the kernel's registers a thread (Triton's launch option; ptxas keeps values in local memory past it),
 # so that more programs fit on an SM at once (65,536 registers an SM; 90 a thread fit 5 programs of 4 warps). On an
 # H200 every cap tried was slower (88: 0.418 ms at best, 0.401 without; results/h200-2026-12-05-s25/sweeps/l10ze.txt)
-PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True, "maxnreg": None}
+# "pairs" (with "prefetch"): a program takes its steps two at a time, side by side (PAIRS in the kernel): one L2
+# prefetch and one address computation a pair (sm_90: 142 instructions a step where one step at a time issues 150)
+PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True, "maxnreg": None,
+                    "pairs": False}  # fmt: skip
 # Another GPU's own choice for the "partials" kernel, used over GROUPBY_SCHEDULES["partials"]'s programs per SM and
 # PARTIALS_VARIANT's "l2_ahead" (and "maxnreg", where a row has a third number) on that GPU (by a part of its
 # name): {name: (programs per SM, l2_ahead[, maxnreg])}. Run on such a GPU, bench/sweeps/l10zd.py --write (or
@@ -2418,14 +2467,20 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
     maxnreg = variant.get("maxnreg")
     if maxnreg is not None and (isinstance(maxnreg, bool) or maxnreg not in range(24, 256)):
         raise ValueError(f"variant['maxnreg'] must be None (no cap) or 24 to 255 registers a thread, got {maxnreg!r}.")
+    pairs = bool(variant.get("pairs")) and bool(variant["prefetch"])  # a dict from before "pairs" has none
+    span = 2 if pairs else 1  # steps a program takes side by side
     sums, counts, rows = _accumulators(num_keys, table["key"].device)
     if n:
         n_steps = triton.cdiv(n, BLOCK_SIZE * UNROLL)
-        programs = _partials_programs(n_steps, PROGRAMS_PER_SM, UNROLL) if num_programs is None else num_programs
-        if triton.cdiv(n_steps, programs) * UNROLL >= 2**16:
+        if num_programs is None:
+            programs = _partials_programs(triton.cdiv(n_steps, span), PROGRAMS_PER_SM, UNROLL * span)
+        else:
+            programs = num_programs
+        blocks = triton.cdiv(triton.cdiv(n_steps, span), programs) * span * UNROLL
+        if blocks >= 2**16:
             raise ValueError(
-                f"{triton.cdiv(n_steps, programs) * UNROLL} blocks of BLOCK_SIZE={BLOCK_SIZE} rows per program: must "
-                f"stay below 2**16 (the kernel counts each slot's rows in 16 bits); pass more programs."
+                f"{blocks} blocks of BLOCK_SIZE={BLOCK_SIZE} rows per program: must stay below 2**16 (the kernel "
+                f"counts each slot's rows in 16 bits); pass more programs."
             )
         groupby_partials_kernel[(programs,)](
             table["key"],
@@ -2444,7 +2499,8 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
             FMA=(2 if variant.get("groups") else 1) if variant["fma"] and KEYS <= 16 else 0,  # more: spills
             PREFETCH=bool(variant["prefetch"]),
             L2_AHEAD=l2_ahead if l2_ahead and _columns_prefetch(table, BLOCK_SIZE * UNROLL) else 0,
-            WIDE=n + 16 * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # NIBBLES' steps past the end too
+            WIDE=n + 16 * span * BLOCK_SIZE * UNROLL * (programs + 1) >= 2**31,  # steps past the end too
+            PAIRS=pairs,
             num_warps=num_warps,
             maxnreg=maxnreg,
         )

@@ -218,17 +218,19 @@ def test_groupby_partials_with_a_register_cap_is_exact():
     assert torch.equal(capped[0], truth[0]) and torch.equal(capped[1], truth[1])
 
 
+@pytest.mark.parametrize("pairs", [False, True], ids=["steps P apart", "pairs side by side"])
 @pytest.mark.parametrize("programs", [1, 3])
-def test_groupby_partials_is_exact_for_odd_and_even_counts_of_whole_steps(programs):
-    """The prefetching loop takes whole steps two a trip, then an odd one and the masked ones in the tail's loop:
-    every count of whole steps a program has (0 to 9 here, odd and even, a last step whole or cut) gives the
-    truth's bits."""
+def test_groupby_partials_is_exact_for_odd_and_even_counts_of_whole_steps(programs, pairs):
+    """The prefetching loop takes whole steps two a trip, then an odd one and the masked ones in the tail's loop
+    (with "pairs", a program's steps two side by side, whole pairs first): every count of whole steps a program
+    has (0 to 9 here, odd and even, a last step whole or cut) gives the truth's bits."""
     threshold = torch.tensor([0.5], device=DEV)
     for n in (1, 31, 32, 33, 96, 97, 160, 161, 191, 320, 321):  # steps of 2 x 16 rows
         table = L.table_from_pandas(L.random_table(n, 16, seed=n), DEV)
         truth = L.groupby_dense_ref(table["key"], table["value"], table["x"], 0.5, 16)
+        variant = {"prefetch": True, "pairs": pairs}
         sums, counts, rows = L._groupby_partials(table, threshold, 16, BLOCK_SIZE=16, UNROLL=2,
-                                                 num_programs=programs, variant={"prefetch": True})  # fmt: skip
+                                                 num_programs=programs, variant=variant)  # fmt: skip
         assert torch.equal(sums, truth[0]) and torch.equal(counts, truth[1]), (n, programs)
         assert torch.equal(rows[:-1], truth[2]) and int(rows[-1]) == 0, (n, programs)
 
@@ -1503,7 +1505,7 @@ BAD = {
         "below 2\\*\\*16",
     ),  # fmt: skip
     "partials UNROLL 3": (lambda: L.groupby_partials(_table, 0.5, 3, UNROLL=3), ValueError, "UNROLL must be"),
-    "partials variant": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"pairs": True}), ValueError, "variant"),
+    "partials variant": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"tiles": True}), ValueError, "variant"),
     "partials l2_ahead": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"l2_ahead": 9}), ValueError, "l2_ahead"),
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),

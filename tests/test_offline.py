@@ -221,6 +221,17 @@ def test_the_group_by_issues_fewer_instructions_a_step_over_whole_steps():
     assert kernel.sass.count("UBLKPF.L2") >= 9, "three L2 prefetches a step: two steps in the whole loop, the tail's"
 
 
+def test_the_group_by_in_pairs_issues_fewer_instructions_a_step():
+    """PARTIALS_VARIANT["pairs"]: a program's steps two side by side, so the L2 prefetch covers a pair (three bulk
+    prefetches a trip of two steps, in the whole loop and the tail's) and the loop over whole pairs issues fewer
+    instructions a step than the loop over steps P apart (sm_90, this triton's ptxas: 142 against 150)."""
+    apart, pairs = _group_by_16_keys({"L2_AHEAD": 2}, {"L2_AHEAD": 2, "PAIRS": True}, sass=True)
+    (_, step_pair), (_, pair_trip) = apart.sass_loops()[0], pairs.sass_loops()[0]
+    assert pair_trip < step_pair - 10, (apart.sass_loops(), pairs.sass_loops())
+    assert pairs.ptx.count("cp.async.bulk.prefetch.L2.global") == 3 * 2, "a pair's three columns, in each loop"
+    assert pairs.spill_bytes == 0 and pairs.registers * 128 * 5 <= 65536, pairs.registers
+
+
 def test_the_group_by_compiles_where_triton_makes_an_argument_a_constant():
     """Lesson 10's group-by compiled as a call with num_keys = 1 and n = 1 makes it: Triton turns an integer
     argument equal to 1 into a constant, which has no .to() (key_in_range failed so on the H200, session 24, where
