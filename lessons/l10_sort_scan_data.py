@@ -2555,7 +2555,7 @@ GROUPBY_PLANS = {"atomic": _groupby_atomic, "partials": _groupby_partials, "sort
                  "packed": _groupby_packed}  # fmt: skip
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["run"])  # a new number every run: one compiled kernel, not one per 1 or multiple of 16
 def query_finish_kernel(sums_ptr, counts_ptr, rows_ptr, key_ptr, sum_ptr, count_ptr, mean_ptr, info_ptr, num_keys,
                         BLOCK_SIZE: tl.constexpr, flag_ptr=None, run=0, FLAG: tl.constexpr = False):  # fmt: skip
     """The query's last step in ONE program, after the dense group-by: the keys that had rows, in order, with their

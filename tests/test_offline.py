@@ -1,5 +1,7 @@
 """utils.offline: kernels compiled for an H100 (sm_90) on a machine without a GPU, and what ptxas says of them."""
 
+import re
+
 import pytest
 
 import lessons.l04_fused_softmax as L04
@@ -230,6 +232,24 @@ def test_the_group_by_in_pairs_issues_fewer_instructions_a_step():
     assert pair_trip < step_pair - 10, (apart.sass_loops(), pairs.sass_loops())
     assert pairs.ptx.count("cp.async.bulk.prefetch.L2.global") == 3 * 2, "a pair's three columns, in each loop"
     assert pairs.spill_bytes == 0 and pairs.registers * 128 * 5 <= 65536, pairs.registers
+
+
+def test_the_finish_kernel_releases_the_hosts_flag_after_its_stores():
+    """Lesson 10's query_finish_kernel with FLAG (a prepared query's HostMailbox): every thread's stores, then a
+    barrier, then one exchange on the flag with release semantics at system scope, the last memory operation; its
+    decorator (do_not_specialize) survives the offline copy of the module."""
+    import lessons.l10_sort_scan_data as L10
+
+    pointers = dict(sums_ptr="fp64", counts_ptr="i64", rows_ptr="i64", key_ptr="i32", sum_ptr="fp64")
+    pointers.update(count_ptr="i64", mean_ptr="fp64", info_ptr="i64", flag_ptr="i64")
+    job = offline.job("query_finish_kernel", pointers=pointers, ints=dict(num_keys=16, run=7),
+                      constexprs=dict(BLOCK_SIZE=16, FLAG=True))  # fmt: skip
+    (kernel,) = offline.compile_kernels(L10.__file__, [job])
+    lines = [line.strip() for line in kernel.ptx.splitlines()]
+    memory = [i for i, line in enumerate(lines) if re.search(r"\b(st|atom|red)\.global", line)]
+    release = [i for i in memory if "atom.global.sys.release.exch" in lines[i]]
+    assert len(release) == 1 and release[0] == memory[-1], [lines[i] for i in memory]
+    assert any(line.startswith("bar.sync") for line in lines[memory[-2] : release[0]]), "no barrier before the flag"
 
 
 def test_the_group_by_compiles_where_triton_makes_an_argument_a_constant():

@@ -52,8 +52,10 @@ def module_for(path):
     known = {"math", "triton", "tl"}
     for node in tree.body:
         decorators = [ast.get_source_segment(source, d) for d in getattr(node, "decorator_list", [])]
-        if isinstance(node, ast.FunctionDef) and any(d.endswith("jit") for d in decorators):
-            keep.append("@triton.jit\n" + ast.get_source_segment(source, node) + "\n")
+        jit = [d for d in decorators if re.fullmatch(r"(triton\.)?jit(\(.*\))?", d, flags=re.S)]
+        if isinstance(node, ast.FunctionDef) and jit:  # @triton.jit, or @triton.jit(do_not_specialize=[...])
+            decorator = "@triton." + jit[0].removeprefix("triton.")
+            keep.append(decorator + "\n" + ast.get_source_segment(source, node) + "\n")
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             # constants the kernels may read: LOG2E = 1.44..., EMPTY = tl.constexpr(-(2**63)), X: tl.constexpr = 4,
             # made only of literals, math, triton and constants kept before
