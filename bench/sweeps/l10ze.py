@@ -20,7 +20,6 @@ under the interpreter (tiny shapes, no timings: a smoke test). With ``--write`` 
 """
 
 import os
-import re
 import sys
 import time
 from unittest import mock
@@ -37,6 +36,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from bench.sweeps import l10zd  # noqa: E402
 from bench.sweeps.kit import Log, bench_ms, graphed  # noqa: E402
 from bench.sweeps.l10v import query_setup  # noqa: E402
 from bench.sweeps.l10zd import checked, prepared_ok  # noqa: E402
@@ -75,23 +75,9 @@ def fits(registers, warps=4):
 
 
 def write_row(pick, say):
-    """Sets this GPU's row of GROUPBY_PARTIALS_BY_GPU in the lesson's module file to pick (programs an SM,
-    l2_ahead, maxnreg: the row's third number only where it is not None)."""
-    part = re.search(r"\b[A-Z]\d{2,4}\b", env.gpu_name or "")
-    if part is None:
-        say(f"--write: no model in the GPU's name {env.gpu_name!r}; nothing written")
-        return
-    row = tuple(pick) if pick[2] is not None else tuple(pick[:2])
-    rows = {**L.GROUPBY_PARTIALS_BY_GPU, part.group(0): row}
-    path = L.__file__
-    source = open(path).read()
-    line = f"GROUPBY_PARTIALS_BY_GPU = {rows!r}"
-    new, count = re.subn(r"^GROUPBY_PARTIALS_BY_GPU = \{.*\}$", line, source, flags=re.M)
-    if count != 1:
-        say("--write: GROUPBY_PARTIALS_BY_GPU's line not found in the module; nothing written")
-        return
-    open(path, "w").write(new)
-    say(f"--write: {line} in {path}")
+    """This GPU's row of GROUPBY_PARTIALS_BY_GPU set to pick (programs an SM, l2_ahead, maxnreg), by sweep zd's
+    writer: the row's third number only where it is not None."""
+    l10zd.write_row(tuple(pick) if pick[2] is not None else tuple(pick[:2]), say)
 
 
 @triton.jit
