@@ -2211,8 +2211,9 @@ def groupby_partials_kernel(
     L2_AHEAD: tl.constexpr = 0,
     PAIRS: tl.constexpr = False,
 ):
-    """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a persistent grid: program p takes the
-    steps p, p + P, p + 2P, ... (P programs, a few per SM; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
+    """groupby_atomic_kernel's result for few keys (num_keys <= KEYS), by a grid of P programs, several per SM
+    (more than fit at once may be faster: GROUPBY_PARTIALS_BY_GPU): program p takes the steps p, p + P, p + 2P, ...
+    (PAIRS: 2p and 2p + 1, then 2(p + P) and 2(p + P) + 1, ...; a step is UNROLL blocks of BLOCK_SIZE rows), sums each
     key's rows in registers through a one-hot (BLOCK_SIZE, KEYS) mask, and adds its KEYS partial results with
     atomics at the end: 3 * KEYS atomics per program instead of 3 per row, so P * KEYS in all, whatever n. The
     accumulators keep the (BLOCK_SIZE, KEYS) shape until the loop ends (elementwise adds, no reduction across
