@@ -8,7 +8,9 @@ percentile:
 
   - before the replay (the threshold's check, the columns' layout, the threshold written to pinned memory);
   - the replay; the finish's buffers and its launch; the wait; what follows it (the two numbers, the slices);
-  - the result dropped (its tensors freed, as make bench's loop drops it before its end event).
+  - the result dropped (its tensors freed, as make bench's loop drops it before its end event);
+
+with the finish's outputs allocated as the lesson does (three allocations) and as views of one (one to free).
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l10zf.py`` on a GPU (< 30 s), ``... --cpu`` under the
 interpreter (a smoke test: no graph, so only the stages a plain run has).
@@ -35,9 +37,24 @@ from lessons import l10_sort_scan_data as L  # noqa: E402
 T0 = time.time()
 
 
-def staged_call(q, threshold, marks):
+def outputs(num_keys, key_dtype, device, one_storage):
+    """The finish's four output arrays (and room for its two numbers): three allocations as the lesson makes them,
+    or views of one (one storage to free when the result is dropped)."""
+    if not one_storage:
+        keys = torch.empty(num_keys, dtype=key_dtype, device=device)
+        out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=device)
+        out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=device)
+        return keys, out_sums, mean, out_counts
+    buf = torch.empty(4 * num_keys + 2, dtype=torch.int64, device=device)  # sums, mean, counts + 2, keys
+    out_sums, mean = buf[:num_keys].view(torch.float64), buf[num_keys : 2 * num_keys].view(torch.float64)
+    out_counts = buf[2 * num_keys : 3 * num_keys + 2]
+    keys = buf[3 * num_keys + 2 :].view(key_dtype)[:num_keys]
+    return keys, out_sums, mean, out_counts
+
+
+def staged_call(q, threshold, marks, one_storage=False):
     """PreparedQuery.__call__ and _query_finish as written in the lesson, with the host's clock read between
-    stages (marks: a list the times are appended to)."""
+    stages (marks: a list the times are appended to); one_storage: the outputs as views of one allocation."""
     clock = time.perf_counter_ns
     marks.append(clock())
     threshold = utils.require_number(threshold, "threshold")
@@ -55,9 +72,7 @@ def staged_call(q, threshold, marks):
         marks.append(clock())
     num_keys, info = q.num_keys, q._info
     sums = sums.contiguous()
-    keys = torch.empty(num_keys, dtype=q.columns["key"].dtype, device=rows.device)
-    out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=rows.device)
-    out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=rows.device)
+    keys, out_sums, mean, out_counts = outputs(num_keys, q.columns["key"].dtype, rows.device, one_storage)
     block = max(min(triton.next_power_of_2(num_keys), 1024), 16)
     if info is None:
         L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, out_counts[num_keys:],
@@ -91,22 +106,24 @@ def main():
               if q.graph is not None else ["checks + group-by launches", "finish: buffers + launch",
                                            "the wait (the numbers' copy)", "after the wait"])  # fmt: skip
     stages.append("the result dropped")
-    times = {s: [] for s in stages}
-    for _ in range(calls):
-        marks = []
-        result = staged_call(q, 0.5, marks)
-        del result
-        marks.append(time.perf_counter_ns())
-        for s, (a, b) in zip(stages, zip(marks, marks[1:])):
-            times[s].append((b - a) / 1e3)
-    same = L.to_frame(staged_call(q, 0.5, [])).equals(truth)
-    say(
-        f"\n== {rows:.0e} rows, 16 keys, {calls} calls, the host's µs per stage (median, 90th percentile); "
-        f"the staged call's result equals the prepared query's: {same}"
-    )
-    for s in stages:
-        ordered = sorted(times[s])
-        say(f"   {s:32s} {ordered[len(ordered) // 2]:9.1f} µs {ordered[int(len(ordered) * 0.9)]:9.1f} µs")
+    for one_storage in (False, True):
+        times = {s: [] for s in stages}
+        for _ in range(calls):
+            marks = []
+            result = staged_call(q, 0.5, marks, one_storage)
+            del result
+            marks.append(time.perf_counter_ns())
+            for s, (a, b) in zip(stages, zip(marks, marks[1:])):
+                times[s].append((b - a) / 1e3)
+        same = L.to_frame(staged_call(q, 0.5, [], one_storage)).equals(truth)
+        say(
+            f"\n== {rows:.0e} rows, 16 keys, {calls} calls, the outputs "
+            f"{'as views of one allocation' if one_storage else 'as the lesson allocates them (three)'}: the host's "
+            f"µs per stage (median, 90th percentile); the staged call's result equals the prepared query's: {same}"
+        )
+        for s in stages:
+            ordered = sorted(times[s])
+            say(f"   {s:32s} {ordered[len(ordered) // 2]:9.1f} µs {ordered[int(len(ordered) * 0.9)]:9.1f} µs")
     say(f"done in {time.time() - T0:.0f} s")
 
 
