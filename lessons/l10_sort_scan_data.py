@@ -2628,20 +2628,25 @@ def _query_finish(sums, counts, rows, num_keys, key_dtype, info=None):
     """query's result from the dense arrays by query_finish_kernel: one launch, then the one wait. info: None, or
     a HostMailbox (a prepared query's, reused run after run) in whose pinned host memory the kernel writes its two
     numbers and then the run's number: the host waits by reading that, with no copy to launch and wait for."""
-    keys = torch.empty(num_keys, dtype=key_dtype, device=rows.device)
-    out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=rows.device)
-    out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=rows.device)  # then the two numbers
+    # the four columns (and the two numbers) in ONE allocation, cut before the wait: after it, the host has only
+    # the length to apply, and nothing at all when every key had rows; the result, once dropped, frees one block
+    buf = torch.empty(4 * num_keys + 2, dtype=torch.int64, device=rows.device)
+    out_sums, mean = buf[:num_keys].view(torch.float64), buf[num_keys : 2 * num_keys].view(torch.float64)
+    out_counts, numbers = buf[2 * num_keys : 3 * num_keys], buf[3 * num_keys : 3 * num_keys + 2]
+    keys = buf[3 * num_keys + 2 :].view(key_dtype)[:num_keys]  # int64 or int32 keys, 8-byte aligned
     block = max(min(triton.next_power_of_2(num_keys), 1024), 16)
     if info is None:
-        query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, out_counts[num_keys:],
-                                  num_keys, BLOCK_SIZE=block)  # fmt: skip
-        bad, n_kept = out_counts[num_keys:].tolist()  # the one sync
+        query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, numbers, num_keys,
+                                  BLOCK_SIZE=block)  # fmt: skip
+        bad, n_kept = numbers.tolist()  # the one sync
     else:
         run = info.next_run()
         query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, info.numbers, num_keys,
                                   BLOCK_SIZE=block, flag_ptr=info.flag, run=run, FLAG=True)  # fmt: skip
         bad, n_kept = info.wait(run)  # the one wait
     _refuse_bad_count(bad, num_keys)
+    if n_kept == num_keys:
+        return {"key": keys, "sum": out_sums, "count": out_counts, "mean": mean}
     return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
 
 

@@ -1353,6 +1353,29 @@ def test_a_prepared_query_matches_query_run_after_run():
         L.prepare_query({**table, "x": table["x"][:-1]}, 3)
 
 
+@pytest.mark.parametrize("key_dtype", [torch.int32, torch.int64])
+def test_a_querys_columns_share_no_memory_with_each_other_or_the_next_run(key_dtype):
+    """query's result columns are cut from one allocation (the finish kernel's outputs, one block to free): each
+    column is its own memory, a column written in place changes no other, and the next run (prepared or not, every
+    key present or not) leaves an earlier result as it was."""
+    df = L.random_table(400, 5, seed=11)
+    df["key"] = df["key"].astype("int64" if key_dtype == torch.int64 else "int32")
+    table = L.table_from_pandas(df, DEV)
+    run = L.prepare_query(table, 6)  # key 5 never appears: the result is cut to 5 keys
+    for first_of in (lambda th: L.query(table, th, 5), lambda th: L.query(table, th, 6), run):
+        first = first_of(0.5)
+        kept = {c: v.clone() for c, v in first.items()}
+        spans = sorted((v.data_ptr(), v.data_ptr() + v.numel() * v.element_size()) for v in first.values())
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans
+        assert first["key"].dtype == key_dtype and len({v.numel() for v in first.values()}) == 1
+        first["sum"].fill_(-1.0)
+        assert all(torch.equal(first[c], kept[c]) for c in ("key", "count", "mean"))
+        first["sum"].copy_(kept["sum"])
+        second = first_of(0.9)
+        assert all(torch.equal(first[c], kept[c]) for c in first), "the next run wrote into an earlier result"
+        assert not torch.equal(second["count"], first["count"])
+
+
 class _Stream:
     """A stand-in for torch.cuda's stream: done (or not) at once, counting the calls HostMailbox makes."""
 
