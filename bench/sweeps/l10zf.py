@@ -11,7 +11,8 @@ percentile:
   - the result dropped (its tensors freed, as make bench's loop drops it before its end event);
 
 with the finish's outputs as the lesson makes them (views of one allocation, not cut when every key had rows) and
-as before (three allocations, always cut).
+as before (three allocations, always cut). Then the prepared query's graph against graphs of fewer nodes (the kernel
+alone; with the accumulators' zeroing), replayed alone: what the nodes before the kernel cost on the GPU.
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l10zf.py`` on a GPU (< 30 s), ``... --cpu`` under the
 interpreter (a smoke test: no graph, so only the stages a plain run has).
@@ -32,7 +33,7 @@ env = utils.mode.current()
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from bench.sweeps.kit import Log  # noqa: E402
+from bench.sweeps.kit import Log, bench_ms, graphed  # noqa: E402
 from lessons import l10_sort_scan_data as L  # noqa: E402
 
 T0 = time.time()
@@ -129,7 +130,37 @@ def main():
         for s in stages:
             ordered = sorted(times[s])
             say(f"   {s:32s} {ordered[len(ordered) // 2]:9.1f} µs {ordered[int(len(ordered) * 0.9)]:9.1f} µs")
+    graph_nodes(say, table, q)
     say(f"done in {time.time() - T0:.0f} s")
+
+
+def graph_nodes(say, table, q):
+    """The prepared query's graph against graphs of fewer nodes, each replayed alone (make bench's timer): the
+    group-by kernel alone (accumulators zeroed once, outside), with the accumulators' zeroing, and the prepared
+    query's own graph (the threshold's copy from pinned memory too): what each node before the kernel costs."""
+    if q.graph is None:
+        say("\n(no graph under the interpreter: the graph's nodes are not timed)")
+        return
+    threshold = torch.full((1,), 0.5, dtype=torch.float32, device=env.device)
+    sums, counts, rows = L._accumulators(16, env.device)
+    (block, unroll, per_sm, warps), variant = L.partials_defaults()
+    n = table["key"].numel()
+    programs = L._partials_programs(triton.cdiv(n, block * unroll), per_sm, unroll)
+
+    def kernel_only():  # the launcher's kernel on accumulators zeroed once: the graph holds the kernel alone
+        L.groupby_partials_kernel[(programs,)](
+            table["key"], table["value"], table["x"], threshold, sums, counts, rows, n, 16, BLOCK_SIZE=block,
+            KEYS=16, UNROLL=unroll, NIBBLES=True, FMA=2 if variant["groups"] else 1, PREFETCH=True,
+            L2_AHEAD=variant["l2_ahead"], WIDE=False, num_warps=warps,
+        )  # fmt: skip
+
+    say("\n== the prepared query's graph against fewer nodes, each replayed alone")
+    for label, fn in (
+        ("the group-by kernel alone", kernel_only),
+        ("+ the accumulators' zeroing", lambda: L._groupby_partials(table, threshold, 16)),
+    ):
+        say(f"   {label:40s} {bench_ms(graphed(fn)):9.4f} ms")
+    say(f"   {'+ the threshold copied in (the prepared graph)':40s} {bench_ms(q.graph.replay):9.4f} ms")
 
 
 if __name__ == "__main__":
