@@ -2152,17 +2152,13 @@ def nibbles_flush(acc_rc, r_acc, c_acc, slots):
 def prefetch_iteration(key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
                        offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE: tl.constexpr,
                        UNROLL: tl.constexpr, NIBBLES: tl.constexpr, FMA: tl.constexpr, WIDE: tl.constexpr,
-                       L2_AHEAD: tl.constexpr, MASKED: tl.constexpr, advance=None,
-                       L2_STEPS: tl.constexpr = 1):  # fmt: skip
-    """An iteration of groupby_partials_kernel's PREFETCH loop: load the program's next step (`step` + advance;
-    None: the number of programs) and add the current one's rows (offs ... value2, loaded by the iteration
-    before); returns the steps `left` until the nibbles' next flush, the new step, the accumulators and the next
-    step's rows. MASKED=False where both steps are whole. With L2_AHEAD, L2_STEPS steps from the one L2_AHEAD
-    programs' steps past the next are asked into L2 (0: none in this iteration; 2: PAIRS' two steps at once)."""
-    if advance is None:  # the next step's rows load now (past the end: all masked off)
-        step += tl.num_programs(0)
-    else:
-        step += advance
+                       L2_AHEAD: tl.constexpr, MASKED: tl.constexpr, advance, L2_STEPS: tl.constexpr):  # fmt: skip
+    """An iteration of groupby_partials_kernel's PREFETCH loop: load the program's next step (`step` + advance)
+    and add the current one's rows (offs ... value2, loaded by the iteration before); returns the steps `left`
+    until the nibbles' next flush, the new step, the accumulators and the next step's rows. MASKED=False where
+    both steps are whole. With L2_AHEAD, L2_STEPS steps from the one L2_AHEAD programs' steps past the next are
+    asked into L2 (0: none in this iteration; 2: PAIRS' two steps at once)."""
+    step += advance  # the next step's rows load now (past the end: all masked off)
     if L2_AHEAD > 0 and L2_STEPS > 0:
         ahead = step + L2_AHEAD * tl.num_programs(0) * L2_STEPS  # int32 unless WIDE, as partials_load's offsets
         if WIDE:
@@ -2188,6 +2184,30 @@ def prefetch_iteration(key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_a
             c_acc = tl.zeros((BLOCK_SIZE, 1), tl.int64)
             left = 15 // UNROLL
     return left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs_n, x_n, key_n, value_n, offs2_n, x2_n, key2_n, value2_n
+
+
+@triton.jit
+def prefetch_trip(key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
+                  offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE: tl.constexpr,
+                  UNROLL: tl.constexpr, NIBBLES: tl.constexpr, FMA: tl.constexpr, WIDE: tl.constexpr,
+                  L2_AHEAD: tl.constexpr, MASKED: tl.constexpr, PAIRS: tl.constexpr):  # fmt: skip
+    """A trip of groupby_partials_kernel's PREFETCH loop: two prefetch_iterations written out, so that the rows
+    one loads and the rows it adds trade registers from one to the next, where a trip of one iteration would copy
+    the loaded rows back at its end. Steps P apart: each iteration goes P steps on and asks one step into L2;
+    PAIRS: the first goes to the pair's second step, the second to the next pair (2P - 1 on) and asks that pair."""
+    if PAIRS:
+        first, second, L2_FIRST, L2_SECOND = 1, 2 * tl.num_programs(0) - 1, 0, 2
+    else:
+        first, second, L2_FIRST, L2_SECOND = tl.num_programs(0), tl.num_programs(0), 1, 1
+    (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
+     offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
+        key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value, offs2, x2,
+        key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE, L2_AHEAD, MASKED, first,
+        L2_FIRST)  # fmt: skip
+    return prefetch_iteration(
+        key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value, offs2, x2,
+        key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE, L2_AHEAD, MASKED, second,
+        L2_SECOND)  # fmt: skip
 
 
 @triton.jit
@@ -2246,75 +2266,38 @@ def groupby_partials_kernel(
     threshold = tl.load(threshold_ptr)
     rows = tl.arange(0, BLOCK_SIZE)[:, None]
     n_steps = tl.cdiv(n, BLOCK_SIZE * UNROLL)
-    if PREFETCH and PAIRS:
-        # steps two at a time, side by side: program p takes the pairs (2q, 2q + 1), q = p, p + P, ... A trip adds
-        # 2q while it loads 2q + 1, then adds 2q + 1 while it loads 2(q + P), and asks one pair into L2 (three bulk
-        # prefetches a trip, not a step). Whole trips: 2(q + P) < n // (BLOCK_SIZE * UNROLL), the last step loaded
-        step = 2 * tl.program_id(0)
+    if PREFETCH:
+        # steps P apart, p, p + P, ... (PAIRS: the pairs 2q, 2q + 1 for q = p, p + P, ...), two a trip (prefetch_trip).
+        # The trips whose steps are whole, and the steps they load (every row below n), go without masks, with the
+        # key's range in one compare and the nibbles' flush counted down: compiled for sm_90, 148 instructions a
+        # step of 2 x 128 rows (PAIRS 142) where session 24's loop of one step a trip issued 163 and session 23's
+        # 184 (133 and 146 without L2_AHEAD); a program's last trips keep the masks (past its last step a trip's
+        # loads are masked off and it adds nothing)
+        step = (2 if PAIRS else 1) * tl.program_id(0)
         offs, x, key, value, offs2, x2, key2, value2 = partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE,
                                                                      UNROLL, WIDE)  # fmt: skip
-        n_iters = tl.cdiv(tl.cdiv(n_steps, 2) - tl.program_id(0), tl.num_programs(0))
-        n_whole = tl.cdiv((n // (BLOCK_SIZE * UNROLL) + 1) // 2 - tl.num_programs(0) - tl.program_id(0),
-                          tl.num_programs(0))  # fmt: skip
-        n_whole = tl.minimum(tl.maximum(n_whole, 0), n_iters)
+        whole_steps = n // (BLOCK_SIZE * UNROLL)
+        if PAIRS:  # a trip adds 2q and 2q + 1 and loads 2q + 1 and 2(q + P): whole while 2(q + P) < whole_steps
+            n_trips = tl.cdiv(tl.cdiv(n_steps, 2) - tl.program_id(0), tl.num_programs(0))
+            n_whole = tl.cdiv((whole_steps + 1) // 2 - tl.num_programs(0) - tl.program_id(0), tl.num_programs(0))
+        else:  # an iteration is whole where its step and the next are; a trip, where both its iterations are
+            n_trips = tl.cdiv(tl.cdiv(n_steps - tl.program_id(0), tl.num_programs(0)), 2)
+            n_whole = tl.maximum(tl.cdiv(whole_steps - tl.num_programs(0) - tl.program_id(0), tl.num_programs(0)), 0)
+            n_whole = n_whole // 2
+        n_whole = tl.minimum(tl.maximum(n_whole, 0), n_trips)
         left = n * 0 + 15 // UNROLL  # steps until the nibbles' next flush
-        jump = 2 * tl.num_programs(0) - 1  # from 2q + 1 to the next pair's first step
         for _ in range(0, n_whole):
             (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
-             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
+             offs, x, key, value, offs2, x2, key2, value2) = prefetch_trip(
                 key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
                 offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
-                L2_AHEAD, MASKED=False, advance=1, L2_STEPS=0)  # fmt: skip
+                L2_AHEAD, MASKED=False, PAIRS=PAIRS)  # fmt: skip
+        for _ in range(n_whole, n_trips):
             (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
-             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
+             offs, x, key, value, offs2, x2, key2, value2) = prefetch_trip(
                 key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
                 offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
-                L2_AHEAD, MASKED=False, advance=jump, L2_STEPS=2)  # fmt: skip
-        for _ in range(n_whole, n_iters):
-            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
-             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
-                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
-                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
-                L2_AHEAD, MASKED=True, advance=1, L2_STEPS=0)  # fmt: skip
-            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
-             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
-                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
-                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
-                L2_AHEAD, MASKED=True, advance=jump, L2_STEPS=2)  # fmt: skip
-        if NIBBLES:
-            acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
-    elif PREFETCH:
-        step = tl.program_id(0)
-        offs, x, key, value, offs2, x2, key2, value2 = partials_load(key_ptr, value_ptr, x_ptr, step, n, BLOCK_SIZE,
-                                                                     UNROLL, WIDE)  # fmt: skip
-        # the iterations whose step and the next are whole (every row below n) go without masks, and with the
-        # key's range in one compare, and the nibbles' flush counted down: compiled for sm_90, 163 instructions a
-        # step of 2 x 128 rows where session 23's loop issued 184 (146 and 166 without L2_AHEAD); a program's last
-        # one or two iterations keep the masks. The whole steps go two a trip of the loop: a trip of one loads the
-        # next step into other registers than the current one's (both are alive at once) and copies them back at its
-        # end; two a trip trade the roles, with no copy (sm_90: 150 instructions a step instead of 163, 135 instead
-        # of 146 without L2_AHEAD)
-        n_iters = tl.cdiv(n_steps - tl.program_id(0), tl.num_programs(0))
-        n_whole = tl.cdiv(n // (BLOCK_SIZE * UNROLL) - tl.num_programs(0) - tl.program_id(0), tl.num_programs(0))
-        n_whole = tl.minimum(tl.maximum(n_whole, 0), n_iters)
-        left = n * 0 + 15 // UNROLL  # steps until the nibbles' next flush
-        for _ in range(0, n_whole // 2):
-            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
-             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
-                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
-                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
-                L2_AHEAD, MASKED=False)  # fmt: skip
-            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
-             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
-                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
-                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
-                L2_AHEAD, MASKED=False)  # fmt: skip
-        for _ in range(n_whole // 2 * 2, n_iters):  # an odd whole step, then the masked ones
-            (left, step, acc_s, acc_rc, r_acc, c_acc, n_bad,
-             offs, x, key, value, offs2, x2, key2, value2) = prefetch_iteration(
-                key_ptr, value_ptr, x_ptr, left, step, acc_s, acc_rc, r_acc, c_acc, n_bad, offs, x, key, value,
-                offs2, x2, key2, value2, slots, threshold, n, num_keys, BLOCK_SIZE, UNROLL, NIBBLES, FMA, WIDE,
-                L2_AHEAD, MASKED=True)  # fmt: skip
+                L2_AHEAD, MASKED=True, PAIRS=PAIRS)  # fmt: skip
         if NIBBLES:
             acc_rc = nibbles_flush(acc_rc, r_acc, c_acc, slots)
     elif NIBBLES:
@@ -2392,7 +2375,7 @@ GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100
 # so that more programs fit on an SM at once (65,536 registers an SM; 90 a thread fit 5 programs of 4 warps). On an
 # H200 every cap tried was slower (88: 0.418 ms at best, 0.401 without; results/h200-2026-12-05-s25/sweeps/l10ze.txt)
 # "pairs" (with "prefetch"): a program takes its steps two at a time, side by side (PAIRS in the kernel): one L2
-# prefetch and one address computation a pair (sm_90: 142 instructions a step where one step at a time issues 150)
+# prefetch and one address computation a pair (sm_90: 142 instructions a step where steps P apart issue 148)
 PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True, "maxnreg": None,
                     "pairs": False}  # fmt: skip
 # Another GPU's own choice for the "partials" kernel, used over GROUPBY_SCHEDULES["partials"]'s programs per SM and

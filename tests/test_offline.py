@@ -190,43 +190,43 @@ def _group_by_16_keys(*variants, sass=False):
 
 def test_the_group_by_asks_rows_into_l2_ahead_without_more_registers():
     """Lesson 10's 16-key group-by with PARTIALS_VARIANT["l2_ahead"]: three bulk prefetches a step (key, value, x) in
-    each of its loops (whole steps, two a trip, then the tail's), and at most a few more registers than without
-    (92-96 at (128, 2, 4 warps): 5 programs an SM must still fit)."""
+    each of its two loops (whole trips and the tail's, each trip two steps written out), and at most a few more
+    registers than without (92-96 at (128, 2, 4 warps): 5 programs an SM must still fit)."""
     plain, ahead = _group_by_16_keys({"L2_AHEAD": 0}, {"L2_AHEAD": 2})
-    assert "prefetch.L2" not in plain.ptx and ahead.ptx.count("cp.async.bulk.prefetch.L2.global") == 3 * 3
+    assert "prefetch.L2" not in plain.ptx and ahead.ptx.count("cp.async.bulk.prefetch.L2.global") == 3 * 4
     assert ahead.spill_bytes == 0 and ahead.registers <= plain.registers + 4, (ahead.registers, plain.registers)
     assert ahead.registers * 128 * 5 <= 65536
 
 
 def test_the_group_by_compares_a_row_by_groups_of_four_keys():
     """Lesson 10's 16-key group-by with PARTIALS_VARIANT["groups"] (FMA = 2): written per key, compiled to one
-    compare per distinct group and lane, 8 a row instead of 16 (two rows a step, three steps written out: the
-    whole steps' loop takes two a trip, the tail's one; 48 against 96), with as many fp64 multiply-adds, no spill."""
+    compare per distinct group and lane, 8 a row instead of 16 (two rows a step, four steps written out: two a
+    trip in each of the two loops; 64 against 128), with as many fp64 multiply-adds, and no spill."""
     keys, groups = _group_by_16_keys({"L2_AHEAD": 2, "FMA": 1}, {"L2_AHEAD": 2, "FMA": 2})
     # the whole kernel: its second pass (by selects, where a sum came out NaN) is the same in both
-    assert keys.ptx.count("setp.eq.b32") - groups.ptx.count("setp.eq.b32") == 48, "two rows a step, 8 fewer a row"
-    assert keys.ptx.count("fma.rn.f64") == groups.ptx.count("fma.rn.f64") == 96
+    assert keys.ptx.count("setp.eq.b32") - groups.ptx.count("setp.eq.b32") == 64, "two rows a step, 8 fewer a row"
+    assert keys.ptx.count("fma.rn.f64") == groups.ptx.count("fma.rn.f64") == 128
     assert groups.spill_bytes == 0
 
 
 def test_the_group_by_issues_fewer_instructions_a_step_over_whole_steps():
     """Lesson 10's 16-key group-by, its machine code (SASS): the loop over whole steps (no masks, the key's range in
     one compare, the nibbles' flush counted down and jumped over, two steps a trip so that the prefetched rows need
-    no copy) issues fewer instructions a step of 2 x 128 rows than the tail's loop, and at most 156 where session
+    no copy) issues fewer instructions a trip than the tail's loop, and at most 156 a step of 2 x 128 rows where session
     23's single loop issued 184 and session 24's, one step a trip, 163 (this triton's ptxas; the kernel is bound by
     its instructions on an H200, results/h200-2026-11-28-s20/sweeps/l10zb.txt)."""
     (kernel,) = _group_by_16_keys({"L2_AHEAD": 2}, sass=True)
     loops = kernel.sass_loops()
-    assert len(loops) == 3, loops  # whole steps, the tail, the second pass by selects (infinities only)
-    (_, pair), (_, tail) = loops[:2]
-    assert pair / 2 < tail and pair / 2 <= 156, loops
+    assert len(loops) == 3, loops  # whole trips, the tail's, the second pass by selects (infinities only)
+    (_, whole), (_, tail) = loops[:2]  # a trip: two steps either way
+    assert whole < tail and whole / 2 <= 156, loops
     assert kernel.sass.count("UBLKPF.L2") >= 9, "three L2 prefetches a step: two steps in the whole loop, the tail's"
 
 
 def test_the_group_by_in_pairs_issues_fewer_instructions_a_step():
     """PARTIALS_VARIANT["pairs"]: a program's steps two side by side, so the L2 prefetch covers a pair (three bulk
     prefetches a trip of two steps, in the whole loop and the tail's) and the loop over whole pairs issues fewer
-    instructions a step than the loop over steps P apart (sm_90, this triton's ptxas: 142 against 150)."""
+    instructions a step than the loop over steps P apart (sm_90, this triton's ptxas: 142 against 148)."""
     apart, pairs = _group_by_16_keys({"L2_AHEAD": 2}, {"L2_AHEAD": 2, "PAIRS": True}, sass=True)
     (_, step_pair), (_, pair_trip) = apart.sass_loops()[0], pairs.sass_loops()[0]
     assert pair_trip < step_pair - 10, (apart.sass_loops(), pairs.sass_loops())

@@ -3,8 +3,8 @@ a trip, against one a trip, in the same run; and "pairs", a program's steps two 
 
 A trip of the prefetching loop loads the next step while it adds the current one, so both live in registers at
 once, and the loaded values are copied into the current ones' registers at the trip's end. Two steps a trip trade
-the two sets' roles instead: compiled for sm_90 (``utils.offline``, ``sass_loops``) the loop issues 150
-instructions a step instead of 163 (135 instead of 146 without ``l2_ahead``). This times, graphed, each checked
+the two sets' roles instead: compiled for sm_90 (``utils.offline``, ``sass_loops``) the loop issues 148
+instructions a step instead of 163 (133 instead of 146 without ``l2_ahead``). This times, graphed, each checked
 exactly against the float64 truth:
 
   - the kernel before (one step a trip: ``git show c326d44:lessons/l10_sort_scan_data.py >
