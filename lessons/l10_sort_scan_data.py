@@ -2379,10 +2379,10 @@ GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100
 PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True, "maxnreg": None,
                     "pairs": False}  # fmt: skip
 # Another GPU's own choice for the "partials" kernel, used over GROUPBY_SCHEDULES["partials"]'s programs per SM and
-# PARTIALS_VARIANT's "l2_ahead" (and "maxnreg", where a row has a third number) on that GPU (by a part of its
-# name): {name: (programs per SM, l2_ahead[, maxnreg])}. Run on such a GPU, bench/sweeps/l10zd.py --write (or
-# l10ze.py --write, with maxnreg) sets its row from the sweep's fastest. H200: the kernel 0.401 ms at
-# (16, 2), 0.407 at (10, 2), 0.422 at the table's 6 programs an SM (results/h200-2026-12-05-s25/sweeps/l10ze.txt)
+# PARTIALS_VARIANT's "l2_ahead" on that GPU (by a part of its name): {name: (programs per SM, l2_ahead)}. Run on
+# such a GPU, bench/sweeps/l10zd.py --write (or l10ze.py, l10zg.py) sets its row from the sweep's fastest. H200:
+# the kernel 0.401 ms at (16, 2), 0.407 at (10, 2), 0.422 at the table's 6 programs an SM
+# (results/h200-2026-12-05-s25/sweeps/l10ze.txt)
 GROUPBY_PARTIALS_BY_GPU = {"H200": (16, 2)}
 
 
@@ -2392,11 +2392,9 @@ def partials_defaults(gpu_name=None):
     name = (utils.mode.current().gpu_name if gpu_name is None else gpu_name) or ""
     block, unroll, programs_per_sm, warps = GROUPBY_SCHEDULES["partials"]
     variant = dict(PARTIALS_VARIANT)
-    for part, row in GROUPBY_PARTIALS_BY_GPU.items():
+    for part, (programs_per_sm_there, l2_ahead) in GROUPBY_PARTIALS_BY_GPU.items():
         if part in name:
-            programs_per_sm, variant["l2_ahead"] = row[:2]
-            if len(row) > 2:
-                variant["maxnreg"] = row[2]
+            programs_per_sm, variant["l2_ahead"] = programs_per_sm_there, l2_ahead
             break
     return (block, unroll, programs_per_sm, warps), variant
 

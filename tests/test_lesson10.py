@@ -193,10 +193,6 @@ def test_a_gpus_own_partials_row_applies_on_that_gpu_only(monkeypatch):
     for elsewhere in ("NVIDIA H100 80GB HBM3", ""):
         assert L.partials_defaults(elsewhere) == (schedule["partials"], variant)
     assert L.GROUPBY_SCHEDULES == schedule and L.PARTIALS_VARIANT == variant
-    monkeypatch.setattr(L, "GROUPBY_PARTIALS_BY_GPU", {"H200": (7, 2, 72)})  # a third number: the register cap
-    (_, _, per_sm, _), there = L.partials_defaults("NVIDIA H200")
-    assert per_sm == 7 and there == {**variant, "l2_ahead": 2, "maxnreg": 72}
-    assert L.partials_defaults("NVIDIA H100 80GB HBM3")[1] == variant
 
 
 @pytest.mark.parametrize("maxnreg", [16, 256, 72.5, True, "72"])

@@ -15,7 +15,7 @@ This times, graphed, each checked exactly against the float64 truth:
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l10ze.py`` on a GPU (about 60 s), ``... --cpu``
 under the interpreter (tiny shapes, no timings: a smoke test). With ``--write`` on a GPU, the kernel's fastest
-(programs an SM, l2_ahead, maxnreg) becomes this GPU's row of ``GROUPBY_PARTIALS_BY_GPU`` in
+(programs an SM, l2_ahead), if it has no register cap, becomes this GPU's row of ``GROUPBY_PARTIALS_BY_GPU`` in
 ``lessons/l10_sort_scan_data.py`` (the solution notebook, the single source, takes the same row by hand).
 """
 
@@ -72,12 +72,6 @@ def fits(registers, warps=4):
     if not registers:
         return None
     return REGISTERS_PER_SM // (-(-registers // 8) * 8 * 32 * warps)
-
-
-def write_row(pick, say):
-    """This GPU's row of GROUPBY_PARTIALS_BY_GPU set to pick (programs an SM, l2_ahead, maxnreg), by sweep zd's
-    writer: the row's third number only where it is not None."""
-    l10zd.write_row(tuple(pick) if pick[2] is not None else tuple(pick[:2]), say)
 
 
 @triton.jit
@@ -221,7 +215,12 @@ def main():
             for p in patches:
                 p.stop()
     if "--write" in sys.argv and env.is_gpu and fastest is not None:
-        write_row(fastest, say)
+        if fastest[2] is None:  # a GPU's row holds (programs an SM, l2_ahead); a cap is PARTIALS_VARIANT's to set
+            l10zd.write_row(fastest[:2], say)
+        else:
+            say(
+                f"--write: the fastest has maxnreg {fastest[2]}: set PARTIALS_VARIANT['maxnreg'] by hand; no row written"
+            )
     say(f"done in {time.time() - T0:.0f} s")
 
 
