@@ -2591,11 +2591,11 @@ def _query_method(num_keys, method):
     return method
 
 
-def _finish_query(sums, counts, rows, num_keys, key_dtype, info=None):
+def _finish_query(sums, counts, rows, num_keys, key_dtype, mailbox=None):
     """query's result from the group-by's dense arrays: the keys that had rows, their sums, counts and means, after
-    the one wait (which also refuses bad keys). info: see _query_finish."""
+    the one wait (which also refuses bad keys). mailbox: see _query_finish."""
     if QUERY_FINISH == "kernel" and num_keys <= MAX_FINISH_KEYS:
-        return _query_finish(sums.contiguous(), counts, rows, num_keys, key_dtype, info)
+        return _query_finish(sums.contiguous(), counts, rows, num_keys, key_dtype, mailbox)
     keys, n_kept = _compact_no_sync(torch.arange(num_keys, dtype=key_dtype, device=rows.device),
                                     rows[:num_keys] > 0, zeros=True)  # fmt: skip
     sums, counts = sums[keys], counts[keys]  # past n_kept, keys holds 0: gathers of key 0, sliced off below
@@ -2605,26 +2605,32 @@ def _finish_query(sums, counts, rows, num_keys, key_dtype, info=None):
     return {"key": keys[:n_kept], "sum": sums[:n_kept], "count": counts[:n_kept], "mean": mean[:n_kept]}
 
 
-def _query_finish(sums, counts, rows, num_keys, key_dtype, info=None):
-    """query's result from the dense arrays by query_finish_kernel: one launch, then the one wait. info: None, or
-    a HostMailbox (a prepared query's, reused run after run) in whose pinned host memory the kernel writes its two
-    numbers and then the run's number: the host waits by reading that, with no copy to launch and wait for."""
-    # the four columns (and the two numbers) in ONE allocation, cut before the wait: after it, the host has only
-    # the length to apply, and nothing at all when every key had rows; the result, once dropped, frees one block
-    buf = torch.empty(4 * num_keys + 2, dtype=torch.int64, device=rows.device)
+def finish_outputs(num_keys, key_dtype, device):
+    """query_finish_kernel's outputs, (keys, sums, means, counts, the two numbers), as views of ONE allocation, cut
+    before the wait: after it the host has only the length to apply (nothing when every key had rows), and the
+    result, once dropped, frees one block."""
+    buf = torch.empty(4 * num_keys + 2, dtype=torch.int64, device=device)
     out_sums, mean = buf[:num_keys].view(torch.float64), buf[num_keys : 2 * num_keys].view(torch.float64)
     out_counts, numbers = buf[2 * num_keys : 3 * num_keys], buf[3 * num_keys : 3 * num_keys + 2]
     keys = buf[3 * num_keys + 2 :].view(key_dtype)[:num_keys]  # int64 or int32 keys, 8-byte aligned
+    return keys, out_sums, mean, out_counts, numbers
+
+
+def _query_finish(sums, counts, rows, num_keys, key_dtype, mailbox=None):
+    """query's result from the dense arrays by query_finish_kernel: one launch, then the one wait. mailbox: None,
+    or a HostMailbox (a prepared query's, reused run after run) in whose pinned host memory the kernel writes its
+    two numbers and then the run's number: the host waits by reading that, with no copy to launch and wait for."""
+    keys, out_sums, mean, out_counts, numbers = finish_outputs(num_keys, key_dtype, rows.device)
     block = max(min(triton.next_power_of_2(num_keys), 1024), 16)
-    if info is None:
+    if mailbox is None:
         query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, numbers, num_keys,
                                   BLOCK_SIZE=block)  # fmt: skip
         bad, n_kept = numbers.tolist()  # the one sync
     else:
-        run = info.next_run()
-        query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, info.numbers, num_keys,
-                                  BLOCK_SIZE=block, flag_ptr=info.flag, run=run, FLAG=True)  # fmt: skip
-        bad, n_kept = info.wait(run)  # the one wait
+        run = mailbox.next_run()
+        query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, mailbox.numbers, num_keys,
+                                  BLOCK_SIZE=block, flag_ptr=mailbox.flag, run=run, FLAG=True)  # fmt: skip
+        bad, n_kept = mailbox.wait(run)  # the one wait
     _refuse_bad_count(bad, num_keys)
     if n_kept == num_keys:
         return {"key": keys, "sum": out_sums, "count": out_counts, "mean": mean}
@@ -2682,7 +2688,7 @@ class PreparedQuery:
         x = self.columns["x"]
         self.threshold = torch.zeros(1, dtype=x.dtype, device=x.device)  # written before every run
         _groupby_inputs(self.columns, self.threshold, num_keys)  # refuses a bad num_keys now
-        self.graph, self._dense, self._host_threshold, self._info = None, None, None, None
+        self.graph, self._dense, self._host_threshold, self._mailbox = None, None, None, None
         # on a GPU the group-by is captured, except "sorted", whose torch.sort allocates as it goes
         if utils.mode.current().is_gpu and method != "sorted":
             side = torch.cuda.Stream()
@@ -2695,7 +2701,7 @@ class PreparedQuery:
             self._host_threshold = torch.zeros(1, dtype=x.dtype, pin_memory=True)
             # the finish kernel's two numbers and a flag, written by it into host memory (Triton takes a pinned
             # tensor's address: the driver maps it for the GPU), read by the host as they arrive: see HostMailbox
-            self._info = HostMailbox()
+            self._mailbox = HostMailbox()
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
                 self.threshold.copy_(self._host_threshold, non_blocking=True)
@@ -2722,12 +2728,12 @@ class PreparedQuery:
             self._host_threshold.fill_(threshold)
             self.graph.replay()
             sums, counts, rows = self._dense
-        return _finish_query(sums, counts, rows, self.num_keys, self.columns["key"].dtype, self._info)
+        return _finish_query(sums, counts, rows, self.num_keys, self.columns["key"].dtype, self._mailbox)
 
     def __repr__(self):
         n = self.columns["key"].shape[0]
         how = "a CUDA graph" if self.graph is not None else "plain launches"
-        wait = ", the finish's numbers and flag in pinned memory" if self._info is not None else ""
+        wait = ", the finish's numbers and flag in pinned memory" if self._mailbox is not None else ""
         return f"PreparedQuery({n} rows, {self.num_keys} keys, method {self.method!r}, group-by by {how}{wait})"
 
 

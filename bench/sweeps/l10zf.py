@@ -40,18 +40,14 @@ T0 = time.time()
 
 
 def outputs(num_keys, key_dtype, device, one_storage):
-    """The finish's four output arrays (and room for its two numbers): views of one allocation, as the lesson now
-    makes them (one storage to free when the result is dropped), or three, as it did before."""
-    if not one_storage:
-        keys = torch.empty(num_keys, dtype=key_dtype, device=device)
-        out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=device)
-        out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=device)
-        return keys, out_sums, mean, out_counts
-    buf = torch.empty(4 * num_keys + 2, dtype=torch.int64, device=device)  # sums, mean, counts + 2, keys
-    out_sums, mean = buf[:num_keys].view(torch.float64), buf[num_keys : 2 * num_keys].view(torch.float64)
-    out_counts = buf[2 * num_keys : 3 * num_keys + 2]
-    keys = buf[3 * num_keys + 2 :].view(key_dtype)[:num_keys]
-    return keys, out_sums, mean, out_counts
+    """The finish's outputs (keys, sums, means, counts, the two numbers): the lesson's (finish_outputs, views of one
+    allocation) or three allocations, as it made them before."""
+    if one_storage:
+        return L.finish_outputs(num_keys, key_dtype, device)
+    keys = torch.empty(num_keys, dtype=key_dtype, device=device)
+    out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=device)
+    out_counts = torch.empty(num_keys + 2, dtype=torch.int64, device=device)
+    return keys, out_sums, mean, out_counts[:num_keys], out_counts[num_keys:]
 
 
 def staged_call(q, threshold, marks, one_storage=True):
@@ -73,26 +69,26 @@ def staged_call(q, threshold, marks, one_storage=True):
         q.graph.replay()
         sums, counts, rows = q._dense
         marks.append(clock())
-    num_keys, info = q.num_keys, q._info
+    num_keys, mailbox = q.num_keys, q._mailbox
     sums = sums.contiguous()
-    keys, out_sums, mean, out_counts = outputs(num_keys, q.columns["key"].dtype, rows.device, one_storage)
+    keys, out_sums, mean, out_counts, numbers = outputs(num_keys, q.columns["key"].dtype, rows.device, one_storage)
     block = max(min(triton.next_power_of_2(num_keys), 1024), 16)
-    if info is None:
-        L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, out_counts[num_keys:],
-                                    num_keys, BLOCK_SIZE=block)  # fmt: skip
+    if mailbox is None:
+        L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, numbers, num_keys,
+                                    BLOCK_SIZE=block)  # fmt: skip
         marks.append(clock())
-        bad, n_kept = out_counts[num_keys:].tolist()
+        bad, n_kept = numbers.tolist()
         marks.append(clock())
     else:
-        run = info.next_run()
-        L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, info.numbers, num_keys,
-                                    BLOCK_SIZE=block, flag_ptr=info.flag, run=run, FLAG=True)  # fmt: skip
+        run = mailbox.next_run()
+        L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, mailbox.numbers, num_keys,
+                                    BLOCK_SIZE=block, flag_ptr=mailbox.flag, run=run, FLAG=True)  # fmt: skip
         marks.append(clock())
-        bad, n_kept = info.wait(run)
+        bad, n_kept = mailbox.wait(run)
         marks.append(clock())
     L._refuse_bad_count(bad, num_keys)
     if n_kept == num_keys and one_storage:  # as the lesson: every key had rows, nothing to cut
-        result = {"key": keys, "sum": out_sums, "count": out_counts[:num_keys], "mean": mean}
+        result = {"key": keys, "sum": out_sums, "count": out_counts, "mean": mean}
     else:
         result = {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
     marks.append(clock())
