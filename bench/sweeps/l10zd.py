@@ -19,6 +19,7 @@ kernel's (programs an SM, l2_ahead) becomes this GPU's row of ``GROUPBY_PARTIALS
 single source, takes the same row by hand).
 """
 
+import contextlib
 import importlib
 import os
 import re
@@ -44,12 +45,29 @@ from lessons import l10_sort_scan_data as L  # noqa: E402
 T0 = time.time()
 
 
-def before_module():
-    """Session 23's lesson module (see the docstring), or None where it was not put beside this script."""
+def before_module(name="l10zd_before"):
+    """An earlier lesson module put beside this script under that name (here session 23's: see the docstring), or
+    None where it is not there."""
     try:
-        return importlib.import_module("bench.sweeps.l10zd_before")
+        return importlib.import_module(f"bench.sweeps.{name}")
     except ImportError:
         return None
+
+
+@contextlib.contextmanager
+def schedule(M, programs_per_sm=None, **variant):
+    """Module M's "partials" plan with programs_per_sm programs an SM and variant over PARTIALS_VARIANT, this
+    GPU's row of GROUPBY_PARTIALS_BY_GPU out of the way; as set where programs_per_sm is None."""
+    with contextlib.ExitStack() as stack:
+        if programs_per_sm is not None:
+            block, unroll, _, warps = M.GROUPBY_SCHEDULES["partials"]
+            stack.enter_context(
+                mock.patch.dict(M.GROUPBY_SCHEDULES, {"partials": (block, unroll, programs_per_sm, warps)})
+            )
+            stack.enter_context(mock.patch.dict(M.PARTIALS_VARIANT, variant))
+            if hasattr(M, "GROUPBY_PARTIALS_BY_GPU"):
+                stack.enter_context(mock.patch.object(M, "GROUPBY_PARTIALS_BY_GPU", {}))
+        yield
 
 
 def write_row(pick, say):
@@ -122,24 +140,10 @@ def main():
         schedules = [None] + ([fastest] if name == "now" else [])
         for pick in schedules:
             label = f"{name}: as set" if pick is None else f"{name}: {pick[0]} an SM, l2_ahead {pick[1]}"
-            patches = []
-            if pick is not None:  # the pick over the module's defaults, and over this GPU's row where it has one
-                block, unroll, _, warps = M.GROUPBY_SCHEDULES["partials"]
-                patches = [
-                    mock.patch.dict(M.GROUPBY_SCHEDULES, {"partials": (block, unroll, pick[0], warps)}),
-                    mock.patch.dict(M.PARTIALS_VARIANT, {"l2_ahead": pick[1]}),
-                ]
-                if hasattr(M, "GROUPBY_PARTIALS_BY_GPU"):
-                    patches.append(mock.patch.object(M, "GROUPBY_PARTIALS_BY_GPU", {}))
-            for p in patches:
-                p.start()
-            try:
+            with schedule(M) if pick is None else schedule(M, pick[0], l2_ahead=pick[1]):
                 prepared = M.prepare_query(table, 16)
                 ok = prepared_ok(prepared(0.5), truth)
                 line(label, bench_ms(lambda prepared=prepared: prepared(0.5)), f"checked: {ok}")
-            finally:
-                for p in patches:
-                    p.stop()
     if "--write" in sys.argv and env.is_gpu and best:
         write_row(fastest, say)
     say(f"done in {time.time() - T0:.0f} s")

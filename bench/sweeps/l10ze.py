@@ -11,7 +11,9 @@ This times, graphed, each checked exactly against the float64 truth:
   - the kernel at ``maxnreg`` None (as today), 88, 80, 72 and 64, 5 to 16 programs an SM, ``l2_ahead`` 2 and 0,
     with the registers and spilled bytes of each compile and the programs an SM that fit at once;
   - ``prepare_query(table, 16)(0.5)`` as make bench times it, as set and with the kernel's fastest; and its parts:
-    the graph's replay and the stream's wait alone, then with the finish kernel, then the whole call.
+    the graph's replay and the stream's wait alone, then with the finish kernel, then the whole call, and the
+    whole call waiting on the stream's synchronize instead of the finish kernel's flag (session 25 ran this when
+    the lesson still waited so, with a copy of the flag's wait beside it: results/h200-2026-12-05-s25/sweeps/).
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l10ze.py`` on a GPU (about 60 s), ``... --cpu``
 under the interpreter (tiny shapes, no timings: a smoke test). With ``--write`` on a GPU, the kernel's fastest
@@ -22,7 +24,6 @@ under the interpreter (tiny shapes, no timings: a smoke test). With ``--write`` 
 import os
 import sys
 import time
-from unittest import mock
 
 CPU = "--cpu" in sys.argv
 if CPU:
@@ -34,7 +35,6 @@ env = utils.mode.current()
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 from bench.sweeps import l10zd  # noqa: E402
 from bench.sweeps.kit import Log, bench_ms, graphed  # noqa: E402
@@ -74,55 +74,21 @@ def fits(registers, warps=4):
     return REGISTERS_PER_SM // (-(-registers // 8) * 8 * 32 * warps)
 
 
-@triton.jit
-def finish_flag_kernel(sums_ptr, counts_ptr, rows_ptr, key_ptr, sum_ptr, count_ptr, mean_ptr, info_ptr, flag_ptr, run,
-                       num_keys, BLOCK_SIZE: tl.constexpr):  # fmt: skip
-    """query_finish_kernel (num_keys <= BLOCK_SIZE), then `run` written to flag_ptr (pinned host memory) with a
-    system-wide release: a host that reads the flag equal to `run` then reads info as written."""
-    k = tl.arange(0, BLOCK_SIZE)
-    present = tl.load(rows_ptr + k, mask=k < num_keys, other=0) > 0
-    p = present.to(tl.int32)
-    dest = tl.cumsum(p, axis=0) - p
-    s = tl.load(sums_ptr + k, mask=present, other=0)
-    c = tl.load(counts_ptr + k, mask=present, other=0)
-    tl.store(key_ptr + dest, k.to(key_ptr.dtype.element_ty), mask=present)
-    tl.store(sum_ptr + dest, s, mask=present)
-    tl.store(count_ptr + dest, c, mask=present)
-    tl.store(mean_ptr + dest, s / c.to(tl.float64), mask=present)
-    tl.store(info_ptr, tl.load(rows_ptr + num_keys))
-    tl.store(info_ptr + 1, tl.sum(p, axis=0).to(tl.int64))
-    tl.debug_barrier()
-    tl.atomic_xchg(flag_ptr, run, sem="release", scope="sys")
-
-
-class SpinQuery:
-    """A prepared query's run with the host waiting by reading a flag in pinned memory (finish_flag_kernel) instead
-    of the stream's synchronize: how much of the time around the kernel the wait itself is."""
-
-    def __init__(self, prepared):
-        self.prepared = prepared
-        self.flag = torch.zeros(1, dtype=torch.int64, pin_memory=True)
-        self.numbers = torch.zeros(2, dtype=torch.int64, pin_memory=True)
-        self.seen = self.flag.numpy()
-        self.run = 0
-
-    def __call__(self, threshold):
-        q = self.prepared
-        q._host_threshold.fill_(threshold)
-        q.graph.replay()
-        sums, counts, rows = q._dense
-        num_keys, device = q.num_keys, rows.device
-        keys = torch.empty(num_keys, dtype=q.columns["key"].dtype, device=device)
-        out_sums, mean = torch.empty((2, num_keys), dtype=torch.float64, device=device)
-        out_counts = torch.empty(num_keys, dtype=torch.int64, device=device)
-        self.run += 1
-        finish_flag_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, self.numbers, self.flag, self.run,
-                                 num_keys, BLOCK_SIZE=max(triton.next_power_of_2(num_keys), 16))  # fmt: skip
-        while self.seen[0] != self.run:
-            pass
-        bad, n_kept = self.numbers.tolist()
-        L._refuse_bad_count(bad, num_keys)
-        return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
+def synchronized_call(prepared, threshold):
+    """The prepared query's call, but with the host waiting on the stream's synchronize for the finish kernel's
+    numbers (in the mailbox's pinned memory) instead of reading its flag: the way the lesson waited before this
+    sweep (in session 25's run the lesson's call was this one, and a copy of today's flag wait was timed beside it)."""
+    q = prepared
+    q._host_threshold.fill_(threshold)
+    q.graph.replay()
+    sums, counts, rows = q._dense
+    keys, out_sums, mean, out_counts, _ = L.finish_outputs(q.num_keys, q.columns["key"].dtype, rows.device)
+    L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, q._mailbox.numbers, q.num_keys,
+                                BLOCK_SIZE=max(triton.next_power_of_2(q.num_keys), 16))  # fmt: skip
+    torch.cuda.current_stream().synchronize()
+    bad, n_kept = q._mailbox.numbers.tolist()
+    L._refuse_bad_count(bad, q.num_keys)
+    return {"key": keys[:n_kept], "sum": out_sums[:n_kept], "count": out_counts[:n_kept], "mean": mean[:n_kept]}
 
 
 def main():
@@ -172,17 +138,7 @@ def main():
     picks = [None] + ([fastest] if fastest is not None else [])
     for pick in picks:
         name = "as set" if pick is None else f"{pick[0]} an SM, l2_ahead {pick[1]}, maxnreg {pick[2]}"
-        patches = []
-        if pick is not None:
-            block, unroll, _, w = L.GROUPBY_SCHEDULES["partials"]
-            patches = [
-                mock.patch.dict(L.GROUPBY_SCHEDULES, {"partials": (block, unroll, pick[0], w)}),
-                mock.patch.dict(L.PARTIALS_VARIANT, {"l2_ahead": pick[1], "maxnreg": pick[2]}),
-                mock.patch.object(L, "GROUPBY_PARTIALS_BY_GPU", {}),
-            ]
-        for p in patches:
-            p.start()
-        try:
+        with l10zd.schedule(L) if pick is None else l10zd.schedule(L, pick[0], l2_ahead=pick[1], maxnreg=pick[2]):
             prepared = L.prepare_query(table, 16)
             ok = prepared_ok(prepared(0.5), truth)
             line(f"{name}: the whole call", bench_ms(lambda prepared=prepared: prepared(0.5)), f"checked: {ok}")
@@ -196,24 +152,17 @@ def main():
                 def replay_finish_wait(prepared=prepared):
                     prepared.graph.replay()
                     sums, counts, rows = prepared._dense
-                    L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, info,
-                                                16, BLOCK_SIZE=16)  # fmt: skip
+                    L.query_finish_kernel[(1,)](sums, counts, rows, keys, out_sums, out_counts, mean, numbers, 16,
+                                                BLOCK_SIZE=16)  # fmt: skip
                     stream.synchronize()
 
-                keys = torch.empty(16, dtype=table["key"].dtype, device=env.device)
-                info = torch.zeros(2, dtype=torch.int64, pin_memory=True)
-                out_sums, mean = torch.empty((2, 16), dtype=torch.float64, device=env.device)
-                out_counts = torch.empty(18, dtype=torch.int64, device=env.device)
+                keys, out_sums, mean, out_counts, numbers = L.finish_outputs(16, table["key"].dtype, env.device)
                 line(f"{name}: replay + wait", bench_ms(replay_wait))
                 line(f"{name}: replay + finish kernel + wait", bench_ms(replay_finish_wait))
                 line(f"{name}: replay alone (no wait)", bench_ms(prepared.graph.replay))
-                spin = SpinQuery(prepared)
-                ok = prepared_ok(spin(0.5), truth)
-                line(f"{name}: the whole call, the host spinning on a flag", bench_ms(lambda spin=spin: spin(0.5)),
-                     f"checked: {ok}")  # fmt: skip
-        finally:
-            for p in patches:
-                p.stop()
+                ok = prepared_ok(synchronized_call(prepared, 0.5), truth)
+                line(f"{name}: the whole call, the stream's synchronize instead of the flag",
+                     bench_ms(lambda prepared=prepared: synchronized_call(prepared, 0.5)), f"checked: {ok}")  # fmt: skip
     if "--write" in sys.argv and env.is_gpu and fastest is not None:
         if fastest[2] is None:  # a GPU's row holds (programs an SM, l2_ahead); a cap is PARTIALS_VARIANT's to set
             l10zd.write_row(fastest[:2], say)

@@ -21,12 +21,10 @@ l2_ahead) becomes this GPU's row of ``GROUPBY_PARTIALS_BY_GPU`` in ``lessons/l10
 hand).
 """
 
-import importlib
 import os
 import re
 import sys
 import time
-from unittest import mock
 
 CPU = "--cpu" in sys.argv
 if CPU:
@@ -41,18 +39,10 @@ import triton  # noqa: E402
 
 from bench.sweeps.kit import Log, bench_ms, graphed  # noqa: E402
 from bench.sweeps.l10v import query_setup  # noqa: E402
-from bench.sweeps.l10zd import checked, prepared_ok, write_row  # noqa: E402
+from bench.sweeps.l10zd import before_module, checked, prepared_ok, schedule, write_row  # noqa: E402
 from lessons import l10_sort_scan_data as L  # noqa: E402
 
 T0 = time.time()
-
-
-def before_module():
-    """The lesson's module with one step a trip (see the docstring), or None where it was not put beside this."""
-    try:
-        return importlib.import_module("bench.sweeps._l10zg_before")
-    except ImportError:
-        return None
 
 
 def main():
@@ -63,7 +53,7 @@ def main():
     table, nbytes, truth, line = query_setup(say, 46, 16)
     threshold = torch.full((1,), 0.5, dtype=torch.float32, device=env.device)
     sms = env.sm_count or 132
-    old = before_module()
+    old = before_module("_l10zg_before")
     modules = ([("before", old)] if old is not None else []) + [("now", L)]
     if old is None:
         say("(no _l10zg_before.py beside this script: the kernel before is not timed)")
@@ -99,23 +89,10 @@ def main():
             label = (
                 f"{name}: as set" if pick is None else f"{name}: {pick[0]} an SM, l2_ahead {pick[1]}, pairs {pick[2]}"
             )
-            patches = []
-            if pick is not None:
-                block, unroll, _, warps = M.GROUPBY_SCHEDULES["partials"]
-                patches = [
-                    mock.patch.dict(M.GROUPBY_SCHEDULES, {"partials": (block, unroll, pick[0], warps)}),
-                    mock.patch.dict(M.PARTIALS_VARIANT, {"l2_ahead": pick[1], "pairs": pick[2]}),
-                    mock.patch.object(M, "GROUPBY_PARTIALS_BY_GPU", {}),
-                ]
-            for p in patches:
-                p.start()
-            try:
+            with schedule(M) if pick is None else schedule(M, pick[0], l2_ahead=pick[1], pairs=pick[2]):
                 prepared = M.prepare_query(table, 16)
                 ok = prepared_ok(prepared(0.5), truth)
                 line(label, bench_ms(lambda prepared=prepared: prepared(0.5)), f"checked: {ok}")
-            finally:
-                for p in patches:
-                    p.stop()
     if "--write" in sys.argv and env.is_gpu and fastest is not None:
         write_row(fastest[:2], say)
         if fastest[2]:  # pairs won: the variant's default too, in the module (the notebook takes it by hand)
