@@ -24,6 +24,13 @@ def softmax_job(BLOCK_SIZE, **ints):
     )
 
 
+def test_a_register_cap_reaches_ptxas():
+    """job(maxnreg=...) is Triton's launch option of that name: the kernel that takes more registers without it
+    takes at most the cap with it."""
+    free, capped = offline.compile_kernels(L04.__file__, [softmax_job(4096), {**softmax_job(4096), "maxnreg": 32}])
+    assert free.registers > 32 >= capped.registers, (free.registers, capped.registers)
+
+
 def test_registers_grow_with_the_block_until_they_spill():
     """Lesson 09's table: a one-block softmax row at 4 warps fits in registers at 1024, spills at 32768."""
     small, large = offline.compile_kernels(L04.__file__, [softmax_job(1024), softmax_job(32768)])

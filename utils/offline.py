@@ -139,6 +139,9 @@ for job in request["jobs"]:
             dump = subprocess.run([os.path.join(os.path.dirname(ptxas), "cuobjdump"), "-sass", cubin],
                                   capture_output=True, text=True)  # fmt: skip
             sass = dump.stdout
+        for path in (f.name, cubin):  # a process per call, but a machine's temporary folder for many calls
+            if os.path.exists(path):
+                os.remove(path)
         regs = re.search(r"Used (\d+) registers", report.stderr)
         spills = re.search(r"(\d+) bytes spill stores", report.stderr)
         results.append({
