@@ -448,6 +448,18 @@ def test_every_scan_method_is_exact():
     assert torch.equal(L.cumsum(x, BLOCK_SIZE=16), torch.cumsum(x, 0))
 
 
+def test_a_block_total_of_inf_or_nan_spoils_no_element_before_it():
+    """A block whose total is inf or NaN: the elements before the inf or NaN keep their finite sums (the look-back
+    starts from zero, not from the total times 0, which is NaN there), as torch.cumsum gives, for every method."""
+    x = torch.arange(1.0, 41.0, device=DEV)
+    x[21], x[35] = float("inf"), float("nan")  # in the second block of 16, and the third
+    want = torch.cumsum(x.double(), 0).float()
+    for method in ("reduce-then-scan", "lookback"):
+        got = L.cumsum(x, BLOCK_SIZE=16, method=method)
+        assert torch.equal(got[:35].cpu(), want[:35].cpu()), method
+        assert bool(got[35:].isnan().all()), method
+
+
 def test_references_agree_with_torch_and_pandas():
     x = torch.randn(4, 300, dtype=torch.float64)
     assert torch.equal(L.top_k_ref(x, 7)[0], torch.topk(x, 7).values)
@@ -1527,6 +1539,31 @@ BAD = {
         for cap in (16, 256, 72.5, True, "72")
     },
     "threshold not a number": (lambda: L.query(_table, "0.5", 3), TypeError, "threshold"),
+    "threshold NaN": (lambda: L.query(_table, float("nan"), 3), ValueError, "threshold is NaN"),
+    "reduce-then-scan of blocks of 1": (
+        lambda: L.cumsum(_x[0], BLOCK_SIZE=1, method="reduce-then-scan"),
+        ValueError,
+        "2 elements or more",
+    ),  # fmt: skip
+    "compaction of blocks of 1": (
+        lambda: L.compact(_x[0], _x[0] > 0, BLOCK_SIZE=1, CHUNKS=1, method="reduce-then-scan"),
+        ValueError,
+        "2 elements or more",
+    ),  # fmt: skip
+    "scan block too large": (lambda: L.cumsum(_x[0], BLOCK_SIZE=1 << 21), ValueError, "at most"),
+    "sample k 0": (lambda: L.sample_top_k_top_p(_x, k=0), ValueError, "k must be"),
+    "sample k not an int": (lambda: L.sample_top_k_top_p(_x, k=2.5), ValueError, "k must be"),
+    "sample no vocabulary": (lambda: L.sample_top_k_top_p(_x[:, :0], k=3), ValueError, "no column"),
+    "2-D column": (
+        lambda: L.join_tables({"key": torch.arange(2, device=DEV), "m": torch.zeros(5, 3, device=DEV)}, _table),
+        TypeError,
+        "column 'm' is a 2-D tensor",
+    ),  # fmt: skip
+    "list column": (
+        lambda: L.join_tables({"key": torch.arange(2, device=DEV), "m": [1, 2]}, _table),
+        TypeError,
+        "column 'm' is list",
+    ),  # fmt: skip
     "unknown method": (lambda: L.query(_table, 0.5, 3, method="hash"), ValueError, "method"),
     "duplicate right keys": (lambda: L.join_tables(_table, {"key": _table["key"]}), ValueError, "duplicate"),
     "clashing columns": (
@@ -1576,6 +1613,21 @@ def test_the_query_waits_for_the_gpu_once(monkeypatch):
         syncs.clear()
         L.query(table, 0.5, 5, method=method)
         assert syncs == [2], (method, syncs)
+
+
+def test_thresholds_past_the_columns_range_or_infinite_filter_as_pandas():
+    """pandas compares an fp32 column with the threshold rounded to fp32 (NumPy): 1e39 becomes inf and keeps no
+    row, not even an x of inf; -1e39 and -inf keep every row whose x is not NaN. query and a prepared query agree."""
+    df = L.random_table(40, 3, seed=5)
+    df.loc[[0, 7], "x"] = [np.inf, -np.inf]
+    df.loc[3, "x"] = np.nan
+    table = L.table_from_pandas(df, DEV)
+    prepared = L.prepare_query(table, 3)
+    for threshold in (1e39, -1e39, float("inf"), float("-inf"), 3.4028235e38):
+        with np.errstate(over="ignore"):
+            want = L.query_ref(df, threshold)
+        for got in (L.query(table, threshold, 3), prepared(threshold)):
+            pd.testing.assert_frame_equal(L.to_frame(got), want, check_exact=True, check_names=False)
 
 
 def test_persistent_partials_need_no_more_than_2_16_steps_a_program():
