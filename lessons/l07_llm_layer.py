@@ -39,8 +39,25 @@ class LlamaArgs:
     head_dim: int = 0  # D: 0 means dim // n_heads, as in most Llamas; some set it apart (then H D != C)
 
     def __post_init__(self):
+        for name in ("dim", "n_heads", "n_kv_heads", "ffn_dim", "head_dim"):
+            value, least = getattr(self, name), 0 if name == "head_dim" else 1  # head_dim 0: dim // n_heads
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"LlamaArgs.{name} must be an int >= {least}, got {value!r}")
+        H, KV = self.n_heads, self.n_kv_heads
+        if H % KV:
+            raise ValueError(
+                f"LlamaArgs: n_heads={H} query heads must split evenly over n_kv_heads={KV} key/value heads "
+                f"(grouped-query attention shares each k/v head among n_heads // n_kv_heads query heads)"
+            )
         if not self.head_dim:
-            object.__setattr__(self, "head_dim", self.dim // self.n_heads)
+            if self.dim % H:
+                raise ValueError(
+                    f"LlamaArgs: dim={self.dim} does not split over n_heads={H}: set head_dim, the width of one "
+                    f"attention head, as the checkpoint's config does"
+                )
+            object.__setattr__(self, "head_dim", self.dim // H)
+        if self.head_dim % 2:
+            raise ValueError(f"LlamaArgs.head_dim={self.head_dim}: RoPE turns pairs of numbers, it must be even")
 
 
 LLAMA_1B = LlamaArgs()
@@ -169,7 +186,8 @@ def _require_layer(x, w, args, cos, sin):
     for name, table in (("cos", cos), ("sin", sin)):
         utils.require(table, name, dtype=x.dtype, ndim=3)
         if table.shape[0] not in (1, B) or tuple(table.shape[1:]) != (T, D):
-            raise ValueError(f"{name} has shape {tuple(table.shape)} but must be ({B} or 1, {T}, {D}) (rope_tables)")
+            batch = "1" if B == 1 else f"{B} or 1"
+            raise ValueError(f"{name} has shape {tuple(table.shape)} but must be ({batch}, {T}, {D}) (rope_tables)")
 
 
 def llama_layer(x, w: Weights, args: LlamaArgs, cos, sin, ops: Ops = REF_OPS, *, out=None):
@@ -519,7 +537,8 @@ def rope(q, k, cos, sin, *, q_out=None, k_out=None):
     for name, table in (("cos", cos), ("sin", sin)):
         utils.require(table, name, dtype=q.dtype, ndim=3)
         if table.shape[0] not in (1, B) or tuple(table.shape[1:]) != (T, D):
-            raise ValueError(f"{name} has shape {tuple(table.shape)} but must be ({B} or 1, {T}, {D})")
+            batch = "1" if B == 1 else f"{B} or 1"
+            raise ValueError(f"{name} has shape {tuple(table.shape)} but must be ({batch}, {T}, {D})")
     if D < 2 or D & (D - 1):
         raise ValueError(f"head_dim D={D} must be a power of two here (tl.arange needs one)")
     inputs = {"q": q, "k": k, "cos": cos, "sin": sin}

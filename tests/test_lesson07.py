@@ -102,6 +102,35 @@ def test_a_head_width_set_apart_from_dim_over_heads(ops):
     L.check_layer(getattr(L, ops), args=args, B=2, T=ENV.pick(cpu=9, gpu=333), quiet=True)
 
 
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(dim=64, n_heads=4, n_kv_heads=3, ffn_dim=32), "n_heads=4 .* n_kv_heads=3"),  # KV does not divide H
+        (dict(dim=64, n_heads=2, n_kv_heads=4, ffn_dim=32, head_dim=16), "n_heads=2 .* n_kv_heads=4"),  # KV > H
+        (dict(dim=64, n_heads=4, n_kv_heads=0, ffn_dim=32), "n_kv_heads must be an int >= 1"),
+        (dict(dim=100, n_heads=6, n_kv_heads=2, ffn_dim=32), "dim=100 does not split over n_heads=6"),  # 16.67
+        (dict(dim=64, n_heads=4, n_kv_heads=2, ffn_dim=32, head_dim=15), "head_dim=15"),  # RoPE turns pairs
+        (dict(dim=64.0, n_heads=4, n_kv_heads=2, ffn_dim=32), "dim must be an int"),
+    ],
+    ids=["KV-not-dividing-H", "KV-above-H", "KV-0", "dim-not-over-heads", "odd-head-dim", "float-dim"],
+)
+def test_llama_args_refuse_head_layouts_the_layer_cannot_run(fields, message):
+    """Refused where the args are made, naming the fields: not a raw size mismatch (REF_OPS) or a Triton error
+    (TRITON_OPS) inside the layer, nor a head width silently floored (HF's LlamaConfig refuses it too)."""
+    with pytest.raises(ValueError, match=message):
+        L.LlamaArgs(**fields)
+
+
+def test_a_batch_of_one_is_named_plainly_in_the_table_error():
+    dtype = L.lesson_dtype()
+    x, w = torch.randn(1, 5, 64, device=ENV.device, dtype=dtype), L.random_weights(L.TINY, dtype)
+    with pytest.raises(ValueError, match=r"must be \(1, 5, 16\)"):
+        L.llama_layer(x, w, L.TINY, *L.rope_tables(4, 16, dtype=dtype))
+    q, k, _ = L.random_qkv(1, 5, 4, 2, 16, dtype)
+    with pytest.raises(ValueError, match=r"must be \(1, 5, 16\)"):
+        L.rope(q, k, *L.rope_tables(4, 16, dtype=dtype))
+
+
 def test_layer_writes_into_out():
     dtype = L.lesson_dtype()
     args = L.TINY

@@ -478,12 +478,77 @@ def test_generate_refusals(tied):
         "top_p of 0": (lambda: L.generate(model, ids, 2, temperature=1.0, top_p=0.0), "top_p"),
         "top_k of 0": (lambda: L.generate(model, ids, 2, temperature=1.0, top_k=0), "top_k"),
         "the wrong batch for the cache": (lambda: L.prefill(model, prompt(B=2, T=2), cache), "made for 1"),
+        "a float max_len": (lambda: L.generate(model, ids, 2, max_len=10.5), "max_len must be a positive int"),
+        "a float batch for a cache": (lambda: L.new_cache(model, 1.0, 8), "B must be a positive int"),
+        "a float max_len for a cache": (lambda: L.new_cache(model, 1, 8.5), "max_len must be a positive int"),
     }
     if not ENV.is_gpu:
         cases["a CUDA graph on the CPU"] = (lambda: L.generate(model, ids, 2, cuda_graph=True), "needs a GPU")
     for call, message in cases.values():
         with pytest.raises((ValueError, TypeError), match=message):
             call()
+
+
+def test_loading_refuses_weights_the_kernels_cannot_take(tmp_path):
+    """An integer dtype used to be accepted (the weights cast to integers, the error only from a kernel later); a
+    dtype's name gave a raw torch error. A checkpoint stored in a dtype the kernels do not take needs dtype=."""
+    folder = ckpt.build_checkpoint(tmp_path / "ok")
+    config, state = json.loads((folder / "config.json").read_text()), L.load_state_dict(folder)
+    stored_in_int8 = {name: t.to(torch.int8) for name, t in state.items()}
+    for call in (
+        lambda: L.load_model(folder, dtype=torch.int64),
+        lambda: L.load_model(folder, dtype="float32"),
+        lambda: L.model_from_state_dict(L.model_args(config), state, dtype=torch.int32),
+        lambda: L.model_from_state_dict(L.model_args(config), stored_in_int8),
+    ):
+        with pytest.raises(TypeError, match="must be one of float32, float16, bfloat16"):
+            call()
+    assert L.model_from_state_dict(L.model_args(config), stored_in_int8, dtype=torch.float32).embed.is_floating_point()
+
+
+def test_model_args_refuse_a_head_layout_the_layers_cannot_run():
+    """Made by hand (not from a config.json), ModelArgs goes through lesson 07's LlamaArgs: a head width floored
+    from dim / n_heads (100 / 6) or heads that do not group are refused, naming the fields."""
+    base = dict(vocab_size=320, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn_dim=96)
+    for fields, message in (
+        (dict(dim=100, n_heads=6), "dim=100 does not split over n_heads=6"),
+        (dict(n_kv_heads=3), "n_heads=4 query heads must split evenly over n_kv_heads=3"),
+        (dict(vocab_size=0), "vocab_size must be a positive int"),
+        (dict(n_layers=2.0), "n_layers must be a positive int"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            L.ModelArgs(**{**base, **fields})
+    assert L.ModelArgs(**base).head_dim == 16 and L.ModelArgs(**{**base, "head_dim": 32}).head_dim == 32
+
+
+@pytest.mark.parametrize(
+    "other, field",
+    [
+        (dict(n_kv_heads=1), "n_kv_heads 1"),
+        (dict(head_dim=32), "head_dim 32"),
+        (dict(n_layers=3), "n_layers 3"),
+        (dict(rope_theta=500000.0), "rope_theta 500000.0"),  # the same shapes: only the tables differ
+        (dict(rope_scaling={"rope_type": "linear", "factor": 4.0}), "rope_scaling"),
+    ],
+    ids=["kv-heads", "head-dim", "layers", "rope-theta", "rope-scaling"],
+)
+def test_a_cache_made_for_another_model_is_refused(tied, other, field):
+    """prefill and decode_step take the RoPE tables from the cache: one made for a model of another RoPE would
+    rotate silently wrong, one of other heads or layers fail with a raw error. The cache names its model's fields."""
+    model, _ = tied
+    args = L.ModelArgs(**{**vars(model.args), **other})
+    other_model = L.Model(args, model.embed, model.layers, model.norm, model.lm_head)
+    cache = L.new_cache(other_model, 1, 8)
+    ids = prompt(B=1, T=3)
+    with pytest.raises(ValueError, match=f"cache was made for another model: {field}"):
+        L.prefill(model, ids, cache)
+    pos = torch.zeros(1, dtype=torch.int32, device=ENV.device)
+    with pytest.raises(ValueError, match=f"cache was made for another model: {field}"):
+        L.decode_step(model, ids[:, 0], pos, cache)
+    same = L.Model(L.ModelArgs(**vars(model.args)), model.embed, model.layers, model.norm, model.lm_head)
+    L.prefill(model, ids, L.new_cache(same, 1, 8))  # an equal config, loaded again: accepted
+    with pytest.raises(ValueError, match="the cache's keys are float16"):
+        L.prefill(model, ids, L.new_cache(L.cast(model, torch.float16), 1, 8))
 
 
 def test_kernel_refusals():

@@ -370,6 +370,59 @@ def test_engine_refusals():
     )
 
 
+def test_engine_refuses_token_ids_the_model_cannot_embed(model):
+    """Refused at add, before any step: an id past the vocabulary used to fail inside a step's embedding (on a GPU a
+    device-side assert that breaks the CUDA context) and a float id was truncated silently. (Steps then feed the
+    model only tokens it sampled itself: the runner does not check every step's tokens again.)"""
+    runner = L.ModelRunner(model, 8, 4, max_len=32)
+    engine = L.Engine(runner, L.BlockPool(8, 4), max_seqs=2, max_step_tokens=8)
+    V = model.args.vocab_size
+    for prompt, message in (((5, V, 7), rf"token ids must be in \[0, {V}\), got 5 .. {V}"),
+                            ((5, -1, 7), rf"token ids must be in \[0, {V}\), got -1 .. 7"),
+                            ((5, 1.7, 7), "holds 1.7 .float.: token ids are ints")):  # fmt: skip
+        with pytest.raises((ValueError, TypeError), match=message):
+            engine.add(serving.Request(0, 0.0, prompt, 3))
+    assert not engine.has_work(), "a refused request must not be left waiting"
+    echo = L.Engine(serving.EchoModel(vocab_size=50), L.BlockPool(8, 4))  # any runner with a vocab_size
+    with pytest.raises(ValueError, match=r"token ids must be in \[0, 50\)"):
+        echo.add(serving.Request(0, 0.0, (5, 50), 3))
+
+
+def test_a_request_past_the_runners_rope_tables_is_refused_at_add(model):
+    """10 prompt tokens + 10 new ones against a ModelRunner of max_len=16 used to run 8 steps, then fail in step()
+    and stay stuck in engine.running; now add refuses it. One that just fits (6 + 10) runs to its end."""
+    engine = L.Engine(L.ModelRunner(model, 32, 4, max_len=16), L.BlockPool(32, 4), max_seqs=2, max_step_tokens=8)
+    with pytest.raises(ValueError, match="10 prompt tokens . 10 new ones pass the runner's max_len=16"):
+        engine.add(serving.Request(0, 0.0, tuple(range(3, 13)), 10))
+    assert not engine.has_work()
+
+    class Tables(serving.EchoModel):  # the ModelRunner's limit without the model's arithmetic
+        max_len = 16
+
+        def __call__(self, chunks, copies):
+            assert max(start + len(toks) for toks, start, _ in chunks) <= self.max_len, "past the RoPE tables"
+            return super().__call__(chunks, copies)
+
+    rec = serving.replay(L.Engine(Tables(), L.BlockPool(32, 4)), [serving.Request(0, 0.0, tuple(range(3, 9)), 10)])
+    assert len(rec.tokens[0]) == 10
+
+
+def test_static_padding_rows_stay_inside_the_runners_rope_tables():
+    """Each request fits max_len = 12 alone (10 + 2, 1 + 11), but batched statically the first row pads until the
+    second is done, to position 10 + 11 - 2: the scheduler must not batch them."""
+
+    class Tables(serving.EchoModel):
+        max_len = 12
+
+        def __call__(self, chunks, copies):
+            assert max(start + len(toks) for toks, start, _ in chunks) <= self.max_len, "past the RoPE tables"
+            return super().__call__(chunks, copies)
+
+    trace = [serving.Request(0, 0.0, tuple(range(3, 13)), 2), serving.Request(1, 0.0, (5,), 11)]
+    rec = serving.replay(L.Engine(Tables(), L.BlockPool(16, 4), policy="static", max_seqs=2), trace)
+    assert [len(rec.tokens[r.id]) for r in trace] == [2, 11]
+
+
 # -- speculative decoding -----------------------------------------------------------------------------------------
 
 
@@ -401,11 +454,17 @@ def test_check_names_a_wrong_acceptance_rule(model, monkeypatch):
 
 
 def test_draft_refusals(model):
+    args = L.ModelArgs(**{**vars(model.args), "vocab_size": 100})
+    other_vocab = L.Model(args, model.embed[:100], model.layers, model.norm, model.lm_head[:100])
     utils.refuses(
         {
             "a draft of 0 layers": lambda: L.first_layers(model, 0),
             "more layers than the target": lambda: L.first_layers(model, 3),
             "k = 0": lambda: L.speculative_generate(model, model, [1, 2], 4, k=0),
+            "a float n_new": lambda: L.speculative_generate(model, model, [1, 2], 4.0),
+            "an id past the vocabulary": lambda: L.speculative_generate(model, L.first_layers(model, 1), [3, 999], 3),
+            "a float id": lambda: L.speculative_generate(model, model, [3, 1.7], 3),
+            "a draft of another vocabulary": lambda: L.speculative_generate(model, other_vocab, [1, 2], 3),
         },
         quiet=True,
     )
