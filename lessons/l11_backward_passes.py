@@ -153,8 +153,9 @@ def kl_div_kernel(
         t = tl.load(t_ptr + rows[:, None] * stride_tm + c[None, :], mask=mask, other=0.0).to(ACC)
         if LOG_TARGET:
             loss = tl.exp(t) * (t - y)
-        else:  # p log p is 0 at p = 0 (log(1) keeps log(0) = -inf out of the arithmetic)
-            loss = tl.where(t > 0, t * (tl.log(tl.where(t > 0, t, 1.0)) - y), 0.0)
+        else:  # xlogy(p, p) - p log q, as F.kl_div: 0 log 0 is 0 (log(1) keeps log(0) = -inf out of it); a NaN
+            # or negative p gives NaN, and so does p = 0 against log q = -inf (0 * -inf), as in F.kl_div
+            loss = t * tl.log(tl.where(t == 0, 1.0, t)) - t * y
         loss = tl.where(mask, loss, 0.0)
         if ELEMENTWISE:
             tl.store(loss_ptr + rows[:, None] * stride_lm + c[None, :], loss.to(loss_ptr.dtype.element_ty), mask=mask)
@@ -250,7 +251,8 @@ class KLDivFunction(torch.autograd.Function):
 
 def kl_div(input, target, *, reduction="batchmean", log_target=False):
     """F.kl_div(input, target, reduction=..., log_target=...) for (M, V) tensors, forward and backward in Triton.
-    input holds log-probabilities; the gradient flows to input only (target is a teacher's, detached)."""
+    input holds log-probabilities; the gradient flows to input only (target is a teacher's, detached). As in
+    PyTorch, a NaN or negative target, or a target of 0 where input is -inf, gives a NaN loss (not a quiet 0)."""
     utils.require(input, "input", dtype=FLOAT_DTYPES, ndim=2)
     utils.require(target, "target", dtype=input.dtype, ndim=2)
     utils.require_same_shape(input, target, ("input", "target"))
@@ -323,13 +325,21 @@ def require_labels(labels, M, V, ignore_index, name="labels"):
         raise ValueError(f"{name} has {labels.shape[0]} entries but there are {M} rows of logits: one label a row.")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
         raise TypeError(f"ignore_index must be an int (PyTorch's default is -100), got {ignore_index!r}.")
-    bad = (labels != ignore_index) & ((labels < 0) | (labels >= V))
+    if not -(2**63) <= ignore_index < 2**63:
+        raise ValueError(f"ignore_index={ignore_index} is outside int64's range: pass one that a label can hold.")
+    bad = kept(labels, ignore_index) & ((labels < 0) | (labels >= V))
     if M and bool(bad.any()):
         first = int(torch.nonzero(bad)[0])
         raise ValueError(
             f"{name}[{first}] = {int(labels[first])} is not a class of a vocabulary of {V} (0 ... {V - 1}) nor "
             f"ignore_index={ignore_index}: fix the labels (or pass the ignore_index they use)."
         )
+
+
+def kept(labels, ignore_index):
+    """labels != ignore_index, compared in int64 as the kernel compares them: int32 labels against an ignore_index
+    past int32's range would otherwise wrap it (2**32 + 1 becomes 1) and count the wrong rows."""
+    return labels.long() != ignore_index  # int64 labels: no copy; int32: M int64s
 
 
 def cross_entropy_into(logits, labels, loss_rows, grad, ignore_index, n_valid):
@@ -349,7 +359,7 @@ class CrossEntropyFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, labels, ignore_index):
         M, V = logits.shape
-        n_valid = int((labels != ignore_index).sum())  # the mean's divisor (a host sync, as in PyTorch)
+        n_valid = int(kept(labels, ignore_index).sum())  # the mean's divisor (a host sync, as in PyTorch)
         make = new_output if M * V else torch.zeros  # (zeros: nothing is launched for an empty input)
         loss_rows = make((M,), dtype=torch_acc_dtype(logits.dtype), device=logits.device)
         grad = make(logits.shape, dtype=logits.dtype, device=logits.device)
@@ -378,7 +388,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, labels, ignore_index, chunk):
         T = x.shape[0]
-        n_valid = int((labels != ignore_index).sum())
+        n_valid = int(kept(labels, ignore_index).sum())
         divisor = max(n_valid, 1)  # the mean's N over ALL the chunks (1 when every label is ignored: no gradient)
         loss_rows = new_output((T,), dtype=torch_acc_dtype(x.dtype), device=x.device)
         grad_x = new_output(x.shape, x.dtype, x.device) if ctx.needs_input_grad[0] else None
@@ -726,6 +736,11 @@ def rope_with_grad(q, k, cos, sin):
     rope_tables: forward and backward in Triton."""
     _require_rope(q, "q", cos, sin)
     _require_rope(k, "k", cos, sin)
+    if k.shape[:2] != q.shape[:2]:
+        raise ValueError(
+            f"q has shape {tuple(q.shape)} but k {tuple(k.shape)}: k must be (B, T, KV, D) with q's B and T (the "
+            f"keys of the same tokens, at the same positions)."
+        )
     T = q.shape[1]
     cos, sin = cos[:, :T].contiguous(), sin[:, :T].contiguous()
     return RoPEFunction.apply(q, cos, sin), RoPEFunction.apply(k, cos, sin)

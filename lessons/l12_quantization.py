@@ -140,8 +140,29 @@ class Int4Weight:
     T = property(lambda self: Transposed(self))
 
 
+def stored_scale(scale, levels, dtype):
+    """Scales computed in fp32 (a row's or a group's range / levels) as stored for a weight of ``dtype``: rounded to
+    scale_dtype(dtype), but never below the smallest step that dtype holds and fp32 (the kernels' arithmetic) holds
+    as a normal number: 2**-24 for fp16 (whose max |w| / 127 of a row below about 4e-6 would round to 0, and the row
+    dequantize to zeros), 2**-126 otherwise (weights below fp32's normal range come back as 0); and one step up where
+    rounding went down so far that the largest weight's code would pass the last level by more than half a step
+    (fp16's scales below 2**-14 keep fewer bits; a normal scale never does)."""
+    d = scale_dtype(dtype)
+    smallest = max(torch.finfo(d).tiny * torch.finfo(d).eps, torch.finfo(torch.float32).tiny)  # fp16: 2**-24
+    stored = scale.clamp(min=smallest).to(d)
+    short = scale * levels > stored.float() * (levels + 0.5)
+    return torch.where(short, torch.nextafter(stored, torch.full_like(stored, math.inf)), stored)
+
+
 def _require_weight(w, name="w"):
     utils.require(w, name, dtype=WEIGHT_DTYPES, ndim=2, contiguous=False)
+    bad = ~torch.isfinite(w)
+    if bool(bad.any()):  # one host sync: a weight is quantized once
+        n, k = (int(i) for i in torch.nonzero(bad)[0])
+        raise ValueError(
+            f"{name}[{n}, {k}] = {float(w[n, k])}: quantizing needs finite weights (a NaN or inf makes the scale of "
+            f"its row or group, and so every weight there, NaN or inf); fix {name} before quantizing it."
+        )
 
 
 def quantize_int8_ref(w) -> Int8Weight:
@@ -149,7 +170,7 @@ def quantize_int8_ref(w) -> Int8Weight:
     _require_weight(w)
     wf = w.float()  # read N K, write N K in fp32
     amax = wf.abs().amax(dim=1) if w.shape[1] else wf.new_zeros(w.shape[0])  # (N,): read N K
-    scale = torch.where(amax > 0, amax / 127, 1.0).to(scale_dtype(w.dtype))  # an all-zero row: any scale works
+    scale = stored_scale(torch.where(amax > 0, amax / 127, 1.0), 127, w.dtype)  # an all-zero row: any scale works
     q = torch.round(wf / scale.float()[:, None]).clamp(-127, 127).to(torch.int8)  # from the stored scale
     return Int8Weight(q, scale)
 
@@ -228,7 +249,7 @@ def int4_codes_ref(w, group_size):
     wf = F.pad(w.float(), (0, groups * G - K)).view(N, groups, G)  # the last group padded with zeros
     lo = wf.amin(dim=-1).clamp(max=0)  # (N, groups)
     hi = wf.amax(dim=-1).clamp(min=0)
-    scale = torch.where(hi > lo, (hi - lo) / 15, 1.0).to(scale_dtype(w.dtype))
+    scale = stored_scale(torch.where(hi > lo, (hi - lo) / 15, 1.0), 15, w.dtype)
     s = scale.float()  # the stored scale, as the kernel will see it
     zero = torch.round(-lo / s).clamp(0, 15)
     q = torch.round(wf / s[..., None] + zero[..., None]).clamp(0, 15)
@@ -270,7 +291,7 @@ def _int4_variant(w, G, steps=15, per_row=False):
     lo, hi = wf.amin(-1).clamp(max=0), wf.amax(-1).clamp(min=0)
     if per_row:
         lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
-    scale = torch.where(hi > lo, (hi - lo) / steps, 1.0).to(scale_dtype(w.dtype)).float()
+    scale = stored_scale(torch.where(hi > lo, (hi - lo) / steps, 1.0), steps, w.dtype).float()
     zero = torch.round(-lo / scale).clamp(0, 15)
     q = torch.round(wf / scale[..., None] + zero[..., None]).clamp(0, 15)
     return _dequant_codes(q.double().view(N, -1), zero.double(), scale.double(), K)
@@ -1962,7 +1983,7 @@ def _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NO
 
 @triton.jit
 def _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr,
-                   v_cache_ptr, stride_ct, NORM: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
+                   v_cache_ptr, stride_ct, max_len, NORM: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
     """Lesson 08's decode_qkv_rope epilogue: the pair's sums y (row head * D + i) and u (its partner, + D/2) scaled
     by 1/rms, rounded to x's dtype as the unfused GEMV's outputs would be, then _rope_kv_epilogue: q and k turned,
     q stored, k and v written into row pos of the caches."""
@@ -1972,8 +1993,17 @@ def _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_p
         u *= rstd
     y = y.to(x_ptr.dtype.element_ty).to(tl.float32)
     u = u.to(x_ptr.dtype.element_ty).to(tl.float32)
-    _rope_kv_epilogue(y, u, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
-                      stride_ct, HEAD_DIM)  # fmt: skip
+    # -- a position outside the cache (on the GPU: the launcher cannot look without a sync) writes nothing there;
+    # its q comes back NaN, and the tables are read at row 0 (the helper adds pos * D to the pointers: take it off)
+    pos = tl.load(pos_ptr).to(tl.int64)
+    inside = (pos >= 0) & (pos < max_len)
+    back = tl.where(inside, 0, -pos * HEAD_DIM)
+    _rope_kv_epilogue(y, u, head, i, keep & inside, H, KV, cos_ptr + back, sin_ptr + back, pos_ptr, q_ptr,
+                      k_cache_ptr, v_cache_ptr, stride_ct, HEAD_DIM)  # fmt: skip
+    nan = tl.full(y.shape, float("nan"), q_ptr.dtype.element_ty)
+    lost = keep & (head < H) & ~inside
+    tl.store(q_ptr + head * HEAD_DIM + i, nan, mask=lost)
+    tl.store(q_ptr + head * HEAD_DIM + i + HEAD_DIM // 2, nan, mask=lost)
 
 
 @triton.jit
@@ -2005,6 +2035,7 @@ def w4a16_decode_kernel(
     H,
     KV,
     stride_ct,
+    max_len,  # the caches' rows: a position outside writes nothing
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
     PDL: tl.constexpr = 0,  # launched early (lesson 08's decode_gemv_kernel): the first words, then the wait
@@ -2076,7 +2107,7 @@ def w4a16_decode_kernel(
     # -- write back
     if ROPE:
         _rope_epilogue(tl.sum(acc, 1), tl.sum(acc_up, 1), sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr,
-                       pos_ptr, out_ptr, k_cache_ptr, v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+                       pos_ptr, out_ptr, k_cache_ptr, v_cache_ptr, stride_ct, max_len, NORM, HEAD_DIM)  # fmt: skip
     else:
         _decode_epilogue(tl.sum(acc, 1), tl.sum(acc_up, 1), sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM,
                          SWIGLU, RESIDUAL)  # fmt: skip
@@ -2112,6 +2143,7 @@ def w4a16_decode_stream_kernel(
     H,
     KV,
     stride_ct,
+    max_len,  # the caches' rows: a position outside writes nothing
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (w4a16_stream_kernel's)
@@ -2239,7 +2271,7 @@ def w4a16_decode_stream_kernel(
     u = tl.sum(tl.sum(acc_up, 2), 1)
     if ROPE:
         _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
-                       v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+                       v_cache_ptr, stride_ct, max_len, NORM, HEAD_DIM)  # fmt: skip
     else:
         _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
 
@@ -2270,6 +2302,7 @@ def w8a16_decode_kernel(
     H,
     KV,
     stride_ct,
+    max_len,  # the caches' rows: a position outside writes nothing
     HEAD_DIM: tl.constexpr,
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
@@ -2347,7 +2380,7 @@ def w8a16_decode_kernel(
         u *= tl.load(scale_ptr + up_rows, mask=keep, other=0.0).to(tl.float32)
     if ROPE:
         _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
-                       v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+                       v_cache_ptr, stride_ct, max_len, NORM, HEAD_DIM)  # fmt: skip
     else:
         _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
 
@@ -2461,6 +2494,7 @@ NO_ROPE = dict(
     H=0,
     KV=0,
     stride_ct=0,
+    max_len=0,
     HEAD_DIM=2,
     ROPE=False,
 )  # the decode kernels' RoPE arguments, for every other projection
@@ -2494,7 +2528,9 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
     if residual is not None:
         utils.require(residual, "residual", dtype=x.dtype, shape=(1, N))
     codes = w.packed if bits == 4 else w.q
-    inputs = {"x": x, "w": codes} if norm is None else {"x": x, "w": codes, "norm": norm}  # out may be the residual
+    inputs = {"x": x, "w": codes} if norm is None else {"x": x, "w": codes, "norm": norm}
+    if residual is not None and out is not residual:  # out may BE the residual (in place), not overlap it otherwise
+        inputs["residual"] = residual
     out_dtype = out.dtype if out is not None and out.dtype in (x.dtype, torch.float32) else x.dtype
     out = utils.require_out(out, shape=(1, N), dtype=out_dtype, device=x.device, inputs=inputs)
     G = w.group_size if bits == 4 else 1
@@ -2630,6 +2666,8 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     if x.device != w.scale.device:
         raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
     _require_cache(k_cache, v_cache, 1, k_cache.shape[3] if k_cache.ndim == 4 else -1, x.dtype)
+    if utils.overlaps(k_cache, v_cache):
+        raise ValueError("v_cache shares memory with k_cache: v would overwrite k. Pass two separate caches.")
     _, max_len, KV, D = k_cache.shape
     if D < 2 or D & (D - 1):
         raise ValueError(f"head_dim D={D} must be a power of two here (tl.arange needs one)")
@@ -2659,7 +2697,7 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     BLOCK_P = max(1, s.BLOCK_N // 2)  # pairs: the same BLOCK_N rows of w a program as the qkv GEMV
     pairs = rows // 2
     rope = dict(cos_ptr=cos, sin_ptr=sin, pos_ptr=pos, k_cache_ptr=k_cache, v_cache_ptr=v_cache, H=H, KV=KV,
-                stride_ct=k_cache.stride(1), HEAD_DIM=D, ROPE=True)  # fmt: skip
+                stride_ct=k_cache.stride(1), max_len=max_len, HEAD_DIM=D, ROPE=True)  # fmt: skip
     meta = dict(NORM=norm is not None, SWIGLU=False, RESIDUAL=False, BLOCK_N=BLOCK_P, BLOCK_K=s.BLOCK_K,
                 PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1, **rope, **pdl_launch(pdl))  # fmt: skip
     grid = (triton.cdiv(pairs, BLOCK_P),)
@@ -2678,7 +2716,10 @@ def quantized_decode_qkv_rope(
 ):
     """Lesson 08's decode_qkv_rope for any weight of this lesson: x (1, C), w ((H + 2 KV) D, C) int4, int8 or a
     plain tensor, pos (1,) int32, caches (1, max_len, KV, D). One launch: rmsnorm(x) (with norm) @ dequant(w).T,
-    q and k turned by the angles of pos, k and v written into row pos of the caches; returns q (1, H, D)."""
+    q and k turned by the angles of pos, k and v written into row pos of the caches; returns q (1, H, D).
+    pos must lie in [0, max_len); it is on the GPU, so the launcher does not look (a sync). With an int4 or int8
+    weight a position outside writes nothing (its k and v are not written) and q comes back NaN; a plain tensor
+    goes to lesson 08's decode_qkv_rope, which writes row pos whatever it is."""
     bits = {Int4Weight: 4, Int8Weight: 8}.get(type(w))
     if bits is None:
         return decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, norm=norm, eps=eps, out=out, schedule=schedule,

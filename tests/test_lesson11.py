@@ -73,6 +73,42 @@ def test_gradcheck_fails_on_a_wrong_backward():
         lesson.gradcheck(Wrong.apply, torch.randn(3, requires_grad=True))
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy, under the interpreter, on the log of -0.5
+@pytest.mark.parametrize("reduction", ["none", "sum"])
+def test_kl_div_gives_nan_where_pytorch_does(reduction):
+    """A NaN or negative target, or a target of 0 where input is -inf: F.kl_div gives NaN, never a quiet 0."""
+    g = torch.Generator().manual_seed(0)
+    y = torch.randn(3, 6, generator=g, dtype=torch.float64).log_softmax(-1).to(ENV.device)
+    t = torch.rand(3, 6, generator=g, dtype=torch.float64).softmax(-1).to(ENV.device)
+    t[0, 1] = float("nan")
+    t[1, 2], y[1, 2] = 0.0, float("-inf")
+    t[2, 3] = -0.5
+    t[2, 4] = 0.0  # a plain 0 target: 0, as in PyTorch
+    for rows in ([0], [1], [2], [0, 1, 2]):
+        got = lesson.kl_div(y[rows], t[rows], reduction=reduction)
+        want = torch.nn.functional.kl_div(y[rows], t[rows], reduction=reduction)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert bool(got.isnan().any()), f"rows {rows}: a NaN target or 0 x -inf must give NaN"
+
+
+def test_int32_labels_with_an_ignore_index_past_int32_count_as_pytorch_does():
+    """The mean's count is compared in int64 as the kernel compares: 2**32 + 1 must not wrap to the label 1."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, generator=g, dtype=torch.float64).to(ENV.device)
+    x, w = torch.randn(3, 4, **F64), torch.randn(5, 4, **F64)
+    labels = torch.tensor([2, 1, 3], device=ENV.device)
+    for ignore in (2**32 + 1, 2**40, -(2**63)):
+        want = torch.nn.functional.cross_entropy(logits, labels, ignore_index=ignore)
+        got = lesson.cross_entropy(logits, labels.int(), ignore_index=ignore)
+        torch.testing.assert_close(got, want, msg=f"ignore_index={ignore}")
+        want = torch.nn.functional.cross_entropy(x @ w.T, labels, ignore_index=ignore)
+        got = lesson.fused_linear_cross_entropy(x, w, labels.int(), ignore_index=ignore, chunk=2)
+        torch.testing.assert_close(got, want, msg=f"fused, ignore_index={ignore}")
+    one_class = torch.tensor([0, 1, 0], dtype=torch.int32, device=ENV.device)  # V = 1: the label 1 is no class
+    with pytest.raises(ValueError, match=r"labels\[1\] = 1 is not a class"):  # (2**32 + 1 must not wrap to it)
+        lesson.cross_entropy(logits[:, :1].contiguous(), one_class, ignore_index=2**32 + 1)
+
+
 # -- planted mistakes --------------------------------------------------------------------------------------------
 
 
@@ -389,6 +425,10 @@ def test_bad_inputs_are_refused_before_any_launch(monkeypatch):
             "rope short tables": lambda: lesson.rope_with_grad(q, q, cos[:, :3], sin[:, :3]),
             "rope 3-D q": lambda: lesson.rope_with_grad(q[0], q, cos, sin),
             "rope non-contiguous q": lambda: lesson.rope_with_grad(q.transpose(1, 2), q, cos, sin),
+            "rope k longer than q": lambda: lesson.rope_with_grad(q[:, :2], q, cos, sin),
+            "rope k shorter than q": lambda: lesson.rope_with_grad(q, q[:, :2], cos, sin),
+            "rope k of another batch": lambda: lesson.rope_with_grad(q, q.repeat(2, 1, 1, 1), cos, sin),
+            "an ignore_index past int64": lambda: lesson.cross_entropy(logits, labels, ignore_index=2**63),
         },
         quiet=True,
     )

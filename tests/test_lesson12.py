@@ -123,11 +123,52 @@ def codes_with(w, group_size, steps=15, per_row=False):
     lo, hi = wf.amin(-1).clamp(max=0), wf.amax(-1).clamp(min=0)
     if per_row:
         lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
-    scale = torch.where(hi > lo, (hi - lo) / steps, 1.0).to(L.scale_dtype(w.dtype))
+    scale = L.stored_scale(torch.where(hi > lo, (hi - lo) / steps, 1.0), steps, w.dtype)
     s = scale.float()
     zero = torch.round(-lo / s).clamp(0, 15)
     q = torch.round(wf / s[..., None] + zero[..., None]).clamp(0, 15).to(torch.uint8).view(N, -1)
     return q, scale, zero.to(torch.uint8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_rows_of_tiny_weights_keep_a_scale_and_every_code_within_half_a_step(dtype):
+    """fp16's max |w| / 127 of a row below about 4e-6 underflows to a scale of 0 (the row came back as zeros); below
+    2**-14 fp16's scales are so coarse that rounding them down pushed the largest codes past 127 (clamped)."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(5, 64, generator=g)
+    for row, size in enumerate((1e-6, 1e-5, 3e-4, 1e-3)):  # row 4 stays ~ N(0, 1)
+        w[row] *= size
+    w = w.to(dtype)
+    w64 = w.double()
+    q8 = L.quantize_int8_ref(w.to(DEV))
+    s8 = q8.scale.double().cpu()
+    deq8 = L.dequantize_int8_ref(q8, torch.float64).cpu()
+    assert bool((s8 > 0).all()), f"a scale of 0: {s8.tolist()}"
+    assert bool(((deq8 - w64).abs() <= 0.5 * s8[:, None] * (1 + 1e-3)).all()), "a code clamped at 127"
+    for G in (32, 64):
+        q4 = L.quantize_int4_ref(w.to(DEV), G)
+        s4 = q4.scale.double().cpu().repeat_interleave(G, 1)[:, :64]
+        deq4 = L.dequantize_int4_ref(q4, torch.float64).cpu()
+        assert bool((q4.scale > 0).all()), f"group {G}: a scale of 0"
+        assert bool(((deq4 - w64).abs() <= s4 * (1 + 1e-3)).all()), f"group {G}: a code clamped"  # zero rounds too
+        for row in range(5):
+            assert L.relative_error(deq4[row], w64[row]) < 0.2, f"group {G}, row {row}"
+    for row in range(5):
+        assert L.relative_error(deq8[row], w64[row]) < 0.02, f"int8, row {row}: {L.relative_error(deq8[row], w64[row])}"
+    if dtype == torch.float16:  # the kernels read the same (subnormal) fp16 scales as the spec
+        x = torch.randn(3, 64, generator=g).to(DEV, dtype)
+        for fn, qw in ((L.w8a16, q8), (L.w4a16, L.quantize_int4_ref(w.to(DEV), 32))):
+            ref = L.wxa16_ref(x.double(), qw)
+            utils.check(fn(x, qw), ref, name=fn.__name__, quiet=True, **L.wxa16_tolerance(x, qw, dtype))
+
+
+def test_non_finite_weights_are_refused_where_they_are():
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        w = weight(4, 64, dtype=torch.float32)
+        w[2, 5] = bad
+        for quantize in (L.quantize_int8_ref, lambda t: L.quantize_int4_ref(t, 32), lambda t: L.quantize(t, 4)):
+            with pytest.raises(ValueError, match=r"w\[2, 5\] = (nan|inf|-inf): quantizing needs finite weights"):
+                quantize(w)
 
 
 def test_int4_codes_check_passes_and_planted_mistakes_get_their_hints():
@@ -999,6 +1040,25 @@ def test_fused_decode_gemv_refusals_and_empty_inputs():
         assert torch.equal(L.quantized_decode_gemv(x0, qw, residual=res), res)
 
 
+@pytest.mark.parametrize("shift", [1, -1])
+def test_fused_decode_gemv_refuses_an_out_that_overlaps_the_residual(shift):
+    """out may BE the residual (in place: each element read, then written, by one program), never a shifted view
+    of its memory: a neighbour's residual would be read after it was overwritten."""
+    N, K = 40, 96
+    w = weight(N, K)
+    x = torch.randn(1, K, device=DEV, dtype=ENV.dtype)
+    flat = torch.randn(N + 1, device=DEV, dtype=ENV.dtype)
+    res, out = (flat[:N], flat[1:]) if shift == 1 else (flat[1:], flat[:N])
+    s = L8.GemvSchedule(8, 32, 4, 1)
+    for qw in (L.quantize_int8_ref(w), L.quantize_int4_ref(w, 32)):
+        with pytest.raises(ValueError, match="shares memory with the input residual"):
+            L.quantized_decode_gemv(x, qw, residual=res.view(1, N), out=out.view(1, N), schedule=s)
+        same = res.clone().view(1, N)
+        want = L.quantized_decode_gemv_ref(x.double(), qw, residual=same.double())
+        assert L.quantized_decode_gemv(x, qw, residual=same, out=same, schedule=s) is same  # in place: still fine
+        utils.check(same, want, name="in place", quiet=True)
+
+
 def test_generate_takes_the_fused_step_and_the_switch_takes_it_back(tiny, monkeypatch):
     """check_quantized_model compares the fused step's logits and greedy tokens with the reference and the unfused
     step's; here: lesson 08's generate runs it for a quantized model, and USE_FUSED_DECODE = False does not."""
@@ -1105,6 +1165,7 @@ def test_quantized_qkv_rope_check_fails_at_the_wrong_position():
 def test_quantized_qkv_rope_refusals():
     x, W, cos, sin, pos, norm, (k, v) = _qkv_rope_case(4, 1, 16, 64, 8, 3)  # w: 96 x 64
     q4, q8 = L.quantize_int4_ref(W, 32), L.quantize_int8_ref(W)
+    kv = torch.cat([k, v], 1)  # (1, 16, KV, D): two caches of 8 rows that overlap by 4 are views of it
     f = L.quantized_decode_qkv_rope
     cases = {
         "two rows of x": (lambda: f(x.repeat(2, 1), q4, cos, sin, pos, k, v), "B = 1"),
@@ -1136,6 +1197,8 @@ def test_quantized_qkv_rope_refusals():
         ),
         "a BLOCK_N of 6": (lambda: f(x, q8, cos, sin, pos, k, v, schedule=L8.GemvSchedule(6, 32, 4, 1)), "BLOCK_N"),
         "eps not a number": (lambda: f(x, q8, cos, sin, pos, k, v, eps=None), "eps"),
+        "v_cache the k_cache": (lambda: f(x, q8, cos, sin, pos, k, k), "v_cache shares memory with k_cache"),
+        "v_cache over half the k_cache": (lambda: f(x, q4, cos, sin, pos, kv[:, :8], kv[:, 4:12]), "shares memory"),
     }
     k0, v0 = k.clone(), v.clone()
     for what, (call, message) in cases.items():
@@ -1143,6 +1206,27 @@ def test_quantized_qkv_rope_refusals():
             call()
             pytest.fail(f"{what}: not refused")
     assert torch.equal(k, k0) and torch.equal(v, v0), "a refused call wrote into the cache"
+
+
+@pytest.mark.parametrize("p", [8, -1, 11])
+def test_quantized_qkv_rope_writes_nothing_for_a_position_outside_the_cache(p):
+    """pos lives on the GPU (no sync to refuse it): the kernel writes nothing outside the caches, nothing of that
+    token into them, and q comes back NaN. The caches sit inside bigger buffers, whose neighbouring rows a write at
+    row pos (past the end, or before the start) would reach."""
+    x, W, cos, sin, _, norm, (k, v) = _qkv_rope_case(4, 1, 16, 40, 8, 0)
+    pos = torch.tensor([p], dtype=torch.int32, device=DEV)
+    for w in (L.quantize_int4_ref(W, 32), L.quantize_int8_ref(W)):
+        big_k, big_v = torch.zeros(3, *k.shape[1:], device=DEV), torch.zeros(3, *v.shape[1:], device=DEV)
+        big_k[1:2], big_v[1:2] = k, v
+        k_cache, v_cache = big_k[1:2], big_v[1:2]
+        with utils.watch_memory() as stray:
+            q = L.quantized_decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, norm=norm,
+                                            schedule=L8.GemvSchedule(8, 32, 4, 1))  # fmt: skip
+        assert not stray.strays, f"pos={p}: {stray.strays}"
+        for big, cache in ((big_k, k), (big_v, v)):
+            assert not bool(big[0].any()) and not bool(big[2].any()), f"pos={p}: a write outside the cache"
+            assert torch.equal(big[1:2], cache), f"pos={p}: a write into the cache"
+        assert bool(q.isnan().all()), f"pos={p}: q must come back NaN, not a number turned by the wrong angles"
 
 
 def test_quantized_step_with_and_without_rope_in_qkv(tiny, monkeypatch):
@@ -1399,7 +1483,7 @@ def _fused_decode_jobs(offline, capability=90):
                 ints = dict(N=N, K=K, eps=1e-5, stride_qn=K)
             meta.update(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None, HEAD_DIM=2,
                         ROPE=False)  # fmt: skip
-            ints.update(H=0, KV=0, stride_ct=0)
+            ints.update(H=0, KV=0, stride_ct=0, max_len=0)
             jobs.append(offline.job(f"w{bits}a16_decode_kernel", pointers=pointers, ints=ints, constexprs=meta,
                                     num_warps=s.num_warps, num_stages=1, capability=capability))  # fmt: skip
             if N == 2560:  # the qkv GEMV with RoPE and the cache write (QUANTIZED_ROPE_IN_QKV): pairs of rows
@@ -1408,8 +1492,8 @@ def _fused_decode_jobs(offline, capability=90):
                     del rope[name]
                 ptrs = {k: t for k, t in pointers.items() if k != "res_ptr"}
                 ptrs.update(cos_ptr=act, sin_ptr=act, pos_ptr="i32", k_cache_ptr=act, v_cache_ptr=act)
-                jobs.append(offline.job(f"w{bits}a16_decode_kernel", pointers=ptrs,
-                                        ints=dict(ints, N=N // 2, H=32, KV=4, stride_ct=256), constexprs=rope,
+                rope_ints = dict(ints, N=N // 2, H=32, KV=4, stride_ct=256, max_len=2048)
+                jobs.append(offline.job(f"w{bits}a16_decode_kernel", pointers=ptrs, ints=rope_ints, constexprs=rope,
                                         num_warps=s.num_warps, num_stages=1, capability=capability))  # fmt: skip
     return jobs
 
@@ -1450,13 +1534,13 @@ def test_fused_int8_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_pa
         s = L.FUSED_INT8_PIPE_SCHEDULES.get((N, K), L.FUSED_INT8_PIPE_SCHEDULES[None])
         meta = dict(NORM=bool(flags[0]), SWIGLU=bool(flags[1]), RESIDUAL=bool(flags[2]), BLOCK_N=s.BLOCK_N,
                     BLOCK_K=s.BLOCK_K, PDL=1 + L8.PDL_TRIGGERS.index(trigger), **L8.gemv_loads(s, "pipe"))  # fmt: skip
-        ints = dict(N=N, K=K, eps=1e-5, stride_qn=K, H=0, KV=0, stride_ct=0)
+        ints = dict(N=N, K=K, eps=1e-5, stride_qn=K, H=0, KV=0, stride_ct=0, max_len=0)
         ptrs = dict(pointers)
         if label.startswith("qkv"):
             del ptrs["res_ptr"]
             ptrs.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
             meta.update(res_ptr=None, HEAD_DIM=64, ROPE=True, BLOCK_N=max(1, s.BLOCK_N // 2))
-            ints.update(N=N // 2, H=32, KV=4, stride_ct=256)
+            ints.update(N=N // 2, H=32, KV=4, stride_ct=256, max_len=2048)
         else:
             meta.update(no_rope)
         jobs.append(offline.job("w8a16_decode_kernel", pointers=ptrs, ints=ints, constexprs=meta,
@@ -1480,7 +1564,7 @@ def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=
     4 kv heads, D = 64)."""
     pointers = dict(x_ptr="bf16", packed_ptr="i32", scale_ptr="bf16", zero_ptr="u8", norm_ptr="bf16", res_ptr="bf16",
                     out_ptr="bf16")  # fmt: skip
-    ints = dict(N=N, K=K, eps=1e-5, stride_pn=K // 8, stride_sn=K // 128, H=0, KV=0, stride_ct=0)
+    ints = dict(N=N, K=K, eps=1e-5, stride_pn=K // 8, stride_sn=K // 128, H=0, KV=0, stride_ct=0, max_len=0)
     meta = dict(GROUP_SIZE=128, NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
                 HEAD_DIM=2, ROPE=ROPE, PDL=PDL)  # fmt: skip
     kernel = L._int4_decode_kernel(s, meta, kind).fn.__name__  # and its loads ahead, into meta
@@ -1488,7 +1572,7 @@ def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=
         del pointers["res_ptr"]
         meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
         pointers.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
-        ints.update(N=N // 2, H=32, KV=4, stride_ct=256)
+        ints.update(N=N // 2, H=32, KV=4, stride_ct=256, max_len=2048)
     else:
         meta.update(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None)
     return offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps, num_stages=1)
