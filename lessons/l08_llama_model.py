@@ -490,6 +490,7 @@ def rope_kv_write_kernel(
     stride_qkv_b,
     stride_cb,
     stride_ct,
+    max_len,  # the caches' rows: a position outside 0 .. max_len - 1 writes nothing
     HEAD_DIM: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_KV: tl.constexpr,
@@ -497,9 +498,10 @@ def rope_kv_write_kernel(
     # -- one program per sequence: its new token's position and that position's angles, (1, D/2) each
     b = tl.program_id(0).to(tl.int64)
     pos = tl.load(pos_ptr + b).to(tl.int64)
+    inside = (pos >= 0) & (pos < max_len)  # outside the cache: no row to write, no angle (q comes out NaN)
     half = tl.arange(0, HEAD_DIM // 2)[None, :]
-    c = tl.load(cos_ptr + pos * HEAD_DIM + half).to(tl.float32)
-    s = tl.load(sin_ptr + pos * HEAD_DIM + half).to(tl.float32)
+    c = tl.load(cos_ptr + pos * HEAD_DIM + half, mask=inside, other=float("nan")).to(tl.float32)
+    s = tl.load(sin_ptr + pos * HEAD_DIM + half, mask=inside, other=float("nan")).to(tl.float32)
     src = qkv_ptr + b * stride_qkv_b
     # -- q: H heads, rotated, to q_out (B, H, D)
     heads = tl.arange(0, BLOCK_H)[:, None]
@@ -514,17 +516,20 @@ def rope_kv_write_kernel(
     k1 = tl.load(k_src, mask=kv < KV, other=0.0).to(tl.float32)
     k2 = tl.load(k_src + HEAD_DIM // 2, mask=kv < KV, other=0.0).to(tl.float32)
     row = b * stride_cb + pos * stride_ct + kv * HEAD_DIM + half
-    tl.store(k_cache_ptr + row, (k1 * c - k2 * s).to(k_cache_ptr.dtype.element_ty), mask=kv < KV)
-    tl.store(k_cache_ptr + row + HEAD_DIM // 2, (k2 * c + k1 * s).to(k_cache_ptr.dtype.element_ty), mask=kv < KV)
+    write = (kv < KV) & inside
+    tl.store(k_cache_ptr + row, (k1 * c - k2 * s).to(k_cache_ptr.dtype.element_ty), mask=write)
+    tl.store(k_cache_ptr + row + HEAD_DIM // 2, (k2 * c + k1 * s).to(k_cache_ptr.dtype.element_ty), mask=write)
     # -- v: the last KV heads, copied as they are into row pos of the v cache
     v_src = src + (H + KV + kv) * HEAD_DIM + half
-    tl.store(v_cache_ptr + row, tl.load(v_src, mask=kv < KV, other=0.0), mask=kv < KV)
-    tl.store(v_cache_ptr + row + HEAD_DIM // 2, tl.load(v_src + HEAD_DIM // 2, mask=kv < KV, other=0.0), mask=kv < KV)
+    tl.store(v_cache_ptr + row, tl.load(v_src, mask=kv < KV, other=0.0), mask=write)
+    tl.store(v_cache_ptr + row + HEAD_DIM // 2, tl.load(v_src + HEAD_DIM // 2, mask=kv < KV, other=0.0), mask=write)
 
 
 def _require_cache(k_cache, v_cache, B, D, dtype):
     utils.require(k_cache, "k_cache", dtype=dtype, ndim=4)
     utils.require(v_cache, "v_cache", dtype=dtype, shape=tuple(k_cache.shape))
+    if utils.overlaps(k_cache, v_cache):
+        raise ValueError("v_cache shares memory with k_cache: v would overwrite k. Pass two separate caches.")
     if k_cache.shape[0] != B or k_cache.shape[3] != D:
         raise ValueError(f"k_cache has shape {tuple(k_cache.shape)} but must be (B, max_len, KV, D) = ({B}, *, *, {D})")
 
@@ -532,7 +537,8 @@ def _require_cache(k_cache, v_cache, B, D, dtype):
 def rope_kv_write(qkv, cos, sin, pos, k_cache, v_cache, *, out=None):
     """qkv (B, H + 2 KV, D) of each sequence's new token at position pos (B,) int32; cos, sin (max_len, D).
     Rotates q and k, writes k and v into row pos[b] of the caches (B, max_len, KV, D); returns the rotated q
-    (B, H, D). Positions must lie in [0, max_len): they are on the GPU, so they are not checked here."""
+    (B, H, D). Positions are on the GPU, so the launcher does not look at them (that would wait for the GPU): a
+    sequence whose position lies outside [0, max_len) writes nothing into the caches, and its q comes out NaN."""
     utils.require(qkv, "qkv", dtype=FLOATS, ndim=3)
     B, n_heads, D = qkv.shape
     _require_cache(k_cache, v_cache, B, D, qkv.dtype)
@@ -563,6 +569,7 @@ def rope_kv_write(qkv, cos, sin, pos, k_cache, v_cache, *, out=None):
         qkv.stride(0),
         k_cache.stride(0),
         k_cache.stride(1),
+        k_cache.shape[1],
         HEAD_DIM=D,
         BLOCK_H=triton.next_power_of_2(H),
         BLOCK_KV=triton.next_power_of_2(KV),
@@ -661,6 +668,47 @@ def check_rope_kv_write(fn, *, quiet=False):
                 ),
             },
         )
+    _check_positions_outside(fn, dtype, quiet)
+
+
+def _check_positions_outside(fn, dtype, quiet):
+    """Three sequences at positions -1, 2 and max_len, their caches views into a larger buffer: the one inside
+    writes its row, the two outside write nothing (not a row of another sequence, not past the caches) and their
+    q is NaN. The launcher cannot look at positions (on the GPU), so this is the kernel's own guard."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    H, KV, D, max_len = 4, 2, 16, 6
+    fake = ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
+    cos, sin = rope_cache(fake, max_len, dtype)
+    qkv = torch.randn(3, H + 2 * KV, D, device=env.device, dtype=dtype)
+    pos = torch.tensor([-1, 2, max_len], device=env.device, dtype=torch.int32)
+    buffer = torch.randn(2, 5, max_len, KV, D, device=env.device, dtype=dtype)  # the caches: sequences 1 .. 3
+    before = buffer.clone()
+    with utils.watch_memory() as stray:
+        q = fn(qkv, cos, sin, pos, buffer[0, 1:4], buffer[1, 1:4], out=utils.nan_empty((3, H, D), dtype))
+    what = f"(B=3, H={H}, KV={KV}, D={D}, max_len={max_len}, positions -1, 2 and {max_len})"
+    moved = (buffer != before).flatten(3).any(-1)  # (k or v, sequence + 1, row)
+    moved[:, 2, 2] = False  # the one row that must be written: sequence 1's, at position 2
+    if bool(moved.any()):
+        where = ", ".join(f"{'kv'[c]} of sequence {s - 1} row {r}" for c, s, r in torch.nonzero(moved).tolist())
+        raise AssertionError(
+            f"the caches {what}: written where nothing may be ({where}; sequence -1 and 3 lie outside the caches "
+            f"given).\nHint: a position outside the cache (pos < 0 or pos >= max_len) must write nothing: mask the "
+            f"k and v stores with inside = (pos >= 0) & (pos < max_len) (the launcher cannot look at pos: it is on "
+            f"the GPU)."
+        )
+    q_bad = q[[0, 2]] if isinstance(q, torch.Tensor) and q.shape == (3, H, D) else None
+    if q_bad is not None and not bool(q_bad.isnan().all()):
+        raise AssertionError(
+            f"rotated q {what}: the sequences at positions -1 and {max_len} have no angle in the tables, so their q "
+            f"must come out NaN.\nHint: load the angles with mask=inside, other=float('nan') (a load at pos -1 or "
+            f"max_len reads outside the tables)."
+        )
+    want = before.double()
+    q_ref = torch.full((3, H, D), float("nan"), dtype=torch.float64, device=env.device)
+    q_ref[1:2] = rope_kv_write_ref(qkv[1:2].double(), cos.double(), sin.double(), pos[1:2], want[0, 2:3], want[1, 2:3])
+    utils.check(q, q_ref, name=f"rotated q {what}", quiet=True, stray=stray)
+    utils.check(buffer[:, 2, 2], want[:, 2, 2], name=f"k and v of the sequence at position 2 {what}", quiet=quiet)
 
 
 @triton.jit
@@ -1492,20 +1540,22 @@ def check_decode_gemv(fn, *, quiet=False):
 
 @triton.jit
 def _rope_kv_epilogue(
-    y1, y2, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, stride_ct,
+    y1, y2, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, stride_ct, max_len,
     HEAD_DIM: tl.constexpr,
 ):  # fmt: skip
     """A batch-1 qkv GEMV's outputs y1 (row head * D + i) and y2 (row head * D + i + D/2), already rounded to the
     activations' dtype: q and k turned by the angles of pos, q to q_ptr (1, H, D), k and v into row pos of the
-    caches (1, max_len, KV, D). A helper, so that a quantized qkv GEMV (lesson 12) can end the same way."""
+    caches (1, max_len, KV, D), as rope_kv_write_kernel: a position outside the caches writes nothing and gives a
+    NaN q. A helper, so that a quantized qkv GEMV (lesson 12) can end the same way."""
     pos = tl.load(pos_ptr).to(tl.int64)  # a batch of one
-    c = tl.load(cos_ptr + pos * HEAD_DIM + i).to(tl.float32)
-    s = tl.load(sin_ptr + pos * HEAD_DIM + i).to(tl.float32)
+    inside = (pos >= 0) & (pos < max_len)
+    c = tl.load(cos_ptr + pos * HEAD_DIM + i, mask=inside, other=float("nan")).to(tl.float32)
+    s = tl.load(sin_ptr + pos * HEAD_DIM + i, mask=inside, other=float("nan")).to(tl.float32)
     r1 = y1 * c - y2 * s
     r2 = y2 * c + y1 * s
     is_q = keep & (head < H)
-    is_k = keep & (head >= H) & (head < H + KV)
-    is_v = keep & (head >= H + KV)
+    is_k = keep & (head >= H) & (head < H + KV) & inside
+    is_v = keep & (head >= H + KV) & inside
     q_off = head * HEAD_DIM + i  # q (1, H, D)
     tl.store(q_ptr + q_off, r1.to(q_ptr.dtype.element_ty), mask=is_q)
     tl.store(q_ptr + q_off + HEAD_DIM // 2, r2.to(q_ptr.dtype.element_ty), mask=is_q)
@@ -1534,6 +1584,7 @@ def decode_qkv_rope_kernel(
     K,
     eps,
     stride_ct,
+    max_len,  # the caches' rows: a position outside writes nothing (_rope_kv_epilogue)
     NORM: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_P: tl.constexpr,
@@ -1608,7 +1659,7 @@ def decode_qkv_rope_kernel(
     y1 = y1.to(x_ptr.dtype.element_ty).to(tl.float32)
     y2 = y2.to(x_ptr.dtype.element_ty).to(tl.float32)
     _rope_kv_epilogue(y1, y2, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
-                      stride_ct, HEAD_DIM)  # fmt: skip
+                      stride_ct, max_len, HEAD_DIM)  # fmt: skip
 
 
 def decode_qkv_rope_ref(x, w, cos, sin, pos, k_cache, v_cache, *, norm=None, eps=1e-5):
@@ -1623,6 +1674,7 @@ def decode_qkv_rope(
 ):
     """decode_gemv(x, w, norm=) and rope_kv_write in one launch (batch 1): x (1, C), w ((H + 2 KV) D, C), pos (1,)
     int32, caches (1, max_len, KV, D). Writes k and v into row pos of the caches; returns the rotated q (1, H, D).
+    As rope_kv_write, a position outside [0, max_len) writes nothing and gives a NaN q (pos is not looked at).
     schedule: a GemvSchedule whose BLOCK_N rows a program are BLOCK_N / 2 pairs (default: gemv_schedule's);
     pdl and loop: as decode_gemv's."""
     utils.require(x, "x", dtype=FLOATS, ndim=2)
@@ -1671,6 +1723,7 @@ def decode_qkv_rope(
         K,
         eps,
         k_cache.stride(1),
+        max_len,
         NORM=norm is not None,
         HEAD_DIM=D,
         BLOCK_P=BLOCK_P,

@@ -1993,17 +1993,9 @@ def _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_p
         u *= rstd
     y = y.to(x_ptr.dtype.element_ty).to(tl.float32)
     u = u.to(x_ptr.dtype.element_ty).to(tl.float32)
-    # -- a position outside the cache (on the GPU: the launcher cannot look without a sync) writes nothing there;
-    # its q comes back NaN, and the tables are read at row 0 (the helper adds pos * D to the pointers: take it off)
-    pos = tl.load(pos_ptr).to(tl.int64)
-    inside = (pos >= 0) & (pos < max_len)
-    back = tl.where(inside, 0, -pos * HEAD_DIM)
-    _rope_kv_epilogue(y, u, head, i, keep & inside, H, KV, cos_ptr + back, sin_ptr + back, pos_ptr, q_ptr,
-                      k_cache_ptr, v_cache_ptr, stride_ct, HEAD_DIM)  # fmt: skip
-    nan = tl.full(y.shape, float("nan"), q_ptr.dtype.element_ty)
-    lost = keep & (head < H) & ~inside
-    tl.store(q_ptr + head * HEAD_DIM + i, nan, mask=lost)
-    tl.store(q_ptr + head * HEAD_DIM + i + HEAD_DIM // 2, nan, mask=lost)
+    # (a position outside the cache writes nothing there and gives a NaN q: the launcher cannot look without a sync)
+    _rope_kv_epilogue(y, u, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
+                      stride_ct, max_len, HEAD_DIM)  # fmt: skip
 
 
 @triton.jit
@@ -2666,8 +2658,6 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     if x.device != w.scale.device:
         raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
     _require_cache(k_cache, v_cache, 1, k_cache.shape[3] if k_cache.ndim == 4 else -1, x.dtype)
-    if utils.overlaps(k_cache, v_cache):
-        raise ValueError("v_cache shares memory with k_cache: v would overwrite k. Pass two separate caches.")
     _, max_len, KV, D = k_cache.shape
     if D < 2 or D & (D - 1):
         raise ValueError(f"head_dim D={D} must be a power of two here (tl.arange needs one)")
@@ -2718,8 +2708,8 @@ def quantized_decode_qkv_rope(
     plain tensor, pos (1,) int32, caches (1, max_len, KV, D). One launch: rmsnorm(x) (with norm) @ dequant(w).T,
     q and k turned by the angles of pos, k and v written into row pos of the caches; returns q (1, H, D).
     pos must lie in [0, max_len); it is on the GPU, so the launcher does not look (a sync). With an int4 or int8
-    weight a position outside writes nothing (its k and v are not written) and q comes back NaN; a plain tensor
-    goes to lesson 08's decode_qkv_rope, which writes row pos whatever it is."""
+    weight, as with a plain tensor (lesson 08's decode_qkv_rope), a position outside writes nothing (its k and v
+    are not written) and q comes back NaN."""
     bits = {Int4Weight: 4, Int8Weight: 8}.get(type(w))
     if bits is None:
         return decode_qkv_rope(x, w, cos, sin, pos, k_cache, v_cache, norm=norm, eps=eps, out=out, schedule=schedule,

@@ -13,6 +13,8 @@ import math
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import utils
 import utils.checkpoints as ckpt
@@ -291,6 +293,78 @@ def test_check_names_kv_written_at_the_wrong_position():
 def test_check_names_rope_position_off_by_one(shift, sign):
     with pytest.raises(AssertionError, match=rf"angle of position pos {sign} 1"):
         L.check_rope_kv_write(_rope_kv_write_at(shift_angle=shift), quiet=True)
+
+
+@triton.jit
+def _unguarded_rope_kv_write_kernel(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, q_out_ptr, k_cache_ptr, v_cache_ptr, H, KV,
+                                    stride_qkv_b, stride_cb, stride_ct, max_len, HEAD_DIM: tl.constexpr,
+                                    BLOCK_H: tl.constexpr, BLOCK_KV: tl.constexpr, GUARD_STORES: tl.constexpr,
+                                    NAN_ANGLES: tl.constexpr):  # fmt: skip
+    """rope_kv_write_kernel as a learner may write it: the k and v stores guarded by the position or not, the
+    angles of a position outside NaN or 0 (never loaded from outside the tables: the interpreter would read there)."""
+    b = tl.program_id(0).to(tl.int64)
+    pos = tl.load(pos_ptr + b).to(tl.int64)
+    inside = (pos >= 0) & (pos < max_len)
+    half = tl.arange(0, HEAD_DIM // 2)[None, :]
+    other = float("nan") if NAN_ANGLES else 0.0
+    c = tl.load(cos_ptr + pos * HEAD_DIM + half, mask=inside, other=other).to(tl.float32)
+    s = tl.load(sin_ptr + pos * HEAD_DIM + half, mask=inside, other=other).to(tl.float32)
+    src = qkv_ptr + b * stride_qkv_b
+    heads = tl.arange(0, BLOCK_H)[:, None]
+    q1 = tl.load(src + heads * HEAD_DIM + half, mask=heads < H, other=0.0).to(tl.float32)
+    q2 = tl.load(src + heads * HEAD_DIM + HEAD_DIM // 2 + half, mask=heads < H, other=0.0).to(tl.float32)
+    dst = q_out_ptr + b * H * HEAD_DIM + heads * HEAD_DIM + half
+    tl.store(dst, (q1 * c - q2 * s).to(q_out_ptr.dtype.element_ty), mask=heads < H)
+    tl.store(dst + HEAD_DIM // 2, (q2 * c + q1 * s).to(q_out_ptr.dtype.element_ty), mask=heads < H)
+    kv = tl.arange(0, BLOCK_KV)[:, None]
+    write = (kv < KV) & inside if GUARD_STORES else kv < KV
+    k1 = tl.load(src + (H + kv) * HEAD_DIM + half, mask=kv < KV, other=0.0).to(tl.float32)
+    k2 = tl.load(src + (H + kv) * HEAD_DIM + HEAD_DIM // 2 + half, mask=kv < KV, other=0.0).to(tl.float32)
+    row = b * stride_cb + pos * stride_ct + kv * HEAD_DIM + half
+    tl.store(k_cache_ptr + row, (k1 * c - k2 * s).to(k_cache_ptr.dtype.element_ty), mask=write)
+    tl.store(k_cache_ptr + row + HEAD_DIM // 2, (k2 * c + k1 * s).to(k_cache_ptr.dtype.element_ty), mask=write)
+    v_src = src + (H + KV + kv) * HEAD_DIM + half
+    tl.store(v_cache_ptr + row, tl.load(v_src, mask=kv < KV, other=0.0), mask=write)
+    tl.store(v_cache_ptr + row + HEAD_DIM // 2, tl.load(v_src + HEAD_DIM // 2, mask=kv < KV, other=0.0), mask=write)
+
+
+@pytest.mark.parametrize(
+    "guard, nan, words",
+    [(False, True, "must write nothing: mask the k and v stores"), (True, False, "must come out NaN")],
+)
+def test_check_names_a_position_outside_the_cache(guard, nan, words, monkeypatch):
+    """Positions live on the GPU, so the kernel guards its own stores: one that writes a row for a position of -1
+    or max_len (into a neighbouring sequence's rows, or past the caches) is told so, and one whose q there is not
+    NaN too. The lesson's kernel passes (test_rope_kv_write)."""
+
+    class Planted:
+        def __getitem__(self, grid):
+            return lambda *args, **meta: _unguarded_rope_kv_write_kernel[grid](
+                *args, **meta, GUARD_STORES=guard, NAN_ANGLES=nan
+            )
+
+    monkeypatch.setattr(L, "rope_kv_write_kernel", Planted())
+    with pytest.raises(AssertionError, match=words):
+        L.check_rope_kv_write(L.rope_kv_write, quiet=True)
+
+
+def test_decode_qkv_rope_writes_nothing_for_a_position_outside_the_cache():
+    """The fused qkv GEMV's epilogue guards its stores as rope_kv_write_kernel does: positions -1 and max_len leave
+    every row of the caches (views into a larger buffer) as it was, and q NaN."""
+    H, KV, D, C, max_len = 4, 2, 16, 24, 6
+    x = torch.randn(1, C, device=ENV.device)
+    w = torch.randn((H + 2 * KV) * D, C, device=ENV.device) / math.sqrt(C)
+    fake = L.ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
+    cos, sin = L.rope_cache(fake, max_len, torch.float32)
+    for p in (-1, max_len):
+        buffer = torch.randn(2, 3, max_len, KV, D, device=ENV.device)
+        before = buffer.clone()
+        pos = torch.tensor([p], device=ENV.device, dtype=torch.int32)
+        with utils.watch_memory() as stray:
+            q = L.decode_qkv_rope(x, w, cos, sin, pos, buffer[0, 1:2], buffer[1, 1:2])
+        assert torch.equal(buffer, before), f"pos {p}: the caches or their neighbours changed"
+        assert bool(q.isnan().all()), f"pos {p}: q should be NaN"
+        assert not stray, f"pos {p}: {stray}"
 
 
 def test_check_names_v_rotated():
@@ -887,7 +961,7 @@ def _pdl_jobs(offline, pdl, capability=90):
     pointers = {n: "bf16" for n in ("x_ptr", "w_ptr", "norm_ptr", "cos_ptr", "sin_ptr", "q_ptr", "k_cache_ptr",
                                     "v_cache_ptr")}  # fmt: skip
     pointers["pos_ptr"] = "i32"
-    ints = dict(H=32, KV=4, K=2048, eps=1e-5, stride_ct=256)
+    ints = dict(H=32, KV=4, K=2048, eps=1e-5, stride_ct=256, max_len=2048)
     jobs.append(offline.job("decode_qkv_rope_kernel", pointers=pointers, ints=ints, constexprs=meta,
                             num_warps=s.num_warps, num_stages=1, capability=capability))  # fmt: skip
     return jobs
@@ -941,7 +1015,8 @@ def test_pipe_gemvs_compile_with_their_loops_pipelined_and_wait_before_they_stor
                                     "v_cache_ptr")}  # fmt: skip
         ptrs["pos_ptr"] = "i32"
         jobs.append(offline.job("decode_qkv_rope_kernel", pointers=ptrs, constexprs=meta, num_warps=s.num_warps,
-                                num_stages=1, ints=dict(H=H, KV=KV, K=2048, eps=1e-5, stride_ct=KV * 64)))  # fmt: skip
+                                num_stages=1, ints=dict(H=H, KV=KV, K=2048, eps=1e-5, stride_ct=KV * 64,
+                                                              max_len=2048)))  # fmt: skip
     for job, compiled in zip(jobs, offline.compile_kernels(L.__file__, jobs)):
         where = f"{job['kernel']} at {job['ints'].get('N', 'qkv')}x{job['ints']['K']}, PIPE={job['constexprs']['PIPE']}"
         assert job["constexprs"]["PIPE"] >= 2, f"{where}: the pipe table's num_stages is the depth, 2 or more"

@@ -170,7 +170,7 @@ def _qkv_pairs(x_ptr, w_ptr, norm_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache
     y1 = (tl.sum(acc, 1) * rstd).to(x_ptr.dtype.element_ty).to(tl.float32)
     y2 = (tl.sum(acc2, 1) * rstd).to(x_ptr.dtype.element_ty).to(tl.float32)
     _rope_kv_epilogue(y1, y2, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
-                      stride_ct, HEAD_DIM)  # fmt: skip
+                      stride_ct, 2**31 - 1, HEAD_DIM)  # fmt: skip
 
 
 @triton.jit
@@ -254,7 +254,7 @@ def _int8_rows(x_ptr, q_ptr, scale_ptr, norm_ptr, res_ptr, out_ptr, N, K, eps, s
         u *= tl.load(scale_ptr + up_rows, mask=keep, other=0.0).to(tl.float32)
     if ROPE:
         _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
-                       v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+                       v_cache_ptr, stride_ct, 2**31 - 1, NORM, HEAD_DIM)  # fmt: skip
     else:
         _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
 
@@ -365,7 +365,7 @@ def _int4_rows(x_ptr, packed_ptr, scale_ptr, zero_ptr, norm_ptr, res_ptr, out_pt
     u = tl.sum(tl.sum(acc_up, 2), 1)
     if ROPE:
         _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
-                       v_cache_ptr, stride_ct, NORM, HEAD_DIM)  # fmt: skip
+                       v_cache_ptr, stride_ct, 2**31 - 1, NORM, HEAD_DIM)  # fmt: skip
     else:
         _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
 
