@@ -285,7 +285,7 @@ def add(x, y, *, out=None, BLOCK_SIZE=1024, num_warps=4, kernel=None):
     utils.require_same_shape(x, y, ("x", "y"))
     out = utils.require_out(out, shape=x.shape, dtype=x.dtype, device=x.device, inputs={"x": x, "y": y})
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
-    utils.require_power_of_two(num_warps, "num_warps")
+    utils.require_launch_options(num_warps=num_warps)
     utils.require_int32_offsets(x, "x")  # add_kernel's offsets are 32-bit
     n = x.numel()
     if n == 0:

@@ -100,8 +100,7 @@ def softmax(x, *, out=None, BLOCK_SIZE=None, num_warps=None):
                 f"BLOCK_SIZE={BLOCK_SIZE} is more than a program holds in registers (MAX_BLOCK_SIZE = "
                 f"{MAX_BLOCK_SIZE}): pass a smaller one, or None; longer rows take the online kernel."
             )
-    if num_warps is not None and num_warps not in (1, 2, 4, 8, 16, 32):
-        raise ValueError(f"num_warps must be 1, 2, 4, 8, 16 or 32, got {num_warps!r} (or None to choose).")
+    utils.require_launch_options(num_warps=num_warps)  # None: chosen below
     if M == 0 or N == 0:
         return out  # nothing to compute, and Triton cannot launch a grid of 0 programs
     # -- pick the kernel and its shape
@@ -113,6 +112,15 @@ def softmax(x, *, out=None, BLOCK_SIZE=None, num_warps=None):
     # -- one program per row
     kernel[(M,)](x, out, M, N, x.stride(0), out.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
     return out
+
+
+def _one_past_each_row(x):
+    """(M,) the element just after each row of x (M, N) in memory, or None where the last one lies outside x's
+    storage: what a load whose mask lets lane N through reads."""
+    M, N = x.shape
+    if x.storage_offset() + (M - 1) * x.stride(0) + N >= x.untyped_storage().nbytes() // x.element_size():
+        return None
+    return torch.as_strided(x, (M,), (x.stride(0),), x.storage_offset() + N)
 
 
 def _softmax_suspects(x, BLOCK_SIZE, wide=None):
@@ -133,6 +141,12 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
             "masked lanes are loaded as 0 (other=0, or no other): each adds exp(0 - max) to the row's sum "
             'and 0 joins its max. Load them with other=float("-inf"): exp(-inf) = 0.'
         ] = e / (e.sum(dim=-1, keepdim=True) + pad * torch.exp(-m))
+    after = _one_past_each_row(x)
+    if pad and after is not None:  # the element after each row's end: a load masked with cols <= N takes it
+        suspects[
+            "the load mask is off by one (cols <= N): lane N reads the element after the row's end (in a "
+            "contiguous x, the next row's first) into the row's max and sum. Mask with cols < N."
+        ] = softmax_ref(torch.cat([x64, after.double()[:, None]], dim=1))[:, :N]
     if wide is not None:  # x = wide[:, :N], rows wide.stride(0) apart
         packed = wide.reshape(-1)[: M * N].view(M, N).double()
         suspects[
@@ -161,8 +175,21 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
     return suspects
 
 
+def softmax_tolerance(dtype, N):
+    """utils.check's tolerance for softmax rows of N: its outputs average 1/N, so the dtype's own atol (1e-5 in fp32)
+    would let a row of 1000 be 1% off. atol = rtol / N is one rtol of an average output, and never below the
+    dtype's smallest subnormal (the rounding step of an output near 0)."""
+    tol = utils.checking.default_tolerance(dtype)
+    finfo = torch.finfo(dtype)
+    atol = max(tol.rtol / max(N, 1), finfo.smallest_normal * finfo.eps)
+    return dict(atol=atol, rtol=tol.rtol, reason=f"outputs average 1/N = 1/{N}, so atol = rtol / N; {tol.reason}")
+
+
 def _softmax_check_one(fn, x, BLOCK_SIZE, name, wide=None):
     __tracebackhide__ = True  # a failed check shows the learner its message, not this function's source
+    if x.is_contiguous():  # a copy with one random element after its end, so the suspects know what lies there
+        buf = torch.randn(x.numel() + 1, device=x.device).to(x.dtype)
+        x = buf[:-1].view(x.shape).copy_(x)
     out = utils.nan_empty(x.shape, x.dtype, x.device)
     with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
         got = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE)
@@ -172,7 +199,8 @@ def _softmax_check_one(fn, x, BLOCK_SIZE, name, wide=None):
             f"but returned {type(got).__name__}{'' if got is None else ' (another tensor)'}."
         )
     suspects, ref = _softmax_suspects(x, BLOCK_SIZE, wide), softmax_ref(x.double())
-    utils.check(out, ref, name=name, quiet=True, suspects=suspects, stray=stray)
+    tolerance = softmax_tolerance(x.dtype, x.shape[1])
+    utils.check(out, ref, name=name, quiet=True, suspects=suspects, stray=stray, **tolerance)
 
 
 def check_softmax(fn, *, online=True, quiet=False):

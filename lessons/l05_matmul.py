@@ -220,14 +220,13 @@ def tile_config(defaults, config, elem):
     if unknown:
         raise TypeError(f"unknown configuration {sorted(unknown)}: this launcher takes {sorted(defaults)}.")
     config = {**shrink(defaults, elem), **config}  # on a GPU with less shared memory the defaults shrink
-    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"):
+    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"):
         if name in config:
             utils.require_power_of_two(config[name], name)
+    utils.require_launch_options(num_warps=config.get("num_warps"), num_stages=config.get("num_stages"))
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
         if config[name] < 16:
             raise ValueError(f"{name} = {config[name]}: tl.dot needs blocks of at least 16 along each side.")
-    if not isinstance(config["num_stages"], int) or config["num_stages"] < 1:
-        raise ValueError(f"num_stages must be a positive int, got {config['num_stages']!r}.")
     if not fits(config, elem):
         need = smem_bytes(**blocks_of(config), elem=elem)
         raise ValueError(

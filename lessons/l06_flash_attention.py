@@ -88,6 +88,43 @@ def _attention_shifted(q, k, v, shift):
     return torch.einsum("bhij,bjhd->bihd", p, v)
 
 
+#: key block sizes a learner plausibly picks: the suspects that depend on BLOCK_N are made for each of them
+PLAUSIBLE_BLOCK_N = (16, 32, 64, 128)
+
+
+def _attention_zero_keys(q, k, v, pad):
+    """Non-causal attention_ref with `pad` keys and values of zeros after the last: what a kernel computes when it
+    loads the key block past T with other=0.0 and does not mask those scores (each is 0, and joins the softmax)."""
+    B, T, H, D = q.shape
+    group = H // k.shape[2]
+    zeros = k.new_zeros(B, pad, k.shape[2], D)
+    k, v = torch.cat([k, zeros], dim=1), torch.cat([v, zeros], dim=1)  # (B, T + pad, KV, D)
+    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # (B, T + pad, H, D)
+    p = (torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(D)).softmax(dim=-1)  # (B, H, T, T + pad)
+    return torch.einsum("bhij,bjhd->bihd", p, v)
+
+
+def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N):
+    """attention_ref computed as the kernels do, over key blocks of BLOCK_N, with the running max and sum rescaled
+    but the accumulator not (acc = tl.dot(p, v, acc) with no acc * alpha): what that mistake gives, in fp64."""
+    B, T, H, D = q.shape
+    group = H // k.shape[2]
+    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # (B, T, H, D)
+    s = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(D)  # (B, H, T, T)
+    if causal:
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    m = torch.full(s.shape[:-1], float("-inf"), dtype=s.dtype, device=s.device)  # (B, H, T): key 0 is in block 0
+    l_i = torch.zeros_like(m)
+    acc = torch.zeros(B, H, T, D, dtype=s.dtype, device=s.device)
+    for n in range(0, T, BLOCK_N):
+        m_new = torch.maximum(m, s[..., n : n + BLOCK_N].amax(dim=-1))
+        p = torch.exp(s[..., n : n + BLOCK_N] - m_new[..., None])
+        l_i = l_i * torch.exp(m - m_new) + p.sum(dim=-1)
+        acc = acc + torch.einsum("bhij,bjhd->bhid", p, v[:, n : n + BLOCK_N])  # the mistake: acc not * alpha
+        m = m_new
+    return (acc / l_i[..., None]).transpose(1, 2)  # (B, T, H, D)
+
+
 def attention_suspects(q, k, v, causal):
     """{hint: attention_ref as if that classic mistake were made}, for utils.check(..., suspects=)."""
     H, KV, D = q.shape[2], k.shape[2], q.shape[3]
@@ -119,6 +156,24 @@ def attention_suspects(q, k, v, causal):
             "the result is causal but should not be: apply the causal mask only when IS_CAUSAL, and "
             "visit every key block"
         ] = attention_ref(q, k, v, True)
+    T = q.shape[1]
+    pads = {}  # zero keys in the last block, by the BLOCK_N that leaves them (one suspect per distinct number)
+    for BLOCK_N in PLAUSIBLE_BLOCK_N:
+        pads.setdefault(-T % BLOCK_N, BLOCK_N)
+    for pad, BLOCK_N in pads.items():
+        if pad and not causal:  # causal attention masks the keys past T anyway: they come after every query
+            suspects[
+                f"keys past T are not masked: the last key block (BLOCK_N = {BLOCK_N}) loads {pad} keys and values "
+                f"of zeros there (other=0.0), whose scores are 0 and add exp(0 - m) to the softmax's sum. Mask the "
+                f'scores: s = tl.where(offs_n[None, :] < T, s, float("-inf"))'
+            ] = _attention_zero_keys(q, k, v, pad)
+    for BLOCK_N in PLAUSIBLE_BLOCK_N:
+        if BLOCK_N < T:  # one key block holds every key: nothing to rescale
+            suspects[
+                f"the accumulator is not rescaled when the running max grows (BLOCK_N = {BLOCK_N}): what earlier "
+                f"key blocks added to acc is too big by exp(m_i - m_new). Multiply it by alpha before adding the "
+                f"new block: acc = tl.dot(p, v, acc * alpha[:, None]), as l_i = l_i * alpha + ..."
+            ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N)
     if 1 < KV < H:
         wrong = torch.arange(H, device=k.device) % KV
         suspects[
@@ -148,18 +203,40 @@ def _check_attention_out(out, ref, suspects, name, quiet, stray=None, tolerance=
             for hint, wrong in suspects.items():
                 if bool(torch.isclose(o, wrong.cpu(), rtol=tol.rtol, atol=tol.atol, equal_nan=True).all()):
                     raise AssertionError(
-                        f"{name}: NaN where the reference has values, exactly where a row has no key to see "
-                        f"under that mistake{wrong_heads_positions(out, ref)}.\nHint: {hint}"
+                        f"{name}: NaN where the reference has values, exactly where the mistake below "
+                        f"puts them{wrong_heads_positions(out, ref)}.\nHint: {hint}"
                     )
         name += wrong_heads_positions(out, ref)
     utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, stray=stray, **(tolerance or {}))
 
 
 def _rows_apart(x, stride):
-    """x (T, D) copied into a view whose rows lie `stride` elements apart, NaN between them."""
-    buf = torch.full((x.shape[0], stride), float("nan"), dtype=x.dtype, device=x.device)
+    """x (T, D) copied into a view whose rows lie `stride` elements apart, random numbers between them. Not NaN: a
+    load through another tensor's stride then gives wrong numbers that the suspects can tell apart (with NaN there,
+    every such mistake makes every output NaN, and looks like every other)."""
+    buf = torch.randn(x.shape[0], stride, device=x.device).to(x.dtype)
     buf[:, : x.shape[1]] = x
     return buf[:, : x.shape[1]]
+
+
+def _stride_suspects(q, k, v, causal):
+    """{hint: attention as if one of q, k, v (T, D) were read with another's row stride}, each where that read stays
+    inside the tensor's storage (it then reads what _rows_apart leaves between rows, as a kernel would)."""
+    tensors = {"q": q, "k": k, "v": v}
+    suspects = {}
+    for name, t in tensors.items():
+        for other, o in tensors.items():
+            T, D = t.shape
+            end = t.storage_offset() + (T - 1) * o.stride(0) + D  # one past the last element read
+            if o.stride(0) == t.stride(0) or end > t.untyped_storage().nbytes() // t.element_size():
+                continue
+            wrong = dict(tensors, **{name: torch.as_strided(t, (T, D), (o.stride(0), 1), t.storage_offset())})
+            q4, k4, v4 = (wrong[n].double()[None, :, None] for n in "qkv")  # (1, T, 1, D)
+            suspects[
+                f"{name} is read with {other}'s row stride (stride_{other}t where stride_{name}t belongs): q, k and v "
+                f"each have their own distance between rows, so each load takes its own tensor's stride"
+            ] = attention_ref(q4, k4, v4, bool(causal))[0, :, 0]
+    return suspects
 
 
 def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=False):
@@ -184,6 +261,7 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
             args64 = (q4.double(), k4.double(), v4.double(), bool(c))
             ref = attention_ref(*args64)[0, :, 0]
             suspects = {hint: wrong[0, :, 0] for hint, wrong in attention_suspects(*args64).items()}
+            suspects.update(_stride_suspects(q, k, v, c))
             name = f"attention of one head (T={T}, D={D}, {'causal' if c else 'not causal'}"
             name += f", q x {q_scale[0]:g}: subtract each row's max before exp)" if q_scale else ")"
             tolerance = None

@@ -357,6 +357,7 @@ def debug_demo_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr, PRINT: tl.con
 def debug_demo(x, *, BLOCK_SIZE=16, PRINT=False):
     """2 * x for a 1-D tensor, through debug_demo_kernel."""
     utils.require(x, "x", dtype=(torch.float32, torch.float16), ndim=1)
+    utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")  # a small one is left to the kernel's tl.static_assert
     out = torch.empty_like(x)
     if x.numel():
         debug_demo_kernel[(triton.cdiv(x.numel(), BLOCK_SIZE),)](x, out, x.numel(), BLOCK_SIZE=BLOCK_SIZE, PRINT=PRINT)

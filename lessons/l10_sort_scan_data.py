@@ -354,7 +354,7 @@ def sort_rows(x, *, out=None, out_indices=None, network=None, ROWS=None, num_war
         if network != "tiled":
             raise ValueError(f"ROWS (rows a program) is for the tiled network only, not {network!r}: drop it.")
     if num_warps is not None:
-        utils.require_power_of_two(num_warps, "num_warps")
+        utils.require_launch_options(num_warps=num_warps)
     out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x})
     out_indices = utils.require_out(
         out_indices, shape=(M, N), dtype=torch.int64, device=x.device, inputs={"x": x, "out": out}, name="out_indices"
@@ -557,7 +557,7 @@ def bitonic_sort_tiled(x, *, out=None, ROWS=None, num_warps=None):
     if ROWS is not None:
         utils.require_power_of_two(ROWS, "ROWS")
     if num_warps is not None:
-        utils.require_power_of_two(num_warps, "num_warps")
+        utils.require_launch_options(num_warps=num_warps)
     out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x})
     if M == 0 or N == 0:
         return out
@@ -904,7 +904,7 @@ def top_k(x, k, *, out=None, out_indices=None, BLOCK_SIZE=None, method=None, num
     BLOCK_SIZE = default_block if BLOCK_SIZE is None else BLOCK_SIZE
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     if num_warps is not None:
-        utils.require_power_of_two(num_warps, "num_warps")
+        utils.require_launch_options(num_warps=num_warps)
     out = utils.require_out(out, shape=(M, k), dtype=torch.float32, device=x.device, inputs={"x": x})
     out_indices = utils.require_out(
         out_indices, shape=(M, k), dtype=torch.int64, device=x.device, inputs={"x": x, "out": out}, name="out_indices"
@@ -1256,7 +1256,7 @@ def _scan_schedule(table, method, BLOCK_SIZE, num_warps):
         default_warps = _warps_for(BLOCK_SIZE)
     num_warps = default_warps if num_warps is None else num_warps
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
-    utils.require_power_of_two(num_warps, "num_warps")
+    utils.require_launch_options(num_warps=num_warps)
     if method == "reduce-then-scan" and BLOCK_SIZE < 2:  # its block sums would be as many as its inputs, forever
         raise ValueError(f"BLOCK_SIZE={BLOCK_SIZE}: reduce-then-scan needs blocks of 2 elements or more (each level "
                          f"scans the block sums of the one above, which must be fewer).")  # fmt: skip
@@ -2472,7 +2472,7 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
         raise ValueError(f"UNROLL must be 1 or 2 (blocks of rows loaded per step), got {UNROLL!r}.")
     PROGRAMS_PER_SM = default_programs if PROGRAMS_PER_SM is None else PROGRAMS_PER_SM
     num_warps = default_warps if num_warps is None else num_warps
-    utils.require_power_of_two(num_warps, "num_warps")
+    utils.require_launch_options(num_warps=num_warps)
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     PROGRAMS_PER_SM = int(utils.require_number(PROGRAMS_PER_SM, "PROGRAMS_PER_SM", positive=True))
@@ -2544,7 +2544,7 @@ def _groupby_packed(table, threshold, num_keys, BLOCK_SIZE=None, num_warps=None)
     default_block, default_warps = GROUPBY_SCHEDULES["packed"]
     BLOCK_SIZE = default_block if BLOCK_SIZE is None else BLOCK_SIZE
     num_warps = default_warps if num_warps is None else num_warps
-    utils.require_power_of_two(num_warps, "num_warps")
+    utils.require_launch_options(num_warps=num_warps)
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     if n >= 2**32:

@@ -1733,8 +1733,9 @@ def _require_fast_schedule(s, bits, M, group_size):
         raise TypeError(f"schedule must be a FastSchedule with kernel one of {FAST_KERNELS}, got {s!r}")
     if s.kernel in ("slab", "stream", "pipe", "scaled", "scaled_swap", "mma") and bits != 4:
         raise ValueError(f"the {s.kernel!r} kernel reads int4 codes: int8 weights take 'gemv' or 'tile'")
-    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps"):
+    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K"):
         utils.require_power_of_two(getattr(s, name), name)
+    utils.require_launch_options(num_warps=s.num_warps, num_stages=s.num_stages)
     if s.kernel in GEMV_KERNELS and (s.BLOCK_M < M or s.BLOCK_M > 16):
         raise ValueError(f"BLOCK_M={s.BLOCK_M}: the GEMV kernel takes every row of x at once, M={M} (at most 16)")
     if s.kernel in ("stream", "pipe") and s.BLOCK_M != 1:
@@ -2529,8 +2530,9 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
     s = schedule if schedule is not None else fused_gemv_schedule(bits, N, K, G)
     if not isinstance(s, GemvSchedule):
         raise TypeError(f"schedule must be a GemvSchedule (lesson 08's), got {type(s).__name__}")
-    for name in ("BLOCK_N", "BLOCK_K", "num_warps"):
+    for name in ("BLOCK_N", "BLOCK_K"):
         utils.require_power_of_two(getattr(s, name), name)
+    utils.require_launch_options(num_warps=s.num_warps, num_stages=s.num_stages)
     if s.BLOCK_K % G:
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {G}")
     if N == 0:
@@ -2678,8 +2680,9 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     s = schedule if schedule is not None else fused_gemv_schedule(bits, rows, K, G)  # the qkv GEMV's own row
     if not isinstance(s, GemvSchedule):
         raise TypeError(f"schedule must be a GemvSchedule (lesson 08's), got {type(s).__name__}")
-    for name in ("BLOCK_N", "BLOCK_K", "num_warps"):
+    for name in ("BLOCK_N", "BLOCK_K"):
         utils.require_power_of_two(getattr(s, name), name)
+    utils.require_launch_options(num_warps=s.num_warps, num_stages=s.num_stages)
     if s.BLOCK_K % G:
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {G}")
     if K == 0:

@@ -403,7 +403,7 @@ def _require_schedule(n_splits, BLOCK_N, num_warps, num_stages):
         if BLOCK_N < 16:
             raise ValueError(f"BLOCK_N={BLOCK_N}: tl.dot needs tiles of at least 16 keys")
     if num_warps is not None:
-        utils.require_power_of_two(num_warps, "num_warps")
+        utils.require_launch_options(num_warps=num_warps)
 
 
 def paged_attention(

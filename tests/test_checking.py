@@ -102,6 +102,21 @@ def matmul_kernel(
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
 
 
+@triton.jit
+def add_kernel_axis_1(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)  # 0 in every program of a 1-D grid
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def add_kernel_fp16(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float16)  # fp32 data, added in fp16
+    tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask).to(tl.float16), mask=mask)
+
+
 def launch_add(kernel, n, grid_fn=triton.cdiv, block=128):
     x, y = rand(n), rand(n)
     out = nan_empty(n, device=DEV)
@@ -142,6 +157,13 @@ def test_grid_too_small_points_to_cdiv():
         check(out, ref)
 
 
+@pytest.mark.parametrize("n", [256, 1000])
+def test_every_program_writing_block_0_is_not_called_a_short_grid(n):
+    out, ref = launch_add(add_kernel_axis_1, n)
+    with pytest.raises(AssertionError, match=r"(?s)first 128 elements were written.*every program wrote block 0"):
+        check(out, ref)
+
+
 def test_unmasked_store_is_caught_by_canaries():
     out, ref = launch_add(add_kernel_unmasked_store, 1000)
     with pytest.raises(AssertionError, match=r"(?s)past the end.*mask"):
@@ -160,6 +182,22 @@ def test_row_offset_with_wrong_stride():
     with pytest.raises(AssertionError, match=r"(?s)Row 0 is right.*stride"):
         check(scale_rows(x, row_stride=True), 2 * x.double())
     check(scale_rows(x), 2 * x.double(), quiet=True)
+
+
+def test_row_stride_hint_needs_the_later_rows_wrong_in_substance():
+    """One element off at the end of each later row is no row-stride mistake."""
+    ref = torch.randn(5, 100, dtype=torch.float64)
+    out = ref.clone().float()
+    out[1:, -1] += 1.0
+    with pytest.raises(AssertionError) as failure:
+        check(out.to(DEV), ref)
+    assert "Row 0 is right" not in str(failure.value)
+
+
+def test_fp16_arithmetic_on_fp32_data_is_called_a_precision_problem():
+    out, ref = launch_add(add_kernel_fp16, 1000)
+    with pytest.raises(AssertionError, match=r"(?s)precision problem.*compute in fp32"):
+        check(out, ref)
 
 
 def test_swapped_strides():
@@ -190,6 +228,21 @@ def test_fp16_accumulation_is_called_a_precision_problem():
                 check(c, ref, atol=0.05, rtol=5e-3, reason="fp16 output of an fp32-accumulated dot over K=2048")
         else:
             check(c, ref, atol=0.05, rtol=5e-3, reason="fp16 output of an fp32-accumulated dot over K=2048")
+
+
+def test_launch_options_are_ints_in_range():
+    from utils.checking import require_launch_options
+
+    require_launch_options()
+    require_launch_options(num_warps=None, num_stages=None)  # None: the launcher chooses
+    for w in (1, 2, 4, 8, 16, 32):
+        require_launch_options(num_warps=w, num_stages=3)
+    for bad in (0, 3, 64, True, 4.0, "4"):  # True == 1 and 4.0 == 4 would pass `in (1, 2, 4, ...)`
+        with pytest.raises(ValueError, match="num_warps"):
+            require_launch_options(num_warps=bad)
+    for bad in (0, -1, True, 2.0, "3"):
+        with pytest.raises(ValueError, match="num_stages must be a positive int"):
+            require_launch_options(num_stages=bad)
 
 
 def test_nothing_written():
@@ -353,6 +406,11 @@ def test_small_validators_name_the_argument():
     for bad in (float("nan"), float("inf"), 0.0):
         with pytest.raises(ValueError, match="eps must be"):
             require_number(bad, "eps", positive=True)
+    require_power_of_two(2**20, "BLOCK_SIZE")  # Triton's largest block
+    with pytest.raises(ValueError, match=r"BLOCK_SIZE=2097152 is more than the largest block Triton takes"):
+        require_power_of_two(2**21, "BLOCK_SIZE")
+    with pytest.raises(ValueError, match=r"BLOCK_SIZE=64 is more than this launch takes \(at most 32\)"):
+        require_power_of_two(64, "BLOCK_SIZE", maximum=32)
     require_int32_offsets(torch.empty(0), "x")  # empty: nothing to address
     require_int32_offsets(torch.empty(1, device="meta").expand(2**31 + 1), "x")  # stride 0: one element touched
     huge = torch.empty(2**31 + 1, dtype=torch.int8, device="meta")

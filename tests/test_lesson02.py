@@ -176,6 +176,22 @@ def test_add_grid_rounded_down():
     _fails_with(L.check_add, launcher, "never written", "triton.cdiv(n, BLOCK_SIZE)")
 
 
+@triton.jit
+def add_axis_1_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)  # the mistake: the grid is 1-D
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def test_add_on_the_wrong_grid_axis_is_not_blamed_on_the_grid():
+    """Every program writes block 0: the grid is right, tl.program_id(1) is what is wrong."""
+    with pytest.raises(AssertionError) as failure:
+        L.check_add(functools.partial(L.add, kernel=add_axis_1_kernel), quiet=True)
+    message = str(failure.value)
+    assert "every program wrote block 0" in message and "tl.program_id(1)" in message, message
+    assert "n // BLOCK_SIZE" not in message, message
+
+
 def test_scale_rows_with_the_wrong_row_stride():
     def launcher(x, s, *, out=None, BLOCK_SIZE=64):
         M, N = x.shape
@@ -217,6 +233,22 @@ BAD = {
     "add: BLOCK_SIZE 1000": (lambda: L.add(_x(), _x(), BLOCK_SIZE=1000), ValueError, "power of two"),
     "add: BLOCK_SIZE 0": (lambda: L.add(_x(), _x(), BLOCK_SIZE=0), ValueError, "power of two"),
     "add: num_warps 3": (lambda: L.add(_x(), _x(), num_warps=3), ValueError, "power of two"),
+    "add: num_warps 64": (lambda: L.add(_x(), _x(), num_warps=64), ValueError, "at most 32"),
+    "add: num_warps True": (lambda: L.add(_x(), _x(), num_warps=True), ValueError, "num_warps"),
+    "add: num_warps 4.0": (lambda: L.add(_x(), _x(), num_warps=4.0), ValueError, "num_warps"),
+    "add: BLOCK_SIZE 2**21": (lambda: L.add(_x(), _x(), BLOCK_SIZE=2**21), ValueError, "BLOCK_SIZE=2097152.*at most"),
+    "scale: BLOCK_SIZE 2**21": (lambda: L.scale(_x(), 2.0, BLOCK_SIZE=2**21), ValueError, "BLOCK_SIZE=2097152"),
+    "whoami: BLOCK_SIZE 2**21": (lambda: L.whoami(2**21, BLOCK_SIZE=2**21), ValueError, "BLOCK_SIZE=2097152"),
+    "whoami_masked: BLOCK_SIZE 2**21": (
+        lambda: L.whoami_masked(10, BLOCK_SIZE=2**21),
+        ValueError,
+        "BLOCK_SIZE=2097152",
+    ),
+    "scale_rows: BLOCK_SIZE 2**21": (
+        lambda: L.scale_rows(_x(1000).view(10, 100), _x(10), BLOCK_SIZE=2**21),
+        ValueError,
+        "BLOCK_SIZE=2097152",
+    ),
     "scale: alpha a string": (lambda: L.scale(_x(), "2"), TypeError, "alpha"),
     "scale: alpha None": (lambda: L.scale(_x(), None), TypeError, "alpha"),
     "scale: alpha a tensor": (lambda: L.scale(_x(), _x(1)), TypeError, "alpha"),

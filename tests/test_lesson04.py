@@ -7,6 +7,7 @@ it. Each planted mistake is a wrong kernel written here and swapped into the lau
 the hint that names it.
 """
 
+import contextlib
 import re
 
 import pytest
@@ -95,13 +96,34 @@ def _no_rescale_online_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_
         tl.store(out_ptr + row * stride_om + start + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _fp16_arithmetic_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=cols < N, other=float("-inf")).to(tl.float16)  # the mistake
+    num = tl.exp(x - tl.max(x, axis=0)).to(tl.float16)
+    out = (num / tl.sum(num, axis=0).to(tl.float16)).to(tl.float16)
+    tl.store(out_ptr + row * stride_om + cols, out.to(out_ptr.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _mask_off_by_one_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=cols <= N, other=float("-inf")).to(tl.float32)  # the mistake
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * stride_om + cols, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty), mask=cols < N)
+
+
 PLANTED = {
     "no max subtracted": ("softmax_kernel", _no_max_kernel, "row's maximum is not subtracted"),
     "other=0 in the masked load": ("softmax_kernel", _other_zero_kernel, r"masked lanes are loaded as 0"),
     "rows read N apart": ("softmax_kernel", _row_stride_n_kernel, r"rows are read N elements apart"),
     "program_id on the wrong axis": ("softmax_kernel", _wrong_axis_kernel, r"only row 0 was written"),
-    "no mask on the column tail": ("softmax_kernel", _unmasked_store_kernel, r"past the end"),
+    "no mask on the column tail": ("softmax_kernel", _unmasked_store_kernel, r"wrote \d+ element\(s\) past the end"),
     "online sum not rescaled": ("softmax_online_kernel", _no_rescale_online_kernel, r"running sum is not rescaled"),
+    "fp16 arithmetic on fp32 data": ("softmax_kernel", _fp16_arithmetic_kernel, r"precision problem"),
+    "load mask off by one": ("softmax_kernel", _mask_off_by_one_kernel, r"load mask is off by one \(cols <= N\)"),
 }
 
 
@@ -114,6 +136,20 @@ def test_check_softmax_names_each_planted_mistake(mistake, monkeypatch):
     for other, (_, _, other_hint) in PLANTED.items():  # and no other mistake's hint, which would mislead
         if other != mistake:
             assert not re.search(other_hint, str(failure.value)), f"{mistake} also got the hint for {other}"
+
+
+@pytest.mark.parametrize("mistake", ["fp16 arithmetic on fp32 data", "load mask off by one"])
+def test_check_softmax_sees_small_errors_in_the_values_alone(mistake, monkeypatch):
+    """Without the interpreter's memory watch (as on a GPU) the values must fail, in float32 rows of 1000 too: the
+    tolerance is relative to softmax's outputs (about 1/N), not the dtype's atol of 1e-5."""
+    name, wrong_kernel, hint = PLANTED[mistake]
+    monkeypatch.setattr(lesson, name, wrong_kernel)
+    monkeypatch.setattr(utils, "watch_memory", contextlib.nullcontext)  # nothing watched: None, as on a GPU
+    x = torch.randn(3, 1000, device=ENV.device)
+    with pytest.raises(AssertionError, match=hint) as failure:
+        lesson._softmax_check_one(lesson.softmax, x, None, "rows of 1000")
+    assert "is right" not in str(failure.value)
+    assert int(re.search(r"differs from the reference: (\d+) of 3000", str(failure.value)).group(1)) > 1500
 
 
 def test_check_softmax_wants_the_given_out_returned():
@@ -207,6 +243,8 @@ def _bad_calls():
         ),
         "num_warps 3": (lambda: lesson.softmax(x, num_warps=3), ValueError, "num_warps"),
         "num_warps 64": (lambda: lesson.softmax(x, num_warps=64), ValueError, "num_warps"),
+        "num_warps True": (lambda: lesson.softmax(x, num_warps=True), ValueError, "num_warps"),
+        "num_warps 4.0": (lambda: lesson.softmax(x, num_warps=4.0), ValueError, "num_warps"),
     }
     if ENV.interpret:
         calls["bfloat16 under the interpreter"] = (lambda: lesson.softmax(x.bfloat16()), TypeError, "bfloat16")

@@ -207,6 +207,120 @@ def test_causal_check_names_a_mask_off_by_one(shift, hint):
         L.check_attention_head(launch, causal=(True,), shapes=[ONE_HEAD], quiet=True)
 
 
+@triton.jit
+def _one_head_mistake_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, T, stride_qt, stride_kt, stride_vt, stride_ot, sm_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    MISTAKE: tl.constexpr,
+):  # fmt: skip
+    """A learner's one-head kernel (every key block visited, masked when IS_CAUSAL) with one MISTAKE: "no key mask"
+    (keys past T, loaded as zeros, are scored) or "acc not rescaled" (acc = tl.dot(p, v, acc))."""
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + offs_m[:, None] * stride_qt + offs_d[None, :], mask=offs_m[:, None] < T, other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    for n in range(0, T, BLOCK_N):
+        offs_n = n + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + offs_n[:, None] * stride_kt + offs_d[None, :], mask=offs_n[:, None] < T, other=0.0)
+        v = tl.load(v_ptr + offs_n[:, None] * stride_vt + offs_d[None, :], mask=offs_n[:, None] < T, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * sm_scale
+        if MISTAKE != "no key mask":
+            s = tl.where(offs_n[None, :] < T, s, float("-inf"))
+        if IS_CAUSAL:
+            s = tl.where(offs_n[None, :] <= offs_m[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if MISTAKE == "acc not rescaled":
+            acc = tl.dot(p.to(v.dtype), v, acc)
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    o_ptrs = o_ptr + offs_m[:, None] * stride_ot + offs_d[None, :]
+    tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < T)
+
+
+def _one_head_mistake(mistake):
+    """A one-head launcher (q, k, v, causal=False, out) whose kernel makes `mistake`."""
+
+    def launch(q, k, v, causal=False, out=None):
+        scale = lambda D: 1 / math.sqrt(D)  # noqa: E731
+        return _one_head_launch(_one_head_mistake_kernel, scale, IS_CAUSAL=causal, MISTAKE=mistake)(q, k, v, out=out)
+
+    return launch
+
+
+def _per_head(one_head):
+    """An attention launcher (B, T, H, D) that runs a one-head launcher on every (sequence, head)."""
+
+    def launch(q, k, v, causal=True, out=None):
+        group = q.shape[2] // k.shape[2]
+        for b in range(q.shape[0]):
+            for h in range(q.shape[2]):
+                one_head(q[b, :, h], k[b, :, h // group], v[b, :, h // group], causal, out=out[b, :, h])
+        return out
+
+    return launch
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's exp(-inf - -inf) before the first key
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("no key mask", r"keys past T are not masked"),
+        ("acc not rescaled", r"accumulator is not rescaled.*acc \* alpha"),
+    ],
+)
+def test_checks_name_the_online_softmax_mistakes(mistake, hint):
+    """check_attention_head at T = 1 (the mask mistake once looked like a missing scale) and T over several key
+    blocks, and check_attention (which shares attention_suspects) causal and not."""
+    launch = _one_head_mistake(mistake)
+    with pytest.raises(AssertionError, match=hint):
+        L.check_attention_head(launch, shapes=[(1, ONE_HEAD[1]), ONE_HEAD], quiet=True)
+    with pytest.raises(AssertionError, match=hint):
+        L.check_attention(_per_head(launch), causal=(False,), shapes=[GQA], quiet=True)
+    if mistake == "acc not rescaled":
+        with pytest.raises(AssertionError, match=hint):
+            L.check_attention(_per_head(launch), causal=(True,), shapes=[GQA], quiet=True)
+
+
+def _stride_mixed_up(tensor, other):
+    """A one-head launcher that passes `other`'s row stride where `tensor`'s belongs."""
+
+    def launch(q, k, v, out=None):
+        strides = {"q": q.stride(0), "k": k.stride(0), "v": v.stride(0)}
+        strides[tensor] = strides[other]  # the mistake
+        T, D = q.shape
+        L.attention_head_kernel[(triton.cdiv(T, 16),)](
+            q, k, v, out, T, strides["q"], strides["k"], strides["v"], out.stride(0), 1 / math.sqrt(D),
+            HEAD_DIM=D, BLOCK_M=16, BLOCK_N=16,
+        )  # fmt: skip
+        return out
+
+    return launch
+
+
+@pytest.mark.parametrize("tensor, other", [("v", "k"), ("q", "k"), ("q", "v")])
+def test_one_head_check_names_a_stride_read_for_another_tensor(tensor, other):
+    """q, k and v lie their own distances apart in the check (random numbers between rows): a load that takes
+    another's stride and stays inside its tensor's storage is named."""
+    hint = f"{tensor} is read with {other}'s row stride \\(stride_{other}t where stride_{tensor}t belongs\\)"
+    with pytest.raises(AssertionError, match=hint):
+        L.check_attention_head(_stride_mixed_up(tensor, other), shapes=[ONE_HEAD], quiet=True)
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="reads past k's storage: only safe where the interpreter watches them")
+def test_one_head_check_names_no_stride_for_a_read_past_the_storage():
+    """k read with v's (larger) stride runs past k's storage: no suspect can say what it reads, and none is claimed;
+    the memory watch tells where it strayed."""
+    with pytest.raises(AssertionError, match=r"reads .* past the end of `k_ptr`") as failure:
+        L.check_attention_head(_stride_mixed_up("k", "v"), shapes=[ONE_HEAD], quiet=True)
+    assert "row stride (stride_" not in str(failure.value)
+
+
 def test_attention_check_names_a_missing_mask():
     def not_causal(q, k, v, causal=True, out=None):
         return L.attention(q, k, v, False, out=out)

@@ -283,6 +283,17 @@ def _hint_unwritten(unwritten: torch.Tensor, shape, dims=None) -> str:
             "program computes its indices and offsets from tl.program_id)."
         )
     k = _is_suffix(flat)
+    written = flat.numel() - k
+    if k and written & (written - 1) == 0 and k >= written:
+        # a grid rounded down leaves fewer elements unwritten than it wrote (less than one block); this is one
+        # block of a power-of-two size with more missing after it than in it: the programs all wrote block 0
+        return (
+            f"Only the first {written} elements were written (one block, if BLOCK_SIZE is {written}) and the {k} "
+            f"after them never were: either every program wrote block 0, or only one program ran. Each program's "
+            f"offsets must start at pid * BLOCK_SIZE with pid = tl.program_id(axis=0), not tl.arange alone (the "
+            f"launcher's grid is 1-D, so tl.program_id(1) is 0 in every program), and the grid must hold "
+            f"triton.cdiv(n, BLOCK_SIZE) programs. (A grid rounded down would leave less than a block unwritten.)"
+        )
     if k:
         return (
             f"The last {k} elements were never written: the programs do not reach the end of the array. Launch "
@@ -358,7 +369,8 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", r
             )
     if len(shape) >= 2:
         rows = _as_rows(bad)
-        if rows.shape[0] > 1 and not bool(rows[0].any()) and bool(rows[1:].any(dim=1).all()):
+        # every later row wrong in substance (most of its elements), not by an element or two at the edge
+        if rows.shape[0] > 1 and not bool(rows[0].any()) and bool((rows[1:].float().mean(dim=1) > 0.5).all()):
             if len(shape) == 2:
                 return (
                     "Row 0 is right but every later row is wrong: the row offset probably uses the wrong stride "
@@ -416,6 +428,15 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", r
             f"The values are close but not close enough (relative error {rel:.1e}), across the whole result: "
             f"a precision problem. Accumulate in fp32 (tl.zeros(..., dtype=tl.float32)) and cast to "
             f"{dtype_name(out_dtype)} once, when storing."
+        )
+    most_bad = float(flat_bad.float().mean()) > 0.5
+    if kind == "kernel" and out_dtype in (torch.float32, torch.float64) and 2**-14 <= rel < 5e-2 and most_bad:
+        # most elements off by about what fp16 or bf16 rounding costs (2**-12 and 2**-9 relative on average)
+        return (
+            f"The values are close but not close enough (relative error {rel:.1e}) across most of the result: "
+            f"about what fp16 or bf16 arithmetic gives (they keep 11 and 8 significant bits), though the result is "
+            f"{dtype_name(out_dtype)}: a precision problem. Some step computes in 16 bits (a .to(tl.float16) after "
+            f"the load, a 16-bit accumulator, exp or sum): compute in fp32 and cast once, when storing."
         )
     if kind == "python":
         return (
@@ -833,8 +854,16 @@ def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: 
     return out
 
 
-def require_power_of_two(value, name: str) -> None:
-    """Block sizes: a positive power of two (tl.arange needs one), given as a Python int."""
+#: the most elements one block may hold: Triton refuses a tl.arange or tensor of more (TRITON_MAX_TENSOR_NUMEL)
+MAX_BLOCK = 2**20
+
+#: the most warps a program may have: 32 warps of 32 threads, the 1024 threads a CUDA block holds at most
+MAX_NUM_WARPS = 32
+
+
+def require_power_of_two(value, name: str, *, maximum: int = MAX_BLOCK) -> None:
+    """Block sizes: a positive power of two (tl.arange needs one), given as a Python int, at most ``maximum``
+    (default :data:`MAX_BLOCK`, the largest block Triton takes; a launcher may state a smaller one)."""
     __tracebackhide__ = True
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
         _raise(
@@ -843,6 +872,34 @@ def require_power_of_two(value, name: str) -> None:
                 f"triton.next_power_of_2(...)."
             )
         )
+    if value > maximum:
+        limit = "the largest block Triton takes" if maximum == MAX_BLOCK else "this launch takes"
+        _raise(ValueError(f"{name}={value} is more than {limit} (at most {maximum}): pass a smaller one."))
+
+
+def require_launch_options(*, num_warps=None, num_stages=None) -> None:
+    """A launch's ``num_warps`` (a power of two from 1 to :data:`MAX_NUM_WARPS`) and ``num_stages`` (a positive
+    int), each given as a Python int; None (not given, or "let the launcher choose") is not checked. Checked here,
+    not by ``x in (1, 2, 4, ...)``, which lets True and 4.0 through to Triton."""
+    __tracebackhide__ = True
+    if num_warps is not None:
+        warps_ok = isinstance(num_warps, int) and not isinstance(num_warps, bool) and num_warps > 0
+        if not warps_ok or num_warps & (num_warps - 1):
+            _raise(
+                ValueError(
+                    f"num_warps must be a power of two from 1 to {MAX_NUM_WARPS} (1, 2, 4, 8, 16 or 32), given as "
+                    f"an int, got {num_warps!r}."
+                )
+            )
+        if num_warps > MAX_NUM_WARPS:
+            _raise(
+                ValueError(
+                    f"num_warps={num_warps} is more than a program may have (at most {MAX_NUM_WARPS} warps: 1024 "
+                    f"threads): pass {MAX_NUM_WARPS} or fewer."
+                )
+            )
+    if num_stages is not None and (isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1):
+        _raise(ValueError(f"num_stages must be a positive int (1, 2, 3, ...), got {num_stages!r}."))
 
 
 def require_number(value, name: str, *, positive: bool = False) -> float:
