@@ -246,3 +246,30 @@ def test_the_same_value_written_twice_and_atomics_are_no_race():
     with watch_memory() as watch:
         tally_kernel[(5,)](counts, BLOCK_SIZE=8)
     assert torch.equal(counts, torch.full((8,), 5.0)) and not watch
+
+
+@triton.jit
+def _store_at_kernel(out_ptr, offset, value, ATOMIC: tl.constexpr):
+    """Writes value at out_ptr + offset, wherever that is (the mistake: nothing keeps it inside out)."""
+    if ATOMIC:
+        tl.atomic_add(out_ptr + offset, value)
+    else:
+        tl.store(out_ptr + offset, value)
+
+
+@pytest.mark.parametrize("atomic", [False, True])
+def test_a_write_outside_every_allocation_of_the_launch_is_reported_and_not_made(atomic):
+    """A store (or atomic) that lands in memory the launch was not given, here another tensor's allocation, is
+    reported and not made: under the interpreter such a write would change Python's own memory (far enough away, it
+    crashes the process and a notebook's kernel). One past a view but inside its allocation is still made, so
+    that nan_empty's canaries keep showing it (see utils.check)."""
+    out, other = torch.zeros(16), torch.zeros(16)  # two allocations
+    offset = (other.data_ptr() - out.data_ptr()) // 4 + 3  # element 3 of other, reached through out
+    with watch_memory() as stray:
+        _store_at_kernel[(1,)](out, offset, 7.0, ATOMIC=atomic)
+    assert torch.equal(other, torch.zeros(16)), "the stray write was made"
+    assert stray and "`out_ptr`" in str(stray.strays[0]), "the stray write was not reported"
+    buffer = torch.zeros(20)  # a view of 16, 4 more in its allocation: the write is made (and reported)
+    with watch_memory() as stray:
+        _store_at_kernel[(1,)](buffer[:16], 17, 7.0, ATOMIC=atomic)
+    assert buffer[17] == 7.0 and stray, "a write inside the allocation should be made and reported"

@@ -7,7 +7,10 @@ atomic goes through one Python object, so we can look at each lane's address. :f
 every kernel launched inside its ``with`` block: every lane that the access's mask lets through must fall inside
 one of the tensors passed to *that launch*. The lessons' checks run the learner's launcher under it and report
 what strays (see ``utils.check(..., stray=...)``); lesson 09 builds a smaller version by hand and shows the GPU's
-tool, ``compute-sanitizer``.
+tool, ``compute-sanitizer``. A stray write (or atomic) outside the allocations of the launch's tensors is
+reported and not made: the interpreter's memory is Python's own, and a kernel that wrote far outside its tensors
+would corrupt it and crash the process (in Jupyter, the notebook's kernel) before any check could speak. Stray
+reads are made (they may be what the check explains).
 
 It also keeps what each program stores where, and after each launch reports the elements that two programs wrote
 with different values (:class:`Race`): the interpreter runs the programs one after another, so the last one wins
@@ -172,21 +175,27 @@ def watch_memory():
     launch = {}  # the launch being run: kernel name, [(arg name, lo, hi, itemsize)]
     found = {}  # (kernel, access, near, before/after) -> Stray
 
-    def audit(access, ptrs, mask):
-        if not launch:
-            return
+    def inside_lanes(ptrs):
+        """For each lane of ptrs: does its address fall inside one of the launch's tensors?"""
         addresses = np.asarray(ptrs.data).astype(np.int64)
-        if mask is not None:
-            addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
-        addresses = addresses.reshape(-1)
-        if addresses.size == 0:
-            return
         inside = np.zeros(addresses.shape, dtype=bool)
         for _, lo, hi, _ in launch["spans"]:
             inside |= (addresses >= lo) & (addresses < hi)
-        stray = addresses[~inside]
+        return inside
+
+    def audit(access, ptrs, mask):
+        """Records the lanes of an access that the mask lets through and that fall outside every tensor of the
+        launch; returns the lanes inside (None when nothing is watched)."""
+        if not launch:
+            return None
+        inside = inside_lanes(ptrs)
+        addresses = np.asarray(ptrs.data).astype(np.int64)
+        active = np.ones(addresses.shape, dtype=bool)
+        if mask is not None:
+            active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+        stray = addresses[active & ~inside].reshape(-1)
         if stray.size == 0:
-            return
+            return inside
         first = int(stray[0])
         spans = launch["spans"] or [("(no tensor)", first, first + 1, 1)]
         near, lo, hi, itemsize = min(spans, key=lambda s: min(abs(first - s[1]), abs(first - (s[2] - 1))))
@@ -198,6 +207,23 @@ def watch_memory():
         found[key].lanes += int(stray.size)
         reach = int(stray.max()) - hi + 1 if after else lo - int(stray.min())
         found[key].farthest = max(found[key].farthest, reach)
+        return inside
+
+    def kept(mask, ptrs, inside):
+        """The mask of a write without its lanes outside the memory of every tensor of the launch (its whole
+        allocation: a store just past a view, into nan_empty's canaries say, is made, and check reports it): those
+        are reported above and never made, so that a wrong kernel cannot overwrite Python's own memory (which
+        crashes the interpreter, and a notebook's kernel with it, before any check can speak)."""
+        if inside is None or bool(inside.all()):
+            return mask
+        addresses = np.asarray(ptrs.data).astype(np.int64)
+        ours = np.zeros(addresses.shape, dtype=bool)
+        for lo, hi in launch["storages"]:
+            ours |= (addresses >= lo) & (addresses < hi)
+        if bool(ours.all()):
+            return mask
+        lanes = np.broadcast_to(np.asarray(mask.data, dtype=bool), ours.shape) & ours
+        return interpreter.TensorHandle(lanes, mask.dtype)
 
     def load(ptrs, mask, *rest, **kw):
         audit("reads", ptrs, mask)
@@ -215,13 +241,13 @@ def watch_memory():
             launch["writes"].append((addresses.reshape(-1), bits, builder.grid_idx))
 
     def store(ptrs, value, mask, *rest, **kw):
-        audit("writes", ptrs, mask)
+        mask = kept(mask, ptrs, audit("writes", ptrs, mask))
         if launch:
             record(ptrs, value, mask)
         return originals["create_masked_store"](ptrs, value, mask, *rest, **kw)
 
     def rmw(op, ptr, val, mask, *rest, **kw):
-        audit("atomically updates", ptr, mask)
+        mask = kept(mask, ptr, audit("atomically updates", ptr, mask))
         return originals["create_atomic_rmw"](op, ptr, val, mask, *rest, **kw)
 
     def cas(ptr, cmp, val, *rest, **kw):
@@ -229,12 +255,14 @@ def watch_memory():
         return originals["create_atomic_cas"](ptr, cmp, val, *rest, **kw)
 
     def before(executor, args, kwargs):
-        spans = []
+        spans, storages = [], []
         for name, value in launch_arguments(executor, args, kwargs).items():
             for label, t in _tensors(name, value):
                 if t.device.type == "cpu":
                     spans.append((label, *tensor_span(t), t.element_size()))
-        launch.update(kernel=getattr(executor.fn, "__name__", "kernel"), spans=spans, writes=[])
+                    storage = t.untyped_storage()
+                    storages.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+        launch.update(kernel=getattr(executor.fn, "__name__", "kernel"), spans=spans, storages=storages, writes=[])
         watch.launches += 1
 
     def races():
