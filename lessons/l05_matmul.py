@@ -72,6 +72,22 @@ def matmul_suspects(a, b, bias=None, activation=None):
                 f"Every step of the K loop reads the first BLOCK_K = {BK} elements of K again: the offsets along K "
                 f"do not start at k0. Use offs_k = k0 + tl.arange(0, BLOCK_K) in each step."
             ] = spec(None, None, steps * (a[:, :BK] @ b[:BK]))
+            last = (steps - 1) * BK
+            suspects[
+                f"Only the last step of the K loop is in the result (BLOCK_K = {BK}): each step overwrites the "
+                f"accumulator. Accumulate: acc = tl.dot(a, b, acc) (or acc += tl.dot(a, b))."
+            ] = spec(a[:, last:], b[last:])
+            flat, cols = b.reshape(-1), torch.arange(N, device=a.device)
+            rows = torch.arange(BK, device=a.device)[:, None]
+            if b.is_contiguous() and BK * N + last <= flat.numel():  # b_ptrs moved by BLOCK_K elements, inside B
+                walked = sum(
+                    a[:, s * BK : s * BK + min(BK, K - s * BK)] @ flat[rows[: min(BK, K - s * BK)] * N + cols + s * BK]
+                    for s in range(steps)
+                )
+                suspects[
+                    f"B's pointers move BLOCK_K = {BK} elements along K each step, not BLOCK_K rows: multiply by "
+                    f"the stride, b_ptrs += BLOCK_K * stride_bk (and a_ptrs += BLOCK_K * stride_ak)."
+                ] = spec(None, None, walked)
     strides = "Each index goes with its own stride: offs_m with stride_am, offs_k with stride_ak (and so on)."
     if M == K:
         suspects[f"A is read transposed: its two strides are swapped. {strides}"] = spec(a.T, b)
@@ -82,6 +98,15 @@ def matmul_suspects(a, b, bias=None, activation=None):
         suspects[f"B is read transposed: its two strides are swapped. {strides}"] = spec(a, b.T)
     if M == N:
         suspects[f"C is written transposed: its two strides are swapped. {strides}"] = spec(a, b).T
+    if activation == "gelu":  # the tanh form written as x * sigmoid(2z), z = sqrt(2 / pi) * (x + 0.044715 x^3)
+        x = a @ b + (0 if bias is None else bias)
+        z = 0.7978845608028654 * (x + 0.044715 * x**3)
+        suspects["GELU uses sigmoid(z) where sigmoid(2 z) belongs: 0.5 * (1 + tanh(z)) == sigmoid(2 z)."] = x * (
+            torch.sigmoid(z)
+        )
+        suspects["GELU's cubic term is wrong: z = sqrt(2 / pi) * (x + 0.044715 * x * x * x), x cubed."] = x * (
+            torch.sigmoid(2 * 0.7978845608028654 * (x + 0.044715 * x * x))
+        )
     if bias is not None:
         m, n = torch.arange(M, device=a.device)[:, None], torch.arange(N, device=a.device)[None, :]
         for B in BLOCKS:
@@ -94,25 +119,77 @@ def matmul_suspects(a, b, bias=None, activation=None):
     return suspects
 
 
-def short_group_hint(out, BLOCK_M, BLOCK_N, GROUP_M):
-    """The hint when exactly the tiles that a grouped order with a full-height last group misses are NaN."""
-    M, N = out.shape
+MAPPING = (
+    "The grid is right (one program per tile), but the program -> tile mapping is wrong (a wrong one gives some "
+    "tiles two programs and others none). Row-major: pid_m = pid // num_pid_n, pid_n = pid % num_pid_n. Grouped: "
+    "tiles_per_group = GROUP_M * num_pid_n, first_m = (pid // tiles_per_group) * GROUP_M, "
+    "rows = tl.minimum(num_pid_m - first_m, GROUP_M), pid_m = first_m + (pid % tiles_per_group) % rows, "
+    "pid_n = (pid % tiles_per_group) // rows, with num_pid_m = tl.cdiv(M, BLOCK_M)."
+)
+
+
+def wrong_mappings(M, N, BLOCK_M, BLOCK_N, GROUP_M):
+    """{hint: (pid_m, pid_n) of every program} for the classic mistakes in mapping a program id to its tile (grouped
+    ones for GROUP_M > 1); -1 where the mistake divides by zero."""
     num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
-    if num_m % GROUP_M == 0 or num_m < 2:
-        return None
     pid = torch.arange(num_m * num_n)
-    first_m, position = pid // (GROUP_M * num_n) * GROUP_M, pid % (GROUP_M * num_n)
-    rows, cols = first_m + position % GROUP_M, position // GROUP_M  # GROUP_M rows even in the last group
-    written = torch.zeros(num_m, num_n, dtype=torch.bool)
-    written[rows[rows < num_m], cols[rows < num_m]] = True
-    missed = written.repeat_interleave(BLOCK_M, 0).repeat_interleave(BLOCK_N, 1)[:M, :N].logical_not()
-    if not missed.any() or not torch.equal(torch.isnan(out.detach().cpu()), missed):
-        return None
-    return (
-        f"Tiles in the last group of rows were never computed: the last group has fewer than GROUP_M = {GROUP_M} "
-        f"rows of tiles ({num_m} rows of {BLOCK_M} here), but the order walks it as if it were full. Use "
-        f"rows = tl.minimum(num_pid_m - first_m, GROUP_M) in the last group."
-    )
+
+    def grouped(num_m=num_m, per_group=GROUP_M * num_n, scale=GROUP_M, full=False, by=None, wrap=True):
+        first = pid // per_group * scale
+        rows = torch.full_like(pid, GROUP_M) if full else (num_m - first).clamp(max=GROUP_M)
+        ok = rows > 0
+        rows = rows.clamp(min=1)
+        at = pid % per_group if wrap else pid
+        pid_n = (pid % per_group) // (rows if by is None else by)
+        return torch.where(ok, first + at % rows, -1), torch.where(ok, pid_n, -1)
+
+    if GROUP_M == 1:
+        return {
+            f"pid_m and pid_n are swapped. {MAPPING}": (pid % num_n, pid // num_n),
+            f"pid_m divides pid by the number of row tiles; it is pid // num_pid_n (tiles per row). {MAPPING}": (
+                pid // num_m,
+                pid % num_n,
+            ),
+        }
+    return {
+        f"first_m is missing its * GROUP_M: first_m = (pid // tiles_per_group) * GROUP_M. {MAPPING}": grouped(scale=1),
+        f"tiles_per_group counts the row tiles (num_pid_m): a group is GROUP_M rows of num_pid_n tiles. {MAPPING}": (
+            grouped(per_group=GROUP_M * num_m)
+        ),
+        f"pid_n divides by GROUP_M, pid_m by rows: both must divide by rows (the last group is shorter). {MAPPING}": (
+            grouped(by=GROUP_M)
+        ),
+        f"num_pid_m is counted with BLOCK_N: num_pid_m = tl.cdiv(M, BLOCK_M). {MAPPING}": grouped(
+            num_m=triton.cdiv(M, BLOCK_N)
+        ),
+        f"pid_m takes pid % rows without pid % tiles_per_group first. {MAPPING}": grouped(wrap=False),
+        (
+            f"The last group has fewer than GROUP_M rows of tiles ({num_m} rows of {BLOCK_M}, GROUP_M = {GROUP_M}), "
+            f"but the order walks it as if it were full: use rows = tl.minimum(num_pid_m - first_m, GROUP_M)."
+        ): grouped(full=True),
+    }
+
+
+def landed(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n):
+    """The order such a mapping gives: the id of the last program landing on each tile (NaN where none does)."""
+    num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
+    order = torch.full((num_m, num_n), float("nan"))
+    for p, (i, j) in enumerate(zip(pid_m.tolist(), pid_n.tolist())):  # in program order: the last one stays
+        if 0 <= i < num_m and 0 <= j < num_n:
+            order[i, j] = p
+    return order
+
+
+def mapping_hint(out, BLOCK_M, BLOCK_N, GROUP_M):
+    """The hint of the mapping mistake whose never-computed tiles are exactly the NaN of ``out``, if any."""
+    M, N = out.shape
+    nan = torch.isnan(out.detach().cpu())
+    for hint, (pid_m, pid_n) in wrong_mappings(M, N, BLOCK_M, BLOCK_N, GROUP_M).items():
+        order = landed(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n)
+        missed = order.isnan().repeat_interleave(BLOCK_M, 0).repeat_interleave(BLOCK_N, 1)[:M, :N]
+        if missed.any() and torch.equal(nan, missed):
+            return hint
+    return None
 
 
 def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=None, quiet=False):
@@ -138,19 +215,20 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
                 suspects=matmul_suspects(a, b, bias, act),
                 stray=stray,
             )
-        except AssertionError as e:  # never-written tiles come before the suspects: try the grouping mistake
+        except AssertionError as e:  # never-written tiles come before the suspects: try the mapping mistakes
             if not isinstance(c, torch.Tensor) or c.shape != (M, N) or not c.isnan().any():
                 raise
-            hints = (short_group_hint(c, BM, BN, G) for BM in BLOCKS for BN in BLOCKS for G in GROUPS)
+            hints = (mapping_hint(c, BM, BN, G) for BM in BLOCKS for BN in BLOCKS for G in (1, *GROUPS))
             hint = next((h for h in hints if h), None)
             if hint is None:
                 raise
             raise AssertionError(str(e).rpartition("Hint: ")[0] + "Hint: " + hint) from None
 
 
-# awkward on purpose: a square one (where swapped strides show), no size a multiple of a block, one row, one column
+# awkward on purpose: a square one (where swapped strides show), no size a multiple of a block, more tile columns
+# than tile rows (where a wrong program -> tile mapping shows), one row, one column
 CHECK_SHAPES = env.pick(
-    cpu=[(40, 40, 40), (37, 45, 70), (1, 29, 33), (20, 1, 17)],
+    cpu=[(40, 40, 40), (37, 70, 45), (1, 29, 33), (20, 1, 17)],
     gpu=[(1000, 1000, 1000), (1000, 1337, 999), (1, 4096, 4096), (777, 1, 1000)],
 )
 
@@ -515,13 +593,12 @@ def check_tile_order(fn, *, quiet=False):
                                             (200, 300, 64, 64, 2), (100, 200, 32, 64, 1)]:  # fmt: skip
         num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
         pid = torch.arange(num_m * num_n, dtype=torch.float32)
-        full = torch.full((num_m + GROUP_M, num_n), float("nan"))  # the order if every group had GROUP_M rows
-        p = pid.long()
-        full[p // (GROUP_M * num_n) * GROUP_M + p % (GROUP_M * num_n) % GROUP_M, p % (GROUP_M * num_n) // GROUP_M] = pid
-        short = (
-            f"The last group has fewer than GROUP_M rows of tiles ({num_m} rows here), but the order walks it as if "
-            f"it were full: use rows = tl.minimum(num_pid_m - first_m, GROUP_M)."
-        )
+        suspects = {
+            "The order is still row-major: for GROUP_M > 1 each program's tile must come from its group, "
+            "down a column of the group first.": pid.reshape(num_m, num_n)
+        }
+        for hint, (pid_m, pid_n) in wrong_mappings(M, N, BLOCK_M, BLOCK_N, GROUP_M).items():
+            suspects[hint] = landed(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n)
         got = fn(M, N, BLOCK_M, BLOCK_N, GROUP_M)
         try:
             utils.check(
@@ -532,18 +609,16 @@ def check_tile_order(fn, *, quiet=False):
                 reason="program ids are whole numbers: the order must match exactly",
                 name=f"tile order ({num_m} x {num_n} tiles, GROUP_M={GROUP_M})",
                 quiet=quiet,
-                suspects={
-                    "The order is still row-major: for GROUP_M > 1 each program's tile must come from its group, "
-                    "down a column of the group first.": pid.reshape(num_m, num_n),
-                    short: full[:num_m],
-                },
+                suspects=suspects,
             )
-        except AssertionError as e:  # never-written tiles come before the suspects: try the short group
-            if not (isinstance(got, torch.Tensor) and got.shape == (num_m, num_n) and got.isnan().any()):
+        except AssertionError as e:  # tiles no program landed on, with as many programs as tiles: a mapping mistake
+            hint = str(e).rpartition("Hint: ")[2]
+            if hint in suspects or not (isinstance(got, torch.Tensor) and got.shape == (num_m, num_n)):
                 raise
-            if not torch.equal(got.cpu().nan_to_num(-1), full[:num_m].nan_to_num(-1)):
+            if not got.isnan().any():
                 raise
-            raise AssertionError(str(e).rpartition("Hint: ")[0] + "Hint: " + short) from None
+            missed = f"{int(got.isnan().sum())} of the {num_m * num_n} tiles got no program"
+            raise AssertionError(str(e).rpartition("Hint: ")[0] + f"Hint: {missed}. {MAPPING}") from None
 
 
 @triton.jit

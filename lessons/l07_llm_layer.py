@@ -245,6 +245,9 @@ def rmsnorm_suspects(x, w, eps, residual=None):
         "the mean is taken over BLOCK_SIZE numbers: divide the sum of squares by N (the masked lanes add zeros "
         "but do not count)": x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) / triton.next_power_of_2(N) + eps) * w,
         "the weight is not applied: multiply by w (loaded at w_ptr + cols)": x * torch.rsqrt(ms + eps),
+        "eps is missing: rstd = rsqrt(mean(x^2) + eps) (it matters in rows with a small RMS)": x * torch.rsqrt(ms) * w,
+        "x is multiplied by sqrt(mean(x^2) + eps), not divided: multiply by tl.rsqrt(...), or divide by tl.sqrt(...) "
+        "(not by tl.rsqrt)": x * (ms + eps).sqrt() * w,
     }
     if residual is not None:
         suspects["the residual is not added before normalising: x = x + residual first"] = rmsnorm_ref(
@@ -288,7 +291,18 @@ def rope_interleaved_ref(x, cos, sin):
 
 def rope_suspects(x, cos, sin):
     """{hint: x rotated as if that classic mistake were made}, x (B, T, heads, D) in fp64."""
+    rotated, half = rope_ref(x, x, cos, sin)[0], x.shape[-1] // 2
+    first, second = rotated[..., :half], rotated[..., half:]
     return {
+        "the second half has the first half's formula: store x1 cos - x2 sin at cols and x2 cos + x1 sin at "
+        "cols + D/2": torch.cat([first, first], dim=-1),
+        "the two halves are stored swapped: x1 cos - x2 sin goes to the first half (cols), x2 cos + x1 sin to the "
+        "second (cols + D/2)": torch.cat([second, first], dim=-1),
+        "sin is loaded from the cos table: load s from sin_ptr": rope_ref(x, x, cos, cos)[0],
+        "the tables are read without the sequence's offset: every sequence got sequence 0's angles. Add "
+        "b * stride_cb (the tables are (B, T, D) here: each sequence has its own positions)": rope_ref(
+            x, x, cos[:1].expand_as(cos), sin[:1].expand_as(sin)
+        )[0],
         "the rotation turns the wrong way: x1' = x1 cos - x2 sin and x2' = x2 cos + x1 sin (the sign of sin)": (
             rope_ref(x, x, cos, -sin)[0]
         ),
@@ -308,8 +322,11 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
     ):
         q, k, _ = random_qkv(B, T, H, KV, D, dtype)
         cos, sin = rope_tables(T, D, dtype=dtype)
-        if B > 2:  # one table per sequence, as HF passes them
-            cos, sin = cos.expand(B, T, D).contiguous(), sin.expand(B, T, D).contiguous()
+        if B > 2:  # one table per sequence, as HF passes them: sequence b starts at position 2 b (as in a batch
+            # of prompts continued from different lengths), so a kernel that ignores stride_cb shows
+            c, s = rope_tables(T + 2 * B, D, dtype=dtype)
+            cos = torch.cat([c[:, 2 * b : 2 * b + T] for b in range(B)]).contiguous()
+            sin = torch.cat([s[:, 2 * b : 2 * b + T] for b in range(B)]).contiguous()
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             q_out, k_out = fn(
                 q, k, cos, sin, q_out=utils.nan_empty((B, T, H, D), dtype), k_out=utils.nan_empty((B, T, KV, D), dtype)

@@ -590,9 +590,9 @@ def check_rope_kv_write(fn, *, quiet=False):
     env = utils.mode.current()
     dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
     cases = env.pick(
-        cpu=[(1, 4, 2, 16, 8), (3, 4, 1, 32, 21), (2, 6, 3, 16, 5)],
-        gpu=[(1, 32, 4, 64, 300), (5, 9, 3, 64, 77), (2, 32, 8, 128, 1000)],
-    )  # (B, H, KV, D, max_len)
+        cpu=[(3, 4, 2, 32, 21), (1, 4, 2, 16, 8), (2, 6, 3, 16, 5)],
+        gpu=[(5, 9, 3, 64, 77), (1, 32, 4, 64, 300), (2, 32, 8, 128, 1000)],
+    )  # (B, H, KV, D, max_len): several sequences first, where the angle of position b is not the identity
     for B, H, KV, D, max_len in cases:
         fake = ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
         cos, sin = rope_cache(fake, max_len, dtype)
@@ -612,6 +612,9 @@ def check_rope_kv_write(fn, *, quiet=False):
             q_w = rope_kv_write_ref(qkv.double(), cos.double().roll(-shift, 0), sin.double().roll(-shift, 0), pos,
                                     k_w, v_w)  # fmt: skip
             wrong_angle[shift] = (q_w, k_w)
+        at_b = torch.arange(B, device=p.device)  # every sequence turned by the angle of position b, its index
+        q_b = rope_ref(q_raw[:, None], k_raw[:, None], cos.double()[at_b][:, None], sin.double()[at_b][:, None])
+        b_hint = "q and k were turned by the angle of position b (the sequence's index), not pos: use table row pos."
         angle_hint = (
             "RoPE used the angle of position pos {} 1: the table row must be the new token's own position, "
             "pos_ptr[b] (positions count from 0, and pos is where this token goes, not how many came before)."
@@ -627,19 +630,33 @@ def check_rope_kv_write(fn, *, quiet=False):
                 angle_hint.format("+"): wrong_angle[1][0],
                 angle_hint.format("-"): wrong_angle[-1][0],
                 "q was not rotated: apply x1 c - x2 s and x2 c + x1 s to its two halves.": q_raw,
+                b_hint: q_b[0][:, 0],
             },
         )
         row_hint = (
             "k and v were written to row pos {} 1 of the cache instead of row pos: the row of sequence b is at "
             "b * stride_cb + pos * stride_ct, with pos = tl.load(pos_ptr + b)."
         )
-        _, k_rot = rope_ref(q_raw[:, None], k_raw[:, None], cos.double()[p][:, None], sin.double()[p][:, None])
+        q_rot, k_rot = rope_ref(q_raw[:, None], k_raw[:, None], cos.double()[p][:, None], sin.double()[p][:, None])
+        half = D // 2
+        head_0 = k_old.double()  # the row without kv * HEAD_DIM: every kv head stored at head 0's place, the last stays
+        head_0[torch.arange(B, device=p.device), p, 0] = k_rot[:, 0, -1]
+        dims = ("batch", "position", "kv head", "dim")
         utils.check(
             k_cache,
             k_ref,
             name=f"k cache {name}",
             quiet=quiet,
+            dims=dims,
             suspects={
+                b_hint: _write_rows(k_old.double(), p, q_b[1][:, 0]),
+                "k holds q's first heads: k's heads come after q's, at src + (H + kv) * HEAD_DIM.": _write_rows(
+                    k_old.double(), p, q_rot[:, 0, :KV]
+                ),
+                "k's two halves are stored swapped: x1 c - x2 s goes to the first half, x2 c + x1 s to the second.": (
+                    _write_rows(k_old.double(), p, k_rot[:, 0].roll(half, -1))
+                ),
+                "every kv head was written to head 0's place: the cache row needs + kv * HEAD_DIM.": head_0,
                 row_hint.format("+"): _write_rows(k_old.double(), p + 1, k_rot[:, 0]),
                 row_hint.format("-"): _write_rows(k_old.double(), p - 1, k_rot[:, 0]),
                 "k was written to row b (the sequence's index) instead of row pos: use pos_ptr.": _write_rows(
@@ -656,7 +673,11 @@ def check_rope_kv_write(fn, *, quiet=False):
             v_ref,
             name=f"v cache {name}",
             quiet=quiet,
+            dims=dims,
             suspects={
+                "v holds k's values (unrotated): v's heads come after k's, at src + (H + KV + kv) * HEAD_DIM.": (
+                    _write_rows(v_old.double(), p, k_raw)
+                ),
                 row_hint.format("+"): _write_rows(v_old.double(), p + 1, v_raw),
                 row_hint.format("-"): _write_rows(v_old.double(), p - 1, v_raw),
                 "v was rotated: RoPE turns q and k only; v is copied as it is.": _write_rows(
@@ -951,8 +972,9 @@ def decode_attention(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, s
     return decode_combine(*partials, out=out, pdl=pdl)
 
 
-def _split_partials_ref(q, k_cache, v_cache, lengths, split_len):
-    """Each split's (acc, m, l) in fp64, natural-log units: what the first kernel computes, for the suspects."""
+def _split_partials_ref(q, k_cache, v_cache, lengths, split_len, block=None, rescale=("acc", "l")):
+    """Each split's (acc, m, l) in fp64, natural-log units: what the first kernel computes, for the suspects. With
+    block: walked `block` keys at a time, rescaling by exp(m_old - m_new) only what `rescale` names."""
     B, H, D = q.shape
     KV = k_cache.shape[2]
     n_splits = triton.cdiv(k_cache.shape[1], split_len)
@@ -967,9 +989,14 @@ def _split_partials_ref(q, k_cache, v_cache, lengths, split_len):
             for h in range(H):
                 kv = h // (H // KV)
                 s = k_cache[b, lo:hi, kv].double().cpu() @ q[b, h].double().cpu() / math.sqrt(D)
-                m[b, h, i] = s.max()
-                p = (s - s.max()).exp()
-                l_[b, h, i], acc[b, h, i] = p.sum(), p @ v_cache[b, lo:hi, kv].double().cpu()
+                v = v_cache[b, lo:hi, kv].double().cpu()
+                for j in range(0, hi - lo, block or hi - lo):  # one step of the kernel's loop over key blocks
+                    s_j, v_j = s[j : j + (block or hi - lo)], v[j : j + (block or hi - lo)]
+                    m_new = max(m[b, h, i], s_j.max())
+                    alpha, p = (m[b, h, i] - m_new).exp(), (s_j - m_new).exp()
+                    l_[b, h, i] = l_[b, h, i] * (alpha if "l" in rescale else 1) + p.sum()
+                    acc[b, h, i] = acc[b, h, i] * (alpha if "acc" in rescale else 1) + p @ v_j
+                    m[b, h, i] = m_new
     return acc, m, l_
 
 
@@ -1001,11 +1028,21 @@ def check_decode_attention(fn, *, quiet=False):
         acc, m, l_ = _split_partials_ref(q64, k64, v64, lengths, decode_split(B, KV, max_len, head_dim=D)[1])
         wrong_heads = torch.arange(H, device=q.device) % KV  # query head h read kv head h % KV
         full = torch.full_like(lengths, max_len)
+        _, split_len, block = decode_split(B, KV, max_len, head_dim=D)
         suspects = {
             "The partial softmaxes were added without rescaling: each split's acc and l are relative to its own "
             "max m_i; multiply them by exp2(m_i - m), with m the max over the splits, before summing.": (
                 acc.sum(2) / l_.sum(2)[..., None]
             ),
+        }
+        for forgot, keep in (("acc", ("l",)), ("l_i", ("acc",))):  # the loop over key blocks, one rescale left out
+            acc_w, m_w, l_w = _split_partials_ref(q64, k64, v64, lengths, split_len, block, rescale=keep)
+            weight = (m_w - m_w.amax(2, keepdim=True)).exp().nan_to_num(0.0)  # a split past the length: weight 0
+            suspects[
+                f"{forgot} is not rescaled when the running max grows: inside a split's loop over key blocks, "
+                f"alpha = exp2(m_i - m_new), then l_i = l_i * alpha + sum(p) and acc = acc * alpha + p @ v."
+            ] = (weight[..., None] * acc_w).sum(2) / (weight * l_w).sum(2)[..., None]
+        suspects |= {
             "Keys past the sequence's length were read: mask the keys with cols < length (end = "
             "min(start + split_len, length)); the cache holds older tokens' keys there.": decode_attention_ref(
                 q64, k64, v64, full
@@ -1507,11 +1544,19 @@ def check_decode_gemv(fn, *, quiet=False):
     residual = torch.randn(1, N, device=env.device, dtype=dtype)
     x64, w64, res64 = x.double(), w.double(), residual.double()
     h64 = rmsnorm_ref(x64, norm.double(), 1e-5)
+    tiny = x * 0.003  # mean(x^2) ~ 1e-5 ~ eps: where a missing eps shows
+    tiny64 = tiny.double()
+    no_eps = "eps is missing: rstd = rsqrt(mean(x^2) + eps) (it matters when x has a small RMS)."
     cases = {  # name: (keyword arguments, reference, {hint: reference under that mistake})
         "rmsnorm(x) @ w.T (qkv, the LM head)": (
             {"norm": norm},
             h64 @ w64[:N].T,
             {"The norm was left out: scale x by rsqrt(mean(x^2) + eps) * norm before the products.": x64 @ w64[:N].T},
+        ),
+        "rmsnorm(x) @ w.T, x with an RMS of 0.003": (
+            {"norm": norm, "x": tiny},
+            rmsnorm_ref(tiny64, norm.double(), 1e-5) @ w64[:N].T,
+            {no_eps: (tiny64 * tiny64.pow(2).mean(-1, keepdim=True).rsqrt() * norm.double()) @ w64[:N].T},
         ),
         "silu(gate) * up of rmsnorm(x) @ w.T (gate/up)": (
             {"norm": norm, "swiglu": True},
@@ -1529,13 +1574,15 @@ def check_decode_gemv(fn, *, quiet=False):
         ),
     }
     for name, (kwargs, ref, suspects) in cases.items():
+        kwargs = dict(kwargs)
+        x_in = kwargs.pop("x", x)
         if kwargs.get("residual") == "in place":
             out = residual.clone()
             kwargs = {"residual": out}
         else:
             out = utils.nan_empty((1, N), dtype)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-            got = fn(x, w if kwargs.get("swiglu") else w[:N], eps=1e-5, out=out, **kwargs)
+            got = fn(x_in, w if kwargs.get("swiglu") else w[:N], eps=1e-5, out=out, **kwargs)
         utils.check(got, ref, name=f"decode GEMV, {name} (N={N}, K={K})", quiet=quiet, suspects=suspects, stray=stray)
 
 

@@ -770,3 +770,33 @@ def test_the_listed_builtins_are_swapped_as_triton_swaps_them():
         assert swapped["listed"] == swapped["triton"], f"{package}: {swapped['listed'] ^ swapped['triton']}"
         if package is not tl.core:  # Triton leaves part of core swapped after a helper's call: nothing to swap then
             assert swapped["listed"], f"nothing of {package} swapped"
+
+
+def test_an_error_far_beyond_rounding_is_not_called_a_precision_problem():
+    """2.5 % off everywhere (GELU with its cubic term lost, say) is a formula mistake: fp16 rounding costs 2**-11
+    per step, and even an fp16 accumulator stays well under 1 %."""
+    ref = torch.randn(64, 64, dtype=torch.float64)
+    noise = 0.025 * torch.where(torch.rand(64, 64) < 0.5, -1.0, 1.0).double()
+    for dtype in (torch.float16, torch.float32):
+        out = (ref * (1 + noise)).to(dtype).to(DEV)
+        with pytest.raises(AssertionError) as failure:
+            check(out, ref)
+        assert "precision problem" not in str(failure.value)
+
+
+def test_reads_outside_lead_the_report_when_the_values_are_wrong():
+    """Garbage read past a tensor's end is the likely cause of NaN or wrong values: that paragraph comes first."""
+    from utils.memcheck import Stray
+
+    ref = torch.randn(8, 8, dtype=torch.float64)
+    out = ref.float().clone()
+    out[:, 3] = float("nan")
+    stray = [Stray("k", "reads", "b_ptr", True, 256, 4, lanes=8, farthest=32)]
+    with pytest.raises(AssertionError) as failure:
+        check(out.to(DEV), ref, stray=stray)
+    message = str(failure.value)
+    assert message.startswith("The kernel reads memory outside") and "likely cause" in message
+    assert message.index("`k` reads 8 lane(s)") < message.index("has NaN that the kernel computed")
+    with pytest.raises(AssertionError) as failure:  # right values: the reads are reported after, as before
+        check(ref.float().to(DEV), ref, stray=stray)
+    assert str(failure.value).startswith("output is right, but the kernel touches memory")

@@ -153,6 +153,7 @@ def _planted_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     HAS_BIAS: tl.constexpr,
+    GELU: tl.constexpr,
     MISTAKE: tl.constexpr,
 ):
     """matmul_kernel as a learner might write it, with the one mistake named by MISTAKE ("" for none; "swap_a" is
@@ -165,6 +166,8 @@ def _planted_kernel(
         rows = 0 * first_m + GROUP_M  # the last group taken as full
     pid_m = first_m + pid % (GROUP_M * num_pid_n) % rows
     pid_n = pid % (GROUP_M * num_pid_n) // rows
+    if MISTAKE == "swap_pid":  # row-major (GROUP_M = 1) with % and // swapped
+        pid_m, pid_n = pid % num_pid_n, pid // num_pid_n
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -180,8 +183,14 @@ def _planted_kernel(
         k_left = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-        if MISTAKE != "advance":
+        if MISTAKE == "overwrite":
+            acc = tl.dot(a, b)
+        else:
+            acc = tl.dot(a, b, acc)
+        if MISTAKE == "b_elements":
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K
+        elif MISTAKE != "advance":
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
     if HAS_BIAS:
@@ -190,6 +199,10 @@ def _planted_kernel(
             acc = acc + bias[:, None]
         else:
             acc = acc + bias[None, :]
+    if GELU:
+        cube = acc * acc if MISTAKE == "gelu_square" else acc * acc * acc
+        z = 0.7978845608028654 * (acc + 0.044715 * cube)
+        acc = acc * tl.sigmoid(z if MISTAKE == "gelu_z" else 2.0 * z)
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -203,7 +216,8 @@ def _planted(mistake, GROUP_M=8):
         a_strides = a.stride()[::-1] if mistake == "swap_a" else a.stride()  # A's strides passed in the wrong order
         _planted_kernel[grid](
             a, b, out, a if bias is None else bias, M, N, K, *a_strides, *b.stride(), *out.stride(),
-            BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=GROUP_M, HAS_BIAS=bias is not None, MISTAKE=mistake,
+            BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=GROUP_M, HAS_BIAS=bias is not None,
+            GELU=activation == "gelu", MISTAKE=mistake,
         )  # fmt: skip
         return out
 
@@ -221,18 +235,34 @@ MISTAKES = {
     "b_from_a": "B is loaded from a_ptr",
     "short_group": "last group",
     "bias_axis": "bias is added along the wrong axis",
+    "overwrite": "Only the last step of the K loop",
+    "b_elements": "B's pointers move BLOCK_K = 16 elements",
+    "gelu_z": r"sigmoid\(z\) where sigmoid\(2 z\)",
+    "gelu_square": "GELU's cubic term",
 }
 
 
 def test_planted_kernel_without_a_mistake_passes():
     """The planted kernel is right when nothing is planted: each failure below is the mistake's, not the harness's."""
-    L.check_matmul(_planted(""), shapes=PLANT_SHAPES, epilogue=True, activation=None, quiet=True)
+    for activation in (None, "gelu"):
+        L.check_matmul(_planted(""), shapes=PLANT_SHAPES, epilogue=True, activation=activation, quiet=True)
 
 
 @pytest.mark.parametrize("mistake", MISTAKES)
 def test_planted_mistake_gets_its_hint(mistake):
-    with pytest.raises(AssertionError, match=MISTAKES[mistake]):
-        L.check_matmul(_planted(mistake), shapes=PLANT_SHAPES, epilogue=mistake == "bias_axis", activation=None)
+    gelu = mistake.startswith("gelu")
+    with pytest.raises(AssertionError, match=MISTAKES[mistake]) as failure:
+        epilogue = dict(epilogue=mistake == "bias_axis" or gelu, activation="gelu" if gelu else None)
+        L.check_matmul(_planted(mistake), shapes=PLANT_SHAPES, **epilogue)
+    assert "precision problem" not in str(failure.value)
+
+
+def test_swapped_program_ids_are_a_mapping_mistake_at_the_checks_own_shapes():
+    """pid_m and pid_n swapped cover every tile when there are as many tile rows as columns: the check's shapes
+    include one with more tile columns, and the hint names the mapping, not the grid."""
+    with pytest.raises(AssertionError, match=r"(?s)pid_m and pid_n are swapped.*pid_m = pid // num_pid_n") as failure:
+        L.check_matmul(_planted("swap_pid", GROUP_M=1), quiet=True)
+    assert "C[1x29]" not in str(failure.value) and "cdiv(N, BLOCK_N) column blocks" not in str(failure.value)
 
 
 def test_drop_last_k_and_fp16_accumulation_fail():
@@ -274,21 +304,55 @@ def test_planted_transposed_outer_add_gets_its_hint():
 
 
 @triton.jit
-def _planted_order_kernel(order_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+def _planted_order_kernel(
+    order_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, MISTAKE: tl.constexpr
+):
     pid = tl.program_id(0)
     num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    first_m = pid // (GROUP_M * num_pid_n) * GROUP_M
-    pid_m = first_m + pid % (GROUP_M * num_pid_n) % GROUP_M  # the last group taken as full
-    pid_n = pid % (GROUP_M * num_pid_n) // GROUP_M
+    if MISTAKE == "num_pid_m":
+        num_pid_m = tl.cdiv(M, BLOCK_N)
+    per_group = GROUP_M * num_pid_m if MISTAKE == "per_group" else GROUP_M * num_pid_n
+    first_m = pid // per_group if MISTAKE == "first_m" else pid // per_group * GROUP_M
+    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
+    if MISTAKE == "full":
+        rows = 0 * first_m + GROUP_M  # the last group taken as full
+    pid_m = first_m + pid % rows if MISTAKE == "wrap" else first_m + pid % per_group % rows
+    pid_n = pid % per_group // GROUP_M if MISTAKE == "divisor" else pid % per_group // rows
     inside = (pid_m < num_pid_m) & (pid_n < num_pid_n)
     tl.store(order_ptr + pid_m * num_pid_n + pid_n, pid.to(tl.float32), mask=inside)
 
 
-def test_planted_orders_get_their_hints():
-    def full_last_group(M, N, BLOCK_M, BLOCK_N, GROUP_M):
+def _planted_order(mistake):
+    def order_of(M, N, BLOCK_M, BLOCK_N, GROUP_M):
         order = utils.nan_empty((triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)), torch.float32)
-        _planted_order_kernel[(order.numel(),)](order, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        _planted_order_kernel[(order.numel(),)](order, M, N, BLOCK_M, BLOCK_N, GROUP_M, MISTAKE=mistake)
         return order
+
+    return order_of
+
+
+ORDER_MISTAKES = {
+    "": None,
+    "first_m": "first_m is missing its \\* GROUP_M",
+    "per_group": "tiles_per_group counts the row tiles",
+    "divisor": "pid_n divides by GROUP_M",
+    "wrap": "without pid % tiles_per_group",
+    "num_pid_m": "program -> tile mapping is wrong",  # its tiles may divide by zero: the general hint
+}
+
+
+@pytest.mark.parametrize("mistake", ORDER_MISTAKES)
+def test_planted_tile_mappings_are_named_not_the_grid(mistake):
+    if not mistake:
+        return L.check_tile_order(_planted_order(""), quiet=True)
+    with pytest.raises(AssertionError, match=ORDER_MISTAKES[mistake]) as failure:
+        L.check_tile_order(_planted_order(mistake), quiet=True)
+    assert "first_m = (pid // tiles_per_group) * GROUP_M" in str(failure.value)
+    assert "Launch triton.cdiv" not in str(failure.value) and "grid has too few" not in str(failure.value)
+
+
+def test_planted_orders_get_their_hints():
+    full_last_group = _planted_order("full")
 
     def row_major(M, N, BLOCK_M, BLOCK_N, GROUP_M):
         return L.tile_order(M, N, BLOCK_M, BLOCK_N, 1)

@@ -147,13 +147,18 @@ def test_layer_writes_into_out():
 
 @triton.jit
 def _rmsnorm_wrong_kernel(x_ptr, w_ptr, out_ptr, N, eps, BLOCK_SIZE: tl.constexpr, MISTAKE: tl.constexpr):
-    """A learner's RMSNorm with one classic mistake (1: eps outside the sqrt, 2: mean over BLOCK_SIZE)."""
+    """A learner's RMSNorm with one classic mistake (1: eps outside the sqrt, 2: mean over BLOCK_SIZE, 3: no eps,
+    4: multiplied by the sqrt)."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < N
     x = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
     if MISTAKE == 1:
         rstd = 1 / (tl.sqrt(tl.sum(x * x, axis=0) / N) + eps)
+    elif MISTAKE == 3:
+        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N)
+    elif MISTAKE == 4:
+        rstd = tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
     else:
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / BLOCK_SIZE + eps)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
@@ -172,7 +177,9 @@ def _rmsnorm_with(mistake):
 
 
 @pytest.mark.parametrize(
-    "mistake, hint", [(1, "epsilon outside the square root"), (2, "over BLOCK_SIZE numbers")], ids=["eps", "block"]
+    "mistake, hint",
+    [(1, "epsilon outside the square root"), (2, "over BLOCK_SIZE numbers"), (3, "eps is missing"), (4, "not divided")],
+    ids=["eps", "block", "no_eps", "sqrt"],
 )
 def test_rmsnorm_check_names_the_mistake(mistake, hint):
     with pytest.raises(AssertionError, match=hint):
@@ -203,12 +210,42 @@ def _rope_adjacent_pairs(q, k, cos, sin, *, q_out=None, k_out=None):
     return q_out, k_out
 
 
+def _rope_halves(swap):
+    def rotate(q, k, cos, sin, *, q_out=None, k_out=None):
+        for x, out in ((q, q_out), (k, k_out)):  # in fp32, rounded once, as a kernel would
+            y = L.rope_ref(x.float(), x.float(), cos.float(), sin.float())[0]
+            first, second = y.chunk(2, dim=-1)
+            out.copy_(torch.cat([second, first] if swap else [first, first], dim=-1))  # halves swapped or copy-pasted
+        return q_out, k_out
+
+    return rotate
+
+
+def _rope_sin_from_cos(q, k, cos, sin, *, q_out=None, k_out=None):
+    return L.rope(q, k, cos, cos, q_out=q_out, k_out=k_out)  # s loaded from cos_ptr
+
+
+def _rope_first_sequence_angles(q, k, cos, sin, *, q_out=None, k_out=None):
+    cos, sin = (t[:1].expand_as(t).contiguous() for t in (cos, sin))  # cos_ptr + t * stride_ct: stride_cb left out
+    return L.rope(q, k, cos, sin, q_out=q_out, k_out=k_out)
+
+
 @pytest.mark.parametrize(
-    "wrong, hint", [(_rope_wrong_sign, "wrong way"), (_rope_adjacent_pairs, "the wrong pairs")], ids=["sign", "pairs"]
-)
+    "wrong, hint",
+    [(_rope_wrong_sign, "wrong way"), (_rope_adjacent_pairs, "the wrong pairs"), (_rope_halves(True), "stored swapped"),
+     (_rope_halves(False), "first half's formula"), (_rope_sin_from_cos, "sin is loaded from the cos table")],
+    ids=["sign", "pairs", "swapped", "copy", "sin"],
+)  # fmt: skip
 def test_rope_check_names_the_mistake(wrong, hint):
     with pytest.raises(AssertionError, match=f"(?s)wrong at heads .*{hint}"):
         L.check_rope(wrong, shapes=[ENV.pick(cpu=(2, 13, 4, 2, 16), gpu=(2, 333, 32, 4, 128))], quiet=True)
+
+
+def test_rope_check_gives_each_sequence_its_own_angles():
+    """With one table per sequence (B=3 in the check), a kernel that reads sequence 0's angles for every sequence
+    is wrong: each sequence starts at another position."""
+    with pytest.raises(AssertionError, match="without the sequence's offset"):
+        L.check_rope(_rope_first_sequence_angles, quiet=True)
 
 
 def test_swiglu_check_names_swapped_halves():

@@ -367,6 +367,35 @@ def test_decode_qkv_rope_writes_nothing_for_a_position_outside_the_cache():
         assert not stray, f"pos {p}: {stray}"
 
 
+def _rope_kv_write_like(mistake):
+    """rope_kv_write in PyTorch (fp32, rounded once, as a kernel would) with one classic mistake of the kernel."""
+
+    def wrong(qkv, cos, sin, pos, k_cache, v_cache, *, out=None):
+        KV, D = k_cache.shape[2], qkv.shape[2]
+        H, p, rows = qkv.shape[1] - 2 * KV, pos.long(), torch.arange(qkv.shape[0], device=qkv.device)
+        angle = rows if mistake == "angle_of_b" else p  # cos_ptr + b * HEAD_DIM: the row of the sequence's index
+        q, k, v = qkv.float().split([H, KV, KV], dim=1)
+        k_src = q[:, :KV] if mistake == "k_from_q" else k  # src + kv * HEAD_DIM: forgot + H
+        q_rot, k_rot = L.rope_ref(q[:, None], k_src[:, None], cos.float()[angle][:, None], sin.float()[angle][:, None])
+        k_rot = k_rot[:, 0].roll(D // 2, -1) if mistake == "k_halves" else k_rot[:, 0]
+        k_cache[rows, p] = k_rot.to(k_cache.dtype)
+        v_cache[rows, p] = (k if mistake == "v_from_k" else v).to(v_cache.dtype)  # H + kv, not H + KV + kv
+        return out.copy_(q_rot[:, 0])
+
+    return wrong
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [("angle_of_b", "angle of position b"), ("k_from_q", "k holds q's first heads"),
+     ("v_from_k", "v holds k's values"), ("k_halves", "k's two halves are stored swapped")],
+)  # fmt: skip
+def test_check_names_rope_kv_write_mistakes(mistake, hint):
+    with pytest.raises(AssertionError, match=hint) as failure:
+        L.check_rope_kv_write(_rope_kv_write_like(mistake), quiet=True)
+    assert "head % KV" not in str(failure.value) and "was not rotated" not in str(failure.value)
+
+
 def test_check_names_v_rotated():
     def rotates_v(qkv, cos, sin, pos, k_cache, v_cache, *, out=None):
         q = L.rope_kv_write(qkv, cos, sin, pos, k_cache, v_cache, out=out)
@@ -386,6 +415,44 @@ def test_check_names_partials_combined_without_rescaling():
 
     with pytest.raises(AssertionError, match="without rescaling"):
         L.check_decode_attention(no_rescale, quiet=True)
+
+
+def _flash_decoding_without(forgot):
+    """Flash-decoding in PyTorch, split by split and BLOCK_N keys at a time as the kernel walks them, with acc or l_i
+    not rescaled by alpha = exp2(m_old - m_new) when the running max grows (base 2, as the kernel)."""
+
+    def wrong(q, k_cache, v_cache, lengths, *, out=None):
+        (B, H, D), KV = q.shape, k_cache.shape[2]
+        _, split_len, block = L.decode_split(B, KV, k_cache.shape[1], head_dim=D)
+        for b, n in enumerate(lengths.tolist()):
+            for h in range(H):
+                k, v = k_cache[b, :n, h // (H // KV)].float(), v_cache[b, :n, h // (H // KV)].float()
+                s = k @ q[b, h].float() * (math.log2(math.e) / math.sqrt(D))
+                parts = []  # (m, l, acc) of each split
+                for lo in range(0, n, split_len):
+                    m, l_i, acc = torch.tensor(float("-inf")), torch.tensor(0.0), torch.zeros(D)
+                    for j in range(lo, min(lo + split_len, n), block):
+                        s_j = s[j : min(j + block, lo + split_len, n)]
+                        m_new = torch.maximum(m, s_j.max())
+                        alpha, p = torch.exp2(m - m_new), torch.exp2(s_j - m_new)
+                        l_i = (l_i if forgot == "l_i" else l_i * alpha) + p.sum()
+                        acc = (acc if forgot == "acc" else acc * alpha) + p @ v[j : j + len(s_j)]
+                        m = m_new
+                    parts.append((m, l_i, acc))
+                m_all = max(m for m, _, _ in parts)
+                out[b, h] = sum(torch.exp2(m - m_all) * a for m, _, a in parts) / sum(
+                    torch.exp2(m - m_all) * l_ for m, l_, _ in parts
+                )
+        return out
+
+    return wrong
+
+
+@pytest.mark.parametrize("forgot", ["acc", "l_i"])
+def test_check_names_a_split_without_the_alpha_rescale(forgot):
+    with pytest.raises(AssertionError, match=f"{forgot} is not rescaled") as failure:
+        L.check_decode_attention(_flash_decoding_without(forgot), quiet=True)
+    assert "head % KV" not in str(failure.value)
 
 
 def test_check_names_keys_read_past_the_length():
@@ -691,6 +758,7 @@ def _halves_swapped(x, w, **kw):
         (lambda x, w, **kw: L.decode_gemv(x, w, **{**kw, "norm": None}), "The norm was left out"),
         (_halves_swapped, "Gate and up swapped"),
         (lambda x, w, **kw: L.decode_gemv(x, w, **{**kw, "residual": None}), "The residual was not added"),
+        (lambda x, w, **kw: L.decode_gemv(x, w, **{**kw, "eps": 0.0}), "eps is missing"),
     ],
 )
 def test_check_decode_gemv_names_the_mistake(planted, hint):
