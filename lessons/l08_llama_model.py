@@ -1056,6 +1056,14 @@ def check_decode_attention(fn, *, quiet=False):
             "The scores were not scaled by 1/sqrt(D) (qk_scale = log2(e) / sqrt(D) in base 2).": (
                 decode_attention_ref(q64 * math.sqrt(D), k64, v64, lengths)
             ),
+            "tl.exp where the scores are in base 2: with qk_scale = log2(e) / sqrt(D) the exponentials are tl.exp2 "
+            "(exp(x * log2(e)) is a softmax of scores log2(e) times too large).": (
+                decode_attention_ref(q64 * LOG2E, k64, v64, lengths)
+            ),
+            "The combine averaged each split's own result (acc_i / l_i): splits weigh by their share of the softmax, "
+            "o = sum_i w_i acc_i / sum_i w_i l_i with w_i = exp2(m_i - m).": (
+                (acc / l_[..., None]).nan_to_num(0.0).sum(2) / (l_ > 0).sum(2, keepdim=True)
+            ),
         }
         big = f", q x {q_scale[0]:g}: scores in the hundreds, subtract the max before exp2" if q_scale else ""
         tolerance = {}
@@ -1564,6 +1572,12 @@ def check_decode_gemv(fn, *, quiet=False):
             {
                 "Gate and up swapped: gate is rows [0, N) of w, up rows [N, 2 N); silu goes on the gate.": swiglu_ref(
                     torch.cat([h64 @ w64[N:].T, h64 @ w64[:N].T], dim=1)
+                ),
+                "silu was applied to the product: SwiGLU is silu(gate) * up, not silu(gate * up).": F.silu(
+                    (h64 @ w64[:N].T) * (h64 @ w64[N:].T)
+                ),
+                "up's rows start N elements after gate's, not N rows: up row j is at w_ptr + (N + j) * K.": (
+                    F.silu(h64 @ w64[:N].T) * (h64 @ torch.as_strided(w64, (N, K), (K, 1), N).T)
                 ),
             },
         ),

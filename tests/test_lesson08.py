@@ -13,6 +13,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 
@@ -417,6 +418,23 @@ def test_check_names_partials_combined_without_rescaling():
         L.check_decode_attention(no_rescale, quiet=True)
 
 
+def test_check_names_exp_where_the_scores_are_in_base_2():
+    def natural_exp(q, k_cache, v_cache, lengths, *, out=None):  # exp(s log2 e): q's scores log2(e) times too large
+        return L.decode_attention((q.double() * L.LOG2E).to(q.dtype), k_cache, v_cache, lengths, out=out)
+
+    with pytest.raises(AssertionError, match="tl.exp where the scores are in base 2"):
+        L.check_decode_attention(natural_exp, quiet=True)
+
+
+def test_check_names_a_combine_that_averages_the_splits():
+    def averaged(q, k_cache, v_cache, lengths, *, out=None):
+        acc, m, l_ = L.decode_partials(q, k_cache, v_cache, lengths)
+        return out.copy_((acc / l_[..., None]).nan_to_num(0.0).sum(2) / (l_ > 0).sum(2, keepdim=True))
+
+    with pytest.raises(AssertionError, match="averaged each split's own result"):
+        L.check_decode_attention(averaged, quiet=True)
+
+
 def _flash_decoding_without(forgot):
     """Flash-decoding in PyTorch, split by split and BLOCK_N keys at a time as the kernel walks them, with acc or l_i
     not rescaled by alpha = exp2(m_old - m_new) when the running max grows (base 2, as the kernel)."""
@@ -752,6 +770,27 @@ def _halves_swapped(x, w, **kw):
     return L.decode_gemv(x, w, **kw)
 
 
+def _swiglu_as(wrong):
+    """decode_gemv with SwiGLU computed by `wrong(x, w, N, kw)` (gate and up from decode_gemv without it)."""
+
+    def planted(x, w, **kw):
+        if not kw.get("swiglu"):
+            return L.decode_gemv(x, w, **kw)
+        out, kw = kw.pop("out"), {**kw, "swiglu": False}
+        return out.copy_(wrong(x, w, w.shape[0] // 2, kw))
+
+    return planted
+
+
+def _silu_of_product(x, w, N, kw):
+    return F.silu(L.decode_gemv(x, w[:N], **kw).float() * L.decode_gemv(x, w[N:], **kw).float())
+
+
+def _up_rows_at_n_elements(x, w, N, kw):
+    up = torch.as_strided(w, (N, w.shape[1]), (w.shape[1], 1), N)  # up row j read N + j K elements in, not (N + j) K
+    return F.silu(L.decode_gemv(x, w[:N], **kw).float()) * L.decode_gemv(x, up, **kw).float()
+
+
 @pytest.mark.parametrize(
     "planted, hint",
     [
@@ -759,6 +798,8 @@ def _halves_swapped(x, w, **kw):
         (_halves_swapped, "Gate and up swapped"),
         (lambda x, w, **kw: L.decode_gemv(x, w, **{**kw, "residual": None}), "The residual was not added"),
         (lambda x, w, **kw: L.decode_gemv(x, w, **{**kw, "eps": 0.0}), "eps is missing"),
+        (_swiglu_as(_silu_of_product), "silu was applied to the product"),
+        (_swiglu_as(_up_rows_at_n_elements), "up's rows start N elements after gate's"),
     ],
 )
 def test_check_decode_gemv_names_the_mistake(planted, hint):
