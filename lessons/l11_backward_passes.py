@@ -39,10 +39,11 @@ def row_tile(M, N, max_block=4096):
 
 
 def new_output(shape, dtype, device):
-    """A kernel's output: NaN-filled under the interpreter, so an element no kernel wrote shows up as NaN in the
-    checks (and a stub's output fails them); uninitialised on a GPU, where a fill would cost a pass over memory."""
+    """A kernel's output: utils.nan_empty under the interpreter, so that an element no kernel wrote is told apart from
+    a NaN the kernel computed in the checks (and a stub's output fails them); uninitialised on a GPU, where a fill
+    would cost a pass over memory."""
     if utils.mode.current().interpret:
-        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+        return utils.nan_empty(shape, dtype=dtype, device=device)
     return torch.empty(shape, dtype=dtype, device=device)
 
 
@@ -760,6 +761,7 @@ def _grad_check(name, got, ref, suspects, dtype, reason=None, stray=None):
         tol["reason"] = reason
     else:
         tol = {}
+    suspects = {hint: wrong.reshape(-1) if wrong.dim() == 0 else wrong for hint, wrong in suspects.items()}  # as got
     utils.check(got.reshape(-1) if got.dim() == 0 else got, ref.reshape(-1) if ref.dim() == 0 else ref,
                 name=name, quiet=True, suspects=suspects, stray=stray, **tol)  # fmt: skip
 
@@ -792,7 +794,9 @@ def check_kl_div(fn, *, quiet=False):
     upstream gradient) for every reduction, log_target both ways, awkward shapes, fp64 / fp32 / low precision."""
     __tracebackhide__ = True
     env = utils.mode.current()
-    shapes = env.pick(cpu=[(1, 1), (1, 300), (5, 1000), (37, 257)], gpu=[(1, 1), (1, 300), (37, 257), (64, 128_000)])
+    # (3, 5000): more columns than one block (row_tile's 4096), so the row sums add up blocks
+    shapes = env.pick(cpu=[(1, 1), (1, 300), (5, 1000), (37, 257), (3, 5000)],
+                      gpu=[(1, 1), (1, 300), (37, 257), (64, 128_000)])  # fmt: skip
     cases = 0
     for i, (reduction, log_target) in enumerate((r, lt) for r in REDUCTIONS for lt in (False, True)):
         for j, dtype in enumerate((torch.float64, *lesson_dtypes())):
@@ -803,11 +807,17 @@ def check_kl_div(fn, *, quiet=False):
                 out = fn(y, t, reduction=reduction, log_target=log_target)
             y64, t64 = y.detach().double().requires_grad_(), t.double()
             ref = kl_div_ref(y64, t64, reduction, log_target)
+            last = (V - 1) // row_tile(M, V)[1] * row_tile(M, V)[1]  # where the vocabulary's last block starts
             _grad_check(f"the loss of {what}", out, ref, {
                 "the loss is divided by every element (reduction 'mean'), but 'batchmean' divides by the rows M only":
                     kl_div_ref(y64, t64, "mean", log_target),
                 "the loss is divided by the rows M, but reduction 'mean' divides by every element, M * V":
                     kl_div_ref(y64, t64, "batchmean", log_target),
+                "each row's sum holds only the vocabulary's last block: add every block's sum (total += ...), don't "
+                "overwrite it": kl_div_ref(y64, t64, "none", log_target)[:, last:].sum()
+                / {"sum": 1, "mean": M * V, "batchmean": M}.get(reduction, float("nan")),
+                "input already holds log-probabilities (log q): the loss is p log p - p * input, not p * log(input) "
+                "(the log of a negative number is NaN)": kl_div_ref(y64.detach().log(), t64, reduction, log_target),
             }, dtype, stray=stray)  # fmt: skip
             # a random upstream gradient (backward must multiply by it), drawn in the output's dtype: the kernel
             # and the reference see the same numbers
@@ -833,7 +843,11 @@ def check_kl_div(fn, *, quiet=False):
 
 
 def _ce_inputs(M, V, dtype, device, ignored=True):
-    logits = (3 * torch.randn(M, V, device=device, dtype=torch.float64)).to(dtype).requires_grad_()
+    logits = 3 * torch.randn(M, V, device=device, dtype=torch.float64)
+    # each row's max somewhere else: the first row's in its last column (the last block: the running sum of the
+    # blocks before must be rescaled), the last row's in its first
+    logits[torch.arange(M), torch.linspace(V - 1, 0, M).long()] += 15
+    logits = logits.to(dtype).requires_grad_()
     labels = torch.randint(0, V, (M,), device=device)
     if ignored and M > 1:
         labels[1::3] = -100  # padding tokens: no loss, no gradient, not counted in the mean
@@ -855,6 +869,36 @@ def _ce_suspects(logits64, labels, ref_grad, go):
             go * p * keep[:, None] / n,
         "the mean divides by every row, ignored ones too: divide by the number of non-ignored labels":
             ref_grad * n / len(labels),
+    }  # fmt: skip
+
+
+def _ce_loss_suspects(x64, labels):
+    """The mean loss as cross_entropy_kernel's classic mistakes of pass 1 compute it."""
+    M, V = x64.shape
+    _, BLOCK_V = row_tile(M, V)
+    x = x64.detach()
+    keep = labels != -100
+    n = max(int(keep.sum()), 1)
+    picked = x.gather(1, torch.where(keep, labels, 0)[:, None])[:, 0]
+    m = torch.full((M,), float("-inf"), dtype=x.dtype, device=x.device)
+    d = torch.zeros_like(m)
+    for start in range(0, V, BLOCK_V):  # the online logsumexp without its rescale of the running sum
+        m_new = torch.maximum(m, x[:, start : start + BLOCK_V].max(1).values)
+        d, m = d + torch.exp(x[:, start : start + BLOCK_V] - m_new[:, None]).sum(1), m_new
+    lse = torch.logsumexp(x, -1)
+    padded = torch.logsumexp(F.pad(x, (0, -V % BLOCK_V)), -1)  # lanes past V loaded as 0.0 and counted
+
+    def mean(row_loss):
+        return torch.where(keep, row_loss, 0).sum() / n
+
+    return {
+        "the running sum is not rescaled when the running max grows: d = d * exp(m - m_new) + sum(exp(x - m_new))":
+            mean(m + torch.log(d) - picked),
+        "the lanes past V count in the logsumexp (they load 0.0, and exp(0 - m) each joins the sum): set them to "
+        "-inf, tl.where(c < V, x, float('-inf')), before the max and the sum": mean(padded - picked),
+        "the logsumexp misses the max: lse = m + log(d), since d sums exp(x - m)": mean(lse - m - picked),
+        "ignored rows add their loss: store 0 where the label is ignore_index (tl.where(keep, lse - picked, 0))":
+            (lse - torch.where(keep, picked, 0)).sum() / n,
     }  # fmt: skip
 
 
@@ -881,6 +925,7 @@ def check_cross_entropy(fn, *, quiet=False):
             _grad_check(f"the loss of {what}", out, ref, {
                 "the loss is the mean over every row: ignored rows must add nothing and not count in the mean":
                     torch.where(keep, lse - picked, 0).sum() / M,
+                **_ce_loss_suspects(x64, labels),
             }, torch.float64 if dtype == torch.float64 else torch.float32, reason, stray=stray)  # fmt: skip
             go = (torch.rand((), dtype=torch.float64, device=env.device) + 0.5).to(out.dtype).double()
             (want,) = torch.autograd.grad(ref, x64, go)
@@ -920,22 +965,29 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
                 torch.float64: None,
                 torch.float32: "fp32 matmuls over H and V, then fp32 sums over chunks",
             }.get(dtype, "low-precision logits and gradients, and grad_W summed over the chunks in that dtype")
-            _grad_check(f"the loss of {what}", out, ref, {}, dtype, reason, stray=stray)
+            size = chunk or default_chunk(T, H, V)
+            n_valid = int((labels != -100).sum())
+            first_labels = torch.cat([labels[: min(size, T - start)] for start in range(0, T, size)])
+            _grad_check(f"the loss of {what}", out, ref, {
+                "every chunk reads the first chunk's labels: chunk [start, stop) takes labels[start:stop]":
+                    F.cross_entropy(x64.detach() @ w64.detach().T, first_labels, reduction="sum") / max(n_valid, 1),
+            }, dtype, reason, stray=stray)  # fmt: skip
             go = (torch.rand((), dtype=torch.float64, device=env.device) + 0.5).to(dtype).double()
             want_x, want_w = torch.autograd.grad(ref, (x64, w64), go)
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
                 got_x, got_w = torch.autograd.grad(out, (x, w), go.to(dtype))
-            size = chunk or default_chunk(T, H, V)
-            n_valid = int((labels != -100).sum())
+            every_row = "the gradient divides by every token, ignored ones too: divide by the non-ignored labels"
             _grad_check(f"grad_x of {what}", got_x, want_x, {
                 "grad_x misses the mean's 1/N: scale by 1/(non-ignored labels of ALL chunks)": want_x * n_valid,
                 "each chunk is scaled by 1/(its own non-ignored labels): the mean is over ALL the chunks' labels":
                     _per_chunk_mean_grad_x(x64, w64, labels, size, go),
+                every_row: want_x * n_valid / T,
             }, dtype, reason, stray=stray)  # fmt: skip
             last = _last_chunk_grad_w(x64, w64, labels, size, go) if size < T else want_w * float("nan")
             _grad_check(f"grad_W of {what}", got_w, want_w, {
                 "grad_W holds only the last chunk's share: accumulate (addmm_ / +=) across chunks, don't overwrite":
                     last,
+                every_row: want_w * n_valid / T,
             }, dtype, reason)  # fmt: skip
             cases += 1
     if not quiet:
@@ -1010,9 +1062,15 @@ def check_rmsnorm_with_grad(fn, *, quiet=False):
                 got_x, got_w = torch.autograd.grad(y, (x, w), dy.to(dtype))
             rstd64 = torch.rsqrt(x64.detach().pow(2).mean(-1) + 1e-6)
             long_sum = "dw sums M rows of products in fp32, then rounds to the low-precision dtype"
+            xhat, dyw = x64.detach() * rstd64[:, None], dy * w64.detach()
+            BLOCK_C = row_tile(M, C, max_block=MAX_C)[1]
             _grad_check(f"dx of {what}", got_x, want_x, {
                 "dx misses the term from rstd depending on x: dx = rstd (dy w - xhat mean(dy w xhat)), not rstd dy w":
                     dy * w64.detach() * rstd64[:, None],
+                "the mean over the row divides by BLOCK_C, the padded block: divide by C, the row's real length":
+                    rstd64[:, None] * (dyw - xhat * (dyw * xhat).sum(-1, keepdim=True) / BLOCK_C),
+                "dx misses the weight: y = xhat * w, so dx = rstd (dy w - xhat mean(dy w xhat)), with dy w for dy":
+                    rstd64[:, None] * (dy - xhat * (dy * xhat).mean(-1, keepdim=True)),
             }, dtype, stray=stray)  # fmt: skip
             _grad_check(f"dw of {what}", got_w, want_w, _rmsnorm_dw_suspects(x64.detach(), dy, rstd64, M, C), dtype,
                         None if dtype == torch.float64 else long_sum)  # fmt: skip
@@ -1047,6 +1105,8 @@ def check_swiglu_with_grad(fn, *, quiet=False):
                     torch.cat([dout * u * s, dout * g * s], dim=-1),
                 "d(gate) and d(up) are swapped: gate is the first half of each row, up the second":
                     torch.cat([dout * g * s, dout * u * s * (1 + g * (1 - s))], dim=-1),
+                "d(up) uses sigmoid(g) for silu(g): out = silu(g) u, so d(up) = dout * silu(g) = dout * g * s":
+                    torch.cat([dout * u * s * (1 + g * (1 - s)), dout * s], dim=-1),
             }, dtype, stray=stray)  # fmt: skip
             cases += 1
     if not quiet:

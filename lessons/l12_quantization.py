@@ -222,6 +222,8 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                 "the two halves of the row are paired (k and k + K/2), not neighbours (2j and 2j + 1)": (
                     q[:, : q.shape[1] // 2].long() + 16 * q[:, q.shape[1] // 2 :].long()
                 ),
+                "the high nibble is lost: a uint8 shifted by 8 keeps none of its bits; k = 2j + 1 goes in bits 4-7, "
+                "q[:, 1::2] << 4": q[:, 0::2].long(),
             },
         )
         back = unpack(want.to(torch.uint8))
@@ -237,6 +239,14 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                 ),
                 "the codes come back as [all low nibbles, all high nibbles]: interleave them with "
                 "torch.stack([lo, hi], dim=-1) before reshaping": torch.cat([q[:, 0::2], q[:, 1::2]], 1).long(),
+                "the high nibble comes back 16 times too large: shift it down, hi = packed >> 4 (packed & 0xF0 "
+                "keeps it in bits 4-7)": torch.stack([q[:, 0::2], 16 * q[:, 1::2].long()], -1)
+                .reshape(q.shape[0], -1)
+                .long(),
+                "high nibbles of 8 and more come back as 248 and more: the shift dragged the sign bit in (an int8 "
+                ">> 4 is arithmetic); shift the uint8 bytes, a logical shift": torch.stack(
+                    [q[:, 0::2].long(), torch.where(q[:, 1::2] >= 8, q[:, 1::2].long() + 240, q[:, 1::2].long())], -1
+                ).reshape(q.shape[0], -1),
             },
         )
 
@@ -283,7 +293,7 @@ def dequantize(w, dtype=None):
     return w if dtype is None else w.to(dtype)
 
 
-def _int4_variant(w, G, steps=15, per_row=False):
+def _int4_variant(w, G, steps=15, per_row=False, zero_point=lambda lo, s: torch.round(-lo / s)):
     """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives."""
     N, K = w.shape
     groups = triton.cdiv(K, G)
@@ -292,7 +302,7 @@ def _int4_variant(w, G, steps=15, per_row=False):
     if per_row:
         lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
     scale = stored_scale(torch.where(hi > lo, (hi - lo) / steps, 1.0), steps, w.dtype).float()
-    zero = torch.round(-lo / scale).clamp(0, 15)
+    zero = zero_point(lo, scale).clamp(0, 15)
     q = torch.round(wf / scale[..., None] + zero[..., None]).clamp(0, 15)
     return _dequant_codes(q.double().view(N, -1), zero.double(), scale.double(), K)
 
@@ -305,6 +315,12 @@ def quantize_suspects(w, G):
         ),
         "one scale for the whole row: each group of group_size weights along K has its own scale and zero "
         "point (view the row as (groups, group_size) and reduce the last dimension)": _int4_variant(w, G, per_row=True),
+        "the zero point is rounded down: zero = round(-min / scale), the nearest code to the weight 0": _int4_variant(
+            w, G, zero_point=lambda lo, s: torch.floor(-lo / s)
+        ),
+        "the zero point has the wrong sign: zero = round(-min / scale) (min <= 0, so the zero point is >= 0)": (
+            _int4_variant(w, G, zero_point=lambda lo, s: torch.round(lo / s))
+        ),
     }
 
 
@@ -325,6 +341,9 @@ def check_int4_codes(fn, *, quiet=False):
         if N > 2:
             w[1, : min(K, G)] = -w[1, : min(K, G)].abs()  # no positive weight: zero point 15
             w[2, : min(K, G)] = 0.0  # nothing but zeros: no range to divide (scale 1, every code the zero point)
+        if N > 3:  # min -3.5 u, max 11.5 u: scale u, zero point round(3.5) = 4, and the max's code rounds 15.5 to 16
+            u = 2.0**-6
+            w[3, : min(K, G)] = torch.linspace(-3.5 * u, 11.5 * u, min(K, G), device=env.device).to(w.dtype)
         groups = triton.cdiv(K, G)
         got = fn(w, G)
         shapes = ((N, groups * G), (N, groups), (N, groups))
@@ -334,6 +353,13 @@ def check_int4_codes(fn, *, quiet=False):
                 f"{shapes}, got {got!r:.200}"
             )
         q, scale, zero = got
+        if q.numel() and not 0 <= int(q.min()) <= int(q.max()) <= 15:
+            n, k = (int(i) for i in torch.nonzero((q > 15) | (q < 0))[0])
+            raise AssertionError(
+                f"int4_codes_ref(w of shape {(N, K)}, {G}) returned code {int(q[n, k])} at [{n}, {k}]: codes are 0 .. "
+                f"15.\nHint: round(w / scale + zero) can pass 15 (by rounding, and the stored scale's rounding): clamp "
+                f"the codes, .clamp(0, 15), before the cast to uint8."
+            )
         if q.dtype != torch.uint8 or zero.dtype != torch.uint8 or scale.dtype != scale_dtype(w.dtype):
             raise AssertionError(
                 f"codes and zero points are uint8 and the scales {utils.dtype_name(scale_dtype(w.dtype))}; got "
@@ -693,6 +719,9 @@ def w4a16_suspects(x, w: Int4Weight):
         "the scale is applied twice, or not at all: multiply each step's partial product by the scale once": y(
             _dequant_codes(q, z, s * s, K)
         ),
+        "the scale and the zero point are swapped: the scale comes from scale_ptr, the zero point from zero_ptr": y(
+            ((q.view(N, -1, G) - s[..., None]).to(x.dtype).double() * z[..., None]).view(N, -1)[:, :K]
+        ),  # (q - scale) rounded to x's dtype for the dot, as the kernel rounds (q - zero), exactly
     }
     whole = K // G * G
     if whole < K:

@@ -211,6 +211,10 @@ def check_block_pool(pool_cls=None, *, quiet=False):
            f"must not see that): a {a.blocks}, b {b.blocks}")  # fmt: skip
     expect(pool.copies == [(a.blocks[2], b.blocks[2])], f"the copy to make must be recorded, got {pool.copies}")
     expect(pool.refs[a.blocks[2]] == 1 and pool.refs[b.blocks[2]] == 1, "after the copy each third block has 1 ref")
+    expect(b.hashes == a.hashes[:2],
+           f"after the copy b's hashes must describe b's own blocks: its first two, shared with a, and not the third, "
+           f"a new copy b is about to write into (got {len(b.hashes)} hashes): drop them from the copied block on, "
+           f"del seq.hashes[j:], so that register hashes b's blocks anew once they are written")  # fmt: skip
     c = Sequence(Request(1, 0.0, (1,) * 30, 1), [1] * 30)
     free = len(pool.free)
     expect(pool.allocate(c, 30) is False, "8 blocks for c with 4 free: allocate must refuse (return False)")
@@ -500,6 +504,42 @@ def paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, device, gen):
     return q, k_pages, v_pages, table.to(device), torch.tensor(lens, dtype=torch.int32, device=device), q_start
 
 
+def _base_e_in_splits_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_len):
+    """paged_attention's result with tl.exp for tl.exp2 in the kernel: each split's softmax in base e of scores
+    scaled for base 2 (by log2(e) / sqrt(D)), then decode_combine's base-2 merge of the splits of split_len keys."""
+    H, D = q.shape[1:]
+    q_start = q_start.cpu()
+    out = torch.zeros_like(q)
+    for b, n in enumerate(lengths.tolist()):
+        lo, hi = int(q_start[b]), int(q_start[b + 1])
+        k, v = (gather_pages(pages, block_table[b], n).transpose(0, 1) for pages in (k_pages, v_pages))
+        k, v = k.repeat_interleave(H // k.shape[0], 0), v.repeat_interleave(H // k.shape[0], 0)  # (H, n, D)
+        s = q[lo:hi].transpose(0, 1) @ k.transpose(1, 2) * (LOG2E / math.sqrt(D))  # (H, hi - lo, n)
+        pos = n - (hi - lo) + torch.arange(hi - lo, device=q.device)
+        s = s.masked_fill(torch.arange(n, device=q.device)[None, :] > pos[:, None], float("-inf"))
+        parts = []
+        for a in range(0, n, split_len):
+            m = s[..., a : a + split_len].amax(-1, keepdim=True)
+            p = torch.exp(s[..., a : a + split_len] - torch.where(m == float("-inf"), 0.0, m))
+            parts.append((m, p @ v[:, a : a + split_len], p.sum(-1, keepdim=True)))
+        top = torch.stack([m for m, _, _ in parts]).amax(0)
+        w = [torch.exp2(m - top) for m, _, _ in parts]
+        num = sum(wi * acc for wi, (_, acc, _) in zip(w, parts))
+        den = sum(wi * l_ for wi, (_, _, l_) in zip(w, parts))
+        out[lo:hi] = (num / den).transpose(0, 1)
+    return out
+
+
+def _scaled_down_rows(out, ref):
+    """ref with each (token, head) row scaled by the factor below 1 that brings it nearest out's row (ref itself
+    where there is none): what a softmax whose denominator is too large gives."""
+    out64 = out.detach().to("cpu", torch.float64)
+    ref = ref.to("cpu", torch.float64)
+    c = (out64 * ref).sum(-1) / (ref * ref).sum(-1)
+    c = torch.where(torch.isfinite(c) & (c < 1), c, 1.0)
+    return ref * c[..., None]
+
+
 def check_paged_attention(fn, *, quiet=False):
     """fn(q, k_pages, v_pages, block_table, lengths, q_start, out=...) against paged_attention_ref in fp64, and
     its decode case against lesson 08's contiguous decode_attention_ref on the same keys."""
@@ -544,13 +584,24 @@ def check_paged_attention(fn, *, quiet=False):
                 q64, k64[:, :, wrong_heads], v64[:, :, wrong_heads], table, lengths, q_start
             ),
         }
-        q_len = (q_start[1:] - q_start[:-1]).cpu()
-        if bool((lengths.cpu() - 1 >= q_len.clamp_min(1)).all()):
-            suspects[
-                "Off by one: each request's length counts its new tokens, so query i of a chunk of q_len sits at "
-                "position length - q_len + i and sees keys 0 .. that position, its own key included (mask with "
-                "cols <= pos, split end min(start + split_len, length - q_len + last))."
-            ] = paged_attention_ref(q64, k64, v64, table, lengths - 1, q_start)
+        # (a query that sees no key at all, the first of a whole prompt here, is NaN in this one, as in the kernel)
+        suspects[
+            "Off by one: each request's length counts its new tokens, so query i of a chunk of q_len sits at "
+            "position length - q_len + i and sees keys 0 .. that position, its own key included (mask with "
+            "cols <= pos, split end min(start + split_len, length - q_len + last))."
+        ] = paged_attention_ref(q64, k64, v64, table, lengths - 1, q_start)
+        suspects[
+            "Each query's position counts from 0: query i of a chunk of q_len new tokens sits after the request's "
+            "cached prefix, at pos = length - q_len + i (it sees keys 0 .. pos)."
+        ] = paged_attention_ref(q64, k64, v64, table, q_start[1:] - q_start[:-1], q_start)
+        suspects[
+            "The scores are exponentiated with tl.exp, but qk_scale holds log2(e) / sqrt(D): the scores are in base "
+            "2, so p = tl.exp2(s - m) and alpha = tl.exp2(m_i - m_new)."
+        ] = _base_e_in_splits_ref(q64, k64, v64, table, lengths, q_start, paged_schedule(B, KV, D, W * P, dtype)[1])
+        suspects[
+            "Each query's output comes out scaled down, row by row: the running sum l is too large. Rescale it like "
+            "acc when the running max grows: l_i = l_i * alpha + tl.sum(p, 1)."
+        ] = _scaled_down_rows(out, ref)
         name = f"paged attention (B={B}, H={H}, KV={KV}, D={D}, block_size={P}, lengths={lens}, queries={q_lens})"
         utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, dims=("token", "head", "dim"), stray=stray)
         if max(q_lens) == 1:  # a decode step: the same as lesson 08's contiguous kernel's spec on gathered keys
@@ -966,6 +1017,11 @@ def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, 
         stats["draft passes"] += k
         choice = tgt.extend([tokens[-1], *proposed]).argmax(-1).tolist()  # k + 1 queries, one read of the weights
         new = accept_greedy(proposed, choice)
+        if not new:  # no progress: the loop would never end
+            raise AssertionError(
+                f"accept_greedy({proposed}, {choice}) returned no token.\nHint: every step must return at least one "
+                f"token: the target's own next token after the accepted ones (target[n], n proposals accepted)."
+            )
         stats["target passes"] += 1
         stats["proposed"] += k
         stats["accepted"] += len(new) - 1

@@ -8,7 +8,9 @@ checks use their own larger sizes.
 """
 
 import dataclasses
+import inspect
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -1413,6 +1415,132 @@ def test_the_host_mailbox_waits_for_its_run_and_refuses_a_kernel_that_never_set_
     late = _mailbox(0)
     stream = _Stream(done=True, on_sync=lambda: late.flag.fill_(3))
     assert late.wait(3) == [0, 5] and stream.syncs == 1
+
+
+# -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
+
+
+def plant(monkeypatch, tmp_path, name, old, new):
+    """Swaps L.<name> for a copy of it with one learner's mistake: its source with ``old`` (found exactly once)
+    replaced by ``new``, compiled from a file of its own (triton.jit reads its kernel's source) in L's globals."""
+    fn = getattr(L, name)
+    source = inspect.getsource(getattr(fn, "fn", fn))
+    assert source.count(old) == 1, f"{name}: {old!r} is found {source.count(old)} times"
+    path = tmp_path / f"{name}_planted.py"
+    path.write_text(source.replace(old, new))
+    scope = dict(vars(L))
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+    monkeypatch.setattr(L, name, scope[name])
+
+
+_PACK = "packed = tl.where(mask, packed, -0x7FFFFFFFFFFFFFFF - 1)"
+_BITONIC_LOAD = 'mask=idx < N, other=float("inf"))'
+_BEFORE = "before = tl.load(block_cumsum_ptr + pid - 1, mask=pid > 0, other=0)"
+_BAD_COUNT = "tl.atomic_add(rows_ptr + num_keys + 0 * key, (passed & ~good).to(tl.int64), mask=passed & ~good)"
+PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check, words of its hint)
+    "top-k padding not set": ("top_k_block_kernel", _PACK, "", "top_k", "Lanes past the end of the row"),
+    "top-k padding above everything": (
+        "top_k_block_kernel",
+        _PACK,
+        _PACK.replace("-0x7FFFFFFFFFFFFFFF - 1", "0x7FFFFFFFFFFFFFFF"),
+        "top_k",
+        "smallest int64",
+    ),  # fmt: skip
+    "top-k raw float bits": (
+        "top_k_block_kernel",
+        "float_sort_key(x).to(tl.int64)",
+        "x.to(tl.int32, bitcast=True).to(tl.int64)",
+        "top_k",
+        "raw bits",
+    ),  # fmt: skip
+    "top-k no block offset": (
+        "top_k_block_kernel",
+        "cols = blk * BLOCK_SIZE + tl.arange",
+        "cols = tl.arange",
+        "top_k",
+        "block blk's offset",
+    ),  # fmt: skip
+    "bitonic pads with -inf": (
+        "bitonic_sort_kernel",
+        _BITONIC_LOAD,
+        _BITONIC_LOAD.replace('"inf"', '"-inf"'),
+        "bitonic_sort",
+        "padding sorts first",
+    ),  # fmt: skip
+    "bitonic pads with 0": (
+        "bitonic_sort_kernel",
+        _BITONIC_LOAD,
+        _BITONIC_LOAD.replace('float("inf")', "0.0"),
+        "bitonic_sort",
+        "padding sorts into the row",
+    ),  # fmt: skip
+    "bitonic stores with x's stride": (
+        "bitonic_sort_kernel",
+        "out_ptr + row * stride_om",
+        "out_ptr + row * stride_xm",
+        "bitonic_sort",
+        "out's row stride",
+    ),  # fmt: skip
+    "scan prefix masked from block 2": (
+        "cumsum_kernel",
+        _BEFORE,
+        _BEFORE.replace("pid > 0", "pid > 1"),
+        "cumsum",
+        "Block 1 restarts from 0",
+    ),  # fmt: skip
+    "scan reads its own block's prefix": (
+        "cumsum_kernel",
+        _BEFORE,
+        _BEFORE.replace("pid - 1", "pid"),
+        "cumsum",
+        "after the first also counts itself",
+    ),  # fmt: skip
+    "scan with tl.sum": (
+        "cumsum_kernel",
+        "tl.cumsum(x, axis=0) + before",
+        "tl.sum(x, axis=0) + before",
+        "cumsum",
+        "block's whole sum",
+    ),  # fmt: skip
+    "group-by keeps x == threshold": (
+        "groupby_atomic_kernel",
+        "(x > tl.load(threshold_ptr))",
+        "(x >= tl.load(threshold_ptr))",
+        "groupby_atomic",
+        "exactly at the threshold",
+    ),  # fmt: skip
+    "group-by sums by row": (
+        "groupby_atomic_kernel",
+        "atomic_add(sums_ptr + key,",
+        "atomic_add(sums_ptr + offs,",
+        "groupby_atomic",
+        "indexed by the key",
+    ),  # fmt: skip
+    "group-by counts every bad lane": (
+        "groupby_atomic_kernel",
+        _BAD_COUNT,
+        "tl.atomic_add(rows_ptr + num_keys + 0 * key, (~good).to(tl.int64), mask=~good)",
+        "groupby_atomic",
+        "mask=passed & ~good",
+    ),  # fmt: skip
+    "group-by without the key range check": (
+        "groupby_atomic_kernel",
+        "good = passed & (key >= 0) & (key < num_keys)",
+        "good = passed",
+        "groupby_atomic",
+        "range check is missing",
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("mistake", list(PLANTED))
+def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
+    """Each fails its check, with the hint that names it: not a pass, a hang or a crash (the group-by without its
+    range check writes before sums: under the interpreter utils.watch_memory drops that write)."""
+    name, old, new, check, words = PLANTED[mistake]
+    plant(monkeypatch, tmp_path, name, old, new)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        CHECKS[check]()
 
 
 # -- empty inputs and refusals --------------------------------------------------------------------------------------

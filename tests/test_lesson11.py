@@ -7,7 +7,9 @@ look their kernels up there at call time), or a wrong Function; the lesson's own
 that names the mistake.
 """
 
+import inspect
 import math
+import re
 
 import pytest
 import torch
@@ -377,6 +379,134 @@ def test_rope_backward_not_inverted_is_named(monkeypatch):
     monkeypatch.setattr(lesson, "rope_fwd_bwd_kernel", _rope_never_inverse_kernel)
     with pytest.raises(AssertionError, match="must rotate by -angle"):
         lesson.check_rope_with_grad(lesson.rope_with_grad, quiet=True)
+
+
+# -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
+
+
+def plant(monkeypatch, tmp_path, name, old, new):
+    """Swaps lesson.<name> for a copy of it with one learner's mistake: its source with every ``old`` replaced by
+    ``new``, compiled from a file of its own (triton.jit reads its kernel's source) in the lesson's globals."""
+    fn = getattr(lesson, name)
+    source = inspect.getsource(getattr(fn, "fn", fn))
+    assert old in source, f"{name}: {old!r} is not in its source"
+    path = tmp_path / f"{name}_planted.py"
+    path.write_text(source.replace(old, new))
+    scope = dict(vars(lesson))
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+    monkeypatch.setattr(lesson, name, scope[name])
+
+
+_INTO = "cross_entropy_into(logits, labels[start:stop], loss_rows[start:stop], logits, ignore_index, divisor)"
+PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check, words of its hint)
+    "kl row sums overwritten": ("kl_div_kernel", "total += tl.sum", "total = tl.sum", "kl_div", "last block"),
+    "kl input taken for probabilities": (
+        "kl_div_kernel",
+        "- t * y\n",
+        "- t * tl.log(y)\n",
+        "kl_div",
+        "already holds log-probabilities",
+    ),  # fmt: skip
+    "kl backward rows without ROWS": (
+        "kl_div_backward_kernel",
+        "tl.program_id(0).to(tl.int64) * ROWS +",
+        "tl.program_id(0).to(tl.int64) +",
+        "kl_div",
+        "were never written (still the NaN",
+    ),  # fmt: skip
+    "ce without the rescale": (
+        "cross_entropy_kernel",
+        "d = d * tl.exp(m - m_new) + tl.sum(",
+        "d = d + tl.sum(",
+        "cross_entropy",
+        "not rescaled",
+    ),  # fmt: skip
+    "ce lanes past V not -inf": (
+        "cross_entropy_kernel",
+        'x = tl.where(c[None, :] < V, x, float("-inf"))',
+        "",
+        "cross_entropy",
+        "lanes past V count",
+    ),  # fmt: skip
+    "ce lse without m": (
+        "cross_entropy_kernel",
+        "lse = m + tl.log(d)",
+        "lse = tl.log(d)",
+        "cross_entropy",
+        "misses the max",
+    ),  # fmt: skip
+    "ce ignored rows' loss kept": (
+        "cross_entropy_kernel",
+        "tl.where(keep, lse - picked, 0.0)",
+        "lse - picked",
+        "cross_entropy",
+        "ignored rows add their loss",
+    ),  # fmt: skip
+    "fused ce reads the first chunk's labels": (
+        "FusedLinearCrossEntropyFunction",
+        _INTO,
+        _INTO.replace("labels[start:stop]", "labels[: stop - start]"),
+        "fused_linear_cross_entropy",
+        "first chunk's labels",
+    ),  # fmt: skip
+    "fused ce writes the first chunk's loss rows": (
+        "FusedLinearCrossEntropyFunction",
+        _INTO,
+        _INTO.replace("loss_rows[start:stop]", "loss_rows[: stop - start]"),
+        "fused_linear_cross_entropy",
+        "were never written (still the NaN",
+    ),  # fmt: skip
+    "fused ce divides by every token": (
+        "FusedLinearCrossEntropyFunction",
+        _INTO,
+        _INTO.replace("divisor)", "T)"),
+        "fused_linear_cross_entropy",
+        "divide by the non-ignored labels",
+    ),  # fmt: skip
+    "rmsnorm mean over BLOCK_C": (
+        "rmsnorm_backward_kernel",
+        "axis=1) / C)",
+        "axis=1) / BLOCK_C)",
+        "rmsnorm_with_grad",
+        "divides by BLOCK_C",
+    ),  # fmt: skip
+    "rmsnorm dx without w": (
+        "rmsnorm_backward_kernel",
+        "(dyw - xhat * (tl.sum(dyw * xhat",
+        "(dy - xhat * (tl.sum(dy * xhat",
+        "rmsnorm_with_grad",
+        "dx misses the weight",
+    ),  # fmt: skip
+    "swiglu d(up) with sigmoid": (
+        "swiglu_backward_kernel",
+        "du = dout * g * s",
+        "du = dout * s",
+        "swiglu_with_grad",
+        "d(up) uses sigmoid",
+    ),  # fmt: skip
+    "rope interleaved pairs": (
+        "rope_fwd_bwd_kernel",
+        "off + HALF",
+        "off + 1",
+        "rope_with_grad",
+        "were never written (still the NaN",
+    ),
+    "rope head offset by HALF": (
+        "rope_fwd_bwd_kernel",
+        "(h * D + i)",
+        "(h * HALF + i)",
+        "rope_with_grad",
+        "were never written (still the NaN",
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("mistake", list(PLANTED))
+def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
+    name, old, new, fn, words = PLANTED[mistake]
+    plant(monkeypatch, tmp_path, name, old, new)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        getattr(lesson, f"check_{fn}")(getattr(lesson, fn), quiet=True)
 
 
 # -- refusals and empty inputs -----------------------------------------------------------------------------------

@@ -662,8 +662,8 @@ def test_planted_w4a16_mistake_gets_its_hint(mistake):
 @pytest.mark.skipif(not ENV.interpret, reason="memory is watched under the interpreter only")
 def test_planted_w4a16_reading_x_past_k_is_caught_by_the_memory_watch():
     # the padded last group's codes dequantize to 0, so the output is right (unless the bytes past x hold a NaN):
-    # the addresses give it away either way
-    with pytest.raises(AssertionError, match="touches memory outside the tensors it was given"):
+    # the addresses give it away either way ("touches", or "reads" where the garbage read in made the values wrong)
+    with pytest.raises(AssertionError, match="memory outside the tensors it was given"):
         L.check_w4a16(planted_w4a16("x unmasked along K"), quiet=True)
 
 
@@ -742,6 +742,82 @@ def test_planted_w8a16_without_a_mistake_passes():
 def test_planted_w8a16_mistake_gets_its_hint(mistake):
     with pytest.raises(AssertionError, match=W8_MISTAKES[mistake]):
         L.check_w8a16(planted_w8a16(mistake), quiet=True)
+
+
+# -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
+
+
+def plant(monkeypatch, tmp_path, name, *edits):
+    """Swaps L.<name> for a copy of it with one learner's mistake: its source with each (old, new) of ``edits``
+    replaced in turn (every old), compiled from a file of its own (triton.jit reads its kernel's source) in L's
+    globals."""
+    fn = getattr(L, name)
+    source = inspect.getsource(getattr(fn, "fn", fn))
+    for old, new in edits:
+        assert old in source, f"{name}: {old!r} is not in its source"
+        source = source.replace(old, new)
+    path = tmp_path / f"{name}_planted.py"
+    path.write_text(source)
+    scope = dict(vars(L))
+    exec(compile(source, str(path), "exec"), scope)
+    monkeypatch.setattr(L, name, scope[name])
+
+
+def _check_pack():
+    L.check_pack_int4(L.pack_int4, L.unpack_int4, quiet=True)
+
+
+def _check_codes():
+    L.check_int4_codes(L.int4_codes_ref, quiet=True)
+
+
+def _check_w4a16():
+    L.check_w4a16(L.w4a16, quiet=True)
+
+
+_SWAP = (("scale_ptr + rows_n", "SWAP"), ("zero_ptr + rows_n", "scale_ptr + rows_n"), ("SWAP", "zero_ptr + rows_n"))
+PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
+    "pack shifts by 8": ("pack_int4", [("(q[:, 1::2] << 4)", "(q[:, 1::2] << 8)")], _check_pack, "high nibble is lost"),
+    "unpack keeps the high nibble in place": (
+        "unpack_int4",
+        [("packed >> 4", "packed & 0xF0")],
+        _check_pack,
+        "16 times too large",
+    ),  # fmt: skip
+    "unpack shifts signed bytes": (
+        "unpack_int4",
+        [("packed >> 4", "(packed.view(torch.int8) >> 4).view(torch.uint8)")],
+        _check_pack,
+        "dragged the sign bit",
+    ),  # fmt: skip
+    "codes not clamped": (
+        "int4_codes_ref",
+        [("zero[..., None]).clamp(0, 15)", "zero[..., None])")],
+        _check_codes,
+        "returned code 16",
+    ),  # fmt: skip
+    "zero point rounded down": (
+        "int4_codes_ref",
+        [("torch.round(-lo / s)", "torch.floor(-lo / s)")],
+        _check_codes,
+        "zero point is rounded down",
+    ),  # fmt: skip
+    "zero point's sign": (
+        "int4_codes_ref",
+        [("torch.round(-lo / s)", "torch.round(lo / s)")],
+        _check_codes,
+        "the wrong sign",
+    ),  # fmt: skip
+    "w4a16 scale and zero swapped": ("w4a16_kernel", _SWAP, _check_w4a16, "are swapped: the scale comes"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(PLANTED))
+def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
+    name, edits, check, words = PLANTED[mistake]
+    plant(monkeypatch, tmp_path, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        check()
 
 
 # -- refusals and empty inputs --------------------------------------------------------------------------------------
