@@ -145,6 +145,7 @@ def setup(quiet: bool = False, seed: int | None = 0) -> Env:
     if _ENV is None:
         _ENV = _detect()
         _enable_colab_widgets()
+        _name_skeletons_under_errors()
     if seed is not None:
         import torch
 
@@ -152,6 +153,19 @@ def setup(quiet: bool = False, seed: int | None = 0) -> Env:
     if not quiet:
         print(_ENV.describe())
     return _ENV
+
+
+def _name_skeletons_under_errors() -> None:
+    """In a notebook: under a cell's error, the exercises it reached that are still skeletons (utils.stubs)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ipython = get_ipython()
+    if ipython is not None and hasattr(ipython, "events"):
+        from .stubs import watch_cells
+
+        watch_cells(ipython)
 
 
 def _enable_colab_widgets() -> None:
