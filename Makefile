@@ -1,7 +1,8 @@
 # Triton, the hard way. `make lab` to learn, `make test` to check everything CI checks.
 #   make lab [PORT=8888]        install what is missing into .venv, start JupyterLab on notebooks/
 #   make test                   install what is missing, run everything CI runs (CPU is fine)
-#   make notebooks [FORCE=1]    regenerate notebooks/ and lessons/ from solutions/ (edited notebooks are kept unless FORCE=1)
+#   make notebooks [FORCE=1]    regenerate notebooks/ and lessons/ from solutions/ (an edited notebook is kept; FORCE=1
+#                               takes the course's newer version of one, after saving a backup)
 #   make format                 ruff-format the code and the solutions' code cells, then regenerate
 #   make bench                  GPU only: time every lesson's kernels against PyTorch, write results/
 #   make present [PORT=8888]    JupyterLab on a copy of solutions/ with large fonts, for projecting

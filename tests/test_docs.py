@@ -43,3 +43,35 @@ def test_the_setup_cell_shown_in_the_docs_is_the_one_the_lessons_have():
     assert shown, "docs/ show no setup cell"
     for doc, block in shown:
         assert block == cell, f"{doc}: its setup cell is not the one `make notebooks` writes (utils.notebooks)"
+
+
+def _minutes(clock: str) -> int:
+    hours, minutes = clock.split(":")
+    return 60 * int(hours) + int(minutes)
+
+
+def test_the_instructor_guide_plans_give_each_lesson_its_time():
+    """The timing plans give a lesson taught whole the time the lesson states, and the short plan fills 90 minutes."""
+    text = (gen.ROOT / "docs" / "instructor.md").read_text()
+    stated = {lesson.number: lesson.minutes for lesson in gen.lesson_index()}
+    wrong = [f"'{n} whole ({m})', the lesson says {stated[n]}" for n, m in re.findall(r"\b(\d\d) whole \((\d+)\)", text)
+             if int(m) != stated[n]]  # fmt: skip
+    short = re.search(r"^For a room new to GPUs.*?\n\n", text, re.M | re.S)
+    assert short, "docs/instructor.md: the 90-minute plan for a room new to GPUs is gone"
+    parts = [int(m) for m in re.findall(r"\((\d+)(?: minutes)?\)", short.group(0))]
+    if sum(parts) != 90:
+        wrong.append(f"the plan for a room new to GPUs takes {' + '.join(map(str, parts))} minutes, not 90")
+    days = text.split("### Two days", 1)[1].split("\n## ", 1)[0]
+    slots = 0
+    for row in re.findall(r"^\| (\d\d:\d\d)–(\d\d:\d\d) \|(.*)\|$", days, re.M):
+        for cell in row[2].split("|"):
+            m = re.match(r"\s*(?:(\d\d:\d\d)–(\d\d:\d\d) )?(\d\d) .*?(?:\(to (\d\d:\d\d)\))?\s*$|", cell)
+            if not m.group(3):
+                continue
+            start, end = m.group(1) or row[0], m.group(4) or m.group(2) or row[1]
+            for number in [m.group(3), *re.findall(r"— or (\d\d) ", cell)]:
+                slots += 1
+                if _minutes(end) - _minutes(start) != stated[number]:
+                    wrong.append(f"two days: lesson {number} has {start}–{end}, the lesson says {stated[number]}")
+    assert slots >= 9, "docs/instructor.md's two-day plan no longer reads as '| HH:MM–HH:MM | NN lesson | … |' rows"
+    assert not wrong, "docs/instructor.md: " + "; ".join(wrong)

@@ -729,3 +729,21 @@ def test_check_names_a_block_table_read_past_its_end(monkeypatch):
     monkeypatch.setattr(L, "paged_attention_kernel", _unmasked_table_kernel)
     with pytest.raises(AssertionError, match="past the end of `block_table_ptr`"):
         L.check_paged_attention(L.paged_attention, quiet=True)
+
+
+def test_an_unwritten_part_of_the_engine_is_named_when_a_replay_is_skipped(capsys):
+    """A stub's bare NotImplementedError says nothing: the replay's message names the function that raised it."""
+
+    class Engine:
+        def add(self, request):
+            raise NotImplementedError
+
+        def has_work(self):
+            return True
+
+        def step(self):
+            raise NotImplementedError
+
+    assert serving.replay(Engine(), [serving.Request(0, 0.0, (1, 2), 1)]) is None
+    out = capsys.readouterr().out
+    assert "is not written yet" in out and "Engine." in out and "()" not in out, out

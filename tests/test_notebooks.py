@@ -1,9 +1,11 @@
 """utils.notebooks: participant copies are generated faithfully, and a learner's edits are never lost silently."""
 
+import functools
 import importlib.util
 import json
 import os
 import re
+import subprocess
 
 import nbformat
 import pytest
@@ -160,6 +162,56 @@ def test_regeneration_is_reproducible_and_refuses_to_destroy_edits(tmp_path):
     assert any(backups[0].name in line and "rename" in line for line in said), said
     assert gen.differences(src, dst) == []  # a backup is no stale notebook (the exports did not change)
     assert "A new takeaway." in (dst / "99_test.ipynb").read_text() and first != (dst / "99_test.ipynb").read_text()
+
+
+def test_a_kept_notebook_is_called_behind_only_when_the_course_changed_it(tmp_path, monkeypatch, capsys):
+    """`make notebooks` says "the course has a newer version" of an edited notebook only when it has one, and says
+    "already up to date" only when no edited notebook is behind the course."""
+    src, dst = tmp_path / "solutions", tmp_path / "notebooks"
+    write_solution(src, solution_nb())
+    for step in ("sync_setup_cells", "write_lesson_tables", "write_modules"):  # the course's own files: not here
+        monkeypatch.setattr(gen, step, lambda: [])
+    monkeypatch.setattr(gen, "generate", functools.partial(gen.generate, src, dst))
+    monkeypatch.setattr(gen, "behind", functools.partial(gen.behind, src, dst))
+    assert gen.main([]) == 0 and "wrote notebooks/99_test.ipynb" in capsys.readouterr().out
+
+    nb = nbformat.read(dst / "99_test.ipynb", as_version=4)
+    nb.cells[2].source = "def add(x, y):\n    return x.add(y)  # my answer"
+    nbformat.write(nb, dst / "99_test.ipynb")
+    for argv in ([], ["--force"]):  # the course did not change: nothing to take, so nothing is overwritten either
+        assert gen.main(argv) == 0
+        said = capsys.readouterr().out
+        assert "newer version" not in said and "already up to date" in said, said
+        assert gen.behind() == [] and "my answer" in (dst / "99_test.ipynb").read_text()
+    assert gen.participant_notebooks(dst) == [dst / "99_test.ipynb"]  # and no backup was saved
+
+    write_solution(src, solution_nb([nbformat.v4.new_markdown_cell("A new takeaway.")]))
+    assert gen.main([]) == 0
+    said = capsys.readouterr().out
+    assert "99_test.ipynb" in said and "newer version" in said and "FORCE=1" in said, said
+    assert "already up to date" not in said, said
+    assert gen.behind() == ["99_test.ipynb"] and "my answer" in (dst / "99_test.ipynb").read_text()
+    assert gen.main(["--force"]) == 0
+    assert "A new takeaway." in (dst / "99_test.ipynb").read_text() and gen.behind() == []
+    assert "my answer" in next(dst.glob("99_test.backup-*.ipynb")).read_text()
+
+
+def test_backups_are_no_participant_notebooks(tmp_path):
+    """A backup `make notebooks FORCE=1` saved is the learner's work: neither a stale notebook for --check nor a
+    lesson for tests/test_participants.py: both list the notebooks with participant_notebooks."""
+    src, dst = tmp_path / "solutions", tmp_path / "notebooks"
+    write_solution(src, solution_nb())
+    gen.generate(src, dst, log=lambda *_: None)
+    gen.write_modules(src, tmp_path / "lessons", log=lambda *_: None)
+    backup = gen.backup_name(dst / "99_test.ipynb")
+    backup.write_bytes((dst / "99_test.ipynb").read_bytes())
+    assert gen.participant_notebooks(dst) == [dst / "99_test.ipynb"]
+    assert gen.differences(src, dst) == []
+    (dst / "42_gone.ipynb").write_bytes(backup.read_bytes())  # a notebook whose solution is gone is still reported
+    assert gen.participant_notebooks(dst) == [dst / "42_gone.ipynb", dst / "99_test.ipynb"]
+    assert gen.differences(src, dst) == ["notebooks/42_gone.ipynb"]
+    ignored = subprocess.run(["git", "check-ignore", "-q", f"notebooks/{backup.name}"], cwd=gen.ROOT, check=False)
+    assert ignored.returncode == 0, f".gitignore does not ignore backups such as notebooks/{backup.name}"
 
 
 def test_running_a_notebook_is_not_editing_it(tmp_path):

@@ -17,8 +17,10 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+from utils.notebooks import BACKUP, backup_name, participant_notebooks
+
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = participant_notebooks(ROOT / "notebooks")  # the lessons, not a learner's backups (make notebooks FORCE=1)
 
 
 POLL_SLICE = 1.0  # seconds: the longest a wait for the kernel's next message goes without looking at its socket again
@@ -102,6 +104,12 @@ def test_participant_notebook_fails_only_in_checks(path):
                 problems.append(f"cell {k} ({first_line!r}) raised {errors[0].ename}: {errors[0].evalue}")
     assert checks > 0, f"{path.name} has no cell tagged 'check'"
     assert not problems, "\n".join(problems)
+
+
+def test_a_learners_backup_is_not_run_as_a_lesson():
+    """A backup `make notebooks FORCE=1` saved is the learner's work, not a lesson: it is not run, the lessons are."""
+    assert NOTEBOOKS and not [p for p in NOTEBOOKS if BACKUP in p.name]
+    assert BACKUP in backup_name(NOTEBOOKS[0]).name and NOTEBOOKS == participant_notebooks(ROOT / "notebooks")
 
 
 def test_a_run_that_times_out_runs_once_more_then_fails(monkeypatch, tmp_path):

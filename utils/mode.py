@@ -157,11 +157,8 @@ def setup(quiet: bool = False, seed: int | None = 0) -> Env:
 
 def _name_skeletons_under_errors() -> None:
     """In a notebook: under a cell's error, the exercises it reached that are still skeletons (utils.stubs)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    ipython = get_ipython()
+    shell = sys.modules.get("IPython")  # never imported here: a plain script or a lesson module must not load it
+    ipython = shell.get_ipython() if shell is not None and hasattr(shell, "get_ipython") else None
     if ipython is not None and hasattr(ipython, "events"):
         from .stubs import watch_cells
 

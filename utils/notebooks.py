@@ -10,11 +10,12 @@ lesson's kernels, references, launchers and checks as plain Python, for tests, b
 and linters (:func:`module_source`).
 
 A learner's edits are never lost silently: every generated notebook records a hash of its cells, and a notebook
-whose cells no longer match that hash is left alone unless ``force=True``, which first saves a backup beside it.
+whose cells no longer match that hash is left alone. The same hash says whether the course changed since: an edited
+notebook that is behind the course is named, and ``force=True`` regenerates it after saving a backup beside it.
 
     python -m utils.notebooks            # regenerate notebooks/ and lessons/ from solutions/
     python -m utils.notebooks --check    # exit 1 if notebooks/ or lessons/ is not what the generator makes
-    python -m utils.notebooks --force    # also regenerate edited notebooks (a backup copy is saved first)
+    python -m utils.notebooks --force    # also regenerate edited notebooks the course changed (backup saved first)
 """
 
 from __future__ import annotations
@@ -183,11 +184,22 @@ def _dumps(nb) -> str:
     return nbformat.writes(nb) + "\n"
 
 
+def _recorded_hash(nb) -> str | None:
+    """The hash of the cells the generator wrote into this notebook (None: the generator did not write it)."""
+    return nb.metadata.get(META_KEY, {}).get("cells_sha256")
+
+
 def is_edited(path: Path) -> bool:
     """True when the notebook at ``path`` differs from what the generator wrote there (or it wrote nothing)."""
     nb = nbformat.read(path, as_version=4)
-    recorded = nb.metadata.get(META_KEY, {}).get("cells_sha256")
+    recorded = _recorded_hash(nb)
     return recorded is None or recorded != _cells_hash(nb)
+
+
+def is_behind(path: Path, text: str) -> bool:
+    """True when the participant notebook ``text`` the course makes now has other cells than the notebook at ``path``
+    was generated with (or that notebook records none), whatever the learner has done to it since."""
+    return _recorded_hash(nbformat.read(path, as_version=4)) != _recorded_hash(nbformat.reads(text, as_version=4))
 
 
 def render(src_dir: Path) -> dict[str, str]:
@@ -354,9 +366,28 @@ def write_modules(src_dir: Path = ROOT / "solutions", dst_dir: Path = LESSONS, l
     return written
 
 
+BACKUP = ".backup-"  # in the name of every backup, and of no participant notebook (.gitignore ignores them)
+
+
 def backup_name(path: Path) -> Path:
     """Where ``FORCE=1`` keeps a learner's edited notebook: beside it, still an ``.ipynb`` that JupyterLab opens."""
-    return path.with_name(f"{path.stem}.backup-{time.strftime('%Y%m%d-%H%M%S')}.ipynb")
+    return path.with_name(f"{path.stem}{BACKUP}{time.strftime('%Y%m%d-%H%M%S')}.ipynb")
+
+
+def participant_notebooks(folder: Path = ROOT / "notebooks") -> list[Path]:
+    """The course's participant notebooks in ``folder``, in lesson order: its ``.ipynb`` files less the backups
+    :func:`backup_name` saved there (a learner's own work, which the course's tests and checks leave alone)."""
+    return sorted(p for p in folder.glob("*.ipynb") if BACKUP not in p.name)
+
+
+def behind(src_dir: Path = ROOT / "solutions", dst_dir: Path = ROOT / "notebooks") -> list[str]:
+    """Participant notebooks the learner edited that the course has changed since (:func:`is_behind`): those
+    ``make notebooks`` keeps as they are and ``FORCE=1`` regenerates."""
+    return [
+        name
+        for name, text in render(src_dir).items()
+        if (dst_dir / name).exists() and is_edited(dst_dir / name) and is_behind(dst_dir / name, text)
+    ]
 
 
 def generate(
@@ -364,8 +395,9 @@ def generate(
 ) -> list[Path]:
     """Writes participant notebooks and returns those written.
 
-    A notebook the learner edited since it was generated is left as it is and named in the log (it is their
-    work, not an error); with ``force`` it is copied to :func:`backup_name` first and then regenerated."""
+    A notebook the learner edited since it was generated is their work, not an error, and is left as it is. When
+    the course has changed it since (:func:`is_behind`) it is named in the log; with ``force`` it is then copied to
+    :func:`backup_name` first and regenerated."""
     rendered = render(src_dir)
     dst_dir.mkdir(parents=True, exist_ok=True)
     written, kept = [], []
@@ -374,6 +406,8 @@ def generate(
         if path.exists() and path.read_text() == text:
             continue
         if path.exists() and is_edited(path):
+            if not is_behind(path, text):  # the learner's edits of the course's current version: nothing to take
+                continue
             if not force:
                 kept.append(name)
                 continue
@@ -413,27 +447,23 @@ def differences(
             first = next((c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"), None)
             if first is None or first.source != want:
                 bad.append(f"solutions/{path.name} (setup cell)")
-    for folder, rendered, pattern in (
-        (dst_dir, render(src_dir), "*.ipynb"),
-        (modules_dir, render_modules(src_dir), "l[0-9]*.py"),
+    for folder, rendered, present in (
+        (dst_dir, render(src_dir), participant_notebooks(dst_dir)),
+        (modules_dir, render_modules(src_dir), sorted(modules_dir.glob("l[0-9]*.py"))),
     ):
         bad += [
             f"{folder.name}/{n}"
             for n, text in rendered.items()
             if not (folder / n).exists() or (folder / n).read_text() != text
         ]
-        bad += [
-            f"{folder.name}/{p.name}"
-            for p in folder.glob(pattern)
-            if p.name not in rendered and ".backup-" not in p.name
-        ]
+        bad += [f"{folder.name}/{p.name}" for p in present if p.name not in rendered]
     return sorted(bad)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Generate participant notebooks from solutions.")
     parser.add_argument("--check", action="store_true", help="only report whether notebooks/ is up to date")
-    parser.add_argument("--force", action="store_true", help="overwrite edited notebooks, saving a backup copy first")
+    parser.add_argument("--force", action="store_true", help="also regenerate edited notebooks the course changed")
     parser.add_argument("--present", metavar="DIR", help="only write presenter copies of the solutions into DIR")
     args = parser.parse_args(argv)
     if args.present:
@@ -452,10 +482,11 @@ def main(argv=None) -> int:
         written += write_lesson_tables()
         written += write_modules()  # generated code, never edited by hand: always rewritten
         written += generate(force=args.force)
+        kept = behind()  # generate named them, and said how to take the course's version
     except MarkerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if not written:
+    if not written and not kept:
         print("notebooks/ and lessons/ already up to date")
     return 0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import traceback
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
@@ -151,6 +152,12 @@ class Record:
     steps: int = 0
 
 
+def _unwritten(error: NotImplementedError) -> str:
+    """What a stub's NotImplementedError leaves unsaid: its message, or else the function that raised it."""
+    *_, (frame, _) = traceback.walk_tb(error.__traceback__)
+    return str(error) or f"{frame.f_code.co_qualname} is not written yet"
+
+
 def replay(engine, trace: list[Request], clock=None, *, max_steps: int = 1_000_000) -> Record | None:
     """Feeds ``trace`` to ``engine`` at the arrival times, steps it until every request is done, and logs each
     token's time. Returns None (saying why) when the engine's code is still an exercise stub."""
@@ -177,7 +184,7 @@ def replay(engine, trace: list[Request], clock=None, *, max_steps: int = 1_000_0
             if rec.steps >= max_steps:
                 raise RuntimeError(f"the engine did not finish the trace in {max_steps} steps: does it make progress?")
     except NotImplementedError as e:
-        print(f"replay skipped: part of the engine is still an exercise ({e or 'a stub'}); finish it, or take the "
+        print(f"replay skipped: part of the engine is still an exercise ({_unwritten(e)}); finish it, or take the "
               f"reference with utils.hints.checkpoint(...) as the exercise says")  # fmt: skip
         return None
     rec.end = now
@@ -195,7 +202,7 @@ def snapshot(engine, trace: list[Request], steps: int):
             if engine.has_work():
                 engine.step()
     except NotImplementedError as e:
-        print(f"snapshot skipped: part of the engine is still an exercise ({e or 'a stub'})")
+        print(f"snapshot skipped: part of the engine is still an exercise ({_unwritten(e)})")
         return None
     running = [s for s in engine.running if s.blocks]
     return {f"req {s.request.id}": list(s.blocks) for s in running}, {
