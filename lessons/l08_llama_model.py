@@ -585,7 +585,8 @@ def _write_rows(cache, pos, values):
 
 
 def check_rope_kv_write(fn, *, quiet=False):
-    """fn(qkv, cos, sin, pos, k_cache, v_cache, out=...) against rope_kv_write_ref, in fp64."""
+    """fn(qkv, cos, sin, pos, k_cache, v_cache, out=...) against rope_kv_write_ref, in fp64; then positions
+    outside the cache (-1 and max_len, _check_positions_outside): nothing written, their q NaN."""
     __tracebackhide__ = True
     env = utils.mode.current()
     dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
