@@ -143,6 +143,12 @@ def merge(folders: list[str], out: Path) -> int:
 
     from bench import report
 
+    for f in folders:
+        if not (Path(f) / "bench.csv").is_file():
+            found = "no bench.csv in that folder"
+            if (Path(f) / "bench-partial.csv").is_file():
+                found += " (a run stopped early left bench-partial.csv: rename it to merge what it measured)"
+            raise SystemExit(f"--merge {f}: {found}; give the folders that `python -m bench --out DIR` wrote.")
     frames = [pd.read_csv(Path(f) / "bench.csv", dtype={"lesson": str}) for f in folders]
     frame = pd.concat(frames, ignore_index=True)
     gpus = set(frame["gpu"])

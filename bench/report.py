@@ -83,9 +83,22 @@ def ceilings_of(row) -> "object":
     """The ceilings a run recorded in its CSV columns, as ``utils.roofline.Ceilings``."""
     from utils import roofline
 
-    tflops = {c.split(" ")[0]: float(row[c]) for c in row.index if c.endswith("TFLOP/s (matmul)")}
+    if not _given(_cell(row, "copy GB/s")):
+        raise SystemExit(f"the run on {row['gpu']} recorded no copy bandwidth (column 'copy GB/s'): no roofline")
+    tflops = {c.split(" ")[0]: float(row[c]) for c in row.index if c.endswith("TFLOP/s (matmul)") and _given(row[c])}
     return roofline.Ceilings(bandwidth_gbs=float(row["copy GB/s"]), tflops=tflops, gpu=row["gpu"],
                              source="measured by make bench", measured=True)  # fmt: skip
+
+
+def _cell(row, column):
+    """A run's recorded value, or None where its CSV has no such column."""
+    return row[column] if column in row.index else None
+
+
+def _rate(row, column, unit) -> str:
+    """A ceiling a run recorded, for the header: its value and unit, or "not measured" (no column, an empty cell)."""
+    value = _cell(row, column)
+    return f"{value:.0f} {unit}" if _given(value) else "not measured"
 
 
 def header_of(frames) -> str:
@@ -96,8 +109,8 @@ def header_of(frames) -> str:
         lessons = ", ".join(sorted(set(f["lesson"])))
         runs.append(
             f"lessons {lessons} on **{r['gpu']}** ({r['date']}), torch {r['torch']}, triton {r['triton']}; copy "
-            f"{r['copy GB/s']:.0f} GB/s (plain torch copy {r['plain torch copy GB/s']:.0f} GB/s), bf16 matmul "
-            f"{r['bf16 TFLOP/s (matmul)']:.0f} TFLOP/s"
+            f"{_rate(r, 'copy GB/s', 'GB/s')} (plain torch copy {_rate(r, 'plain torch copy GB/s', 'GB/s')}), "
+            f"bf16 matmul {_rate(r, 'bf16 TFLOP/s (matmul)', 'TFLOP/s')}"
         )
     return (
         "Measured by `make bench` in "

@@ -289,7 +289,8 @@ def bitwise_config_test(launcher, configs, M=37, N=45, K=70, dtype=torch.float16
 
 
 def check_bitwise_config_test(test, *, quiet=False):
-    """test(launcher, configs) must pass correct kernels in any configuration and catch fp16 accumulation."""
+    """test(launcher, configs) must pass correct kernels in any configuration and catch fp16 accumulation, even in
+    only the last of the configurations."""
     __tracebackhide__ = True
     x, y = exact_matmul_inputs(37, 45, 70, torch.float16, device=env.device)
     if not bitwise_equal(matmul_splitk(x, y, SPLIT_K=2), matmul_ref(x.double(), y.double()).to(torch.float16)):
@@ -322,6 +323,20 @@ def check_bitwise_config_test(test, *, quiet=False):
         raise AssertionError(
             "your test passed matmul_fp16acc, which accumulates in fp16 and loses bits on exact inputs.\n"
             "Hint: compare bits with assert_bitwise_equal, not with a tolerance (allclose lets this kernel through)."
+        )
+
+    def matmul_splitk_fp16_in_last(a, b, **config):  # right in every configuration but the last one
+        return matmul_fp16acc(a, b) if config == CHECK_SPLITS[-1] else matmul_splitk(a, b, **config)
+
+    try:
+        test(matmul_splitk_fp16_in_last, CHECK_SPLITS)
+    except AssertionError:
+        pass
+    else:
+        raise AssertionError(
+            f"your test passed a launcher that is right with {CHECK_SPLITS[0]} but accumulates in fp16 with "
+            f"{CHECK_SPLITS[-1]}, the last configuration it was given.\n"
+            "Hint: run the launcher and compare its bits in every configuration of `configs`, not only the first."
         )
     if not quiet:
         print("✓ bitwise_config_test passes correct kernels in every configuration and catches fp16 accumulation")
@@ -570,22 +585,42 @@ def prune_for_shape(configs, named_args, **kwargs):
     return kept or [min(configs, key=lambda c: config_smem_bytes(c, itemsize))]
 
 
+@contextlib.contextmanager
+def shared_memory_of(nbytes):
+    """smem_budget() as on a GPU whose programs may use nbytes of shared memory, inside the with block."""
+    global env
+    real, env = env, dataclasses.replace(env, shared_memory_bytes=nbytes)
+    try:
+        yield
+    finally:
+        env = real
+
+
 def check_prune_for_shape(fn, *, quiet=False):
-    """fn(configs, named_args) on the GPU list of TUNE_CONFIGS for several shapes and dtypes, against the two rules
-    (the last two cases keep no config by the rules: the fallback must answer)."""
+    """fn(configs, named_args) on the GPU list of TUNE_CONFIGS for several shapes and dtypes, against the two rules:
+    fp32 configs need twice the shared memory; one case is pruned as on a GPU with 99 KB (the budget must come from
+    smem_budget()); 100 x 200 keeps tiles up to 128 x 256 (next_power_of_2); 8 x 40 keeps tiles of 16 (the floor);
+    the last two cases keep no config by the rules: the fallback must answer."""
     __tracebackhide__ = True
-    configs = TUNE_CONFIGS[:-1]
-    cases = [(4096, 4096, torch.float16), (8, 4096, torch.float16), (128, 256, torch.float16), (100, 30, torch.float32),
-             (1, 1, torch.float32)]  # fmt: skip  # 128 x 256: tiles exactly as tall and as wide as the shape stay
-    for M, N, dtype in cases:
+    big = TUNE_CONFIGS[:-1]
+    with_16s = big + [matmul_config(16, 16, 64, num_warps=2, num_stages=3, GROUP_M=2), TUNE_CONFIGS[-1]]
+    # 128 x 256: tiles exactly as tall and as wide as the shape stay
+    cases = [(4096, 4096, torch.float16, big, None), (4096, 4096, torch.float32, big, None),
+             (4096, 4096, torch.float16, big, 99 * 1024), (8, 4096, torch.float16, big, None),
+             (128, 256, torch.float16, big, None), (100, 200, torch.float16, big, None),
+             (8, 40, torch.float16, with_16s, None), (100, 30, torch.float32, big, None),
+             (1, 1, torch.float32, big, None)]  # fmt: skip
+    for M, N, dtype, configs, budget in cases:
         named = dict(a_ptr=torch.empty(0, dtype=dtype), M=M, N=N, K=4096)
         itemsize = named["a_ptr"].element_size()
-        got = fn(list(configs), named)
+        with shared_memory_of(budget) if budget else contextlib.nullcontext():
+            got = fn(list(configs), named)
+            budget = smem_budget()
         tall, wide = max(16, triton.next_power_of_2(M)), max(16, triton.next_power_of_2(N))
-        fits = [c for c in configs if config_smem_bytes(c, itemsize) <= smem_budget()]
+        fits = [c for c in configs if config_smem_bytes(c, itemsize) <= budget]
         want = [c for c in fits if c.kwargs["BLOCK_M"] <= tall and c.kwargs["BLOCK_N"] <= wide]
         want = want or [min(configs, key=lambda c: config_smem_bytes(c, itemsize))]
-        where = f"prune_for_shape for M={M}, N={N}, {utils.dtype_name(dtype)}"
+        where = f"prune_for_shape for M={M}, N={N}, {utils.dtype_name(dtype)}, a shared memory budget of {budget} B"
         if not isinstance(got, list) or not got:
             raise AssertionError(
                 f"{where} returned {got!r}: return a non-empty list (when no config passes the rules, the one "
@@ -594,17 +629,21 @@ def check_prune_for_shape(fn, *, quiet=False):
         if got != want:
             extra = [c for c in got if c not in want]
             missing = [c for c in want if c not in got]
-            if any(config_smem_bytes(c, itemsize) > smem_budget() for c in extra):
-                c = next(c for c in extra if config_smem_bytes(c, itemsize) > smem_budget())
+            rule = (
+                f"BLOCK_M <= max(16, next_power_of_2(M)) = {tall} and BLOCK_N <= max(16, next_power_of_2(N)) = {wide}"
+            )
+            if any(config_smem_bytes(c, itemsize) > budget for c in extra):
+                c = next(c for c in extra if config_smem_bytes(c, itemsize) > budget)
                 hint = (
-                    f"{c} needs {config_smem_bytes(c, itemsize)} bytes of shared memory, "
-                    f"over the {smem_budget()} budget: "
-                    f"count num_stages copies of (BLOCK_M + BLOCK_N) * BLOCK_K * itemsize"
+                    f"{c} needs {config_smem_bytes(c, itemsize)} bytes of shared memory, over the {budget} budget: "
+                    f"count num_stages copies of (BLOCK_M + BLOCK_N) * BLOCK_K * itemsize, with the itemsize of "
+                    f"named_args['a_ptr'] ({itemsize} here), and compare with smem_budget() (this GPU's, not a "
+                    f"number of your own)"
                 )
             elif extra:
-                hint = f"{extra[0]} was kept: check the tile rule BLOCK_M <= {tall} and BLOCK_N <= {wide}"
+                hint = f"{extra[0]} was kept: check the tile rule {rule}"
             elif missing:
-                hint = f"{missing[0]} was dropped, but it fits (BLOCK_M <= {tall}, BLOCK_N <= {wide}, shared memory)"
+                hint = f"{missing[0]} was dropped, but it fits the budget and passes the tile rule {rule}"
             else:
                 hint = "the right configs, in another order: keep them in the order they were given"
             raise AssertionError(f"{where}: kept {len(got)} configs, expected {len(want)}. Hint: {hint}")
@@ -715,12 +754,64 @@ def matmul_flushed(a, b, *, out=None, FLUSH_EVERY=4, BLOCK_M=None, BLOCK_N=None,
 
 
 FLUSHED_SHAPES = env.pick(cpu=[(20, 17, 256), (1, 29, 100)], gpu=[(1000, 1337, 4096), (1, 4096, 4096)])
+# What K step k adds to C, repeated every 8 steps. Flushed every 4 steps, the fp16 accumulator drops only the 0.75
+# right after a 2048 (less than half its ulp, 2, under any rounding) and every other sum is exact; flushed after
+# other steps, it drops or keeps other terms, and the total shows it.
+FLUSH_PATTERN = (2048.0, -2048.0, 0.75, 1.0, 2048.0, 0.75, -2048.0, 0.75)
+
+
+def flush_period_inputs(M, N, K, BLOCK_K):
+    """fp16 a (M, K) and b (K, N) with one non-zero product per K step and entry of C: step k adds
+    FLUSH_PATTERN[k % 8] times a power of two (one per row and one per column), so each step rounds the fp16
+    accumulator at most once, in a way flushed_model can follow."""
+    first = torch.arange(0, K, BLOCK_K)  # the first column of a (row of b) of each K step
+    pattern = torch.tensor(FLUSH_PATTERN, dtype=torch.float64)[torch.arange(len(first)) % len(FLUSH_PATTERN)]
+    a = torch.zeros(M, K, dtype=torch.float16)
+    b = torch.zeros(K, N, dtype=torch.float16)
+    a[:, first] = ((2.0 ** -(torch.arange(M, dtype=torch.float64) % 4))[:, None] * pattern[None, :]).half()
+    b[first, :] = (2.0 ** -(torch.arange(N, dtype=torch.float64) % 3)).half()
+    return a.to(env.device), b.to(env.device)
+
+
+def round_fp16(x, toward_zero=False):
+    """x (fp64) rounded to fp16: to nearest, or toward zero (as some tensor cores round their fp16 sums)."""
+    h = x.half()
+    if toward_zero:  # one representable number closer to zero where rounding to nearest went outwards
+        h = torch.where(h.double().abs() > x.abs(), (h.view(torch.int16) - 1).view(torch.float16), h)
+    return h
+
+
+def flushed_model(a, b, flushes, BLOCK_K, toward_zero=False):
+    """matmul_flushed step by step in fp64: the fp16 accumulator rounded once per K step and added to the fp32 total
+    after each step k for which flushes(k). Exact for inputs with one non-zero product per step and entry of C
+    (flush_period_inputs)."""
+    acc32 = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32, device=a.device)
+    acc16 = torch.zeros_like(acc32, dtype=torch.float16)
+    for k, k0 in enumerate(range(0, a.shape[1], BLOCK_K)):
+        step = matmul_ref(a[:, k0 : k0 + BLOCK_K].double(), b[k0 : k0 + BLOCK_K].double())
+        acc16 = round_fp16(acc16.double() + step, toward_zero)
+        if flushes(k):
+            acc32, acc16 = acc32 + acc16.float(), torch.zeros_like(acc16)
+    return (acc32 + acc16.float()).half()
+
+
+# {hint: the steps after which that mistake flushes}, for FLUSH_EVERY = 4
+FLUSH_SUSPECTS = {
+    "it was flushed after every K step, as if FLUSH_EVERY were 1: flush only when (k + 1) % FLUSH_EVERY == 0": (
+        lambda k: True
+    ),
+    "it was flushed after steps 0, 4, 8, ...: an off-by-one, k counts from 0, so test (k + 1) % FLUSH_EVERY == 0 "
+    "(after steps 3, 7, 11, ...)": lambda k: k % 4 == 0,
+    "it was never flushed: add acc16 to acc32 and reset it inside the K loop": lambda k: False,
+}
 
 
 def check_matmul_flushed(fn, *, quiet=False):
     """fn(a, b, out=..., FLUSH_EVERY=1) on exact positive inputs whose sums over one K step fit fp16 but whose totals
     do not: flushed every step, the result must be exact, bit for bit (every fp16 partial sum is representable, so
-    no rounding mode of the tensor cores can change it); then on random fp16 inputs, close to the fp64 spec."""
+    no rounding mode of the tensor cores can change it); then with FLUSH_EVERY=4 on flush_period_inputs, equal bit
+    for bit to flushed_model (flushed after steps 3, 7, 11, ...); then on random fp16 inputs, close to the fp64
+    spec."""
     __tracebackhide__ = True
     bk = FP16ACC_TILE["BLOCK_K"]
     for M, N, K in FLUSHED_SHAPES:
@@ -736,6 +827,25 @@ def check_matmul_flushed(fn, *, quiet=False):
                 f"{e}\nHint: these inputs are exact as long as the fp16 accumulator never holds more than one K "
                 f"step: add it to acc32 and reset it to zero after every FLUSH_EVERY steps."
             ) from None
+        x, y = flush_period_inputs(M, N, K, bk)
+        got = fn(x, y, out=utils.nan_empty((M, N), torch.float16), FLUSH_EVERY=4)
+        want = flushed_model(x, y, lambda k: (k + 1) % 4 == 0, bk)
+        if not bitwise_equal(got, want):
+            hint = next(
+                (
+                    hint
+                    for hint, flushes in FLUSH_SUSPECTS.items()
+                    for toward_zero in (False, True)
+                    if bitwise_equal(got, flushed_model(x, y, flushes, bk, toward_zero))
+                ),
+                "flush after steps FLUSH_EVERY - 1, 2 * FLUSH_EVERY - 1, ... (k counts from 0) and nowhere else",
+            )
+            try:
+                assert_bitwise_equal(
+                    got, want, name=f"matmul_flushed {M}x{N}x{K} with FLUSH_EVERY=4 (flushed after steps 3, 7, 11, ...)"
+                )
+            except AssertionError as e:
+                raise AssertionError(f"{e}\nHint: {hint}") from None
         a = torch.randn(M, K, device=env.device, dtype=torch.float16) * K**-0.25
         b = torch.randn(K, N, device=env.device, dtype=torch.float16) * K**-0.25
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
@@ -753,8 +863,8 @@ def check_matmul_flushed(fn, *, quiet=False):
         )
         if not quiet:
             print(
-                f"✓ matmul_flushed {M}x{N}x{K}: flushed every step, exact on inputs whose steps fit fp16 and close "
-                f"to the spec on random inputs"
+                f"✓ matmul_flushed {M}x{N}x{K}: flushed every step, exact on inputs whose steps fit fp16; every 4 "
+                f"steps, flushed after the right steps; close to the spec on random inputs"
             )
 
 

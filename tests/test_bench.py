@@ -97,6 +97,34 @@ def test_runs_made_apart_merge_into_one_report(tmp_path):
     assert (tmp_path / "out" / "roofline.png").stat().st_size > 10_000
 
 
+def test_merge_refuses_a_folder_without_bench_csv_in_one_line(tmp_path):
+    with pytest.raises(SystemExit, match=r"--merge .*empty: no bench.csv in that folder; give the folders"):
+        main(["--merge", str(tmp_path / "empty"), "--out", str(tmp_path / "out")])
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    (stopped / "bench-partial.csv").write_text("lesson\n")
+    with pytest.raises(SystemExit, match="left bench-partial.csv: rename it"):
+        main(["--merge", str(stopped), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_merge_says_which_ceilings_a_run_did_not_measure(tmp_path):
+    import pandas as pd
+
+    from utils.lessons import ROOT
+
+    recorded = pd.read_csv(ROOT / "results" / "bench.csv", dtype={"lesson": str})
+    run = tmp_path / "run"
+    run.mkdir()
+    part = recorded[recorded.lesson == recorded.lesson.iloc[0]].drop(columns=["bf16 TFLOP/s (matmul)"])
+    part.to_csv(run / "bench.csv", index=False)
+    assert main(["--merge", str(run), "--out", str(tmp_path / "out")]) == 0
+    assert "bf16 matmul not measured" in (tmp_path / "out" / "bench.md").read_text()
+    part.drop(columns=["copy GB/s"]).to_csv(run / "bench.csv", index=False)
+    with pytest.raises(SystemExit, match="recorded no copy bandwidth"):
+        main(["--merge", str(run), "--out", str(tmp_path / "out2")])
+
+
 def test_a_partial_run_keeps_what_it_measured_in_bench_csv_columns(tmp_path):
     """After each lesson the driver writes bench-partial.csv: a run cut short by a time limit keeps its finished
     lessons, in the columns --merge reads (the GPU and versions on every row)."""

@@ -88,6 +88,25 @@ def test_tile_explorer_refuses_a_group_that_is_not_a_count(GROUP_M):
         explorers.tile_explorer(GROUP_M=GROUP_M)
 
 
+@pytest.mark.parametrize(
+    "explorer, kwargs, words",
+    [
+        (explorers.grid_explorer, dict(n=37, element=100), r"element must be an integer from 0 to 36 .*got 100"),
+        (explorers.grid_explorer, dict(n=0), "n must be an integer from 1 to 4,096, got 0"),
+        (explorers.grid_explorer, dict(n=-5), "n must be an integer from 1"),
+        (explorers.grid_explorer, dict(n=10.5), "n must be an integer"),
+        (explorers.tile_explorer, dict(M=0), "M must be an integer from 1 to 2,048, got 0"),
+        (explorers.tile_explorer, dict(N=-3), "N must be an integer from 1"),
+        (explorers.tile_explorer, dict(upto=0), r"upto must be an integer from 1 to 110 \(the 110 programs"),
+        (explorers.tile_explorer, dict(upto=10**6), "upto must be an integer from 1 to 110"),
+    ],
+)
+def test_grid_and_tile_explorers_refuse_values_off_their_sliders(explorer, kwargs, words):
+    """A slider would clamp these silently (or fail inside traitlets) and draw a picture of another value."""
+    with pytest.raises(ValueError, match=words):
+        explorer(**kwargs)
+
+
 # -- roofline ------------------------------------------------------------------------------------------------------
 
 TOY = Ceilings(
@@ -151,3 +170,23 @@ def test_roofline_explorer_refuses_unknown_choices():
         explorers.roofline_explorer(gpu="a GPU nobody makes")
     with pytest.raises(ValueError):
         explorers.roofline_explorer(precision="fp8")
+    with pytest.raises(ValueError, match="unit must be 'FLOPs' or 'bytes'"):
+        explorers.roofline_explorer(unit="bits")
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(intensity=1e5), "intensity must be a number from 0.01 to 10,000 FLOP/byte .*got 100000.0"),
+        (dict(intensity=0.001), "intensity must be a number from 0.01"),
+        (dict(intensity=-5), "intensity must be a number from 0.01"),
+        (dict(intensity=0), "intensity must be a number from 0.01"),
+        (dict(work=1e20), "work must be a number from 1,000 to 1e\\+16 FLOPs"),
+        (dict(work=0), "work must be a number from 1,000"),
+        (dict(work=0, unit="bytes"), "work must be a number from 1,000 to 1e\\+16 bytes"),
+    ],
+)
+def test_roofline_explorer_refuses_values_off_its_sliders(kwargs, words):
+    """A slider would clamp these silently and read the roofline for an op nobody asked about."""
+    with pytest.raises(ValueError, match=words):
+        explorers.roofline_explorer(**kwargs)

@@ -3,6 +3,7 @@ with the hint each must give, and on stubs; and the lesson's names (one name per
 
 import random
 
+import numpy as np
 import pytest
 
 import utils.exercises
@@ -74,6 +75,25 @@ def test_check_answers_reports_the_first_wrong_case():
         utils.exercises.check_answers(
             "f", lambda rng: ("f(3)", 4, 3, {4: "off by one"}), trials=5, rng=random.Random(0), quiet=True
         )
+
+
+def test_check_answers_takes_a_numpy_bool_for_a_yes_or_no():
+    """numpy 2 names its bool type "bool": a right np.bool_ (a comparison of numpy floats) is a right answer."""
+    yes = np.float64(3.0) < np.float64(5.0)
+    utils.exercises.check_answers("f", lambda rng: ("f()", yes, True, {}), trials=1, quiet=True)
+    with pytest.raises(AssertionError, match=r"f\(\) returned np.False_, expected True"):
+        utils.exercises.check_answers("f", lambda rng: ("f()", ~yes, True, {}), trials=1, quiet=True)
+
+
+@pytest.mark.parametrize(
+    "got, shown", [("12", r"'12' \(str\)"), (True, r"True \(bool\)"), (np.True_, r"np.True_ \(bool\)")]
+)
+def test_check_answers_refuses_a_number_that_is_not_one(got, shown):
+    """ "12" is not 12 and True is not 1: the check names the type returned instead of comparing it."""
+    want = 12 if isinstance(got, str) else 1
+    assert not utils.exercises.same(got, want)
+    with pytest.raises(AssertionError, match=rf"f\(\) returned {shown}; it should return a number"):
+        utils.exercises.check_answers("f", lambda rng: ("f()", got, want, {}), trials=1, quiet=True)
 
 
 def test_lesson_01_defines_no_spec_of_its_own():

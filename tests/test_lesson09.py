@@ -3,6 +3,8 @@ check against planted mistakes (it must fail, with the specific hint), the launc
 the debugging tools (memory check under the interpreter, device asserts, subprocess runner, Inductor's log filter).
 """
 
+import inspect
+
 import pytest
 import torch
 import triton
@@ -156,6 +158,16 @@ def test_a_tolerance_lets_fp16_accumulation_through():
         L.check_bitwise_config_test(uses_allclose, quiet=True)
 
 
+def test_a_test_of_the_first_configuration_only_is_caught():
+    def first_config_only(launcher, configs, M=37, N=45, K=70, dtype=torch.float16):
+        a, b = L.exact_matmul_inputs(M, N, K, dtype, device=DEVICE)
+        want = L.matmul_ref(a.double(), b.double()).to(dtype)
+        L.assert_bitwise_equal(launcher(a, b, **configs[0]), want)
+
+    with pytest.raises(AssertionError, match="(?s)accumulates in fp16 with.*SPLIT_K.: 3.*every configuration"):
+        L.check_bitwise_config_test(first_config_only, quiet=True)
+
+
 # -- exercise 3: spot the bug ------------------------------------------------------------------------------------
 
 
@@ -246,13 +258,35 @@ def _may_return_nothing(configs, named_args, **kwargs):
     ]
 
 
+def _pruner(itemsize=None, budget=None, tile=lambda n: max(16, triton.next_power_of_2(n))):
+    """prune_for_shape with one rule swapped for a learner's version of it (the argument given)."""
+
+    def prune(configs, named_args, **kwargs):
+        size = itemsize or named_args["a_ptr"].element_size()
+        kept = [
+            c
+            for c in configs
+            if L.config_smem_bytes(c, size) <= (budget or L.smem_budget())
+            and c.kwargs["BLOCK_M"] <= tile(named_args["M"])
+            and c.kwargs["BLOCK_N"] <= tile(named_args["N"])
+        ]
+        return kept or [min(configs, key=lambda c: L.config_smem_bytes(c, size))]
+
+    return prune
+
+
 @pytest.mark.parametrize(
     "planted, hint",
     [
         (_forgets_num_stages, "count num_stages copies"),
         (_no_tile_rule, "was kept: check the tile rule"),
         (_may_return_nothing, "return a non-empty list"),
+        (_pruner(itemsize=2), r"float32.*itemsize of named_args\['a_ptr'\] \(4 here\)"),
+        (_pruner(budget=227 * 1024), r"101376 B.*smem_budget\(\) \(this GPU's, not a number of your own\)"),
+        (_pruner(tile=lambda n: max(16, n)), r"M=100, N=200.*was dropped.*next_power_of_2\(M\)\) = 128"),
+        (_pruner(tile=triton.next_power_of_2), r"M=8, N=40.*was dropped.*max\(16, next_power_of_2"),
     ],
+    ids=["stages", "tile rule", "empty", "itemsize 2", "fixed budget", "no power of two", "no floor of 16"],
 )
 def test_prune_check_names_the_classic_mistakes(planted, hint):
     with pytest.raises(AssertionError, match=hint):
@@ -283,6 +317,48 @@ def test_never_flushing_fails_on_exact_inputs():
 
     with pytest.raises(AssertionError, match="add it to acc32 and reset it to zero"):
         L.check_matmul_flushed(never, quiet=True)
+
+
+def plant(monkeypatch, tmp_path, name, old, new):
+    """Swaps L.<name> for a copy of it with one learner's mistake: its source with ``old`` (found exactly once)
+    replaced by ``new``, compiled from a file of its own (triton.jit reads its kernel's source) in L's globals."""
+    fn = getattr(L, name)
+    source = inspect.getsource(getattr(fn, "fn", fn))
+    assert source.count(old) == 1, f"{name}: {old!r} is found {source.count(old)} times"
+    path = tmp_path / f"{name}_planted.py"
+    path.write_text(source.replace(old, new))
+    scope = dict(vars(L))
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+    monkeypatch.setattr(L, name, scope[name])
+
+
+@pytest.mark.parametrize(
+    "flush, hint",
+    [
+        ("if True:", "as if FLUSH_EVERY were 1"),
+        ("if k % FLUSH_EVERY == 0:", "flushed after steps 0, 4, 8, ...: an off-by-one"),
+        ("if (k + 1) % (2 * FLUSH_EVERY) == 0:", r"flush after steps FLUSH_EVERY - 1, 2 \* FLUSH_EVERY - 1"),
+    ],
+    ids=["every step", "off by one", "every 2 periods"],
+)
+def test_flush_check_tests_a_period_above_one(monkeypatch, tmp_path, flush, hint):
+    """Each planted kernel is exact with FLUSH_EVERY=1; only FLUSH_EVERY=4 shows where it flushes."""
+    plant(monkeypatch, tmp_path, "matmul_flushed_kernel", "if (k + 1) % FLUSH_EVERY == 0:", flush)
+    with pytest.raises(AssertionError, match=f"(?s)FLUSH_EVERY=4.*Hint: .*{hint}"):
+        L.check_matmul_flushed(L.matmul_flushed, quiet=True)
+
+
+def test_the_flush_model_follows_the_kernel_for_any_period():
+    """Bit for bit, rounding to nearest (the interpreter) or toward zero (some tensor cores); FLUSH_EVERY=4 is the
+    period whose result the rounding cannot change."""
+    a, b = L.flush_period_inputs(5, 7, 200, 16)
+    for period in (1, 2, 3, 4, 5):
+        got = L.matmul_flushed(a, b, FLUSH_EVERY=period, BLOCK_K=16)
+        models = [L.flushed_model(a, b, lambda k: (k + 1) % period == 0, 16, toward_zero) for toward_zero in (0, 1)]
+        assert any(L.bitwise_equal(got, model) for model in models), f"FLUSH_EVERY={period}"
+    assert L.bitwise_equal(
+        *[L.flushed_model(a, b, lambda k: (k + 1) % 4 == 0, 16, toward_zero) for toward_zero in (0, 1)]
+    )
 
 
 def test_flushing_without_reset_counts_twice():

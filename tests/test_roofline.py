@@ -221,6 +221,30 @@ def test_point_refuses_nan_and_non_positive_counts(flops, nbytes, ms, words):
         rl.point("op", flops, nbytes, ms=ms)
 
 
+def test_only_a_count_of_zero_flops_is_told_to_report_gb_s():
+    with pytest.raises(ValueError, match="no place on the roofline"):
+        rl.point("copy", 0, 100)
+    for flops, nbytes, ms in ((100, 0, None), (100, 100, 0)):
+        with pytest.raises(ValueError) as refused:
+            rl.point("op", flops, nbytes, ms=ms)
+        assert "FLOPs" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "bandwidth, peaks, words",
+    [
+        (-1000.0, {"bf16": 100.0}, "bandwidth_gbs .*finite positive number, got -1000.0"),
+        (0.0, {"bf16": 100.0}, "bandwidth_gbs .*finite positive number, got 0.0$"),
+        (float("nan"), {"bf16": 100.0}, "bandwidth_gbs .*finite positive"),
+        (3000.0, {"bf16": 0.0}, "the bf16 peak .*finite positive"),
+        (3000.0, {"fp32": 60.0, "bf16": -1.0}, "the bf16 peak .*finite positive"),
+    ],
+)
+def test_ceilings_refuse_roofs_that_are_not_positive(bandwidth, peaks, words):
+    with pytest.raises(ValueError, match=f"test GPU: {words}"):
+        rl.Ceilings(bandwidth_gbs=bandwidth, tflops=peaks, gpu="test GPU", source="test")
+
+
 def test_reading_and_summary_refuse_bad_counts():
     c = rl.from_spec(rl.lookup("H100 SXM"))
     with pytest.raises(ValueError, match="flops"):

@@ -45,6 +45,30 @@ def test_units():
     assert timing.tflops(2 * n, ms) == pytest.approx(2 * n / (ms * 1e-3) / 1e12)
 
 
+@pytest.mark.parametrize(
+    "rate, count, ms, words",
+    [
+        (timing.gbps, -1e9, 1.0, "nbytes must be a finite positive number, got -1000000000.0"),
+        (timing.gbps, 1e9, 0, "ms must be a finite positive number, got 0"),
+        (timing.tflops, 1e12, -1.0, "ms must be a finite positive number"),
+        (timing.tflops, float("nan"), 1.0, "flops must be a finite positive number"),
+        (timing.gbps, "3", 1.0, r"nbytes must be a positive number, got '3' \(str\)"),
+    ],
+)
+def test_rates_refuse_counts_and_times_that_are_not_positive(rate, count, ms, words):
+    with pytest.raises(ValueError, match=words):
+        rate(count, ms)
+
+
+@pytest.mark.parametrize("counts", [dict(bytes=-8e9), dict(flops=0), dict(bytes=1e9, flops=float("inf"))])
+def test_bench_and_compare_refuse_bad_counts_before_timing(fake_gpu, counts):
+    fn = _fn()  # not registered with fake_gpu: timing it would raise a KeyError, not the ValueError
+    with pytest.raises(ValueError, match="op: (bytes|flops) must be a finite positive number"):
+        timing.bench(fn, label="op", **counts)
+    with pytest.raises(ValueError, match="(bytes|flops) must be a finite positive number"):
+        timing.compare({"a": fn}, **counts)
+
+
 def test_bench_rates_come_from_counted_bytes_and_flops(fake_gpu):
     fn = _fn()
     ms = random.uniform(0.05, 5)
@@ -137,6 +161,12 @@ def test_sweep_long_table(fake_gpu):
     assert mine["speedup"].tolist() == pytest.approx([2.0] * len(sizes))
     assert mine["GB/s"].tolist() == pytest.approx([12 * n / (n * 0.5e-6) / 1e6 for n in sizes])
     assert mine["TFLOP/s"].tolist() == pytest.approx([n / (n * 0.5e-6) / 1e9 for n in sizes])
+
+
+@pytest.mark.parametrize("sizes", [[], (), iter([])])
+def test_sweep_refuses_no_sizes(fake_gpu, sizes):
+    with pytest.raises(ValueError, match="sweep\\(\\) needs at least one size"):
+        timing.sweep(lambda n: {"a": _fn()}, sizes)
 
 
 def test_measure_uses_triton_quantiles(monkeypatch):

@@ -9,15 +9,22 @@ returns ``(call, got, want, hints)``: the call as text, what the learner's funct
 from __future__ import annotations
 
 import math
+import numbers
 import random
+
+import numpy as np
+
+
+def is_number(x) -> bool:
+    """Whether ``x`` is a real number (an int, a float, a numpy number); a bool or a string is not."""
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
 
 
 def same(got, want, rtol: float = 1e-9) -> bool:
-    """Whether two numbers agree to ``rtol`` (False when ``got`` is not a number at all)."""
-    try:
-        return math.isclose(float(got), float(want), rel_tol=rtol, abs_tol=0.0)
-    except (TypeError, ValueError):
+    """Whether two numbers agree to ``rtol`` (False when ``got`` is not a number at all: "12" is not 12, nor True 1)."""
+    if not is_number(got):
         return False
+    return math.isclose(float(got), float(want), rel_tol=rtol, abs_tol=0.0)
 
 
 def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng=None) -> None:
@@ -33,7 +40,7 @@ def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng
         if got is None:
             raise AssertionError(f"{call} returned None: did the function forget to `return` its answer?")
         if isinstance(want, bool):
-            if not (isinstance(got, bool) or type(got).__name__ == "bool_"):
+            if not isinstance(got, (bool, np.bool_)):
                 raise AssertionError(
                     f"{call} returned {got!r} ({type(got).__name__}); it should return True or False (a comparison "
                     f"such as a < b gives one)."
@@ -41,6 +48,11 @@ def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng
             ok = bool(got) == want
             hint = hints.get(bool(got)) if not ok else None
         else:
+            if not is_number(got):
+                raise AssertionError(
+                    f"{call} returned {got!r} ({type(got).__name__}); it should return a number (an int or a float)"
+                    + (", not True or False." if isinstance(got, (bool, np.bool_)) else ".")
+                )
             ok = same(got, want)
             hint = None if ok else next((h for wrong, h in hints.items() if same(got, wrong)), None)
         if not ok:

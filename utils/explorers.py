@@ -15,6 +15,8 @@ Sliders redraw when released (``continuous_update=False``): the picture takes a 
 
 from __future__ import annotations
 
+import numbers
+
 import ipywidgets as widgets
 
 from . import pictures, roofline
@@ -44,7 +46,18 @@ def _powers_of_two(lo: int, hi: int) -> list[int]:
     return out
 
 
-def _int_slider(value, lo, hi, description):
+def _require_in(value, lo, hi, name, integer=False, why=""):
+    """``value`` if it is a number (an integer if ``integer``) from ``lo`` to ``hi``, else a ValueError naming the
+    argument and the range: a slider would clamp it silently and show a picture of another value."""
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not lo <= value <= hi:
+        a = "an integer" if integer else "a number"
+        raise ValueError(f"{name} must be {a} from {lo:,g} to {hi:,g}{why}, got {value!r}")
+    return value
+
+
+def _int_slider(value, lo, hi, description, name, why=""):
+    _require_in(value, lo, hi, name, integer=True, why=why)
     return widgets.IntSlider(
         value=value, min=lo, max=hi, description=description, continuous_update=False, style=_STYLE, layout=_WIDE
     )
@@ -65,9 +78,10 @@ def grid_explorer(n: int = 37, BLOCK_SIZE: int = 8, element: int | None = None, 
     """Sliders for ``n`` and ``BLOCK_SIZE`` (powers of two) and an element index; draws
     :func:`utils.pictures.program_grid`: the programs of a 1-D launch, their offsets, the masked tail, and which
     program owns the chosen element."""
-    n_w = _int_slider(n, 1, max(max_n, n), "n (elements)")
+    n_w = _int_slider(n, 1, max(max_n, n) if isinstance(n, int) else max_n, "n (elements)", "n")
     block_w = _pow2_slider(BLOCK_SIZE, _powers_of_two(1, 1024), "BLOCK_SIZE")
-    element_w = _int_slider(n - 1 if element is None else element, 0, n - 1, "element i")
+    why = f" (an index into the n = {n} elements)"
+    element_w = _int_slider(n - 1 if element is None else element, 0, n - 1, "element i", "element", why)
 
     def follow_n(change):  # registered before interactive's own observers, so the index is valid when it draws
         element_w.max = change["new"] - 1
@@ -98,8 +112,8 @@ def tile_explorer(
     programs have started); draws :func:`utils.pictures.tile_grid`, with the blocks of A and B the first ``upto``
     programs read. ``upto`` at its maximum shows every program."""
     blocks = _powers_of_two(16, 256)
-    m_w = _int_slider(M, 1, max(max_size, M), "M (rows of C)")
-    n_w = _int_slider(N, 1, max(max_size, N), "N (columns of C)")
+    m_w = _int_slider(M, 1, max(max_size, M) if isinstance(M, int) else max_size, "M (rows of C)", "M")
+    n_w = _int_slider(N, 1, max(max_size, N) if isinstance(N, int) else max_size, "N (columns of C)", "N")
     bm_w = _pow2_slider(BLOCK_M, blocks, "BLOCK_M")
     bn_w = _pow2_slider(BLOCK_N, blocks, "BLOCK_N")
     if GROUP_M is not None and (isinstance(GROUP_M, bool) or not isinstance(GROUP_M, int) or GROUP_M < 1):
@@ -111,7 +125,8 @@ def tile_explorer(
     def total():
         return pictures.cdiv(m_w.value, bm_w.value) * pictures.cdiv(n_w.value, bn_w.value)
 
-    upto_w = _int_slider(total() if upto is None else upto, 1, total(), "programs started (upto)")
+    why = f" (the {total()} programs of this launch; None: all of them)"
+    upto_w = _int_slider(total() if upto is None else upto, 1, total(), "programs started (upto)", "upto", why)
 
     def follow_sizes(change):  # keep upto in range; "all of them" stays "all of them"
         was_all = upto_w.value == upto_w.max
@@ -206,6 +221,10 @@ def roofline_explorer(
         raise ValueError(f"gpu must be one of {names}, got {gpu!r}")
     if precision not in roofline.PRECISIONS:
         raise ValueError(f"precision must be one of {roofline.PRECISIONS}, got {precision!r}")
+    if unit not in ("FLOPs", "bytes"):
+        raise ValueError(f"unit must be 'FLOPs' or 'bytes' (what work counts), got {unit!r}")
+    _require_in(intensity, 1e-2, 1e4, "intensity", why=" FLOP/byte (the slider's range)")
+    _require_in(work, 1e3, 1e16, "work", why=f" {unit} (the slider's range)")
 
     intensity_w = widgets.FloatLogSlider(
         value=intensity,

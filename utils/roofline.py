@@ -174,6 +174,12 @@ class Ceilings:
     measured: bool = False
     spec: GPUSpec | None = field(default=None, compare=False)
 
+    def __post_init__(self):
+        """Refuses roofs that are no roofs: a bandwidth or a peak that is zero, negative, NaN or infinite."""
+        require_count(self.bandwidth_gbs, "bandwidth_gbs (the memory roof, GB/s)", self.gpu)
+        for precision, peak in self.tflops.items():
+            require_count(peak, f"the {precision} peak (TFLOP/s)", self.gpu)
+
     def ridge(self, precision: str = "bf16") -> float:
         """FLOP/byte where the memory roof meets the ``precision`` compute roof."""
         return ridge(self, precision)
@@ -316,13 +322,14 @@ def require_count(value, what: str, label: str = "") -> float:
     """A FLOP or byte count (or an intensity, a time): a finite positive number, else a ValueError saying so."""
     where = f"{label}: " if label else ""
     try:
-        v = float(value)
+        v = None if isinstance(value, (bool, str, bytes)) else float(value)
     except (TypeError, ValueError):
         v = None
-    if v is None or isinstance(value, bool):
-        raise ValueError(f"{where}{what} must be a positive number, got {value!r}")
+    if v is None:
+        raise ValueError(f"{where}{what} must be a positive number, got {value!r} ({type(value).__name__})")
     if not math.isfinite(v) or v <= 0:
-        extra = " (an op with no FLOPs, a copy, has no place on the roofline: report its GB/s)" if v == 0 else ""
+        no_flops = v == 0 and what == "flops"
+        extra = " (an op with no FLOPs, a copy, has no place on the roofline: report its GB/s)" if no_flops else ""
         raise ValueError(f"{where}{what} must be a finite positive number, got {value!r}{extra}")
     return v
 

@@ -47,6 +47,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from .roofline import require_count
+
 #: printed once per process when timing declines under the interpreter
 DECLINE = (
     "timing skipped: kernels run in Triton's interpreter on the CPU; numbers would be meaningless "
@@ -76,13 +78,14 @@ class Timing:
 
 
 def gbps(nbytes: float, ms: float) -> float:
-    """Bandwidth in GB/s (10^9 bytes per second) of moving ``nbytes`` in ``ms`` milliseconds."""
-    return nbytes / ms / 1e6
+    """Bandwidth in GB/s (10^9 bytes per second) of moving ``nbytes`` in ``ms`` milliseconds (both positive)."""
+    return require_count(nbytes, "nbytes") / require_count(ms, "ms") / 1e6
 
 
 def tflops(flops: float, ms: float) -> float:
-    """Throughput in TFLOP/s (10^12 per second) of ``flops`` floating-point operations in ``ms`` milliseconds."""
-    return flops / ms / 1e9
+    """Throughput in TFLOP/s (10^12 per second) of ``flops`` floating-point operations in ``ms`` milliseconds (both
+    positive)."""
+    return require_count(flops, "flops") / require_count(ms, "ms") / 1e9
 
 
 # -- when not to time -------------------------------------------------------------------------------------------
@@ -144,7 +147,9 @@ def bench(
     ``bytes``/``flops``: what the op must move and compute, counted by you; they give ``gbps`` and ``tflops``
     (``bytes / ms / 1e6`` GB/s, ``flops / ms / 1e9`` TFLOP/s). ``fn`` takes no arguments: wrap a call in a lambda,
     ``bench(lambda: add(x, y), bytes=3 * x.nbytes)``. See the module docstring for what is measured and why.
+    Refuses counts that are not positive numbers before timing anything.
     """
+    _require_counts(bytes, flops, label)
     if _declines():
         return None
     ms, p20, p80 = _measure(fn, warmup_ms, rep_ms)
@@ -156,6 +161,13 @@ def bench(
         gbps=None if bytes is None else gbps(bytes, ms),
         tflops=None if flops is None else tflops(flops, ms),
     )
+
+
+def _require_counts(nbytes, flops, label=None) -> None:
+    """``bytes`` and ``flops`` as given to bench/compare: each None or a finite positive number (ValueError)."""
+    for value, what in ((nbytes, "bytes"), (flops, "flops")):
+        if value is not None:
+            require_count(value, what, label or "")
 
 
 COLUMNS = ["impl", "ms", "GB/s", "TFLOP/s", "speedup"]
@@ -195,6 +207,7 @@ def compare(
     """
     if not impls:
         raise ValueError("compare() needs at least one implementation: {'name': lambda: ...}")
+    _require_counts(bytes, flops, label)
     if _declines():
         return None
     timings = {
@@ -233,10 +246,13 @@ def sweep(
     """
     import pandas as pd
 
+    sizes = list(sizes)
+    if not sizes:
+        raise ValueError("sweep() needs at least one size, got none: pass sizes=[2**20, 2**22, ...].")
     if _declines():
         return None
     frames = []
-    for size in progress(list(sizes), "sizes"):
+    for size in progress(sizes, "sizes"):
         impls = make_impls(size)
         df = compare(
             impls,
@@ -248,7 +264,7 @@ def sweep(
         frames.append(df)
         del impls
     out = pd.concat(frames, ignore_index=True)
-    out.attrs["baseline"] = frames[0].attrs["baseline"] if frames else baseline
+    out.attrs["baseline"] = frames[0].attrs["baseline"]
     return out
 
 
