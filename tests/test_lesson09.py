@@ -3,8 +3,6 @@ check against planted mistakes (it must fail, with the specific hint), the launc
 the debugging tools (memory check under the interpreter, device asserts, subprocess runner, Inductor's log filter).
 """
 
-import inspect
-
 import pytest
 import torch
 import triton
@@ -13,6 +11,7 @@ import triton.language as tl
 import utils
 from lessons import l09_test_debug_tune as L
 from utils.mode import current
+from utils.mutants import plant
 
 ENV = current()
 DEVICE = ENV.device
@@ -319,19 +318,6 @@ def test_never_flushing_fails_on_exact_inputs():
         L.check_matmul_flushed(never, quiet=True)
 
 
-def plant(monkeypatch, tmp_path, name, old, new):
-    """Swaps L.<name> for a copy of it with one learner's mistake: its source with ``old`` (found exactly once)
-    replaced by ``new``, compiled from a file of its own (triton.jit reads its kernel's source) in L's globals."""
-    fn = getattr(L, name)
-    source = inspect.getsource(getattr(fn, "fn", fn))
-    assert source.count(old) == 1, f"{name}: {old!r} is found {source.count(old)} times"
-    path = tmp_path / f"{name}_planted.py"
-    path.write_text(source.replace(old, new))
-    scope = dict(vars(L))
-    exec(compile(path.read_text(), str(path), "exec"), scope)
-    monkeypatch.setattr(L, name, scope[name])
-
-
 @pytest.mark.parametrize(
     "flush, hint",
     [
@@ -343,7 +329,7 @@ def plant(monkeypatch, tmp_path, name, old, new):
 )
 def test_flush_check_tests_a_period_above_one(monkeypatch, tmp_path, flush, hint):
     """Each planted kernel is exact with FLUSH_EVERY=1; only FLUSH_EVERY=4 shows where it flushes."""
-    plant(monkeypatch, tmp_path, "matmul_flushed_kernel", "if (k + 1) % FLUSH_EVERY == 0:", flush)
+    plant(monkeypatch, tmp_path, L, "matmul_flushed_kernel", ("if (k + 1) % FLUSH_EVERY == 0:", flush))
     with pytest.raises(AssertionError, match=f"(?s)FLUSH_EVERY=4.*Hint: .*{hint}"):
         L.check_matmul_flushed(L.matmul_flushed, quiet=True)
 

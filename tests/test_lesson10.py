@@ -8,7 +8,6 @@ checks use their own larger sizes.
 """
 
 import dataclasses
-import inspect
 import json
 import re
 from pathlib import Path
@@ -34,6 +33,7 @@ from lessons.l10_sort_scan_data import (
 from utils import launch, offline
 from utils.bitwise import assert_bitwise_equal
 from utils.mode import current
+from utils.mutants import plant
 
 ENV = current()
 DEV = ENV.device
@@ -1420,19 +1420,6 @@ def test_the_host_mailbox_waits_for_its_run_and_refuses_a_kernel_that_never_set_
 # -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
 
 
-def plant(monkeypatch, tmp_path, name, old, new):
-    """Swaps L.<name> for a copy of it with one learner's mistake: its source with ``old`` (found exactly once)
-    replaced by ``new``, compiled from a file of its own (triton.jit reads its kernel's source) in L's globals."""
-    fn = getattr(L, name)
-    source = inspect.getsource(getattr(fn, "fn", fn))
-    assert source.count(old) == 1, f"{name}: {old!r} is found {source.count(old)} times"
-    path = tmp_path / f"{name}_planted.py"
-    path.write_text(source.replace(old, new))
-    scope = dict(vars(L))
-    exec(compile(path.read_text(), str(path), "exec"), scope)
-    monkeypatch.setattr(L, name, scope[name])
-
-
 _PACK = "packed = tl.where(mask, packed, -0x7FFFFFFFFFFFFFFF - 1)"
 _BITONIC_LOAD = 'mask=idx < N, other=float("inf"))'
 _BEFORE = "before = tl.load(block_cumsum_ptr + pid - 1, mask=pid > 0, other=0)"
@@ -1538,7 +1525,7 @@ def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     """Each fails its check, with the hint that names it: not a pass, a hang or a crash (the group-by without its
     range check writes before sums: under the interpreter utils.watch_memory drops that write)."""
     name, old, new, check, words = PLANTED[mistake]
-    plant(monkeypatch, tmp_path, name, old, new)
+    plant(monkeypatch, tmp_path, L, name, (old, new))
     with pytest.raises(AssertionError, match=re.escape(words)):
         CHECKS[check]()
 

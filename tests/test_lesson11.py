@@ -7,7 +7,6 @@ look their kernels up there at call time), or a wrong Function; the lesson's own
 that names the mistake.
 """
 
-import inspect
 import math
 import re
 
@@ -19,6 +18,7 @@ import triton.language as tl
 import utils
 from lessons import l11_backward_passes as lesson
 from utils.mode import current
+from utils.mutants import plant
 
 ENV = current()
 F64 = dict(dtype=torch.float64, device=ENV.device)
@@ -384,19 +384,6 @@ def test_rope_backward_not_inverted_is_named(monkeypatch):
 # -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
 
 
-def plant(monkeypatch, tmp_path, name, old, new):
-    """Swaps lesson.<name> for a copy of it with one learner's mistake: its source with every ``old`` replaced by
-    ``new``, compiled from a file of its own (triton.jit reads its kernel's source) in the lesson's globals."""
-    fn = getattr(lesson, name)
-    source = inspect.getsource(getattr(fn, "fn", fn))
-    assert old in source, f"{name}: {old!r} is not in its source"
-    path = tmp_path / f"{name}_planted.py"
-    path.write_text(source.replace(old, new))
-    scope = dict(vars(lesson))
-    exec(compile(path.read_text(), str(path), "exec"), scope)
-    monkeypatch.setattr(lesson, name, scope[name])
-
-
 _INTO = "cross_entropy_into(logits, labels[start:stop], loss_rows[start:stop], logits, ignore_index, divisor)"
 PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check, words of its hint)
     "kl row sums overwritten": ("kl_div_kernel", "total += tl.sum", "total = tl.sum", "kl_div", "last block"),
@@ -504,7 +491,7 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
 @pytest.mark.parametrize("mistake", list(PLANTED))
 def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     name, old, new, fn, words = PLANTED[mistake]
-    plant(monkeypatch, tmp_path, name, old, new)
+    plant(monkeypatch, tmp_path, lesson, name, (old, new))
     with pytest.raises(AssertionError, match=re.escape(words)):
         getattr(lesson, f"check_{fn}")(getattr(lesson, fn), quiet=True)
 

@@ -25,6 +25,7 @@ from lessons import l08_llama_model as L8
 from lessons import l12_quantization as L
 from utils.bitwise import assert_bitwise_equal
 from utils.mode import current
+from utils.mutants import plant
 
 ENV = current()
 DEV = ENV.device
@@ -747,22 +748,6 @@ def test_planted_w8a16_mistake_gets_its_hint(mistake):
 # -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
 
 
-def plant(monkeypatch, tmp_path, name, *edits):
-    """Swaps L.<name> for a copy of it with one learner's mistake: its source with each (old, new) of ``edits``
-    replaced in turn (every old), compiled from a file of its own (triton.jit reads its kernel's source) in L's
-    globals."""
-    fn = getattr(L, name)
-    source = inspect.getsource(getattr(fn, "fn", fn))
-    for old, new in edits:
-        assert old in source, f"{name}: {old!r} is not in its source"
-        source = source.replace(old, new)
-    path = tmp_path / f"{name}_planted.py"
-    path.write_text(source)
-    scope = dict(vars(L))
-    exec(compile(source, str(path), "exec"), scope)
-    monkeypatch.setattr(L, name, scope[name])
-
-
 def _check_pack():
     L.check_pack_int4(L.pack_int4, L.unpack_int4, quiet=True)
 
@@ -815,7 +800,7 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
 @pytest.mark.parametrize("mistake", list(PLANTED))
 def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     name, edits, check, words = PLANTED[mistake]
-    plant(monkeypatch, tmp_path, name, *edits)
+    plant(monkeypatch, tmp_path, L, name, *edits)
     with pytest.raises(AssertionError, match=re.escape(words)):
         check()
 

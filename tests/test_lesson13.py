@@ -7,9 +7,7 @@ On the CPU the kernels run in Triton's interpreter with lesson 08's tiny fp32 mo
 heads sharing 2 key/value heads, D = 16, vocabulary 320); the scheduling tests use utils.serving.EchoModel.
 """
 
-import inspect
 import re
-import textwrap
 
 import pytest
 import torch
@@ -22,6 +20,7 @@ from lessons import l08_llama_model as L08
 from lessons import l13_serving as L
 from utils import serving
 from utils.mode import current
+from utils.mutants import plant
 
 ENV = current()
 
@@ -477,22 +476,6 @@ def test_draft_refusals(model):
 # -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
 
 
-def plant(monkeypatch, tmp_path, name, old, new):
-    """Swaps L.<name> (a function, a kernel, or a class's method as "Class.method") for a copy of it with one
-    learner's mistake: its source with ``old`` (found exactly once) replaced by ``new``, compiled from a file of its
-    own (triton.jit reads its kernel's source) in L's globals."""
-    owner, _, attr = name.rpartition(".")
-    holder = getattr(L, owner) if owner else L
-    fn = getattr(holder, attr)
-    source = textwrap.dedent(inspect.getsource(getattr(fn, "fn", fn)))
-    assert source.count(old) == 1, f"{name}: {old!r} is found {source.count(old)} times"
-    path = tmp_path / f"{attr}_planted.py"
-    path.write_text(source.replace(old, new))
-    scope = dict(vars(L))
-    exec(compile(path.read_text(), str(path), "exec"), scope)
-    monkeypatch.setattr(holder, attr, scope[attr])
-
-
 PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hint)
     "a query does not see its own key": (
         "(cols[None, :] <= pos[:, None])",
@@ -512,20 +495,20 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
 @pytest.mark.parametrize("mistake", list(PAGED_PLANTED))
 def test_check_names_a_planted_paged_mistake(mistake, monkeypatch, tmp_path):
     old, new, words = PAGED_PLANTED[mistake]
-    plant(monkeypatch, tmp_path, "paged_attention_kernel", old, new)
+    plant(monkeypatch, tmp_path, L, "paged_attention_kernel", (old, new))
     with pytest.raises(AssertionError, match=re.escape(words)):
         L.check_paged_attention(L.paged_attention, quiet=True)
 
 
 def test_check_names_a_copy_on_write_that_keeps_the_shared_hashes(monkeypatch, tmp_path):
-    plant(monkeypatch, tmp_path, "BlockPool.allocate", "del seq.hashes[j:]", "pass")
+    plant(monkeypatch, tmp_path, L, "BlockPool.allocate", ("del seq.hashes[j:]", "pass"))
     with pytest.raises(AssertionError, match=re.escape("del seq.hashes[j:]")):
         L.check_block_pool(quiet=True)
 
 
 def test_an_acceptance_without_the_targets_token_fails_instead_of_looping(model, monkeypatch, tmp_path):
     """Without the bonus token a step that rejects every proposal appends nothing: the loop would never end."""
-    plant(monkeypatch, tmp_path, "accept_greedy", "list(proposed[:n]) + [target[n]]", "list(proposed[:n])")
+    plant(monkeypatch, tmp_path, L, "accept_greedy", ("list(proposed[:n]) + [target[n]]", "list(proposed[:n])"))
     with pytest.raises(AssertionError, match="every step must return at least one token"):
         L.check_speculative(model, L.first_layers(model, 1), n_new=6, quiet=True)
 

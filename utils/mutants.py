@@ -235,3 +235,26 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+
+def plant(monkeypatch, folder, module, name: str, *edits) -> None:
+    """For a test: swaps ``module.<name>`` (a function, a kernel, or a class's method as ``"Class.method"``) for a
+    copy with one learner's mistake written in by hand, where :func:`mutants` makes them by rule: its source with
+    each ``(old, new)`` of ``edits`` replaced in turn (every ``old`` must be there), compiled from a file of its own
+    in ``folder`` (``triton.jit`` reads a kernel's source from its file) in the module's globals. ``monkeypatch``
+    (pytest's) puts the original back after the test."""
+    import inspect
+
+    owner, _, attr = name.rpartition(".")
+    holder = getattr(module, owner) if owner else module
+    fn = getattr(holder, attr)
+    source = textwrap.dedent(inspect.getsource(getattr(fn, "fn", fn)))
+    for old, new in edits:
+        if old not in source:
+            raise AssertionError(f"{name}: {old!r} is not in its source")
+        source = source.replace(old, new)
+    path = Path(folder) / f"{attr}_planted.py"
+    path.write_text(source)
+    scope = dict(vars(module))
+    exec(compile(source, str(path), "exec"), scope)
+    monkeypatch.setattr(holder, attr, scope[attr])
