@@ -14,14 +14,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-import triton
-import triton.language as tl
 
 import utils
 import utils.checkpoints as ckpt
 from lessons import l08_llama_model as L
 from utils.bitwise import assert_bitwise_equal
 from utils.mode import current
+from utils.mutants import plant
 
 ENV = current()
 # fp32 logits of two layers against HF's: the same arithmetic in another order (CPU); on a GPU lesson 06's prefill
@@ -296,55 +295,19 @@ def test_check_names_rope_position_off_by_one(shift, sign):
         L.check_rope_kv_write(_rope_kv_write_at(shift_angle=shift), quiet=True)
 
 
-@triton.jit
-def _unguarded_rope_kv_write_kernel(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, q_out_ptr, k_cache_ptr, v_cache_ptr, H, KV,
-                                    stride_qkv_b, stride_cb, stride_ct, max_len, HEAD_DIM: tl.constexpr,
-                                    BLOCK_H: tl.constexpr, BLOCK_KV: tl.constexpr, GUARD_STORES: tl.constexpr,
-                                    NAN_ANGLES: tl.constexpr):  # fmt: skip
-    """rope_kv_write_kernel as a learner may write it: the k and v stores guarded by the position or not, the
-    angles of a position outside NaN or 0 (never loaded from outside the tables: the interpreter would read there)."""
-    b = tl.program_id(0).to(tl.int64)
-    pos = tl.load(pos_ptr + b).to(tl.int64)
-    inside = (pos >= 0) & (pos < max_len)
-    half = tl.arange(0, HEAD_DIM // 2)[None, :]
-    other = float("nan") if NAN_ANGLES else 0.0
-    c = tl.load(cos_ptr + pos * HEAD_DIM + half, mask=inside, other=other).to(tl.float32)
-    s = tl.load(sin_ptr + pos * HEAD_DIM + half, mask=inside, other=other).to(tl.float32)
-    src = qkv_ptr + b * stride_qkv_b
-    heads = tl.arange(0, BLOCK_H)[:, None]
-    q1 = tl.load(src + heads * HEAD_DIM + half, mask=heads < H, other=0.0).to(tl.float32)
-    q2 = tl.load(src + heads * HEAD_DIM + HEAD_DIM // 2 + half, mask=heads < H, other=0.0).to(tl.float32)
-    dst = q_out_ptr + b * H * HEAD_DIM + heads * HEAD_DIM + half
-    tl.store(dst, (q1 * c - q2 * s).to(q_out_ptr.dtype.element_ty), mask=heads < H)
-    tl.store(dst + HEAD_DIM // 2, (q2 * c + q1 * s).to(q_out_ptr.dtype.element_ty), mask=heads < H)
-    kv = tl.arange(0, BLOCK_KV)[:, None]
-    write = (kv < KV) & inside if GUARD_STORES else kv < KV
-    k1 = tl.load(src + (H + kv) * HEAD_DIM + half, mask=kv < KV, other=0.0).to(tl.float32)
-    k2 = tl.load(src + (H + kv) * HEAD_DIM + HEAD_DIM // 2 + half, mask=kv < KV, other=0.0).to(tl.float32)
-    row = b * stride_cb + pos * stride_ct + kv * HEAD_DIM + half
-    tl.store(k_cache_ptr + row, (k1 * c - k2 * s).to(k_cache_ptr.dtype.element_ty), mask=write)
-    tl.store(k_cache_ptr + row + HEAD_DIM // 2, (k2 * c + k1 * s).to(k_cache_ptr.dtype.element_ty), mask=write)
-    v_src = src + (H + KV + kv) * HEAD_DIM + half
-    tl.store(v_cache_ptr + row, tl.load(v_src, mask=kv < KV, other=0.0), mask=write)
-    tl.store(v_cache_ptr + row + HEAD_DIM // 2, tl.load(v_src + HEAD_DIM // 2, mask=kv < KV, other=0.0), mask=write)
-
-
 @pytest.mark.parametrize(
-    "guard, nan, words",
-    [(False, True, "must write nothing: mask the k and v stores"), (True, False, "must come out NaN")],
+    "edit, words",
+    [
+        (("write = (kv < KV) & inside", "write = kv < KV"), "must write nothing: mask the k and v stores"),
+        (('other=float("nan")', "other=0.0"), "must come out NaN"),
+    ],
+    ids=["stores not guarded", "angles of 0 outside"],
 )
-def test_check_names_a_position_outside_the_cache(guard, nan, words, monkeypatch):
+def test_check_names_a_position_outside_the_cache(edit, words, monkeypatch, tmp_path):
     """Positions live on the GPU, so the kernel guards its own stores: one that writes a row for a position of -1
     or max_len (into a neighbouring sequence's rows, or past the caches) is told so, and one whose q there is not
-    NaN too. The lesson's kernel passes (test_rope_kv_write)."""
-
-    class Planted:
-        def __getitem__(self, grid):
-            return lambda *args, **meta: _unguarded_rope_kv_write_kernel[grid](
-                *args, **meta, GUARD_STORES=guard, NAN_ANGLES=nan
-            )
-
-    monkeypatch.setattr(L, "rope_kv_write_kernel", Planted())
+    NaN too (its angles loaded as 0, never from outside the tables). The lesson's kernel passes (test_rope_kv_write)."""
+    plant(monkeypatch, tmp_path, L, "rope_kv_write_kernel", edit)
     with pytest.raises(AssertionError, match=words):
         L.check_rope_kv_write(L.rope_kv_write, quiet=True)
 
