@@ -411,7 +411,9 @@ def _flash_decoding_without(forgot):
                 s = k @ q[b, h].float() * (math.log2(math.e) / math.sqrt(D))
                 parts = []  # (m, l, acc) of each split
                 for lo in range(0, n, split_len):
-                    m, l_i, acc = torch.tensor(float("-inf")), torch.tensor(0.0), torch.zeros(D)
+                    dev = q.device
+                    m, l_i = torch.tensor(float("-inf"), device=dev), torch.tensor(0.0, device=dev)
+                    acc = torch.zeros(D, device=dev)
                     for j in range(lo, min(lo + split_len, n), block):
                         s_j = s[j : min(j + block, lo + split_len, n)]
                         m_new = torch.maximum(m, s_j.max())

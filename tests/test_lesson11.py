@@ -492,6 +492,8 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
 def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     name, old, new, fn, words = PLANTED[mistake]
     plant(monkeypatch, tmp_path, lesson, name, (old, new))
+    if "never written" in words and not ENV.interpret:  # new_output is nan_empty under the interpreter only (on a
+        words = ""  # GPU a fill would cost a pass): there the check must fail, whatever the unwritten memory held
     with pytest.raises(AssertionError, match=re.escape(words)):
         getattr(lesson, f"check_{fn}")(getattr(lesson, fn), quiet=True)
 
