@@ -32,7 +32,6 @@ from lessons.l08_llama_model import (
     generate,
     kv_cache_bytes,
     load_model,
-    require_int,
     rope_cache,
     sample,
 )
@@ -734,8 +733,8 @@ class ModelRunner:
     copies to make first; returns the next token of each request (meaningful where its chunk ends its tokens)."""
 
     def __init__(self, model: Model, n_blocks: int, block_size: int, max_len: int, kernels: bool = True):
-        n_blocks, block_size = require_int(n_blocks, "n_blocks"), require_int(block_size, "block_size")
-        self.model, self.block_size, self.max_len = model, block_size, require_int(max_len, "max_len")
+        n_blocks, block_size = utils.require_int(n_blocks, "n_blocks"), utils.require_int(block_size, "block_size")
+        self.model, self.block_size, self.max_len = model, block_size, utils.require_int(max_len, "max_len")
         self.vocab_size = model.args.vocab_size  # Engine.add checks prompts against it (and max_len)
         self.cache = new_paged_cache(model, n_blocks, block_size, max_len)
         self.ops, self.attend = (TRITON_OPS, None) if kernels else (REF_OPS, paged_attention_ref)
@@ -997,7 +996,7 @@ class SingleSequence:
 def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, k: int = 4, kernels=True):
     """Greedy generation of n_new tokens after prompt, the draft proposing k at a time. Returns (new tokens,
     stats: target and draft passes, proposed and accepted tokens)."""
-    n_new, k = require_int(n_new, "n_new"), require_int(k, "k")
+    n_new, k = utils.require_int(n_new, "n_new"), utils.require_int(k, "k")
     if not prompt:
         raise ValueError("speculative_generate needs a prompt: give at least one token")
     if draft.args.vocab_size != target.args.vocab_size:

@@ -14,6 +14,7 @@ from .checking import (
     overlaps,
     refuses,
     require,
+    require_int,
     require_int32_offsets,
     require_launch_options,
     require_number,
@@ -41,6 +42,7 @@ __all__ = [
     "require_power_of_two",
     "require_launch_options",
     "require_number",
+    "require_int",
     "require_int32_offsets",
     "watch_memory",
 ]

@@ -927,6 +927,17 @@ def require_launch_options(*, num_warps=None, num_stages=None) -> None:
         _raise(ValueError(f"num_stages must be a positive int (1, 2, 3, ...), got {num_stages!r}."))
 
 
+def require_int(value, name: str, least: int = 1) -> int:
+    """A Python or NumPy integer (not a bool, not a float such as 10.5) of at least ``least``: returned as an int."""
+    __tracebackhide__ = True
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        want = "a positive int" if least == 1 else f"an int >= {least}"
+        _raise(ValueError(f"{name} must be {want}, got {value!r}"))
+    return int(value)
+
+
 def require_number(value, name: str, *, positive: bool = False) -> float:
     """A finite Python or NumPy real number (``eps``, ``alpha``): returned as a float."""
     __tracebackhide__ = True
