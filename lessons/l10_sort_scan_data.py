@@ -1396,15 +1396,16 @@ def cumsum_bytes(n, element_size):
     return 2 * n * element_size
 
 
-def exclusive_everywhere_ref(xd, BLOCK_SIZE):
-    """What reduce-then-scan returns when cumsum_kernel scans exclusively (tl.cumsum(x) - x): wrong at every level of
-    the recursion, since the block sums are scanned by the same kernel, and block pid adds block_cumsum[pid - 1]."""
+def exclusive_everywhere_ref(xd, BLOCK_SIZE, block_scan=lambda blocks: blocks.cumsum(1) - blocks):
+    """What reduce-then-scan returns when cumsum_kernel scans each block by block_scan (by default exclusively,
+    tl.cumsum(x) - x): wrong at every level of the recursion, since the block sums are scanned by the same kernel,
+    and block pid adds block_cumsum[pid - 1]."""
     n = xd.numel()
     blocks = torch.nn.functional.pad(xd, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
-    local = (blocks.cumsum(1) - blocks).flatten()[:n]
+    local = block_scan(blocks).flatten()[:n]
     if blocks.shape[0] == 1:
         return local
-    prefix = exclusive_everywhere_ref(blocks.sum(1), BLOCK_SIZE)  # what block_cumsum holds
+    prefix = exclusive_everywhere_ref(blocks.sum(1), BLOCK_SIZE, block_scan)  # what block_cumsum holds
     before = torch.cat([prefix.new_zeros(1), prefix[:-1]])  # block pid reads block_cumsum[pid - 1], block 0 nothing
     return local + torch.repeat_interleave(before, BLOCK_SIZE)[:n]
 
@@ -1422,6 +1423,8 @@ def check_cumsum(fn, *, quiet=False):
     for dtype, method in [(d, m) for m in ("reduce-then-scan", "lookback") for d in (torch.int32, torch.float32)]:
         for n, BLOCK_SIZE in cases:
             x = torch.randint(-8, 9, (n,), device=env.device).to(dtype)
+            firsts = x[::BLOCK_SIZE]  # a block whose sum is 0 would look right counted twice: no block sums to 0
+            firsts += (torch.nn.functional.pad(x, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE).sum(1) == 0).to(dtype)
             out = (
                 utils.nan_empty((n,), device=env.device)
                 if dtype.is_floating_point
@@ -1455,7 +1458,11 @@ def check_cumsum(fn, *, quiet=False):
                 "sum; the blocks before block pid add up to block_cumsum[pid - 1].": local
                 + torch.repeat_interleave(torch.cat([prefix[:1] * 0, prefix[1:]]), BLOCK_SIZE)[:n],
                 "Every element of a block holds the block's whole sum: tl.sum adds up the block, tl.cumsum(x, axis=0) "
-                "gives each element the sum up to itself.": torch.repeat_interleave(prefix, BLOCK_SIZE)[:n],
+                "gives each element the sum up to itself.": (
+                    exclusive_everywhere_ref(xd, BLOCK_SIZE, lambda b: b.sum(1, keepdim=True).expand_as(b))
+                    if method == "reduce-then-scan"
+                    else torch.repeat_interleave(prefix, BLOCK_SIZE)[:n]
+                ),
             }
             utils.check(
                 out,

@@ -1520,16 +1520,10 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
 }
 
 
-COMPILED_GAPS = {  # session 26's H100 run: compiled, these fail their check with another hint (to investigate)
-    "scan with tl.sum": "the check's GPU case gives the generic hint, not the block's whole sum",
-}
-
-
 @pytest.mark.parametrize(
     "mistake",
-    [pytest.param(m, marks=pytest.mark.xfail(m in COMPILED_GAPS and not ENV.interpret,
-                                             reason=COMPILED_GAPS.get(m, ""))) for m in PLANTED],
-)  # fmt: skip
+    list(PLANTED),
+)
 def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     """Each fails its check, with the hint that names it: not a pass, a hang or a crash (the group-by without its
     range check writes before sums: under the interpreter utils.watch_memory drops that write)."""
@@ -1712,16 +1706,27 @@ def test_bad_inputs_are_refused(case):
     utils.refuses({case: call}, quiet=True)
 
 
+@pytest.mark.parametrize("mistake", ["exclusive", "whole sum"])
 @pytest.mark.parametrize("n", [100, 16 * 16 * 3 + 5])  # one level of block sums, then two
-def test_the_exclusive_scan_suspect_is_what_the_planted_kernel_returns(n, monkeypatch):
+def test_the_recursive_scan_suspects_are_what_the_planted_kernel_returns(n, mistake, monkeypatch, tmp_path):
     """The hint must not depend on which case fails first: over several blocks (and levels) the suspect is exactly
-    what an exclusive cumsum_kernel makes of reduce-then-scan (on a GPU a one-element first case can pass by luck)."""
-    monkeypatch.setattr(L, "cumsum_kernel", _cumsum_exclusive_kernel)
+    what a wrong cumsum_kernel makes of reduce-then-scan, which scans the block sums with the same kernel (on a GPU
+    a one-element first case passes; session 26's H100 run gave the tl.sum scan the generic hint at n = 100)."""
+    if mistake == "exclusive":
+        monkeypatch.setattr(L, "cumsum_kernel", _cumsum_exclusive_kernel)
+        block_scan = lambda blocks: blocks.cumsum(1) - blocks  # noqa: E731
+    else:
+        name, old, new = PLANTED["scan with tl.sum"][:3]
+        plant(monkeypatch, tmp_path, L, name, (old, new))
+        block_scan = lambda blocks: blocks.sum(1, keepdim=True).expand_as(blocks)  # noqa: E731
     x = torch.randint(-8, 9, (n,), device=utils.mode.current().device).to(torch.int32)
     got = L.cumsum(x, BLOCK_SIZE=16, method="reduce-then-scan")
-    want = L.exclusive_everywhere_ref(x.double().cpu(), 16)
+    xd = x.double().cpu()
+    want = L.exclusive_everywhere_ref(xd, 16, block_scan)
     assert torch.equal(got.cpu().double(), want)
-    assert not torch.equal(want, L.cumsum_ref(x.double().cpu()) - x.double().cpu())  # the naive suspect would not do
+    blocks = torch.nn.functional.pad(xd, (0, -n % 16)).view(-1, 16)
+    naive = L.cumsum_ref(xd) - xd if mistake == "exclusive" else blocks.sum(1).cumsum(0).repeat_interleave(16)[:n]
+    assert not torch.equal(want, naive)  # the suspect of one level would not do
 
 
 def test_the_query_waits_for_the_gpu_once(monkeypatch):
