@@ -1017,6 +1017,27 @@ def _smallest_per_block_then_top(x, k, BLOCK_SIZE):
     return top.masked_fill(top == -float("inf"), float("nan")).masked_fill(top == lowest, -float("inf"))
 
 
+def _top_k_of_block_picks(x, k, BLOCK_SIZE, picks=None, high=None):
+    """top_k's values as its kernels compute them, bit for bit, or with one mistake made: each block hands over the
+    entries at positions ``picks`` (K of them) of its keys sorted largest first (None: the first K), each key
+    packed as high(float_sort_key(x)) | (0xFFFFFFFF - column) (None: the key widened to int64, then << 32)."""
+    M, N = x.shape
+    K = triton.next_power_of_2(k)
+    B = max(min(BLOCK_SIZE, triton.next_power_of_2(N)), K)
+    x = torch.where(x == 0, 0.0, x).float()  # float_sort_key's -0.0 -> 0.0 and one NaN, above +inf
+    bits = torch.where(x.isnan(), float("nan"), x).view(torch.int32)
+    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+    packed = torch.full((M, triton.cdiv(N, B) * B), -(2**63), dtype=torch.int64, device=x.device)  # the padding
+    packed[:, :N] = (key.to(torch.int64) << 32 if high is None else high(key)) | (
+        0xFFFFFFFF - torch.arange(N, device=x.device)
+    )
+    blocks = torch.sort(packed.view(M, -1, B), dim=-1, descending=True).values
+    cand = blocks[..., :K] if picks is None else blocks[..., picks]
+    best = torch.sort(cand.reshape(M, -1), dim=-1, descending=True).values[:, :k]
+    key = (best >> 32).to(torch.int32)
+    return (key ^ ((key >> 31) & 0x7FFFFFFF)).view(torch.float32)  # the merge's float_from_sort_key
+
+
 def _top_k_padded(x, k, B, value):
     """top_k's values when the lanes past the end of each row (padded to blocks of B) take part as value."""
     return top_k_ref(torch.nn.functional.pad(x.double(), (0, -x.shape[1] % B), value=value), k)[0]
@@ -1063,7 +1084,8 @@ def check_top_k(fn, *, quiet=False):
             )
         ref_v, ref_i = top_k_ref(x.double(), k)
         where = f"top_k of {M}x{N}, k={k}, BLOCK_SIZE={BLOCK_SIZE}, method={method}"
-        B = max(min(BLOCK_SIZE, triton.next_power_of_2(N)), triton.next_power_of_2(k))  # the block top_k uses
+        K = triton.next_power_of_2(k)
+        B = max(min(BLOCK_SIZE, triton.next_power_of_2(N)), K)  # the block top_k uses
         raw_bits = torch.sort(x.view(torch.int32), dim=-1, descending=True, stable=True).values[:, :k]
         raw_bits = (raw_bits ^ ((raw_bits >> 31) & 0x7FFFFFFF)).view(torch.float32)  # as the merge unpacks them
         utils.check(
@@ -1092,6 +1114,16 @@ def check_top_k(fn, *, quiet=False):
                 "float_sort_key(x), which flips the low 31 bits of the negative floats.": raw_bits,
                 "Every block read the row's first columns: cols = blk * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE) "
                 "(block blk's offset along the row).": top_k_ref(x.double()[:, :B].repeat(1, triton.cdiv(N, B)), k)[0],
+                "Each block handed over every (BLOCK_SIZE // K)-th of its sorted entries, not its first K: reshape "
+                "the sorted block to (BLOCK_SIZE // K, K), so that row 0 holds the K largest and tl.max(..., axis=0) "
+                "takes them (a (K, BLOCK_SIZE // K) reshape with axis=1 takes the first of each row of it).": (
+                    _top_k_of_block_picks(x, k, BLOCK_SIZE, picks=torch.arange(K, device=env.device) * (B // K))
+                ),
+                "Every value came out as 0.0 (the sort key's bits were lost): float_sort_key(x) is an int32, and "
+                "shifted left by 32 while still 32 bits wide it keeps none of them. Widen it first: "
+                "float_sort_key(x).to(tl.int64) << 32.": _top_k_of_block_picks(
+                    x, k, BLOCK_SIZE, high=lambda key: 0 * key.to(torch.int64)
+                ),
             },
         )
         try:

@@ -701,9 +701,23 @@ def w4a16_suspects(x, w: Int4Weight):
     unmasked = torch.where(torch.arange(q.shape[1], device=q.device) % 2 == 0, byte, q)
     g_of_byte = (torch.arange(w.groups * G, device=q.device) // 2) // G  # the group of byte k // 2, not of k
     y = lambda W: x64 @ W.T  # noqa: E731
+    # -- which x each nibble's dot takes: byte j's low nibble is column 2j (x_even), its high nibble 2j + 1 (x_odd)
+    Wp = _dequant_codes(q, z, s, q.shape[1])  # (N, groups * G): the padded tail's codes are its zero point, so 0
+    xp = F.pad(x64, (0, Wp.shape[1] - K))  # x past K as the masked loads read it, 0: a mask mistake changes nothing
+    j = torch.arange(Wp.shape[1] // 2, device=q.device)
+    k_no_2 = j // (G // 2) * G + j % (G // 2)  # k_even = g * GROUP_SIZE + offs_j, without the 2
+    times = lambda k_lo, k_hi: xp[:, k_lo] @ Wp[:, 0::2].T + xp[:, k_hi] @ Wp[:, 1::2].T  # noqa: E731
     suspects = {
-        "the nibbles are swapped: the low nibble (byte & 0xF) is the EVEN column k = 2j, the high one (byte >> 4) "
-        "the odd column 2j + 1": y(_dequant_codes(swapped, z, s, K)),
+        "the nibbles are swapped (or x_even and x_odd, in the two dots): the low nibble (byte & 0xF) is the EVEN "
+        "column k = 2j and multiplies x_even, the high one (byte >> 4) the odd column 2j + 1 and multiplies x_odd": y(
+            _dequant_codes(swapped, z, s, K)
+        ),
+        "both nibbles multiplied x at the even columns: the high nibble's dot takes x_odd, loaded at k_even + 1 "
+        "(column 2j + 1), not at k_even": times(2 * j, 2 * j),
+        "both nibbles multiplied x at the odd columns: the low nibble's dot takes x_even, loaded at k_even (column "
+        "2j), and only the high nibble's takes x_odd (k_even + 1)": times(2 * j + 1, 2 * j + 1),
+        "x is read at the wrong columns: byte j holds columns 2j and 2j + 1, so k_even = g * GROUP_SIZE + 2 * offs_j "
+        "(the factor 2 is missing)": times(k_no_2, k_no_2 + 1),
         "the zero point is not subtracted: dequantize as (q - zero) * scale": y(_dequant_codes(q, 0 * z, s, K)),
         "the zero point is added: dequantize as (q - zero) * scale, not (q + zero) * scale": y(
             _dequant_codes(q, -z, s, K)

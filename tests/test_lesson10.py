@@ -1447,6 +1447,20 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "top_k",
         "block blk's offset",
     ),  # fmt: skip
+    "top-k key not widened": (
+        "top_k_block_kernel",
+        "(float_sort_key(x).to(tl.int64) << 32)",
+        "(float_sort_key(x) << 32)",
+        "top_k",
+        "Widen it first",
+    ),  # fmt: skip
+    "top-k reshape on the wrong axis": (
+        "top_k_block_kernel",
+        "(BLOCK_SIZE // K, K)), axis=0)",
+        "(K, BLOCK_SIZE // K)), axis=1)",
+        "top_k",
+        "every (BLOCK_SIZE // K)-th",
+    ),  # fmt: skip
     "bitonic pads with -inf": (
         "bitonic_sort_kernel",
         _BITONIC_LOAD,

@@ -761,6 +761,7 @@ def _check_w4a16():
 
 
 _SWAP = (("scale_ptr + rows_n", "SWAP"), ("zero_ptr + rows_n", "scale_ptr + rows_n"), ("SWAP", "zero_ptr + rows_n"))
+_XSWAP = (("tl.dot(x_even,", "SWAP"), ("tl.dot(x_odd,", "tl.dot(x_even,"), ("SWAP", "tl.dot(x_odd,"))
 PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
     "pack shifts by 8": ("pack_int4", [("(q[:, 1::2] << 4)", "(q[:, 1::2] << 8)")], _check_pack, "high nibble is lost"),
     "unpack keeps the high nibble in place": (
@@ -794,6 +795,25 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "the wrong sign",
     ),  # fmt: skip
     "w4a16 scale and zero swapped": ("w4a16_kernel", _SWAP, _check_w4a16, "are swapped: the scale comes"),
+    "w4a16 low nibble times x_odd": ("w4a16_kernel", _XSWAP, _check_w4a16, "or x_even and x_odd, in the two dots"),
+    "w4a16 x_odd at the even columns": (
+        "w4a16_kernel",
+        [("x_rows + k_even[None, :] + 1,", "x_rows + k_even[None, :],")],
+        _check_w4a16,
+        "x at the even columns",
+    ),  # fmt: skip
+    "w4a16 both dots take x_odd": (
+        "w4a16_kernel",
+        [("tl.dot(x_even, tl.trans(lo)", "tl.dot(x_odd, tl.trans(lo)")],
+        _check_w4a16,
+        "x at the odd columns",
+    ),  # fmt: skip
+    "w4a16 k_even without the 2": (
+        "w4a16_kernel",
+        [("k_even = g * GROUP_SIZE + 2 * offs_j", "k_even = g * GROUP_SIZE + offs_j")],
+        _check_w4a16,
+        "the factor 2 is missing",
+    ),  # fmt: skip
 }
 
 
