@@ -992,6 +992,43 @@ def _split_partials_ref(q, k_cache, v_cache, lengths, split_len, block=None, res
     return acc, m, l_
 
 
+def _kv_heads_read(out, q64, k64, v64, lengths, tolerance) -> str | None:
+    """The hint for query heads that read another kv head than h // GROUP (h % KV, kv_h * KV + r, ...), told head
+    by head from which kv head's attention each head's output is; None where no head does. Heads that match no kv
+    head (written by no program, or by two) are left out: such a result matches no suspect as a whole."""
+    B, H, D = q64.shape
+    KV = k64.shape[2]
+    got = out.detach().to("cpu", torch.float64)
+    tol = tolerance or vars(utils.checking.default_tolerance(out.dtype))
+    right = torch.arange(H) // (H // KV)
+    read = torch.full((B, H), -1)
+    for j in range(KV):  # H copies of kv head j: every query head reads kv head j
+        only_j = decode_attention_ref(q64, k64[:, :, [j] * H], v64[:, :, [j] * H], lengths).cpu()
+        read[torch.isclose(got, only_j, atol=tol["atol"], rtol=tol["rtol"]).all(-1) & (read < 0)] = j
+    wrong = [(b, h, int(read[b, h])) for b in range(B) for h in range(H) if int(read[b, h]) not in (-1, int(right[h]))]
+    if not wrong:
+        return None
+    told = ", ".join(f"head {h} of sequence {b} read kv head {j} (not {int(right[h])})" for b, h, j in wrong[:4])
+    return (
+        f"Query heads read another kv head than h // GROUP: {told}{', …' if len(wrong) > 4 else ''}. Grouped-query "
+        f"attention shares kv head h // GROUP (GROUP = H // KV = {H // KV}) between GROUP consecutive query heads: "
+        f"the program of kv head kv_h serves query heads kv_h * GROUP + r, r < GROUP (row b * KV * GROUP + "
+        f"kv_h * GROUP + r of q and the partials), not kv_h * KV + r, nor h % KV."
+    )
+
+
+def _with_hint(message: str, name: str, hint: str) -> str:
+    """utils.check's message with the hint of its comparison (the paragraph that starts with ``name``) replaced:
+    that paragraph keeps its place after any report of memory read outside the tensors."""
+    lines = message.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith(name)), len(lines))
+    at = next((i for i in range(start, len(lines)) if lines[i].startswith("Hint: ")), None)
+    if at is None:
+        return f"{message}\nHint: {hint}"
+    lines[at] = f"Hint: {hint}"
+    return "\n".join(lines)
+
+
 def check_decode_attention(fn, *, quiet=False):
     """fn(q, k_cache, v_cache, lengths, out=...) against decode_attention_ref in fp64, caches full of other
     values past each sequence's length (an earlier, longer conversation), several splits per sequence; in the last
@@ -1000,7 +1037,7 @@ def check_decode_attention(fn, *, quiet=False):
     env = utils.mode.current()
     dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
     cases = env.pick(
-        cpu=[(1, 4, 2, 16, 40, [37]), (3, 4, 1, 32, 70, [1, 50, 70]), (2, 3, 3, 16, 20, [5, 20]),
+        cpu=[(1, 8, 2, 16, 40, [37]), (3, 4, 1, 32, 70, [1, 50, 70]), (2, 3, 3, 16, 20, [5, 20]),
              (2, 4, 2, 16, 40, [40, 13], 60.0)],
         gpu=[
             (1, 32, 4, 64, 1000, [777]),
@@ -1062,15 +1099,17 @@ def check_decode_attention(fn, *, quiet=False):
         if q_scale and isinstance(out, torch.Tensor):  # the error of each rounded score grows through exp
             s_max = float(torch.einsum("bhd,btkd->bhtk", q64, k64).abs().max()) / math.sqrt(D)
             tolerance = large_scores_tolerance(out.dtype, s_max)
-        utils.check(
-            out,
-            ref,
-            **tolerance,
-            name=f"decode attention (B={B}, H={H}, KV={KV}, D={D}, lengths={lens}{big})",
-            quiet=quiet,
-            suspects=suspects,
-            stray=stray,
-        )
+        name = f"decode attention (B={B}, H={H}, KV={KV}, D={D}, lengths={lens}{big})"
+        try:
+            utils.check(out, ref, **tolerance, name=name, quiet=quiet, suspects=suspects, stray=stray)
+        except AssertionError as e:  # a wrong head mapping leaves heads unwritten or written twice: no suspect fits
+            named = any(hint in str(e) for hint in suspects)
+            if named or not (isinstance(out, torch.Tensor) and out.shape == q.shape):
+                raise
+            hint = _kv_heads_read(out, q64, k64, v64, lengths, tolerance)
+            if hint is None:
+                raise
+            raise AssertionError(_with_hint(str(e), name, hint)) from None
 
 
 @triton.jit

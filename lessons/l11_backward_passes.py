@@ -860,6 +860,8 @@ def _ce_suspects(logits64, labels, ref_grad, go):
     n = int(keep.sum())
     p = logits64.softmax(-1)
     onehot = F.one_hot(torch.where(keep, labels, 0), logits64.shape[1]).to(p.dtype)
+    x = logits64.detach()
+    e = torch.exp(x - x.amax(-1, keepdim=True))  # exp(x - m), m the row max: its row sum is pass 1's d
     return {
         "the gradient misses the mean's 1/N: scale (softmax - onehot) by 1/(number of non-ignored labels)":
             ref_grad * n,
@@ -869,6 +871,10 @@ def _ce_suspects(logits64, labels, ref_grad, go):
             go * p * keep[:, None] / n,
         "the mean divides by every row, ignored ones too: divide by the number of non-ignored labels":
             ref_grad * n / len(labels),
+        "the softmax is exp(x - m), not divided by the row's sum: exp(x - lse), with lse = m + log(d)":
+            go * (e - onehot) * keep[:, None] / n,
+        "the logsumexp misses the max: exp(x - lse) with lse = m + log(d), not exp(x - log(d)) (d sums exp(x - m))":
+            go * (torch.exp(x - e.sum(-1, keepdim=True).log()) - onehot) * keep[:, None] / n,
     }  # fmt: skip
 
 
@@ -981,6 +987,8 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
                 "grad_x misses the mean's 1/N: scale by 1/(non-ignored labels of ALL chunks)": want_x * n_valid,
                 "each chunk is scaled by 1/(its own non-ignored labels): the mean is over ALL the chunks' labels":
                     _per_chunk_mean_grad_x(x64, w64, labels, size, go),
+                "each chunk is scaled by 1/(its own rows): the mean is over the non-ignored labels of ALL the chunks":
+                    _per_chunk_mean_grad_x(x64, w64, labels, size, go, rows=True),
                 every_row: want_x * n_valid / T,
             }, dtype, reason, stray=stray)  # fmt: skip
             last = _last_chunk_grad_w(x64, w64, labels, size, go) if size < T else want_w * float("nan")
@@ -1001,11 +1009,12 @@ def _chunk_dlogits(x64, w64, labels, start, stop, divisor, go):
     return torch.where(keep[:, None], g, 0) * go / max(divisor, 1)
 
 
-def _per_chunk_mean_grad_x(x64, w64, labels, chunk, go):
+def _per_chunk_mean_grad_x(x64, w64, labels, chunk, go, rows=False):
+    """grad_x with each chunk's mean over its own non-ignored labels (rows: over its own rows, ignored ones too)."""
     T = x64.shape[0]
     parts = []
     for start in range(0, T, chunk):
-        n = int((labels[start : start + chunk] != -100).sum())
+        n = min(chunk, T - start) if rows else int((labels[start : start + chunk] != -100).sum())
         parts.append(_chunk_dlogits(x64, w64, labels, start, start + chunk, n, go) @ w64.detach())
     return torch.cat(parts)
 
@@ -1100,13 +1109,34 @@ def check_swiglu_with_grad(fn, *, quiet=False):
                 (got,) = torch.autograd.grad(out, gu, dout.to(dtype))
             g, u = gu64.detach().chunk(2, dim=-1)
             s = torch.sigmoid(g)
+            dg, du = dout * u * s * (1 + g * (1 - s)), dout * g * s
+            wrong_dg = {  # d(gate) as the classic mistakes compute it, d(up) right
+                "d(gate) uses sigmoid(g) for silu'(g): silu'(g) = s + g s (1 - s), with s = sigmoid(g)": dout * u * s,
+                "d(gate) uses the sigmoid's derivative s (1 - s): silu(g) = g s, so silu'(g) = s + g s (1 - s)": dout
+                * u
+                * s
+                * (1 - s),
+                "silu'(g) lost an s: it is s + g s (1 - s) = s (1 + g (1 - s)), not s + g (1 - s)": dout
+                * u
+                * (s + g * (1 - s)),
+                "d(gate) misses the factor up: out = silu(g) * u, so d(gate) = dout * u * silu'(g)": dout
+                * s
+                * (1 + g * (1 - s)),
+                "d(gate) is not multiplied by dout (the upstream gradient, loaded from dout_ptr)": u
+                * s
+                * (1 + g * (1 - s)),
+            }
+            wrong_du = {  # d(up) as the classic mistakes compute it, d(gate) right
+                "d(up) uses sigmoid(g) for silu(g): out = silu(g) u, so d(up) = dout * silu(g) = dout * g * s": dout
+                * s,
+                "d(up) uses g for silu(g): silu(g) = g * sigmoid(g), so d(up) = dout * g * s": dout * g,
+                "d(up) is not multiplied by dout (the upstream gradient, loaded from dout_ptr)": g * s,
+            }
             _grad_check(f"d(gate_up) of {what}", got, want, {
-                "d(gate) uses sigmoid(g) for silu'(g): silu'(g) = s + g s (1 - s), with s = sigmoid(g)":
-                    torch.cat([dout * u * s, dout * g * s], dim=-1),
+                **{hint: torch.cat([wrong, du], dim=-1) for hint, wrong in wrong_dg.items()},
+                **{hint: torch.cat([dg, wrong], dim=-1) for hint, wrong in wrong_du.items()},
                 "d(gate) and d(up) are swapped: gate is the first half of each row, up the second":
-                    torch.cat([dout * g * s, dout * u * s * (1 + g * (1 - s))], dim=-1),
-                "d(up) uses sigmoid(g) for silu(g): out = silu(g) u, so d(up) = dout * silu(g) = dout * g * s":
-                    torch.cat([dout * u * s * (1 + g * (1 - s)), dout * s], dim=-1),
+                    torch.cat([du, dg], dim=-1),
             }, dtype, stray=stray)  # fmt: skip
             cases += 1
     if not quiet:

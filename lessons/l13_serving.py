@@ -529,6 +529,16 @@ def _base_e_in_splits_ref(q, k_pages, v_pages, block_table, lengths, q_start, sp
     return out
 
 
+def _pages_read_ref(q, k_pages, v_pages, block_table, lengths, q_start, entry):
+    """paged_attention_ref with each request's key t read from row t % block_size of the physical block that its
+    table's entry entry[t] names (block 0 where entry[t] is -1): a kernel that looks up the wrong entry."""
+    n_blocks, P = k_pages.shape[:2]
+    t = torch.arange(len(entry), device=block_table.device)
+    pages = torch.where(entry >= 0, block_table.long()[:, entry.clamp_min(0)], 0)  # (B, len(entry))
+    flat = [x.reshape(n_blocks * P, 1, *x.shape[2:]) for x in (k_pages, v_pages)]  # one-row blocks: a row table
+    return paged_attention_ref(q, *flat, (pages * P + t % P).int(), lengths, q_start)
+
+
 def _scaled_down_rows(out, ref):
     """ref with each (token, head) row scaled by the factor below 1 that brings it nearest out's row (ref itself
     where there is none): what a softmax whose denominator is too large gives."""
@@ -597,6 +607,19 @@ def check_paged_attention(fn, *, quiet=False):
             "The scores are exponentiated with tl.exp, but qk_scale holds log2(e) / sqrt(D): the scores are in base "
             "2, so p = tl.exp2(s - m) and alpha = tl.exp2(m_i - m_new)."
         ] = _base_e_in_splits_ref(q64, k64, v64, table, lengths, q_start, paged_schedule(B, KV, D, W * P, dtype)[1])
+        _, split_len, BLOCK_N = paged_schedule(B, KV, D, W * P, dtype)[:3]
+        t = torch.arange(W * P, device=q.device)
+        step = t % split_len  # where key t sits in its split: the first BLOCK_N keys are the page looked up before
+        suspects[
+            "Each step read the page of the step before: the prefetch looks up the next step's keys, page_next = "
+            "tl.load(table + (cols + BLOCK_N) // PAGE_SIZE, mask=cols + BLOCK_N < end, other=0), not the entry of "
+            "cols // PAGE_SIZE again (that one is the page in use)."
+        ] = _pages_read_ref(q64, k64, v64, table, lengths, q_start, torch.where(step >= BLOCK_N, t - BLOCK_N, t) // P)
+        suspects[
+            "Each split's first step read block 0: its page was never looked up, or was replaced by the next step's "
+            "before use. Look it up before the loop (page_next for cols = start + tl.arange(0, BLOCK_N), masked with "
+            "cols < end), then in each step take page = page_next first and only then look up the next step's."
+        ] = _pages_read_ref(q64, k64, v64, table, lengths, q_start, torch.where(step < BLOCK_N, -1, t // P))
         suspects[
             "Each query's output comes out scaled down, row by row: the running sum l is too large. Rescale it like "
             "acc when the running max grows: l_i = l_i * alpha + tl.sum(p, 1)."

@@ -422,6 +422,20 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "cross_entropy",
         "misses the max",
     ),  # fmt: skip
+    "ce softmax not normalised": (
+        "cross_entropy_kernel",
+        "grad = tl.exp(x - lse[:, None])",
+        "grad = tl.exp(x - m[:, None])",
+        "cross_entropy",
+        "not divided by the row's sum",
+    ),  # fmt: skip
+    "ce softmax with lse = log(d)": (
+        "cross_entropy_kernel",
+        "grad = tl.exp(x - lse[:, None])",
+        "grad = tl.exp(x - tl.log(d)[:, None])",
+        "cross_entropy",
+        "not exp(x - log(d))",
+    ),  # fmt: skip
     "ce ignored rows' loss kept": (
         "cross_entropy_kernel",
         "tl.where(keep, lse - picked, 0.0)",
@@ -450,6 +464,13 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "fused_linear_cross_entropy",
         "divide by the non-ignored labels",
     ),  # fmt: skip
+    "fused ce scales each chunk by its rows": (
+        "FusedLinearCrossEntropyFunction",
+        _INTO,
+        _INTO.replace("divisor)", "stop - start)"),
+        "fused_linear_cross_entropy",
+        "scaled by 1/(its own rows)",
+    ),  # fmt: skip
     "rmsnorm mean over BLOCK_C": (
         "rmsnorm_backward_kernel",
         "axis=1) / C)",
@@ -470,6 +491,48 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "du = dout * s",
         "swiglu_with_grad",
         "d(up) uses sigmoid",
+    ),  # fmt: skip
+    "swiglu d(gate) with the sigmoid's derivative": (
+        "swiglu_backward_kernel",
+        "dg = dout * u * s * (1.0 + g * (1.0 - s))",
+        "dg = dout * u * s * (1.0 - s)",
+        "swiglu_with_grad",
+        "the sigmoid's derivative s (1 - s)",
+    ),  # fmt: skip
+    "swiglu silu' without its second s": (
+        "swiglu_backward_kernel",
+        "dg = dout * u * s * (1.0 + g * (1.0 - s))",
+        "dg = dout * u * (s + g * (1.0 - s))",
+        "swiglu_with_grad",
+        "silu'(g) lost an s",
+    ),  # fmt: skip
+    "swiglu d(gate) without up": (
+        "swiglu_backward_kernel",
+        "dg = dout * u * s * (1.0 + g * (1.0 - s))",
+        "dg = dout * s * (1.0 + g * (1.0 - s))",
+        "swiglu_with_grad",
+        "d(gate) misses the factor up",
+    ),  # fmt: skip
+    "swiglu d(gate) without dout": (
+        "swiglu_backward_kernel",
+        "dg = dout * u * s * (1.0 + g * (1.0 - s))",
+        "dg = u * s * (1.0 + g * (1.0 - s))",
+        "swiglu_with_grad",
+        "d(gate) is not multiplied by dout",
+    ),  # fmt: skip
+    "swiglu d(up) with g": (
+        "swiglu_backward_kernel",
+        "du = dout * g * s",
+        "du = dout * g",
+        "swiglu_with_grad",
+        "d(up) uses g for silu(g)",
+    ),  # fmt: skip
+    "swiglu d(up) without dout": (
+        "swiglu_backward_kernel",
+        "du = dout * g * s",
+        "du = g * s",
+        "swiglu_with_grad",
+        "d(up) is not multiplied by dout",
     ),  # fmt: skip
     "rope interleaved pairs": (
         "rope_fwd_bwd_kernel",

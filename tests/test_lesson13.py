@@ -476,6 +476,7 @@ def test_draft_refusals(model):
 # -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
 
 
+_PREFETCH = "page_next = tl.load(table + (cols + BLOCK_N) // PAGE_SIZE, mask=cols + BLOCK_N < end, other=0)"
 PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hint)
     "a query does not see its own key": (
         "(cols[None, :] <= pos[:, None])",
@@ -488,6 +489,21 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
         "p = tl.exp2(s - m_safe[:, None])\n        alpha = tl.exp2(m_i - m_safe)",
         "p = tl.exp(s - m_safe[:, None])\n        alpha = tl.exp(m_i - m_safe)",
         "the scores are in base 2",
+    ),  # fmt: skip
+    "the next page looked up at the current step": (
+        _PREFETCH,
+        "page_next = tl.load(table + cols // PAGE_SIZE, mask=cols < end, other=0)",
+        "page of the step before",
+    ),  # fmt: skip
+    "the first page never looked up": (
+        "    page_next = tl.load(table + cols // PAGE_SIZE, mask=cols < end, other=0)\n",
+        "    page_next = tl.zeros([BLOCK_N], tl.int32)\n",
+        "first step read block 0",
+    ),  # fmt: skip
+    "the next page used before the current one": (
+        f"        page = page_next.to(tl.int64)\n        {_PREFETCH}\n",
+        f"        {_PREFETCH}\n        page = page_next.to(tl.int64)\n",
+        "first step read block 0",
     ),  # fmt: skip
 }
 
