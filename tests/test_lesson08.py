@@ -471,7 +471,7 @@ HEADS = "heads = b * KV * GROUP + kv_h * GROUP + rows"
 @pytest.mark.parametrize(
     "edit, words",
     [
-        ((HEADS, "heads = b * KV * GROUP + kv_h * KV + rows"), r"head 2 of sequence 0 read kv head 1 \(not 0\)"),
+        ((HEADS, "heads = b * KV * GROUP + kv_h * KV + rows"), r"h // GROUP: head \d+ of sequence \d+ read kv head"),
         ((HEADS, "heads = b * KV * GROUP + kv_h + rows * KV"), r"Query head h read kv head h % KV"),
     ],
     ids=["KV for GROUP", "h % KV"],
@@ -479,7 +479,8 @@ HEADS = "heads = b * KV * GROUP + kv_h * GROUP + rows"
 def test_check_names_a_planted_gqa_mistake(edit, words, monkeypatch, tmp_path):
     """The kernel's own head mapping written wrong. KV where GROUP belongs leaves some query heads written by two
     programs and others by none, so no suspect matches the whole result: the check tells, head by head, which kv
-    head each one read, in place of the generic hint (after the report of the programs that overwrite each other)."""
+    head each one read, in place of the generic hint (after the report of the programs that overwrite each other).
+    Which heads it names depends on the case that fails first (CPU and GPU cases differ)."""
     plant(monkeypatch, tmp_path, L, "decode_attention_kernel", edit)
     with pytest.raises(AssertionError, match=words) as failure:
         L.check_decode_attention(L.decode_attention, quiet=True)
