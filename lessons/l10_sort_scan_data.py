@@ -2560,11 +2560,13 @@ GROUPBY_SCHEDULES = {"partials": (128, 2, 6, 4), "packed": (512, 4)}  # the H100
 PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 2, "groups": True, "maxnreg": None,
                     "pairs": False}  # fmt: skip
 # Another GPU's own choice for the "partials" kernel, used over GROUPBY_SCHEDULES["partials"]'s programs per SM and
-# PARTIALS_VARIANT's "l2_ahead" on that GPU (by a part of its name): {name: (programs per SM, l2_ahead)}. Run on
-# such a GPU, bench/sweeps/l10zd.py --write (or l10ze.py, l10zg.py) sets its row from the sweep's fastest. H200:
-# the kernel 0.401 ms at (16, 2), 0.407 at (10, 2), 0.422 at the table's 6 programs an SM
-# (results/h200-2026-12-05-s25/sweeps/l10ze.txt)
-GROUPBY_PARTIALS_BY_GPU = {"H200": (16, 2)}
+# PARTIALS_VARIANT's "l2_ahead" (and "pairs", where a row has a third value) on that GPU (by a part of its name):
+# {name: (programs per SM, l2_ahead[, pairs])}. Run on such a GPU, bench/sweeps/l10zd.py --write (or l10ze.py,
+# l10zg.py) sets its row from the sweep's fastest. H200: the kernel 0.401 ms at (16, 2), 0.407 at (10, 2), 0.422
+# at the table's 6 programs an SM (results/h200-2026-12-05-s25/sweeps/l10ze.txt). H100: 0.425 ms at (16, 1,
+# pairs), 0.455 without pairs; the prepared query 0.452 ms against 0.551 with the table's settings, in the same run
+# (results/h100-2026-12-05-s27/sweeps/l10zg.txt)
+GROUPBY_PARTIALS_BY_GPU = {"H200": (16, 2), "H100": (16, 1, True)}
 
 
 def partials_defaults(gpu_name=None):
@@ -2573,9 +2575,10 @@ def partials_defaults(gpu_name=None):
     name = (utils.mode.current().gpu_name if gpu_name is None else gpu_name) or ""
     block, unroll, programs_per_sm, warps = GROUPBY_SCHEDULES["partials"]
     variant = dict(PARTIALS_VARIANT)
-    for part, (programs_per_sm_there, l2_ahead) in GROUPBY_PARTIALS_BY_GPU.items():
+    for part, (programs_per_sm_there, l2_ahead, *pairs) in GROUPBY_PARTIALS_BY_GPU.items():
         if part in name:
             programs_per_sm, variant["l2_ahead"] = programs_per_sm_there, l2_ahead
+            variant.update({"pairs": pairs[0]} if pairs else {})
             break
     return (block, unroll, programs_per_sm, warps), variant
 

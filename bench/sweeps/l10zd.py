@@ -72,7 +72,7 @@ def schedule(M, programs_per_sm=None, **variant):
 
 def write_row(pick, say):
     """Sets this GPU's row of GROUPBY_PARTIALS_BY_GPU in the lesson's module file to pick (programs an SM,
-    l2_ahead); the GPU's name part is its model (H200 in 'NVIDIA H200')."""
+    l2_ahead[, pairs]); the GPU's name part is its model (H200 in 'NVIDIA H200')."""
     part = re.search(r"\b[A-Z]\d{2,4}\b", env.gpu_name or "")
     if part is None:
         say(f"--write: no model in the GPU's name {env.gpu_name!r}; nothing written")

@@ -16,13 +16,11 @@ exactly against the float64 truth:
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l10zg.py`` on a GPU (< 60 s), ``... --cpu`` under
 the interpreter (tiny shapes, no timings: a smoke test). With ``--write`` on a GPU, now's fastest (programs an SM,
-l2_ahead) becomes this GPU's row of ``GROUPBY_PARTIALS_BY_GPU`` in ``lessons/l10_sort_scan_data.py``, and
-``PARTIALS_VARIANT["pairs"]`` True there if pairs won (the solution notebook, the single source, takes both by
-hand).
+l2_ahead, and True if pairs won) becomes this GPU's row of ``GROUPBY_PARTIALS_BY_GPU`` in
+``lessons/l10_sort_scan_data.py`` (the solution notebook, the single source, takes it by hand).
 """
 
 import os
-import re
 import sys
 import time
 
@@ -94,14 +92,7 @@ def main():
                 ok = prepared_ok(prepared(0.5), truth)
                 line(label, bench_ms(lambda prepared=prepared: prepared(0.5)), f"checked: {ok}")
     if "--write" in sys.argv and env.is_gpu and fastest is not None:
-        write_row(fastest[:2], say)
-        if fastest[2]:  # pairs won: the variant's default too, in the module (the notebook takes it by hand)
-            source = open(L.__file__).read()
-            new, count = re.subn(r'"pairs": False}', '"pairs": True}', source)
-            if count == 1:
-                open(L.__file__, "w").write(new)
-            say(f"--write: PARTIALS_VARIANT['pairs'] = True in {L.__file__}" if count == 1
-                else "--write: PARTIALS_VARIANT's \"pairs\" not found once in the module; not written")  # fmt: skip
+        write_row(fastest if fastest[2] else fastest[:2], say)  # pairs, where it won, in the GPU's own row
     say(f"done in {time.time() - T0:.0f} s")
 
 
