@@ -104,9 +104,10 @@ def _attention_zero_keys(q, k, v, pad):
     return torch.einsum("bhij,bjhd->bihd", p, v)
 
 
-def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N):
-    """attention_ref computed as the kernels do, over key blocks of BLOCK_N, with the running max and sum rescaled
-    but the accumulator not (acc = tl.dot(p, v, acc) with no acc * alpha): what that mistake gives, in fp64."""
+def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc"):
+    """attention_ref computed as the kernels do, over key blocks of BLOCK_N, with the running max rescaled but
+    `forgotten` not: "acc" (acc = tl.dot(p, v, acc) with no acc * alpha) or "l_i" (l_i + tl.sum(p, 1) with no
+    l_i * alpha): what that mistake gives, in fp64."""
     B, T, H, D = q.shape
     group = H // k.shape[2]
     k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # (B, T, H, D)
@@ -119,10 +120,24 @@ def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N):
     for n in range(0, T, BLOCK_N):
         m_new = torch.maximum(m, s[..., n : n + BLOCK_N].amax(dim=-1))
         p = torch.exp(s[..., n : n + BLOCK_N] - m_new[..., None])
-        l_i = l_i * torch.exp(m - m_new) + p.sum(dim=-1)
-        acc = acc + torch.einsum("bhij,bjhd->bhid", p, v[:, n : n + BLOCK_N])  # the mistake: acc not * alpha
+        alpha = torch.exp(m - m_new)
+        l_i = (1 if forgotten == "l_i" else alpha) * l_i + p.sum(dim=-1)
+        pv = torch.einsum("bhij,bjhd->bhid", p, v[:, n : n + BLOCK_N])
+        acc = (1 if forgotten == "acc" else alpha[..., None]) * acc + pv
         m = m_new
     return (acc / l_i[..., None]).transpose(1, 2)  # (B, T, H, D)
+
+
+def _attention_unnormalised(q, k, v, causal):
+    """What a kernel that stores acc without dividing it by l_i gives: exp(s - each row's max) times v, summed."""
+    B, T, H, D = q.shape
+    group = H // k.shape[2]
+    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # (B, T, H, D)
+    s = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(D)  # (B, H, T, T)
+    if causal:
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    p = torch.exp(s - s.amax(dim=-1, keepdim=True))
+    return torch.einsum("bhij,bjhd->bihd", p, v)
 
 
 def attention_suspects(q, k, v, causal):
@@ -174,6 +189,20 @@ def attention_suspects(q, k, v, causal):
                 f"key blocks added to acc is too big by exp(m_i - m_new). Multiply it by alpha before adding the "
                 f"new block: acc = tl.dot(p, v, acc * alpha[:, None]), as l_i = l_i * alpha + ..."
             ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N)
+            suspects[
+                f"the running sum l_i is not rescaled when the running max grows (BLOCK_N = {BLOCK_N}): what earlier "
+                f"key blocks added to it is too big by exp(m_i - m_new). l_i = l_i * alpha + tl.sum(p, 1), as acc "
+                f"is multiplied by alpha"
+            ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="l_i")
+    suspects[
+        "the result is not divided by the softmax's sum: o = acc / l_i[:, None] (acc holds exp(s - m) v summed, "
+        "l_i the sum of exp(s - m))"
+    ] = _attention_unnormalised(q, k, v, causal)
+    for exponential, twice in (("tl.exp", 1 / math.sqrt(D)), ("tl.exp2", LOG2E / math.sqrt(D))):
+        suspects[
+            f"the scale is applied twice ({exponential}): the launcher's scale already holds 1/sqrt(D); multiply q "
+            f"k^T by it once, and not q, k or p again"
+        ] = attention_ref(q * twice, k, v, causal)
     if 1 < KV < H:
         wrong = torch.arange(H, device=k.device) % KV
         suspects[
@@ -200,7 +229,7 @@ def _check_attention_out(out, ref, suspects, name, quiet, stray=None, tolerance=
         tol = default_tolerance(out.dtype)
         o = out.detach().double().cpu()
         computed = ~utils.checking.never_written(out)  # NaN still from nan_empty: never written, check says so
-        if bool((torch.isnan(o) & ~torch.isnan(ref.cpu()) & computed).any()):
+        if not stray and bool((torch.isnan(o) & ~torch.isnan(ref.cpu()) & computed).any()):  # stray: told first
             for hint, wrong in suspects.items():
                 if bool(torch.isclose(o, wrong.cpu(), rtol=tol.rtol, atol=tol.atol, equal_nan=True).all()):
                     raise AssertionError(
@@ -278,15 +307,27 @@ ATTENTION_SHAPES = utils.mode.current().pick(
 )  # (B, T, H, KV, D): one token, T not a multiple of any block, GQA, KV = H, KV = 1
 
 
+def _own_buffers(k, v):
+    """Copies of k and v (B, T, KV, D), each a view into a buffer of its own with random numbers around it, so that
+    q, k and v all have different batch and token strides: a load that takes another tensor's stride shows. The
+    heads of a token stay contiguous, as the kernels require."""
+    B, T, KV, D = k.shape
+    k_buf = torch.randn(B, T + 1, KV, D, device=k.device).to(k.dtype)  # batch stride (T + 1) KV D
+    v_buf = torch.randn(B, T, 2 * KV, D, device=v.device).to(v.dtype)  # token stride 2 KV D
+    return k_buf[:, :T].copy_(k), v_buf[:, :, KV:].copy_(v)
+
+
 def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=False):
-    """fn(q, k, v, causal=c, out=...) for q (B, T, H, D) and k, v (B, T, KV, D), views into one qkv buffer; unless
-    shapes are given, one more case with q x 60 (scores far past exp's range: a softmax must subtract its max)."""
+    """fn(q, k, v, causal=c, out=...) for q (B, T, H, D), a view into a qkv buffer, and k, v (B, T, KV, D) in
+    buffers of their own (every tensor its own strides); unless shapes are given, one more case with q x 60 (scores
+    far past exp's range: a softmax must subtract its max)."""
     __tracebackhide__ = True
     dtype = dtype or lesson_dtype()
     big = [] if shapes else [utils.mode.current().pick(cpu=(1, 40, 2, 1, 16, 60.0), gpu=(1, 300, 4, 2, 64, 60.0))]
     for B, T, H, KV, D, *q_scale in list(shapes or ATTENTION_SHAPES) + big:
         for c in causal:
             q, k, v = random_qkv(B, T, H, KV, D, dtype)
+            k, v = _own_buffers(k, v)
             if q_scale:
                 q = (q * q_scale[0]).to(dtype)
             with utils.watch_memory() as stray:

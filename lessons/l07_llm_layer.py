@@ -245,6 +245,7 @@ def rmsnorm_suspects(x, w, eps, residual=None):
         "the mean is taken over BLOCK_SIZE numbers: divide the sum of squares by N (the masked lanes add zeros "
         "but do not count)": x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) / triton.next_power_of_2(N) + eps) * w,
         "the weight is not applied: multiply by w (loaded at w_ptr + cols)": x * torch.rsqrt(ms + eps),
+        "the weight is applied twice: multiply x * rstd by w once": x * torch.rsqrt(ms + eps) * w * w,
         "eps is missing: rstd = rsqrt(mean(x^2) + eps) (it matters in rows with a small RMS)": x * torch.rsqrt(ms) * w,
         "x is multiplied by sqrt(mean(x^2) + eps), not divided: multiply by tl.rsqrt(...), or divide by tl.sqrt(...) "
         "(not by tl.rsqrt)": x * (ms + eps).sqrt() * w,
@@ -279,7 +280,9 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
                 x, w, eps, residual=r, out=utils.nan_empty((M, N), dtype), sum_out=utils.nan_empty((M, N), dtype)
             )
         ref, ref_sum = rmsnorm_ref(x64, w64, eps, residual=r64)
-        utils.check(x_sum, ref_sum, name=f"x + residual ({M}, {N})" + _rows_named(x_sum, ref_sum), quiet=quiet)
+        before = {"sum_out holds x alone: store x + residual, after the residual is added to x": x64}
+        name = f"x + residual ({M}, {N})" + _rows_named(x_sum, ref_sum)
+        utils.check(x_sum, ref_sum, name=name, quiet=quiet, suspects=before)
         name = f"rmsnorm of x + residual ({M}, {N})" + _rows_named(out, ref)
         utils.check(out, ref, name=name, quiet=quiet, suspects=rmsnorm_suspects(x64, w64, eps, r64), stray=stray)
 
@@ -324,6 +327,9 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
         gpu=[(1, 1, 32, 4, 128), (2, 333, 32, 4, 128), (3, 77, 12, 4, 64)],
     ):
         q, k, _ = random_qkv(B, T, H, KV, D, dtype)
+        if B > 1:  # q head-major, k in a buffer of its own: every stride of q, k and the outs differs
+            q = torch.randn(B, H, T, D, device=env.device, dtype=dtype).transpose(1, 2)  # head stride T D
+            k = torch.randn(B, T + 1, KV, D, device=env.device, dtype=dtype)[:, :T]  # batch stride (T + 1) KV D
         cos, sin = rope_tables(T, D, dtype=dtype)
         if B > 2:  # one table per sequence, as HF passes them: sequence b starts at position 2 b (as in a batch
             # of prompts continued from different lengths), so a kernel that ignores stride_cb shows
@@ -355,6 +361,9 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
             "last N": F.silu(u) * g,
             "sigmoid instead of silu: silu(g) = g * sigmoid(g)": torch.sigmoid(g) * u,
             "silu is missing: silu(g) * u, with silu(g) = g * sigmoid(g)": g * u,
+            "sigmoid's sign is flipped: sigmoid(g) = 1 / (1 + exp(-g)), so silu(g) = g / (1 + exp(-g))": (
+                g * torch.sigmoid(-g) * u
+            ),
         }
         ref = swiglu_ref(gate_up.double())
         utils.check(

@@ -6,6 +6,7 @@ head dims 64 and 128, and a few tests exercise what only a GPU can hold (more th
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -511,3 +512,46 @@ def test_a_repeated_attention_pointers_call_launches_the_prepared_kernel(monkeyp
     monkeypatch.setattr(L, "attention_pointers_kernel", triton.jit(L.attention_pointers_kernel.fn))  # cell run again
     L.attention_pointers(q, k, v)
     assert len(L.PREPARED) == 3, "a kernel defined again must get its own launch, not the old kernel's"
+
+
+# -- a second battery of learner mistakes (session 27c), planted with utils.mutants.plant ---------------------------
+
+SECOND_BATTERY = {
+    # mistake: (kernel, (old, new), which check, words of the hint it must get)
+    "l_i not rescaled": ("attention_head_kernel", ("l_i = l_i * alpha + tl.sum(p, 1)", "l_i = l_i + tl.sum(p, 1)"),
+                         "head", "running sum l_i is not rescaled"),
+    "acc not divided by l_i": ("attention_head_kernel", ("o = acc / l_i[:, None]", "o = acc"), "head",
+                               "not divided by the softmax's sum"),
+    "scale applied twice": ("attention_head_kernel", ("* sm_scale", "* sm_scale * sm_scale"), "head",
+                            "scale is applied twice (tl.exp)"),
+    "scale applied twice, exp2": ("attention_head_exp2_kernel", ("* qk_scale", "* qk_scale * qk_scale"), "exp2",
+                                  "scale is applied twice (tl.exp2)"),
+    "v read with k's batch and head strides": (
+        "attention_pointers_kernel",
+        ("v_ptr += b * stride_vb + kv_h * stride_vh", "v_ptr += b * stride_kb + kv_h * stride_kh"),
+        "gqa", "Only dim 0 index 1",
+    ),
+    "k read with q's batch and head strides": (
+        "attention_pointers_kernel",
+        ("k_ptr += b * stride_kb + kv_h * stride_kh", "k_ptr += b * stride_qb + kv_h * stride_qh"),
+        "gqa", "",  # interp.: a read past k's storage; compiled: wrong values (before: the check passed it)
+    ),
+}  # fmt: skip
+SECOND_CHECKS = {
+    "head": lambda: L.check_attention_head(L.attention_head, quiet=True),
+    "exp2": lambda: L.check_attention_head(L.attention_head_exp2, quiet=True),
+    "gqa": lambda: L.check_attention(L.attention_pointers, shapes=[GQA], quiet=True),
+}
+
+
+@pytest.mark.parametrize("mistake", list(SECOND_BATTERY))
+def test_second_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    """Each fails its check with the hint that names it (before these suspects, the first four got "Wrong values in
+    many places" or a hint about row offsets; the last two passed: check_attention gave q, k and v one buffer's
+    strides, so a load through another tensor's strides read the right numbers)."""
+    from utils.mutants import plant
+
+    name, edit, check, words = SECOND_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, edit)
+    with pytest.raises(AssertionError, match=re.escape(words) if words else None):
+        SECOND_CHECKS[check]()

@@ -6,6 +6,8 @@ On the CPU (interpreter) everything is fp32 and tiny (the TINY layer, head dim 1
 fp16 with the TinyLlama-1.1B layer shape (hidden 2048, 32 heads, 4 KV heads, FFN 5632).
 """
 
+import re
+
 import pytest
 import torch
 import triton
@@ -456,3 +458,57 @@ def test_a_repeated_call_launches_the_prepared_kernel(monkeypatch, name):
     monkeypatch.setattr(L, kernel, triton.jit(getattr(L, kernel).fn))  # the kernel's cell run again
     call(*inputs)
     assert len(L.PREPARED) == 2, "a kernel defined again must get its own launch, not the old kernel's"
+
+
+# -- a second battery of learner mistakes (session 27c), planted with utils.mutants.plant ---------------------------
+
+SECOND_BATTERY = {
+    # mistake: (function, (old, new), which check, words of the hint it must get)
+    "norm weight applied twice": ("rmsnorm_kernel", ("(x * rstd * w)", "(x * rstd * w * w)"), "rmsnorm",
+                                  "weight is applied twice"),
+    "sum_out stored before the residual is added": (
+        "rmsnorm_kernel",
+        ("x += tl.load(res_ptr + offsets, mask=mask, other=0.0).to(tl.float32)\n"
+         "        tl.store(sum_ptr + offsets, x.to(sum_ptr.dtype.element_ty), mask=mask)",
+         "tl.store(sum_ptr + offsets, x.to(sum_ptr.dtype.element_ty), mask=mask)\n"
+         "        x += tl.load(res_ptr + offsets, mask=mask, other=0.0).to(tl.float32)"),
+        "rmsnorm", "sum_out holds x alone",
+    ),
+    "silu with sigmoid's sign flipped": (
+        "swiglu_kernel", ("gate * tl.sigmoid(gate) * up", "gate / (1 + tl.exp(gate)) * up"), "swiglu",
+        "sigmoid's sign is flipped",
+    ),
+    "k read with q's strides": ("rope_kernel", ("k_src = k_ptr + b * stride_kb + t * stride_kt",
+                                                "k_src = k_ptr + b * stride_qb + t * stride_qt"), "rope", ""),
+    "k's heads read with q's head stride": ("rope_kernel", ("KV, stride_kh, c, s", "KV, stride_qh, c, s"), "rope", ""),
+}  # fmt: skip
+SECOND_CHECKS = {
+    "rmsnorm": lambda: L.check_rmsnorm(L.rmsnorm, quiet=True),
+    "swiglu": lambda: L.check_swiglu(L.swiglu, quiet=True),
+    "rope": lambda: L.check_rope(L.rope, quiet=True),
+}
+
+
+@pytest.mark.parametrize("mistake", list(SECOND_BATTERY))
+def test_second_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    """Each fails its check, with the hint that names it where one is given (before, the first three got "Wrong
+    values in many places"; the rope ones passed: check_rope gave q and k one buffer's strides)."""
+    from utils.mutants import plant
+
+    name, edit, check, words = SECOND_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, edit)
+    with pytest.raises(AssertionError, match=re.escape(words) if words else None):
+        SECOND_CHECKS[check]()
+
+
+def test_rope_output_written_with_the_inputs_head_stride_fails(monkeypatch, tmp_path):
+    """_rope_heads writing each head at stride_h (the input's head stride) instead of D apart in the contiguous
+    output: right only when q's heads happen to be D apart; check_rope's head-major q shows it. rope_kernel is planted
+    again (unchanged) so that it is compiled with the planted _rope_heads."""
+    from utils.mutants import plant
+
+    wrong = ("dst = out_ptr + heads * (2 * HALF)", "dst = out_ptr + heads * stride_h")
+    plant(monkeypatch, tmp_path, L, "_rope_heads", wrong)
+    plant(monkeypatch, tmp_path, L, "rope_kernel")
+    with pytest.raises(AssertionError):
+        L.check_rope(L.rope, quiet=True)
