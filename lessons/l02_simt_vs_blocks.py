@@ -192,6 +192,21 @@ def check_whoami_masked(fn, *, quiet=False):
         )
 
 
+def overlapping_blocks(ref, B):
+    """{hint: ref with NaN past what a launch writes when program pid starts at offset pid, not pid * B}: the
+    cdiv(n, B) programs then cover only the first cdiv(n, B) + B - 1 elements, each block overlapping the next."""
+    n = ref.numel()
+    reach = triton.cdiv(n, B) + B - 1
+    if reach >= n:
+        return {}
+    return {
+        f"Only the first {reach} elements were written: the blocks overlap, program pid starting at offset pid. "
+        f"Offsets are pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE): each program starts where the one before ends.": (
+            torch.where(torch.arange(n, device=ref.device) < reach, ref, float("nan"))
+        )
+    }
+
+
 def check_scale(fn, *, quiet=False):
     """fn(x, alpha, out=..., BLOCK_SIZE=B) against scale_ref in fp64: one element, a tail, several programs."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
@@ -214,7 +229,11 @@ def check_scale(fn, *, quiet=False):
             name=f"scale at n={n}, BLOCK_SIZE={B}, {utils.dtype_name(dtype)}",
             quiet=quiet,
             stray=stray,
-            suspects={"out equals x: the kernel stores x without multiplying it by alpha.": x64},
+            suspects={
+                "out equals x: the kernel stores x without multiplying it by alpha.": x64,
+                "out = x + alpha: alpha is added, not multiplied (alpha * x).": x64 + alpha,
+                **overlapping_blocks(scale_ref(x64, alpha), B),
+            },
         )
 
 
@@ -241,6 +260,8 @@ def check_add(fn, *, quiet=False):
                 "out = y + y: x is loaded through y's pointer. Check which pointer each tl.load uses.": y64 + y64,
                 "out = x: y is never added (or is loaded as zeros).": x64,
                 "out = y: x is never added (or is loaded as zeros).": y64,
+                "out = x - y: y is subtracted, not added.": x64 - y64,
+                **overlapping_blocks(add_ref(x64, y64), 1024),  # add's default BLOCK_SIZE
             },
         )
 
@@ -259,7 +280,24 @@ def check_scale_rows(fn, *, quiet=False):
             name=f"scale_rows of a ({M}, {N}) view with row stride {x.stride(0)}",
             quiet=quiet,
             stray=stray,
+            suspects={
+                f"out is written with x's row stride ({x.stride(0)}): out is a tensor of its own, with rows "
+                f"out.stride(0) = {N} apart. Pass out.stride(0) as stride_om and store at row * stride_om + cols.": (
+                    rows_at_stride(scale_rows_ref(x.double(), s.double()), x.stride(0))
+                )
+            },
         )
+
+
+def rows_at_stride(rows, stride):
+    """An (M, N) result full of NaN but where rows written `stride` elements apart land inside it (the later row
+    wins where two land on one element): what a store with another tensor's row stride leaves in a contiguous out."""
+    M, N = rows.shape
+    flat = torch.full((M * N,), float("nan"), dtype=rows.dtype, device=rows.device)
+    for r in range(M):
+        at = r * stride + torch.arange(N, device=rows.device)
+        flat[at[at < M * N]] = rows[r, at < M * N]
+    return flat.view(M, N)
 
 
 @triton.jit

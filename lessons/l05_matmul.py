@@ -401,8 +401,29 @@ def check_outer_add(fn, *, quiet=False):
                 "x is loaded with the column offsets: x[offs_m] belongs down the rows, y[offs_n] along the columns.": (
                     torch.cat([x64, x64.new_zeros(N)])[:N] + y64
                 )[None, :].expand(M, N),
-            },
+            }
+            | outer_add_tile_suspects(x64, y64),
         )
+
+
+def outer_add_tile_suspects(x64, y64):
+    """{hint: out} for mistakes inside a square (B, B) tile, for each B of BLOCKS: x and y swapped in the broadcast,
+    y loaded with the row offsets (each masked as the kernel does: zeros past the end)."""
+    M, N = len(x64), len(y64)
+    i, j = torch.arange(M, device=x64.device)[:, None], torch.arange(N, device=x64.device)[None, :]
+    xp, yp = (torch.cat([v, v.new_zeros(M + N + max(BLOCKS))]) for v in (x64, y64))  # zeros past the end
+    suspects = {}
+    for B in BLOCKS[:4]:
+        across, down = (i // B) * B + j % B, (j // B) * B + i % B  # tile (i // B, j // B), the other way round
+        suspects[
+            f"Each {B} x {B} tile is transposed: x[None, :] + y[:, None] puts x along the columns. x[offs_m] goes down "
+            f"the rows, x[:, None], and y[offs_n] along the columns, y[None, :]."
+        ] = xp[across] + yp[down]
+        suspects[
+            f"y is loaded with the row offsets ({B} x {B} tiles): y[offs_n] (masked with offs_n < N) belongs along "
+            f"the columns, x[offs_m] (offs_m < M) down the rows."
+        ] = x64[:, None] + yp[across]
+    return suspects
 
 
 @triton.jit

@@ -1017,6 +1017,39 @@ def _kv_heads_read(out, q64, k64, v64, lengths, tolerance) -> str | None:
     )
 
 
+def _sequence_rows_read(out, q64, k64, v64, lengths, tolerance) -> str | None:
+    """The hint for sequences whose query heads start at row b * KV of the flattened (B, H) heads, not b * KV * GROUP:
+    told by the rows that match the attention of the program that would read and write them so (q's row, that
+    program's sequence and kv head); None where some written row does not. Rows no program writes are left out."""
+    B, H, D = q64.shape
+    KV = k64.shape[2]
+    GROUP = H // KV
+    if B < 2 or GROUP == 1:  # b * KV is b * H: the mistake changes nothing
+        return None
+    got = out.detach().to("cpu", torch.float64).reshape(B * H, D)
+    tol = tolerance or vars(utils.checking.default_tolerance(out.dtype))
+    explained = torch.zeros(B * H, dtype=torch.bool)
+    written = torch.zeros(B * H, dtype=torch.bool)
+    for b in range(B):
+        for kv_h in range(KV):
+            rows = b * KV + kv_h * GROUP + torch.arange(GROUP)  # the mistake's rows of q and of the partials
+            q_rows = q64.reshape(B * H, D)[rows][None]  # (1, GROUP, D): one kv head's GROUP query heads
+            kv = slice(kv_h, kv_h + 1)
+            attn = decode_attention_ref(q_rows, k64[b : b + 1, :, kv], v64[b : b + 1, :, kv], lengths[b : b + 1])
+            close = torch.isclose(got[rows], attn[0].cpu(), atol=tol["atol"], rtol=tol["rtol"]).all(-1)
+            explained[rows] |= close
+            written[rows] = True
+    if not bool(explained[written].all()):
+        return None
+    return (
+        f"Sequence b > 0 read and wrote other sequences' rows of q and of the partials: the query heads of sequence "
+        f"b start at row b * KV * GROUP = b * H of the flattened (B, H) heads ({H} rows a sequence), not b * KV "
+        f"({KV} rows a sequence). "
+        f"Write heads = b * KV * GROUP + kv_h * GROUP + rows ({int((~written).sum())} rows here were written by no "
+        f"program, and some by two)."
+    )
+
+
 def _with_hint(message: str, name: str, hint: str) -> str:
     """utils.check's message with the hint of its comparison (the paragraph that starts with ``name``) replaced:
     that paragraph keeps its place after any report of memory read outside the tensors."""
@@ -1106,7 +1139,9 @@ def check_decode_attention(fn, *, quiet=False):
             named = any(hint in str(e) for hint in suspects)
             if named or not (isinstance(out, torch.Tensor) and out.shape == q.shape):
                 raise
-            hint = _kv_heads_read(out, q64, k64, v64, lengths, tolerance)
+            hint = _kv_heads_read(out, q64, k64, v64, lengths, tolerance) or _sequence_rows_read(
+                out, q64, k64, v64, lengths, tolerance
+            )
             if hint is None:
                 raise
             raise AssertionError(_with_hint(str(e), name, hint)) from None

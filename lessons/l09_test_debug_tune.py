@@ -226,8 +226,25 @@ SPLITK_CASES = env.pick(
 def splitk_suspects(a, b, split):
     """{hint: fp64 result of a @ b as if that classic split-K mistake were made} (slices as the launcher cuts them)."""
     a, b = a.double(), b.double()
-    kps = splitk_slice(a.shape[1], split, SPLITK_TILE["BLOCK_K"])
+    K, BK = a.shape[1], SPLITK_TILE["BLOCK_K"]
+    kps = splitk_slice(K, split, BK)
+    slices = lambda starts, ends: sum(matmul_ref(a[:, lo:hi], b[lo:hi]) for lo, hi in zip(starts, ends) if lo < hi)
+    starts = [s * kps for s in range(split)]
+    whole = K // BK * BK
     return {
+        "slice s starts at s * BLOCK_K, not s * K_PER_SPLIT: k_start = s * K_PER_SPLIT (each slice is K_PER_SPLIT "
+        "terms long, a whole number of BLOCK_K steps)": slices(
+            [s * BK for s in range(split)], [min(K, s * BK + kps) for s in range(split)]
+        ),
+        "each slice leaves out its last term (k_end one short): k_end = min(K, k_start + K_PER_SPLIT), and the mask "
+        "is offs_k < k_end": slices(starts, [min(K, lo + kps - 1) for lo in starts]),
+        "the last slice misses its last, partial step: loop range(k_start, k_end, BLOCK_K) and mask offs_k < k_end, "
+        "so the step that holds the last K % BLOCK_K terms runs too": (
+            matmul_ref(a[:, :whole], b[:whole]) if K % BK else matmul_ref(a, b) + math.inf  # (no partial step)
+        ),
+        "every element is NaN: a slice of the partials was never written (the launcher fills them with NaN) and the "
+        "sum over slices spreads it. Each slice s stores to its own: part_ptr + s * stride_ps + offs_m[:, None] * "
+        "stride_pm + offs_n[None, :] * stride_pn": torch.full((a.shape[0], b.shape[1]), math.nan),
         "every slice summed the first K_PER_SPLIT terms: start slice s at k_start = s * K_PER_SPLIT": (
             split * matmul_ref(a[:, :kps], b[:kps])
         ),
@@ -519,7 +536,17 @@ def check_row_scale(fn, *, quiet=False):
                 fn(x, w, out=out)
         else:
             fn(x, w, out=out)
-        utils.check(out, x.double() * w.double(), name=f"row_scale ({M}, {N})", quiet=quiet)
+        try:
+            utils.check(out, x.double() * w.double(), name=f"row_scale ({M}, {N})", quiet=quiet)
+        except AssertionError as e:  # memory touched outside the tensors is the likely cause: say it with the values
+            if not findings:
+                raise
+            raise AssertionError(
+                f"{e}\nThe kernel also touches memory outside x, w and out, the likely cause (what is read out "
+                "there is garbage):\n- " + "\n- ".join(findings) + "\nHint: each tensor is read at its own "
+                "offsets: x at row * stride_xm + cols, w at cols (one row, shared by every row), out at "
+                "row * stride_om + cols, each masked with cols < N."
+            ) from None
         if findings:
             raise AssertionError(
                 f"row_scale ({M}, {N}) writes the right output but touches memory outside x, w and out:\n- "

@@ -539,6 +539,22 @@ def _pages_read_ref(q, k_pages, v_pages, block_table, lengths, q_start, entry):
     return paged_attention_ref(q, *flat, (pages * P + t % P).int(), lengths, q_start)
 
 
+def with_spare_entries(table, block, spare=64):
+    """table (B, W) at the start of a storage with `spare` more entries, all `block`: a kernel that reads the table
+    past its end is still told (those entries are not the table's), but reads a real block there, not whatever
+    lies past the tensor (an address that crashes the interpreter, or another tensor's data)."""
+    B, W = table.shape
+    spares = torch.full((B * W + spare,), block, dtype=table.dtype, device=table.device)
+    return spares[: B * W].view(B, W).copy_(table)
+
+
+def tables_one_ahead(table, spare_block):
+    """(B, W + 1) tables whose last column is the entry that follows each table in memory (the next request's first
+    entry, or with_spare_entries' spare block): what a kernel that reads entry j + 1 for entry j finds at j = W - 1."""
+    following = torch.cat([table[1:, :1], torch.full_like(table[:1, :1], spare_block)])
+    return torch.cat([table, following], 1)
+
+
 def _scaled_down_rows(out, ref):
     """ref with each (token, head) row scaled by the factor below 1 that brings it nearest out's row (ref itself
     where there is none): what a softmax whose denominator is too large gives."""
@@ -574,6 +590,8 @@ def check_paged_attention(fn, *, quiet=False):
     # query heads a kv head in the last case (a tile's rows do not fill a power of two: the rows past them are off)
     for B, H, KV, D, P, lens, q_lens, shared in cases:
         q, kp, vp, table, lengths, q_start = paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, env.device, gen)
+        spare = max(set(range(kp.shape[0])) - set(table.flatten().tolist()))  # a block no request uses
+        table = with_spare_entries(table, spare)  # a table read past its end reads that block (and is told)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             out = fn(q, kp, vp, table, lengths, q_start, out=utils.nan_empty(tuple(q.shape), dtype))
         q64, k64, v64 = q.double(), kp.double(), vp.double()
@@ -620,6 +638,19 @@ def check_paged_attention(fn, *, quiet=False):
             "before use. Look it up before the loop (page_next for cols = start + tl.arange(0, BLOCK_N), masked with "
             "cols < end), then in each step take page = page_next first and only then look up the next step's."
         ] = _pages_read_ref(q64, k64, v64, table, lengths, q_start, torch.where(step < BLOCK_N, -1, t // P))
+        ahead = (t // P + 1).clamp_max(W)  # entry t // P + 1; keys past W * P are past every length
+        first = step < BLOCK_N  # the keys of each split's first step: their page is looked up before the loop
+        for where, entry in (
+            ("in every step", ahead),
+            ("in the lookup before the loop, each split's first step", torch.where(first, ahead, t // P)),
+            ("in the prefetch of the next step's page", torch.where(first, t // P, ahead)),
+        ):
+            suspects[
+                f"Key t's page was looked up at block table entry t // PAGE_SIZE + 1 ({where}): entries count from "
+                "0, so key t's page is entry t // PAGE_SIZE, tl.load(table + cols // PAGE_SIZE, mask=cols < end, "
+                "other=0), and the next step's entry (cols + BLOCK_N) // PAGE_SIZE. The + 1 reads the next page's "
+                "entry, and past the end of a full table."
+            ] = _pages_read_ref(q64, k64, v64, tables_one_ahead(table, spare), lengths, q_start, entry)
         suspects[
             "Each query's output comes out scaled down, row by row: the running sum l is too large. Rescale it like "
             "acc when the running max grows: l_i = l_i * alpha + tl.sum(p, 1)."

@@ -15,6 +15,7 @@ import utils
 import utils.checking
 from utils.lessons import load
 from utils.mode import current
+from utils.mutants import plant
 
 ENV = current()  # before any @triton.jit below: the interpreter is decided here
 L = load("02")
@@ -200,6 +201,42 @@ def test_scale_rows_with_the_wrong_row_stride():
         return out
 
     _fails_with(L.check_scale_rows, launcher, "Row 0 is right but every later row is wrong", "stride")
+
+
+_BLOCK_START = "offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)"
+PLANTED = {  # mistake: (check, launcher, kernel, (the kernel's text, the mistake's), words of the hint)
+    "scale adds alpha": ("check_scale", "scale", "scale_kernel", ("alpha * x", "alpha + x"), "alpha is added"),
+    "scale's blocks overlap": (
+        "check_scale",
+        "scale",
+        "scale_kernel",
+        (_BLOCK_START, _BLOCK_START.replace("pid * BLOCK_SIZE", "pid")),
+        "the blocks overlap",
+    ),  # fmt: skip
+    "add subtracts": ("check_add", "add", "add_kernel", ("x + y", "x - y"), "y is subtracted"),
+    "add's blocks overlap": (
+        "check_add",
+        "add",
+        "add_kernel",
+        (_BLOCK_START, _BLOCK_START.replace("pid * BLOCK_SIZE", "pid")),
+        "the blocks overlap",
+    ),  # fmt: skip
+    "scale_rows stores with x's stride": (
+        "check_scale_rows",
+        "scale_rows",
+        "scale_rows_kernel",
+        ("out_ptr + row_start * stride_om", "out_ptr + row_start * stride_xm"),
+        "out is written with x's row stride",
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("mistake", list(PLANTED))
+def test_check_names_a_planted_mistake(mistake, monkeypatch, tmp_path):
+    """A learner's mistake written into the solution's own kernel: the check names it (not "wrong values")."""
+    check, launcher, kernel, edit, words = PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, kernel, edit)
+    _fails_with(getattr(L, check), getattr(L, launcher), words)
 
 
 # -- every launcher refuses bad inputs before it launches --------------------------------------------------------

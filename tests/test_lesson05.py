@@ -20,6 +20,7 @@ import triton.language as tl
 import utils
 from utils import launch, offline, setup
 from utils.lessons import load
+from utils.mutants import plant
 
 ENV = setup(quiet=True)
 L = load("05")
@@ -301,6 +302,20 @@ def test_planted_transposed_outer_add_gets_its_hint():
 
     with pytest.raises(AssertionError, match="written transposed"):
         L.check_outer_add(transposed, quiet=True)
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (("x[:, None] + y[None, :]", "x[None, :] + y[:, None]"), "Each 16 x 16 tile is transposed"),
+        (("y_ptr + offs_n, mask=offs_n < N", "y_ptr + offs_m, mask=offs_m < N"), "y is loaded with the row offsets"),
+    ],
+    ids=["broadcast swapped", "y at the row offsets"],
+)
+def test_planted_outer_add_tile_mistake_gets_its_hint(edit, words, monkeypatch, tmp_path):
+    plant(monkeypatch, tmp_path, L, "outer_add_kernel", edit)
+    with pytest.raises(AssertionError, match=words):
+        L.check_outer_add(L.outer_add, quiet=True)
 
 
 @triton.jit

@@ -473,8 +473,9 @@ HEADS = "heads = b * KV * GROUP + kv_h * GROUP + rows"
     [
         ((HEADS, "heads = b * KV * GROUP + kv_h * KV + rows"), r"h // GROUP: head \d+ of sequence \d+ read kv head"),
         ((HEADS, "heads = b * KV * GROUP + kv_h + rows * KV"), r"Query head h read kv head h % KV"),
+        ((HEADS, "heads = b * KV + kv_h * GROUP + rows"), r"Sequence b > 0 read and wrote other sequences' rows"),
     ],
-    ids=["KV for GROUP", "h % KV"],
+    ids=["KV for GROUP", "h % KV", "sequence offset b * KV"],
 )
 def test_check_names_a_planted_gqa_mistake(edit, words, monkeypatch, tmp_path):
     """The kernel's own head mapping written wrong. KV where GROUP belongs leaves some query heads written by two

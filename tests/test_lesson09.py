@@ -3,6 +3,8 @@ check against planted mistakes (it must fail, with the specific hint), the launc
 the debugging tools (memory check under the interpreter, device asserts, subprocess runner, Inductor's log filter).
 """
 
+import re
+
 import pytest
 import torch
 import triton
@@ -168,6 +170,42 @@ def test_a_test_of_the_first_configuration_only_is_caught():
 
 
 # -- exercise 3: spot the bug ------------------------------------------------------------------------------------
+
+
+SPLITK_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hint)
+    "slices start at s * BLOCK_K": ("k_start = s * K_PER_SPLIT", "k_start = s * BLOCK_K", "starts at s * BLOCK_K"),
+    "k_end one short": (
+        "k_end = tl.minimum(K, k_start + K_PER_SPLIT)",
+        "k_end = tl.minimum(K, k_start + K_PER_SPLIT - 1)",
+        "leaves out its last term",
+    ),  # fmt: skip
+    "whole steps only": (
+        "for k0 in range(k_start, k_end, BLOCK_K):",
+        "for k0 in range(k_start, k_end - BLOCK_K + 1, BLOCK_K):",
+        "misses its last, partial step",
+    ),  # fmt: skip
+    "every slice stores to slice 0": (
+        "p_ptrs = part_ptr + s * stride_ps +",
+        "p_ptrs = part_ptr +",
+        "a slice of the partials was never written",
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("mistake", list(SPLITK_PLANTED))
+def test_splitk_check_names_a_planted_mistake(mistake, monkeypatch, tmp_path):
+    old, new, words = SPLITK_PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, "matmul_splitk_kernel", (old, new))
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        L.check_matmul_splitk(L.matmul_splitk, quiet=True)
+
+
+@interpreter_only
+def test_row_scale_check_tells_a_read_outside_w_with_the_wrong_values(monkeypatch, tmp_path):
+    """w read at x's row offsets: wrong values and reads past w. The check says both, not only "wrong values"."""
+    plant(monkeypatch, tmp_path, L, "row_scale_kernel", ("w_ptr + cols", "w_ptr + row * stride_xm + cols"))
+    with pytest.raises(AssertionError, match=r"(?s)also touches memory outside x, w and out.*w at cols"):
+        L.check_row_scale(L.row_scale, quiet=True)
 
 
 def test_row_scale_solution_passes_its_check():

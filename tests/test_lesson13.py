@@ -500,6 +500,16 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
         "    page_next = tl.zeros([BLOCK_N], tl.int32)\n",
         "first step read block 0",
     ),  # fmt: skip
+    "the first page at entry + 1": (
+        "page_next = tl.load(table + cols // PAGE_SIZE, mask",
+        "page_next = tl.load(table + cols // PAGE_SIZE + 1, mask",
+        "entry t // PAGE_SIZE + 1 (in the lookup before the loop",
+    ),  # fmt: skip
+    "the next page at entry + 1": (
+        _PREFETCH,
+        _PREFETCH.replace("// PAGE_SIZE", "// PAGE_SIZE + 1"),
+        "entry t // PAGE_SIZE + 1 (in the prefetch",
+    ),  # fmt: skip
     "the next page used before the current one": (
         f"        page = page_next.to(tl.int64)\n        {_PREFETCH}\n",
         f"        {_PREFETCH}\n        page = page_next.to(tl.int64)\n",
@@ -513,6 +523,17 @@ def test_check_names_a_planted_paged_mistake(mistake, monkeypatch, tmp_path):
     old, new, words = PAGED_PLANTED[mistake]
     plant(monkeypatch, tmp_path, L, "paged_attention_kernel", (old, new))
     with pytest.raises(AssertionError, match=re.escape(words)):
+        L.check_paged_attention(L.paged_attention, quiet=True)
+
+
+def test_check_names_page_entries_counted_from_1(monkeypatch, tmp_path):
+    """Both lookups read entry t // PAGE_SIZE + 1: on a full table that is one entry past its end, which the check
+    fills with block 0 (with_spare_entries), so the result is still the suspect's, and the interpreter reads no
+    garbage address."""
+    first = "page_next = tl.load(table + cols // PAGE_SIZE, mask"
+    plant(monkeypatch, tmp_path, L, "paged_attention_kernel", (first, first.replace("SIZE,", "SIZE + 1,")),
+          (_PREFETCH, _PREFETCH.replace("// PAGE_SIZE", "// PAGE_SIZE + 1")))  # fmt: skip
+    with pytest.raises(AssertionError, match=re.escape("entry t // PAGE_SIZE + 1 (in every step)")):
         L.check_paged_attention(L.paged_attention, quiet=True)
 
 
