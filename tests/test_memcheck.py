@@ -275,3 +275,26 @@ def test_a_write_outside_every_allocation_of_the_launch_is_reported_and_not_made
     with watch_memory() as stray:
         _store_at_kernel[(1,)](buffer[:16], 17, 7.0, ATOMIC=atomic)
     assert buffer[17] == 7.0 and stray, "a write inside the allocation should be made and reported"
+
+
+@triton.jit
+def _load_at_kernel(x_ptr, out_ptr, offset):
+    """out[0] = x[offset], wherever that is (the mistake: nothing keeps the read inside x)."""
+    tl.store(out_ptr, tl.load(x_ptr + offset))
+
+
+def test_a_read_outside_every_allocation_of_the_launch_is_reported_and_not_made():
+    """A load that lands in memory the launch was not given, here another tensor's allocation, is reported and
+    gives 0 instead: under the interpreter a wild read (a page index read from garbage, say) can reach an address
+    that is no memory at all and crash the process, and a notebook's kernel, before the check speaks. One past a
+    view but inside its allocation is still read (and reported)."""
+    x, other, out = torch.zeros(16), torch.full((16,), 5.0), torch.full((1,), float("nan"))
+    offset = (other.data_ptr() - x.data_ptr()) // 4 + 3  # element 3 of other, reached through x
+    with watch_memory() as stray:
+        _load_at_kernel[(1,)](x, out, offset)
+    assert out[0] == 0.0, "the stray read was made"
+    assert stray and stray.strays[0].access == "reads", "the stray read was not reported"
+    buffer = torch.arange(20.0)  # a view of 16, 4 more in its allocation: the read is made (and reported)
+    with watch_memory() as stray:
+        _load_at_kernel[(1,)](buffer[:16], out, 17)
+    assert out[0] == 17.0 and stray, "a read inside the allocation should be made and reported"

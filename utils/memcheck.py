@@ -161,6 +161,7 @@ def watch_memory():
         yield watch
         return
     try:
+        import triton.language as tl
         from triton.runtime import interpreter
 
         builder = interpreter.interpreter_builder
@@ -210,10 +211,11 @@ def watch_memory():
         return inside
 
     def kept(mask, ptrs, inside):
-        """The mask of a write without its lanes outside the memory of every tensor of the launch (its whole
+        """The mask of an access without its lanes outside the memory of every tensor of the launch (its whole
         allocation: a store just past a view, into nan_empty's canaries say, is made, and check reports it): those
-        are reported above and never made, so that a wrong kernel cannot overwrite Python's own memory (which
-        crashes the interpreter, and a notebook's kernel with it, before any check can speak)."""
+        are reported above and never made, so that a wrong kernel cannot overwrite Python's own memory, nor read an
+        address that is no memory at all (either crashes the interpreter, and a notebook's kernel with it, before
+        any check can speak); such a read gives the load's `other` (0 without one)."""
         if inside is None or bool(inside.all()):
             return mask
         addresses = np.asarray(ptrs.data).astype(np.int64)
@@ -223,10 +225,10 @@ def watch_memory():
         if bool(ours.all()):
             return mask
         lanes = np.broadcast_to(np.asarray(mask.data, dtype=bool), ours.shape) & ours
-        return interpreter.TensorHandle(lanes, mask.dtype)
+        return interpreter.TensorHandle(lanes, tl.int1)  # a bool mask (a descriptor load passes a NumPy dtype)
 
     def load(ptrs, mask, *rest, **kw):
-        audit("reads", ptrs, mask)
+        mask = kept(mask, ptrs, audit("reads", ptrs, mask))
         return originals["create_masked_load"](ptrs, mask, *rest, **kw)
 
     def record(ptrs, value, mask):
