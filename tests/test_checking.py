@@ -151,6 +151,22 @@ def test_correct_kernel_passes(n, capsys):
     assert "✓" in capsys.readouterr().out
 
 
+@triton.jit
+def add_kernel_mask_short(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n - 1  # the mistake: the last valid offset is n - 1
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@pytest.mark.parametrize("n", [1000, 129])
+def test_the_last_element_unwritten_points_to_the_mask(n):
+    """One element short at the end is a mask off by one far more often than a grid rounded down (which leaves
+    n % BLOCK_SIZE elements: 1 only where n is one past a multiple of the block); the hint names the mask first."""
+    out, ref = launch_add(add_kernel_mask_short, n)
+    with pytest.raises(AssertionError, match=r"(?s)last element was never written.*off by one.*offsets < n\b"):
+        check(out, ref)
+
+
 def test_grid_too_small_points_to_cdiv():
     out, ref = launch_add(add_kernel, 1000, grid_fn=lambda n, b: n // b)
     with pytest.raises(AssertionError, match=r"(?s)never written.*last 104 elements.*triton\.cdiv"):

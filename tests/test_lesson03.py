@@ -16,6 +16,7 @@ import triton.language as tl
 import utils
 from utils.lessons import load
 from utils.mode import current
+from utils.mutants import plant
 
 ENV = current()  # before any @triton.jit below
 lesson = load("03")
@@ -87,3 +88,10 @@ def test_refusals_shown_in_the_notebook():
         quiet=True,
     )
     assert lesson.add(x[:0], x[:0]).numel() == 0
+
+
+def test_a_mask_off_by_one_is_named(monkeypatch, tmp_path):
+    """`offsets < n - 1` leaves only the last element unwritten: the hint names the mask first, not the grid."""
+    plant(monkeypatch, tmp_path, lesson, "add_kernel_fixed", ("mask = offsets < n", "mask = offsets < n - 1"))
+    with pytest.raises(AssertionError, match=r"(?s)last element was never written.*off by one"):
+        lesson.check_add(functools.partial(lesson.add, kernel=lesson.add_kernel_fixed), quiet=True)

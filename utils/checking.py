@@ -294,6 +294,12 @@ def _hint_unwritten(unwritten: torch.Tensor, shape, dims=None) -> str:
             f"launcher's grid is 1-D, so tl.program_id(1) is 0 in every program), and the grid must hold "
             f"triton.cdiv(n, BLOCK_SIZE) programs. (A grid rounded down would leave less than a block unwritten.)"
         )
+    if k == 1:
+        return (
+            "The last element was never written: the mask is probably off by one (offsets < n - 1, or <= n - 2: "
+            "the last valid offset is n - 1, so mask with offsets < n), or, where n is one more than a multiple of "
+            "BLOCK_SIZE, the grid rounds down (launch triton.cdiv(n, BLOCK_SIZE) programs)."
+        )
     if k:
         return (
             f"The last {k} elements were never written: the programs do not reach the end of the array. Launch "
