@@ -172,6 +172,14 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
             "are too big by exp(m_new - m). Multiply d by tl.exp(m - m_new) before adding the new block's "
             "terms."
         ] = torch.exp(x64 - m) / d
+        sums = torch.exp(x64 - x64.amax(dim=-1, keepdim=True)).sum(dim=-1, keepdim=True)  # pass 1's d
+        padded = torch.nn.functional.pad(x64, (0, -N % block), value=float("-inf")).view(M, -1, block)
+        own = padded.amax(dim=-1, keepdim=True).expand_as(padded).reshape(M, -1)[:, :N]  # each block's own max
+        suspects[
+            "pass 2 subtracts each block's own max (tl.max(x) of the block) where pass 1's row max m belongs: "
+            "every block comes out scaled by its own exp(m - max of the block). Write tl.exp(x - m) / d, with the "
+            "m and d that pass 1 left."
+        ] = torch.exp(x64 - own) / sums
     return suspects
 
 

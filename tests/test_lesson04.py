@@ -97,6 +97,24 @@ def _no_rescale_online_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_
 
 
 @triton.jit
+def _pass2_block_max_online_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    m = tl.full((), float("-inf"), tl.float32)
+    d = tl.full((), 0.0, tl.float32)
+    for start in range(0, N, BLOCK_SIZE):
+        x = tl.load(x_ptr + row * stride_xm + start + cols, mask=start + cols < N, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        d = tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0))
+        m = m_new
+    for start in range(0, N, BLOCK_SIZE):
+        mask = start + cols < N
+        x = tl.load(x_ptr + row * stride_xm + start + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        y = tl.exp(x - tl.max(x, axis=0)) / d  # the mistake: the block's own max, not m
+        tl.store(out_ptr + row * stride_om + start + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _fp16_arithmetic_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
     row = tl.program_id(axis=0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -122,6 +140,7 @@ PLANTED = {
     "program_id on the wrong axis": ("softmax_kernel", _wrong_axis_kernel, r"only row 0 was written"),
     "no mask on the column tail": ("softmax_kernel", _unmasked_store_kernel, r"wrote \d+ element\(s\) past the end"),
     "online sum not rescaled": ("softmax_online_kernel", _no_rescale_online_kernel, r"running sum is not rescaled"),
+    "pass 2 with each block's max": ("softmax_online_kernel", _pass2_block_max_online_kernel, r"block's own max"),
     "fp16 arithmetic on fp32 data": ("softmax_kernel", _fp16_arithmetic_kernel, r"precision problem"),
     "load mask off by one": ("softmax_kernel", _mask_off_by_one_kernel, r"load mask is off by one \(cols <= N\)"),
 }
