@@ -310,7 +310,7 @@ ATTENTION_SHAPES = utils.mode.current().pick(
 def _own_buffers(k, v):
     """Copies of k and v (B, T, KV, D), each a view into a buffer of its own with random numbers around it, so that
     q, k and v all have different batch and token strides: a load that takes another tensor's stride shows. The
-    heads of a token stay contiguous, as the kernels require."""
+    heads of a token stay contiguous, as attention_tma requires."""
     B, T, KV, D = k.shape
     k_buf = torch.randn(B, T + 1, KV, D, device=k.device).to(k.dtype)  # batch stride (T + 1) KV D
     v_buf = torch.randn(B, T, 2 * KV, D, device=v.device).to(v.dtype)  # token stride 2 KV D
@@ -759,12 +759,7 @@ def _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N):
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, got {causal!r}")
     for name, t in (("q", q), ("k", k), ("v", v)):
-        _require_rows(t, name, ndim=4)
-        if t.stride(2) != t.shape[3] and t.shape[2] > 1:
-            raise ValueError(
-                f"{name}: the heads of one token must be contiguous (stride(2) == head_dim), but its strides "
-                f"are {t.stride()}: call {name}.contiguous() first."
-            )
+        _require_rows(t, name, ndim=4)  # any batch, token and head strides: (B, H, T, D).transpose(1, 2) too
     B, T, H, D = q.shape
     KV = k.shape[2]
     if tuple(k.shape[:2]) != (B, T) or k.shape[3] != D or v.shape != k.shape:
@@ -950,9 +945,17 @@ def _tiles(t, rows):
     return TensorDescriptor.from_tensor(_token_rows(t), [1, rows, t.shape[3]])
 
 
+def heads_together(t):
+    """Whether t (B, T, heads, D)'s heads of a token lie side by side (stride(2) == D), so that _token_rows can view
+    them as one row; (B, H, T, D).transpose(1, 2), the layout of SDPA and Triton's tutorial, has them T D apart."""
+    return t.shape[2] == 1 or t.stride(2) == t.shape[3]
+
+
 def descriptors_fit(t):
-    """Whether a tensor descriptor can describe t: a 16-byte aligned start and row strides (the last stride is 1)."""
-    return t.data_ptr() % 16 == 0 and all(stride * t.element_size() % 16 == 0 for stride in t.stride()[:2])
+    """Whether a tensor descriptor can describe t: a token's heads side by side, a 16-byte aligned start and row
+    strides (the last stride is 1)."""
+    aligned = t.data_ptr() % 16 == 0 and all(stride * t.element_size() % 16 == 0 for stride in t.stride()[:2])
+    return heads_together(t) and aligned
 
 
 #: attention_tma's launches, ready to repeat, as attention_pointers' (PREPARED): utils.launch builds the three
@@ -971,6 +974,12 @@ def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None)
             return o
     out, (BLOCK_M, BLOCK_N, num_warps, num_stages), grid = _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N)
     for name, t in (("q", q), ("k", k), ("v", v)):
+        if not heads_together(t):
+            raise ValueError(
+                f"{name}: tensor descriptors read a token's heads as one row, so they must be side by side "
+                f"(stride(2) == head_dim), but its strides are {t.stride()}: call {name}.contiguous() first (or "
+                f"use attention_pointers, which takes any head stride)."
+            )
         if not descriptors_fit(t):
             raise ValueError(
                 f"{name}: tensor descriptors need a 16-byte aligned start and row strides; call "
@@ -1003,7 +1012,8 @@ TMA_MIN_FLOPS = 1e10
 def attention(q, k, v, causal=True, *, out=None):
     """Flash attention forward: q (B, T, H, D), k and v (B, T, KV, D), views welcome -> (B, T, H, D).
     Tensor descriptors where the GPU has TMA, the problem has TMA_MIN_FLOPS and descriptors can describe q, k and v;
-    pointer loads elsewhere (small problems, older GPUs, the interpreter, views off 16-byte boundaries)."""
+    pointer loads elsewhere (small problems, older GPUs, the interpreter, views off 16-byte boundaries or with a
+    token's heads apart, as (B, H, T, D).transpose(1, 2))."""
     run = attention_pointers
     qkv = (q, k, v)
     if utils.mode.current().supports_tma and all(isinstance(t, torch.Tensor) and t.ndim == 4 for t in qkv):

@@ -79,6 +79,22 @@ def test_attention_on_contiguous_inputs():
     utils.check(out, L.attention_ref(q.double(), k.double(), v.double()), quiet=True)
 
 
+def test_attention_on_head_major_views():
+    """(B, H, T, D) tensors passed as .transpose(1, 2), the layout of SDPA and Triton's tutorial test: a token's heads
+    are T D apart. The pointer kernel (and attention(), which falls back to it) takes any head stride; the descriptor
+    kernel, which reads a token's heads as one row, refuses them before any launch."""
+    B, T, H, KV, D = ENV.pick(cpu=(2, 19, 4, 2, 16), gpu=(2, 301, 32, 8, 128))
+    dtype = L.lesson_dtype()
+    q = torch.randn(B, H, T, D, device=ENV.device, dtype=dtype).transpose(1, 2)  # (B, T, H, D), heads T D apart
+    k, v = (torch.randn(B, KV, T, D, device=ENV.device, dtype=dtype).transpose(1, 2) for _ in range(2))
+    for causal in (True, False):
+        ref = L.attention_ref(q.double(), k.double(), v.double(), causal)
+        for fn in (L.attention_pointers, L.attention):
+            utils.check(fn(q, k, v, causal, out=utils.nan_empty((B, T, H, D), dtype)), ref, quiet=True)
+    with pytest.raises(ValueError, match=r"(?s)k: tensor descriptors.*side by side.*k\.contiguous\(\)"):
+        L.attention_tma(q.contiguous(), k, v.contiguous())
+
+
 @pytest.mark.parametrize("BLOCK_M, BLOCK_N", [(16, 16), (32, 16), (64, 32)])
 def test_pointer_kernel_with_other_tiles(BLOCK_M, BLOCK_N):
     fn = lambda q, k, v, causal, out: L.attention_pointers(q, k, v, causal, out=out, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)  # noqa: E731
