@@ -293,7 +293,14 @@ def dequantize(w, dtype=None):
     return w if dtype is None else w.to(dtype)
 
 
-def _int4_variant(w, G, steps=15, per_row=False, zero_point=lambda lo, s: torch.round(-lo / s)):
+def _int4_variant(
+    w,
+    G,
+    steps=15,
+    per_row=False,
+    zero_point=lambda lo, s: torch.round(-lo / s),
+    code=lambda wf, s, z: torch.round(wf / s + z),
+):
     """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives."""
     N, K = w.shape
     groups = triton.cdiv(K, G)
@@ -303,7 +310,7 @@ def _int4_variant(w, G, steps=15, per_row=False, zero_point=lambda lo, s: torch.
         lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
     scale = stored_scale(torch.where(hi > lo, (hi - lo) / steps, 1.0), steps, w.dtype).float()
     zero = zero_point(lo, scale).clamp(0, 15)
-    q = torch.round(wf / scale[..., None] + zero[..., None]).clamp(0, 15)
+    q = code(wf, scale[..., None], zero[..., None]).clamp(0, 15)
     return _dequant_codes(q.double().view(N, -1), zero.double(), scale.double(), K)
 
 
@@ -321,6 +328,11 @@ def quantize_suspects(w, G):
         "the zero point has the wrong sign: zero = round(-min / scale) (min <= 0, so the zero point is >= 0)": (
             _int4_variant(w, G, zero_point=lambda lo, s: torch.round(lo / s))
         ),
+        "the zero point is not added to the codes: code = round(w / scale + zero), so that w = 0 gets code zero": (
+            _int4_variant(w, G, code=lambda wf, s, z: torch.round(wf / s))
+        ),
+        "the codes are truncated, not rounded: .to(torch.uint8) cuts the fraction off; round first, "
+        "torch.round(w / scale + zero)": _int4_variant(w, G, code=lambda wf, s, z: torch.floor(wf / s + z)),
     }
 
 

@@ -197,8 +197,21 @@ def check_block_pool(pool_cls=None, *, quiet=False):
     expect(len(a.blocks) == 2, f"5 tokens of 4 per block need 2 blocks, a has {len(a.blocks)}: round up, once")
     expect(pool.allocate(a, 8) and len(a.blocks) == 2, "8 tokens still fit 2 blocks: allocate only what is missing")
     expect(pool.allocate(a, 12) and len(a.blocks) == 3 and pool.used == 3, "12 tokens: 3 blocks, 3 in use")
+    a.n_cached = 4  # only block 0 has its k and v written: only it may be found by a later request
+    pool.register(a)
+    expect(
+        len(a.hashes) == 1,
+        f"with 4 of 12 tokens written, register must index 1 full block, not "
+        f"{len(a.hashes)}: count blocks of seq.n_cached tokens (a block's k, v must exist before it is shared)",
+    )
     a.n_cached = 12
     pool.register(a)
+    e = Sequence(req, list(req.prompt[P:]) + [7] * P)  # a's block 1 as its block 0, after another prefix
+    expect(
+        pool.share_prefix(e) == 0 and not e.blocks,
+        "e's first block holds the tokens of a's second block, but a different prefix precedes them (their keys "
+        "differ): a block's hash must chain its predecessor's, hash((seq.hashes[j - 1] if j else None, tokens))",
+    )
     expect(pool.share_prefix(b) == 12 and b.blocks == a.blocks, "b must share a's 3 prompt blocks")
     expect(all(pool.refs[x] == 2 for x in a.blocks), "shared blocks must have a reference count of 2")
     b.n_cached = 11  # b recomputes its last prompt token (its logits pick the next token): writes into block 2
@@ -230,6 +243,11 @@ def check_block_pool(pool_cls=None, *, quiet=False):
     for s in (a, b, c, d):
         pool.free_all(s)
     expect(sorted(pool.free) == list(range(8)) and pool.used == 0, "every block must be free again at the end")
+    expect(not a.blocks and not a.hashes, "free_all must empty the sequence's table and hashes (seq.blocks, "
+           "seq.hashes = [], []): a preempted request comes back with none")  # fmt: skip
+    expect(pool.share_prefix(Sequence(req, list(req.prompt))) == 0,
+           "a's prompt was found cached after all its blocks were freed: release must drop a freed block's hash "
+           "(by_hash and hash_of), since the block will be handed out again and overwritten")  # fmt: skip
     if not quiet:
         print("✓ block pool: on-demand allocation, prefix sharing, copy-on-write, refusal, all blocks returned")
 
@@ -985,7 +1003,15 @@ def check_engine(model: Model, *, quiet=False):
     engine2 = Engine(ModelRunner(model, 5, P, max_len=32), BlockPool(n_blocks=5, block_size=P), max_seqs=3,
                      max_step_tokens=8)  # fmt: skip
     _watch_limits(engine2)
+    found, share = [], engine2.pool.share_prefix  # what each admission found cached
+    engine2.pool.share_prefix = lambda seq: found.append(share(seq)) or found[-1]
     rec2 = utils.serving.replay(engine2, same, max_steps=500)
+    if rec2 is not None and not any(found):
+        raise AssertionError(
+            f"requests 100 .. 102 have one prompt of {len(prompt)} tokens and come one after another, yet none "
+            f"found a cached block (share_prefix found {found} tokens): after each step, register the blocks that "
+            f"became full (pool.register(seq)), and admit a request through pool.share_prefix(seq)"
+        )
     for r, got in [*((r, rec.tokens[r.id]) for r in trace), *((r, rec2.tokens[r.id]) for r in same)]:
         alone = generate(model, torch.tensor([r.prompt], device=model.embed.device), r.max_new_tokens,
                          kernels=False)[0, len(r.prompt):].tolist()  # fmt: skip
@@ -1091,6 +1117,18 @@ def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=Fal
     env = utils.mode.current()
     target, draft = cast(target, torch.float32), cast(draft, torch.float32)  # exact comparison: no bf16 near ties
     n_new = n_new or env.pick(cpu=10, gpu=64)
+    for proposed, choice, want in (([5, 6, 7], [5, 6, 8, 9], [5, 6, 8]), ([5, 6], [5, 6, 4], [5, 6, 4]),
+                                   ([5, 6], [3, 6, 4], [3])):  # fmt: skip
+        try:
+            got = accept_greedy(proposed, choice)
+        except IndexError as e:  # read past the end of a list: say which call, not just the line
+            got = f"IndexError ({e})"
+        if got != want:
+            raise AssertionError(
+                f"accept_greedy({proposed}, {choice}) returned {got}, expected {want}: accept the proposals while "
+                f"each equals the target's choice at its place (proposed[n] == target[n]), then append target[n]; "
+                f"when all are accepted, target has one more token for that"
+            )
     prompt = torch.randint(3, target.args.vocab_size, (7,)).tolist()
     alone = generate(target, torch.tensor([prompt], device=target.embed.device), n_new, kernels=False)
     alone = alone[0, len(prompt) :].tolist()

@@ -794,6 +794,18 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         _check_codes,
         "the wrong sign",
     ),  # fmt: skip
+    "zero point not added to the codes": (
+        "int4_codes_ref",
+        [("torch.round(wf / s[..., None] + zero[..., None])", "torch.round(wf / s[..., None])")],
+        _check_codes,
+        "the zero point is not added to the codes",
+    ),  # fmt: skip
+    "codes truncated": (
+        "int4_codes_ref",
+        [("torch.round(wf / s[..., None] + zero[..., None])", "(wf / s[..., None] + zero[..., None])")],
+        _check_codes,
+        "the codes are truncated, not rounded",
+    ),  # fmt: skip
     "w4a16 scale and zero swapped": ("w4a16_kernel", _SWAP, _check_w4a16, "are swapped: the scale comes"),
     "w4a16 low nibble times x_odd": ("w4a16_kernel", _XSWAP, _check_w4a16, "or x_even and x_odd, in the two dots"),
     "w4a16 x_odd at the even columns": (

@@ -544,10 +544,72 @@ def test_check_names_a_copy_on_write_that_keeps_the_shared_hashes(monkeypatch, t
 
 
 def test_an_acceptance_without_the_targets_token_fails_instead_of_looping(model, monkeypatch, tmp_path):
-    """Without the bonus token a step that rejects every proposal appends nothing: the loop would never end."""
+    """Without the bonus token a step that rejects every proposal appends nothing: the loop would never end. The
+    check's scripted calls name it first; speculative_generate's own guard stops the loop as well."""
     plant(monkeypatch, tmp_path, L, "accept_greedy", ("list(proposed[:n]) + [target[n]]", "list(proposed[:n])"))
-    with pytest.raises(AssertionError, match="every step must return at least one token"):
+    with pytest.raises(AssertionError, match=re.escape("then append target[n]")):
         L.check_speculative(model, L.first_layers(model, 1), n_new=6, quiet=True)
+
+
+POOL_PLANTED = {  # mistake: (BlockPool's method, its text, the mistake's, words of the hint)
+    "a block hashed without its prefix": (
+        "BlockPool._hash",
+        "hash((seq.hashes[j - 1] if j else None, tuple(",
+        "hash((None, tuple(",
+        "must chain its predecessor's",
+    ),  # fmt: skip
+    "unwritten blocks registered": (
+        "BlockPool.register",
+        "while len(seq.hashes) < seq.n_cached // self.block_size:",
+        "while len(seq.hashes) < len(seq.tokens) // self.block_size:",
+        "count blocks of seq.n_cached tokens",
+    ),  # fmt: skip
+    "a freed block keeps its hash": (
+        "BlockPool.release",
+        "self.by_hash.pop(self.hash_of.pop(block, None), None)",
+        "pass",
+        "release must drop a freed block's hash",
+    ),  # fmt: skip
+    "free_all keeps the table": (
+        "BlockPool.free_all",
+        "seq.blocks, seq.hashes = [], []",
+        "pass",
+        "free_all must empty the sequence's table",
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("mistake", list(POOL_PLANTED))
+def test_check_names_a_planted_pool_mistake(mistake, monkeypatch, tmp_path):
+    name, old, new, words = POOL_PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, name, (old, new))
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        L.check_block_pool(quiet=True)
+
+
+ACCEPT_PLANTED = {  # mistake: (accept_greedy's text, the mistake's, words of the hint)
+    "all or nothing": (
+        "    return list(proposed[:n]) + [target[n]]",
+        "    return list(proposed) + [target[-1]] if n == len(proposed) else [target[0]]",
+        "returned [5], expected [5, 6, 8]",
+    ),  # fmt: skip
+    "reads past the proposals": ("while n < len(proposed) and", "while n <= len(proposed) and", "IndexError"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(ACCEPT_PLANTED))
+def test_check_names_a_planted_acceptance_mistake(mistake, model, monkeypatch, tmp_path):
+    old, new, words = ACCEPT_PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, "accept_greedy", (old, new))
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        L.check_speculative(model, L.first_layers(model, 1), n_new=6, quiet=True)
+
+
+def test_check_names_an_engine_that_never_registers_its_blocks(model, monkeypatch, tmp_path):
+    """Without register nothing is ever shared: the tokens stay right, the cache's point is lost."""
+    plant(monkeypatch, tmp_path, L, "Engine.step", ("self.pool.register(seq)", "pass"))
+    with pytest.raises(AssertionError, match=re.escape("none found a cached block")):
+        L.check_engine(model, quiet=True)
 
 
 # -- the harness --------------------------------------------------------------------------------------------------
