@@ -77,12 +77,21 @@ def wrong_heads_positions(out, ref) -> str:
     return f"; wrong at positions {_spots(bad, 0)}"
 
 
+def _grouped_scores(q, k, v, causal=False):
+    """(s, v) in the suspects' layout: s = q k^T / sqrt(D) (B, H, T, S), masked to -inf where key j comes after query
+    i when causal, and v (B, S, H, D), k and v with each kv head repeated for the GROUP query heads that read it."""
+    T, group = q.shape[1], q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # (B, S, H, D)
+    s = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(q.shape[3])  # (B, H, T, S)
+    if causal:
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return s, v
+
+
 def _attention_shifted(q, k, v, shift):
     """attention_ref with query i seeing the keys j <= i + shift (shift = 0 is causal attention)."""
-    B, T, H, D = q.shape
-    group = H // k.shape[2]
-    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # (B, T, H, D)
-    s = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(D)  # (B, H, T, T)
+    T = q.shape[1]
+    s, v = _grouped_scores(q, k, v)  # (B, H, T, T), (B, T, H, D)
     keep = torch.ones(T, T, dtype=torch.bool, device=q.device).tril(shift)
     p = s.masked_fill(~keep, float("-inf")).softmax(dim=-1)  # a row with no key left is NaN, as in a kernel
     return torch.einsum("bhij,bjhd->bihd", p, v)
@@ -95,12 +104,10 @@ PLAUSIBLE_BLOCK_N = (16, 32, 64, 128)
 def _attention_zero_keys(q, k, v, pad):
     """Non-causal attention_ref with `pad` keys and values of zeros after the last: what a kernel computes when it
     loads the key block past T with other=0.0 and does not mask those scores (each is 0, and joins the softmax)."""
-    B, T, H, D = q.shape
-    group = H // k.shape[2]
-    zeros = k.new_zeros(B, pad, k.shape[2], D)
+    zeros = k.new_zeros(k.shape[0], pad, *k.shape[2:])
     k, v = torch.cat([k, zeros], dim=1), torch.cat([v, zeros], dim=1)  # (B, T + pad, KV, D)
-    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # (B, T + pad, H, D)
-    p = (torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(D)).softmax(dim=-1)  # (B, H, T, T + pad)
+    s, v = _grouped_scores(q, k, v)  # (B, H, T, T + pad), (B, T + pad, H, D)
+    p = s.softmax(dim=-1)
     return torch.einsum("bhij,bjhd->bihd", p, v)
 
 
@@ -109,11 +116,7 @@ def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc"):
     `forgotten` not: "acc" (acc = tl.dot(p, v, acc) with no acc * alpha) or "l_i" (l_i + tl.sum(p, 1) with no
     l_i * alpha): what that mistake gives, in fp64."""
     B, T, H, D = q.shape
-    group = H // k.shape[2]
-    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # (B, T, H, D)
-    s = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(D)  # (B, H, T, T)
-    if causal:
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    s, v = _grouped_scores(q, k, v, causal)  # (B, H, T, T), (B, T, H, D)
     m = torch.full(s.shape[:-1], float("-inf"), dtype=s.dtype, device=s.device)  # (B, H, T): key 0 is in block 0
     l_i = torch.zeros_like(m)
     acc = torch.zeros(B, H, T, D, dtype=s.dtype, device=s.device)
@@ -130,12 +133,7 @@ def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc"):
 
 def _attention_unnormalised(q, k, v, causal):
     """What a kernel that stores acc without dividing it by l_i gives: exp(s - each row's max) times v, summed."""
-    B, T, H, D = q.shape
-    group = H // k.shape[2]
-    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # (B, T, H, D)
-    s = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(D)  # (B, H, T, T)
-    if causal:
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    s, v = _grouped_scores(q, k, v, causal)  # (B, H, T, T), (B, T, H, D)
     p = torch.exp(s - s.amax(dim=-1, keepdim=True))
     return torch.einsum("bhij,bjhd->bihd", p, v)
 
