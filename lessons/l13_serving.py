@@ -955,6 +955,20 @@ class Engine:
         return info
 
 
+def _require_all_given_back(pool, what):
+    """Once every request of a trace is done, no block may still be held: each finished, preempted or refused
+    request gives back what it took (a leak shrinks the pool until the engine can admit nobody)."""
+    __tracebackhide__ = True
+    held = [block for block, refs in enumerate(pool.refs) if refs]
+    if held:
+        raise AssertionError(
+            f"{what}: every request is done, yet blocks {held[:8]}{' …' if len(held) > 8 else ''} are still held "
+            f"(reference counts {[pool.refs[b] for b in held[:8]]}): a request that finishes, is preempted, or "
+            f"whose admission fails (its shared prefix counted, its allocation refused) must give back every block "
+            f"it holds, pool.free_all(seq)"
+        )
+
+
 def _watch_limits(engine):
     """Wraps engine.step so that every step is checked against the engine's own limits as it ends: at most
     max_step_tokens token rows, at most max_seqs requests running (those that finished in it included)."""
@@ -994,6 +1008,7 @@ def check_engine(model: Model, *, quiet=False):
     rec = utils.serving.replay(engine, trace)
     if rec is None:
         raise NotImplementedError("the engine is not written yet")
+    _require_all_given_back(pool, f"a trace of {len(trace)} requests")
     # then identical prompts of exactly two blocks: a later one finds both cached (it may take at most
     # len(tokens) - 1 of them: the last token's logits pick its first new token), copies the last block on write,
     # and a pool of 5 blocks forces preemptions
@@ -1006,6 +1021,8 @@ def check_engine(model: Model, *, quiet=False):
     found, share = [], engine2.pool.share_prefix  # what each admission found cached
     engine2.pool.share_prefix = lambda seq: found.append(share(seq)) or found[-1]
     rec2 = utils.serving.replay(engine2, same, max_steps=500)
+    if rec2 is not None:
+        _require_all_given_back(engine2.pool, "requests 100 .. 103 (identical prompts, a pool of 5 blocks)")
     if rec2 is not None and not any(found):
         raise AssertionError(
             f"requests 100 .. 102 have one prompt of {len(prompt)} tokens and come one after another, yet none "
@@ -1027,6 +1044,7 @@ def check_engine(model: Model, *, quiet=False):
     engine = Engine(utils.serving.EchoModel(), pool, max_seqs=8, max_step_tokens=32, block_bytes=1)
     _watch_limits(engine)
     rec = utils.serving.replay(engine, budget_trace)
+    _require_all_given_back(pool, f"a trace of {len(budget_trace)} requests on {pool.n_blocks} blocks")
     peak = max(m for _, m in rec.memory)
     if peak > pool.n_blocks:
         raise AssertionError(f"the engine held {peak} blocks of a pool of {pool.n_blocks}")

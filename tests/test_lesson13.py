@@ -612,6 +612,18 @@ def test_check_names_an_engine_that_never_registers_its_blocks(model, monkeypatc
         L.check_engine(model, quiet=True)
 
 
+def test_blocks_still_held_after_a_trace_are_told():
+    """check_engine's last word on each trace: once every request is done, every block is back (a request that
+    finishes, is preempted or is refused at admission gives back what it holds); one still held is named."""
+    pool = L.BlockPool(n_blocks=4, block_size=4)
+    seq = L.Sequence(serving.Request(7, 0.0, tuple(range(6)), 2), list(range(6)))
+    assert pool.allocate(seq, 6)
+    with pytest.raises(AssertionError, match=r"blocks \[0, 1\] are still held.*pool\.free_all\(seq\)"):
+        L._require_all_given_back(pool, "a trace")
+    pool.free_all(seq)
+    L._require_all_given_back(pool, "a trace")
+
+
 # -- the harness --------------------------------------------------------------------------------------------------
 
 
