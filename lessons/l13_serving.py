@@ -736,6 +736,12 @@ def make_batch(chunks, block_size: int, device) -> Batch:
     """chunks: one (tokens, first position, block table) per request -> the step's Batch (built on the host)."""
     P, tokens, positions, slots, starts, lengths = block_size, [], [], [], [0], []
     for toks, start, blocks in chunks:
+        if not toks:  # its next token would be read from another request's last row
+            raise ValueError(
+                f"a chunk of no tokens (at position {start}): every request in a step computes at least one token, "
+                f"whose logits pick its next one; one admitted with its whole prompt cached recomputes the last "
+                f"(n_cached = min(pool.share_prefix(seq), len(seq.tokens) - 1))"
+            )
         if start + len(toks) > len(blocks) * P:
             raise ValueError(f"a chunk reaches position {start + len(toks) - 1} but its block table holds "
                              f"{len(blocks)} blocks of {P}: allocate before the step")  # fmt: skip

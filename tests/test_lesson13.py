@@ -612,6 +612,16 @@ def test_check_names_an_engine_that_never_registers_its_blocks(model, monkeypatc
         L.check_engine(model, quiet=True)
 
 
+def test_an_admission_that_takes_the_whole_cached_prompt_is_refused(model, monkeypatch, tmp_path):
+    """Without the len(tokens) - 1 cap a request whose prompt is all cached plans a chunk of no tokens, and the
+    runner would read its next token from another request's row (right by luck when the prompts are the same, as
+    in check_engine's trace): make_batch refuses an empty chunk, naming the cap."""
+    cap = "seq.n_cached = min(self.pool.share_prefix(seq), len(seq.tokens) - 1)"
+    plant(monkeypatch, tmp_path, L, "Engine._schedule_inflight", (cap, "seq.n_cached = self.pool.share_prefix(seq)"))
+    with pytest.raises(ValueError, match=re.escape("len(seq.tokens) - 1")):
+        L.check_engine(model, quiet=True)
+
+
 def test_blocks_still_held_after_a_trace_are_told():
     """check_engine's last word on each trace: once every request is done, every block is back (a request that
     finishes, is preempted or is refused at admission gives back what it holds); one still held is named."""
