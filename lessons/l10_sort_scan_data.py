@@ -2126,12 +2126,13 @@ def _refused_good_keys(error, where, num_keys):
 
 
 def _check_bad_keys(fn, env):
-    """Keys -1 and num_keys in rows that pass the filter must be refused (the launcher reads the kernel's count of
-    them in rows[num_keys]); in rows that do not pass, they are never read and change nothing."""
+    """Keys -1, num_keys and -1000 in rows that pass the filter must be refused (the launcher reads the kernel's count
+    of them in rows[num_keys]), with nothing written outside the outputs first (-1000 lies far outside them); in
+    rows that do not pass, they are never read and change nothing."""
     __tracebackhide__ = True
     key = torch.arange(40, dtype=torch.int32) % 4
     value = torch.ones(40, dtype=torch.float32)
-    for bad, where in ((-1, 5), (4, 22)):
+    for bad, where in ((-1, 5), (4, 22), (-1000, 9)):
         x = torch.full((40,), 0.9, dtype=torch.float32)
         x[where] = 0.1  # the bad key's row fails the filter: fine
         table = {"key": key.clone(), "value": value, "x": x}
@@ -2151,6 +2152,13 @@ def _check_bad_keys(fn, env):
             with utils.watch_memory() as stray:  # key -1 addresses memory before sums: dropped here, not written
                 fn({"key": table["key"].to(env.device), "value": value.to(env.device), "x": x.to(env.device)}, 0.5, 4)
         except ValueError:
+            if stray.strays:  # refused, but only after the kernel reached outside its buffers
+                raise AssertionError(
+                    f"a row with key {bad} (outside 0..3) passed the filter: the table was refused, but the kernel "
+                    f"{stray.lines()[0]} first.\nHint: mask every atomic on sums, counts and rows with good = "
+                    f"passed & (key >= 0) & (key < num_keys), not passed: on a GPU key {bad} would add into whatever "
+                    f"lies outside them (only rows[num_keys] counts the rest, passed & ~good)."
+                ) from None
             continue
         raise AssertionError(
             f"a row with key {bad} (outside 0..3) passed the filter and nothing was refused"

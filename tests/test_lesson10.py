@@ -1508,6 +1508,13 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "cumsum",
         "block's whole sum",
     ),  # fmt: skip
+    "group-by counts rows with passed": (
+        "groupby_atomic_kernel",
+        "tl.atomic_add(rows_ptr + key, good.to(tl.int64), mask=good)",
+        "tl.atomic_add(rows_ptr + key, passed.to(tl.int64), mask=passed)",
+        "groupby_atomic",
+        "not passed: on a GPU key -1000",
+    ),  # fmt: skip
     "group-by keeps x == threshold": (
         "groupby_atomic_kernel",
         "(x > tl.load(threshold_ptr))",
@@ -1545,10 +1552,17 @@ COMPILED_GAPS = {  # compiled, these fail their check with another hint (session
 }
 
 
+# planted mistakes that write outside their buffers: run only where utils.watch_memory drops such writes
+INTERPRETER_ONLY = {"group-by counts rows with passed"}
+
+
 @pytest.mark.parametrize(
     "mistake",
-    [pytest.param(m, marks=pytest.mark.xfail(m in COMPILED_GAPS and not ENV.interpret,
-                                             reason=COMPILED_GAPS.get(m, ""))) for m in PLANTED],
+    [pytest.param(m, marks=[pytest.mark.xfail(m in COMPILED_GAPS and not ENV.interpret,
+                                              reason=COMPILED_GAPS.get(m, "")),
+                            pytest.mark.skipif(m in INTERPRETER_ONLY and not ENV.interpret,
+                                               reason="on a GPU it would write outside its buffers")])
+     for m in PLANTED],
 )  # fmt: skip
 def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     """Each fails its check, with the hint that names it: not a pass, a hang or a crash (the group-by without its
