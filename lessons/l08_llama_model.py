@@ -992,14 +992,13 @@ def _split_partials_ref(q, k_cache, v_cache, lengths, split_len, block=None, res
     return acc, m, l_
 
 
-def _kv_heads_read(out, q64, k64, v64, lengths, tolerance) -> str | None:
+def _kv_heads_read(out, q64, k64, v64, lengths, tol) -> str | None:
     """The hint for query heads that read another kv head than h // GROUP (h % KV, kv_h * KV + r, ...), told head
     by head from which kv head's attention each head's output is; None where no head does. Heads that match no kv
     head (written by no program, or by two) are left out: such a result matches no suspect as a whole."""
     B, H, D = q64.shape
     KV = k64.shape[2]
     got = out.detach().to("cpu", torch.float64)
-    tol = tolerance or vars(utils.checking.default_tolerance(out.dtype))
     right = torch.arange(H) // (H // KV)
     read = torch.full((B, H), -1)
     for j in range(KV):  # H copies of kv head j: every query head reads kv head j
@@ -1017,7 +1016,7 @@ def _kv_heads_read(out, q64, k64, v64, lengths, tolerance) -> str | None:
     )
 
 
-def _sequence_rows_read(out, q64, k64, v64, lengths, tolerance) -> str | None:
+def _sequence_rows_read(out, q64, k64, v64, lengths, tol) -> str | None:
     """The hint for sequences whose query heads start at row b * KV of the flattened (B, H) heads, not b * KV * GROUP:
     told by the rows that match the attention of the program that would read and write them so (q's row, that
     program's sequence and kv head); None where some written row does not. Rows no program writes are left out."""
@@ -1027,7 +1026,6 @@ def _sequence_rows_read(out, q64, k64, v64, lengths, tolerance) -> str | None:
     if B < 2 or GROUP == 1:  # b * KV is b * H: the mistake changes nothing
         return None
     got = out.detach().to("cpu", torch.float64).reshape(B * H, D)
-    tol = tolerance or vars(utils.checking.default_tolerance(out.dtype))
     explained = torch.zeros(B * H, dtype=torch.bool)
     written = torch.zeros(B * H, dtype=torch.bool)
     for b in range(B):
@@ -1048,18 +1046,6 @@ def _sequence_rows_read(out, q64, k64, v64, lengths, tolerance) -> str | None:
         f"Write heads = b * KV * GROUP + kv_h * GROUP + rows ({int((~written).sum())} rows here were written by no "
         f"program, and some by two)."
     )
-
-
-def _with_hint(message: str, name: str, hint: str) -> str:
-    """utils.check's message with the hint of its comparison (the paragraph that starts with ``name``) replaced:
-    that paragraph keeps its place after any report of memory read outside the tensors."""
-    lines = message.split("\n")
-    start = next((i for i, line in enumerate(lines) if line.startswith(name)), len(lines))
-    at = next((i for i in range(start, len(lines)) if lines[i].startswith("Hint: ")), None)
-    if at is None:
-        return f"{message}\nHint: {hint}"
-    lines[at] = f"Hint: {hint}"
-    return "\n".join(lines)
 
 
 def check_decode_attention(fn, *, quiet=False):
@@ -1133,18 +1119,13 @@ def check_decode_attention(fn, *, quiet=False):
             s_max = float(torch.einsum("bhd,btkd->bhtk", q64, k64).abs().max()) / math.sqrt(D)
             tolerance = large_scores_tolerance(out.dtype, s_max)
         name = f"decode attention (B={B}, H={H}, KV={KV}, D={D}, lengths={lens}{big})"
-        try:
-            utils.check(out, ref, **tolerance, name=name, quiet=quiet, suspects=suspects, stray=stray)
-        except AssertionError as e:  # a wrong head mapping leaves heads unwritten or written twice: no suspect fits
-            named = any(hint in str(e) for hint in suspects)
-            if named or not (isinstance(out, torch.Tensor) and out.shape == q.shape):
-                raise
-            hint = _kv_heads_read(out, q64, k64, v64, lengths, tolerance) or _sequence_rows_read(
-                out, q64, k64, v64, lengths, tolerance
-            )
-            if hint is None:
-                raise
-            raise AssertionError(_with_hint(str(e), name, hint)) from None
+
+        # a wrong head mapping leaves heads unwritten or written twice: no whole suspect fits, a diagnosis does
+        def diagnose(got, args=(q64, k64, v64, lengths)):
+            tol = tolerance or vars(utils.checking.default_tolerance(out.dtype))  # out's, not got's fp64
+            return _kv_heads_read(got, *args, tol) or _sequence_rows_read(got, *args, tol)
+
+        utils.check(out, ref, **tolerance, name=name, quiet=quiet, suspects=suspects, stray=stray, diagnose=diagnose)
 
 
 @triton.jit

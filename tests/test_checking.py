@@ -816,3 +816,26 @@ def test_reads_outside_lead_the_report_when_the_values_are_wrong():
     with pytest.raises(AssertionError) as failure:  # right values: the reads are reported after, as before
         check(ref.float().to(DEV), ref, stray=stray)
     assert str(failure.value).startswith("output is right, but the kernel touches memory")
+
+
+def test_diagnose_names_what_no_suspect_stands_for():
+    """check(diagnose=...) is asked, with out in fp64, only when no suspect matches, and its hint is the one given;
+    a diagnosis of None leaves the general hint."""
+    ref = torch.arange(6.0, device=DEV)
+    out = ref.clone()
+    out[3] = -1.0
+    seen = []
+
+    def diagnose(got):
+        seen.append(got.dtype)
+        return "element 3 is the sentinel -1"
+
+    with pytest.raises(AssertionError, match="Hint: element 3 is the sentinel -1"):
+        check(out, ref, quiet=True, diagnose=diagnose)
+    assert seen == [torch.float64]
+    with pytest.raises(AssertionError, match="Hint: a suspect"):
+        check(out, ref, quiet=True, suspects={"a suspect": out.double()}, diagnose=diagnose)
+    assert len(seen) == 1, "diagnose was asked though a suspect matched"
+    with pytest.raises(AssertionError) as failure:
+        check(out, ref, quiet=True, diagnose=lambda got: None)
+    assert "sentinel" not in str(failure.value) and "Hint:" in str(failure.value)

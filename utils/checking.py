@@ -458,15 +458,15 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", r
     )
 
 
-def _suspect(out64, suspects, rtol, atol) -> str | None:
-    """The hint of the first suspected mistake whose reference ``out`` matches, if any."""
+def _suspect(out64, suspects, rtol, atol, diagnose=None) -> str | None:
+    """The hint of the first suspected mistake whose reference ``out`` matches, else diagnose's, if any."""
     for hint, wrong_ref in (suspects or {}).items():
         wrong64 = torch.as_tensor(wrong_ref).detach().to("cpu", torch.float64)
         if wrong64.shape == out64.shape and bool(
             torch.isclose(out64, wrong64, rtol=rtol, atol=atol, equal_nan=True).all()
         ):
             return hint
-    return None
+    return diagnose(out64) if diagnose is not None else None
 
 
 # -- the check --------------------------------------------------------------------------------------------------
@@ -487,6 +487,7 @@ def check(
     kind: str = "kernel",
     empty_ok: bool = True,
     stray=None,
+    diagnose=None,
 ) -> None:
     """Checks ``out`` against ``ref``; raises AssertionError that teaches, or prints one line on success.
 
@@ -496,7 +497,9 @@ def check(
 
     ``suspects`` names the lesson's classic mistakes: ``{hint: the reference computed as if that mistake were made}``
     (e.g. ``{"the 1/sqrt(D) scale is missing": attention_ref(q, k, v, scale=1.0)}``). When ``out`` is wrong but
-    matches one of them within the tolerance, that hint is the one given.
+    matches one of them within the tolerance, that hint is the one given. ``diagnose(out)`` (``out`` in fp64 on the
+    CPU) -> a hint or None names a mistake no whole reference can stand for (outputs that some programs overwrite
+    and others never write, say); it is asked when no suspect matches, before the general hints.
 
     ``dims`` names the dimensions (``("batch", "position", "head", "dim")``) so that places are told as "heads 1
     and 2", "positions ≥ 1"; without it a 2-D result has rows and columns and others "dim d indices".
@@ -594,13 +597,13 @@ def check(
         problems.append(
             f"{name} has elements that were never written (still the NaN they were allocated with): "
             f"{_where(unwritten, shape, dims)}.\n"
-            f"Hint: {_suspect(out64, suspects, rtol, atol) or _hint_unwritten(unwritten, shape, dims)}"
+            f"Hint: {_suspect(out64, suspects, rtol, atol, diagnose) or _hint_unwritten(unwritten, shape, dims)}"
         )
     if bool(computed_nan.any()):
+        hint = _suspect(out64, suspects, rtol, atol, diagnose) or _hint_nan(computed_nan, shape, canaries is not None)
         problems.append(
             f"{name} has NaN that the {'kernel' if kind == 'kernel' else 'code'} computed where the reference has "
-            f"numbers: {_where(computed_nan, shape, dims)}.\n"
-            f"Hint: {_suspect(out64, suspects, rtol, atol) or _hint_nan(computed_nan, shape, canaries is not None)}"
+            f"numbers: {_where(computed_nan, shape, dims)}.\nHint: {hint}"
         )
     values_wrong = bool(computed_nan.any())  # computed, not merely never written: what garbage read in would do
     if not bool(unwritten.any() or computed_nan.any()):  # NaN first: their hints are sharper than the values'
@@ -608,7 +611,7 @@ def check(
         bad = ~close
         values_wrong = bool(bad.any())
         if bool(bad.any()):
-            hint = _suspect(out64, suspects, rtol, atol) or _hint_wrong(
+            hint = _suspect(out64, suspects, rtol, atol, diagnose) or _hint_wrong(
                 out64, ref64, bad, shape, out.dtype, dims, kind, rtol
             )
             diff = (out64 - ref64).abs().masked_fill(~bad, 0)
