@@ -18,6 +18,7 @@ import triton.language as tl
 import utils
 from lessons import l04_fused_softmax as lesson
 from utils.mode import current
+from utils.mutants import plant
 
 ENV = current()
 
@@ -97,24 +98,6 @@ def _no_rescale_online_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_
 
 
 @triton.jit
-def _pass2_block_max_online_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(axis=0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_SIZE)
-    m = tl.full((), float("-inf"), tl.float32)
-    d = tl.full((), 0.0, tl.float32)
-    for start in range(0, N, BLOCK_SIZE):
-        x = tl.load(x_ptr + row * stride_xm + start + cols, mask=start + cols < N, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        d = tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0))
-        m = m_new
-    for start in range(0, N, BLOCK_SIZE):
-        mask = start + cols < N
-        x = tl.load(x_ptr + row * stride_xm + start + cols, mask=mask, other=float("-inf")).to(tl.float32)
-        y = tl.exp(x - tl.max(x, axis=0)) / d  # the mistake: the block's own max, not m
-        tl.store(out_ptr + row * stride_om + start + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
 def _fp16_arithmetic_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_SIZE: tl.constexpr):
     row = tl.program_id(axis=0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -140,16 +123,23 @@ PLANTED = {
     "program_id on the wrong axis": ("softmax_kernel", _wrong_axis_kernel, r"only row 0 was written"),
     "no mask on the column tail": ("softmax_kernel", _unmasked_store_kernel, r"wrote \d+ element\(s\) past the end"),
     "online sum not rescaled": ("softmax_online_kernel", _no_rescale_online_kernel, r"running sum is not rescaled"),
-    "pass 2 with each block's max": ("softmax_online_kernel", _pass2_block_max_online_kernel, r"block's own max"),
+    "pass 2 with each block's max": (  # planted into the lesson's own kernel: (its text, the mistake's)
+        "softmax_online_kernel",
+        ("(tl.exp(x - m) / d)", "(tl.exp(x - tl.max(x, axis=0)) / d)"),
+        r"block's own max",
+    ),
     "fp16 arithmetic on fp32 data": ("softmax_kernel", _fp16_arithmetic_kernel, r"precision problem"),
     "load mask off by one": ("softmax_kernel", _mask_off_by_one_kernel, r"load mask is off by one \(cols <= N\)"),
 }
 
 
 @pytest.mark.parametrize("mistake", list(PLANTED))
-def test_check_softmax_names_each_planted_mistake(mistake, monkeypatch):
+def test_check_softmax_names_each_planted_mistake(mistake, monkeypatch, tmp_path):
     name, wrong_kernel, hint = PLANTED[mistake]
-    monkeypatch.setattr(lesson, name, wrong_kernel)  # softmax looks its kernels up when it is called
+    if isinstance(wrong_kernel, tuple):  # an edit of the lesson's kernel
+        plant(monkeypatch, tmp_path, lesson, name, wrong_kernel)
+    else:
+        monkeypatch.setattr(lesson, name, wrong_kernel)  # softmax looks its kernels up when it is called
     with pytest.raises(AssertionError, match=hint) as failure:
         lesson.check_softmax(lesson.softmax, quiet=True)
     for other, (_, _, other_hint) in PLANTED.items():  # and no other mistake's hint, which would mislead
