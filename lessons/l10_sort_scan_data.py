@@ -1428,7 +1428,7 @@ def cumsum_bytes(n, element_size):
     return 2 * n * element_size
 
 
-def exclusive_everywhere_ref(xd, BLOCK_SIZE, block_scan=lambda blocks: blocks.cumsum(1) - blocks):
+def wrong_everywhere_ref(xd, BLOCK_SIZE, block_scan=lambda blocks: blocks.cumsum(1) - blocks):
     """What reduce-then-scan returns when cumsum_kernel scans each block by block_scan (by default exclusively,
     tl.cumsum(x) - x): wrong at every level of the recursion, since the block sums are scanned by the same kernel,
     and block pid adds block_cumsum[pid - 1]."""
@@ -1437,7 +1437,7 @@ def exclusive_everywhere_ref(xd, BLOCK_SIZE, block_scan=lambda blocks: blocks.cu
     local = block_scan(blocks).flatten()[:n]
     if blocks.shape[0] == 1:
         return local
-    prefix = exclusive_everywhere_ref(blocks.sum(1), BLOCK_SIZE, block_scan)  # what block_cumsum holds
+    prefix = wrong_everywhere_ref(blocks.sum(1), BLOCK_SIZE, block_scan)  # what block_cumsum holds
     before = torch.cat([prefix.new_zeros(1), prefix[:-1]])  # block pid reads block_cumsum[pid - 1], block 0 nothing
     return local + torch.repeat_interleave(before, BLOCK_SIZE)[:n]
 
@@ -1482,7 +1482,7 @@ def check_cumsum(fn, *, quiet=False):
                 "Every block also counts itself twice: block_cumsum[pid] includes the block's own sum; the blocks "
                 "before block pid add up to block_cumsum[pid - 1].": local + own,
                 "This is an exclusive scan (out[i] leaves out x[i]): tl.cumsum is inclusive; do not subtract x.": (
-                    exclusive_everywhere_ref(xd, BLOCK_SIZE) if method == "reduce-then-scan" else ref - xd
+                    wrong_everywhere_ref(xd, BLOCK_SIZE) if method == "reduce-then-scan" else ref - xd
                 ),
                 "Block 1 restarts from 0: only block 0 has nothing before it, so the load of block_cumsum[pid - 1] "
                 "is masked with pid > 0.": local + torch.repeat_interleave(before_from(2), BLOCK_SIZE)[:n],
@@ -1491,7 +1491,7 @@ def check_cumsum(fn, *, quiet=False):
                 + torch.repeat_interleave(torch.cat([prefix[:1] * 0, prefix[1:]]), BLOCK_SIZE)[:n],
                 "Every element of a block holds the block's whole sum: tl.sum adds up the block, tl.cumsum(x, axis=0) "
                 "gives each element the sum up to itself.": (
-                    exclusive_everywhere_ref(xd, BLOCK_SIZE, lambda b: b.sum(1, keepdim=True).expand_as(b))
+                    wrong_everywhere_ref(xd, BLOCK_SIZE, lambda b: b.sum(1, keepdim=True).expand_as(b))
                     if method == "reduce-then-scan"
                     else torch.repeat_interleave(prefix, BLOCK_SIZE)[:n]
                 ),

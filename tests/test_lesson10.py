@@ -1762,7 +1762,7 @@ def test_the_recursive_scan_suspects_are_what_the_planted_kernel_returns(n, mist
     x = torch.randint(-8, 9, (n,), device=utils.mode.current().device).to(torch.int32)
     got = L.cumsum(x, BLOCK_SIZE=16, method="reduce-then-scan")
     xd = x.double().cpu()
-    want = L.exclusive_everywhere_ref(xd, 16, block_scan)
+    want = L.wrong_everywhere_ref(xd, 16, block_scan)
     assert torch.equal(got.cpu().double(), want)
     blocks = torch.nn.functional.pad(xd, (0, -n % 16)).view(-1, 16)
     naive = L.cumsum_ref(xd) - xd if mistake == "exclusive" else blocks.sum(1).cumsum(0).repeat_interleave(16)[:n]
