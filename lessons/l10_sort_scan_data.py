@@ -38,19 +38,20 @@ def compact_ref(values, keep):
 from utils.pictures.sorting import bitonic_steps
 
 
-def bitonic_network_ref(x, steps=None, *, direction_bit=None):
+def bitonic_network_ref(x, steps=None, *, direction_bit=None, lane_test=True):
     """Runs a bitonic network's compare-exchange steps on the last dimension of x (a power of two) in PyTorch.
 
     At step (k, j), lane i and its partner i ^ j compare; the pair sorts ascending when (i & k) == 0, descending
     otherwise, so each stage turns sorted runs of k/2 into sorted runs of k. ``direction_bit`` replaces k in that
-    test (to simulate a mistake)."""
+    test, and ``lane_test=False`` drops the lower lane's part in it (both lanes keep the same one of the pair), to
+    simulate a mistake."""
     n = x.shape[-1]
     idx = torch.arange(n, device=x.device)
     for k, j in bitonic_steps(n) if steps is None else steps:
         partner = idx ^ j
         p = x[..., partner]
         ascending = (idx & (k if direction_bit is None else direction_bit(k, j))) == 0
-        keep_min = ascending == (idx < partner)  # the lower lane of an ascending pair keeps the minimum
+        keep_min = ascending == (idx < partner) if lane_test else ascending  # an ascending pair's lower lane: min
         x = torch.where(keep_min, torch.minimum(x, p), torch.maximum(x, p))
     return x
 
@@ -169,18 +170,23 @@ def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
         xp = _padded(x.double().cpu(), B)
         steps = bitonic_steps(B)
         suspects = {
-            "The rows come out in descending order: the direction test is reversed. A pair sorts ascending when "
-            "(idx & k) == 0, and its lower lane (idx < partner) keeps the minimum.": (
-                torch.sort(xp, dim=-1, descending=True).values[:, :N]
-            ),
-            "The pair's direction uses j, the distance, where it needs k, the stage: (idx & k) == 0 sorts a run "
-            "of k ascending and the next one descending, so that their concatenation is bitonic.": (
-                bitonic_network_ref(xp, direction_bit=lambda k, j: j)[:, :N]
-            ),
-            "The steps of a stage run in the wrong order: within stage k the distance j must halve, k/2, k/4, "
-            "..., 1 (for s ... for t: j = 1 << (s - 1 - t)), not grow.": bitonic_network_ref(
+            "The rows come out in descending order: every pair orders the other way. A pair sorts ascending when "
+            "(idx & k) == 0, its lower lane (idx < partner) keeps the minimum, and keep_min picks tl.minimum: one of "
+            "the three is reversed (the direction flag inverted, idx > partner, or tl.minimum and tl.maximum "
+            "swapped in the tl.where).": (torch.sort(xp, dim=-1, descending=True).values[:, :N]),
+            "The pair's direction uses j, the distance (or k // 2, which gives the same rows), where it needs k, "
+            "the stage: (idx & k) == 0 sorts a run of k ascending and the next one descending, so that their "
+            "concatenation is bitonic.": (bitonic_network_ref(xp, direction_bit=lambda k, j: j)[:, :N]),
+            "The steps of a stage run in the wrong order, or the pair's direction uses bit 2 * k (both give these "
+            "rows): within stage k the distance j must halve, k/2, k/4, ..., 1 (for s ... for t: j = 1 << (s - 1 - "
+            "t)), not grow, and a pair sorts ascending when (idx & k) == 0.": bitonic_network_ref(
                 xp, [(k, j) for k in sorted({k for k, _ in steps}) for j in sorted(j for kk, j in steps if kk == k)]
             )[:, :N],
+            "Both lanes of a pair keep the same value (so values are doubled and others lost): keep_min = "
+            "ascending == (idx < partner), the lower lane of an ascending pair keeps the minimum and the upper lane "
+            "the maximum (a descending pair the other way round), not keep_min = ascending.": (
+                bitonic_network_ref(xp, lane_test=False)[:, :N]
+            ),
             "The last stage is missing (k must reach BLOCK_SIZE: static_range(1, LOG_BLOCK + 1)), so the two "
             "halves of each row are sorted but not merged.": bitonic_network_ref(
                 xp, [(k, j) for k, j in steps if k < B]
@@ -1428,18 +1434,22 @@ def cumsum_bytes(n, element_size):
     return 2 * n * element_size
 
 
-def wrong_everywhere_ref(xd, BLOCK_SIZE, block_scan=lambda blocks: blocks.cumsum(1) - blocks):
+def wrong_everywhere_ref(xd, BLOCK_SIZE, block_scan=lambda blocks: blocks.cumsum(1) - blocks,
+                         offset=lambda before, sums, pid: before):  # fmt: skip
     """What reduce-then-scan returns when cumsum_kernel scans each block by block_scan (by default exclusively,
-    tl.cumsum(x) - x): wrong at every level of the recursion, since the block sums are scanned by the same kernel,
-    and block pid adds block_cumsum[pid - 1]."""
+    tl.cumsum(x) - x) and block pid adds offset(before, sums, pid) (by default before = block_cumsum[pid - 1], 0 for
+    block 0; sums: the block sums): wrong at every level of the recursion, since the block sums are scanned by the
+    same kernel."""
     n = xd.numel()
     blocks = torch.nn.functional.pad(xd, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
     local = block_scan(blocks).flatten()[:n]
     if blocks.shape[0] == 1:
         return local
-    prefix = wrong_everywhere_ref(blocks.sum(1), BLOCK_SIZE, block_scan)  # what block_cumsum holds
+    sums = blocks.sum(1)
+    prefix = wrong_everywhere_ref(sums, BLOCK_SIZE, block_scan, offset)  # what block_cumsum holds
     before = torch.cat([prefix.new_zeros(1), prefix[:-1]])  # block pid reads block_cumsum[pid - 1], block 0 nothing
-    return local + torch.repeat_interleave(before, BLOCK_SIZE)[:n]
+    pid = torch.arange(len(sums), dtype=xd.dtype)
+    return local + torch.repeat_interleave(offset(before, sums, pid), BLOCK_SIZE)[:n]
 
 
 def check_cumsum(fn, *, quiet=False):
@@ -1471,6 +1481,15 @@ def check_cumsum(fn, *, quiet=False):
             own = torch.repeat_interleave(block_sums.cumsum(0), BLOCK_SIZE)[:n]  # total up to and with own block
             prefix = block_sums.cumsum(0)  # block_cumsum: the total of blocks 0..b
 
+            def offset_by(offset):
+                """out when block pid adds offset(before, block sums, pid) where it should add before =
+                block_cumsum[pid - 1] (reduce-then-scan: at every level of the recursion)."""
+                if method == "reduce-then-scan":
+                    return wrong_everywhere_ref(xd, BLOCK_SIZE, lambda b: b.cumsum(1), offset)
+                before = torch.cat([prefix[:1] * 0, prefix[:-1]])
+                pid = torch.arange(len(block_sums), dtype=xd.dtype)
+                return local + torch.repeat_interleave(offset(before, block_sums, pid), BLOCK_SIZE)[:n]
+
             def before_from(first):
                 """What each block adds when blocks before first add nothing and block b adds prefix[b - 1]."""
                 return torch.cat([prefix[: min(first, len(prefix))] * 0, prefix[first - 1 : -1]])
@@ -1494,6 +1513,16 @@ def check_cumsum(fn, *, quiet=False):
                     wrong_everywhere_ref(xd, BLOCK_SIZE, lambda b: b.sum(1, keepdim=True).expand_as(b))
                     if method == "reduce-then-scan"
                     else torch.repeat_interleave(prefix, BLOCK_SIZE)[:n]
+                ),
+                "Block pid adds block_cumsum[pid - 1] times pid: block_cumsum[pid - 1] is already the total of all "
+                "the blocks before it (0 for block 0); add it once.": offset_by(lambda before, sums, pid: before * pid),
+                "Block pid adds its own total times pid, as if every block before it had the same total: add "
+                "block_cumsum[pid - 1], the running total of the blocks before it (0 for block 0).": offset_by(
+                    lambda before, sums, pid: sums * pid
+                ),
+                "Block pid adds block 0's total times pid, as if every block had the same total: add "
+                "block_cumsum[pid - 1], the running total of the blocks before it (0 for block 0).": offset_by(
+                    lambda before, sums, pid: sums[0] * pid
                 ),
             }
             utils.check(
@@ -1854,6 +1883,47 @@ def compact_bytes(n, n_kept, element_size):
     return n * (element_size + 1) + n_kept * element_size
 
 
+def compact_misplaced(values, keep, segment):
+    """diagnose= for check_compact: finds each kept value in out by its value (random floats; one kept twice is
+    left out) and, for the first segment of `segment` elements (one program's) whose kept values landed elsewhere,
+    names where its destinations start and how many values the segments before it kept."""
+    want = values[keep].double().cpu()
+    kept_at = torch.nonzero(keep.cpu()).flatten()
+    seg = kept_at // segment  # each kept value's segment
+    rank = torch.arange(len(want)) - torch.searchsorted(seg, seg)  # its place among its segment's kept
+    sorted_want = want.sort().values
+    twice = (torch.searchsorted(sorted_want, want, right=True) - torch.searchsorted(sorted_want, want)) > 1
+
+    def diagnose(out):
+        if out.shape != want.shape or not len(want):
+            return None
+        got, order = out.sort()
+        at = torch.searchsorted(got, want).clamp(max=len(out) - 1)
+        found = (got[at] == want) & ~twice
+        start = order[at] - rank  # where the kept value's segment starts writing, as this value tells
+        wrong = found & (start != torch.searchsorted(seg, seg))
+        if not bool(wrong.any()):
+            return None
+        b = int(seg[torch.nonzero(wrong)[0, 0]])
+        starts = start[found & (seg == b)]
+        begin, before = int(starts.mode().values), int((seg < b).sum())
+        why = (
+            "it starts again at out[0], as if nothing came before it"
+            if begin == 0
+            else f"{begin} = {b} × {begin // b}: pid times one count, but the segments kept different numbers"
+            if b > 1 and begin % b == 0
+            else f"out[{begin}] is not the count kept before it"
+        )
+        return (
+            f"The kept values of values[{b * segment}:{(b + 1) * segment}] (program {b}'s segment) landed from "
+            f"out[{begin}] on, but the segments before it kept {before} values ({why}). Each program's destinations "
+            f"begin at the running count of the values kept before its segment: before = block_cumsum[pid - 1] in "
+            f"reduce-then-scan (0 for program 0), the look-back's prefix in the one-pass methods."
+        )
+
+    return diagnose
+
+
 def check_compact(fn, *, quiet=False):
     """Checks fn(values, keep, BLOCK_SIZE=..., method=...) against compact_ref, exactly (every method), at
     keep-none, keep-all, one element and random flags over several blocks."""
@@ -1867,9 +1937,11 @@ def check_compact(fn, *, quiet=False):
             "all kept": torch.ones(n, dtype=torch.bool, device=env.device),
         }.items():
             values = torch.randn(n, device=env.device)
+            BLOCK_SIZE = env.pick(cpu=16, gpu=1024)
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-                out = fn(values, keep, BLOCK_SIZE=env.pick(cpu=16, gpu=1024), method=method)
+                out = fn(values, keep, BLOCK_SIZE=BLOCK_SIZE, method=method)
             ref = compact_ref(values.double(), keep)
+            segment = BLOCK_SIZE * (COMPACT_CHUNKS if method == "reduce-then-scan" else 1)  # one program's
             utils.check(
                 out,
                 ref,
@@ -1879,6 +1951,7 @@ def check_compact(fn, *, quiet=False):
                 name=f"compact, n={n}, {name}, {method}",
                 quiet=True,
                 stray=stray,
+                diagnose=compact_misplaced(values, keep, segment),
             )
     if not quiet:
         print(f"✓ compact matches values[keep] exactly at n = {', '.join(map(str, sizes))} (none, all, random)")

@@ -208,7 +208,23 @@ def check_pack_int4(pack, unpack, *, quiet=False):
         cases[f"random codes ({N}, {K2})"] = torch.randint(0, 16, (N, K2), dtype=torch.uint8)
     for what, q in cases.items():
         q = q.to(env.device)
-        want = q[:, 0::2].long() + 16 * q[:, 1::2].long()  # the layout, as arithmetic: lo + 16 hi
+        lo, hi = q[:, 0::2].long(), q[:, 1::2].long()
+        want = lo + 16 * hi  # the layout, as arithmetic: lo + 16 hi
+        packed_by, unpacked_by = {}, {}  # the high nibble shifted by s, not 4
+        for s in (1, 2, 3, 5, 6, 7):
+            packed_by[f"the high nibble is shifted by {s}, not 4: a nibble is 4 bits, so k = 2j + 1 goes in bits "
+                      f"4-7, q[:, 1::2] << 4"] = (lo | (hi << s)) & 0xFF  # fmt: skip
+            shifted_down = torch.stack([lo, want >> s], -1).reshape(q.shape[0], -1)
+            unpacked_by[f"the high nibble is shifted down by {s}, not 4: it sits in bits 4-7, so hi = packed >> 4"] = (
+                shifted_down
+            )
+            if s < 4:  # its bits overlap the low nibble's: | and + differ, and a mask keeps a wrong nibble
+                added = f"the high nibble is shifted by {s}, not 4, and added to the low one, whose bits it overlaps"
+                packed_by[f"{added}: k = 2j + 1 goes in bits 4-7, q[:, 1::2] << 4"] = (lo + (hi << s)) & 0xFF
+                masked = f"the high nibble is shifted down by {s}, not 4 (the mask & 0xF then keeps bits {s}-{s + 3})"
+                unpacked_by[f"{masked}: it sits in bits 4-7, so hi = packed >> 4"] = torch.stack(
+                    [lo, (want >> s) & 0xF], -1
+                ).reshape(q.shape[0], -1)
         packed = pack(q)
         utils.check(
             packed.long() if isinstance(packed, torch.Tensor) else packed,
@@ -224,6 +240,7 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                 ),
                 "the high nibble is lost: a uint8 shifted by 8 keeps none of its bits; k = 2j + 1 goes in bits 4-7, "
                 "q[:, 1::2] << 4": q[:, 0::2].long(),
+                **packed_by,
             },
         )
         back = unpack(want.to(torch.uint8))
@@ -247,6 +264,7 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                 ">> 4 is arithmetic); shift the uint8 bytes, a logical shift": torch.stack(
                     [q[:, 0::2].long(), torch.where(q[:, 1::2] >= 8, q[:, 1::2].long() + 240, q[:, 1::2].long())], -1
                 ).reshape(q.shape[0], -1),
+                **unpacked_by,
             },
         )
 
@@ -300,14 +318,19 @@ def _int4_variant(
     per_row=False,
     zero_point=lambda lo, s: torch.round(-lo / s),
     code=lambda wf, s, z: torch.round(wf / s + z),
+    symmetric=False,
 ):
-    """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives."""
+    """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives.
+    symmetric: the range -max |w| .. max |w| in place of the group's own min .. max."""
     N, K = w.shape
     groups = triton.cdiv(K, G)
     wf = F.pad(w.float(), (0, groups * G - K)).view(N, groups, G)
     lo, hi = wf.amin(-1).clamp(max=0), wf.amax(-1).clamp(min=0)
     if per_row:
         lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
+    if symmetric:
+        hi = torch.maximum(hi, -lo)
+        lo = -hi
     scale = stored_scale(torch.where(hi > lo, (hi - lo) / steps, 1.0), steps, w.dtype).float()
     zero = zero_point(lo, scale).clamp(0, 15)
     q = code(wf, scale[..., None], zero[..., None]).clamp(0, 15)
@@ -316,7 +339,21 @@ def _int4_variant(
 
 def quantize_suspects(w, G):
     """{hint: the dequantized weight as if int4_codes_ref made that classic mistake}, fp64."""
+    asymmetric = (
+        "this int4 is asymmetric: scale = (max - min) / 15 from each group's own min and max (min <= 0 <= max) and "
+        "zero = round(-min / scale), so that the 16 codes cover only the range the group's weights use"
+    )
+    eight = lambda lo, s: torch.full_like(s, 8.0)  # noqa: E731
     return {
+        f"the scale is symmetric, 2 max|w| / 15 from the range -max|w| .. max|w| (zero point 8): {asymmetric}": (
+            _int4_variant(w, G, symmetric=True)
+        ),
+        f"the scale is symmetric, max|w| / 7 with the zero point fixed at 8: {asymmetric}": _int4_variant(
+            w, G, symmetric=True, steps=14, zero_point=eight
+        ),
+        f"the scale is symmetric, max|w| / 8 with the zero point fixed at 8: {asymmetric}": _int4_variant(
+            w, G, symmetric=True, steps=16, zero_point=eight
+        ),
         "the scale divides the range by 16: 16 levels have 15 steps between them, scale = (max - min) / 15": (
             _int4_variant(w, G, steps=16)
         ),
@@ -749,6 +786,20 @@ def w4a16_suspects(x, w: Int4Weight):
             ((q.view(N, -1, G) - s[..., None]).to(x.dtype).double() * z[..., None]).view(N, -1)[:, :K]
         ),  # (q - scale) rounded to x's dtype for the dot, as the kernel rounds (q - zero), exactly
     }
+    byte = (q[:, 0::2] + 16 * q[:, 1::2]).long()
+    for sh in (1, 2, 3, 5, 6, 7):  # the high nibble shifted down by sh, not 4 (and masked, where that differs)
+        for mask in (0xFF, 0xF) if sh < 4 else (0xFF,):
+            hi = ((byte >> sh) & mask).double()
+            masked = f" (the mask & 0xF then keeps bits {sh} to {sh + 3})" if mask == 0xF else ""
+            shifted = torch.stack([q[:, 0::2], hi], -1).reshape(N, -1)
+            hint = f"the high nibble is shifted down by {sh}, not 4{masked}: it sits in bits 4-7, so hi = byte >> 4"
+            suspects[hint] = y(_dequant_codes(shifted, z, s, K))
+    codes, scales, zeros = unpack_int4(w.packed).float(), w.scale.float(), w.zero.float()
+    after = (codes.view(N, -1, G) * scales[..., None] - zeros[..., None]).to(x.dtype)  # as the kernel rounds it
+    suspects[
+        "the zero point is subtracted after the scale (q * scale - zero): it is a code, so it comes off the code, "
+        "(q - zero) * scale (in the kernel: (q - zero) in the dots, the scale on each group's partial product)"
+    ] = y(after.double().view(N, -1)[:, :K])
     whole = K // G * G
     if whole < K:
         suspects[

@@ -1428,6 +1428,9 @@ def test_the_host_mailbox_waits_for_its_run_and_refuses_a_kernel_that_never_set_
 _PACK = "packed = tl.where(mask, packed, -0x7FFFFFFFFFFFFFFF - 1)"
 _BITONIC_LOAD = 'mask=idx < N, other=float("inf"))'
 _BEFORE = "before = tl.load(block_cumsum_ptr + pid - 1, mask=pid > 0, other=0)"
+_MIN_MAX = "tl.where(keep_min, tl.minimum(x, p), tl.maximum(x, p))"
+_UP = "(idx & k) == 0"
+_COMPACT_BEFORE = "before = tl.maximum(tl.load(block_cumsum_ptr + pid - 1, mask=pid > 0, other=0).to(tl.int64), 0)"
 _BAD_COUNT = "tl.atomic_add(rows_ptr + num_keys + 0 * key, (passed & ~good).to(tl.int64), mask=passed & ~good)"
 PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check, words of its hint)
     "top-k padding not set": ("top_k_block_kernel", _PACK, "", "top_k", "Lanes past the end of the row"),
@@ -1507,6 +1510,64 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "tl.sum(x, axis=0) + before",
         "cumsum",
         "block's whole sum",
+    ),  # fmt: skip
+    "bitonic min and max swapped": (
+        "compare_exchange",
+        _MIN_MAX,
+        "tl.where(keep_min, tl.maximum(x, p), tl.minimum(x, p))",
+        "bitonic_sort",
+        "tl.minimum and tl.maximum swapped",
+    ),  # fmt: skip
+    "bitonic direction from k // 2": ("compare_exchange", _UP, "(idx & (k // 2)) == 0", "bitonic_sort", "or k // 2"),
+    "bitonic direction from 2 * k": ("compare_exchange", _UP, "(idx & (2 * k)) == 0", "bitonic_sort", "bit 2 * k"),
+    "bitonic keep_min without the lane": (
+        "compare_exchange",
+        "keep_min = ascending == (idx < partner)",
+        "keep_min = ascending",
+        "bitonic_sort",
+        "Both lanes of a pair keep the same value",
+    ),  # fmt: skip
+    "scan offset before * pid": (
+        "cumsum_kernel",
+        "tl.cumsum(x, axis=0) + before",
+        "tl.cumsum(x, axis=0) + before * pid",
+        "cumsum",
+        "block_cumsum[pid - 1] times pid",
+    ),  # fmt: skip
+    "scan offset own total * pid": (
+        "cumsum_kernel",
+        "tl.cumsum(x, axis=0) + before",
+        "tl.cumsum(x, axis=0) + tl.sum(x, axis=0) * pid",
+        "cumsum",
+        "its own total times pid",
+    ),  # fmt: skip
+    "scan offset block 0's total * pid": (
+        "cumsum_kernel",
+        "tl.cumsum(x, axis=0) + before",
+        "tl.cumsum(x, axis=0) + tl.load(block_cumsum_ptr) * pid",
+        "cumsum",
+        "block 0's total times pid",
+    ),  # fmt: skip
+    "compaction without the block offset": (
+        "compact_kernel",
+        _COMPACT_BEFORE,
+        "before = tl.zeros((), tl.int64)",
+        "compact",
+        "starts again at out[0]",
+    ),  # fmt: skip
+    "compact offset * pid": (
+        "compact_kernel",
+        _COMPACT_BEFORE,
+        f"{_COMPACT_BEFORE} * pid",
+        "compact",
+        "pid times one count",
+    ),  # fmt: skip
+    "look-back compaction without the block offset": (
+        "compact_lookback_kernel",
+        "dest = before + tl.cumsum",
+        "dest = tl.cumsum",
+        "compact",
+        "starts again at out[0]",
     ),  # fmt: skip
     "group-by counts rows with passed": (
         "groupby_atomic_kernel",

@@ -806,6 +806,41 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         _check_codes,
         "the codes are truncated, not rounded",
     ),  # fmt: skip
+    "int4 codes from a symmetric range": (
+        "int4_codes_ref",
+        [
+            ("lo = wf.amin(dim=-1).clamp(max=0)", "lo = -wf.abs().amax(dim=-1)"),
+            ("hi = wf.amax(dim=-1).clamp(min=0)", "hi = wf.abs().amax(dim=-1)"),
+        ],
+        _check_codes,
+        "the scale is symmetric, 2 max|w| / 15",
+    ),  # fmt: skip
+    "int4 codes from max |w| / 7": (
+        "int4_codes_ref",
+        [
+            ("(hi - lo) / 15, 1.0), 15,", "torch.maximum(hi, -lo) / 7, 1.0), 7,"),
+            ("zero = torch.round(-lo / s).clamp(0, 15)", "zero = torch.full_like(s, 8)"),
+        ],
+        _check_codes,
+        "max|w| / 7 with the zero point fixed at 8",
+    ),  # fmt: skip
+    "pack shifts by 3": ("pack_int4", [("(q[:, 1::2] << 4)", "(q[:, 1::2] << 3)")], _check_pack, "shifted by 3, not 4"),
+    "unpack shifts by 3": ("unpack_int4", [("packed >> 4", "packed >> 3")], _check_pack, "shifted down by 3, not 4"),
+    "w4a16 high nibble shifted by 3": (
+        "w4a16_kernel",
+        [("(byte >> 4)", "((byte >> 3) & 0xF)")],
+        _check_w4a16,
+        "shifted down by 3, not 4 (the mask",
+    ),  # fmt: skip
+    "w4a16 zero point after the scale": (
+        "w4a16_kernel",
+        [
+            ("(tl.float32) - zero[:, None])", "(tl.float32) * scale[:, None] - zero[:, None])"),
+            ("acc += part * scale[None, :]", "acc += part"),
+        ],
+        _check_w4a16,
+        "subtracted after the scale",
+    ),  # fmt: skip
     "w4a16 scale and zero swapped": ("w4a16_kernel", _SWAP, _check_w4a16, "are swapped: the scale comes"),
     "w4a16 low nibble times x_odd": ("w4a16_kernel", _XSWAP, _check_w4a16, "or x_even and x_odd, in the two dots"),
     "w4a16 x_odd at the even columns": (
