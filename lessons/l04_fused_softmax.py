@@ -133,6 +133,11 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
         "exp overflowed: the row's maximum is not subtracted before tl.exp. exp(x) is inf in fp32 from "
         "x ≈ 89 and inf / inf is NaN; exp(x - max) is at most 1.": e / e.sum(dim=-1, keepdim=True)
     }
+    suspects[  # the numerator with the max, the sum without: off by exp(max), and 0 where the sum overflows
+        "the sum adds up exp(x) without the row's max, while the numerator is exp(x - max): every output is "
+        "exp(max) times too small, and 0 where exp(x) overflows the sum to inf. Subtract the row max before exp in "
+        "the sum too: d = tl.sum(tl.exp(x - max)) (online: d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new)))."
+    ] = torch.exp(x64 - x64.amax(dim=-1, keepdim=True)) / e.sum(dim=-1, keepdim=True)
     pad = -N % block  # masked lanes in a row's blocks
     if pad:
         m = x64.amax(dim=-1, keepdim=True).clamp_min(0)  # the padding's zeros join the max

@@ -192,6 +192,33 @@ def mapping_hint(out, BLOCK_M, BLOCK_N, GROUP_M):
     return None
 
 
+def store_stride_hint(out, ptr="c_ptr", row_stride="stride_cm", col_stride="stride_cn"):
+    """The hint of the stride mix-up in the store whose elements written (landing inside out) are exactly the ones
+    of ``out`` (M, N), contiguous, that are not NaN, if any: the row and column offsets both multiplied by the
+    column stride, both by the row stride, or each by the other's (the last only shows as NaN when M != N)."""
+    M, N = out.shape
+    written = ~torch.isnan(out.detach().cpu()).reshape(-1)
+    m, n = torch.arange(M)[:, None], torch.arange(N)[None, :]
+    mix_ups = {
+        f"both offsets are multiplied by the column stride {col_stride}": (1, 1),
+        f"both offsets are multiplied by the row stride {row_stride}": (N, N),
+        f"the two strides are swapped (offs_m with {col_stride}, offs_n with {row_stride})": (1, N),
+    }
+    for what, (step_m, step_n) in mix_ups.items():
+        flat = (m * step_m + n * step_n).reshape(-1)
+        lands = torch.zeros(M * N, dtype=torch.bool)
+        lands[flat[flat < M * N]] = True
+        if not bool(lands.all()) and torch.equal(written, lands):
+            past = " and some past its end (no mask can fix that)," if bool((flat >= M * N).any()) else ""
+            return (
+                f"The store's pointers mix up the output's strides: {what}, so several elements land on one "
+                f"address (programs overwrite each other), others are never written,{past} although the grid "
+                f"covers every tile. Each offset takes its own stride: {ptr} + offs_m[:, None] * {row_stride} + "
+                f"offs_n[None, :] * {col_stride}."
+            )
+    return None
+
+
 def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=None, quiet=False):
     """fn(a, b, out=...) (with epilogue: fn(a, b, bias, activation, out=...)) against the fp64 spec, at each shape."""
     __tracebackhide__ = True
@@ -214,6 +241,7 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
                 quiet=quiet,
                 suspects=matmul_suspects(a, b, bias, act),
                 stray=stray,
+                diagnose=store_stride_hint,
             )
         except AssertionError as e:  # never-written tiles come before the suspects: try the mapping mistakes
             if not isinstance(c, torch.Tensor) or c.shape != (M, N) or not c.isnan().any():
@@ -395,6 +423,7 @@ def check_outer_add(fn, *, quiet=False):
             name=f"{fn.__name__} out[{M}x{N}]",
             quiet=quiet,
             stray=stray,
+            diagnose=lambda out: store_stride_hint(out, "out_ptr", "stride_om", "stride_on"),
             suspects={
                 "out is written transposed (out[j, i] = x[i] + y[j]): offs_m goes with the row stride stride_om, "
                 "offs_n with the column stride stride_on.": outer_add_ref(y64, x64),

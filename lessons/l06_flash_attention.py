@@ -196,6 +196,15 @@ def attention_suspects(q, k, v, causal):
         "the result is not divided by the softmax's sum: o = acc / l_i[:, None] (acc holds exp(s - m) v summed, "
         "l_i the sum of exp(s - m))"
     ] = _attention_unnormalised(q, k, v, causal)
+    dead = _grouped_scores(q, k, v, causal)[0].amax(dim=-1) < -104  # (B, H, T): exp(s - 0) is 0 in fp32 for all s
+    if bool(dead.any()):
+        started_at_0 = attention_ref(q, k, v, causal).clone()
+        started_at_0[dead.transpose(1, 2)] = float("nan")  # l_i = 0 and acc = 0 there: o = 0 / 0
+        suspects[
+            "the running max m_i starts at 0, not -inf: in a row whose every score is far below 0 (under about -87, "
+            "where exp underflows in fp32), m_new stays 0, every p = exp(s - 0) is 0, l_i stays 0 and o = 0 / 0 is "
+            'NaN. Start with m_i = tl.full([BLOCK_M], float("-inf"), tl.float32): the first block\'s max replaces it'
+        ] = started_at_0
     for exponential, twice in (("tl.exp", 1 / math.sqrt(D)), ("tl.exp2", LOG2E / math.sqrt(D))):
         suspects[
             f"the scale is applied twice ({exponential}): the launcher's scale already holds 1/sqrt(D); multiply q "
@@ -267,18 +276,32 @@ def _stride_suspects(q, k, v, causal):
     return suspects
 
 
+def _far_below(q, k):
+    """In place on q (B, T, H, D) and k (B, T, KV, D): every key gets 16 u added (u a random unit vector: their
+    components along u become 16 ± a few), and the query rows T // 2 and T - 1 become -16 sqrt(D) u, so that each of
+    their scores is -16 (k . u), about -190 to -320: exp(s) is 0 in fp32 there, exp(s - the row's max) is not."""
+    T, D = q.shape[1], q.shape[3]
+    u = torch.randn(D, device=q.device)
+    u = u / u.norm()
+    k += (16 * u).to(k.dtype)
+    q[:, [T // 2, T - 1]] = (-16 * math.sqrt(D) * u).to(q.dtype)
+
+
 def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=False):
     """fn(q, k, v, [causal=c,] out=...) for one head, q, k, v (T, D) with rows further apart than D (each its own
     distance: a stride of one used for another shows), against attention_ref. causal=None: fn takes no causal
     argument and must compute non-causal attention."""
     __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
+    far = [] if shapes else [env.pick(cpu=(40, 16), gpu=(300, 64))]  # two rows of scores below -104: _far_below
     shapes = shapes or env.pick(
         cpu=[(1, 16), (37, 16), (50, 32), (40, 16, 60.0)], gpu=[(1, 64), (333, 128), (1000, 64), (300, 64, 60.0)]
     )  # (T, D[, the scale of q]): q x 60 puts the scores far past exp's range in fp32
-    for T, D, *q_scale in shapes:
+    for (T, D, *q_scale), far_rows in [(s, False) for s in shapes] + [(s, True) for s in far]:
         for c in causal or (None,):
             q4, k4, v4 = random_qkv(1, T, 1, 1, D, dtype)  # (1, T, 1, D) views, rows 3 D apart
+            if far_rows:
+                _far_below(q4, k4)
             if q_scale:
                 q4 = (q4 * q_scale[0]).to(dtype)  # a softmax that does not subtract each row's max overflows here
             q = q4[0, :, 0]  # (T, D), rows 3 D apart (D when scaled); k's D + 16, v's 2 D + 8
@@ -291,9 +314,10 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
             suspects = {hint: wrong[0, :, 0] for hint, wrong in attention_suspects(*args64).items()}
             suspects.update(_stride_suspects(q, k, v, c))
             name = f"attention of one head (T={T}, D={D}, {'causal' if c else 'not causal'}"
-            name += f", q x {q_scale[0]:g}: subtract each row's max before exp)" if q_scale else ")"
+            name += f", q x {q_scale[0]:g}: subtract each row's max before exp" if q_scale else ""
+            name += f", queries {T // 2} and {T - 1} with every score below -104)" if far_rows else ")"
             tolerance = None
-            if q_scale and isinstance(out, torch.Tensor):
+            if (q_scale or far_rows) and isinstance(out, torch.Tensor):
                 s_max = float((args64[0][0, :, 0] @ args64[1][0, :, 0].T).abs().max()) / math.sqrt(D)
                 tolerance = large_scores_tolerance(out.dtype, s_max)
             _check_attention_out(out, ref, suspects, name, quiet, stray, tolerance)
@@ -318,23 +342,29 @@ def _own_buffers(k, v):
 def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=False):
     """fn(q, k, v, causal=c, out=...) for q (B, T, H, D), a view into a qkv buffer, and k, v (B, T, KV, D) in
     buffers of their own (every tensor its own strides); unless shapes are given, one more case with q x 60 (scores
-    far past exp's range: a softmax must subtract its max)."""
+    far past exp's range: a softmax must subtract its max), and one with two query rows whose every score is below
+    -104 (_far_below: a running max must start at -inf)."""
     __tracebackhide__ = True
     dtype = dtype or lesson_dtype()
     big = [] if shapes else [utils.mode.current().pick(cpu=(1, 40, 2, 1, 16, 60.0), gpu=(1, 300, 4, 2, 64, 60.0))]
-    for B, T, H, KV, D, *q_scale in list(shapes or ATTENTION_SHAPES) + big:
+    far = [] if shapes else [utils.mode.current().pick(cpu=(1, 40, 2, 1, 16), gpu=(1, 300, 4, 2, 64))]
+    cases = [(s, False) for s in list(shapes or ATTENTION_SHAPES) + big] + [(s, True) for s in far]
+    for (B, T, H, KV, D, *q_scale), far_rows in cases:
         for c in causal:
             q, k, v = random_qkv(B, T, H, KV, D, dtype)
             k, v = _own_buffers(k, v)
+            if far_rows:
+                _far_below(q, k)
             if q_scale:
                 q = (q * q_scale[0]).to(dtype)
             with utils.watch_memory() as stray:
                 out = fn(q, k, v, causal=c, out=utils.nan_empty((B, T, H, D), dtype))
             args64 = (q.double(), k.double(), v.double(), c)
             name = f"attention (B={B}, T={T}, H={H}, KV={KV}, D={D}, {'causal' if c else 'not causal'}"
-            name += f", q x {q_scale[0]:g}: subtract each row's max before exp)" if q_scale else ")"
+            name += f", q x {q_scale[0]:g}: subtract each row's max before exp" if q_scale else ""
+            name += f", queries {T // 2} and {T - 1} with every score below -104)" if far_rows else ")"
             tolerance = None
-            if q_scale and isinstance(out, torch.Tensor):
+            if (q_scale or far_rows) and isinstance(out, torch.Tensor):
                 group = H // KV  # query head h reads kv head h // group
                 s = torch.einsum("bthd,bshd->bhts", args64[0], args64[1].repeat_interleave(group, dim=2))
                 tolerance = large_scores_tolerance(out.dtype, float(s.abs().max()) / math.sqrt(D))

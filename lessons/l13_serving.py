@@ -179,13 +179,50 @@ class BlockPool:
         return True
 
 
+def _told(pool):
+    """pool, with an exception raised by any of its methods (a learner's) turned into the check's failure: the call,
+    what its sequence held, how many blocks were free, and why, where that is clear."""
+
+    def what(arg):
+        if isinstance(arg, Sequence):
+            return f"a sequence of {len(arg.tokens)} tokens ({arg.n_cached} cached) with blocks {arg.blocks}"
+        return repr(arg)
+
+    def told(name, method):
+        def call(*args):
+            __tracebackhide__ = True
+            free = len(pool.free)
+            try:
+                return method(*args)
+            except AssertionError:
+                raise
+            except Exception as e:
+                why = ""
+                if isinstance(e, IndexError) and not pool.free:
+                    why = (
+                        " A block was taken from an empty free list: before taking any, allocate must count every "
+                        "block it will take, the new ones and a copy of each shared block that the sequence will "
+                        "write into (copy-on-write), and return False, changing nothing, when fewer are free."
+                    )
+                raise AssertionError(
+                    f"block pool: {name}({', '.join(map(what, args))}) raised {type(e).__name__}: {e} ({free} "
+                    f"block(s) were free).{why}"
+                ) from e
+
+        return call
+
+    for name in ("allocate", "share_prefix", "register", "free_all", "release"):
+        setattr(pool, name, told(name, getattr(pool, name)))
+    return pool
+
+
 def check_block_pool(pool_cls=None, *, quiet=False):
     """A scripted life of three requests: allocation on demand, sharing a prefix, copy-on-write, refusal when the
     pool is short, and every block back on the free list at the end."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     pool_cls = pool_cls or BlockPool
     P = 4
-    pool = pool_cls(n_blocks=8, block_size=P)
+    pool = _told(pool_cls(n_blocks=8, block_size=P))  # a method that raises fails the check, saying which and why
     req = Request(0, 0.0, tuple(range(10, 22)), 4)  # 12 tokens: 3 full blocks
     a, b = Sequence(req, list(req.prompt)), Sequence(req, list(req.prompt))
 
@@ -617,6 +654,10 @@ def check_paged_attention(fn, *, quiet=False):
         W = table.shape[1]
         wrong_heads = torch.arange(H, device=q.device) % KV
         suspects = {
+            "The scores are not scaled: multiply q k^T by qk_scale (log2(e) / sqrt(D): the softmax's 1 / sqrt(D), "
+            "and log2(e) for tl.exp2) before the max and the exponentials.": paged_attention_ref(
+                q64 * (math.sqrt(D) * math.log(2)), k64, v64, table, lengths, q_start
+            ),
             "The page index was used as a row offset without the page size: a key's row is page * stride_page + "
             "(cols % PAGE_SIZE) * stride_row; page * stride_row (or page + cols % PAGE_SIZE) lands in the wrong "
             "block.": _reference_as_offset(q64, k64, v64, table, lengths, q_start, P),

@@ -130,6 +130,16 @@ PLANTED = {
     ),
     "fp16 arithmetic on fp32 data": ("softmax_kernel", _fp16_arithmetic_kernel, r"precision problem"),
     "load mask off by one": ("softmax_kernel", _mask_off_by_one_kernel, r"load mask is off by one \(cols <= N\)"),
+    "the sum without the max": (  # the numerator exp(x - max), the sum of exp(x): off by exp(max), 0 on overflow
+        "softmax_kernel",
+        ("out = num / tl.sum(num, axis=0)", "out = num / tl.sum(tl.exp(x), axis=0)"),
+        r"sum adds up exp\(x\) without the row's max",
+    ),
+    "the online sum without the max": (
+        "softmax_online_kernel",
+        ("d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)", "d + tl.sum(tl.exp(x), axis=0)"),
+        r"sum adds up exp\(x\) without the row's max",
+    ),
 }
 
 
@@ -143,7 +153,7 @@ def test_check_softmax_names_each_planted_mistake(mistake, monkeypatch, tmp_path
     with pytest.raises(AssertionError, match=hint) as failure:
         lesson.check_softmax(lesson.softmax, quiet=True)
     for other, (_, _, other_hint) in PLANTED.items():  # and no other mistake's hint, which would mislead
-        if other != mistake:
+        if other_hint != hint:  # (one mistake made in both kernels shares its hint)
             assert not re.search(other_hint, str(failure.value)), f"{mistake} also got the hint for {other}"
 
 

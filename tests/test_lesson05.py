@@ -8,6 +8,7 @@ tolerance. Shapes are tiny under the interpreter, which runs tl.dot slowly, and 
 """
 
 import dataclasses
+import re
 from pathlib import Path
 
 import nbformat
@@ -316,6 +317,48 @@ def test_planted_outer_add_tile_mistake_gets_its_hint(edit, words, monkeypatch, 
     plant(monkeypatch, tmp_path, L, "outer_add_kernel", edit)
     with pytest.raises(AssertionError, match=words):
         L.check_outer_add(L.outer_add, quiet=True)
+
+
+_OUTER_STORE = "offs_m[:, None] * stride_om + offs_n[None, :] * stride_on"
+_C_STORE = "offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn"
+STORE_PLANTED = {  # mistake: (the kernel, its store's offsets as the mistake writes them, the check, words of the hint)
+    "outer_add: stride_on for both axes": (
+        "outer_add_kernel", _OUTER_STORE.replace("stride_om", "stride_on"), "outer_add",
+        "both offsets are multiplied by the column stride stride_on",
+    ),
+    "outer_add: stride_om for both axes": (
+        "outer_add_kernel", _OUTER_STORE.replace("stride_on", "stride_om"), "outer_add",
+        "both offsets are multiplied by the row stride stride_om",
+    ),
+    "matmul_tiled: stride_cn for both axes": (
+        "matmul_tiled_kernel", _C_STORE.replace("stride_cm", "stride_cn"), "matmul_tiled",
+        "both offsets are multiplied by the column stride stride_cn",
+    ),
+    "matmul_tiled: stride_cm for both axes": (
+        "matmul_tiled_kernel", _C_STORE.replace("stride_cn", "stride_cm"), "matmul_tiled",
+        "both offsets are multiplied by the row stride stride_cm",
+    ),
+    "matmul_tiled: strides swapped, C not square": (
+        "matmul_tiled_kernel", "offs_m[:, None] * stride_cn + offs_n[None, :] * stride_cm", "matmul_tiled C[37x70]",
+        "the two strides are swapped (offs_m with stride_cn, offs_n with stride_cm)",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", list(STORE_PLANTED))
+def test_planted_store_stride_mix_up_gets_its_hint(mistake, monkeypatch, tmp_path):
+    """The output's strides mixed up in the store: programs overwrite each other and the rest is never written (or
+    written past the end). Before store_stride_hint the hints spoke of a grid that does not reach the end, or of
+    column blocks that do not cover N; square outputs with the strides swapped are named by matmul_suspects."""
+    kernel, wrong, check, words = STORE_PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, kernel, (_OUTER_STORE if kernel == "outer_add_kernel" else _C_STORE, wrong))
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        if check == "outer_add":
+            L.check_outer_add(L.outer_add, quiet=True)
+        elif check == "matmul_tiled":
+            L.check_matmul(L.matmul_tiled, quiet=True)
+        else:
+            L.check_matmul(L.matmul_tiled, shapes=[(37, 70, 45)], quiet=True)
 
 
 @triton.jit

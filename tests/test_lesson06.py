@@ -571,3 +571,28 @@ def test_second_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, L, name, edit)
     with pytest.raises(AssertionError, match=re.escape(words) if words else None):
         SECOND_CHECKS[check]()
+
+
+# -- the running max started at 0 (session 28b): wrong only in rows whose every score is far below 0 ----------------
+
+_M_I = 'm_i = tl.full([BLOCK_M], float("-inf"), tl.float32)'
+M_I_AT_0 = {  # kernel: its check (the default inputs: they include two query rows of scores below -104)
+    "attention_head_kernel": lambda: L.check_attention_head(L.attention_head, quiet=True),
+    "attention_head_exp2_kernel": lambda: L.check_attention_head(L.attention_head_exp2, quiet=True),
+    "attention_causal_kernel": lambda: L.check_attention_head(L.attention_head_causal, causal=(True, False),
+                                                              quiet=True),
+    "attention_pointers_kernel": lambda: L.check_attention(L.attention_pointers, quiet=True),
+}  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's 0 / 0 in those rows
+@pytest.mark.parametrize("kernel", list(M_I_AT_0))
+def test_a_running_max_started_at_0_gets_named(kernel, monkeypatch, tmp_path):
+    """m_i = 0 for -inf is right wherever a row's max score is above about -87; the checks' default inputs have two
+    query rows opposite a direction that every key shares (_far_below), where exp(s - 0) underflows for every key,
+    l_i stays 0 and the output is NaN (before, every check passed this kernel)."""
+    from utils.mutants import plant
+
+    plant(monkeypatch, tmp_path, L, kernel, (_M_I, "m_i = tl.zeros([BLOCK_M], tl.float32)"))
+    with pytest.raises(AssertionError, match=re.escape("the running max m_i starts at 0, not -inf")):
+        M_I_AT_0[kernel]()

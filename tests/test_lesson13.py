@@ -484,6 +484,11 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
         "its own key included",
     ),  # fmt: skip
     "positions from 0": ("pos = length - q_len + qi", "pos = qi", "position counts from 0"),
+    "no qk_scale": (
+        "input_precision=DOT_PRECISION) * qk_scale",
+        "input_precision=DOT_PRECISION)",
+        "The scores are not scaled: multiply q k^T by qk_scale",
+    ),
     "l not rescaled": ("l_i = l_i * alpha + tl.sum(p, 1)", "l_i = l_i + tl.sum(p, 1)", "running sum l is too large"),
     "exp for exp2": (
         "p = tl.exp2(s - m_safe[:, None])\n        alpha = tl.exp2(m_i - m_safe)",
@@ -575,6 +580,13 @@ POOL_PLANTED = {  # mistake: (BlockPool's method, its text, the mistake's, words
         "seq.blocks, seq.hashes = [], []",
         "pass",
         "free_all must empty the sequence's table",
+    ),  # fmt: skip
+    "copies left out of the count": (  # before: an IndexError from self.free.pop(), in the learner's code
+        "BlockPool.allocate",
+        "if need + len(shared) > len(self.free):",
+        "if need > len(self.free):",
+        "allocate(a sequence of 12 tokens (11 cached) with blocks [0, 1, 2], 12) raised IndexError: pop from empty "
+        "list (0 block(s) were free). A block was taken from an empty free list",
     ),  # fmt: skip
 }
 
