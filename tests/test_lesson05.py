@@ -345,7 +345,18 @@ STORE_PLANTED = {  # mistake: (the kernel, its store's offsets as the mistake wr
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("mistake", list(STORE_PLANTED))
+#: the row stride for both offsets writes up to (M + N) * N elements into out: past its end, which on a GPU lands in
+#: other tensors' memory (or faults) before any check can speak; the interpreter's memory watch drops those stores
+PAST_THE_END = {"outer_add: stride_om for both axes", "matmul_tiled: stride_cm for both axes"}
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        pytest.param(m, marks=pytest.mark.skipif(m in PAST_THE_END and not ENV.interpret, reason="writes past out"))
+        for m in STORE_PLANTED
+    ],
+)
 def test_planted_store_stride_mix_up_gets_its_hint(mistake, monkeypatch, tmp_path):
     """The output's strides mixed up in the store: programs overwrite each other and the rest is never written (or
     written past the end). Before store_stride_hint the hints spoke of a grid that does not reach the end, or of
