@@ -1497,7 +1497,12 @@ def check_cumsum(fn, *, quiet=False):
             ref = cumsum_ref(xd)
             suspects = {
                 "Each block restarts from 0: the blocks before it are missing. Add the prefix "
-                "block_cumsum[pid - 1] (0 for block 0) to tl.cumsum(x, axis=0).": local,
+                + (
+                    "block_cumsum[pid - 1] (0 for block 0)"
+                    if method == "reduce-then-scan"
+                    else "before, the total of the blocks before it that lookback_prefix returns,"
+                )
+                + " to tl.cumsum(x, axis=0).": local,
                 "Every block also counts itself twice: block_cumsum[pid] includes the block's own sum; the blocks "
                 "before block pid add up to block_cumsum[pid - 1].": local + own,
                 "This is an exclusive scan (out[i] leaves out x[i]): tl.cumsum is inclusive; do not subtract x.": (

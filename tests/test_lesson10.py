@@ -1548,6 +1548,13 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "cumsum",
         "block 0's total times pid",
     ),  # fmt: skip
+    "look-back scan without the prefix": (
+        "cumsum_lookback_kernel",
+        "tl.cumsum(x, axis=0) + before",
+        "tl.cumsum(x, axis=0) + 0 * before",
+        "cumsum",
+        "before, the total of the blocks before it that lookback_prefix returns",
+    ),  # fmt: skip
     "compaction without the block offset": (
         "compact_kernel",
         _COMPACT_BEFORE,
