@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
 from utils import mutants
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,3 +102,22 @@ def test_as_registers_each_mutant_under_the_module_name_the_tests_import(tmp_pat
     runs = same + "\nassert toy_alias.count_below([1, 3, 5], 3) == 1"
     (caught,) = mutants.run(module, "count_below", runs, only="line 6", alias="toy_alias", quiet=True)
     assert caught["outcome"] == "killed" and caught["why"].startswith("AssertionError"), caught
+
+
+def test_a_planted_helper_takes_the_kernels_that_call_it_along(monkeypatch, tmp_path):
+    """Compiled, bitonic_sort_kernel kept the binary built with the compare_exchange of its first launch: a planted
+    compare_exchange alone was never run on a GPU (session 28's H100 run named another planted mistake's hint). The
+    kernels that call it are planted again, fresh, with the planted helper in their globals; the others stay."""
+    from lessons import l10_sort_scan_data as L
+
+    kernel, helper, other = L.bitonic_sort_kernel, L.compare_exchange, L.cumsum_kernel
+    with monkeypatch.context() as m:
+        lanes = ("keep_min = ascending == (idx < partner)", "keep_min = ascending")
+        mutants.plant(m, tmp_path, L, "compare_exchange", lanes)
+        assert L.compare_exchange is not helper
+        assert L.bitonic_sort_kernel is not kernel
+        assert L.bitonic_sort_kernel.fn.__globals__["compare_exchange"] is L.compare_exchange
+        assert L.cumsum_kernel is other  # calls no compare_exchange
+        x = torch.tensor([[3.0, 1.0, 2.0, 0.0]])
+        assert not torch.equal(L.bitonic_sort(x), x.sort().values)  # the planted mistake runs through the kernel
+    assert (L.bitonic_sort_kernel, L.compare_exchange) == (kernel, helper)

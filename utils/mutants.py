@@ -242,7 +242,8 @@ def plant(monkeypatch, folder, module, name: str, *edits) -> None:
     copy with one learner's mistake written in by hand, where :func:`mutants` makes them by rule: its source with
     each ``(old, new)`` of ``edits`` replaced in turn (every ``old`` must be there), compiled from a file of its own
     in ``folder`` (``triton.jit`` reads a kernel's source from its file) in the module's globals. ``monkeypatch``
-    (pytest's) puts the original back after the test."""
+    (pytest's) puts the original back after the test. A planted ``@triton.jit`` helper takes its callers along (see
+    :func:`_plant_callers`)."""
     import inspect
 
     owner, _, attr = name.rpartition(".")
@@ -258,3 +259,29 @@ def plant(monkeypatch, folder, module, name: str, *edits) -> None:
     scope = dict(vars(module))
     exec(compile(source, str(path), "exec"), scope)
     monkeypatch.setattr(holder, attr, scope[attr])
+    if not owner and _is_jit(fn):
+        _plant_callers(monkeypatch, folder, module, attr)
+
+
+def _is_jit(obj) -> bool:
+    """A ``@triton.jit`` function, compiled or interpreted."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    return isinstance(obj, (JITFunction, InterpretedFunction))
+
+
+def _plant_callers(monkeypatch, folder, module, callee: str) -> None:
+    """Compiled, a kernel keeps the binary it built with the helpers it called then (Triton's cache knows a kernel by
+    its arguments, not by its helpers' sources), so a planted helper would be seen only by a kernel never launched
+    before in the process: each ``@triton.jit`` function of ``module`` that calls ``callee`` is planted again, a
+    fresh copy with no edit that compiles with the planted helper (and its callers in turn). The interpreter reads
+    the helpers at every launch: there it changes nothing."""
+    import inspect
+    import re
+
+    calls = re.compile(rf"\b{re.escape(callee)}\s*\(")
+    for name, value in list(vars(module).items()):
+        own = _is_jit(value) and value.fn.__module__ == module.__name__  # not one imported from another lesson
+        if name != callee and own and calls.search(inspect.getsource(value.fn)):
+            plant(monkeypatch, folder, module, name)
