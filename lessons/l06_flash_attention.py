@@ -132,10 +132,11 @@ def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc"):
 
 
 def _attention_unnormalised(q, k, v, causal):
-    """What a kernel that stores acc without dividing it by l_i gives: exp(s - each row's max) times v, summed."""
+    """What a kernel that stores acc without dividing it by l_i gives: exp(s - each row's max) times v, summed; as
+    utils.Scaled by l_i, the row's sum, since its rounding errors are l_i times the answer's too."""
     s, v = _grouped_scores(q, k, v, causal)  # (B, H, T, T), (B, T, H, D)
     p = torch.exp(s - s.amax(dim=-1, keepdim=True))
-    return torch.einsum("bhij,bjhd->bihd", p, v)
+    return utils.Scaled(torch.einsum("bhij,bjhd->bihd", p, v), p.sum(-1).transpose(1, 2)[..., None])
 
 
 def attention_suspects(q, k, v, causal):
@@ -238,6 +239,7 @@ def _check_attention_out(out, ref, suspects, name, quiet, stray=None, tolerance=
         computed = ~utils.checking.never_written(out)  # NaN still from nan_empty: never written, check says so
         if not stray and bool((torch.isnan(o) & ~torch.isnan(ref.cpu()) & computed).any()):  # stray: told first
             for hint, wrong in suspects.items():
+                wrong = wrong.ref if isinstance(wrong, utils.Scaled) else wrong
                 if bool(torch.isclose(o, wrong.cpu(), rtol=tol.rtol, atol=tol.atol, equal_nan=True).all()):
                     raise AssertionError(
                         f"{name}: NaN where the reference has values, exactly where the mistake below "
@@ -287,6 +289,13 @@ def _far_below(q, k):
     q[:, [T // 2, T - 1]] = (-16 * math.sqrt(D) * u).to(q.dtype)
 
 
+def _head_0(wrong):
+    """A suspect (B, T, H, D) (or utils.Scaled) of one batch and head as (T, D)."""
+    if isinstance(wrong, utils.Scaled):
+        return utils.Scaled(wrong.ref[0, :, 0], wrong.scale[0, :, 0])
+    return wrong[0, :, 0]
+
+
 def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=False):
     """fn(q, k, v, [causal=c,] out=...) for one head, q, k, v (T, D) with rows further apart than D (each its own
     distance: a stride of one used for another shows), against attention_ref. causal=None: fn takes no causal
@@ -311,7 +320,7 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
                 out = fn(q, k, v, **kwargs, out=utils.nan_empty((T, D), dtype))
             args64 = (q4.double(), k4.double(), v4.double(), bool(c))
             ref = attention_ref(*args64)[0, :, 0]
-            suspects = {hint: wrong[0, :, 0] for hint, wrong in attention_suspects(*args64).items()}
+            suspects = {hint: _head_0(wrong) for hint, wrong in attention_suspects(*args64).items()}
             suspects.update(_stride_suspects(q, k, v, c))
             name = f"attention of one head (T={T}, D={D}, {'causal' if c else 'not causal'}"
             name += f", q x {q_scale[0]:g}: subtract each row's max before exp" if q_scale else ""

@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from utils import check, nan_empty, refuses, require, require_same_shape
+from utils import Scaled, check, nan_empty, refuses, require, require_same_shape
 from utils.mode import current
 
 DEV = current().device
@@ -348,6 +348,33 @@ def test_a_suspected_mistake_is_named_when_the_result_matches_it():
     with pytest.raises(AssertionError) as e:  # no suspect matches: the general hint, not a suspect's
         check(ref * 0.5 + 1, ref, suspects={"forgot the scale": no_scale})
     assert "forgot the scale" not in str(e.value)
+
+
+def test_of_two_matching_suspects_the_closer_is_named():
+    """At bf16's tolerance two blurred attentions (a scale applied twice with tl.exp, or with tl.exp2) both matched
+    on the H100, and the first was named: the closer one is."""
+    ref = torch.linspace(1, 2, 64, dtype=torch.float64, device=current().device)
+    near, nearer = ref * 1.04, ref * 1.03
+    out = (ref * 1.032).float()  # within 1 % of both, 3 % off the answer
+    with pytest.raises(AssertionError, match="the nearer one"):
+        check(out, ref, atol=1e-3, rtol=1e-2, reason="test", suspects={"the near one": near, "the nearer one": nearer})
+
+
+def test_a_scaled_suspect_is_compared_at_the_answers_scale():
+    """A sum never divided by its count is count times the answer, and so are its rounding errors: compared as is,
+    at the answer's atol, it did not match (lesson 06's attention without / l_i in bf16, session 28's H100 run);
+    Scaled(ref, count) divides both by count first."""
+    dev = current().device
+    ref = torch.randn(50, 8, dtype=torch.float64, device=dev) * 0.05
+    count = torch.linspace(20, 80, 50, dtype=torch.float64, device=dev)[:, None]
+    noise = 1 + 4e-3 * torch.randn(50, 8, dtype=torch.float64, device=dev)  # bf16-sized errors, relative
+    out = (ref * count * noise + 2e-3 * count * torch.randn(50, 8, device=dev)).float()  # and absolute, times count
+    tol = dict(atol=1e-2, rtol=1.6e-2, reason="bf16's")
+    with pytest.raises(AssertionError) as e:
+        check(out, ref, **tol, suspects={"not divided": ref * count})
+    assert "not divided" not in str(e.value)
+    with pytest.raises(AssertionError, match="not divided"):
+        check(out, ref, **tol, suspects={"not divided": Scaled(ref * count, count)})
 
 
 def test_refuses_passes_only_when_every_bad_input_raises_a_clear_error(capsys):

@@ -39,7 +39,7 @@ ATTENTION = ENV.pick(
     ],
 )
 ONE_HEAD = ENV.pick(cpu=(37, 16), gpu=(333, 128))
-GQA = ENV.pick(cpu=(2, 20, 4, 2, 16), gpu=(1, 200, 8, 2, 128))
+GQA = ENV.pick(cpu=(2, 20, 4, 2, 16), gpu=(2, 200, 8, 2, 128))  # B = 2: a batch stride taken for another shows
 
 
 # -- each step passes its own check ------------------------------------------------------------------------------

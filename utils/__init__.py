@@ -8,6 +8,7 @@ notebooks (participant copies), hints and explorers (widgets).
 
 from . import hints  # so that `utils.hints.answer(...)` works after `import utils`
 from .checking import (
+    Scaled,
     check,
     nan_empty,
     nan_like,
@@ -32,6 +33,7 @@ __all__ = [
     "Env",
     "dtype_name",
     "check",
+    "Scaled",
     "nan_empty",
     "nan_like",
     "refuses",

@@ -17,6 +17,7 @@ the learner's own line, not this module's source.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -458,14 +459,40 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", r
     )
 
 
+class Scaled(NamedTuple):
+    """A suspect whose values are ``scale`` times the answer's (a sum never divided by its count, say): check
+    compares ``out / scale`` with ``ref / scale``, at the answer's own tolerance, where the same rounding errors,
+    ``scale`` times larger in ``out``, would pass ``atol`` on the suspect's large values by chance only. ``scale``
+    broadcasts against ``ref`` (``(rows, 1)`` for a factor per row)."""
+
+    ref: object
+    scale: object
+
+
+def _as64(x):
+    return torch.as_tensor(x).detach().to("cpu", torch.float64)
+
+
 def _suspect(out64, suspects, rtol, atol, diagnose=None) -> str | None:
-    """The hint of the first suspected mistake whose reference ``out`` matches, else diagnose's, if any."""
+    """The hint of the suspected mistake whose reference ``out`` matches (of several, the closest, and of equally
+    close ones the first), else diagnose's, if any."""
+    best, best_excess = None, None
     for hint, wrong_ref in (suspects or {}).items():
-        wrong64 = torch.as_tensor(wrong_ref).detach().to("cpu", torch.float64)
-        if wrong64.shape == out64.shape and bool(
-            torch.isclose(out64, wrong64, rtol=rtol, atol=atol, equal_nan=True).all()
-        ):
-            return hint
+        scale = 1.0
+        if isinstance(wrong_ref, Scaled):
+            wrong_ref, scale = wrong_ref.ref, _as64(wrong_ref.scale)
+        wrong64 = _as64(wrong_ref)
+        if wrong64.shape != out64.shape:
+            continue
+        got, want = out64 / scale, wrong64 / scale
+        if not bool(torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True).all()):
+            continue
+        # how much of the tolerance the worst element takes (NaN where both are NaN: matched, nothing taken)
+        excess = float(((got - want).abs() / (atol + rtol * want.abs())).nan_to_num(0.0).max()) if got.numel() else 0.0
+        if best is None or excess < best_excess:
+            best, best_excess = hint, excess
+    if best is not None:
+        return best
     return diagnose(out64) if diagnose is not None else None
 
 
@@ -497,9 +524,10 @@ def check(
 
     ``suspects`` names the lesson's classic mistakes: ``{hint: the reference computed as if that mistake were made}``
     (e.g. ``{"the 1/sqrt(D) scale is missing": attention_ref(q, k, v, scale=1.0)}``). When ``out`` is wrong but
-    matches one of them within the tolerance, that hint is the one given. ``diagnose(out)`` (``out`` in fp64 on the
-    CPU) -> a hint or None names a mistake no whole reference can stand for (outputs that some programs overwrite
-    and others never write, say); it is asked when no suspect matches, before the general hints.
+    matches one of them within the tolerance, that hint is the one given (of several, the closest); a suspect given
+    as ``Scaled(wrong_ref, scale)`` is compared at the answer's scale (see Scaled). ``diagnose(out)`` (``out`` in
+    fp64 on the CPU) -> a hint or None names a mistake no whole reference can stand for (outputs that some programs
+    overwrite and others never write, say); it is asked when no suspect matches, before the general hints.
 
     ``dims`` names the dimensions (``("batch", "position", "head", "dim")``) so that places are told as "heads 1
     and 2", "positions ≥ 1"; without it a 2-D result has rows and columns and others "dim d indices".
