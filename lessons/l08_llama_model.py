@@ -31,6 +31,7 @@ from lessons.l07_llm_layer import (
     llama_layer,
     rmsnorm,
     rmsnorm_ref,
+    rope_interleaved_ref,
     rope_ref,
     swiglu,
     swiglu_ref,
@@ -66,6 +67,11 @@ class ModelArgs:
 
 
 ROPE_TYPES = ("default", "linear", "llama3")
+ROPE_FIELDS = {
+    "default": (),
+    "linear": ("factor",),  # what rope_frequencies reads for each type
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
 
 
 def model_args(config: dict) -> ModelArgs:
@@ -99,7 +105,16 @@ def model_args(config: dict) -> ModelArgs:
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type not in ROPE_TYPES:
         raise ValueError(f"RoPE type {rope_type!r} is not implemented here (only {', '.join(ROPE_TYPES)})")
+    missing = [key for key in ROPE_FIELDS[rope_type] if key not in rope]
+    if missing:
+        raise ValueError(f"RoPE type {rope_type!r} needs {', '.join(missing)} in config.json's rope_scaling: is "
+                         f"the config complete?")  # fmt: skip
+    if D not in (16, 32, 64, 128):
+        raise ValueError(f"head_dim {D}: the decode kernels (rope_kv_write, decode_attention) take 16, 32, 64 or 128")
     eos = config.get("eos_token_id")
+    theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+    if not theta > 0:
+        raise ValueError(f"rope_theta is {theta}: RoPE's base must be positive (Llama: 10000 or 500000)")
     return ModelArgs(
         vocab_size=config["vocab_size"],
         n_layers=config["num_hidden_layers"],
@@ -107,7 +122,7 @@ def model_args(config: dict) -> ModelArgs:
         n_heads=H,
         n_kv_heads=KV,
         ffn_dim=config["intermediate_size"],
-        rope_theta=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+        rope_theta=theta,
         norm_eps=float(config.get("rms_norm_eps", 1e-6)),
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
         rope_scaling=None if rope_type == "default" else {**rope, "rope_type": rope_type},
@@ -542,9 +557,14 @@ def rope_kv_write(qkv, cos, sin, pos, k_cache, v_cache, *, out=None):
     utils.require(pos, "pos", dtype=torch.int32, shape=(B,))
     if D < 2 or D & (D - 1):
         raise ValueError(f"head_dim D={D} must be a power of two here (tl.arange needs one)")
-    out = utils.require_out(
-        out, shape=(B, H, D), dtype=qkv.dtype, device=qkv.device, inputs={"qkv": qkv, "k_cache": k_cache}
-    )
+    inputs = {"qkv": qkv, "cos": cos, "sin": sin, "pos": pos}  # what the kernel reads
+    for cache_name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        for name, t in inputs.items():
+            if utils.overlaps(cache, t):
+                raise ValueError(f"{cache_name} shares memory with {name}: the kernel would write the cache over "
+                                 f"what it still reads. Pass separate tensors.")  # fmt: skip
+    out = utils.require_out(out, shape=(B, H, D), dtype=qkv.dtype, device=qkv.device,
+                            inputs={**inputs, "k_cache": k_cache, "v_cache": v_cache})  # fmt: skip
     if B == 0:
         return out
     rope_kv_write_kernel[(B,)](
@@ -607,6 +627,8 @@ def check_rope_kv_write(fn, *, quiet=False):
         at_b = torch.arange(B, device=p.device)  # every sequence turned by the angle of position b, its index
         q_b = rope_ref(q_raw[:, None], k_raw[:, None], cos.double()[at_b][:, None], sin.double()[at_b][:, None])
         b_hint = "q and k were turned by the angle of position b (the sequence's index), not pos: use table row pos."
+        x_raw, c_p, s_p = q_raw[:, None], cos.double()[p][:, None], sin.double()[p][:, None]  # (B, 1, H, D), (B, 1, D)
+        first_pos = (cos.double()[p[:1]].expand(B, D)[:, None], sin.double()[p[:1]].expand(B, D)[:, None])
         angle_hint = (
             "RoPE used the angle of position pos {} 1: the table row must be the new token's own position, "
             "pos_ptr[b] (positions count from 0, and pos is where this token goes, not how many came before)."
@@ -623,6 +645,16 @@ def check_rope_kv_write(fn, *, quiet=False):
                 angle_hint.format("-"): wrong_angle[-1][0],
                 "q was not rotated: apply x1 c - x2 s and x2 c + x1 s to its two halves.": q_raw,
                 b_hint: q_b[0][:, 0],
+                "q turns the wrong way (the sign of sin): x1 c - x2 s goes to the first half, x2 c + x1 s to the "
+                "second.": rope_ref(x_raw, x_raw, c_p, -s_p)[0][:, 0],
+                "cos and sin swapped: c = tl.load(cos_ptr + ...), s = tl.load(sin_ptr + ...).": rope_ref(
+                    x_raw, x_raw, s_p, c_p
+                )[0][:, 0],
+                "the wrong pairs: Hugging Face's layout turns element i with element i + D/2 (the two halves), not "
+                "the adjacent elements 2i and 2i + 1.": rope_interleaved_ref(x_raw, c_p, s_p)[:, 0],
+                "every sequence was turned by sequence 0's position: load pos_ptr + b, not pos_ptr.": rope_ref(
+                    x_raw, x_raw, *first_pos
+                )[0][:, 0],
             },
         )
         row_hint = (
@@ -633,6 +665,8 @@ def check_rope_kv_write(fn, *, quiet=False):
         half = D // 2
         head_0 = k_old.double()  # the row without kv * HEAD_DIM: every kv head stored at head 0's place, the last stays
         head_0[torch.arange(B, device=p.device), p, 0] = k_rot[:, 0, -1]
+        padding = _write_rows(k_old.double(), p, k_rot[:, 0])  # heads KV .. BLOCK_KV - 1: zeros, into row pos + 1
+        padding[torch.arange(B, device=p.device), p + 1, : triton.next_power_of_2(KV) - KV] = 0.0
         dims = ("batch", "position", "kv head", "dim")
         utils.check(
             k_cache,
@@ -649,6 +683,8 @@ def check_rope_kv_write(fn, *, quiet=False):
                     _write_rows(k_old.double(), p, k_rot[:, 0].roll(half, -1))
                 ),
                 "every kv head was written to head 0's place: the cache row needs + kv * HEAD_DIM.": head_0,
+                "the padding heads kv >= KV of the (BLOCK_KV, D) tile were stored too: they land in the next row's "
+                "first heads. Mask the k and v stores with (kv < KV) & inside.": padding,
                 row_hint.format("+"): _write_rows(k_old.double(), p + 1, k_rot[:, 0]),
                 row_hint.format("-"): _write_rows(k_old.double(), p - 1, k_rot[:, 0]),
                 "k was written to row b (the sequence's index) instead of row pos: use pos_ptr.": _write_rows(
@@ -957,9 +993,8 @@ def decode_attention(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, s
     schedule: a DecodeSchedule (default: DECODE_ATTENTION_SCHEDULES's row for this head_dim); pdl: both kernels
     launched early (the decode step's DECODE_FUSIONS.attention_pdl)."""
     utils.require(q, "q", dtype=FLOATS, ndim=3)
-    out = utils.require_out(
-        out, shape=tuple(q.shape), dtype=q.dtype, device=q.device, inputs={"q": q, "k_cache": k_cache}
-    )
+    inputs = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "lengths": lengths}
+    out = utils.require_out(out, shape=tuple(q.shape), dtype=q.dtype, device=q.device, inputs=inputs)
     partials = decode_partials(q, k_cache, v_cache, lengths, n_splits, schedule=schedule, pdl=pdl)
     return decode_combine(*partials, out=out, pdl=pdl)
 
@@ -1077,10 +1112,28 @@ def check_decode_attention(fn, *, quiet=False):
         wrong_heads = torch.arange(H, device=q.device) % KV  # query head h read kv head h % KV
         full = torch.full_like(lengths, max_len)
         _, split_len, block = decode_split(B, KV, max_len, head_dim=D)
+        w = (m - m.amax(2, keepdim=True)).exp().nan_to_num(0.0)  # each split's weight exp(m_i - m); empty: 0
+        w_e = (LOG2E * (m - m.amax(2, keepdim=True))).exp().nan_to_num(0.0)  # tl.exp of base-2 maxima
+        rows_d = torch.arange(max_len, device=q.device)[:, None] + torch.arange(KV, device=q.device)  # (t, kv): t + kv
         suspects = {
             "The partial softmaxes were added without rescaling: each split's acc and l are relative to its own "
             "max m_i; multiply them by exp2(m_i - m), with m the max over the splits, before summing.": (
                 acc.sum(2) / l_.sum(2)[..., None]
+            ),
+            "The combine rescaled acc but not l: o = sum_i w_i acc_i / sum_i w_i l_i, with the same w_i = "
+            "exp2(m_i - m) on both sums.": (w[..., None] * acc).sum(2) / l_.sum(2)[..., None],
+            "The combine used tl.exp on the splits' maxima, which are in base 2 (scores times log2(e)): w_i = "
+            "tl.exp2(m_i - m).": (w_e[..., None] * acc).sum(2) / (w_e * l_).sum(2)[..., None],
+            "Each split divided its acc by its l_i before storing it, and the combine divided again: the first "
+            "kernel stores acc unnormalised (the combine's sum_i w_i l_i normalises once).": (
+                (w[..., None] * acc / l_[..., None]).nan_to_num(0.0).sum(2) / (w * l_).sum(2)[..., None]
+            ),
+            "Every sequence used sequence 0's length: load lengths_ptr + b, not lengths_ptr.": decode_attention_ref(
+                q64, k64, v64, lengths[:1].expand(B)
+            ),
+            "Keys were read HEAD_DIM apart: the cache is (B, max_len, KV, D), so key t of kv head kv_h is at "
+            "b * stride_cb + t * stride_ct + kv_h * HEAD_DIM (stride_ct = KV * D).": decode_attention_ref(
+                q64, k64.flatten(1, 2)[:, rows_d], v64.flatten(1, 2)[:, rows_d], lengths
             ),
         }
         for forgot, keep in (("acc", ("l",)), ("l_i", ("acc",))):  # the loop over key blocks, one rescale left out
@@ -1126,6 +1179,46 @@ def check_decode_attention(fn, *, quiet=False):
             return _kv_heads_read(got, *args, tol) or _sequence_rows_read(got, *args, tol)
 
         utils.check(out, ref, **tolerance, name=name, quiet=quiet, suspects=suspects, stray=stray, diagnose=diagnose)
+    _check_far_scores(fn, dtype, quiet)
+
+
+def _check_far_scores(fn, dtype, quiet):
+    """One sequence over three splits whose scores lie far below 0, those of split 0 some 200 below the others':
+    the combine must weigh the splits by exp2(m_i - m) with m the max over the real splits. Taken from split 0
+    (or from a padded split's m of 0, not -inf) the weights overflow to inf, or all underflow to 0: 0/0."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    H, KV, D = 4, 1, env.pick(cpu=16, gpu=64)
+    block = decode_split(1, KV, 1, head_dim=D)[2]
+    max_len = 3 * block
+    split_len = decode_split(1, KV, max_len, head_dim=D)[1]
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(D, generator=g, dtype=torch.float64)
+    u /= u.norm()
+    q = u * math.sqrt(D) * (1 + 0.1 * torch.arange(H, dtype=torch.float64))[:, None]  # score of key t: ~s_t
+    s = torch.where(torch.arange(max_len) < split_len, -400.0, -200.0) + 2 * torch.randn(max_len, generator=g)
+    k = s[:, None] * u + 0.1 * torch.randn(max_len, D, generator=g, dtype=torch.float64)
+    q, k = q[None].to(env.device, dtype), k[None, :, None].to(env.device, dtype)  # (1, H, D), (1, max_len, 1, D)
+    v = torch.randn(1, max_len, KV, D, generator=g).to(env.device, dtype)
+    lengths = torch.full((1,), max_len, device=env.device, dtype=torch.int32)
+    with utils.watch_memory() as stray:
+        out = fn(q, k, v, lengths, out=utils.nan_empty((1, H, D), dtype))
+    q64, k64 = q.double(), k.double()
+    ref = decode_attention_ref(q64, k64, v.double(), lengths)
+    s_max = float(torch.einsum("bhd,btkd->bhtk", q64, k64).abs().max()) / math.sqrt(D)
+
+    def diagnose(got):
+        if bool(got.isfinite().all()):
+            return None
+        return (
+            "NaN or inf where every split's scores are far below 0 and split 0's far below the others': the "
+            "combine must take m = the max of the splits' m_i (masked splits loaded with other=-inf, not 0) and "
+            "weigh split i by exp2(m_i - m): never more than 1, and 1 for the split that holds the max."
+        )
+
+    name = f"decode attention (B=1, H={H}, KV={KV}, D={D}, lengths=[{max_len}], scores near -400 and -200)"
+    utils.check(out, ref, **large_scores_tolerance(dtype, s_max), name=name, quiet=quiet, stray=stray,
+                diagnose=diagnose)  # fmt: skip
 
 
 @triton.jit
@@ -1807,7 +1900,7 @@ def decode_qkv_rope(
     for name, table in (("cos", cos), ("sin", sin)):
         utils.require(table, name, dtype=x.dtype, shape=(max_len, D))
     utils.require(pos, "pos", dtype=torch.int32, shape=(1,))
-    inputs = {"x": x, "w": w, "k_cache": k_cache, "v_cache": v_cache}
+    inputs = {"x": x, "w": w, "k_cache": k_cache, "v_cache": v_cache, "cos": cos, "sin": sin, "pos": pos}
     out = utils.require_out(out, shape=(1, H, D), dtype=x.dtype, device=x.device, inputs=inputs)
     utils.require_int32_offsets(w, "w")
     loop = gemv_loop(loop)
@@ -2043,7 +2136,8 @@ def decode_attention_fused(
     if D not in (16, 32, 64, 128):
         raise ValueError(f"head_dim D={D}: this kernel takes 16, 32, 64 or 128")
     utils.require_int32_offsets(q, "q")
-    out = utils.require_out(out, shape=(B, H, D), dtype=q.dtype, device=q.device, inputs={"q": q, "k_cache": k_cache})
+    inputs = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "lengths": lengths}
+    out = utils.require_out(out, shape=(B, H, D), dtype=q.dtype, device=q.device, inputs=inputs)
     s = schedule or decode_schedule(D)
     n_default, split_len, BLOCK_N = decode_split(B, KV, max_len, head_dim=D, schedule=s)
     if variant == "one-pass":
@@ -2230,6 +2324,7 @@ def _fused_gemv(model: Model, B: int, ops: DecodeOps) -> bool:
 def decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = TRITON_DECODE):
     """token (B,) at position pos (B,) int32 -> logits (B, V) fp32; appends each token's k, v to the cache."""
     _require_cache_of(model, cache)  # host comparisons only: nothing waits for the GPU
+    utils.require(token, "token", dtype=(torch.int64, torch.int32), ndim=1, contiguous=False)
     a = model.args
     B, H, KV, D = token.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
     lengths = pos + 1  # each sequence attends to its earlier tokens and to the new one
@@ -2330,6 +2425,8 @@ def generate(
     utils.require(prompt, "prompt", dtype=(torch.int64, torch.int32), ndim=2, contiguous=False)
     B, T = prompt.shape
     max_len = T + max_new_tokens if max_len is None else utils.require_int(max_len, "max_len")
+    if T >= max_len:
+        raise ValueError(f"the prompt has {T} tokens, max_len={max_len} leaves no room for a new one: raise max_len")
     if T + max_new_tokens > max_len:
         raise ValueError(
             f"{T} prompt tokens + {max_new_tokens} new ones do not fit max_len={max_len}: raise max_len, or ask "

@@ -10,6 +10,7 @@ loop is replayed from a CUDA graph.
 import itertools
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -488,6 +489,110 @@ def test_check_names_a_planted_gqa_mistake(edit, words, monkeypatch, tmp_path):
     assert "Wrong values in many places" not in str(failure.value)
 
 
+_Q1, _Q2 = "(q1 * c - q2 * s)", "(q2 * c + q1 * s)"
+_K1, _K2 = "(k1 * c - k2 * s)", "(k2 * c + k1 * s)"
+_INTERLEAVED = [  # Meta's layout: adjacent elements 2i and 2i + 1 turn by angle i, loaded and stored so
+    ("q1 = tl.load(src + heads * HEAD_DIM + half,", "q1 = tl.load(src + heads * HEAD_DIM + 2 * half,"),
+    ("q2 = tl.load(src + heads * HEAD_DIM + HEAD_DIM // 2 + half,",
+     "q2 = tl.load(src + heads * HEAD_DIM + 2 * half + 1,"),
+    ("heads * HEAD_DIM + half\n", "heads * HEAD_DIM + 2 * half\n"),  # dst
+    ("tl.store(dst + HEAD_DIM // 2,", "tl.store(dst + 1,"),
+    ("k1 = tl.load(k_src,", "k1 = tl.load(k_src + half,"),
+    ("k2 = tl.load(k_src + HEAD_DIM // 2,", "k2 = tl.load(k_src + half + 1,"),
+    ("tl.store(k_cache_ptr + row + HEAD_DIM // 2,", "tl.store(k_cache_ptr + row + half + 1,"),  # row holds + half
+    ("tl.store(k_cache_ptr + row,", "tl.store(k_cache_ptr + row + half,"),
+]  # fmt: skip
+_SCALE = "scale = tl.exp2(m - tl.max(m, 0))"
+KV_PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
+    "q and k turned the wrong way": (
+        "rope_kv_write_kernel",
+        [
+            (_Q1, _Q1.replace("-", "+")),
+            (_Q2, _Q2.replace("+", "-")),
+            (_K1, _K1.replace("-", "+")),
+            (_K2, _K2.replace("+", "-")),
+        ],
+        "rope",
+        "turns the wrong way",
+    ),  # fmt: skip
+    "cos and sin swapped": (
+        "rope_kv_write_kernel",
+        [("c = tl.load(cos_ptr", "c = tl.load(sin_ptr"), ("s = tl.load(sin_ptr", "s = tl.load(cos_ptr")],
+        "rope",
+        "cos and sin swapped",
+    ),  # fmt: skip
+    "adjacent pairs": ("rope_kv_write_kernel", _INTERLEAVED, "rope", "the wrong pairs"),
+    "every sequence at sequence 0's position": (
+        "rope_kv_write_kernel",
+        [("tl.load(pos_ptr + b)", "tl.load(pos_ptr)")],
+        "rope",
+        "sequence 0's position",
+    ),  # fmt: skip
+    "padding kv heads stored": (
+        "rope_kv_write_kernel",
+        [("write = (kv < KV) & inside", "write = inside")],
+        "rope",
+        "the padding heads",
+    ),  # fmt: skip
+    "every sequence with sequence 0's length": (
+        "decode_attention_kernel",
+        [("tl.load(lengths_ptr + b)", "tl.load(lengths_ptr)")],
+        "attn",
+        "sequence 0's length",
+    ),  # fmt: skip
+    "partials normalised in the first kernel": (
+        "decode_attention_kernel",
+        [("d[None, :], acc, mask", "d[None, :], acc / l_i[:, None], mask")],
+        "attn",
+        "divided its acc by its l_i",
+    ),  # fmt: skip
+    "keys read HEAD_DIM apart": (
+        "decode_attention_kernel",
+        [("cols[:, None].to(tl.int64) * stride_ct", "cols[:, None].to(tl.int64) * HEAD_DIM")],
+        "attn",
+        "read HEAD_DIM apart",
+    ),  # fmt: skip
+    "combine with tl.exp": (
+        "decode_combine_kernel",
+        [(_SCALE, _SCALE.replace("exp2", "exp"))],
+        "attn",
+        "tl.exp on the splits' maxima",
+    ),  # fmt: skip
+    "combine with l not rescaled": (
+        "decode_combine_kernel",
+        [("/ tl.sum(l_s * scale, 0)", "/ tl.sum(l_s, 0)")],
+        "attn",
+        "rescaled acc but not l",
+    ),  # fmt: skip
+    "combine with masked splits' m of 0": (
+        "decode_combine_kernel",
+        [('mask=mask, other=float("-inf"))', "mask=mask, other=0.0)")],
+        "attn",
+        "loaded with other=-inf, not 0",
+    ),  # fmt: skip
+    "combine weighed by split 0's max": (
+        "decode_combine_kernel",
+        [(_SCALE, "scale = tl.exp2(m - tl.load(m_ptr + bh * n_splits))")],
+        "attn",
+        "the max of the splits' m_i",
+    ),  # fmt: skip
+}
+KV_CHECKS = {"rope": (L.check_rope_kv_write, L.rope_kv_write), "attn": (L.check_decode_attention, L.decode_attention)}
+
+
+@pytest.mark.parametrize("mistake", list(KV_PLANTED))
+def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
+    """Each fails its check with the hint that names it, not "Wrong values in many places" or a passing check.
+    The last two pass every case of random scores (the max they subtract only shifts the weights): they fail where
+    the scores lie far below 0 and split 0 far below the others (_check_far_scores)."""
+    name, edits, check, words = KV_PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    fn, launcher = KV_CHECKS[check]
+    with pytest.raises(AssertionError, match=re.escape(words)) as failure:
+        fn(launcher, quiet=True)
+    assert "Wrong values in many places" not in str(failure.value)
+
+
 # -- sampling ---------------------------------------------------------------------------------------------------
 
 
@@ -604,6 +709,19 @@ def test_loader_refusals(tmp_path, tied):
             "does not split over 6 heads and config.json sets no head_dim",
         ),
         "an incomplete config": (lambda: L.model_args({"model_type": "llama"}), "has no vocab_size"),
+        "llama3 RoPE without its fields": (
+            lambda: L.model_args({**config, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}),
+            "needs low_freq_factor, high_freq_factor, original_max_position_embeddings",
+        ),
+        "linear RoPE without a factor": (
+            lambda: L.model_args({**config, "rope_scaling": {"rope_type": "linear"}}),
+            "'linear' needs factor",
+        ),
+        "a RoPE base of 0": (lambda: L.model_args({**config, "rope_theta": 0}), "rope_theta is 0.0"),
+        "a head width the decode kernels cannot take": (
+            lambda: L.model_args({**config, "head_dim": 24}),
+            "head_dim 24: the decode kernels",
+        ),
     }
     for call, message in cases.values():
         with pytest.raises((ValueError, FileNotFoundError), match=message):
@@ -628,6 +746,13 @@ def test_generate_refusals(tied):
         "a float max_len": (lambda: L.generate(model, ids, 2, max_len=10.5), "max_len must be a positive int"),
         "a float batch for a cache": (lambda: L.new_cache(model, 1.0, 8), "B must be a positive int"),
         "a float max_len for a cache": (lambda: L.new_cache(model, 1, 8.5), "max_len must be a positive int"),
+        "a prompt that fills max_len": (lambda: L.generate(model, ids, 1, max_len=3), "leaves no room"),
+        "a float token to decode_step": (
+            lambda: L.decode_step(
+                model, ids[:, 0].float(), torch.zeros(1, dtype=torch.int32, device=ENV.device), L.new_cache(model, 1, 8)
+            ),
+            "token has dtype float32",
+        ),  # fmt: skip
     }
     if not ENV.is_gpu:
         cases["a CUDA graph on the CPU"] = (lambda: L.generate(model, ids, 2, cuda_graph=True), "needs a GPU")
@@ -723,6 +848,41 @@ def test_kernel_refusals():
         },
         quiet=True,
     )
+
+
+def test_no_launcher_writes_over_its_inputs():
+    """An out (or a cache) sharing memory with something the kernel reads was accepted where the launcher's list of
+    inputs left it out: decode_attention's out over v_cache overwrote the cache, rope_kv_write's out over v_cache
+    or the tables wrote q into them, a k cache over qkv wrote keys over the heads still to be read."""
+    d = ENV.device
+    q = torch.randn(1, 4, 16, device=d)
+    k, v = torch.zeros(1, 8, 2, 16, device=d), torch.zeros(1, 8, 2, 16, device=d)
+    lengths = torch.ones(1, dtype=torch.int32, device=d)
+    qkv, cos = torch.randn(1, 8, 16, device=d), torch.ones(8, 16, device=d)
+    x, w = torch.randn(1, 24, device=d), torch.randn(8 * 16, 24, device=d)
+    over_v = v.view(-1)[:64].view(1, 4, 16)  # a (B, H, D) view of v_cache's first elements
+
+    def attention(fn):
+        return lambda: fn(q, k, v, lengths, out=over_v)
+
+    utils.refuses(
+        {
+            "decode_attention's out over v_cache": attention(L.decode_attention),
+            "decode_attention_fused's out over v_cache": attention(L.decode_attention_fused),
+            "rope_kv_write's out over v_cache": lambda: L.rope_kv_write(qkv, cos, cos, lengths, k, v, out=over_v),
+            "rope_kv_write's out over the cos table": lambda: L.rope_kv_write(
+                qkv, cos, cos.clone(), lengths, k, v, out=cos.view(-1)[:64].view(1, 4, 16)
+            ),
+            "a k cache over qkv": lambda: L.rope_kv_write(
+                qkv, cos[:2], cos[:2], lengths, qkv.view(-1)[:64].view(1, 2, 2, 16), k[:, :2].clone()
+            ),
+            "decode_qkv_rope's out over the sin table": lambda: L.decode_qkv_rope(
+                x, w, cos.clone(), cos, lengths, k, v, out=cos.view(-1)[:64].view(1, 4, 16)
+            ),
+        },
+        quiet=True,
+    )
+    assert torch.equal(v, torch.zeros_like(v)), "a refused call wrote into v_cache"
 
 
 # -- the fused batch-1 decode step ---------------------------------------------------------------------------------
