@@ -548,6 +548,114 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "rope_with_grad",
         "were never written (still the NaN",
     ),  # fmt: skip
+    # a backward that takes its upstream gradient for contiguous: the checks hand it a strided view (strided_copy)
+    "rmsnorm backward takes dy for contiguous": (
+        "RMSNormFunction.backward",
+        "dy = dy.contiguous()",
+        "dy = dy",
+        "rmsnorm_with_grad",
+        "as if it were contiguous",
+    ),  # fmt: skip
+    "swiglu backward takes dout for contiguous": (
+        "SwiGLUFunction.backward",
+        "dout = dout.contiguous()",
+        "dout = dout",
+        "swiglu_with_grad",
+        "as if it were contiguous",
+    ),  # fmt: skip
+    "rope backward takes dy for contiguous": (
+        "RoPEFunction.backward",
+        "dy.contiguous()",
+        "dy",
+        "rope_with_grad",
+        "as if it were contiguous",
+    ),  # fmt: skip
+    "kl backward takes grad_output for contiguous": (
+        "KLDivFunction.backward",
+        "grad_output.contiguous()",
+        "grad_output",
+        "kl_div",
+        "as if it were contiguous",
+    ),  # fmt: skip
+    "ce running max starting at 0": (  # the check's last row has every logit below -104
+        "cross_entropy_kernel",
+        'm = tl.full((ROWS,), float("-inf"), ACC)',
+        "m = tl.zeros((ROWS,), ACC)",
+        "cross_entropy",
+        "the running max m starts at 0",
+    ),  # fmt: skip
+    "ce backward without grad_output": (
+        "CrossEntropyFunction.backward",
+        "grad * grad_output,",
+        "grad,",
+        "cross_entropy",
+        "not multiplied by grad_output",
+    ),  # fmt: skip
+    "fused ce backward without grad_output": (
+        "FusedLinearCrossEntropyFunction.backward",
+        "grad_output.item() != 1.0",
+        "False",
+        "fused_linear_cross_entropy",
+        "grad_x is not multiplied by grad_output",
+    ),  # fmt: skip
+    "fused ce loss divided by every token": (
+        "FusedLinearCrossEntropyFunction.forward",
+        "return loss_rows.sum() / n_valid",
+        "return loss_rows.sum() / T",
+        "fused_linear_cross_entropy",
+        "the loss divides by every token",
+    ),  # fmt: skip
+    "rmsnorm dx without the outer rstd": (
+        "rmsnorm_backward_kernel",
+        "dx = rstd[:, None] * (dyw - xhat * (tl.sum(dyw * xhat, axis=1) / C)[:, None])",
+        "dx = dyw - xhat * (tl.sum(dyw * xhat, axis=1) / C)[:, None]",
+        "rmsnorm_with_grad",
+        "dx misses the outer rstd",
+    ),  # fmt: skip
+    "rmsnorm saves y for x": (
+        "RMSNormFunction.forward",
+        "ctx.save_for_backward(x, weight, rstd)",
+        "ctx.save_for_backward(y, weight, rstd)",
+        "rmsnorm_with_grad",
+        "backward was given y where it needs x",
+    ),  # fmt: skip
+    "rmsnorm dw from x": (
+        "rmsnorm_backward_kernel",
+        "dw += tl.sum(dy * xhat, axis=0)",
+        "dw += tl.sum(dy * x, axis=0)",
+        "rmsnorm_with_grad",
+        "dw misses rstd",
+    ),  # fmt: skip
+    "rmsnorm dw times w": (
+        "rmsnorm_backward_kernel",
+        "dw += tl.sum(dy * xhat, axis=0)",
+        "dw += tl.sum(dyw * xhat, axis=0)",
+        "rmsnorm_with_grad",
+        "dw is multiplied by w",
+    ),  # fmt: skip
+    "swiglu gate and up loaded swapped": (
+        "swiglu_backward_kernel",
+        "    g = tl.load(gu_ptr + rows[:, None] * stride_gm + cols[None, :], mask=mask, other=0.0).to(ACC)\n    u =",
+        "    u = tl.load(gu_ptr + rows[:, None] * stride_gm + cols[None, :], mask=mask, other=0.0).to(ACC)\n    g =",
+        "swiglu_with_grad",
+        "backward loads gate and up swapped",
+    ),  # fmt: skip
+    "swiglu d(gate) and d(up) stored swapped": (
+        "swiglu_backward_kernel",
+        "cols[None, :], dg.to(dgu_ptr.dtype.element_ty), mask=mask)\n"
+        "    tl.store(dgu_ptr + rows[:, None] * stride_dgm + Fd + cols[None, :], du.to(",
+        "cols[None, :], du.to(dgu_ptr.dtype.element_ty), mask=mask)\n"
+        "    tl.store(dgu_ptr + rows[:, None] * stride_dgm + Fd + cols[None, :], dg.to(",
+        "swiglu_with_grad",
+        "d(gate) and d(up) are swapped",
+    ),  # fmt: skip
+    "rope backward negates cos": (
+        "rope_fwd_bwd_kernel",
+        "s = -s",
+        "c = -c",
+        "rope_with_grad",
+        "the backward negates cos",
+    ),  # fmt: skip
 }
 
 
@@ -610,10 +718,22 @@ def test_bad_inputs_are_refused_before_any_launch(monkeypatch):
             "rope k longer than q": lambda: lesson.rope_with_grad(q[:, :2], q, cos, sin),
             "rope k shorter than q": lambda: lesson.rope_with_grad(q, q[:, :2], cos, sin),
             "rope k of another batch": lambda: lesson.rope_with_grad(q, q.repeat(2, 1, 1, 1), cos, sin),
+            "rope k of another dtype": lambda: lesson.rope_with_grad(q, q.double(), cos, sin),
+            "rope k of another head size": lambda: lesson.rope_with_grad(q, q[..., :4].contiguous(), cos, sin),
             "an ignore_index past int64": lambda: lesson.cross_entropy(logits, labels, ignore_index=2**63),
         },
         quiet=True,
     )
+
+
+def test_rope_blames_k_not_the_tables_when_k_differs_from_q():
+    """k's dtype and head size are checked against q's before the tables: the tables' message would blame them."""
+    q = torch.randn(1, 5, 2, 8, device=ENV.device)
+    cos, sin = lesson.rope_tables(5, 8, device=ENV.device)
+    with pytest.raises(TypeError, match="^k has dtype float64"):
+        lesson.rope_with_grad(q, q.double(), cos, sin)
+    with pytest.raises(ValueError, match="with q's B, T and D"):
+        lesson.rope_with_grad(q, q[..., :4].contiguous(), cos, sin)
 
 
 @pytest.mark.skipif(not ENV.interpret, reason="bfloat16 is refused under the interpreter only")
