@@ -1891,7 +1891,9 @@ def compact_bytes(n, n_kept, element_size):
 def compact_misplaced(values, keep, segment):
     """diagnose= for check_compact: finds each kept value in out by its value (random floats; one kept twice is
     left out) and, for the first segment of `segment` elements (one program's) whose kept values landed elsewhere,
-    names where its destinations start and how many values the segments before it kept."""
+    most of them agreeing on where the segment starts (a few found by chance in memory never written do not count;
+    where most values out of place say their segment starts at out[0], programs racing there, the first such), names
+    where its destinations start and how many values the segments before it kept."""
     want = values[keep].double().cpu()
     kept_at = torch.nonzero(keep.cpu()).flatten()
     seg = kept_at // segment  # each kept value's segment
@@ -1907,11 +1909,18 @@ def compact_misplaced(values, keep, segment):
         found = (got[at] == want) & ~twice
         start = order[at] - rank  # where the kept value's segment starts writing, as this value tells
         wrong = found & (start != torch.searchsorted(seg, seg))
-        if not bool(wrong.any()):
-            return None
-        b = int(seg[torch.nonzero(wrong)[0, 0]])
-        starts = start[found & (seg == b)]
-        begin, before = int(starts.mode().values), int((seg < b).sum())
+        at_0 = wrong & (start == 0)  # segments that start again at out[0]: racing for the same places, compiled
+        if 2 * int(at_0.sum()) > int(wrong.sum()):  # most values out of place say so (a segment may keep none)
+            b, mode = int(seg[at_0][0]), 0
+        else:
+            for b in seg[wrong].unique()[:64].tolist():  # the first segments with a value out of place
+                starts = start[found & (seg == b)]
+                mode = starts.mode().values
+                if 2 * int((starts == mode).sum()) > len(starts) and int(mode) != int((seg < b).sum()):
+                    break  # most of its values agree on a start, and it is not the right one
+            else:
+                return None
+        begin, before = int(mode), int((seg < b).sum())
         why = (
             "it starts again at out[0], as if nothing came before it"
             if begin == 0

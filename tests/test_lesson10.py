@@ -359,6 +359,26 @@ def test_the_compaction_check_catches_a_segment_that_forgets_its_earlier_blocks(
     assert torch.equal(L.compact(values, values > 0, BLOCK_SIZE=16), values[values > 0])
 
 
+def test_the_misplaced_segment_diagnosis_goes_by_what_most_values_say():
+    """Compiled, a compaction without its block offset has every program race to out[0:its count]: a segment keeps
+    only the places it wrote last, and a few of its values may also turn up where nothing was written (memory the
+    buffer held before). Those few must not be taken for where the segment starts (session 28's H100 run named
+    program 0, whose start is right)."""
+    gen = torch.Generator().manual_seed(0)
+    n, segment = 64 * 40, 64
+    values, keep = torch.randn(n, generator=gen), torch.rand(n, generator=gen) < 0.5
+    kept = values[keep]
+    seg = torch.nonzero(keep).flatten() // segment
+    out = torch.randn(len(kept), generator=gen) + 100  # memory never written: nothing kept looks like it
+    for b in torch.randperm(n // segment, generator=gen).tolist():  # the race: the last writer of a place keeps it
+        mine = kept[seg == b]
+        out[: len(mine)] = mine
+    first = kept[seg == 0]
+    out[-3:] = first[:3]  # three of program 0's values where nothing was written
+    hint = L.compact_misplaced(values, keep, segment)(out.double())
+    assert hint is not None and "starts again at out[0]" in hint and "program 0's" not in hint, hint
+
+
 def test_compaction_refuses_a_bad_chunks_before_launching():
     values = torch.randn(100, device=DEV)
     keep = values > 0
