@@ -117,10 +117,23 @@ def _require_rows(x, name, dtypes):
         )
 
 
+def _require_no_nan(x, name, fn):
+    """Refuses a NaN in x for the min/max networks: compiled, tl.minimum(NaN, v) is v (the NaN is lost and v
+    doubled); under the interpreter the NaN spreads over the row. One read of x and one host sync."""
+    nan = torch.isnan(x)
+    if bool(nan.any()):
+        r, c = (int(i) for i in torch.nonzero(nan)[0])
+        raise ValueError(
+            f"{name}[{r}, {c}] is NaN, and {fn} sorts with tl.minimum / tl.maximum, which do not order NaN: use "
+            f"sort_rows (NaN last, as torch.sort), or replace the NaNs first ({name}.nan_to_num(nan=float('inf')))."
+        )
+
+
 def bitonic_sort(x, *, out=None):
     """Each row of a 2-D fp32/fp16 tensor sorted ascending (values only) by bitonic_sort_kernel: rows of at most
-    MAX_BITONIC elements, one program per row. No NaN: tl.minimum / tl.maximum do not order NaN."""
+    MAX_BITONIC elements, one program per row. NaN is refused: tl.minimum / tl.maximum do not order it."""
     _require_rows(x, "x", (torch.float32, torch.float16))
+    _require_no_nan(x, "x", "bitonic_sort")
     M, N = x.shape
     if N > MAX_BITONIC:
         raise ValueError(
@@ -574,9 +587,10 @@ def bitonic_tiled_schedule(BLOCK_SIZE):
 def bitonic_sort_tiled(x, *, out=None, ROWS=None, num_warps=None):
     """Each row of a 2-D fp32/fp16 tensor sorted ascending (values only), as bitonic_sort, by
     bitonic_sort_tiled_kernel: rows of at most MAX_BITONIC_TILED elements, ROWS rows a program (ROWS and
-    num_warps default to BITONIC_TILED_SCHEDULES). No NaN: tl.minimum / tl.maximum do not order NaN; -0.0 and
+    num_warps default to BITONIC_TILED_SCHEDULES). NaN is refused: tl.minimum / tl.maximum do not order it; -0.0 and
     0.0 are equal to it, so either may come out where torch.sort puts the other."""
     _require_rows(x, "x", (torch.float32, torch.float16))
+    _require_no_nan(x, "x", "bitonic_sort_tiled")
     M, N = x.shape
     if N > MAX_BITONIC_TILED:
         raise ValueError(
@@ -941,6 +955,8 @@ def top_k(x, k, *, out=None, out_indices=None, BLOCK_SIZE=None, method=None, num
     if M == 0 or k == 0:
         return out, out_indices
     K = triton.next_power_of_2(k)
+    if method == "tl.topk":
+        K = max(K, 2)  # tl.topk(x, 1) fails in Triton 3.x (its last max leaves a scalar); the merge stores only k
     BLOCK_SIZE = max(min(BLOCK_SIZE, triton.next_power_of_2(N)), K)
     n_blocks = triton.cdiv(N, BLOCK_SIZE)
     per_block = 2 * K if method == "filter" else K  # candidates each block hands over
@@ -1388,6 +1404,8 @@ def cumsum(x, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
     n = x.numel()
     if n == 0:
         return out
+    if x.dtype == torch.int32 and utils.mode.current().interpret:
+        _require_int32_sums(x)
     n_blocks = triton.cdiv(n, BLOCK_SIZE)
     if method == "lookback":
         status, ticket = _lookback_state(n_blocks, x.device)
@@ -1405,6 +1423,18 @@ def cumsum(x, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
         )
         return out
     return _reduce_then_scan(x, out, BLOCK_SIZE, num_warps)
+
+
+def _require_int32_sums(x):
+    """Under the interpreter, refuses an int32 x some of whose sums may pass int32's range: NumPy, which adds for
+    the interpreter, raises where a compiled kernel wraps. sum |x| bounds every partial sum, in any order."""
+    total = int(x.long().abs().sum())  # one host sync: the interpreter runs on the CPU anyway
+    if total >= 2**31:
+        raise ValueError(
+            f"x is int32 and its sum of |x| is {total}, past int32's range: a compiled kernel wraps on overflow (as "
+            f"torch.cumsum(x, 0, dtype=torch.int32) does), but Triton's interpreter raises. Pass x.long() for "
+            f"exact int64 sums, or run on a GPU."
+        )
 
 
 def _launch(kernel, grid, *args, **meta):

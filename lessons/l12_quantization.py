@@ -195,7 +195,7 @@ def unpack_int4(packed):
     """(N, B) uint8 -> (N, 2 B) uint8 codes: the low nibble of byte j is k = 2j, the high nibble k = 2j + 1."""
     utils.require(packed, "packed", dtype=torch.uint8, ndim=2, contiguous=False)
     lo, hi = packed & 0xF, packed >> 4  # uint8: >> is a logical shift, no sign to drag in
-    return torch.stack([lo, hi], dim=-1).reshape(packed.shape[0], -1)  # (N, B, 2) -> (N, 2 B): lo, hi, lo, hi, ...
+    return torch.stack([lo, hi], dim=-1).reshape(packed.shape[0], 2 * packed.shape[1])  # (N, B, 2) -> (N, 2 B)
 
 
 def check_pack_int4(pack, unpack, *, quiet=False):

@@ -374,3 +374,21 @@ def test_cost_functions():
     assert lesson.softmax_flops(M, N) == 5 * M * N
     with pytest.raises(ValueError, match="kernel must be one of"):
         lesson.softmax_bytes(M, N, 4, kernel="fast")
+
+
+@pytest.mark.parametrize(
+    "M, N, dtype, view",
+    [(1, 2**16 + 1, torch.float32, None), (2, 32769, torch.float16, None), (17, 17, torch.float32, None),
+     (3, 1009, torch.float16, None), (5, 100, torch.float32, "expanded"), (4, 64, torch.float32, "every other row")],
+)  # fmt: skip
+def test_softmax_at_peers_shapes(M, N, dtype, view):
+    """Liger / PyTorch softmax shapes: a row past MAX_BLOCK_SIZE (the online kernel), primes, one row repeated by
+    expand (row stride 0) and rows sliced with a step, against torch.softmax in fp64."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(M, N, generator=g).to(ENV.device, dtype)
+    if view == "expanded":
+        x = x[:1].expand(M, N)
+    elif view == "every other row":
+        x = torch.randn(2 * M, N, generator=g).to(ENV.device, dtype)[::2]
+    ref = torch.softmax(x.double(), dim=-1)
+    utils.check(lesson.softmax(x), ref, name="softmax", quiet=True, **lesson.softmax_tolerance(dtype, N))

@@ -8,6 +8,7 @@ tolerance. Shapes are tiny under the interpreter, which runs tl.dot slowly, and 
 """
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 
@@ -1130,3 +1131,16 @@ def test_matmul_hands_large_problems_to_the_tma_kernel_where_told(monkeypatch):
     handed.clear()
     run(aligned)
     assert not handed, "below TMA_MIN_FLOPS matmul keeps its own kernel"
+
+
+@pytest.mark.parametrize("name", ["matmul_naive", "matmul_grouped", "matmul", "matmul_persistent"])
+@pytest.mark.parametrize("M, N, K", [(1, 1, 8193), (127, 17, 1), (1, 17, 8193), (33, 31, 65)])
+def test_skinny_matmuls_at_peers_shapes(name, M, N, K):
+    """PyTorch's / Triton tutorials' skinny shapes (M = 1, N = 1, K = 1, K = 8193) through every plain launcher,
+    against fp64."""
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(M, K, generator=g).to(DEVICE)
+    b = torch.randn(K, N, generator=g).to(DEVICE)
+    ref = a.double() @ b.double()
+    scale = math.sqrt(K)  # |C| of unit-variance operands
+    utils.check(getattr(L, name)(a, b), ref, name=name, quiet=True, **L.matmul_tolerance(a.dtype, K, scale))

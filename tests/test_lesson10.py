@@ -133,6 +133,45 @@ def test_top_k_methods_agree_with_the_reference_at_edge_shapes(method):
         assert torch.equal(indices, ref_i), (M, N, k, BLOCK_SIZE)
 
 
+@pytest.mark.parametrize(
+    "M, N, k, method",
+    [(1, 32000, 1, None), (1, 32000, 64, None), (2, 50257, 50, None), (1, 1009, 1, "tl.topk"), (2, 300, 2, "tl.topk")],
+)
+def test_top_k_at_vocabulary_rows_and_k_of_one(M, N, k, method):
+    """Peers' shapes (vocabulary-sized rows, k = 1, 50, 64) with ties, -inf and NaN, as top_k_ref; tl.topk with
+    k = 1 (Triton's tl.topk(x, 1) fails: top_k asks it for 2)."""
+    if method == "tl.topk" and not hasattr(tl, "topk"):
+        pytest.skip("this Triton has no tl.topk")
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(M, N, generator=g)
+    x[:, ::7] = 0.5  # ties
+    x[0, ::13] = float("-inf")
+    x[-1, 3] = float("nan")
+    x = x.to(DEV)
+    values, indices = L.top_k(x, k, method=method)
+    ref_v, ref_i = L.top_k_ref(x, k)
+    torch.testing.assert_close(values, ref_v, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(indices, ref_i)
+
+
+@pytest.mark.parametrize("method", ["lookback", "reduce-then-scan"])
+@pytest.mark.parametrize("case", ["a prefix past 2**31", "a block total past 2**31"])
+def test_int32_cumsum_past_its_range_wraps_or_is_refused(case, method):
+    """Compiled, int32 sums wrap as torch.cumsum(dtype=int32); under the interpreter (NumPy raises where it would
+    wrap) cumsum refuses such an x before any launch, with a message, not an InterpreterError."""
+    x = torch.zeros(4096, dtype=torch.int32)
+    if case == "a prefix past 2**31":
+        x[:3] = 2**30
+    else:  # every prefix fits, the second block's total (2 * (2**31 - 1)) does not
+        x[0], x[1024], x[1025], x[2048] = -(2**31 - 1), 2**31 - 1, 2**31 - 1, -(2**31 - 1)
+    x = x.to(DEV)
+    if ENV.interpret:
+        with pytest.raises(ValueError, match="int32"):
+            L.cumsum(x, method=method, BLOCK_SIZE=1024)
+    else:
+        assert torch.equal(L.cumsum(x, method=method, BLOCK_SIZE=1024), torch.cumsum(x, 0, dtype=torch.int32))
+
+
 def test_top_k_filter_falls_back_when_too_many_pass():
     """A block of equal values: every entry passes the threshold (more than 2K), so the filter kernel must take its
     bitonic_top_k branch; a random block takes the compaction branch. Both exact, and the schedule's default too."""
@@ -1698,6 +1737,12 @@ BAD = {
         "bfloat16" if ENV.interpret else "dtype",
     ),  # fmt: skip
     "bitonic_sort_tiled non-contiguous": (lambda: L.bitonic_sort_tiled(_x.t()), ValueError, "contiguous"),
+    "bitonic NaN": (lambda: L.bitonic_sort(torch.tensor([[1.0, float("nan"), 0.0]], device=DEV)), ValueError, "NaN"),
+    "bitonic_sort_tiled NaN": (
+        lambda: L.bitonic_sort_tiled(torch.tensor([[1.0, 2.0], [float("nan"), 0.0]], device=DEV)),
+        ValueError,
+        r"x\[1, 0\] is NaN",
+    ),  # fmt: skip
     "sort_rows integers": (lambda: L.sort_rows(_x.int()), TypeError, "dtype"),
     "sort_rows row too long": (lambda: L.sort_rows(torch.randn(1, 5000, device=DEV)), ValueError, "torch.sort"),
     "sort_rows non-contiguous": (lambda: L.sort_rows(_x.t()), ValueError, "contiguous"),

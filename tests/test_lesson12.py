@@ -163,6 +163,27 @@ def test_rows_of_tiny_weights_keep_a_scale_and_every_code_within_half_a_step(dty
             utils.check(fn(x, qw), ref, name=fn.__name__, quiet=True, **L.wxa16_tolerance(x, qw, dtype))
 
 
+@pytest.mark.parametrize(
+    "M, N, K, G",
+    [(3, 0, 64, 32), (1, 17, 127, 32), (1, 17, 127, 128), (5, 33, 1009, 64), (2, 7, 200, 128), (1, 1, 8193, 32)],
+)
+def test_int4_round_trip_and_w4a16_at_peers_shapes(M, N, K, G):
+    """gpt-fast / torchao's int4 shapes: K not a multiple of the group, N odd or 0, groups of 32 / 64 / 128;
+    quantize, pack, unpack and dequantize round-trip, and w4a16 matches x @ dequant(w).T (N = 0: an empty (M, 0))."""
+    g = torch.Generator().manual_seed(7)
+    w = torch.randn(N, K, generator=g).to(DEV)
+    qw = L.quantize_int4_ref(w, G)
+    assert torch.equal(L.unpack_int4(qw.packed), L.int4_codes_ref(w, G)[0])
+    assert L.dequantize_int4_ref(qw, torch.float64).shape == (N, K)
+    assert L.unpack_int4(torch.zeros(0, 5, dtype=torch.uint8, device=DEV)).shape == (0, 10)
+    x = torch.randn(M, K, generator=g).to(DEV)
+    if N == 0:
+        assert L.w4a16(x, qw).shape == (M, 0)
+        return
+    utils.check(L.w4a16(x, qw), L.wxa16_ref(x.double(), qw), name="w4a16", quiet=True,
+                **L.wxa16_tolerance(x, qw, x.dtype))  # fmt: skip
+
+
 def test_non_finite_weights_are_refused_where_they_are():
     for bad in (float("nan"), float("inf"), float("-inf")):
         w = weight(4, 64, dtype=torch.float32)
