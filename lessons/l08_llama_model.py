@@ -87,10 +87,18 @@ def model_args(config: dict) -> ModelArgs:
     missing = [key for key in need if key not in config]
     if missing:
         raise ValueError(f"config.json has no {', '.join(missing)}: is it a complete Hugging Face config?")
-    if config.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"hidden_act {config['hidden_act']!r}: the SwiGLU kernel computes silu only")
-    if config.get("attention_bias") or config.get("mlp_bias"):
-        raise ValueError("attention_bias / mlp_bias are set: this model has no biases in its projections")
+    if config.get("hidden_act", "silu") not in ("silu", "swish"):  # transformers' two names of one function
+        raise ValueError(f"hidden_act {config['hidden_act']!r}: the SwiGLU kernel computes silu (swish) only")
+    biases = [key for key in ("attention_bias", "mlp_bias") if config.get(key)]
+    if biases:
+        raise ValueError(f"config.json sets {' and '.join(biases)}: this model's projections have no bias terms "
+                         f"(Llama's have none); pick a checkpoint without biases")  # fmt: skip
+    quant = config.get("quantization_config")
+    if quant:  # its weights are stored scaled (fp8 with scales, GPTQ's packed ints): cast as they are, they are wrong
+        method = quant.get("quant_method", "?") if isinstance(quant, dict) else quant
+        raise ValueError(f"config.json has a quantization_config (quant_method {method!r}): its weights are stored "
+                         f"quantized, which this loader does not read; load the unquantized checkpoint (lesson 12 "
+                         f"quantizes the weights itself)")  # fmt: skip
     C, H = config["hidden_size"], config["num_attention_heads"]
     KV = config.get("num_key_value_heads") or H
     D = config.get("head_dim") or (C // H if C % H == 0 else None)
@@ -100,7 +108,8 @@ def model_args(config: dict) -> ModelArgs:
             f"width of one attention head (q_proj has num_attention_heads * head_dim rows)"
         )
     if H % KV:
-        raise ValueError(f"the {H} query heads do not split evenly over the {KV} key/value heads")
+        raise ValueError(f"num_attention_heads {H} does not split evenly over num_key_value_heads {KV}: each "
+                         f"key/value head serves a whole group of query heads")  # fmt: skip
     rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type not in ROPE_TYPES:
@@ -244,6 +253,10 @@ def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None)
             )
         )
     embed = get("model.embed_tokens.weight", (V, C))
+    if not args.tie_embeddings and "lm_head.weight" not in state:
+        raise ValueError("tie_word_embeddings is false (or absent) in config.json, so the LM head is its own tensor "
+                         "'lm_head.weight', which the checkpoint lacks: if the head is the embedding matrix, set "
+                         "tie_word_embeddings true")  # fmt: skip
     lm_head = embed if args.tie_embeddings else get("lm_head.weight", (V, C))
     return Model(args, embed, layers, get("model.norm.weight", (C,)), lm_head)
 

@@ -40,13 +40,14 @@ LLAMA3 = {
 }
 
 
-def hf_checkpoint(folder, *, tie=True, rope=None, shards=False, seed=0, head_dim=None):
+def hf_checkpoint(folder, *, tie=True, rope=None, shards=False, seed=0, head_dim=None, **fields):
     """A tiny Llama checkpoint written by transformers (save_pretrained) with unit-scale random weights, plus a
-    tokenizer.json from utils.checkpoints; returns (folder, the HF model in fp32 on the lesson's device)."""
+    tokenizer.json from utils.checkpoints; returns (folder, the HF model in fp32 on the lesson's device). fields:
+    other LlamaConfig fields, over the tiny shape's."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = ckpt.build_tokenizer(folder)
-    config = LlamaConfig(
+    shape = dict(
         vocab_size=tok.get_vocab_size(),
         hidden_size=64,
         intermediate_size=96,
@@ -55,6 +56,9 @@ def hf_checkpoint(folder, *, tie=True, rope=None, shards=False, seed=0, head_dim
         num_key_value_heads=2,
         max_position_embeddings=256,
         rms_norm_eps=1e-5,
+    )
+    config = LlamaConfig(
+        **{**shape, **fields},
         tie_word_embeddings=tie,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, **(rope or {})},
         **({} if head_dim is None else {"head_dim": head_dim}),
@@ -192,6 +196,64 @@ def test_sharded_checkpoint(tmp_path):
     index = json.loads((folder / "model.safetensors.index.json").read_text())
     assert len(set(index["weight_map"].values())) > 1, "save_pretrained wrote a single file: shrink max_shard_size"
     check_prefill_logits(L.load_model(folder, dtype=torch.float32), hf, prompt(B=1, T=5))
+
+
+# configs of shapes the other tests never use (the held-out battery's kind): prefill logits as HF's, greedy tokens
+# exactly HF's generate. "swish" is transformers' other name of silu: it used to be refused.
+UNSEEN_CONFIGS = {
+    "vocab 1001, hidden 96, GQA 3, odd ffn": dict(vocab_size=1001, hidden_size=96, num_attention_heads=6,
+                                                   num_key_value_heads=2, intermediate_size=201),
+    "MQA, GQA 5, hidden 80, swish": dict(hidden_size=80, num_attention_heads=5, num_key_value_heads=1,
+                                         intermediate_size=144, hidden_act="swish"),
+    "MHA, head_dim 32 apart from 80 / 2, untied, eps 1e-6": dict(hidden_size=80, num_attention_heads=2,
+                                                                 num_key_value_heads=2, head_dim=32, tie=False,
+                                                                 rms_norm_eps=1e-6),
+    "head_dim 128, MQA, 1 layer, llama3 RoPE, theta 500000": dict(num_attention_heads=2, num_key_value_heads=1,
+                                                                  head_dim=128, num_hidden_layers=1,
+                                                                  rope={**LLAMA3, "rope_theta": 500000.0}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fields", list(UNSEEN_CONFIGS.values()), ids=list(UNSEEN_CONFIGS))
+def test_unseen_configs_match_hf(tmp_path, fields):
+    folder, hf = hf_checkpoint(tmp_path, seed=7, **fields)
+    model = L.load_model(folder, dtype=torch.float32)
+    V = hf.config.vocab_size
+    check_prefill_logits(model, hf, prompt(B=2, T=6, V=V))
+    ids = prompt(B=1, T=5, V=V, seed=2)
+    hf.generation_config.eos_token_id = None
+    with torch.no_grad():
+        want = hf.generate(ids, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert torch.equal(L.generate(model, ids, 5), want)
+
+
+def _quantized_checkpoint(folder):
+    """A local checkpoint stored as fbgemm's fp8 would store it: each projection in float8_e4m3fn beside its scale,
+    and a quantization_config saying so. Cast to fp32 without the scales, the weights are ~100x too large."""
+    from safetensors.torch import save_file
+
+    ckpt.build_checkpoint(folder)
+    state = {}
+    for name, t in L.load_state_dict(folder).items():
+        if name.endswith("_proj.weight"):
+            scale = t.abs().amax() / 448  # e4m3's largest number
+            state[name], state[name.replace(".weight", ".weight_scale")] = (t / scale).to(torch.float8_e4m3fn), scale
+        else:
+            state[name] = t
+    save_file(state, str(folder / "model.safetensors"))
+    config = json.loads((folder / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fbgemm_fp8"}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_a_quantized_checkpoint_is_refused(tmp_path):
+    """The stored dtype's refusal asks for dtype=torch.float32, which then cast the fp8 weights without their scales:
+    logits silently wrong. A quantization_config is refused first, by its quant_method."""
+    folder = _quantized_checkpoint(tmp_path)
+    for dtype in (torch.float32, None):
+        with pytest.raises(ValueError, match="quantization_config \\(quant_method 'fbgemm_fp8'\\).*unquantized"):
+            L.load_model(folder, dtype=dtype)
 
 
 @pytest.mark.skipif(not ENV.is_gpu, reason="bfloat16 needs a GPU: the interpreter has none")
@@ -703,7 +765,7 @@ def test_loader_refusals(tmp_path, tied):
             lambda: L.model_args({**config, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}),
             "'yarn' is not implemented",
         ),
-        "biases": (lambda: L.model_args({**config, "attention_bias": True}), "no biases"),
+        "biases": (lambda: L.model_args({**config, "attention_bias": True}), "sets attention_bias: this model"),
         "heads that do not split hidden_size, no head_dim": (
             lambda: L.model_args({**config, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": None}),
             "does not split over 6 heads and config.json sets no head_dim",
@@ -718,6 +780,15 @@ def test_loader_refusals(tmp_path, tied):
             "'linear' needs factor",
         ),
         "a RoPE base of 0": (lambda: L.model_args({**config, "rope_theta": 0}), "rope_theta is 0.0"),
+        "MLP biases": (lambda: L.model_args({**config, "mlp_bias": True}), "sets mlp_bias: this model's projections"),
+        "heads that do not group": (
+            lambda: L.model_args({**config, "num_key_value_heads": 3}),
+            "num_attention_heads 4 does not split evenly over num_key_value_heads 3",
+        ),
+        "an untied config without lm_head.weight": (
+            lambda: L.model_from_state_dict(L.model_args({**config, "tie_word_embeddings": False}), state),
+            "tie_word_embeddings is false .* lacks",
+        ),
         "a head width the decode kernels cannot take": (
             lambda: L.model_args({**config, "head_dim": 24}),
             "head_dim 24: the decode kernels",

@@ -294,6 +294,30 @@ def test_in_flight_greedy_with_heads_wider_than_hidden_over_heads(tmp_path):
     L.check_engine(wide, quiet=True)
 
 
+# Llama configs of shapes the other tests never use: the engine's greedy tokens are lesson 08's generate's for each
+# request ("swish", transformers' other name of silu, used to be refused by the loader)
+UNSEEN_CONFIGS = {
+    "vocab 1001, hidden 96, GQA 3, odd ffn": dict(vocab_size=1001, hidden_size=96, num_attention_heads=6,
+                                                   num_key_value_heads=2, intermediate_size=201),
+    "MQA, GQA 5, hidden 80, swish": dict(hidden_size=80, num_attention_heads=5, num_key_value_heads=1,
+                                         intermediate_size=144, hidden_act="swish"),
+    "head_dim 128 apart from 64 / 2, untied, linear RoPE": dict(num_attention_heads=2, num_key_value_heads=1,
+                                                                head_dim=128, tie_word_embeddings=False,
+                                                                rope_scaling={"rope_type": "linear", "factor": 4.0}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", list(UNSEEN_CONFIGS.values()), ids=list(UNSEEN_CONFIGS))
+def test_in_flight_greedy_on_unseen_configs(tmp_path, shape):
+    model = L.load_model(ckpt.build_checkpoint(tmp_path, shape), dtype=torch.float32)
+    V = model.args.vocab_size
+    trace = [serving.Request(i, 0.0, tuple((7 * i + 31 * t) % V for t in range(9 - 2 * i)), 4) for i in range(3)]
+    rec = serving.replay(L.Engine(L.ModelRunner(model, 12, 4, 16), L.BlockPool(12, 4), max_seqs=3), trace)
+    for r in trace:
+        ids = torch.tensor([list(r.prompt)], device=model.embed.device)
+        assert rec.tokens[r.id] == L.generate(model, ids, 4)[0, len(r.prompt) :].tolist(), f"request {r.id}"
+
+
 def test_copy_on_write_and_preemption_keep_outputs_exact(model):
     """Identical prompts of exactly two blocks (the second request shares both and must copy the last one on write),
     and a pool so small that requests are preempted and recomputed: every output is still the request's own."""

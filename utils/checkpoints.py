@@ -166,10 +166,11 @@ def save_state_dict(state_dict: dict, path, shards: int = 1) -> None:
 
 def build_checkpoint(path, shape: dict | None = None, *, seed: int = 0, shards: int = 1, dtype=None) -> Path:
     """A Llama checkpoint folder at ``path`` with random weights: tokenizer.json (:func:`build_tokenizer`),
-    config.json (:data:`TINY` unless ``shape`` gives other config keys) and the safetensors weights."""
+    config.json (:data:`TINY` unless ``shape`` gives other config keys; its vocab_size, if any, over the
+    tokenizer's) and the safetensors weights."""
     path = Path(path)
     tok = build_tokenizer(path)
-    cfg = _config(tok.get_vocab_size(), **(shape or TINY))
+    cfg = _config(**{"vocab_size": tok.get_vocab_size(), **(shape or TINY)})  # shape may set a larger vocabulary
     cfg["bos_token_id"], cfg["eos_token_id"] = tok.token_to_id("<s>"), tok.token_to_id("<|im_end|>")
     if dtype is not None:
         cfg["torch_dtype"] = dtype_name(dtype)
