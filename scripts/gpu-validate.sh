@@ -13,9 +13,11 @@
 #                                              back to back); `pinned` joins the parts in /tmp/big, installs the wheel
 #                                              and runs the steps after it with that triton (in a later call to
 #                                              the same warm machine, `pinned` alone uses the installed one again)
-# A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is stopped, the next one runs.
-# Tests and notebooks run in 8 processes (pytest-xdist). TRITON_HARD_WAY_AS=7.5 (or 8.0) in the environment runs
-# them as the course behaves on a T4 (or an A100). Logs and results go to $OUT when it is set (the device tool),
+# A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is interrupted (SIGINT, so
+# that pytest still prints the failures it saw; killed 20 s later if it has not stopped), the next one runs.
+# Tests and notebooks run in 8 processes (pytest-xdist; WORKERS=16 in the environment for more: session 28 saw no
+# clear gain on an H100, whose 16 cores also compile). TRITON_HARD_WAY_AS=7.5 (or 8.0) in the environment runs them
+# as the course behaves on a T4 (or an A100). Logs and results go to $OUT when it is set (the device tool),
 # else to build/gpu; every step's exit status and time are appended to steps.txt there. Under $OUT, more than six
 # files are packed into outputs.tgz at the end (the device tool returns eight at most).
 set -uo pipefail
@@ -45,17 +47,17 @@ tag=$(python3 -c 'import triton; print(triton.__version__)')
 for step in "$@"; do
   limit=${step##*@}; [ "$limit" = "$step" ] && limit=0; step=${step%@*}
   what=${step%%:*}; which=""; [ "$what" != "$step" ] && which=${step#*:}
-  run=(timeout "$limit"); [ "$limit" = 0 ] && run=()
+  run=(timeout -s INT -k 20 "$limit"); [ "$limit" = 0 ] && run=()
   t0=$(date +%s)
   case $what in
     tests)
       sel=(tests --ignore=tests/test_browser.py --ignore=tests/test_participants.py)
       [ -n "$which" ] && mapfile -t sel < <(files "$which" tests)
-      "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n 8 --tb=short -rfE "${sel[@]}" \
+      "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --tb=short -rfE "${sel[@]}" \
         > "$out/tests-$tag$mode${which:+-${which//,/_}}.log" 2>&1 ;;
     notebooks)
       sel=(solutions); [ -n "$which" ] && mapfile -t sel < <(files "$which" notebooks)
-      "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadfile --tb=short -rfE --nbval-lax \
+      "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --dist loadfile --tb=short -rfE --nbval-lax \
         --nbval-current-env "${sel[@]}" > "$out/notebooks-$tag$mode${which:+-${which//,/_}}.log" 2>&1 ;;
     bench)
       dest=$out${which:+/bench-${which//,/_}}; mkdir -p "$dest"
