@@ -72,6 +72,12 @@ def matmul_suspects(a, b, bias=None, activation=None):
                 f"Every step of the K loop reads the first BLOCK_K = {BK} elements of K again: the offsets along K "
                 f"do not start at k0. Use offs_k = k0 + tl.arange(0, BLOCK_K) in each step."
             ] = spec(None, None, steps * (a[:, :BK] @ b[:BK]))
+            if steps > 2 or K == whole:  # (two steps with a tail: the same result as the missed tail above)
+                suspects[
+                    f"Only the first BLOCK_K = {BK} elements of K are in the result: every later step is masked off. "
+                    f"The loop variable is a step number in k_left = K - k * BLOCK_K, so it runs over "
+                    f"range(0, tl.cdiv(K, BLOCK_K)), not over range(0, K, BLOCK_K) (which makes it k * BLOCK_K)."
+                ] = spec(a[:, :BK], b[:BK])
             last = (steps - 1) * BK
             suspects[
                 f"Only the last step of the K loop is in the result (BLOCK_K = {BK}): each step overwrites the "
@@ -98,8 +104,30 @@ def matmul_suspects(a, b, bias=None, activation=None):
         suspects[f"B is read transposed: its two strides are swapped. {strides}"] = spec(a, b.T)
     if M == N:
         suspects[f"C is written transposed: its two strides are swapped. {strides}"] = spec(a, b).T
+    if M != N:  # zeros past the other size: a mask compared with M where N belongs, or with N where M belongs
+        cols, rows = torch.arange(N, device=a.device) < M, torch.arange(M, device=a.device)[:, None] < N
+        if not bool(cols.all()):
+            suspects[f"Columns from {M} on are zero: the column mask compares offs_n with M. Use offs_n < N."] = spec(
+                a, b * cols
+            )
+        if not bool(rows.all()):
+            suspects[f"Rows from {N} on are zero: the row mask compares offs_m with N. Use offs_m < M."] = spec(
+                a * rows, b
+            )
+    if bias is not None and activation is not None:
+        suspects[
+            f"The activation is applied before the bias is added: {activation}(acc) + bias. The epilogue adds the "
+            f"bias first, then applies the activation to acc + bias."
+        ] = epilogue_ref(a @ b, None, activation) + bias
+    if activation == "silu":
+        x = a @ b + (0 if bias is None else bias)
+        suspects["SiLU is x * sigmoid(x), not sigmoid(x): multiply by acc."] = torch.sigmoid(x)
     if activation == "gelu":  # the tanh form written as x * sigmoid(2z), z = sqrt(2 / pi) * (x + 0.044715 x^3)
         x = a @ b + (0 if bias is None else bias)
+        suspects[
+            "GELU is computed with erf (0.5 x (1 + erf(x / sqrt(2))), PyTorch's default): this lesson's epilogue is "
+            "the tanh approximation, 0.5 x (1 + tanh(z)) = x * sigmoid(2 z), as in GELU(approximate='tanh')."
+        ] = torch.nn.functional.gelu(x)
         z = 0.7978845608028654 * (x + 0.044715 * x**3)
         suspects["GELU uses sigmoid(z) where sigmoid(2 z) belongs: 0.5 * (1 + tanh(z)) == sigmoid(2 z)."] = x * (
             torch.sigmoid(z)
@@ -134,13 +162,13 @@ def wrong_mappings(M, N, BLOCK_M, BLOCK_N, GROUP_M):
     num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
     pid = torch.arange(num_m * num_n)
 
-    def grouped(num_m=num_m, per_group=GROUP_M * num_n, scale=GROUP_M, full=False, by=None, wrap=True):
+    def grouped(num_m=num_m, per_group=GROUP_M * num_n, scale=GROUP_M, full=False, by=None, wrap=True, wrap_n=True):
         first = pid // per_group * scale
         rows = torch.full_like(pid, GROUP_M) if full else (num_m - first).clamp(max=GROUP_M)
         ok = rows > 0
         rows = rows.clamp(min=1)
         at = pid % per_group if wrap else pid
-        pid_n = (pid % per_group) // (rows if by is None else by)
+        pid_n = (pid % per_group if wrap_n else pid) // (rows if by is None else by)
         return torch.where(ok, first + at % rows, -1), torch.where(ok, pid_n, -1)
 
     if GROUP_M == 1:
@@ -163,6 +191,7 @@ def wrong_mappings(M, N, BLOCK_M, BLOCK_N, GROUP_M):
             num_m=triton.cdiv(M, BLOCK_N)
         ),
         f"pid_m takes pid % rows without pid % tiles_per_group first. {MAPPING}": grouped(wrap=False),
+        f"pid_n takes pid // rows without pid % tiles_per_group first. {MAPPING}": grouped(wrap_n=False),
         (
             f"The last group has fewer than GROUP_M rows of tiles ({num_m} rows of {BLOCK_M}, GROUP_M = {GROUP_M}), "
             f"but the order walks it as if it were full: use rows = tl.minimum(num_pid_m - first_m, GROUP_M)."
@@ -219,6 +248,49 @@ def store_stride_hint(out, ptr="c_ptr", row_stride="stride_cm", col_stride="stri
     return None
 
 
+def persistent_hint(out, num_programs=None):
+    """The hint of the persistent loop's mistake whose never-computed tiles are exactly the NaN of ``out``, if any:
+    the loop started at 0 in every program, stopped one tile early, or counted whole tiles only (each tried with the
+    grouped order of every block size and GROUP_M; NUM_SMS programs, or one per tile if there are fewer tiles)."""
+    M, N = out.shape
+    nan = torch.isnan(out.detach().cpu())
+    for BM in BLOCKS:
+        for BN in BLOCKS:
+            for G in (1, *GROUPS):
+                order = tile_order_ref(M, N, BM, BN, G)  # the tile number of each tile, in the grouped order
+                P = min(num_programs or NUM_SMS, order.numel())
+                computed = {
+                    f"Every program computed the same tiles 0, {P}, 2 x {P}, ...: the persistent loop starts at 0. "
+                    f"Start it at the program's own id: for tile in tl.range(tl.program_id(0), num_tiles, "
+                    f"NUM_SMS).": order % P == 0,
+                    "The last tile is never computed: the persistent loop stops one tile early. Loop up to num_tiles "
+                    "itself (the end of a range is left out).": order < order.numel() - 1,
+                    "Only the whole tiles are computed: the tile count rounds down. Count the partial tiles too: "
+                    "num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N).": order < (M // BM) * (N // BN),
+                }
+                for hint, done in computed.items():
+                    missed = (~done).repeat_interleave(BM, 0).repeat_interleave(BN, 1)[:M, :N]
+                    if missed.any() and not missed.all() and torch.equal(nan, missed):
+                        return hint
+    return None
+
+
+def rounding_hint(out, ref, dtype):
+    """The hint for a float32 result whose every value is a float16 (or bfloat16) number close to ``ref``: the
+    accumulator converted to 16 bits before the store, or any step on the way."""
+    if dtype != torch.float32 or not bool(torch.isfinite(out).all()):
+        return None
+    for low, unit in ((torch.float16, 2**-11), (torch.bfloat16, 2**-8)):
+        ref64 = ref.detach().to("cpu", torch.float64)
+        if torch.equal(out, out.to(low).double()) and bool(torch.isclose(out, ref64, rtol=2 * unit, atol=0).all()):
+            return (
+                f"Every value is a {utils.dtype_name(low)} number, though C is float32: the result was converted "
+                f"to {utils.dtype_name(low)} before the store. Convert it once, to C's own dtype: "
+                f"acc.to(c_ptr.dtype.element_ty)."
+            )
+    return None
+
+
 def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=None, quiet=False):
     """fn(a, b, out=...) (with epilogue: fn(a, b, bias, activation, out=...)) against the fp64 spec, at each shape."""
     __tracebackhide__ = True
@@ -232,32 +304,37 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
             c = fn(a, b, **extra, out=utils.nan_empty((M, N), dtype))
         act = activation if epilogue else None
         scale = math.sqrt(K) * a.float().pow(2).mean().sqrt().item() * b.float().pow(2).mean().sqrt().item()
+        ref = matmul_ref(a.double(), b.double(), None if bias is None else bias.double(), act)
         try:
             utils.check(
                 c,
-                matmul_ref(a.double(), b.double(), None if bias is None else bias.double(), act),
+                ref,
                 **matmul_tolerance(dtype, K, scale),
                 name=f"{fn.__name__} C[{M}x{N}] (K={K})",
                 quiet=quiet,
                 suspects=matmul_suspects(a, b, bias, act),
                 stray=stray,
-                diagnose=store_stride_hint,
+                diagnose=lambda out: store_stride_hint(out) or rounding_hint(out, ref, dtype),
             )
         except AssertionError as e:  # never-written tiles come before the suspects: try the mapping mistakes
             if not isinstance(c, torch.Tensor) or c.shape != (M, N) or not c.isnan().any():
                 raise
             hints = (mapping_hint(c, BM, BN, G) for BM in BLOCKS for BN in BLOCKS for G in (1, *GROUPS))
-            hint = next((h for h in hints if h), None)
+            hint, persistent = next((h for h in hints if h), None), persistent_hint(c)
+            if hint and persistent:  # a persistent kernel's loop can leave out the same tiles
+                hint = f"{hint} Or, in a persistent kernel: {persistent}"
+            hint = hint or persistent
             if hint is None:
                 raise
             raise AssertionError(str(e).rpartition("Hint: ")[0] + "Hint: " + hint) from None
 
 
 # awkward on purpose: a square one (where swapped strides show), no size a multiple of a block, more tile columns
-# than tile rows (where a wrong program -> tile mapping shows), one row, one column
+# than tile rows (where a wrong program -> tile mapping shows), one row, one column, and more rows of tiles than
+# two groups of GROUP_M = 8 hold (where a mistake in going from one group to the next shows)
 CHECK_SHAPES = env.pick(
-    cpu=[(40, 40, 40), (37, 70, 45), (1, 29, 33), (20, 1, 17)],
-    gpu=[(1000, 1000, 1000), (1000, 1337, 999), (1, 4096, 4096), (777, 1, 1000)],
+    cpu=[(40, 40, 40), (37, 70, 45), (1, 29, 33), (20, 1, 17), (270, 20, 17)],
+    gpu=[(1000, 1000, 1000), (1000, 1337, 999), (1, 4096, 4096), (777, 1, 1000), (2100, 300, 100)],
 )
 
 

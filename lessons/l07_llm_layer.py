@@ -249,11 +249,20 @@ def rmsnorm_suspects(x, w, eps, residual=None):
         "eps is missing: rstd = rsqrt(mean(x^2) + eps) (it matters in rows with a small RMS)": x * torch.rsqrt(ms) * w,
         "x is multiplied by sqrt(mean(x^2) + eps), not divided: multiply by tl.rsqrt(...), or divide by tl.sqrt(...) "
         "(not by tl.rsqrt)": x * (ms + eps).sqrt() * w,
+        "the weight is applied as 1 + w (Gemma's convention): Llama multiplies by w itself": (
+            x * torch.rsqrt(ms + eps) * (1 + w)
+        ),
+        "the mean is subtracted first, as LayerNorm does: RMSNorm divides x itself by sqrt(mean(x^2) + eps), with "
+        "no centring": (x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w,
     }
     if residual is not None:
         suspects["the residual is not added before normalising: x = x + residual first"] = rmsnorm_ref(
             x - residual, w, eps
         )
+        suspects[
+            "the residual is added after normalising: normalise x + residual (out = rmsnorm(x + residual)), do not "
+            "add the residual to rmsnorm(x)"
+        ] = rmsnorm_ref(x - residual, w, eps) + residual
     return suspects
 
 
@@ -280,7 +289,10 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
                 x, w, eps, residual=r, out=utils.nan_empty((M, N), dtype), sum_out=utils.nan_empty((M, N), dtype)
             )
         ref, ref_sum = rmsnorm_ref(x64, w64, eps, residual=r64)
-        before = {"sum_out holds x alone: store x + residual, after the residual is added to x": x64}
+        before = {
+            "sum_out holds x alone: store x + residual, after the residual is added to x": x64,
+            "sum_out holds the normalised output: store x + residual itself, before it is normalised": ref,
+        }
         name = f"x + residual ({M}, {N})" + _rows_named(x_sum, ref_sum)
         utils.check(x_sum, ref_sum, name=name, quiet=quiet, suspects=before)
         name = f"rmsnorm of x + residual ({M}, {N})" + _rows_named(out, ref)
@@ -305,6 +317,10 @@ def rope_suspects(x, cos, sin):
         "the two halves are stored swapped: x1 cos - x2 sin goes to the first half (cols), x2 cos + x1 sin to the "
         "second (cols + D/2)": torch.cat([second, first], dim=-1),
         "sin is loaded from the cos table: load s from sin_ptr": rope_ref(x, x, cos, cos)[0],
+        "cos and sin are swapped: c comes from cos_ptr, s from sin_ptr": rope_ref(x, x, sin, cos)[0],
+        "the second half turns the wrong way: x2' = x2 cos + x1 sin (the first half, x1 cos - x2 sin, is right)": (
+            torch.cat([first, rope_ref(x, x, cos, -sin)[0][..., half:]], dim=-1)
+        ),
         "the tables are read without the sequence's offset: every sequence got sequence 0's angles. Add "
         "b * stride_cb (the tables are (B, T, D) here: each sequence has its own positions)": rope_ref(
             x, x, cos[:1].expand_as(cos), sin[:1].expand_as(sin)
@@ -323,8 +339,8 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
     __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
     for B, T, H, KV, D in shapes or env.pick(
-        cpu=[(1, 1, 4, 2, 16), (2, 13, 4, 2, 16), (3, 9, 3, 1, 32)],
-        gpu=[(1, 1, 32, 4, 128), (2, 333, 32, 4, 128), (3, 77, 12, 4, 64)],
+        cpu=[(1, 1, 4, 2, 16), (2, 13, 6, 3, 16), (3, 9, 3, 1, 32)],  # KV = 3: a block of k heads with a masked one
+        gpu=[(1, 1, 32, 4, 128), (2, 333, 32, 4, 128), (3, 77, 12, 3, 64)],
     ):
         q, k, _ = random_qkv(B, T, H, KV, D, dtype)
         if B > 1:  # q head-major, k in a buffer of its own: every stride of q, k and the outs differs
@@ -364,6 +380,7 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
             "sigmoid's sign is flipped: sigmoid(g) = 1 / (1 + exp(-g)), so silu(g) = g / (1 + exp(-g))": (
                 g * torch.sigmoid(-g) * u
             ),
+            "silu is applied to gate * up: silu(gate) * up passes only the gate through silu": F.silu(g * u),
         }
         ref = swiglu_ref(gate_up.double())
         utils.check(

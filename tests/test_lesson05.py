@@ -1144,3 +1144,106 @@ def test_skinny_matmuls_at_peers_shapes(name, M, N, K):
     ref = a.double() @ b.double()
     scale = math.sqrt(K)  # |C| of unit-variance operands
     utils.check(getattr(L, name)(a, b), ref, name=name, quiet=True, **L.matmul_tolerance(a.dtype, K, scale))
+
+
+# -- a third battery of learner mistakes (session 28), planted with utils.mutants.plant -----------------------------
+
+
+def _plant_autotuned(monkeypatch, tmp_path, name, edit):
+    """plant() for a kernel under @triton.autotune (plant reads a jit function's source, not an autotuner's): the
+    kernel's source, decorators included, with the edit, run again in the lesson's globals."""
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(getattr(L, name).fn.fn))
+    assert edit[0] in source, f"{name}: {edit[0]!r} is not in its source"
+    path = tmp_path / f"{name}_planted.py"
+    path.write_text(source.replace(*edit))
+    scope = dict(vars(L))
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+    monkeypatch.setattr(L, name, scope[name])
+
+
+_TILE_LOOP = "tl.range(tl.program_id(0), num_tiles, NUM_SMS)"
+_BIAS = (
+    "        bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)\n"
+    "        acc = acc + bias[None, :].to(tl.float32)\n"
+)
+THIRD_BATTERY = {  # mistake: (function, (old, new) or a list of them, the check, words of the hint it must get)
+    "K loop over range(0, K, BLOCK_K) with k_left = K - k * BLOCK_K": (
+        "tile_dot", ("for k in range(0, tl.cdiv(K, BLOCK_K)):", "for k in range(0, K, BLOCK_K):"), "tiled",
+        "Only the first BLOCK_K",
+    ),
+    "column mask compared with M": (
+        "tile_dot", ("(offs_n[None, :] < N), other", "(offs_n[None, :] < M), other"), "tiled",
+        "the column mask compares offs_n with M",
+    ),
+    "fp32 result rounded to fp16 before the store": (
+        "matmul_tiled_kernel", ("acc.to(c_ptr.dtype.element_ty)", "acc.to(tl.float16)"), "tiled fp32",
+        "converted to float16 before the store",
+    ),
+    "activation before the bias": (
+        "epilogue",
+        [("    if HAS_BIAS:\n" + _BIAS, ""), ("    return acc", "    if HAS_BIAS:\n" + _BIAS + "    return acc")],
+        "gelu", "activation is applied before the bias",
+    ),
+    "GELU with erf": (
+        "epilogue", ("acc = acc * tl.sigmoid(2.0 * z)", "acc = 0.5 * acc * (1 + tl.erf(acc * 0.7071067811865476))"),
+        "gelu", "GELU is computed with erf",
+    ),
+    "SiLU as sigmoid": ("epilogue", ("acc = acc * tl.sigmoid(acc)", "acc = tl.sigmoid(acc)"), "silu", "not sigmoid"),
+    "pid_n without % tiles_per_group": (
+        "grouped_tile", ("pid_n = (pid % tiles_per_group) // rows", "pid_n = pid // rows"), "grouped",
+        "program -> tile mapping is wrong",  # (it misses every group but the first: other mapping mistakes can too)
+    ),
+    "persistent loop starting at 0": (
+        "matmul_persistent_kernel", (_TILE_LOOP, "tl.range(0, num_tiles, NUM_SMS)"), "persistent",
+        "the persistent loop starts at 0",
+    ),
+    "persistent loop stopping one tile early": (
+        "matmul_persistent_kernel", (_TILE_LOOP, _TILE_LOOP.replace("num_tiles", "num_tiles - 1")), "persistent",
+        "stops one tile early",
+    ),
+    "persistent tile count rounded down": (
+        "matmul_persistent_kernel",
+        ("num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)", "num_tiles = (M // BLOCK_M) * (N // BLOCK_N)"),
+        "persistent", "the tile count rounds down",
+    ),
+}  # fmt: skip
+THIRD_CHECKS = {
+    "tiled": lambda: L.check_matmul(L.matmul_tiled, quiet=True),
+    "tiled fp32": lambda: L.check_matmul(L.matmul_tiled, dtype=torch.float32, quiet=True),
+    "gelu": lambda: L.check_matmul(L.matmul, shapes=AWKWARD, epilogue=True, activation="gelu", quiet=True),
+    "silu": lambda: L.check_matmul(L.matmul, shapes=AWKWARD, epilogue=True, activation="silu", quiet=True),
+    "grouped": lambda: L.check_matmul(L.matmul_grouped, quiet=True),
+    "persistent": lambda: L.check_matmul(L.matmul_persistent, epilogue=True, activation="silu", quiet=True),
+}
+#: fp32 goes through TF32 on the GPU, whose tolerance holds a result rounded to fp16: that one is the interpreter's
+INTERPRETER_ONLY = {"fp32 result rounded to fp16 before the store"}
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        pytest.param(m, marks=pytest.mark.skipif(m in INTERPRETER_ONLY and not ENV.interpret, reason="TF32"))
+        for m in THIRD_BATTERY
+    ],
+)
+def test_third_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    """Each fails its check with the hint that names it. Before session 28 the first six got "Wrong values in many
+    places", a tail-mask hint or a precision hint (erf), the persistent ones hints about scattered offsets or the
+    grid, and pid_n without the wrap passed: no check shape had more than one group of GROUP_M rows of tiles."""
+    name, edit, check, words = THIRD_BATTERY[mistake]
+    if name == "matmul_persistent_kernel":
+        _plant_autotuned(monkeypatch, tmp_path, name, edit)
+    else:
+        plant(monkeypatch, tmp_path, L, name, *(edit if isinstance(edit, list) else [edit]))
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        THIRD_CHECKS[check]()
+
+
+def test_persistent_hint_needs_some_tiles_computed():
+    """A result never written at all is not told as a persistent loop's mistake (the whole-tile count of a problem
+    smaller than one tile is 0)."""
+    assert L.persistent_hint(torch.full((20, 20), float("nan"))) is None
+    assert L.persistent_hint(torch.zeros(20, 20)) is None

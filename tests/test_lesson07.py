@@ -512,3 +512,65 @@ def test_rope_output_written_with_the_inputs_head_stride_fails(monkeypatch, tmp_
     plant(monkeypatch, tmp_path, L, "rope_kernel")
     with pytest.raises(AssertionError):
         L.check_rope(L.rope, quiet=True)
+
+
+# -- a third battery of learner mistakes (session 28) --------------------------------------------------------------
+
+_SUM_STORE = "        tl.store(sum_ptr + offsets, x.to(sum_ptr.dtype.element_ty), mask=mask)\n"
+_OUT_STORE = "tl.store(out_ptr + offsets, (x * rstd * w).to(out_ptr.dtype.element_ty), mask=mask)"
+_ADD_RESIDUAL = "        x += tl.load(res_ptr + offsets, mask=mask, other=0.0).to(tl.float32)\n"
+THIRD_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words of the hint it must get)
+    "norm weight as 1 + w": ("rmsnorm_kernel", [("(x * rstd * w)", "(x * rstd * (1 + w))")], "rmsnorm", "1 + w"),
+    "mean subtracted (LayerNorm)": (
+        "rmsnorm_kernel",
+        [("rstd = tl.rsqrt(", "x = tl.where(mask, x - tl.sum(x, axis=0) / N, 0.0)\n    rstd = tl.rsqrt(")],
+        "rmsnorm", "as LayerNorm does",
+    ),
+    "sum_out holds the normalised output": (
+        "rmsnorm_kernel",
+        [(_SUM_STORE, ""),
+         (_OUT_STORE, _OUT_STORE + "\n    if HAS_RESIDUAL:\n" + _SUM_STORE.replace("x.to", "(x * rstd * w).to"))],
+        "rmsnorm", "sum_out holds the normalised output",
+    ),
+    "residual added after normalising": (
+        "rmsnorm_kernel",
+        [("    if HAS_RESIDUAL:\n" + _ADD_RESIDUAL + _SUM_STORE, ""),
+         (_OUT_STORE, "y = x * rstd * w\n    if HAS_RESIDUAL:\n" + _ADD_RESIDUAL.replace("x +=", "r =")
+          + _SUM_STORE.replace("x.to", "(x + r).to")
+          + "        y += r\n    tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)")],
+        "rmsnorm", "the residual is added after normalising",
+    ),
+    "cos and sin swapped": (
+        "rope_kernel", [("c = tl.load(cos_ptr", "c = tl.load(SIN"), ("s = tl.load(sin_ptr", "s = tl.load(cos_ptr"),
+                        ("SIN", "sin_ptr")], "rope", "cos and sin are swapped",
+    ),
+    "second half turned the wrong way": (
+        "_rope_heads", [("(x2 * c + x1 * s)", "(x2 * c - x1 * s)")], "rope", "the second half turns the wrong way",
+    ),
+    "k rotated with q's head count": (
+        "rope_kernel", [("KV * HEAD_DIM, KV, stride_kh", "KV * HEAD_DIM, H, stride_kh")], "rope",
+        "touches memory outside the tensors",
+    ),
+    "silu of gate * up": ("swiglu_kernel", [("gate * tl.sigmoid(gate) * up", "gate * up * tl.sigmoid(gate * up)")],
+                          "swiglu", "silu is applied to gate * up"),
+}  # fmt: skip
+#: k heads past KV (KV = 3 in a block of 4) are written into the next token's k_out, and the last token's past it
+INTERPRETER_ONLY = {"k rotated with q's head count"}
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        pytest.param(m, marks=pytest.mark.skipif(m in INTERPRETER_ONLY and not ENV.interpret, reason="past k_out"))
+        for m in THIRD_BATTERY
+    ],
+)
+def test_third_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    """Each fails its check with the hint that names it. Before session 28 all got "Wrong values in many places"
+    but the last rope one, which passed: every KV in check_rope was a power of two, so no k head was masked."""
+    from utils.mutants import plant
+
+    name, edits, check, words = THIRD_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words) if words else None):
+        SECOND_CHECKS[check]()
