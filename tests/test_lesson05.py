@@ -1149,21 +1149,6 @@ def test_skinny_matmuls_at_peers_shapes(name, M, N, K):
 # -- a third battery of learner mistakes (session 28), planted with utils.mutants.plant -----------------------------
 
 
-def _plant_autotuned(monkeypatch, tmp_path, name, edit):
-    """plant() for a kernel under @triton.autotune (plant reads a jit function's source, not an autotuner's): the
-    kernel's source, decorators included, with the edit, run again in the lesson's globals."""
-    import inspect
-    import textwrap
-
-    source = textwrap.dedent(inspect.getsource(getattr(L, name).fn.fn))
-    assert edit[0] in source, f"{name}: {edit[0]!r} is not in its source"
-    path = tmp_path / f"{name}_planted.py"
-    path.write_text(source.replace(*edit))
-    scope = dict(vars(L))
-    exec(compile(path.read_text(), str(path), "exec"), scope)
-    monkeypatch.setattr(L, name, scope[name])
-
-
 _TILE_LOOP = "tl.range(tl.program_id(0), num_tiles, NUM_SMS)"
 _BIAS = (
     "        bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)\n"
@@ -1234,10 +1219,7 @@ def test_third_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
     places", a tail-mask hint or a precision hint (erf), the persistent ones hints about scattered offsets or the
     grid, and pid_n without the wrap passed: no check shape had more than one group of GROUP_M rows of tiles."""
     name, edit, check, words = THIRD_BATTERY[mistake]
-    if name == "matmul_persistent_kernel":
-        _plant_autotuned(monkeypatch, tmp_path, name, edit)
-    else:
-        plant(monkeypatch, tmp_path, L, name, *(edit if isinstance(edit, list) else [edit]))
+    plant(monkeypatch, tmp_path, L, name, *(edit if isinstance(edit, list) else [edit]))  # autotuned ones too
     with pytest.raises(AssertionError, match=re.escape(words)):
         THIRD_CHECKS[check]()
 

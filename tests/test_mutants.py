@@ -121,3 +121,19 @@ def test_a_planted_helper_takes_the_kernels_that_call_it_along(monkeypatch, tmp_
         x = torch.tensor([[3.0, 1.0, 2.0, 0.0]])
         assert not torch.equal(L.bitonic_sort(x), x.sort().values)  # the planted mistake runs through the kernel
     assert (L.bitonic_sort_kernel, L.compare_exchange) == (kernel, helper)
+
+
+def test_a_kernel_under_autotune_is_planted_with_its_decorators(monkeypatch, tmp_path):
+    """plant read a jit function's source through one .fn: an autotuned kernel's .fn is the jit function, whose own
+    source it could not read (a helper of test_lesson05 had to plant it by hand)."""
+    import inspect
+
+    from lessons import l05_matmul as L
+
+    kernel = L.matmul_persistent_kernel
+    loop = "tl.range(tl.program_id(0), num_tiles, NUM_SMS)"
+    mutants.plant(monkeypatch, tmp_path, L, "matmul_persistent_kernel", (loop, "tl.range(0, num_tiles, NUM_SMS)"))
+    planted = L.matmul_persistent_kernel
+    assert type(planted) is type(kernel) and planted is not kernel  # an autotuner again, with the configs
+    assert planted.configs == kernel.configs
+    assert "tl.range(0, num_tiles, NUM_SMS)" in inspect.getsource(planted.fn.fn)

@@ -242,14 +242,16 @@ def plant(monkeypatch, folder, module, name: str, *edits) -> None:
     copy with one learner's mistake written in by hand, where :func:`mutants` makes them by rule: its source with
     each ``(old, new)`` of ``edits`` replaced in turn (every ``old`` must be there), compiled from a file of its own
     in ``folder`` (``triton.jit`` reads a kernel's source from its file) in the module's globals. ``monkeypatch``
-    (pytest's) puts the original back after the test. A planted ``@triton.jit`` helper takes its callers along (see
-    :func:`_plant_callers`)."""
+    (pytest's) puts the original back after the test. A kernel under ``@triton.autotune`` is planted with its
+    decorators; a planted ``@triton.jit`` helper takes its callers along (see :func:`_plant_callers`)."""
     import inspect
 
     owner, _, attr = name.rpartition(".")
     holder = getattr(module, owner) if owner else module
-    fn = getattr(holder, attr)
-    source = textwrap.dedent(inspect.getsource(getattr(fn, "fn", fn)))
+    fn = inner = getattr(holder, attr)
+    while hasattr(inner, "fn"):  # a kernel under @triton.autotune or @triton.heuristics: its source, decorators and all
+        inner = inner.fn
+    source = textwrap.dedent(inspect.getsource(inner))
     for old, new in edits:
         if old not in source:
             raise AssertionError(f"{name}: {old!r} is not in its source")
