@@ -98,6 +98,34 @@ def as_tensor(values):
 EXACT = dict(atol=0, rtol=0, reason="program ids and counts are whole numbers, exact in fp32")  # for utils.check
 
 
+def fractions(out):
+    """diagnose= for a function that must return whole numbers: names true division when some are not."""
+    if bool((out != out.round()).any()):
+        return (
+            "some values are fractions: / is true division in Python (7 / 2 is 3.5). Divide whole numbers with //, "
+            "which rounds down ((a + b - 1) // b rounds up)."
+        )
+    return None
+
+
+def launched_into(got, out, call, **inputs):
+    """Raises AssertionError unless the launcher returned the `out` it was given and left every input (name=(the
+    tensor, a copy taken before the call)) as it was: a launcher writes into out, and nowhere else."""
+    __tracebackhide__ = True
+    for name, (now, before) in inputs.items():
+        if not torch.equal(now, before):
+            raise AssertionError(
+                f"{call} changed its input {name}: the kernel stored into {name}'s pointer. Store into out_ptr, the "
+                f"pointer of the out the launcher was given, and pass out (not {name}) as that argument."
+            )
+    if got is not out:
+        raise AssertionError(
+            f"{call} must write into the out it is given and return it, but returned "
+            f"{type(got).__name__}{'' if got is None else ' (another tensor)'}: launch the kernel on out and "
+            f"`return out` (a caller that passes out=... reads its result there)."
+        )
+
+
 def require_length(n, name="n"):
     """A number of elements: a Python int, 0 or more, below 2**31 (the kernels here compute 32-bit offsets)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
@@ -120,13 +148,19 @@ def check_num_programs(fn, *, quiet=False):
             as_tensor(cuda_blocks(n, B) for n in ns),
             name=f"num_programs(n, {B}) for n = 0 ... 299 (index n)",
             quiet=quiet,
+            kind="python",
             suspects={
                 "n // BLOCK_SIZE rounds down: the last n % BLOCK_SIZE elements get no program. Round up.": as_tensor(
                     n // B for n in ns
                 ),
                 "n // BLOCK_SIZE + 1 is one program too many when n is a multiple of BLOCK_SIZE (and for n = 0). "
                 "Round up with (n + BLOCK_SIZE - 1) // BLOCK_SIZE.": as_tensor(n // B + 1 for n in ns),
+                "only n = 0 is wrong: no elements need no programs (0, not 1; the launchers return before launching "
+                "when n == 0). (n + BLOCK_SIZE - 1) // BLOCK_SIZE is 0 there.": as_tensor(
+                    max(1, cuda_blocks(n, B)) for n in ns
+                ),
             },
+            diagnose=fractions,
             **EXACT,
         )
 
@@ -146,7 +180,11 @@ def check_owner(fn, *, quiet=False):
                 ),
                 "that rounds up: element i belongs to the program whose block starts at or before it, "
                 "i // BLOCK_SIZE.": as_tensor((i + B - 1) // B for i in range(n)),
+                "every id is one too large: program ids count from 0 (elements 0 ... BLOCK_SIZE - 1 belong to "
+                "program 0), so the owner is i // BLOCK_SIZE with no + 1.": as_tensor(i // B + 1 for i in range(n)),
             },
+            kind="python",
+            diagnose=fractions,
             **EXACT,
         )
 
@@ -155,8 +193,10 @@ def check_whoami(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE=B, out=...) for n a multiple of B (the kernel has no mask) against the CUDA owners."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
     for n, B in [(1024, 128), (2 ** random.randint(0, 4) * 64, 64), (8, 1)]:
+        out = utils.nan_empty(n)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-            out = fn(n, BLOCK_SIZE=B, out=utils.nan_empty(n))
+            got = fn(n, BLOCK_SIZE=B, out=out)
+        launched_into(got, out, f"whoami({n}, BLOCK_SIZE={B}, out=out)")
         utils.check(
             out,
             owners_cuda(n, B),
@@ -180,8 +220,10 @@ def check_whoami_masked(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE=B, out=...) for any n (a tail shorter than a block, one element) against the CUDA owners."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
     for n, B in [(1000, 128), (127, 128), (1, 128), (random.randint(1, 2000), 2 ** random.randint(0, 10))]:
+        out = utils.nan_empty(n)
         with utils.watch_memory() as stray:
-            out = fn(n, BLOCK_SIZE=B, out=utils.nan_empty(n))
+            got = fn(n, BLOCK_SIZE=B, out=out)
+        launched_into(got, out, f"whoami_masked({n}, BLOCK_SIZE={B}, out=out)")
         utils.check(
             out,
             owners_cuda(n, B),
@@ -207,6 +249,47 @@ def overlapping_blocks(ref, B):
     }
 
 
+def block_zero_loads(spec, B, *inputs):
+    """{hint: spec(*inputs) as computed when every program loads block 0 (x_ptr + tl.arange(0, BLOCK_SIZE)) but
+    stores at its own offsets}; nothing when one block holds all n elements (then it is the right answer)."""
+    n = inputs[0].numel()
+    if n <= B:
+        return {}
+    first = torch.arange(n, device=inputs[0].device) % B
+    return {
+        "Block 0 is right and every later block repeats its values: the loads read block 0 in every program "
+        "(x_ptr + tl.arange(0, BLOCK_SIZE)). Load at the same offsets as the store, pid * BLOCK_SIZE + "
+        "tl.arange(0, BLOCK_SIZE).": spec(*[t[first] if isinstance(t, torch.Tensor) else t for t in inputs])
+    }
+
+
+def grid_of_block_size(ref, B):
+    """{hint: ref with NaN past the B * B elements that a grid of B programs (CUDA's block size) covers}."""
+    n = ref.numel()
+    if B * B >= n:
+        return {}
+    return {
+        f"Only the first {B * B} = BLOCK_SIZE * BLOCK_SIZE elements were written: the grid has BLOCK_SIZE programs "
+        f"(CUDA's threads per block), not one per block. grid = (triton.cdiv(n, BLOCK_SIZE),)": (
+            torch.where(torch.arange(n, device=ref.device) < B * B, ref, float("nan"))
+        )
+    }
+
+
+def late_start(ref, B):
+    """{hint: ref with NaN where a launch that starts too late leaves it}: program ids counted from 1 (block 0 never
+    written), or offsets from 1 (element 0 never written; the last lane is masked off)."""
+    n, at = ref.numel(), torch.arange(ref.numel(), device=ref.device)
+    if n <= B:
+        return {}
+    return {
+        f"The first block (elements 0 ... {B - 1}) was never written and every other block was: program ids count "
+        f"from 0, so pid = tl.program_id(axis=0), with no + 1.": torch.where(at < B, float("nan"), ref),
+        "Only element 0 was never written: the offsets start one late. tl.arange(0, BLOCK_SIZE) counts from 0, "
+        "so offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE).": torch.where(at < 1, float("nan"), ref),
+    }
+
+
 def check_scale(fn, *, quiet=False):
     """fn(x, alpha, out=..., BLOCK_SIZE=B) against scale_ref in fp64: one element, a tail, several programs."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
@@ -215,14 +298,16 @@ def check_scale(fn, *, quiet=False):
         (env.pick(cpu=5000, gpu=1_000_003), 1024, torch.float32),
         (1000, 1024, torch.float32),
         (1, 1024, env.dtype),
+        (1000, 16, torch.float32),  # n > BLOCK_SIZE**2: a grid of BLOCK_SIZE programs (CUDA's block size) falls short
     ]
     cases.append((random.randint(1, env.pick(cpu=2000, gpu=50_000)), 2 ** random.randint(0, 10), env.dtype))
     for n, B, dtype in cases:
         x = torch.randn(n, device=DEVICE, dtype=dtype)
         alpha = random.choice([-1.5, 0.5, 3.0])
-        x64 = x.double()
+        x64, x_before, out = x.double(), x.clone(), utils.nan_like(x)
         with utils.watch_memory() as stray:
-            out = fn(x, alpha, out=utils.nan_like(x), BLOCK_SIZE=B)
+            got = fn(x, alpha, out=out, BLOCK_SIZE=B)
+        launched_into(got, out, f"scale(x, {alpha}, out=out, BLOCK_SIZE={B})", x=(x, x_before))
         utils.check(
             out,
             scale_ref(x64, alpha),
@@ -232,7 +317,10 @@ def check_scale(fn, *, quiet=False):
             suspects={
                 "out equals x: the kernel stores x without multiplying it by alpha.": x64,
                 "out = x + alpha: alpha is added, not multiplied (alpha * x).": x64 + alpha,
+                "out = x / alpha: x is divided by alpha, not multiplied (alpha * x).": x64 / alpha,
                 **overlapping_blocks(scale_ref(x64, alpha), B),
+                **block_zero_loads(scale_ref, B, x64, alpha),
+                **grid_of_block_size(scale_ref(x64, alpha), B),
             },
         )
 
@@ -246,9 +334,11 @@ def check_add(fn, *, quiet=False):
     cases.append((env.pick(cpu=1031, gpu=98_433), env.dtype))
     for n, dtype in cases:
         x, y = torch.randn(n, device=DEVICE, dtype=dtype), torch.randn(n, device=DEVICE, dtype=dtype)
-        x64, y64 = x.double(), y.double()
+        x64, y64, out = x.double(), y.double(), utils.nan_like(x)
+        before = dict(x=(x, x.clone()), y=(y, y.clone()))
         with utils.watch_memory() as stray:
-            out = fn(x, y, out=utils.nan_like(x))
+            got = fn(x, y, out=out)
+        launched_into(got, out, "add(x, y, out=out)", **before)
         utils.check(
             out,
             add_ref(x64, y64),
@@ -261,7 +351,11 @@ def check_add(fn, *, quiet=False):
                 "out = x: y is never added (or is loaded as zeros).": x64,
                 "out = y: x is never added (or is loaded as zeros).": y64,
                 "out = x - y: y is subtracted, not added.": x64 - y64,
+                "out = y - x: x is subtracted, not added.": y64 - x64,
+                "out = x * y: x and y are multiplied, not added.": x64 * y64,
                 **overlapping_blocks(add_ref(x64, y64), 1024),  # add's default BLOCK_SIZE
+                **block_zero_loads(add_ref, 1024, x64, y64),
+                **late_start(add_ref(x64, y64), 1024),
             },
         )
 
@@ -272,8 +366,10 @@ def check_scale_rows(fn, *, quiet=False):
     for M, N in [(5, 100), (3, 64), (1, 1), (random.randint(1, 9), random.randint(1, 200))]:
         wide = torch.randn(M, N + 7, device=DEVICE)
         x, s = wide[:, :N], torch.randn(M, device=DEVICE)  # x's rows are x.stride(0) = N + 7 elements apart
+        before, out = dict(x=(x, x.clone()), s=(s, s.clone())), utils.nan_empty((M, N))
         with utils.watch_memory() as stray:
-            out = fn(x, s, out=utils.nan_empty((M, N)))
+            got = fn(x, s, out=out)
+        launched_into(got, out, "scale_rows(x, s, out=out)", **before)
         utils.check(
             out,
             scale_rows_ref(x.double(), s.double()),

@@ -29,6 +29,7 @@ from lessons.l05_matmul import (
     shrink,
     smem_bytes,
 )
+from lessons.l02_simt_vs_blocks import launched_into  # a launcher writes into its out, and returns it
 from lessons.l07_llm_layer import rmsnorm, rmsnorm_ref
 
 
@@ -230,8 +231,24 @@ def splitk_suspects(a, b, split):
     kps = splitk_slice(K, split, BK)
     slices = lambda starts, ends: sum(matmul_ref(a[:, lo:hi], b[lo:hi]) for lo, hi in zip(starts, ends) if lo < hi)
     starts = [s * kps for s in range(split)]
+    ends = [min(K, lo + kps) for lo in starts]
     whole = K // BK * BK
+    steps = [triton.cdiv(hi - lo, BK) if lo < hi else 0 for lo, hi in zip(starts, ends)]
+    several_steps = {  # only where a slice has more than one BLOCK_K step (else they are the right answer)
+        "each slice kept only its last BLOCK_K step: acc = tl.dot(a, b) starts the sum again at every step. "
+        "Create acc = tl.zeros(...) once, before the K loop, and accumulate: acc = tl.dot(a, b, acc)": slices(
+            [lo + (n - 1) * BK for lo, n in zip(starts, steps) if n], [hi for hi, n in zip(ends, steps) if n]
+        ),
+        "every K step read the first BLOCK_K terms of K again: offs_k = k0 + tl.arange(0, BLOCK_K), each step at its "
+        "own k0": sum(n * matmul_ref(a[:, : min(BK, hi)], b[: min(BK, hi)]) for n, hi in zip(steps, ends) if n),
+    }
     return {
+        **(several_steps if kps > BK else {}),
+        "only slice 0's terms reached the result: every other slice is empty. Slice s runs from k_start = "
+        "s * K_PER_SPLIT (K_PER_SPLIT counts terms of K, not BLOCK_K steps) to k_end = min(K, k_start + "
+        "K_PER_SPLIT), and the launcher adds every slice's partial (partials.sum(dim=0))": (
+            matmul_ref(a[:, : ends[0]], b[: ends[0]])
+        ),
         "slice s starts at s * BLOCK_K, not s * K_PER_SPLIT: k_start = s * K_PER_SPLIT (each slice is K_PER_SPLIT "
         "terms long, a whole number of BLOCK_K steps)": slices(
             [s * BK for s in range(split)], [min(K, s * BK + kps) for s in range(split)]
@@ -260,7 +277,10 @@ def check_matmul_splitk(fn, *, quiet=False):
     __tracebackhide__ = True
     for (M, N, K), split in SPLITK_CASES:
         x, y = exact_matmul_inputs(M, N, K, torch.float16, device=env.device)
-        got = fn(x, y, out=utils.nan_empty((M, N), torch.float16), SPLIT_K=split)
+        out, before = utils.nan_empty((M, N), torch.float16), dict(a=(x, x.clone()), b=(y, y.clone()))
+        with utils.watch_memory() as stray:  # garbage read past A or B is the likely cause of what follows
+            got = fn(x, y, out=out, SPLIT_K=split)
+        launched_into(got, out, f"matmul_splitk(a, b, out=out, SPLIT_K={split})", **before)
         exact = matmul_ref(x.double(), y.double())
         name = f"matmul_splitk on exact inputs {M}x{N}x{K} (SPLIT_K={split})"
         if not bitwise_equal(got, exact.to(torch.float16)):
@@ -274,6 +294,7 @@ def check_matmul_splitk(fn, *, quiet=False):
                 name=name,
                 quiet=True,
                 suspects=splitk_suspects(x, y, split),
+                stray=stray,
             )
             assert_bitwise_equal(got, exact.to(torch.float16), name=name)
         a = torch.randn(M, K, device=env.device) * K**-0.25
@@ -333,13 +354,21 @@ def check_bitwise_config_test(test, *, quiet=False):
                 f"matmul_ref(a.double(), b.double()).to(dtype), the exact result rounded once."
             ) from None
     try:
-        test(matmul_fp16acc, [{}])
+        returned = test(matmul_fp16acc, [{}])
     except AssertionError:
         pass
     else:
         raise AssertionError(
-            "your test passed matmul_fp16acc, which accumulates in fp16 and loses bits on exact inputs.\n"
-            "Hint: compare bits with assert_bitwise_equal, not with a tolerance (allclose lets this kernel through)."
+            "your test passed matmul_fp16acc, which accumulates in fp16 and loses bits on exact inputs.\nHint: "
+            + (
+                f"your test returned {returned!r}: a test fails by raising AssertionError (assert_bitwise_equal "
+                f"raises; a False returned is ignored)."
+                if returned is not None
+                else "compare each configuration's bits with the exact product, matmul_ref(a.double(), "
+                "b.double()).to(dtype), with assert_bitwise_equal: not with a tolerance (allclose lets this kernel "
+                "through), and not only the configurations with each other (a kernel wrong in every configuration "
+                "agrees with itself)."
+            )
         )
 
     def matmul_splitk_fp16_in_last(a, b, **config):  # right in every configuration but the last one

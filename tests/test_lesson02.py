@@ -231,6 +231,85 @@ PLANTED = {  # mistake: (check, launcher, kernel, (the kernel's text, the mistak
 }
 
 
+PLANTED.update(
+    {  # session 28's battery: mistakes that passed, or got only "wrong values in many places"
+        "num_programs divides with /": (
+            "check_num_programs",
+            "num_programs",
+            "num_programs",
+            ("(n + BLOCK_SIZE - 1) // BLOCK_SIZE", "(n + BLOCK_SIZE - 1) / BLOCK_SIZE"),
+            "/ is true division",
+        ),
+        "num_programs is 1 for n = 0": (
+            "check_num_programs",
+            "num_programs",
+            "num_programs",
+            ("return (n + BLOCK_SIZE - 1) // BLOCK_SIZE", "return max(1, (n + BLOCK_SIZE - 1) // BLOCK_SIZE)"),
+            "only n = 0 is wrong",
+        ),
+        "owner divides with /": (
+            "check_owner",
+            "owner",
+            "owner",
+            ("i // BLOCK_SIZE", "i / BLOCK_SIZE"),
+            "true division",
+        ),
+        "owner counts from 1": (
+            "check_owner",
+            "owner",
+            "owner",
+            ("i // BLOCK_SIZE", "i // BLOCK_SIZE + 1"),
+            "program ids count from 0",
+        ),
+        "scale divides by alpha": ("check_scale", "scale", "scale_kernel", ("alpha * x", "x / alpha"), "x is divided"),
+        "scale loads block 0 in every program": (
+            "check_scale",
+            "scale",
+            "scale_kernel",
+            ("x_ptr + offsets", "x_ptr + tl.arange(0, BLOCK_SIZE)"),
+            "every later block repeats",
+        ),
+        "scale's grid holds BLOCK_SIZE programs": (
+            "check_scale",
+            "scale",
+            "scale",
+            ("grid = (triton.cdiv(n, BLOCK_SIZE),)", "grid = (BLOCK_SIZE,)"),
+            "the grid has BLOCK_SIZE programs",
+        ),
+        "scale returns a tensor of its own": (
+            "check_scale",
+            "scale",
+            "scale",
+            ("    scale_kernel[grid](x, out,", "    out = torch.empty_like(x)\n    scale_kernel[grid](x, out,"),
+            "must write into the out it is given",
+        ),
+        "scale writes into x": (
+            "check_scale",
+            "scale",
+            "scale",
+            ("scale_kernel[grid](x, out,", "scale_kernel[grid](x, x,"),
+            "changed its input x",
+        ),
+        "add multiplies": ("check_add", "add", "add_kernel", ("x + y", "x * y"), "x and y are multiplied"),
+        "add computes y - x": ("check_add", "add", "add_kernel", ("x + y", "y - x"), "x is subtracted"),
+        "add returns x + y": (
+            "check_add",
+            "add",
+            "add",
+            ("num_warps=num_warps)\n    return out", "num_warps=num_warps)\n    return x + y"),
+            "must write into the out it is given",
+        ),
+        "scale_rows returns a tensor of its own": (
+            "check_scale_rows",
+            "scale_rows",
+            "scale_rows",
+            ("    return out\n", "    return out.clone()\n"),
+            "must write into the out it is given",
+        ),
+    }
+)
+
+
 @pytest.mark.parametrize("mistake", list(PLANTED))
 def test_check_names_a_planted_mistake(mistake, monkeypatch, tmp_path):
     """A learner's mistake written into the solution's own kernel: the check names it (not "wrong values")."""

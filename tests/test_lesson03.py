@@ -7,6 +7,7 @@ NaN, so an element the kernel never wrote cannot pass.
 """
 
 import functools
+import re
 
 import pytest
 import torch
@@ -94,4 +95,31 @@ def test_a_mask_off_by_one_is_named(monkeypatch, tmp_path):
     """`offsets < n - 1` leaves only the last element unwritten: the hint names the mask first, not the grid."""
     plant(monkeypatch, tmp_path, lesson, "add_kernel_fixed", ("mask = offsets < n", "mask = offsets < n - 1"))
     with pytest.raises(AssertionError, match=r"(?s)last element was never written.*off by one"):
+        lesson.check_add(functools.partial(lesson.add, kernel=lesson.add_kernel_fixed), quiet=True)
+
+
+_START = "offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)"
+PLANTED = {  # mistake: (the fixed kernel's text, the mistake's, words of the hint); lesson 02's check_add names them
+    "program ids counted from 1": (
+        "pid = tl.program_id(axis=0)",
+        "pid = tl.program_id(axis=0) + 1",
+        "The first block (elements 0 ... 1023) was never written",
+    ),
+    "offsets counted from 1": ("tl.arange(0, BLOCK_SIZE)", "tl.arange(1, BLOCK_SIZE + 1)", "Only element 0"),
+    "every program loads block 0": (
+        "x = tl.load(x_ptr + offsets, mask=mask)\n    y = tl.load(y_ptr + offsets, mask=mask)",
+        "x = tl.load(x_ptr + tl.arange(0, BLOCK_SIZE))\n    y = tl.load(y_ptr + tl.arange(0, BLOCK_SIZE))",
+        "every later block repeats its values",
+    ),
+    "x * y": ("x + y", "x * y", "x and y are multiplied"),
+    "y - x": ("x + y", "y - x", "x is subtracted"),
+    "the sum stored into x": ("tl.store(out_ptr + offsets", "tl.store(x_ptr + offsets", "changed its input x"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(PLANTED))
+def test_check_add_names_a_planted_mistake(mistake, monkeypatch, tmp_path):
+    old, new, words = PLANTED[mistake]
+    plant(monkeypatch, tmp_path, lesson, "add_kernel_fixed", (old, new))
+    with pytest.raises(AssertionError, match=re.escape(words)):
         lesson.check_add(functools.partial(lesson.add, kernel=lesson.add_kernel_fixed), quiet=True)

@@ -159,6 +159,27 @@ def test_a_tolerance_lets_fp16_accumulation_through():
         L.check_bitwise_config_test(uses_allclose, quiet=True)
 
 
+def test_a_test_that_returns_false_is_told_to_raise():
+    def returns_a_bool(launcher, configs, M=37, N=45, K=70, dtype=torch.float16):
+        a, b = L.exact_matmul_inputs(M, N, K, dtype, device=DEVICE)
+        want = L.matmul_ref(a.double(), b.double()).to(dtype)
+        return all(L.bitwise_equal(launcher(a, b, **config), want) for config in configs)
+
+    with pytest.raises(AssertionError, match="your test returned False: a test fails by raising"):
+        L.check_bitwise_config_test(returns_a_bool, quiet=True)
+
+
+def test_a_test_that_compares_configurations_only_with_each_other_is_caught():
+    def self_consistent(launcher, configs, M=37, N=45, K=70, dtype=torch.float16):
+        a, b = L.exact_matmul_inputs(M, N, K, dtype, device=DEVICE)
+        want = launcher(a, b, **configs[0])
+        for config in configs:
+            L.assert_bitwise_equal(launcher(a, b, **config), want)
+
+    with pytest.raises(AssertionError, match="not only the configurations with each other"):
+        L.check_bitwise_config_test(self_consistent, quiet=True)
+
+
 def test_a_test_of_the_first_configuration_only_is_caught():
     def first_config_only(launcher, configs, M=37, N=45, K=70, dtype=torch.float16):
         a, b = L.exact_matmul_inputs(M, N, K, dtype, device=DEVICE)
@@ -189,6 +210,27 @@ SPLITK_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the h
         "p_ptrs = part_ptr +",
         "a slice of the partials was never written",
     ),  # fmt: skip
+    # session 28's battery: mistakes that got only "wrong values in many places", or a hint about exp
+    "the sum restarted at every step": (
+        "acc = tl.dot(a, b, acc)",
+        "acc = tl.dot(a, b)",
+        "each slice kept only its last BLOCK_K step",
+    ),  # fmt: skip
+    "K_PER_SPLIT taken as a number of steps": (
+        "k_start = s * K_PER_SPLIT",
+        "k_start = s * K_PER_SPLIT * BLOCK_K",
+        "only slice 0's terms reached the result",
+    ),  # fmt: skip
+    "every slice ends at K_PER_SPLIT": (
+        "k_end = tl.minimum(K, k_start + K_PER_SPLIT)",
+        "k_end = tl.minimum(K, K_PER_SPLIT)",
+        "only slice 0's terms reached the result",
+    ),  # fmt: skip
+    "offs_k without k0": (
+        "offs_k = k0 + tl.arange(0, BLOCK_K)",
+        "offs_k = tl.arange(0, BLOCK_K)",
+        "every K step read the first BLOCK_K terms",
+    ),  # fmt: skip
 }
 
 
@@ -196,6 +238,36 @@ SPLITK_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the h
 def test_splitk_check_names_a_planted_mistake(mistake, monkeypatch, tmp_path):
     old, new, words = SPLITK_PLANTED[mistake]
     plant(monkeypatch, tmp_path, L, "matmul_splitk_kernel", (old, new))
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        L.check_matmul_splitk(L.matmul_splitk, quiet=True)
+
+
+@interpreter_only  # the read past B is seen by the interpreter's memory watch; on a GPU it reads garbage
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("k_end = tl.minimum(K, k_start + K_PER_SPLIT)", "k_end = k_start + K_PER_SPLIT"),
+        ("mask=(offs_k[:, None] < k_end) & (offs_n[None, :] < N)", "mask=offs_n[None, :] < N"),
+    ],
+    ids=["k_end past K", "b's K mask dropped"],
+)
+def test_splitk_check_names_a_read_past_b(old, new, monkeypatch, tmp_path):
+    """Before, the exact-input case ran without the memory watch: NaN read past B, and a hint about exp."""
+    plant(monkeypatch, tmp_path, L, "matmul_splitk_kernel", (old, new))
+    with pytest.raises(AssertionError, match=r"reads \d+ lane\(s\) past the end of `b_ptr`"):
+        L.check_matmul_splitk(L.matmul_splitk, quiet=True)
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (("partials.sum(dim=0)", "partials[0]"), "only slice 0's terms reached the result"),
+        (("out.copy_(partials.sum(dim=0))", "out = partials.sum(dim=0).to(a.dtype)"), "must write into the out"),
+    ],
+    ids=["first partial only", "a new tensor returned"],
+)
+def test_splitk_check_names_a_planted_launcher_mistake(edit, words, monkeypatch, tmp_path):
+    plant(monkeypatch, tmp_path, L, "matmul_splitk", edit)
     with pytest.raises(AssertionError, match=re.escape(words)):
         L.check_matmul_splitk(L.matmul_splitk, quiet=True)
 
