@@ -350,6 +350,22 @@ def test_a_suspected_mistake_is_named_when_the_result_matches_it():
     assert "forgot the scale" not in str(e.value)
 
 
+@triton.jit
+def _mask_off_by_one_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n, other=0.0), mask=offsets <= n)
+
+
+def test_one_element_past_the_end_names_a_mask_off_by_one():
+    """A store masked with offsets <= n writes one element past out: "mask the stores" (as an unmasked store is
+    told) misleads a learner whose store is masked (a helper's battery, session 28)."""
+    x = torch.randn(100, device=current().device)
+    out = nan_empty(100)
+    _mask_off_by_one_kernel[(triton.cdiv(100, 32),)](x, out, 100, BLOCK_SIZE=32)
+    with pytest.raises(AssertionError, match=r"(?s)wrote 1 element\(s\) past the end.*off by one \(offsets <= n"):
+        check(out, x)
+
+
 def test_of_two_matching_suspects_the_closer_is_named():
     """At bf16's tolerance two blurred attentions (a scale applied twice with tl.exp, or with tl.exp2) both matched
     on the H100, and the first was named: the closer one is."""

@@ -612,10 +612,17 @@ def check(
     if canaries is not None:
         clobbered = ~never_written(canaries)  # bits, not isnan: a store of NaN past the end counts too
         if bool(clobbered.any()):
+            beyond = int(torch.nonzero(clobbered)[-1]) + 1
+            hint = (
+                "exactly one element too many was stored: a mask off by one (offsets <= n where offsets < n "
+                "belongs), or no mask at all where n falls one short of a whole block"
+                if beyond == 1
+                else "mask the stores, tl.store(ptr + offsets, value, mask=offsets < n), so the last block stops at "
+                "the end"
+            )
             problems.append(
-                f"The kernel wrote {int(clobbered.sum())} element(s) past the end of {name} (up to "
-                f"{int(torch.nonzero(clobbered)[-1]) + 1} elements beyond it). Hint: mask the stores, "
-                f"tl.store(ptr + offsets, value, mask=offsets < n), so the last block stops at the end."
+                f"The kernel wrote {int(clobbered.sum())} element(s) past the end of {name} (up to {beyond} elements "
+                f"beyond it). Hint: {hint}."
             )
 
     ref_nan = torch.isnan(ref64)
