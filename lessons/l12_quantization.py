@@ -260,6 +260,10 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                 "keeps it in bits 4-7)": torch.stack([q[:, 0::2], 16 * q[:, 1::2].long()], -1)
                 .reshape(q.shape[0], -1)
                 .long(),
+                "the high nibble comes back as 0: shift first, hi = packed >> 4 ((packed & 0xF) >> 4 masks the high "
+                "nibble away before shifting the low one out)": torch.stack([q[:, 0::2], 0 * q[:, 1::2]], -1)
+                .reshape(q.shape[0], -1)
+                .long(),
                 "high nibbles of 8 and more come back as 248 and more: the shift dragged the sign bit in (an int8 "
                 ">> 4 is arithmetic); shift the uint8 bytes, a logical shift": torch.stack(
                     [q[:, 0::2].long(), torch.where(q[:, 1::2] >= 8, q[:, 1::2].long() + 240, q[:, 1::2].long())], -1
@@ -734,9 +738,10 @@ def wxa16_ref(x, w):
 
 
 # (M, N, K): one row, a few (decode), a prefill; N odd, K odd or even but never a multiple of a group, and at M = 1
-# long enough that the schedule splits K (on the CPU, which pretends to have 4 SMs: 2 to 8 splits)
+# long enough that the schedule splits K (on the CPU, which pretends to have 4 SMs: 2 to 8 splits) into parts of
+# unequal length: a split that runs past the last group or step reads past the weight's last row (and is told)
 CHECK_SHAPES = utils.mode.current().pick(
-    cpu=((1, 33, 1001), (5, 47, 200), (37, 31, 73)), gpu=((1, 333, 4100), (5, 1001, 2000), (37, 257, 999))
+    cpu=((1, 33, 1099), (5, 47, 200), (37, 31, 73)), gpu=((1, 333, 4100), (5, 1001, 2000), (37, 257, 999))
 )
 
 
@@ -800,6 +805,15 @@ def w4a16_suspects(x, w: Int4Weight):
         "the zero point is subtracted after the scale (q * scale - zero): it is a code, so it comes off the code, "
         "(q - zero) * scale (in the kernel: (q - zero) in the dots, the scale on each group's partial product)"
     ] = y(after.double().view(N, -1)[:, :K])
+    if N > 1 and w.groups > 1:  # row n's scale or zero point read at n + g: rows stride_sn apart, not 1
+        at = torch.arange(N, device=q.device)[:, None] + torch.arange(w.groups, device=q.device)
+        at = at.clamp_max(z.numel() - 1)
+        wrongs = (("scale", "scale_ptr", (z, s.flatten()[at])), ("zero point", "zero_ptr", (z.flatten()[at], s)))
+        for what, ptr, wrong in wrongs:
+            suspects[
+                f"row n's {what} was read at {ptr} + n + g, as if its rows were 1 apart: they are stride_sn apart, "
+                f"{ptr} + n * stride_sn + g (n = rows_n, g the step's group)"
+            ] = y(_dequant_codes(q, *wrong, K))
     whole = K // G * G
     if whole < K:
         suspects[

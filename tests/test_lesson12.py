@@ -876,6 +876,24 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         _check_w4a16,
         "x at the odd columns",
     ),  # fmt: skip
+    "unpack masks the high nibble before shifting": (
+        "unpack_int4",
+        [("packed >> 4", "(packed & 0xF) >> 4")],
+        _check_pack,
+        "the high nibble comes back as 0",
+    ),  # fmt: skip
+    "w4a16 scale rows 1 apart": (
+        "w4a16_kernel",
+        [("scale_ptr + rows_n * stride_sn + g", "scale_ptr + rows_n + g")],
+        _check_w4a16,
+        "row n's scale was read at scale_ptr + n + g",
+    ),  # fmt: skip
+    "w4a16 zero point rows 1 apart": (
+        "w4a16_kernel",
+        [("zero_ptr + rows_n * stride_sn + g", "zero_ptr + rows_n + g")],
+        _check_w4a16,
+        "row n's zero point was read at zero_ptr + n + g",
+    ),  # fmt: skip
     "w4a16 k_even without the 2": (
         "w4a16_kernel",
         [("k_even = g * GROUP_SIZE + 2 * offs_j", "k_even = g * GROUP_SIZE + offs_j")],
@@ -883,6 +901,17 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "the factor 2 is missing",
     ),  # fmt: skip
 }
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="memory is watched under the interpreter only")
+def test_a_split_that_runs_past_the_last_group_is_told(monkeypatch, tmp_path):
+    """Without the tl.minimum a split whose share of the groups is cut short runs on past the last group: x is masked
+    there (0), so the sum is right, but the codes come from past the weight's last row. The check's M = 1 shape
+    splits K unevenly, so that the overrun happens."""
+    overrun = ("last = tl.minimum(first + per_split, groups)", "last = first + per_split")
+    plant(monkeypatch, tmp_path, L, "w4a16_kernel", overrun)
+    with pytest.raises(AssertionError, match="past the end of `packed_ptr`"):
+        _check_w4a16()
 
 
 @pytest.mark.parametrize("mistake", list(PLANTED))

@@ -605,6 +605,12 @@ POOL_PLANTED = {  # mistake: (BlockPool's method, its text, the mistake's, words
         "pass",
         "free_all must empty the sequence's table",
     ),  # fmt: skip
+    "share_prefix never appends the hash": (  # before: the loop never ended, and the notebook hung
+        "BlockPool.share_prefix",
+        "seq.hashes.append(h)",
+        "pass",
+        "share_prefix(a sequence of 12 tokens (0 cached) with blocks []) ran 20000 lines without returning",
+    ),  # fmt: skip
     "copies left out of the count": (  # before: an IndexError from self.free.pop(), in the learner's code
         "BlockPool.allocate",
         "if need + len(shared) > len(self.free):",
