@@ -248,6 +248,15 @@ def store_stride_hint(out, ptr="c_ptr", row_stride="stride_cm", col_stride="stri
     return None
 
 
+def _grouped_order(M, N, BM, BN, G):
+    """Each tile's number in the grouped order (tile_order_ref's, below in the lesson, computed at once): groups of G
+    tile rows, then columns, then rows inside a group. Here because a check cell runs before tile_order_ref's."""
+    num_m, num_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
+    i, j = torch.arange(num_m)[:, None], torch.arange(num_n)[None, :]
+    first = i // G * G  # the group's first tile row
+    return (first * num_n + j * (num_m - first).clamp(max=G) + i - first).float()
+
+
 def persistent_hint(out, num_programs=None):
     """The hint of the persistent loop's mistake whose never-computed tiles are exactly the NaN of ``out``, if any:
     the loop started at 0 in every program, stopped one tile early, or counted whole tiles only (each tried with the
@@ -257,8 +266,8 @@ def persistent_hint(out, num_programs=None):
     for BM in BLOCKS:
         for BN in BLOCKS:
             for G in (1, *GROUPS):
-                order = tile_order_ref(M, N, BM, BN, G)  # the tile number of each tile, in the grouped order
-                P = min(num_programs or NUM_SMS, order.numel())
+                order = _grouped_order(M, N, BM, BN, G)  # the tile number of each tile, in the grouped order
+                P = min(num_programs or env.sm_count or 4, order.numel())  # NUM_SMS (defined below in the lesson)
                 computed = {
                     f"Every program computed the same tiles 0, {P}, 2 x {P}, ...: the persistent loop starts at 0. "
                     f"Start it at the program's own id: for tile in tl.range(tl.program_id(0), num_tiles, "
