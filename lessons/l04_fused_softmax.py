@@ -185,6 +185,29 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
             "every block comes out scaled by its own exp(m - max of the block). Write tl.exp(x - m) / d, with the "
             "m and d that pass 1 left."
         ] = torch.exp(x64 - own) / sums
+        first = x64[:, :block].amax(dim=-1) == float("-inf")  # rows whose first block is nothing but -inf
+        if bool((first & ~ref.isnan().all(dim=-1)).any()):
+            no_guard = ref.clone()
+            no_guard[first] = float("nan")  # d = 0 * exp(-inf - -inf) = NaN on that block, and NaN from then on
+            suspects[
+                "a block of nothing but -inf gives m_new = -inf and exp(m - m_new) = exp(-inf - -inf) = NaN, which "
+                "d keeps for the rest of the row: keep d at 0 while m_new is -inf, "
+                'd = tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + ...).'
+            ] = no_guard
+        dead = x64.amax(dim=-1) < -104  # rows where exp(x - 0) is 0 in fp32 for every x
+        if bool(dead.any()):
+            started_at_0 = ref.clone()
+            started_at_0[dead] = float("nan")  # m stays 0, every exp(x - 0) underflows, d = 0 and 0 / 0 = NaN
+            suspects[
+                "the running max m starts at 0, not -inf: in a row whose every value is far below 0 (under about "
+                "-87, where exp underflows in fp32) m stays 0, every exp(x - m) is 0, d stays 0 and the output is "
+                '0 / 0 = NaN. Start with m = tl.full((), float("-inf"), tl.float32): the first block\'s max '
+                "replaces it."
+            ] = started_at_0
+        suspects[  # the first block's terms exp(x - m) with m = -inf: d = inf, and every output exp(x - m) / inf = 0
+            "every output is 0: the running sum adds tl.exp(x - m) with the max from before this block, and on "
+            "the first block m = -inf, so d = inf. Use the new max: d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new))."
+        ] = torch.where(ref.isnan().all(dim=-1, keepdim=True), ref, torch.zeros_like(ref))
     return suspects
 
 
@@ -232,13 +255,14 @@ def check_softmax(fn, *, online=True, quiet=False):
     ]
     wide = torch.randn(37, 1000, device=env.device)
     cases.append((wide[:, :781], None, wide))  # a view: rows 1000 apart in memory, 781 used
-    special = torch.randn(7, 1000, device=env.device)
+    special = torch.randn(8, 1000, device=env.device)
     special[1, ::3] = float("-inf")  # scattered -inf (a mask)
     special[2, :500] = float("-inf")  # a -inf prefix: whole blocks of it for the online kernel
     special[3, :-1] = float("-inf")  # one finite value: softmax is exactly 1 there
     special[4] = (special[4] * 1e4).clamp(-6e4, 6e4)  # exp(x) alone overflows (clamped to fit fp16)
     special[5] = float("-inf")  # nothing but -inf: NaN, as torch.softmax gives
     special[6, -1] = float("-inf")  # -inf in the last block only
+    special[7] -= 200  # every value far below 0: exp(x - 0) underflows (a running max started at 0 shows)
     cases += [(special.to(dt), None, None) for dt in (torch.float32, env.dtype)]
     if online:  # small blocks force the online kernel: several blocks a row and a ragged tail
         blocks = env.pick(

@@ -140,7 +140,25 @@ PLANTED = {
         ("d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)", "d + tl.sum(tl.exp(x), axis=0)"),
         r"sum adds up exp\(x\) without the row's max",
     ),
-}
+    # session 28h1: a NaN from a block of -inf (before: "a row whose every entry is masked", which it is not), a
+    # running max started at 0 (before: passed; the check's row 7 now lies far below 0), d summed with the old max
+    "the online -inf guard dropped": (
+        "softmax_online_kernel",
+        ('d = tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0))',
+         "d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)"),
+        r"a block of nothing but -inf gives m_new = -inf",
+    ),
+    "the online max started at 0": (
+        "softmax_online_kernel",
+        ('m = tl.full((), float("-inf"), tl.float32)', "m = tl.full((), 0.0, tl.float32)"),
+        r"running max m starts at 0, not -inf",
+    ),
+    "the online sum with the old max": (
+        "softmax_online_kernel",
+        ("tl.sum(tl.exp(x - m_new), axis=0)", "tl.sum(tl.exp(x - m), axis=0)"),
+        r"every output is 0: the running sum adds tl.exp\(x - m\)",
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("mistake", list(PLANTED))

@@ -596,3 +596,24 @@ def test_a_running_max_started_at_0_gets_named(kernel, monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, L, kernel, (_M_I, "m_i = tl.zeros([BLOCK_M], tl.float32)"))
     with pytest.raises(AssertionError, match=re.escape("the running max m_i starts at 0, not -inf")):
         M_I_AT_0[kernel]()
+
+
+# -- every output NaN (session 28h1): at T = 1 the strict causal mask's suspect is NaN everywhere too ---------------
+
+ALL_NAN = {  # a mistake in _attention_range that makes every output NaN: no suspect may claim it
+    "alpha = exp2(m_new - m_i)": ("alpha = tl.exp2(m_i - m_new)", "alpha = tl.exp2(m_new - m_i)"),
+    "p with the old max": ("p = tl.exp2(s - m_new[:, None])", "p = tl.exp2(s - m_i[:, None])"),
+}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("mistake", list(ALL_NAN))
+def test_an_all_nan_output_is_not_blamed_on_the_causal_mask(mistake, monkeypatch, tmp_path):
+    """Both mistakes make every output NaN; at the check's T = 1 the strict causal mask (query 0 sees no key) is
+    NaN everywhere as well, and was named (before: "the causal mask is off by one ... not < i")."""
+    from utils.mutants import plant
+
+    plant(monkeypatch, tmp_path, L, "_attention_range", ALL_NAN[mistake])
+    with pytest.raises(AssertionError, match="NaN") as failure:
+        L.check_attention_head(L.attention_head_causal, causal=(True, False), quiet=True)
+    assert "off by one" not in str(failure.value)
