@@ -1936,8 +1936,12 @@ def compact_misplaced(values, keep, segment):
     def diagnose(out):
         if out.shape != want.shape or not len(want):
             return None
-        got, order = out.sort()
-        at = torch.searchsorted(got, want).clamp(max=len(out) - 1)
+        places = torch.nonzero(~torch.isnan(out)).flatten()  # NaN (memory never written) would break the search
+        if not len(places):
+            return None
+        got, order = out[places].sort()
+        order = places[order]  # each sorted value's place in out
+        at = torch.searchsorted(got, want).clamp(max=len(got) - 1)
         found = (got[at] == want) & ~twice
         start = order[at] - rank  # where the kept value's segment starts writing, as this value tells
         wrong = found & (start != torch.searchsorted(seg, seg))
