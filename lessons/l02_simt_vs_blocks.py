@@ -108,24 +108,6 @@ def fractions(out):
     return None
 
 
-def launched_into(got, out, call, **inputs):
-    """Raises AssertionError unless the launcher returned the `out` it was given and left every input (name=(the
-    tensor, a copy taken before the call)) as it was: a launcher writes into out, and nowhere else."""
-    __tracebackhide__ = True
-    for name, (now, before) in inputs.items():
-        if not torch.equal(now, before):
-            raise AssertionError(
-                f"{call} changed its input {name}: the kernel stored into {name}'s pointer. Store into out_ptr, the "
-                f"pointer of the out the launcher was given, and pass out (not {name}) as that argument."
-            )
-    if got is not out:
-        raise AssertionError(
-            f"{call} must write into the out it is given and return it, but returned "
-            f"{type(got).__name__}{'' if got is None else ' (another tensor)'}: launch the kernel on out and "
-            f"`return out` (a caller that passes out=... reads its result there)."
-        )
-
-
 def require_length(n, name="n"):
     """A number of elements: a Python int, 0 or more, below 2**31 (the kernels here compute 32-bit offsets)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
@@ -196,7 +178,7 @@ def check_whoami(fn, *, quiet=False):
         out = utils.nan_empty(n)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             got = fn(n, BLOCK_SIZE=B, out=out)
-        launched_into(got, out, f"whoami({n}, BLOCK_SIZE={B}, out=out)")
+        utils.launched_into(got, out, f"whoami({n}, BLOCK_SIZE={B}, out=out)")
         utils.check(
             out,
             owners_cuda(n, B),
@@ -223,7 +205,7 @@ def check_whoami_masked(fn, *, quiet=False):
         out = utils.nan_empty(n)
         with utils.watch_memory() as stray:
             got = fn(n, BLOCK_SIZE=B, out=out)
-        launched_into(got, out, f"whoami_masked({n}, BLOCK_SIZE={B}, out=out)")
+        utils.launched_into(got, out, f"whoami_masked({n}, BLOCK_SIZE={B}, out=out)")
         utils.check(
             out,
             owners_cuda(n, B),
@@ -307,7 +289,7 @@ def check_scale(fn, *, quiet=False):
         x64, x_before, out = x.double(), x.clone(), utils.nan_like(x)
         with utils.watch_memory() as stray:
             got = fn(x, alpha, out=out, BLOCK_SIZE=B)
-        launched_into(got, out, f"scale(x, {alpha}, out=out, BLOCK_SIZE={B})", x=(x, x_before))
+        utils.launched_into(got, out, f"scale(x, {alpha}, out=out, BLOCK_SIZE={B})", x=(x, x_before))
         utils.check(
             out,
             scale_ref(x64, alpha),
@@ -338,7 +320,7 @@ def check_add(fn, *, quiet=False):
         before = dict(x=(x, x.clone()), y=(y, y.clone()))
         with utils.watch_memory() as stray:
             got = fn(x, y, out=out)
-        launched_into(got, out, "add(x, y, out=out)", **before)
+        utils.launched_into(got, out, "add(x, y, out=out)", **before)
         utils.check(
             out,
             add_ref(x64, y64),
@@ -369,7 +351,7 @@ def check_scale_rows(fn, *, quiet=False):
         before, out = dict(x=(x, x.clone()), s=(s, s.clone())), utils.nan_empty((M, N))
         with utils.watch_memory() as stray:
             got = fn(x, s, out=out)
-        launched_into(got, out, "scale_rows(x, s, out=out)", **before)
+        utils.launched_into(got, out, "scale_rows(x, s, out=out)", **before)
         utils.check(
             out,
             scale_rows_ref(x.double(), s.double()),

@@ -29,7 +29,6 @@ from lessons.l05_matmul import (
     shrink,
     smem_bytes,
 )
-from lessons.l02_simt_vs_blocks import launched_into  # a launcher writes into its out, and returns it
 from lessons.l07_llm_layer import rmsnorm, rmsnorm_ref
 
 
@@ -280,7 +279,7 @@ def check_matmul_splitk(fn, *, quiet=False):
         out, before = utils.nan_empty((M, N), torch.float16), dict(a=(x, x.clone()), b=(y, y.clone()))
         with utils.watch_memory() as stray:  # garbage read past A or B is the likely cause of what follows
             got = fn(x, y, out=out, SPLIT_K=split)
-        launched_into(got, out, f"matmul_splitk(a, b, out=out, SPLIT_K={split})", **before)
+        utils.launched_into(got, out, f"matmul_splitk(a, b, out=out, SPLIT_K={split})", **before)
         exact = matmul_ref(x.double(), y.double())
         name = f"matmul_splitk on exact inputs {M}x{N}x{K} (SPLIT_K={split})"
         if not bitwise_equal(got, exact.to(torch.float16)):

@@ -10,6 +10,7 @@ from . import hints  # so that `utils.hints.answer(...)` works after `import uti
 from .checking import (
     Scaled,
     check,
+    launched_into,
     nan_empty,
     nan_like,
     overlaps,
@@ -33,6 +34,7 @@ __all__ = [
     "Env",
     "dtype_name",
     "check",
+    "launched_into",
     "Scaled",
     "nan_empty",
     "nan_like",

@@ -496,6 +496,24 @@ def _suspect(out64, suspects, rtol, atol, diagnose=None) -> str | None:
     return diagnose(out64) if diagnose is not None else None
 
 
+def launched_into(got, out, call, **inputs):
+    """Raises AssertionError unless the launcher returned the `out` it was given and left every input (name=(the
+    tensor, a copy taken before the call)) as it was: a launcher writes into out, and nowhere else."""
+    __tracebackhide__ = True
+    for name, (now, before) in inputs.items():
+        if not torch.equal(now, before):
+            raise AssertionError(
+                f"{call} changed its input {name}: the kernel stored into {name}'s pointer. Store into out_ptr, the "
+                f"pointer of the out the launcher was given, and pass out (not {name}) as that argument."
+            )
+    if got is not out:
+        raise AssertionError(
+            f"{call} must write into the out it is given and return it, but returned "
+            f"{type(got).__name__}{'' if got is None else ' (another tensor)'}: launch the kernel on out and "
+            f"`return out` (a caller that passes out=... reads its result there)."
+        )
+
+
 # -- the check --------------------------------------------------------------------------------------------------
 
 
