@@ -156,13 +156,15 @@ def setup(quiet: bool = False, seed: int | None = 0) -> Env:
 
 
 def _name_skeletons_under_errors() -> None:
-    """In a notebook: under a cell's error, the exercises it reached that are still skeletons (utils.stubs)."""
+    """In a notebook: under a cell's error, the exercises it reached that are still skeletons (utils.stubs), and
+    the mistake that probably caused an error of Triton's (utils.crashes)."""
     shell = sys.modules.get("IPython")  # never imported here: a plain script or a lesson module must not load it
     ipython = shell.get_ipython() if shell is not None and hasattr(shell, "get_ipython") else None
     if ipython is not None and hasattr(ipython, "events"):
-        from .stubs import watch_cells
+        from . import crashes, stubs
 
-        watch_cells(ipython)
+        stubs.watch_cells(ipython)
+        crashes.watch_cells(ipython)  # and what a crash of Triton's probably means (utils.crashes)
 
 
 def _enable_colab_widgets() -> None:

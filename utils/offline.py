@@ -38,6 +38,16 @@ sys.path.insert(0, folder)
 written = {}
 
 
+def chain(e):
+    # the error and those it came from: a CompilationError from inside a tl function (tl.zeros of a shape that is
+    # not constexpr) shows only the line; the message is its cause's, and the last line printed is the innermost
+    seen = []
+    while e is not None and e not in seen:
+        seen.append(e)
+        e = e.__cause__ or e.__context__
+    return seen
+
+
 def module_for(path):
     # a copy of the module at `path` holding only its @triton.jit functions and constants, and the jit functions
     # it imports from other modules of its package (each in its own copy), so that names resolve as they do there
@@ -154,8 +164,9 @@ for job in request["jobs"]:
             "error": None if report.returncode == 0 else "ptxas: " + report.stderr[-2000:],
         })
     except Exception as e:  # one kernel's failure is reported with its job, the others still compile
+        lines = [line for x in chain(e) for line in traceback.format_exception_only(type(x), x)]
         results.append({"ptx": "", "shared": None, "registers": None, "spill_bytes": 0, "ptxas": "",
-                        "error": "".join(traceback.format_exception_only(type(e), e))[-3000:]})
+                        "error": "".join(lines)[-3000:]})
 print(json.dumps(results))
 """
 

@@ -1,0 +1,112 @@
+"""Kernels with the mistakes utils.crashes explains, one each, for tests/test_crashes.py: launched there under the
+interpreter (or compiled, on a GPU) and compiled for an H100 through utils.offline from this file."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    """A correct copy: the launch mistakes are made with it."""
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def block_not_constexpr_kernel(x_ptr, out_ptr, n, BLOCK_SIZE):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def zeros_not_constexpr_kernel(x_ptr, out_ptr, n, BLOCK_SIZE):
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    tl.store(out_ptr + tl.arange(0, 16), tl.sum(acc))
+
+
+@triton.jit
+def offsets_without_pointer_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def values_for_pointers_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.load(x, mask=mask), mask=mask)
+
+
+@triton.jit
+def two_block_sizes_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    half = tl.arange(0, BLOCK_SIZE // 2)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(x_ptr + half))
+
+
+@triton.jit
+def store_rank_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, x[:, None] + x[None, :])  # an outer sum stored through 1-D pointers
+
+
+@triton.jit
+def mask_one_pointer_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr, mask=offsets < n)
+    tl.store(out_ptr + offsets, x, mask=offsets < n)
+
+
+@triton.jit
+def store_one_pointer_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets, mask=offsets < n)
+    tl.store(out_ptr, x)
+
+
+@triton.jit
+def small_dot_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tile = offsets[:, None] * BLOCK_SIZE + offsets[None, :]
+    a = tl.load(x_ptr + tile)
+    tl.store(out_ptr + tile, tl.dot(a, a))
+
+
+@triton.jit
+def if_on_block_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets, mask=offsets < n)
+    if x > 0:
+        x = x * 2
+    tl.store(out_ptr + offsets, x, mask=offsets < n)
+
+
+@triton.jit
+def break_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    total = 0.0
+    for i in range(0, n):
+        if i > 3:
+            break
+        total += tl.load(x_ptr + i)
+    tl.store(out_ptr, total)
+
+
+@triton.jit
+def torch_inside_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, torch.exp(x))  # noqa: F821 - the mistake: torch is not a kernel's
+
+
+@triton.jit
+def loop_type_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    for start in range(0, n, BLOCK_SIZE):
+        acc = tl.load(x_ptr + start + offsets).to(tl.float16)
+    tl.store(out_ptr + offsets, acc)

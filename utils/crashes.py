@@ -1,0 +1,268 @@
+"""What a crash in a learner's kernel or launch probably means, in the course's words.
+
+Triton's errors say what failed and where, in the compiler's terms: ``Unsupported ptr type <['32'], int32> in
+`tl.load```, ``arange's arguments must be of type tl.constexpr``, ``object of type 'int' has no len()``. A learner
+meeting one for the first time needs the mistake behind it: offsets passed without their pointer, a block size
+that is not a ``tl.constexpr``, a grid written ``(triton.cdiv(n, BLOCK_SIZE))`` without its comma.
+
+:func:`explain` takes the exception (the whole chain: the interpreter wraps the error it met in an
+``InterpreterError``, the compiler in a ``CompilationError`` that shows the kernel's line) and returns that
+mistake and its fix, or None for an error it does not know. In a notebook, ``utils.setup()`` registers
+:func:`watch_cells`, which prints it under the cell's traceback. The same mistakes give different messages
+under the interpreter and compiled for a GPU; each rule matches both, and ``tests/test_crashes.py`` makes each
+mistake in a real kernel, both ways, so that a Triton that rewords a message fails a test rather than a learner.
+
+Some mistakes fail only compiled (``break`` in a loop, ``tl.dot`` on tiles under 16, ``if`` on a block: the
+interpreter runs them as Python): their hints say so, since a learner on a laptop will first meet them on a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+__all__ = ["RULES", "explain", "watch_cells"]
+
+
+def _frames(errors: list[BaseException]):
+    """(file name, qualified name) of every frame of the chain's tracebacks."""
+    for error in errors:
+        tb = error.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            yield code.co_filename, getattr(code, "co_qualname", code.co_name)
+            tb = tb.tb_next
+
+
+def _in_launch(errors: list[BaseException]) -> bool:
+    """True when a traceback of the chain passes through Triton's runtime (a launch, the interpreter, an autotuner)."""
+    return any(re.search(r"[\\/]triton[\\/]runtime[\\/]", file) for file, _ in _frames(errors))
+
+
+def _called_without_a_grid(errors: list[BaseException]) -> bool:
+    """Under the interpreter, a kernel called like a function fails on whatever it does first (tl.program_id has
+    no grid to read): the sign is the call's own frame with no launch's around it."""
+    names = {name for _, name in _frames(errors)}
+    return "InterpretedFunction.__call__" in names and "GridExecutor.__call__" not in names
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """``pattern`` searched in the chain's messages; ``hint`` formatted with its groups; ``needs``: a test of the
+    chain's tracebacks too (``_in_launch``: a grid's ``len()`` is a launch's, any other ``len()`` is not)."""
+
+    name: str
+    pattern: str
+    hint: str
+    needs: Callable[[list[BaseException]], bool] | None = None
+
+
+CALLED = (
+    "A kernel was called like a Python function. Launch it with a grid: `kernel[grid](x, out, n, "
+    "BLOCK_SIZE=1024)`. (Inside a kernel, a call to another @triton.jit function is fine.)"
+)
+
+RULES = [
+    # first: under the interpreter, whatever such a call fails on (another rule may know it) is not the mistake
+    Rule("kernel called without a grid (interpreted)", "", CALLED, needs=_called_without_a_grid),
+    Rule(
+        "grid not a tuple",
+        r"object of type '(?:int|float)' has no len\(\)",
+        "The grid is a single number, not a tuple: `(triton.cdiv(n, BLOCK_SIZE))` is only a number in brackets. "
+        "The comma makes the tuple: `grid = (triton.cdiv(n, BLOCK_SIZE),)` (a grid function returns a tuple too).",
+        needs=_in_launch,
+    ),
+    Rule(
+        "float grid",
+        r"'float' object cannot be interpreted as an integer",
+        "The grid holds a float: `n / BLOCK_SIZE` divides exactly. Count programs in whole numbers, rounding up: "
+        "`triton.cdiv(n, BLOCK_SIZE)`.",
+        needs=_in_launch,
+    ),
+    Rule(
+        "no @triton.jit",
+        r"'function' object is not subscriptable",
+        "`kernel[grid](...)` on a plain Python function: the kernel's `def` needs `@triton.jit` on the line above.",
+    ),
+    Rule(
+        "kernel called without a grid",
+        r"Cannot call @triton\.jit'd outside of the scope of a kernel",
+        CALLED,
+    ),
+    Rule(
+        "block not a power of two",
+        r"arange's range must be a power of 2",
+        "`tl.arange(0, N)` takes only a power of two N (16, 32, 64, ...). Round the block size up on the host, "
+        "`BLOCK_SIZE = triton.next_power_of_2(n)`, and mask the lanes past the end: `mask = offsets < n`.",
+    ),
+    Rule(
+        "block size not a constexpr",
+        r"arange's arguments must be of type tl\.constexpr|Shape element \d+ must have type `constexpr",
+        "A block size reached the kernel as an ordinary argument, but a block's shape must be known when the kernel "
+        "compiles. Declare it a compile-time constant in the kernel's signature, `BLOCK_SIZE: tl.constexpr`, and "
+        "pass it at the launch (`BLOCK_SIZE=1024`); each new value compiles a kernel of its own.",
+    ),
+    Rule(
+        "offsets without their pointer",
+        r"Unsupported ptr type <?(?:\[[^\]]*\], )?u?int\d+>? in `tl\.(load|store)`",
+        "`tl.{0}` was given a block of integers, not of pointers: offsets alone are not addresses. Add them to the "
+        "tensor's pointer: `tl.{0}(x_ptr + offsets, ...)`.",
+    ),
+    Rule(
+        "values for pointers",
+        r"Unsupported ptr type .*? in `tl\.(load|store)`",
+        "`tl.{0}` was given values, not pointers (a block that a load returned, or a number). Its first argument "
+        "is the tensor's pointer plus the offsets: `tl.{0}(x_ptr + offsets, ...)`.",
+    ),
+    Rule(
+        "blocks of different shapes",
+        r"Cannot make_shape_compatible: incompatible dimensions at index (\d+): (\d+) and (\d+)",
+        "Two blocks of different shapes meet in one operation: {1} and {2} elements along dimension {0}. Check each "
+        "`tl.arange`'s length (the blocks of one tile come from the same BLOCK size) and that a 2-D tile's rows "
+        "come from `offs_m[:, None]` and its columns from `offs_n[None, :]`.",
+    ),
+    Rule(
+        "values and pointers of different shapes",
+        r"Expected pointer argument to have shape|Cannot broadcast, rank mismatch|Cannot broadcast, the expanded",
+        "The values and the pointers of a load or store have different shapes (or a different number of "
+        "dimensions). Build the pointers with the shape of the values: `ptr + rows[:, None] * stride + cols[None, "
+        ":]` for a 2-D tile; a 1-D block stores through 1-D offsets.",
+    ),
+    Rule(
+        "mask with one pointer",
+        r"Mask argument cannot be block type if pointer argument is not a block",
+        "The load's pointer is one address but its mask is a block: add the offsets to the pointer, `tl.load(x_ptr "
+        "+ offsets, mask=offsets < n)`.",
+    ),
+    Rule(
+        "block stored through one pointer",
+        r"Value argument cannot be block type if pointer argument is not a block",
+        "A block of values is stored through one address: add the offsets, `tl.store(out_ptr + offsets, values, "
+        "mask=mask)`. (A single result, such as `tl.sum(x)`'s, is what one pointer stores.)",
+    ),
+    Rule(
+        "tl.dot on small tiles",
+        r"Input shapes should have M >= (\d+), N >= (\d+) and K >= (\d+)",
+        "`tl.dot`'s tiles are too small for the tensor cores: at least {0} x {2} by {2} x {1} (BLOCK_M >= {0}, "
+        "BLOCK_N >= {1}, BLOCK_K >= {2}). The interpreter multiplies any tile; a GPU does not.",
+    ),
+    Rule(
+        "Python if on a block",
+        r"Boolean value of Tensor with more than one value is ambiguous|truth value of an array with more than one",
+        "A Python `if` (or `while`, `and`, `or`, `not`) tests a whole block, and each lane needs its own answer. "
+        "Choose lane by lane with `tl.where(cond, a, b)` or leave lanes out with a mask; combine conditions with `&` "
+        "and `|`. (The interpreter may run such an `if` without complaint; compiled, it fails.)",
+    ),
+    Rule(
+        "break or continue",
+        r"unsupported AST node type: (?:Break|Continue)",
+        "Triton kernels have no `break` or `continue`. Loop over a fixed range and mask the steps that would be "
+        "skipped, or use a `while` whose condition ends the loop. (The interpreter runs them as Python does; "
+        "compiled, they fail.)",
+    ),
+    Rule(
+        "torch inside a kernel",
+        r"\b(torch|np|numpy)'? is not defined",
+        "The kernel calls `{0}`, which does not exist inside @triton.jit: a kernel computes with `tl` (tl.exp, "
+        "tl.sum, tl.maximum, tl.where, ...) and other @triton.jit functions. PyTorch belongs in the launcher.",
+    ),
+    Rule(
+        "block too large",
+        r"numel \((\d+)\) exceeds triton maximum tensor numel \((\d+)\)",
+        "A block of {0} elements: a block holds at most {1}. A block size computed from the input grows with it: "
+        "keep BLOCK_SIZE fixed (1024, say) and launch `triton.cdiv(n, BLOCK_SIZE)` programs, or loop over a long "
+        "row block by block.",
+    ),
+    Rule(
+        "an argument that is not a tensor",
+        r"'(list|tuple|numpy\.ndarray|ndarray)' object has no attribute '(type|data_ptr|dtype)'",
+        "A kernel argument that should be a tensor is a Python {0}: pass torch tensors (`torch.tensor(...)`, on the "
+        "device the kernel runs on).",
+    ),
+    Rule(
+        "a CPU tensor on the GPU",
+        r"Pointer argument \(at (\d+)\) cannot be accessed from Triton \(cpu tensor\?\)",
+        "The kernel's argument {0} (counting from 0) is a tensor in the CPU's memory, and the kernel runs on the "
+        "GPU: create every tensor on the GPU (`torch.empty(..., device=env.device)`) or move it there with "
+        "`.to(env.device)`. (The interpreter runs on the CPU, so this shows only on a GPU.)",
+    ),
+    Rule(
+        "memory outside the tensors (GPU)",
+        r"illegal memory access was encountered|misaligned address|unspecified launch failure",
+        "The GPU stopped a kernel that read or wrote memory outside its tensors: an offset past a tensor's end (a "
+        "mask left out, a grid too large) or a stride mistake. The process's CUDA context is lost with it: restart "
+        "the notebook's kernel before anything else. To find the access, run the check under the interpreter "
+        "(TRITON_INTERPRET=1), where utils.watch_memory names the tensor and the bytes, or under compute-sanitizer "
+        "(lesson 09).",
+    ),
+    Rule(
+        "tiles too large for shared memory",
+        r"out of resource: shared memory, Required: (\d+), Hardware limit: (\d+)",
+        "The tiles need {0} bytes of shared memory and the GPU has {1}: each pipeline stage keeps an A tile and a B "
+        "tile. Use fewer stages (`num_stages`) or smaller BLOCK_M, BLOCK_N or BLOCK_K.",
+    ),
+    Rule(
+        "a loop variable changes type",
+        r"Loop-carried variable (\w+) has initial type (<[^>]*>|\S+) but is re-assigned to (<[^>]*>|\S+) in loop",
+        "`{0}` starts as {1} and the loop makes it {2}: a loop's variables keep one type. Give it its final type "
+        "before the loop (`tl.zeros(..., dtype=tl.float32)`) and cast what the loop adds (`.to(tl.float32)`).",
+    ),
+    Rule(
+        "a launch without every argument",
+        r"missing (?:\d+ )?required (?:positional |keyword-only )?arguments?: (.+)",
+        "The launch gives no value for {0}: every parameter of the kernel needs one, its constexprs too (by keyword: "
+        "`BLOCK_SIZE=1024`).",
+        needs=_in_launch,
+    ),
+]
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The error and those it was raised from or during, once each."""
+    seen = []
+    while error is not None and error not in seen:
+        seen.append(error)
+        error = error.__cause__ or error.__context__
+    return seen
+
+
+def explain(error: BaseException | str | None, *, launch: bool = False) -> str | None:
+    """The learner's probable mistake behind ``error``, and its fix; None when no rule knows the error. ``error``
+    may be the text Triton printed (``utils.offline``'s errors): the rules about a launch then apply only with
+    ``launch=True``."""
+    if error is None:
+        return None
+    if isinstance(error, str):
+        text, errors = error, None
+    else:
+        errors = _chain(error)
+        text = "\n".join(f"{type(e).__name__}: {e}" for e in errors)
+    for rule in RULES:
+        found = re.search(rule.pattern, text)
+        if not found:
+            continue
+        if rule.needs is not None and errors is None:  # a text: only a launch's rules, and only when told
+            if not (launch and rule.needs is _in_launch):
+                continue
+        elif rule.needs is not None and not rule.needs(errors):
+            continue
+        return rule.hint.format(*(group or "" for group in found.groups()))
+    return None
+
+
+def watch_cells(ipython) -> None:
+    """In an IPython kernel: under a cell's error that a rule knows, its hint. Registered once."""
+    if getattr(ipython, "_hard_way_crashes", False):
+        return
+    ipython._hard_way_crashes = True
+
+    def after(result):
+        try:
+            hint = explain(result.error_in_exec)
+        except Exception:  # a hint must never hide the error itself
+            hint = None
+        if hint:
+            print(f"\nProbably: {hint}")
+
+    ipython.events.register("post_run_cell", after)
