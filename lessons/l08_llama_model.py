@@ -233,6 +233,10 @@ def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None)
         t = state[name]
         if tuple(t.shape) != shape:
             raise ValueError(f"{name} has shape {tuple(t.shape)} but config.json implies {shape}")
+        if t.dtype not in (*FLOATS, torch.float64):  # int8, fp8: values that mean something only with their scales
+            raise TypeError(f"{name} is stored as {t.dtype}: quantized weights, whose scales this loader does not "
+                            f"read (cast as they are, they are wrong); load the unquantized checkpoint (lesson 12 "
+                            f"quantizes the weights itself)")  # fmt: skip
         if dtype is None:
             _require_weight_dtype(t.dtype, f"the stored dtype of {name}")  # dtype=None keeps it
         return t.to(device=device, dtype=dtype or t.dtype)

@@ -256,6 +256,18 @@ def test_a_quantized_checkpoint_is_refused(tmp_path):
             L.load_model(folder, dtype=dtype)
 
 
+def test_quantized_weights_without_a_quantization_config_are_refused(tmp_path):
+    """The same fp8 weights with the config's quantization_config removed: before, dtype=torch.float32 cast them
+    without their scales (logits silently wrong). The stored dtype is refused by name, whatever dtype asks for."""
+    folder = _quantized_checkpoint(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    del config["quantization_config"]
+    (folder / "config.json").write_text(json.dumps(config))
+    for dtype in (torch.float32, None):
+        with pytest.raises(TypeError, match=r"q_proj\.weight is stored as torch\.float8_e4m3fn: quantized weights"):
+            L.load_model(folder, dtype=dtype)
+
+
 @pytest.mark.skipif(not ENV.is_gpu, reason="bfloat16 needs a GPU: the interpreter has none")
 def test_bf16_prefill_error_no_worse_than_hfs_own(tmp_path):
     """bf16 logits against HF in fp32 (the truth): our error no worse than HF's own bf16 model's, times 1.25."""
@@ -834,7 +846,8 @@ def test_generate_refusals(tied):
 
 def test_loading_refuses_weights_the_kernels_cannot_take(tmp_path):
     """An integer dtype used to be accepted (the weights cast to integers, the error only from a kernel later); a
-    dtype's name gave a raw torch error. A checkpoint stored in a dtype the kernels do not take needs dtype=."""
+    dtype's name gave a raw torch error. Weights stored as integers are quantized (their values mean something only
+    with scales): refused whatever dtype asks for (dtype=torch.float32 used to cast them as they were)."""
     folder = ckpt.build_checkpoint(tmp_path / "ok")
     config, state = json.loads((folder / "config.json").read_text()), L.load_state_dict(folder)
     stored_in_int8 = {name: t.to(torch.int8) for name, t in state.items()}
@@ -842,11 +855,14 @@ def test_loading_refuses_weights_the_kernels_cannot_take(tmp_path):
         lambda: L.load_model(folder, dtype=torch.int64),
         lambda: L.load_model(folder, dtype="float32"),
         lambda: L.model_from_state_dict(L.model_args(config), state, dtype=torch.int32),
-        lambda: L.model_from_state_dict(L.model_args(config), stored_in_int8),
     ):
         with pytest.raises(TypeError, match="must be one of float32, float16, bfloat16"):
             call()
-    assert L.model_from_state_dict(L.model_args(config), stored_in_int8, dtype=torch.float32).embed.is_floating_point()
+    for dtype in (None, torch.float32):
+        with pytest.raises(TypeError, match=r"is stored as torch\.int8: quantized weights"):
+            L.model_from_state_dict(L.model_args(config), stored_in_int8, dtype=dtype)
+    stored_in_fp64 = {name: t.double() for name, t in state.items()}  # wider floats cast down, as asked
+    assert L.model_from_state_dict(L.model_args(config), stored_in_fp64, dtype=torch.float32).embed.is_floating_point()
 
 
 def test_model_args_refuse_a_head_layout_the_layers_cannot_run():
