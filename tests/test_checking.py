@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from utils import Scaled, check, nan_empty, refuses, require, require_same_shape
+from utils import Scaled, check, nan_empty, refuses, require, require_same_shape, watch_memory
 from utils.mode import current
 
 DEV = current().device
@@ -366,6 +366,27 @@ def test_one_element_past_the_end_names_a_mask_off_by_one():
         check(out, x)
 
 
+@triton.jit
+def _row_stride_doubled_kernel(x_ptr, out_ptr, N, BLOCK_SIZE: tl.constexpr):
+    row, cols = tl.program_id(0), tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * N + cols, mask=cols < N)
+    tl.store(out_ptr + row * 2 * N + cols, x, mask=cols < N)  # the mistake: another tensor's row stride, 2 N
+
+
+def test_stores_past_the_end_with_rows_never_written_point_at_the_offsets():
+    """Rows stored at twice their stride: the later half of out never written, the rest past its end. Its mask is
+    right: "mask the stores" (lesson 06's stride mistakes got it, session 28) sent the learner to the wrong line."""
+    x = torch.randn(6, 40, device=current().device)
+    with watch_memory() as stray:  # under the interpreter, the lanes out there too
+        out = nan_empty((6, 40))
+        _row_stride_doubled_kernel[(6,)](x, out, 40, BLOCK_SIZE=64)
+    with pytest.raises(AssertionError) as e:
+        check(out, x, stray=stray)
+    message = str(e.value)
+    assert "past the end" in message and "the stores went to the wrong places" in message, message
+    assert "mask the stores" not in message and "needs a mask that keeps it inside" not in message, message
+
+
 def test_of_two_matching_suspects_the_closer_is_named():
     """At bf16's tolerance two blurred attentions (a scale applied twice with tl.exp, or with tl.exp2) both matched
     on the H100, and the first was named: the closer one is."""
@@ -645,6 +666,19 @@ def test_tail_of_wrong_values_is_bounded():
     with pytest.raises(AssertionError) as e:  # everything after the first element: not a tail
         check(out, ref)
     assert "Only the last" not in str(e.value)
+
+
+def test_a_wrong_suffix_longer_than_a_row_points_at_an_offset():
+    """Everything from the second batch's second position on wrong (a load with another tensor's batch stride, in
+    lesson 06): "the tail block is not masked" sent a learner to a mask that was right."""
+    ref = torch.rand(2, 5, 4, 8, dtype=torch.float64) + 1
+    out = ref.float().to(DEV)
+    out[1, 1:] *= 2.5 + torch.rand(4, 4, 8, device=DEV)
+    with pytest.raises(AssertionError) as e:
+        check(out, ref)
+    message = str(e.value)
+    assert "from index (1, 1, 0, 0) on" in message and "a stride of another tensor" in message, message
+    assert "tail block is not masked" not in message, message
 
 
 def test_places_in_4d_results_are_named_by_dimension():

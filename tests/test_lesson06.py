@@ -547,6 +547,11 @@ SECOND_BATTERY = {
         ("v_ptr += b * stride_vb + kv_h * stride_vh", "v_ptr += b * stride_kb + kv_h * stride_kh"),
         "gqa", "Only dim 0 index 1",
     ),
+    "q read with k's batch and head strides": (  # session 29: "the tail block is not masked" before
+        "attention_pointers_kernel",
+        ("q_ptr += b * stride_qb + h * stride_qh", "q_ptr += b * stride_kb + h * stride_kh"),
+        "gqa", "a stride of another tensor",
+    ),
     "k read with q's batch and head strides": (
         "attention_pointers_kernel",
         ("k_ptr += b * stride_kb + kv_h * stride_kh", "k_ptr += b * stride_qb + kv_h * stride_qh"),

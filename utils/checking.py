@@ -423,6 +423,19 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", r
                     "lanes must add nothing (other=0 before a sum of squares; in a softmax, other=-inf so that "
                     "exp gives 0), and divide by the row length N, not BLOCK_SIZE."
                 )
+    start = int(torch.nonzero(flat_bad)[0]) if bool(flat_bad.any()) else 0
+    suffix = flat_bad[start:]  # all wrong from the first wrong one on, but for a value equal by chance (1 in 500)
+    if len(shape) >= 2 and start > 0 and suffix.numel() > shape[-1] and float(suffix.float().mean()) > 0.99:
+        first = _index(start, shape)  # more than a row: an offset that goes wrong, not a tail block
+        d = next(i for i, j in enumerate(first) if j > 0)
+        name, plural, _ = names[d]
+        return (
+            f"Only the last {suffix.numel()} elements are wrong, from index {first} on ({name} {first[d]} onwards), "
+            f"and every element before them is right. A kernel over the tensor as one flat array would leave its "
+            f"tail block unmasked; a kernel over its {plural} more likely computes an offset that is right at "
+            f"{name} 0 and wrong later: a stride of another tensor (each tensor has its own strides: check that "
+            f"every load and store uses its own tensor's), or an index taken from the wrong program id."
+        )
     k = _tail(flat_bad)
     if k:
         return (
@@ -626,25 +639,30 @@ def check(
     ref64 = ref.detach().to("cpu", torch.float64)
     problems = []
 
+    ref_nan = torch.isnan(ref64)
+    unwritten = never_written(out) & ~ref_nan
     canaries = _canaries(out)
     if canaries is not None:
         clobbered = ~never_written(canaries)  # bits, not isnan: a store of NaN past the end counts too
         if bool(clobbered.any()):
             beyond = int(torch.nonzero(clobbered)[-1]) + 1
-            hint = (
-                "exactly one element too many was stored: a mask off by one (offsets <= n where offsets < n "
-                "belongs), or no mask at all where n falls one short of a whole block"
-                if beyond == 1
-                else "mask the stores, tl.store(ptr + offsets, value, mask=offsets < n), so the last block stops at "
-                "the end"
-            )
+            if bool(unwritten.any()):
+                hint = _MISPLACED_STORES
+            elif beyond == 1:
+                hint = (
+                    "exactly one element too many was stored: a mask off by one (offsets <= n where offsets < n "
+                    "belongs), or no mask at all where n falls one short of a whole block"
+                )
+            else:
+                hint = (
+                    "mask the stores, tl.store(ptr + offsets, value, mask=offsets < n), so the last block stops at "
+                    "the end"
+                )
             problems.append(
                 f"The kernel wrote {int(clobbered.sum())} element(s) past the end of {name} (up to {beyond} elements "
                 f"beyond it). Hint: {hint}."
             )
 
-    ref_nan = torch.isnan(ref64)
-    unwritten = never_written(out) & ~ref_nan
     computed_nan = torch.isnan(out64) & ~unwritten & ~ref_nan
     if bool(unwritten.any()):
         problems.append(
@@ -682,9 +700,9 @@ def check(
             rest = [s for s in stray if s not in reads]
             problems.insert(0, _garbage_problem(name, reads))
             if rest:
-                problems.append(_stray_problem(name, rest, right=False))
+                problems.append(_stray_problem(name, rest, right=False, misplaced=bool(unwritten.any())))
         else:
-            problems.append(_stray_problem(name, stray, right=not problems))
+            problems.append(_stray_problem(name, stray, right=not problems, misplaced=bool(unwritten.any())))
     if problems:
         _raise(AssertionError("\n".join(problems)))
     if not quiet:
@@ -707,13 +725,23 @@ def _distinct(got: float, want: float) -> tuple[str, str]:
     return a, b
 
 
-def _stray_problem(name: str, stray, right: bool) -> str:
+#: the hint for stores that went past the end of an output while elements inside it were never written
+_MISPLACED_STORES = (
+    "elements inside were never written while others landed outside: the stores went to the wrong places. The "
+    "store's offsets are the likelier mistake (a stride or a size of another tensor, rows or heads counted with the "
+    "wrong size, a program's start) rather than only its mask: a mask would stop the stray writes but not bring the "
+    "missing ones back"
+)
+
+
+def _stray_problem(name: str, stray, right: bool, misplaced: bool = False) -> str:
     """The paragraphs for accesses outside every tensor of their launch (utils.memcheck.Stray or plain lines) and
-    for elements two programs wrote differently (utils.memcheck.Race)."""
+    for elements two programs wrote differently (utils.memcheck.Race); ``misplaced``: elements of the output were
+    never written, so stray writes point at the store's offsets rather than its mask."""
     items = list(stray)
     races = [s for s in items if getattr(s, "access", "") == "overwrites"]
     strays = [s for s in items if s not in races]
-    paragraphs = [_outside_problem(name, strays, right)] if strays else []
+    paragraphs = [_outside_problem(name, strays, right, misplaced)] if strays else []
     if races:
         lead = f"{name} is right here, but" if right and not strays else "Also,"
         paragraphs.append(
@@ -740,9 +768,11 @@ def _garbage_problem(name: str, reads: list) -> str:
     )
 
 
-def _outside_problem(name: str, strays: list, right: bool) -> str:
+def _outside_problem(name: str, strays: list, right: bool, misplaced: bool = False) -> str:
     accesses = {getattr(s, "access", "") for s in strays}
-    if accesses == {"reads"}:
+    if misplaced and accesses != {"reads"}:
+        hint = f"in {name}, {_MISPLACED_STORES}."
+    elif accesses == {"reads"}:
         hint = (
             "a tl.load needs a mask that stops at the end of its own tensor (offsets < n; in a K loop, "
             "offs_k < K - k). "
