@@ -110,3 +110,54 @@ def loop_type_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     for start in range(0, n, BLOCK_SIZE):
         acc = tl.load(x_ptr + start + offsets).to(tl.float16)
     tl.store(out_ptr + offsets, acc)
+
+
+@triton.jit
+def dot_of_two_dtypes_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tile = offsets[:, None] * BLOCK_SIZE + offsets[None, :]
+    a = tl.load(x_ptr + tile)
+    tl.store(out_ptr + tile, tl.dot(a, a.to(tl.float16)))
+
+
+@triton.jit
+def dot_of_misfit_tiles_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    rows, cols = tl.arange(0, BLOCK_SIZE), tl.arange(0, 2 * BLOCK_SIZE)
+    a = tl.load(x_ptr + rows[:, None] * BLOCK_SIZE + rows[None, :])  # BLOCK x BLOCK
+    b = tl.load(x_ptr + cols[:, None] * BLOCK_SIZE + rows[None, :])  # 2 BLOCK x BLOCK: its rows are not a's columns
+    tl.store(out_ptr + rows[:, None] * BLOCK_SIZE + rows[None, :], tl.dot(a, b))
+
+
+@triton.jit
+def reduction_with_dim_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets[:, None] * BLOCK_SIZE + offsets[None, :])
+    tl.store(out_ptr + offsets, tl.max(x, dim=1))
+
+
+@triton.jit
+def torch_method_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, x.float())
+
+
+@triton.jit
+def reduction_axis_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets[:, None] * BLOCK_SIZE + offsets[None, :])
+    tl.store(out_ptr + offsets, tl.sum(x, axis=2))
+
+
+@triton.jit
+def indexed_block_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, x - x[0])
+
+
+@triton.jit
+def python_max_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, x - max(x))

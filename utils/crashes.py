@@ -148,6 +148,50 @@ RULES = [
         "BLOCK_N >= {1}, BLOCK_K >= {2}). The interpreter multiplies any tile; a GPU does not.",
     ),
     Rule(
+        "tl.dot of two dtypes",
+        r"Both operands must be same dtype\. Got (\w+) and (\w+)",
+        "`tl.dot` multiplies two tiles of one dtype, and here one is {0}, the other {1}. Load both in the inputs' "
+        "dtype (or cast one, `b.to(a.dtype)`); only the accumulator is fp32: `acc += tl.dot(a, b)`.",
+    ),
+    Rule(
+        "tl.dot of tiles that do not fit",
+        r"input and other must have equal reduction dimensions|are not compatible for matmul",
+        "`tl.dot(a, b)` needs a's columns to match b's rows: a BLOCK_M x BLOCK_K tile by a BLOCK_K x BLOCK_N one. "
+        "Check the two loads' offsets: offs_k along a's columns (`[None, :]`) and along b's rows (`[:, None]`), "
+        "both from the same BLOCK_K.",
+    ),
+    Rule(
+        "PyTorch's dim= in a reduction",
+        r"unexpected keyword argument '(dim|keepdim)'",
+        "Triton's reductions take `axis=` and `keep_dims=`, not PyTorch's `dim=` and `keepdim=`: "
+        "`tl.max(x, axis=1)`, `tl.sum(x, axis=0, keep_dims=True)`.",
+    ),
+    Rule(
+        "a PyTorch method on a block",
+        r"'tensor' object has no attribute '(\w+)'",
+        "A Triton block has no `.{0}()`: PyTorch's tensor methods do not exist inside a kernel. Use Triton's: "
+        "`x.to(tl.float32)` for `.float()`, `tl.exp(x)`, `tl.sum(x, axis=0)`, `tl.max(x, axis=0)`, `tl.where(...)`.",
+    ),
+    Rule(
+        "a reduction over an axis the block lacks",
+        r"invalid axis (-?\d+)|axis (-?\d+) out of bounds",
+        "A reduction over axis {0}{1}, which the block does not have: a 2-D tile has axes 0 (down its rows) and 1 "
+        "(along each row), a 1-D block only axis 0.",
+    ),
+    Rule(
+        "a block indexed by position",
+        r"unsupported tensor index",
+        "A block cannot be indexed by position (`x[0]`): its lanes are not addressable one by one inside a kernel. "
+        "Reduce it (`tl.sum`, `tl.max`), pick with `tl.sum(tl.where(offsets == 0, x, 0), axis=0)`, or load that "
+        "element alone (`tl.load(x_ptr)`). Indexing with `[:, None]` and `[None, :]` (new axes) is fine.",
+    ),
+    Rule(
+        "Python's max of a block",
+        r"(?:min|max) requires at least 2 values",
+        "Python's `max()` or `min()` of one block: a kernel reduces with `tl.max(x, axis=0)` (a block's largest "
+        "lane). Of two blocks, `tl.maximum(a, b)` takes the larger lane by lane.",
+    ),
+    Rule(
         "Python if on a block",
         r"Boolean value of Tensor with more than one value is ambiguous|truth value of an array with more than one",
         "A Python `if` (or `while`, `and`, `or`, `not`) tests a whole block, and each lane needs its own answer. "
