@@ -39,7 +39,7 @@ BODY = {
     "x[0]": ("indexed_block_kernel", {}, "cannot be indexed by position", "compiled"),
     "Python's max of a block": ("python_max_kernel", {}, "`tl.max(x, axis=0)`", "compiled"),
     "tl.dot on 8 x 8 tiles": ("small_dot_kernel", dict(BLOCK_SIZE=8), "BLOCK_K >= 16", "compiled"),
-    "a Python if on a block": ("if_on_block_kernel", {}, "tl.where(cond, a, b)", "compiled"),
+    "a Python if on a block": ("if_on_block_kernel", {}, "tl.where(cond, a, b)", "both"),
     "break in a loop": ("break_kernel", {}, "Triton kernels have no `break`", "compiled"),
     "a loop variable made fp16": ("loop_type_kernel", {}, "`acc` starts as", "compiled"),
 }

@@ -239,6 +239,39 @@ def _patch_triton_language_once_per_launch() -> None:
     _read_the_language_once(interpreter)
 
 
+def _refuse_the_truth_of_a_block() -> None:
+    """Compiled, a Python ``if`` (``while``, ``and``, ``or``, ``not``) on a block of many lanes is an error; Triton's
+    interpreter takes any such block for True, so the kernel ran one branch for every lane and the learner met the
+    error only on a GPU. Here a kernel's own code gets the compiler's error under the interpreter too (utils.crashes
+    explains it); Triton's own Python, which tests its tensors as objects, still gets True."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "strict_truth", False):
+        return
+    triton_dir = os.path.dirname(os.path.dirname(interpreter.__file__))
+
+    def truth(self):
+        data = self.handle.data
+        if data.size == 1:
+            return bool(data)
+        if sys._getframe(1).f_code.co_filename.startswith(triton_dir):
+            return True  # Triton's own code: an object's truth, as in the compiler's Python
+        raise ValueError(
+            f"Boolean value of Tensor with more than one value is ambiguous: a Python if, while, and, or or not on "
+            f"a block of {data.size} lanes (the compiler refuses it; the interpreter used to take it for True)"
+        )
+
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__bool__", truth)
+
+    patch_lang_tensor.strict_truth = True
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+
 def _read_the_language_once(interpreter) -> None:
     """The swap at each launch lists every member of triton.language, triton.language.core, tl.tensor, tl.math and
     the tensor descriptor class (inspect.getmembers: dir(), a getattr and a sort each, seven lists a launch) to find
@@ -286,6 +319,7 @@ def _detect() -> Env:
         os.environ["TRITON_INTERPRET"] = "1"
         _quiet_interpreter_nan_warnings()
         _patch_triton_language_once_per_launch()
+        _refuse_the_truth_of_a_block()
     import torch
     import triton
 
