@@ -791,7 +791,10 @@ def _grad_check(name, got, ref, suspects, dtype, reason=None, stray=None):
         tol["reason"] = reason
     else:
         tol = {}
-    suspects = {hint: wrong.reshape(-1) if wrong.dim() == 0 else wrong for hint, wrong in suspects.items()}  # as got
+    suspects = {  # 0-d as got (a Scaled suspect is never 0-d)
+        hint: wrong.reshape(-1) if isinstance(wrong, torch.Tensor) and wrong.dim() == 0 else wrong
+        for hint, wrong in suspects.items()
+    }
     utils.check(got.reshape(-1) if got.dim() == 0 else got, ref.reshape(-1) if ref.dim() == 0 else ref,
                 name=name, quiet=True, suspects=suspects, stray=stray, **tol)  # fmt: skip
 
@@ -883,9 +886,25 @@ def _ce_inputs(M, V, dtype, device, ignored=True):
         logits[-1] -= logits[-1].max() + 110
     logits = logits.to(dtype).requires_grad_()
     labels = torch.randint(0, V, (M,), device=device)
+    if V > row_tile(M, V)[1]:  # the first row's label in the first block, its column plus BLOCK_V in the vocabulary:
+        labels[0] %= V - row_tile(M, V)[1]  # a label compared with cols (not start + cols) picks that column too
     if ignored and M > 1:
         labels[1::3] = -100  # padding tokens: no loss, no gradient, not counted in the mean
     return logits, labels
+
+
+LABEL_VS_COLS = (
+    "the label is compared with cols, the same 0 ... BLOCK_V - 1 in every block: compare it with c = start + cols, the "
+    "block's own columns, or each block picks its column start + label"
+)
+
+
+def _label_vs_cols(labels, M, V):
+    """(M, V) 1.0 where a kernel that compares the label with cols, not c = start + cols, takes its column: start +
+    label in every block (while label < BLOCK_V)."""
+    _, BLOCK_V = row_tile(M, V)
+    c = torch.arange(V, device=labels.device)
+    return ((c % BLOCK_V)[None, :] == labels[:, None]).double()
 
 
 def _ce_suspects(logits64, labels, ref_grad, go):
@@ -894,6 +913,7 @@ def _ce_suspects(logits64, labels, ref_grad, go):
     n = int(keep.sum())
     p = logits64.softmax(-1)
     onehot = F.one_hot(torch.where(keep, labels, 0), logits64.shape[1]).to(p.dtype)
+    cols_hot = _label_vs_cols(labels, *logits64.shape)
     x = logits64.detach()
     e = torch.exp(x - x.amax(-1, keepdim=True))  # exp(x - m), m the row max: its row sum is pass 1's d
     return {
@@ -905,6 +925,8 @@ def _ce_suspects(logits64, labels, ref_grad, go):
             go * (p - onehot * keep[:, None]) / n,
         "the gradient is softmax alone: subtract 1 at the label's column (the one-hot)":
             go * p * keep[:, None] / n,
+        "the gradient has the wrong sign: it is softmax - onehot, not onehot - softmax": -ref_grad,
+        LABEL_VS_COLS: go * (p - cols_hot) * keep[:, None] / n,
         "the mean divides by every row, ignored ones too: divide by the number of non-ignored labels":
             ref_grad * n / len(labels),
         "the softmax is exp(x - m), not divided by the row's sum: exp(x - lse), with lse = m + log(d)":
@@ -933,6 +955,10 @@ def _ce_loss_suspects(x64, labels, dtype):
     def mean(row_loss):
         return torch.where(keep, row_loss, 0).sum() / n
 
+    wrong = _label_vs_cols(labels, M, V)  # picked: x at start + label in each block (-inf past V, in the last one)
+    picked_cols = (x * wrong).sum(1)
+    over = (labels >= 0) & (labels < BLOCK_V) & ((V - 1) // BLOCK_V * BLOCK_V + labels >= V)
+    picked_cols = torch.where(over, float("-inf"), picked_cols)
     acc = torch_acc_dtype(dtype)
     m0 = x.amax(-1).clamp(min=0).to(acc)  # a running max that starts at 0: 0 in a row whose logits are all below
     from_0 = m0 + torch.log(torch.exp(x.to(acc) - m0[:, None]).sum(-1))  # log(0) = -inf there, in fp32
@@ -955,6 +981,7 @@ def _ce_loss_suspects(x64, labels, dtype):
         "the lanes past V count in the logsumexp (they load 0.0, and exp(0 - m) each joins the sum): set them to "
         "-inf, tl.where(c < V, x, float('-inf')), before the max and the sum": mean(padded - picked),
         "the logsumexp misses the max: lse = m + log(d), since d sums exp(x - m)": mean(lse - m - picked),
+        LABEL_VS_COLS: mean(lse - picked_cols),
         "ignored rows add their loss: store 0 where the label is ignore_index (tl.where(keep, lse - picked, 0))":
             (lse - torch.where(keep, picked, 0)).sum() / n,
     }  # fmt: skip
@@ -1062,6 +1089,8 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
             _grad_check(f"grad_W of {what}", got_w, want_w, {
                 "grad_W holds only the last chunk's share: accumulate (addmm_ / +=) across chunks, don't overwrite":
                     last,
+                "every chunk's grad_W takes the first rows of x: chunk [start, stop) adds dlogits.T @ x[start:stop] "
+                "(xc), not x[:stop - start]": _first_rows_grad_w(x64, w64, labels, size, go),
                 every_row: want_w * n_valid / T,
                 f"grad_W {no_go}": want_w / go,
             }, dtype, reason)  # fmt: skip
@@ -1087,6 +1116,16 @@ def _per_chunk_mean_grad_x(x64, w64, labels, chunk, go, rows=False):
     return torch.cat(parts)
 
 
+def _first_rows_grad_w(x64, w64, labels, chunk, go):
+    """grad_W with every chunk's dlogits multiplied by x's first rows, x[:stop - start], not its own."""
+    T, n = x64.shape[0], int((labels != -100).sum())
+    parts = [
+        _chunk_dlogits(x64, w64, labels, start, min(start + chunk, T), n, go).T @ x64.detach()[: min(chunk, T - start)]
+        for start in range(0, T, chunk)
+    ]
+    return sum(parts)
+
+
 def _last_chunk_grad_w(x64, w64, labels, chunk, go):
     T = x64.shape[0]
     start = (T - 1) // chunk * chunk
@@ -1103,7 +1142,14 @@ def _rmsnorm_dw_suspects(x64, dy64, rstd64, M, C):
     tiles = [per_row[t * ROWS : (t + 1) * ROWS].sum(0) for t in range(n_tiles)]
     partial = [sum(tiles[t] for t in range(p, n_tiles, P)) for p in range(P)]
     last = [tiles[list(range(p, n_tiles, P))[-1]] for p in range(P)]
+    step_1 = {  # program p looping over tiles p, p + 1, ... (step 1): tiles past the first counted several times
+        "the programs' tiles overlap: each loops over every tile from its own first one (step 1); step by the number "
+        "of programs, tl.range(pid, n_tiles, n_programs), so that each tile is one program's": sum(
+            sum(tiles[p:]) for p in range(P)
+        )
+    }
     return {
+        **(step_1 if P > 1 else {}),
         "dw is one program's partial sum: the launcher must add the partial sums of every program (dw_partial.sum(0))":
             partial[0],
         "dw holds only each program's last tile: accumulate across the loop (dw += ...), don't overwrite it":
@@ -1157,6 +1203,13 @@ def check_rmsnorm_with_grad(fn, *, quiet=False):
                     rstd64[:, None] * (dyw - xhat * (dyw * xhat).sum(-1, keepdim=True) / BLOCK_C),
                 "dx misses the weight: y = xhat * w, so dx = rstd (dy w - xhat mean(dy w xhat)), with dy w for dy":
                     rstd64[:, None] * (dy - xhat * (dy * xhat).mean(-1, keepdim=True)),
+                "dx's row term uses x where xhat belongs, in the sum (mean(dy w x)): dx = rstd (dy w - xhat mean(dy "
+                "w xhat)), xhat = x * rstd both in the sum and before it":
+                    rstd64[:, None] * (dyw - xhat * (dyw * x64.detach()).mean(-1, keepdim=True)),
+                "dx's row term uses x where xhat belongs, before the mean (x mean(dy w xhat)): dx = rstd (dy w - xhat "
+                "mean(dy w xhat)), xhat = x * rstd both in the sum and before it (one row of one column can't tell "
+                "the two apart)":
+                    rstd64[:, None] * (dyw - x64.detach() * (dyw * xhat).mean(-1, keepdim=True)),
             }, dtype, stray=stray)  # fmt: skip
             _grad_check(f"dw of {what}", got_w, want_w, {
                 NOT_CONTIGUOUS: misread_w,
@@ -1222,6 +1275,8 @@ def check_swiglu_with_grad(fn, *, quiet=False):
                 **{hint: torch.cat([dg, wrong], dim=-1) for hint, wrong in wrong_du.items()},
                 "d(gate) and d(up) are swapped: gate is the first half of each row, up the second":
                     torch.cat([du, dg], dim=-1),
+                "the sigmoid has the wrong sign: s = 1 / (1 + exp(-g)), not 1 / (1 + exp(g))":
+                    torch.cat([dout * u * (1 - s) * (1 + g * s), dout * g * (1 - s)], dim=-1),
                 "backward loads gate and up swapped: gate is the first half of each row (gu_ptr + cols), up the "
                 "second (gu_ptr + Fd + cols)": torch.cat([dout * g * s_u * (1 + u * (1 - s_u)), dout * u * s_u], -1),
                 NOT_CONTIGUOUS: misread_gu,

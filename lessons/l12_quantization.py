@@ -787,6 +787,13 @@ def w4a16_suspects(x, w: Int4Weight):
         "the scale is applied twice, or not at all: multiply each step's partial product by the scale once": y(
             _dequant_codes(q, z, s * s, K)
         ),
+        "the scale is applied once, after the K loop (group 0's), to the sum of every group's partial product: each "
+        "group has its own scale, so scale each group's partial product inside the loop (acc += part * scale)": y(
+            _dequant_codes(q, z, s[:, :1].expand_as(s), K)
+        ),
+        "every step used group 0's zero point: load it at zero_ptr + n * stride_sn + g, for this step's group g": y(
+            _dequant_codes(q, z[:, :1].expand_as(z), s, K)
+        ),
         "the scale and the zero point are swapped: the scale comes from scale_ptr, the zero point from zero_ptr": y(
             ((q.view(N, -1, G) - s[..., None]).to(x.dtype).double() * z[..., None]).view(N, -1)[:, :K]
         ),  # (q - scale) rounded to x's dtype for the dot, as the kernel rounds (q - zero), exactly
@@ -813,6 +820,22 @@ def w4a16_suspects(x, w: Int4Weight):
             suspects[
                 f"row n's {what} was read at {ptr} + n + g, as if its rows were 1 apart: they are stride_sn apart, "
                 f"{ptr} + n * stride_sn + g (n = rows_n, g the step's group)"
+            ] = y(_dequant_codes(q, *wrong, K))
+    split = schedule(x.shape[0], N, K, G, itemsize=x.element_size(), bits=4).SPLIT_K  # the launcher's own, by default
+    per = -(-w.groups // split)
+    parts = xp.view(-1, w.groups, G).transpose(0, 1) @ (q - z.repeat_interleave(G, 1)).view(N, -1, G).permute(1, 2, 0)
+    last = [(start, min(start + per, w.groups)) for start in range(0, w.groups, per)]
+    suspects[
+        "the scale is applied once, after the K loop (the last group's), to the sum of the groups' partial products: "
+        "each group has its own scale, so scale each group's partial product inside the loop (acc += part * scale)"
+    ] = sum(parts[a:b].sum(0) * s[:, b - 1] for a, b in last)
+    if N > 1 and w.groups <= N:  # (n, g) read at g * stride_sn + n: inside the tensor while groups <= N
+        at = torch.arange(w.groups, device=q.device)[None, :] * w.groups + torch.arange(N, device=q.device)[:, None]
+        s_t, z_t = s.flatten()[at], z.flatten()[at]
+        for what, wrong in (("scales", (z, s_t)), ("scales and zero points", (z_t, s_t))):
+            suspects[
+                f"the {what} were read transposed: row n, group g is at n * stride_sn + g (rows_n * stride_sn + g), "
+                f"not g * stride_sn + n"
             ] = y(_dequant_codes(q, *wrong, K))
     whole = K // G * G
     if whole < K:
@@ -868,7 +891,9 @@ def check_wxa16(fn, bits, *, dtype=None, shapes=CHECK_SHAPES, quiet=False, **kwa
     for M, N, K in shapes:
         x = torch.randn(M, K, device=env.device, dtype=dtype)
         W = (torch.randn(N, K, device=env.device) / math.sqrt(K)).to(dtype)
-        for G in GROUP_SIZES if bits == 4 else (None,):
+        # the largest group first: its few groups per row keep mistakes such as scales read transposed inside the
+        # tensors, where a check can name them (past the end, the memory watch tells the addresses)
+        for G in sorted(GROUP_SIZES, reverse=True) if bits == 4 else (None,):
             w = quantize_int4_ref(W, G) if bits == 4 else quantize_int8_ref(W)
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
                 out = fn(x, w, out=utils.nan_empty((M, N), dtype), **kwargs)

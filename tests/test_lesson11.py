@@ -656,6 +656,63 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "rope_with_grad",
         "the backward negates cos",
     ),  # fmt: skip
+    # (session 29) mistakes that got the generic hint
+    "rmsnorm dx row term summed with x": (
+        "rmsnorm_backward_kernel",
+        "tl.sum(dyw * xhat, axis=1)",
+        "tl.sum(dyw * x, axis=1)",
+        "rmsnorm_with_grad",
+        "row term uses x where xhat belongs",
+    ),  # fmt: skip
+    "rmsnorm dx row term times x": (
+        "rmsnorm_backward_kernel",
+        "(dyw - xhat * (tl.sum",
+        "(dyw - x * (tl.sum",
+        "rmsnorm_with_grad",
+        "row term uses x where xhat belongs",
+    ),  # fmt: skip
+    "rmsnorm programs loop with step 1": (
+        "rmsnorm_backward_kernel",
+        "tl.cdiv(M, ROWS), n_programs,",
+        "tl.cdiv(M, ROWS), 1,",
+        "rmsnorm_with_grad",
+        "the programs' tiles overlap",
+    ),  # fmt: skip
+    "ce label against cols in pass 1": (
+        "cross_entropy_kernel",
+        "picked += tl.sum(tl.where(c[None, :] == label",
+        "picked += tl.sum(tl.where(cols[None, :] == label",
+        "cross_entropy",
+        "the label is compared with cols",
+    ),  # fmt: skip
+    "ce label against cols in pass 2": (
+        "cross_entropy_kernel",
+        "- tl.where(c[None, :] == label",
+        "- tl.where(cols[None, :] == label",
+        "cross_entropy",
+        "the label is compared with cols",
+    ),  # fmt: skip
+    "ce gradient of the wrong sign": (
+        "cross_entropy_kernel",
+        "grad = tl.exp(x - lse[:, None]) - tl.where(c[None, :] == label[:, None], 1.0, 0.0)",
+        "grad = tl.where(c[None, :] == label[:, None], 1.0, 0.0) - tl.exp(x - lse[:, None])",
+        "cross_entropy",
+        "the gradient has the wrong sign",
+    ),  # fmt: skip
+    "fused ce grad_W from the first rows of x": (
+        "FusedLinearCrossEntropyFunction.forward",
+        "grad_w.addmm_(logits.T, xc)",
+        "grad_w.addmm_(logits.T, x[: stop - start])",
+        "fused_linear_cross_entropy",
+        "grad_W takes the first rows of x",
+    ),  # fmt: skip
+    "swiglu sigmoid of the wrong sign": (
+        "swiglu_backward_kernel",
+        "s = 1.0 / (1.0 + tl.exp(-g))",
+        "s = 1.0 / (1.0 + tl.exp(g))",
+        "swiglu_with_grad",
+        "the sigmoid has the wrong sign",
+    ),  # fmt: skip
 }
 
 

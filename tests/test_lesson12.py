@@ -783,6 +783,7 @@ def _check_w4a16():
 
 _SWAP = (("scale_ptr + rows_n", "SWAP"), ("zero_ptr + rows_n", "scale_ptr + rows_n"), ("SWAP", "zero_ptr + rows_n"))
 _XSWAP = (("tl.dot(x_even,", "SWAP"), ("tl.dot(x_odd,", "tl.dot(x_even,"), ("SWAP", "tl.dot(x_odd,"))
+_AFTER = "    acc = acc * {}[None, :]\n    # -- write back"  # the scale applied once, after the K loop
 PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
     "pack shifts by 8": ("pack_int4", [("(q[:, 1::2] << 4)", "(q[:, 1::2] << 8)")], _check_pack, "high nibble is lost"),
     "unpack keeps the high nibble in place": (
@@ -899,6 +900,43 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         [("k_even = g * GROUP_SIZE + 2 * offs_j", "k_even = g * GROUP_SIZE + offs_j")],
         _check_w4a16,
         "the factor 2 is missing",
+    ),  # fmt: skip
+    # (session 29) mistakes that got the generic hint
+    "w4a16 scales read transposed": (
+        "w4a16_kernel",
+        [("scale_ptr + rows_n * stride_sn + g", "scale_ptr + g * stride_sn + rows_n")],
+        _check_w4a16,
+        "the scales were read transposed",
+    ),  # fmt: skip
+    "w4a16 scales and zero points read transposed": (
+        "w4a16_kernel",
+        [
+            ("scale_ptr + rows_n * stride_sn + g", "scale_ptr + g * stride_sn + rows_n"),
+            ("zero_ptr + rows_n * stride_sn + g", "zero_ptr + g * stride_sn + rows_n"),
+        ],
+        _check_w4a16,
+        "the scales and zero points were read transposed",
+    ),  # fmt: skip
+    "w4a16 last group's scale applied after the loop": (
+        "w4a16_kernel",
+        [("acc += part * scale[None, :]", "acc += part"), ("    # -- write back", _AFTER.format("scale"))],
+        _check_w4a16,
+        "after the K loop (the last group's)",
+    ),  # fmt: skip
+    "w4a16 group 0's scale applied after the loop": (
+        "w4a16_kernel",
+        [
+            ("acc += part * scale[None, :]", "acc += part"),
+            ("    # -- write back", _AFTER.format("tl.load(scale_ptr + rows_n * stride_sn, mask=mask_n, other=0.0)")),
+        ],
+        _check_w4a16,
+        "after the K loop (group 0's)",
+    ),  # fmt: skip
+    "w4a16 zero point of group 0": (
+        "w4a16_kernel",
+        [("zero_ptr + rows_n * stride_sn + g", "zero_ptr + rows_n * stride_sn")],
+        _check_w4a16,
+        "every step used group 0's zero point",
     ),  # fmt: skip
 }
 
