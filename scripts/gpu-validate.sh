@@ -3,6 +3,7 @@
 # ../shared/gpu/README.md): carried wheels in .whl/ give nbval, xdist and a kernel.
 #   scripts/gpu-validate.sh tests              every unit and lesson test, on the GPU
 #   scripts/gpu-validate.sh tests:10,12        the tests of lessons 10 and 12 only (tests/test_lesson10.py ...)
+#   scripts/gpu-validate.sh tests:crashes      a harness test file by name (tests/test_crashes.py)
 #   scripts/gpu-validate.sh notebooks          every solution notebook top to bottom under nbval, compiled
 #   scripts/gpu-validate.sh notebooks:05,13    those lessons' solution notebooks only
 #   scripts/gpu-validate.sh bench              make bench's driver: bench.{csv,md} and roofline.png
@@ -35,10 +36,12 @@ versions() {
   python3 -c 'import torch, triton, transformers; print("torch", torch.__version__, "triton", triton.__version__, "transformers", transformers.__version__)' | tee -a "$out/gpu.txt"
   echo "TRITON_HARD_WAY_AS=${TRITON_HARD_WAY_AS:-} (unset: the GPU as it is)" | tee -a "$out/gpu.txt"
 }
-files() {  # "10,12" -> the files of those lessons matching $2 (tests/test_lessonNN.py or solutions/NN_*.ipynb)
-  local n
+files() {  # "10,12" -> the files of those lessons matching $2 (tests/test_lessonNN.py or solutions/NN_*.ipynb);
+  local n  # a name for tests ("crashes,checking") -> tests/test_crashes.py ...: the harness's own tests
   for n in ${1//,/ }; do
-    if [ "$2" = tests ]; then echo "tests/test_lesson$n.py"; else ls solutions/"$n"_*.ipynb; fi
+    if [ "$2" = tests ] && [[ $n =~ ^[0-9]+$ ]]; then echo "tests/test_lesson$n.py"
+    elif [ "$2" = tests ]; then echo "tests/test_$n.py"
+    else ls solutions/"$n"_*.ipynb; fi
   done
 }
 versions
