@@ -40,7 +40,7 @@ BODY = {
     "Python's max of a block": ("python_max_kernel", {}, "`tl.max(x, axis=0)`", "compiled"),
     "tl.dot on 8 x 8 tiles": ("small_dot_kernel", dict(BLOCK_SIZE=8), "BLOCK_K >= 16", "compiled"),
     "a Python if on a block": ("if_on_block_kernel", {}, "tl.where(cond, a, b)", "both"),
-    "break in a loop": ("break_kernel", {}, "Triton kernels have no `break`", "compiled"),
+    "break in a loop": ("break_kernel", {}, "Triton kernels have no `break`", "both"),
     "a loop variable made fp16": ("loop_type_kernel", {}, "`acc` starts as", "compiled"),
 }
 

@@ -272,6 +272,44 @@ def _refuse_the_truth_of_a_block() -> None:
     interpreter._patch_lang_tensor = patch_lang_tensor
 
 
+def _refuse_break_and_continue() -> None:
+    """Compiled, ``break`` and ``continue`` in a @triton.jit function are errors (UnsupportedLanguageConstruct); the
+    interpreter runs them as Python does, so a learner's early exit from a loop worked on a laptop and failed on a GPU.
+    Here a kernel or helper that holds one is refused with the compiler's own error at its first launch or call."""
+    try:
+        import ast
+        import textwrap
+
+        from triton.compiler.errors import UnsupportedLanguageConstruct
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    cls = getattr(interpreter, "InterpretedFunction", None)
+    original = getattr(cls, "rewrite", None)
+    if original is None or getattr(original, "no_break", False):
+        return
+    checked = set()
+
+    def rewrite(self):
+        if self.fn not in checked:
+            try:
+                source = textwrap.dedent(inspect.getsource(self.fn))
+                tree = ast.parse(source)
+            except (OSError, TypeError, SyntaxError):  # no source to read: Triton's own handling decides
+                source, tree = None, None
+            checked.add(self.fn)
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, (ast.Break, ast.Continue)):
+                    checked.discard(self.fn)  # refused at every launch, not only the first
+                    raise UnsupportedLanguageConstruct(
+                        source, node, f"unsupported AST node type: {type(node).__name__}"
+                    )
+        return original(self)
+
+    rewrite.no_break = True
+    cls.rewrite = rewrite
+
+
 def _read_the_language_once(interpreter) -> None:
     """The swap at each launch lists every member of triton.language, triton.language.core, tl.tensor, tl.math and
     the tensor descriptor class (inspect.getmembers: dir(), a getattr and a sort each, seven lists a launch) to find
@@ -320,6 +358,7 @@ def _detect() -> Env:
         _quiet_interpreter_nan_warnings()
         _patch_triton_language_once_per_launch()
         _refuse_the_truth_of_a_block()
+        _refuse_break_and_continue()
     import torch
     import triton
 
