@@ -38,7 +38,7 @@ BODY = {
     "tl.sum over axis 2 of a tile": ("reduction_axis_kernel", dict(BLOCK_SIZE=16), "A reduction over axis 2", "both"),
     "x[0]": ("indexed_block_kernel", {}, "cannot be indexed by position", "compiled"),
     "Python's max of a block": ("python_max_kernel", {}, "`tl.max(x, axis=0)`", "compiled"),
-    "tl.dot on 8 x 8 tiles": ("small_dot_kernel", dict(BLOCK_SIZE=8), "BLOCK_K >= 16", "compiled"),
+    "tl.dot on 8 x 8 tiles": ("small_dot_kernel", dict(BLOCK_SIZE=8), "BLOCK_K >= 16", "both"),
     "a Python if on a block": ("if_on_block_kernel", {}, "tl.where(cond, a, b)", "both"),
     "break in a loop": ("break_kernel", {}, "Triton kernels have no `break`", "both"),
     "a loop variable made fp16": ("loop_type_kernel", {}, "`acc` starts as", "compiled"),

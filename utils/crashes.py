@@ -145,7 +145,7 @@ RULES = [
         "tl.dot on small tiles",
         r"Input shapes should have M >= (\d+), N >= (\d+) and K >= (\d+)",
         "`tl.dot`'s tiles are too small for the tensor cores: at least {0} x {2} by {2} x {1} (BLOCK_M >= {0}, "
-        "BLOCK_N >= {1}, BLOCK_K >= {2}). The interpreter multiplies any tile; a GPU does not.",
+        "BLOCK_N >= {1}, BLOCK_K >= {2}): an NVIDIA GPU's smallest step, which the course's interpreter asks for too.",
     ),
     Rule(
         "tl.dot of two dtypes",

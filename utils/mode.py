@@ -310,6 +310,25 @@ def _refuse_break_and_continue() -> None:
     cls.rewrite = rewrite
 
 
+def _refuse_small_dots() -> None:
+    """Compiled for an NVIDIA GPU, ``tl.dot`` needs K >= 16 (32 for 8-bit inputs): the tensor cores' smallest step.
+    The interpreter multiplies any tile (its smallest is 1 x 1 x 1), so a learner's BLOCK_K = 8 passed every check on
+    a laptop and failed to compile on a GPU. Here the interpreter asks what NVIDIA's backend asks, with its message."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    builder = getattr(interpreter, "interpreter_builder", None)
+    fns = getattr(builder, "codegen_fns", None)
+    if not isinstance(fns, dict) or "min_dot_size" not in fns:
+        return
+
+    def min_dot_size(lhs_type, rhs_type):
+        return (1, 1, 32) if lhs_type.scalar.primitive_bitwidth == 8 else (1, 1, 16)
+
+    fns["min_dot_size"] = min_dot_size
+
+
 def _read_the_language_once(interpreter) -> None:
     """The swap at each launch lists every member of triton.language, triton.language.core, tl.tensor, tl.math and
     the tensor descriptor class (inspect.getmembers: dir(), a getattr and a sort each, seven lists a launch) to find
@@ -359,6 +378,7 @@ def _detect() -> Env:
         _patch_triton_language_once_per_launch()
         _refuse_the_truth_of_a_block()
         _refuse_break_and_continue()
+        _refuse_small_dots()
     import torch
     import triton
 
