@@ -184,6 +184,28 @@ class _NeverEnds(Exception):
     """Raised inside a pool method that ran more lines than any right one needs (see _told)."""
 
 
+def _bounded(method, max_lines: int):
+    """method, stopped with _NeverEnds once it (with what it calls) has run more than max_lines lines."""
+
+    def call(*args):
+        lines = [0]
+
+        def count(frame, event, arg):  # every line of the call and of what it calls
+            lines[0] += 1
+            if lines[0] > max_lines:
+                raise _NeverEnds
+            return count
+
+        before = sys.gettrace()
+        sys.settrace(count)
+        try:
+            return method(*args)
+        finally:
+            sys.settrace(before)
+
+    return call
+
+
 def _told(pool, max_lines=20_000):
     """pool, with an exception raised by any of its methods (a learner's) turned into the check's failure: the call,
     what its sequence held, how many blocks were free, and why, where that is clear. A call that runs more than
@@ -198,18 +220,9 @@ def _told(pool, max_lines=20_000):
     def told(name, method):
         def call(*args):
             __tracebackhide__ = True
-            free, lines, given = len(pool.free), [0], ", ".join(map(what, args))  # as given: the loop grows them
-
-            def count(frame, event, arg):  # every line of the call and of what it calls
-                lines[0] += 1
-                if lines[0] > max_lines:
-                    raise _NeverEnds
-                return count
-
-            before = sys.gettrace()
-            sys.settrace(count)
+            free, given = len(pool.free), ", ".join(map(what, args))  # as given: the loop grows them
             try:
-                return method(*args)
+                return _bounded(method, max_lines)(*args)
             except AssertionError:
                 raise
             except _NeverEnds:
@@ -231,8 +244,6 @@ def _told(pool, max_lines=20_000):
                     f"block pool: {name}({', '.join(map(what, args))}) raised {type(e).__name__}: {e} ({free} "
                     f"block(s) were free).{why}"
                 ) from e
-            finally:
-                sys.settrace(before)
 
         return call
 
@@ -489,6 +500,12 @@ def _require_schedule(n_splits, BLOCK_N, num_warps, num_stages):
         utils.require_launch_options(num_warps=num_warps)
 
 
+def query_tile(max_q_len: int, GROUP: int, env) -> tuple:
+    """(BLOCK_M, BLOCK_Q): a tile's rows, BLOCK_Q queries times their GROUP heads (a power of two, at least 16)."""
+    BLOCK_M = max(16 if max_q_len == 1 else (16 if env.interpret else 64), 1 << (GROUP - 1).bit_length())
+    return BLOCK_M, BLOCK_M // GROUP
+
+
 def paged_attention(
     q, k_pages, v_pages, block_table, lengths, q_start=None, *, out=None, max_q_len=None, n_splits=None,
     BLOCK_N=None, num_warps=None, num_stages=None, trusted=False,
@@ -519,8 +536,7 @@ def paged_attention(
     one_query = max_q_len == 1 and N == B  # every request has exactly one new token: the decode kernel
     env = utils.mode.current()
     GROUP = H // KV
-    BLOCK_M = max(16 if max_q_len == 1 else (16 if env.interpret else 64), 1 << (GROUP - 1).bit_length())
-    BLOCK_Q = BLOCK_M // GROUP
+    BLOCK_M, BLOCK_Q = query_tile(max_q_len, GROUP, env)
     q_blocks = -(-max_q_len // BLOCK_Q)
     capacity = W * P
     splits, split_len, block_n, warps, stages = paged_schedule(B, KV, D, capacity, q.dtype, env)
@@ -656,6 +672,7 @@ def check_paged_attention(fn, *, quiet=False):
         cpu=[
             (1, 4, 2, 16, 16, [37], [1], 0),
             (3, 4, 1, 32, 8, [23, 1, 50], [1, 1, 1], 0),
+            (1, 4, 2, 16, 4, [40], [12], 0),  # two splits: queries 0 .. 3 see no key of the second one
             (2, 6, 3, 16, 4, [30, 14], [7, 14], 2),
             (2, 6, 2, 16, 4, [19, 11], [7, 11], 1),
         ],
@@ -667,7 +684,8 @@ def check_paged_attention(fn, *, quiet=False):
         ],
     )  # (B, H, KV, D, block_size, lengths, new queries per request, blocks shared by requests 0 and 1); the
     # longest request last, its table full and its last key tile past it: a table read without a mask strays; three
-    # query heads a kv head in the last case (a tile's rows do not fill a power of two: the rows past them are off)
+    # query heads a kv head in the last case (a tile's rows do not fill a power of two: the rows past them are off);
+    # a chunk over two splits in the third CPU case (its first queries come before the second split's first key)
     for B, H, KV, D, P, lens, q_lens, shared in cases:
         q, kp, vp, table, lengths, q_start = paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, env.device, gen)
         spare = max(set(range(kp.shape[0])) - set(table.flatten().tolist()))  # a block no request uses
@@ -694,7 +712,25 @@ def check_paged_attention(fn, *, quiet=False):
             "consecutive query heads (row r of the tile is head kv_h * GROUP + r % GROUP).": paged_attention_ref(
                 q64, k64[:, :, wrong_heads], v64[:, :, wrong_heads], table, lengths, q_start
             ),
+            "Every query head read kv head 0: a key's offset in its page needs its kv head, page * stride_page + "
+            "(cols % PAGE_SIZE) * stride_row + kv_h * HEAD_DIM + d.": paged_attention_ref(
+                q64, k64[:, :, :1].expand_as(k64), v64[:, :, :1].expand_as(v64), table, lengths, q_start
+            ),
+            "Request b read its block table from entry b of the first row: step over whole rows, table = "
+            "block_table_ptr + b * stride_table.": paged_attention_ref(
+                q64, k64, v64, torch.stack([table.flatten()[b : b + W] for b in range(B)]), lengths, q_start
+            ),
         }
+        # no causal mask: each query sees every key up to its tile's last query (the split's end), as a lone request
+        each = (q_start[1:] - q_start[:-1]).long()
+        i = torch.cat([torch.arange(int(n)) for n in each]).to(q.device)  # each query's index in its chunk
+        tile = query_tile(max(q_lens), H // KV, env)[1]
+        seen = lengths.long().repeat_interleave(each) - each.repeat_interleave(each)
+        seen += torch.minimum((i // tile + 1) * tile, each.repeat_interleave(each))
+        suspects[
+            "The chunk's queries are not masked causally: query i sits at pos = length - q_len + i and sees keys 0 "
+            '.. pos only, tl.where(keep[None, :] & (cols[None, :] <= pos[:, None]), s, float("-inf")).'
+        ] = paged_attention_ref(q64, k64, v64, table.repeat_interleave(each, 0), seen.int())
         # (a query that sees no key at all, the first of a whole prompt here, is NaN in this one, as in the kernel)
         suspects[
             "Off by one: each request's length counts its new tokens, so query i of a chunk of q_len sits at "
@@ -737,7 +773,8 @@ def check_paged_attention(fn, *, quiet=False):
             ] = _pages_read_ref(q64, k64, v64, tables_one_ahead(table, spare), lengths, q_start, entry)
         suspects[
             "Each query's output comes out scaled down, row by row: the running sum l is too large. Rescale it like "
-            "acc when the running max grows: l_i = l_i * alpha + tl.sum(p, 1)."
+            "acc when the running max grows, l_i = l_i * alpha + tl.sum(p, 1), and give the keys masked off a score "
+            'of -inf, not 0 (tl.where(keep[None, :], s, float("-inf"))), so that they add nothing to it.'
         ] = _scaled_down_rows(out, ref)
         name = f"paged attention (B={B}, H={H}, KV={KV}, D={D}, block_size={P}, lengths={lens}, queries={q_lens})"
         utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, dims=("token", "head", "dim"), stray=stray)
@@ -809,8 +846,11 @@ def make_batch(chunks, block_size: int, device) -> Batch:
                 f"(n_cached = min(pool.share_prefix(seq), len(seq.tokens) - 1))"
             )
         if start + len(toks) > len(blocks) * P:
+            why = (" (none: was its request preempted after it was planned? preempt the newest, self.running[-1])"
+                   if not blocks else "")  # fmt: skip
             raise ValueError(f"a chunk reaches position {start + len(toks) - 1} but its block table holds "
-                             f"{len(blocks)} blocks of {P}: allocate before the step")  # fmt: skip
+                             f"{len(blocks)} blocks of {P}{why}: allocate before the step, blocks for every token up "
+                             f"to the chunk's end, pool.allocate(seq, seq.n_cached + n)")  # fmt: skip
         pos = range(start, start + len(toks))
         tokens += toks
         positions += pos
@@ -1041,14 +1081,77 @@ def _require_all_given_back(pool, what):
         )
 
 
-def _watch_limits(engine):
+def _require_complete(rec, trace, what):
+    """Every request of the trace got all its max_new_tokens (the check's traces hold no end-of-sequence token)."""
+    __tracebackhide__ = True
+    short = [r for r in trace if len(rec.tokens[r.id]) != r.max_new_tokens]
+    if short:
+        r = short[0]
+        raise AssertionError(
+            f"{what}: requests {[s.id for s in short[:5]]} did not get all their tokens (request {r.id}: "
+            f"{len(rec.tokens[r.id])} of {r.max_new_tokens}), yet the engine had no work left: a request was "
+            f"dropped. Once admitted (taken from waiting) a request must join self.running until it is done"
+        )
+
+
+def _require_blocks_held_by_requests(engine):
+    """Between steps no waiting request holds a block, and every reference the pool counts is held by a request
+    that runs or waits: a request preempted, refused or dropped with its blocks leaks them."""
+    __tracebackhide__ = True
+    holding = [s for s in engine.waiting if s.blocks]
+    if holding:
+        raise AssertionError(
+            f"request {holding[0].request.id} waits (preempted, or its admission refused) yet holds blocks "
+            f"{holding[0].blocks}: a request that leaves the running ones or is not admitted must give back "
+            f"every block it holds, pool.free_all(seq), or it keeps them from the requests that run"
+        )
+    counted = [0] * engine.pool.n_blocks  # each block's references from the tables of the requests in the engine
+    for s in (*engine.running, *engine.waiting):
+        for block in s.blocks:
+            counted[block] += 1
+    lost = [block for block, refs in enumerate(engine.pool.refs) if refs > counted[block]]
+    if lost:
+        raise AssertionError(
+            f"blocks {lost[:8]} are in use (reference counts {[engine.pool.refs[b] for b in lost[:8]]}) but no "
+            f"running or waiting request holds them: a request left the engine with its blocks. One taken from "
+            f"waiting must join self.running; one that finishes or is preempted gives back pool.free_all(seq)"
+        )
+
+
+def _watch_limits(engine, max_lines=20_000):
     """Wraps engine.step so that every step is checked against the engine's own limits as it ends: at most
-    max_step_tokens token rows, at most max_seqs requests running (those that finished in it included)."""
+    max_step_tokens token rows, at most max_seqs requests running (those that finished in it included), requests
+    admitted first come first served, no block held by a waiting request; a scheduler that runs more than
+    max_lines lines in one step (a right one runs a few hundred) is stopped and told as a loop that never ends."""
     step = engine.step
+    for name in ("_schedule_inflight", "_schedule_static"):
+        if callable(getattr(engine, name, None)):  # an engine of another shape is watched by its step alone
+            setattr(engine, name, _bounded(getattr(engine, name), max_lines))
 
     def watched():
         __tracebackhide__ = True
-        info = step()
+        ahead = list(engine.waiting)
+        try:
+            info = step()
+        except _NeverEnds:
+            raise AssertionError(
+                f"the scheduler ran {max_lines} lines in one step without returning: a loop that never ends. Each "
+                f"pass must change the loop's condition: when the request at the head of the queue cannot be "
+                f"admitted (allocate refused), stop admitting (break); skipping it (continue) tries it forever"
+            ) from None
+        except RuntimeError:  # a step that planned nothing: a block kept by a request that waits is the likely why
+            _require_blocks_held_by_requests(engine)
+            raise
+        still = {id(s) for s in engine.waiting}
+        admitted = [s for s in ahead if id(s) not in still]
+        if admitted != ahead[: len(admitted)]:
+            skipped = next(s for s, t in zip(ahead, admitted) if s is not t)
+            raise AssertionError(
+                f"requests {[s.request.id for s in admitted]} were admitted while request {skipped.request.id} "
+                f"waited ahead of them: admit first come first served, from the head of the queue "
+                f"(self.waiting[0], then popleft()); when the head cannot be admitted, stop admitting"
+            )
+        _require_blocks_held_by_requests(engine)
         if info.n_tokens > engine.max_step_tokens:
             raise AssertionError(
                 f"a step ran {info.n_tokens} token rows, over max_step_tokens={engine.max_step_tokens}: take each "
@@ -1080,6 +1183,7 @@ def check_engine(model: Model, *, quiet=False):
     rec = utils.serving.replay(engine, trace)
     if rec is None:
         raise NotImplementedError("the engine is not written yet")
+    _require_complete(rec, trace, f"a trace of {len(trace)} requests")
     _require_all_given_back(pool, f"a trace of {len(trace)} requests")
     # then identical prompts of exactly two blocks: a later one finds both cached (it may take at most
     # len(tokens) - 1 of them: the last token's logits pick its first new token), copies the last block on write,
@@ -1094,6 +1198,7 @@ def check_engine(model: Model, *, quiet=False):
     engine2.pool.share_prefix = lambda seq: found.append(share(seq)) or found[-1]
     rec2 = utils.serving.replay(engine2, same, max_steps=500)
     if rec2 is not None:
+        _require_complete(rec2, same, "requests 100 .. 103")
         _require_all_given_back(engine2.pool, "requests 100 .. 103 (identical prompts, a pool of 5 blocks)")
     if rec2 is not None and not any(found):
         raise AssertionError(
@@ -1116,13 +1221,17 @@ def check_engine(model: Model, *, quiet=False):
     engine = Engine(utils.serving.EchoModel(), pool, max_seqs=8, max_step_tokens=32, block_bytes=1)
     _watch_limits(engine)
     rec = utils.serving.replay(engine, budget_trace)
+    _require_complete(rec, budget_trace, f"a trace of {len(budget_trace)} requests on {pool.n_blocks} blocks")
     _require_all_given_back(pool, f"a trace of {len(budget_trace)} requests on {pool.n_blocks} blocks")
     peak = max(m for _, m in rec.memory)
     if peak > pool.n_blocks:
         raise AssertionError(f"the engine held {peak} blocks of a pool of {pool.n_blocks}")
-    short = [r.id for r in budget_trace if len(rec.tokens[r.id]) != r.max_new_tokens]
-    if short:
-        raise AssertionError(f"requests {short[:5]} did not get all their tokens: a request was dropped")
+    # and short requests on a large pool: max_seqs, not the blocks or the step's tokens, limits what runs at once
+    short_trace = utils.serving.make_trace(16, rate=1e4, seed=2, prompt_median=4, prompt_max=8, output_median=6,
+                                           output_max=8, system_len=0, shared=0)  # fmt: skip
+    engine = Engine(utils.serving.EchoModel(), BlockPool(n_blocks=64, block_size=8), max_seqs=3, max_step_tokens=32)
+    _watch_limits(engine)
+    _require_complete(utils.serving.replay(engine, short_trace), short_trace, "16 short requests, max_seqs=3")
     if not quiet:
         print(f"✓ {len(trace)} requests: greedy tokens under in-flight batching + paged attention equal each one "
               f"run alone; an overloaded pool of {pool.n_blocks} blocks never overflowed, {engine.preemptions} "

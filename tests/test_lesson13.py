@@ -544,6 +544,32 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
         f"        {_PREFETCH}\n        page = page_next.to(tl.int64)\n",
         "first step read block 0",
     ),  # fmt: skip
+    # (session 29) a chunk over two splits: its first queries see no key of the second split's first tile
+    "no guard for a row with no key yet": (
+        'm_safe = tl.where(m_new == float("-inf"), 0.0, m_new)',
+        "m_safe = m_new",
+        "A row whose every entry is masked to -inf",
+    ),  # fmt: skip
+    "the kv head left out of the key offsets": (
+        " + kv_h * HEAD_DIM + d[None, :]",
+        " + d[None, :]",
+        "Every query head read kv head 0",
+    ),  # fmt: skip
+    "the block table row without its stride": (
+        "table = block_table_ptr + b.to(tl.int64) * stride_table",
+        "table = block_table_ptr + b",
+        "b * stride_table",
+    ),  # fmt: skip
+    "keys masked off with a score of 0": (
+        'tl.where(keep[None, :], s, float("-inf"))',
+        "tl.where(keep[None, :], s, 0.0)",
+        "a score of -inf, not 0",
+    ),  # fmt: skip
+    "no causal mask within a chunk": (
+        "keep[None, :] & (cols[None, :] <= pos[:, None])",
+        "keep[None, :]",
+        "not masked causally",
+    ),  # fmt: skip
 }
 
 
@@ -661,6 +687,61 @@ def test_an_admission_that_takes_the_whole_cached_prompt_is_refused(model, monke
     cap = "seq.n_cached = min(self.pool.share_prefix(seq), len(seq.tokens) - 1)"
     plant(monkeypatch, tmp_path, L, "Engine._schedule_inflight", (cap, "seq.n_cached = self.pool.share_prefix(seq)"))
     with pytest.raises(ValueError, match=re.escape("len(seq.tokens) - 1")):
+        L.check_engine(model, quiet=True)
+
+
+ENGINE_PLANTED = {  # mistake: (Engine's method, its text, the mistake's, words of the hint); session 29
+    "a refused head skipped with continue": (  # before: the admission loop never ended, and the check hung
+        "Engine._schedule_inflight",
+        "seq.n_cached = 0\n            break",
+        "seq.n_cached = 0\n            continue",
+        "a loop that never ends",
+    ),  # fmt: skip
+    "a refused admission keeps its shared prefix": (  # before: passed (the blocks came back when it finished)
+        "Engine._schedule_inflight",
+        "self.pool.free_all(seq)",
+        "pass",
+        "must give back every block it holds",
+    ),  # fmt: skip
+    "last come first served": (  # before: passed
+        "Engine._schedule_inflight",
+        ("seq = self.waiting[0]", "seq = self.waiting[-1]"),
+        ("self.waiting.popleft()", "self.waiting.pop()"),
+        "admit first come first served",
+    ),  # fmt: skip
+    "one request over max_seqs": (  # before: passed (the check's pools ran short first)
+        "Engine._schedule_inflight",
+        "len(self.running) < self.max_seqs",
+        "len(self.running) <= self.max_seqs",
+        "over max_seqs=3",
+    ),  # fmt: skip
+    "an admitted request never joins the running ones": (  # before: "blocks ... still held", or a stalled engine
+        "Engine._schedule_inflight",
+        "self.running.append(seq)",
+        "pass",
+        "no running or waiting request holds them",
+    ),  # fmt: skip
+    "a preempted request keeps its blocks": (  # before: "the scheduler planned nothing" (a RuntimeError)
+        "Engine._preempt",
+        "self.pool.free_all(seq)",
+        "pass",
+        "must give back every block it holds",
+    ),  # fmt: skip
+    "the oldest request preempted": (  # before: "holds 0 blocks of 4: allocate before the step"
+        "Engine._schedule_inflight",
+        "victim = self.running[-1]",
+        "victim = self.running[0]",
+        "preempted after it was planned",
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("mistake", list(ENGINE_PLANTED))
+def test_check_names_a_planted_engine_mistake(mistake, model, monkeypatch, tmp_path):
+    name, *edits, words = ENGINE_PLANTED[mistake]
+    edits = edits if isinstance(edits[0], tuple) else [tuple(edits)]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises((AssertionError, ValueError), match=re.escape(words)):
         L.check_engine(model, quiet=True)
 
 
