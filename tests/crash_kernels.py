@@ -4,6 +4,8 @@ interpreter (or compiled, on a GPU) and compiled for an H100 through utils.offli
 import triton
 import triton.language as tl
 
+SCALE = 0.5  # a global the compiler refuses in a kernel (global_not_constexpr_kernel): it is no tl.constexpr
+
 
 @triton.jit
 def copy_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
@@ -161,3 +163,163 @@ def python_max_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     offsets = tl.arange(0, BLOCK_SIZE)
     x = tl.load(x_ptr + offsets)
     tl.store(out_ptr + offsets, x - max(x))
+
+
+@triton.jit
+def where_two_args_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, tl.where(offsets < n, x))
+
+
+@triton.jit
+def argmax_no_axis_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr, tl.argmax(tl.load(x_ptr + offsets)).to(tl.float32))
+
+
+@triton.jit
+def int_mask_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = n - offsets
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def exp_of_fp16_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets).to(tl.float16)
+    tl.store(out_ptr + offsets, tl.exp(x))  # tl.exp, tl.log, tl.sqrt ... take fp32 and fp64 only
+
+
+@triton.jit
+def store_other_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n, other=0.0)
+
+
+@triton.jit
+def dot_1d_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    a = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, tl.dot(a, a))
+
+
+@triton.jit
+def dot_acc_shape_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tile = offsets[:, None] * BLOCK_SIZE + offsets[None, :]
+    a = tl.load(x_ptr + tile)
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    acc = tl.dot(a, a, acc)
+    tl.store(out_ptr + offsets, acc)
+
+
+@triton.jit
+def zeros_int_shape_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    acc = tl.zeros(BLOCK_SIZE, dtype=tl.float32)
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, acc)
+
+
+@triton.jit
+def list_append_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    parts = []  # compiled, a tuple: the interpreter's Python list takes the append
+    parts.append(tl.load(x_ptr + offsets))
+    tl.store(out_ptr + offsets, parts[0])
+
+
+@triton.jit
+def global_not_constexpr_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * SCALE)
+
+
+@triton.jit
+def atomic_add_values_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.atomic_add(offsets, x)
+
+
+@triton.jit
+def tensor_desc_load_block_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    desc = tl.make_tensor_descriptor(x_ptr, shape=[n], strides=[1], block_shape=[BLOCK_SIZE])
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, desc.load(offsets))
+
+
+@triton.jit
+def tensor_desc_tl_load_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    desc = tl.make_tensor_descriptor(x_ptr, shape=[n], strides=[1], block_shape=[BLOCK_SIZE])
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(desc + offsets))
+
+
+@triton.jit
+def tensor_desc_strides_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    desc = tl.make_tensor_descriptor(x_ptr, shape=[n, n], strides=[1, n], block_shape=[BLOCK_SIZE, BLOCK_SIZE])
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.sum(desc.load([0, 0]), axis=1))
+
+
+@triton.jit
+def len_of_block_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, x / len(x))
+
+
+@triton.jit
+def pointer_indexed_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr[offsets], mask=offsets < n), mask=offsets < n)
+
+
+@triton.jit
+def pow_block_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, x**2)
+
+
+@triton.jit
+def dtype_called_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.float32(tl.load(x_ptr + offsets)))
+
+
+@triton.jit
+def pid_axis_3_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(3) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+@triton.jit
+def shift_float_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, (x >> 4) & 0xF)
+
+
+@triton.jit
+def float_range_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    for start in range(0, n / BLOCK_SIZE):  # the interpreter runs a float bound
+        acc += tl.load(x_ptr + start * BLOCK_SIZE + offsets)
+    tl.store(out_ptr + offsets, acc)
+
+
+@triton.jit
+def static_assert_fails_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    tl.static_assert(BLOCK_SIZE % 64 == 0, "BLOCK_SIZE must be a multiple of 64")
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
+
+
+@triton.jit
+def dtype_constexpr_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr, DTYPE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets).to(DTYPE).to(tl.float32))

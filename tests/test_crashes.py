@@ -42,6 +42,29 @@ BODY = {
     "a Python if on a block": ("if_on_block_kernel", {}, "tl.where(cond, a, b)", "both"),
     "break in a loop": ("break_kernel", {}, "Triton kernels have no `break`", "both"),
     "a loop variable made fp16": ("loop_type_kernel", {}, "`acc` starts as", "compiled"),
+    # a tl function's missing argument (not the launch's, though it fails inside one)
+    "tl.where(cond, x)": ("where_two_args_kernel", {}, "given no 'y'", "both"),
+    "tl.argmax without its axis": ("argmax_no_axis_kernel", {}, "given no 'axis'", "both"),
+    "a mask of numbers": ("int_mask_kernel", {}, "a block of True/False", "both"),
+    "tl.exp of fp16": ("exp_of_fp16_kernel", {}, "were given fp16: cast first", "both"),
+    "tl.store(..., other=0.0)": ("store_other_kernel", {}, "passes `other=`", "both"),
+    "tl.dot of 1-D blocks": ("dot_1d_kernel", dict(BLOCK_SIZE=16), "multiplies 2-D tiles", "both"),
+    "tl.dot into a 1-D accumulator": ("dot_acc_shape_kernel", dict(BLOCK_SIZE=16), "the product's shape", "both"),
+    "tl.zeros(BLOCK_SIZE)": ("zeros_int_shape_kernel", {}, "`tl.zeros((BLOCK_SIZE,)", "both"),
+    "a list appended to": ("list_append_kernel", {}, "A kernel has no Python lists", "compiled"),
+    "a global float": ("global_not_constexpr_kernel", {}, "`SCALE = tl.constexpr(...)`", "compiled"),
+    "tl.atomic_add at offsets": ("atomic_add_values_kernel", {}, "`tl.atomic_add(out_ptr + offsets", "both"),
+    "desc.load(offsets)": ("tensor_desc_load_block_kernel", {}, "not a block of offsets", "both"),
+    "tl.load(desc + offsets)": ("tensor_desc_tl_load_kernel", {}, "A tensor descriptor is not a pointer", "both"),
+    "a descriptor with strides [1, n]": ("tensor_desc_strides_kernel", dict(BLOCK_SIZE=16), "the 1 last", "both"),
+    "len() of a block": ("len_of_block_kernel", {}, "A block has no `len()`", "both"),
+    "x_ptr[offsets]": ("pointer_indexed_kernel", {}, "write `x_ptr + offsets`", "both"),
+    "x ** 2": ("pow_block_kernel", {}, "Triton blocks have no `**`", "both"),
+    "tl.float32(x)": ("dtype_called_kernel", {}, "cast with `x.to(tl.float32)`", "both"),
+    "tl.program_id(3)": ("pid_axis_3_kernel", {}, "three axes at most", "both"),
+    "x >> 4 of floats": ("shift_float_kernel", {}, "bit operations", "both"),
+    "range(0, n / BLOCK_SIZE)": ("float_range_kernel", {}, "A `range()` bound is a float", "compiled"),
+    "a tl.static_assert refused": ("static_assert_fails_kernel", {}, "own `tl.static_assert`", "both"),
 }
 
 
@@ -114,7 +137,20 @@ def _launches():
         "a kernel without @triton.jit": (lambda: _plain_function[(1,)](x, out, N, 32), "needs `@triton.jit`"),
         "a kernel called without a grid": (lambda: K.copy_kernel(x, out, N, BLOCK_SIZE=32), "Launch it with a grid"),
         "a launch without BLOCK_SIZE": (lambda: K.copy_kernel[(4,)](x, out, N), "'BLOCK_SIZE'"),
+        "BLOCK_SIZE given twice": (
+            lambda: K.copy_kernel[(4,)](x, out, N, 32, BLOCK_SIZE=32),
+            "more values than the kernel has parameters",
+        ),
+        "one argument too many": (
+            lambda: K.copy_kernel[(4,)](x, out, N, 32, 4),
+            "more values than the kernel has parameters",
+        ),
     }
+    if ENV.interpret:  # compiled, the launch's own handling of a torch dtype is to be seen on a GPU
+        launches["a torch dtype for a tl one"] = (
+            lambda: K.dtype_constexpr_kernel[(1,)](x, out, N, BLOCK_SIZE=32, DTYPE=torch.float16),
+            "Pass the Triton dtype",
+        )
     if ENV.interpret:  # compiled, a list may be taken as a tuple argument (Triton takes tuples)
         launches["a list for a tensor"] = (
             lambda: K.copy_kernel[(4,)]([1.0] * N, out, N, BLOCK_SIZE=32),
@@ -153,6 +189,19 @@ def test_an_illegal_memory_access_is_explained():
     )
     hint = crashes.explain(error)
     assert hint is not None and "restart the notebook's kernel" in hint and "utils.watch_memory" in hint
+
+
+def test_a_launcher_called_with_an_argument_it_lacks_is_not_told_about_kernels():
+    """A learner's launcher without the check's out= raises Python's own TypeError: no rule about a call inside a
+    kernel may claim it."""
+
+    def add(x, y):
+        return x + y
+
+    for call in (lambda: add(1, 2, out=3), lambda: add(1)):
+        with pytest.raises(TypeError) as caught:
+            call()
+        assert crashes.explain(caught.value) is None, crashes.explain(caught.value)
 
 
 def test_the_same_words_outside_a_launch_are_not_explained():

@@ -19,10 +19,13 @@ interpreter runs them as Python): their hints say so, since a learner on a lapto
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable
 
 __all__ = ["RULES", "explain", "watch_cells"]
+
+_PYTHON_LIBRARY = os.path.dirname(os.__file__)  # Python's own modules (inspect binds a launch's arguments)
 
 
 def _frames(errors: list[BaseException]):
@@ -40,6 +43,30 @@ def _in_launch(errors: list[BaseException]) -> bool:
     return any(re.search(r"[\\/]triton[\\/]runtime[\\/]", file) for file, _ in _frames(errors))
 
 
+def _in_a_kernel(errors: list[BaseException]) -> bool:
+    """True when the error came from a kernel's body: compiled, a CompilationError; interpreted, a traceback that
+    goes from the interpreter's launch (or call) into code of the learner's. A launch's rules need its absence:
+    ``tl.where(x > 0, x)`` misses an argument too, inside a launch, and the launch is not its mistake."""
+    if any(cls.__name__ == "CompilationError" for error in errors for cls in type(error).__mro__):
+        return True
+    calls = {"GridExecutor.__call__", "InterpretedFunction.__call__"}
+    for error in errors:
+        frames, tb = [], error.__traceback__
+        while tb is not None:
+            frames.append((tb.tb_frame.f_code.co_filename, getattr(tb.tb_frame.f_code, "co_qualname", "")))
+            tb = tb.tb_next
+        for (_, name), (file, after) in zip(frames, frames[1:]):
+            ours = not re.search(r"[\\/]triton[\\/]", file) and not file.startswith(_PYTHON_LIBRARY)
+            if name in calls and after not in calls and ours:  # not Triton's, nor inspect's (a launch's arguments)
+                return True
+    return False
+
+
+def _launched(errors: list[BaseException]) -> bool:
+    """A launch's own mistake: Triton's runtime in the traceback, and not an error of the kernel's body."""
+    return _in_launch(errors) and not _in_a_kernel(errors)
+
+
 def _called_without_a_grid(errors: list[BaseException]) -> bool:
     """Under the interpreter, a kernel called like a function fails on whatever it does first (tl.program_id has
     no grid to read): the sign is the call's own frame with no launch's around it."""
@@ -50,12 +77,15 @@ def _called_without_a_grid(errors: list[BaseException]) -> bool:
 @dataclasses.dataclass(frozen=True)
 class Rule:
     """``pattern`` searched in the chain's messages; ``hint`` formatted with its groups; ``needs``: a test of the
-    chain's tracebacks too (``_in_launch``: a grid's ``len()`` is a launch's, any other ``len()`` is not)."""
+    chain's tracebacks too (``_launched``: a grid's ``len()`` is a launch's, any other ``len()`` is not); ``inside``:
+    where a message as common as Python's ``'int' object is not iterable`` must come from, searched in the names of
+    Triton's frames (the interpreter's ``zeros``) and in the text (the compiler shows the line: ``tl.zeros(...)``)."""
 
     name: str
     pattern: str
     hint: str
     needs: Callable[[list[BaseException]], bool] | None = None
+    inside: str | None = None
 
 
 CALLED = (
@@ -71,14 +101,14 @@ RULES = [
         r"object of type '(?:int|float)' has no len\(\)",
         "The grid is a single number, not a tuple: `(triton.cdiv(n, BLOCK_SIZE))` is only a number in brackets. "
         "The comma makes the tuple: `grid = (triton.cdiv(n, BLOCK_SIZE),)` (a grid function returns a tuple too).",
-        needs=_in_launch,
+        needs=_launched,
     ),
     Rule(
         "float grid",
         r"'float' object cannot be interpreted as an integer",
         "The grid holds a float: `n / BLOCK_SIZE` divides exactly. Count programs in whole numbers, rounding up: "
         "`triton.cdiv(n, BLOCK_SIZE)`.",
-        needs=_in_launch,
+        needs=_launched,
     ),
     Rule(
         "no @triton.jit",
@@ -168,7 +198,7 @@ RULES = [
     ),
     Rule(
         "a PyTorch method on a block",
-        r"'tensor' object has no attribute '(\w+)'",
+        r"'tensor' object has no attribute '(?!__)(\w+)'",
         "A Triton block has no `.{0}()`: PyTorch's tensor methods do not exist inside a kernel. Use Triton's: "
         "`x.to(tl.float32)` for `.float()`, `tl.exp(x)`, `tl.sum(x, axis=0)`, `tl.max(x, axis=0)`, `tl.where(...)`.",
     ),
@@ -254,10 +284,166 @@ RULES = [
     ),
     Rule(
         "a launch without every argument",
-        r"missing (?:\d+ )?required (?:positional |keyword-only )?arguments?: (.+)",
+        r"missing (?:\d+ )?required (?:positional |keyword-only )?arguments?: ('[^']*'(?:,? (?:and )?'[^']*')*)",
         "The launch gives no value for {0}: every parameter of the kernel needs one, its constexprs too (by keyword: "
         "`BLOCK_SIZE=1024`).",
-        needs=_in_launch,
+        needs=_launched,
+    ),
+    Rule(
+        "a launch with too many arguments",
+        r"got multiple values for argument '\w+'|takes \d+ positional arguments? but \d+ (?:were|was) given",
+        "The launch passes more values than the kernel has parameters, or one twice (in its place and again by "
+        "keyword): give each parameter of the kernel's signature one value, in its order, the constexprs by keyword "
+        "(`BLOCK_SIZE=1024`).",
+        needs=_launched,
+    ),
+    Rule(
+        "a call in a kernel without every argument",
+        r"missing (?:\d+ |a )?required (?:positional |keyword-only )?arguments?: ('[^']*'(?:,? (?:and )?'[^']*')*)",
+        "A function called inside the kernel is given no {0}: Triton's functions have fewer defaults than "
+        "PyTorch's. Check the call on the line shown: `tl.program_id(axis=0)`, `tl.arange(0, BLOCK_SIZE)` (a start "
+        "and an end), `tl.where(cond, a, b)`, `tl.maximum(a, b)`, `tl.argmax(x, axis=0)`.",
+        needs=_in_a_kernel,  # a launcher called without an argument is Python's own plain error
+    ),
+    Rule(
+        "a mask of numbers",
+        r"Mask must have boolean scalar type",
+        "A mask must be a block of True/False, such as `offsets < n`; this one holds numbers (a count, or the values: "
+        "`tl.store(ptr, mask, x)` puts them in the mask's place). Pass it by keyword: `tl.store(out_ptr + offsets, "
+        "x, mask=offsets < n)`.",
+    ),
+    Rule(
+        "math on fp16 or integers",
+        r"Expected dtype \[([^\]]*)\] but got (\w+)",
+        "Triton's math functions (`tl.exp`, `tl.log`, `tl.sqrt`, `tl.rsqrt`, `tl.sigmoid`, ...) take only {0}, and "
+        "were given {1}: cast first, `tl.exp(x.to(tl.float32))`, and compute in fp32 (`tl.store` casts back to the "
+        "output's dtype).",
+    ),
+    Rule(
+        "an argument a Triton function does not have",
+        r"got an unexpected keyword argument '(\w+)'",
+        "A call inside the kernel passes `{0}=`, which the function does not take. Check the name against its "
+        "signature (`help(tl.load)`): `tl.load` takes `mask=` and `other=`, `tl.store` only `mask=`; reductions "
+        "take `axis=`, `tl.sort` and `tl.flip` take `dim=`.",
+        needs=_in_a_kernel,  # a launcher without the check's out= is not a kernel's call
+    ),
+    Rule(
+        "tl.dot of blocks that are not tiles",
+        r"input and other must have equal ranks >= 2|Both inputs must be either 2D or 3D",
+        "`tl.dot` multiplies 2-D tiles (BLOCK_M x BLOCK_K by BLOCK_K x BLOCK_N; 3-D for a batch of them), and a "
+        "block here has another rank. A dot product of two vectors is `tl.sum(a * b, axis=0)`; a matrix by a vector, "
+        "`tl.sum(w * x[None, :], axis=1)`.",
+    ),
+    Rule(
+        "tl.dot into an accumulator of another shape",
+        r"accumulator shape is incompatible",
+        "The accumulator passed to `tl.dot(a, b, acc)` must have the product's shape, BLOCK_M x BLOCK_N: `acc = "
+        "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)` before the K loop.",
+    ),
+    Rule(
+        "a shape that is not a tuple",
+        r"'int' object is not iterable",
+        "A block's shape is a tuple, even for one dimension: `tl.zeros((BLOCK_SIZE,), dtype=tl.float32)` (the comma "
+        "makes the tuple), `tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)`; the dtype goes by keyword.",
+        inside=r"^(?:zeros|full)$|\btl\.(?:zeros|full)\(",
+    ),
+    Rule(
+        "a Python list in a kernel",
+        r"only tuple comprehensions are supported|'tuple' object has no attribute '?(?:append|extend|insert|pop)",
+        "A kernel has no Python lists: compiled, `[...]` is a tuple of fixed length, with no `.append` and no list "
+        "comprehension. Keep a fixed number of blocks in names of their own, or make them one larger block (a tile "
+        "with one more dimension). (The interpreter runs lists as Python; compiled, they fail.)",
+    ),
+    Rule(
+        "a global that is not a constexpr",
+        r"Cannot access global variable (\w+) from within @jit'ed",
+        "The kernel reads `{0}`, a global the compiler refuses: a number must be a compile-time constant, `{0} = "
+        "tl.constexpr(...)` (not an annotation), or an argument of the kernel; a function the kernel calls needs "
+        "`@triton.jit`. (The interpreter reads any global; compiled, this fails.)",
+    ),
+    Rule(
+        "a torch dtype in a kernel",
+        r"'torch\.dtype' object has no attribute",
+        "A torch dtype (`torch.float16`) reached the kernel where a Triton one belongs: inside a kernel the dtypes "
+        "are `tl.float16`, `tl.float32`, ... Pass the Triton dtype as the constexpr, or use the pointer's own: "
+        "`x_ptr.dtype.element_ty`.",
+    ),
+    Rule(
+        "an atomic without its pointer",
+        r"Pointer argument of store instruction is",
+        "An atomic (`tl.atomic_add`, `tl.atomic_max`, `tl.atomic_cas`, ...) was given values or offsets where its "
+        "first argument is the pointers: `tl.atomic_add(out_ptr + offsets, values, mask=mask)`.",
+    ),
+    Rule(
+        "a tensor descriptor over a column-major tensor",
+        r"Tensor descriptor last dim must be 1|`_semantic` argument must be provided",
+        "A tensor descriptor's last dimension must be contiguous: `strides=[stride_m, 1]`, the 1 last (the tensor "
+        "row-major, `.contiguous()`). For a transposed operand, describe the tensor as it is stored and `tl.trans` "
+        "the tile.",
+        inside=r"make_tensor_descriptor",
+    ),
+    Rule(
+        "a tensor descriptor for a pointer",
+        r"'tensor_descriptor(?:_type)?' object has no attribute",
+        "A tensor descriptor is not a pointer: `tl.load` and pointer arithmetic do not take it. Load its tiles with "
+        "`desc.load([pid_m * BLOCK_M, k])` and store with `desc.store([m, n], tile)`.",
+    ),
+    Rule(
+        "a tensor descriptor loaded at a block of offsets",
+        r"expected \d+ offsets, but got \d+|object of type 'tensor' has no len\(\)",
+        "`desc.load(...)` takes the tile's first coordinates, one number per dimension of the descriptor, in a list: "
+        "`desc.load([pid_m * BLOCK_M, k])`, not a block of offsets (the descriptor makes the tile's addresses).",
+        inside=r"descriptor_(?:load|store)|(?<!tl)\.(?:load|store)\(",
+    ),
+    Rule(
+        "len() of a block",
+        r"object of type 'tensor' has no len\(\)",
+        "A block has no `len()`: its length is a constexpr of the kernel (BLOCK_SIZE) or `x.shape[0]`; the count of "
+        "lanes a mask keeps is `tl.sum(mask.to(tl.int32), axis=0)`.",
+    ),
+    Rule(
+        "an operation outside @triton.jit",
+        r"`_semantic` argument must be provided outside of JIT functions|'int' object is not iterable",
+        "A Triton operation ran outside the compiler: a function the kernel calls lacks `@triton.jit` (each helper "
+        "needs it), or a pointer is indexed like an array, `x_ptr[offsets]` (write `x_ptr + offsets`).",
+        inside=r"_semantic|__getitem__",  # the interpreter's message for x_ptr[offsets] comes from tensor.__getitem__
+    ),
+    Rule(
+        "** on a block",
+        r"for \*\* or pow\(\): 'tensor'|has no attribute '__pow__'",
+        "Triton blocks have no `**`: square with `x * x`; another power of a positive x is `tl.exp2(p * tl.log2(x))`.",
+    ),
+    Rule(
+        "a dtype called like a function",
+        r"'dtype' object is not callable",
+        "A dtype is not a function: cast with `x.to(tl.float32)`, not `tl.float32(x)`.",
+    ),
+    Rule(
+        "a fourth grid axis",
+        r"program_id axis must be 0, 1, or 2 but got (-?\d+)",
+        "`tl.program_id({0})`: a grid has three axes at most, 0, 1 and 2 (`grid = (a, b, c)`). Index more with one "
+        "axis and divide: `pid // num_pid_n`, `pid % num_pid_n`.",
+    ),
+    Rule(
+        "bits of a float",
+        r"invalid operands of type (?:triton\.language\.)?([\w<>]+) and (?:triton\.language\.)?([\w<>]+)",
+        "An operator got operands it cannot combine, {0} and {1}: bit operations (`>>`, `<<`, `&`, `|`, `^`) take "
+        "integers (`x.to(tl.int32)`, or `x.to(tl.int32, bitcast=True)` for a float's bits), and a pointer takes "
+        "only integer offsets.",
+    ),
+    Rule(
+        "a float loop bound",
+        r"For loop bounds and step must all be ints",
+        "A `range()` bound is a float: `n / BLOCK_SIZE` divides exactly. Count blocks with `tl.cdiv(n, BLOCK_SIZE)` "
+        "or step through the offsets, `range(0, n, BLOCK_SIZE)`. (The interpreter runs it; compiled, it fails.)",
+    ),
+    Rule(
+        "tl.static_assert",
+        r"CompileTimeAssertionFailure|AssertionError",
+        "The kernel's own `tl.static_assert` refused this launch's constexprs (its message is above): launch with "
+        "values that meet it, and refuse the others in the launcher, before the launch, with a message naming the "
+        "argument.",
+        inside=r"static_assert",
     ),
 ]
 
@@ -286,13 +472,26 @@ def explain(error: BaseException | str | None, *, launch: bool = False) -> str |
         found = re.search(rule.pattern, text)
         if not found:
             continue
-        if rule.needs is not None and errors is None:  # a text: only a launch's rules, and only when told
-            if not (launch and rule.needs is _in_launch):
+        if rule.needs is not None and errors is None:  # a text: a launch's rules when told, a kernel's when compiled
+            if not (launch and rule.needs is _launched) and not (
+                rule.needs is _in_a_kernel and re.search(r"CompilationError|UnsupportedLanguageConstruct", text)
+            ):
                 continue
         elif rule.needs is not None and not rule.needs(errors):
             continue
+        if rule.inside is not None and not _inside(rule.inside, text, errors):
+            continue
         return rule.hint.format(*(group or "" for group in found.groups()))
     return None
+
+
+def _inside(where: str, text: str, errors: list[BaseException] | None) -> bool:
+    """True when ``where`` is in the text or names a frame of Triton's own in the chain's tracebacks."""
+    if re.search(where, text, flags=re.M):
+        return True
+    return errors is not None and any(
+        re.search(where, name) for file, name in _frames(errors) if re.search(r"[\\/]triton[\\/]", file)
+    )
 
 
 def watch_cells(ipython) -> None:
