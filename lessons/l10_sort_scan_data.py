@@ -1196,6 +1196,16 @@ def sample_top_k_top_p(logits, k=50, p=1.0, temperature=1.0, generator=None):
     if temperature == 0:
         return top_k(logits, 1)[1][:, 0]
     values, indices = top_k(logits, k)  # (B, k), the most likely first
+    # NaN sorts first (as in torch.topk), then +inf; -inf first only in a row of -inf; a tiny temperature can
+    # overflow the largest: each leaves softmax NaN, which multinomial refuses (on a GPU it may draw anything)
+    bad = ~torch.isfinite(values[:, 0] / temperature)
+    if bool(bad.any()):  # one host sync, on B numbers
+        r = int(torch.nonzero(bad)[0])
+        raise ValueError(
+            f"logits[{r}]'s largest value is {float(values[r, 0])}, {float(values[r, 0] / temperature)} at "
+            f"temperature={temperature}: a NaN or +inf logit, a row all -inf (at least one token must stay), or a "
+            f"temperature so small that it overflows; fix the logits, or pass temperature=0 for greedy."
+        )
     probs = torch.softmax(values / temperature, dim=-1)
     before = torch.cumsum(probs, dim=-1) - probs  # mass of the more likely tokens: keep while it is below p
     probs = torch.where(before < p, probs, 0.0)  # the most likely token always stays (before = 0)

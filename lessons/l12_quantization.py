@@ -108,7 +108,7 @@ class Int4Weight:
 
     def __post_init__(self):
         G, K = self.group_size, self.K
-        if G not in GROUP_SIZES:
+        if isinstance(G, bool) or not isinstance(G, int) or G not in GROUP_SIZES:
             raise ValueError(f"group_size={G!r} is not offered: pick one of {GROUP_SIZES}")
         if isinstance(K, bool) or not isinstance(K, int) or K < 0:
             raise TypeError(f"Int4Weight.K must be a non-negative int (the weight's columns), got {K!r}")
@@ -163,6 +163,24 @@ def _require_weight(w, name="w"):
             f"{name}[{n}, {k}] = {float(w[n, k])}: quantizing needs finite weights (a NaN or inf makes the scale of "
             f"its row or group, and so every weight there, NaN or inf); fix {name} before quantizing it."
         )
+
+
+def _weight_tensors(w) -> dict:
+    """The tensors a quantized weight's kernels read, by name: an out sharing memory with any of them is refused
+    (the kernel would overwrite the weight, scales included, while reading it)."""
+    if isinstance(w, Int8Weight):
+        return {"w.q": w.q, "w.scale": w.scale}
+    return {"w.packed": w.packed, "w.scale": w.scale, "w.zero": w.zero}
+
+
+def _int4_words(w) -> torch.Tensor:
+    """w.packed as int32 words (eight codes each), for the GEMV kernels: its rows are whole groups (16 bytes or
+    more), but the tensor must start on a 4-byte boundary for the view."""
+    if w.packed.data_ptr() % 4:
+        raise ValueError(f"w.packed starts {w.packed.data_ptr() % 4} bytes past a 4-byte boundary (a view into a "
+                         f"larger buffer): the GEMV kernels read it as int32 words; pass Int4Weight(w.packed.clone(), "
+                         f"...) or quantize again")  # fmt: skip
+    return w.packed.view(torch.int32)
 
 
 def quantize_int8_ref(w) -> Int8Weight:
@@ -291,7 +309,7 @@ def int4_codes_ref(w, group_size):
 def quantize_int4_ref(w, group_size=128) -> Int4Weight:
     """w (N, K) -> Int4Weight with one scale and zero point per group of ``group_size`` along K."""
     _require_weight(w)
-    if group_size not in GROUP_SIZES:
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size not in GROUP_SIZES:
         raise ValueError(f"group_size={group_size!r} is not offered: pick one of {GROUP_SIZES}")
     q, scale, zero = int4_codes_ref(w, group_size)
     return Int4Weight(pack_int4(q), scale.contiguous(), zero.contiguous(), w.shape[1], group_size)
@@ -642,7 +660,7 @@ def w8a16(x, w: Int8Weight, *, out=None, residual=None, BLOCK_M=None, BLOCK_N=No
     utils.require(w.q, "w.q", dtype=torch.int8)
     utils.require(w.scale, "w.scale")
     M = x.shape[0]
-    out = _require_out_residual(out, residual, x, M, N, {"x": x, "w.q": w.q})
+    out = _require_out_residual(out, residual, x, M, N, {"x": x, **_weight_tensors(w)})
     sched = _schedule_for(M, N, K, 128 if M <= DECODE_M else 64, BLOCK_M, BLOCK_N, SPLIT_K, x.element_size(), 8)
     if M == 0 or N == 0:
         return out
@@ -721,7 +739,7 @@ def _w4a16(kernel, x, w, out, residual, BLOCK_M, BLOCK_N, SPLIT_K, **meta):
     for name in ("packed", "scale", "zero"):
         utils.require(getattr(w, name), f"w.{name}")
     M = x.shape[0]
-    out = _require_out_residual(out, residual, x, M, N, {"x": x, "w.packed": w.packed})
+    out = _require_out_residual(out, residual, x, M, N, {"x": x, **_weight_tensors(w)})
     sched = _schedule_for(M, N, K, w.group_size, BLOCK_M, BLOCK_N, SPLIT_K, x.element_size(), 4)
     if M == 0 or N == 0:
         return out
@@ -1948,7 +1966,7 @@ def _fast_prologue(x, w, kind, bits, out, residual, schedule, overrides):
     if x.device != w.scale.device:
         raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
     M = x.shape[0]
-    parts = {"x": x, "w": w.packed if bits == 4 else w.q}
+    parts = {"x": x, **_weight_tensors(w)}
     out = _require_out_residual(out, residual, x, M, N, parts)
     G = w.group_size if bits == 4 else 128
     s = schedule if schedule is not None else fast_schedule(bits, M, N, K, G)
@@ -2009,7 +2027,7 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
     strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
     parts = (w.packed, w.scale, w.zero)
     if s.kernel in GEMV_KERNELS:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
-        words = w.packed.view(torch.int32)
+        words = _int4_words(w)
         kernel = int4_gemv_kernel(s.kernel)
         return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
                             (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
@@ -2069,6 +2087,9 @@ def linear(x, w, *, out=None, residual=None):
         return w8a16_fast(x, w, out=out, residual=residual)
     if isinstance(w, Int4Weight):
         return w4a16_fast(x, w, out=out, residual=residual)
+    if not isinstance(w, torch.Tensor):
+        raise TypeError(f"w must be an Int8Weight, an Int4Weight or a torch.Tensor (N, K), got {type(w).__name__}: "
+                        f"pass the weight itself, linear computes x @ w.T")  # fmt: skip
     y = x @ w.T if residual is None else residual + x @ w.T
     return y if out is None else out.copy_(y)
 
@@ -2661,12 +2682,13 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
         raise ValueError(f"swiglu: w has {rows} rows, it must stack gate and up (an even number)")
     N = rows // 2 if swiglu else rows
     eps = utils.require_number(eps, "eps")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0 (it keeps the square root away from 0), got {eps}")
     if norm is not None:
         utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
     if residual is not None:
         utils.require(residual, "residual", dtype=x.dtype, shape=(1, N))
-    codes = w.packed if bits == 4 else w.q
-    inputs = {"x": x, "w": codes} if norm is None else {"x": x, "w": codes, "norm": norm}
+    inputs = {"x": x, **_weight_tensors(w)} if norm is None else {"x": x, **_weight_tensors(w), "norm": norm}
     if residual is not None and out is not residual:  # out may BE the residual (in place), not overlap it otherwise
         inputs["residual"] = residual
     out_dtype = out.dtype if out is not None and out.dtype in (x.dtype, torch.float32) else x.dtype
@@ -2689,7 +2711,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
     meta.update(NO_ROPE, **pdl_launch(pdl))
     grid = (triton.cdiv(N, s.BLOCK_N),)
     if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
-        words = w.packed.view(torch.int32)
+        words = _int4_words(w)
         _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps,
                                            words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:
@@ -2813,13 +2835,14 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
                          f"H a multiple of KV={KV} (q, k and v stacked)")  # fmt: skip
     H = rows // D - 2 * KV
     eps = utils.require_number(eps, "eps")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0 (it keeps the square root away from 0), got {eps}")
     if norm is not None:
         utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
     for name, table in (("cos", cos), ("sin", sin)):
         utils.require(table, name, dtype=x.dtype, shape=(max_len, D))
     utils.require(pos, "pos", dtype=torch.int32, shape=(1,))
-    codes = w.packed if bits == 4 else w.q
-    inputs = {"x": x, "w": codes, "k_cache": k_cache, "v_cache": v_cache}
+    inputs = {"x": x, **_weight_tensors(w), "k_cache": k_cache, "v_cache": v_cache}
     out = utils.require_out(out, shape=(1, H, D), dtype=x.dtype, device=x.device, inputs=inputs)
     G = w.group_size if bits == 4 else 1
     s = schedule if schedule is not None else fused_gemv_schedule(bits, rows, K, G)  # the qkv GEMV's own row
@@ -2840,7 +2863,7 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
                 PREFETCH=s.num_stages >= 2, num_warps=s.num_warps, num_stages=1, **rope, **pdl_launch(pdl))  # fmt: skip
     grid = (triton.cdiv(pairs, BLOCK_P),)
     if bits == 4:
-        words = w.packed.view(torch.int32)
+        words = _int4_words(w)
         _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps,
                                            words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:

@@ -125,6 +125,9 @@ class BlockPool:
         return block
 
     def release(self, block: int):
+        if not 0 <= block < self.n_blocks or self.refs[block] < 1:  # a reference count below 0 corrupts the pool
+            raise ValueError(f"block {block!r} is not held (blocks 0 .. {self.n_blocks - 1}, each released once "
+                             f"per reference): released twice, or never allocated?")  # fmt: skip
         self.refs[block] -= 1
         if self.refs[block] == 0:  # nobody points at it: forget its prefix, back to the free list
             self.by_hash.pop(self.hash_of.pop(block, None), None)
@@ -427,6 +430,8 @@ def _require_paged(q, k_pages, v_pages, block_table, lengths, q_start):
     elif q.shape[0] != B:
         raise ValueError(f"q has {q.shape[0]} rows for {B} requests: pass q_start (B + 1,) for chunks of several")
     (_, H, D), (_, P, KV, Dk) = q.shape, k_pages.shape
+    if H == 0 or KV == 0:
+        raise ValueError(f"q has {H} heads and the pages {KV} key/value heads: attention needs at least one of each")
     if Dk != D:
         raise ValueError(f"k_pages has head_dim {Dk} but q has {D}: pages are (n_blocks, block_size, KV, D)")
     if H % KV:
@@ -517,8 +522,10 @@ def paged_attention(
     paged_schedule's choice."""
     _require_paged(q, k_pages, v_pages, block_table, lengths, q_start)
     out = utils.require_out(
-        out, shape=tuple(q.shape), dtype=q.dtype, device=q.device, inputs={"q": q, "k_pages": k_pages}
-    )
+        out, shape=tuple(q.shape), dtype=q.dtype, device=q.device,
+        inputs={"q": q, "k_pages": k_pages, "v_pages": v_pages, "block_table": block_table, "lengths": lengths,
+                "q_start": q_start},
+    )  # fmt: skip
     utils.require_int32_offsets(q, "q")
     if n_splits is not None or BLOCK_N is not None or num_warps is not None or num_stages is not None:
         _require_schedule(n_splits, BLOCK_N, num_warps, num_stages)
@@ -526,6 +533,10 @@ def paged_attention(
     B, W = block_table.shape
     if not trusted:
         longest = _require_table_contents(q, k_pages, block_table, lengths, q_start)
+        if q_start is not None and max_q_len is not None and not max_q_len >= longest:
+            raise ValueError(f"max_q_len={max_q_len!r}, but the longest chunk q_start delimits has {longest} "
+                             f"queries: it sizes the grid (a smaller one leaves queries uncomputed); pass "
+                             f"{longest} or None")  # fmt: skip
         max_q_len = longest if max_q_len is None else max_q_len
     if B == 0 or N == 0:
         return out
@@ -533,6 +544,7 @@ def paged_attention(
         max_q_len = 1
     if max_q_len is None:
         raise ValueError("trusted=True needs max_q_len (the longest chunk): it sizes the grid")
+    utils.require_int(max_q_len, "max_q_len (the longest chunk, which sizes the grid)")
     one_query = max_q_len == 1 and N == B  # every request has exactly one new token: the decode kernel
     env = utils.mode.current()
     GROUP = H // KV
@@ -839,6 +851,8 @@ def make_batch(chunks, block_size: int, device) -> Batch:
     """chunks: one (tokens, first position, block table) per request -> the step's Batch (built on the host)."""
     P, tokens, positions, slots, starts, lengths = block_size, [], [], [], [0], []
     for toks, start, blocks in chunks:
+        if isinstance(start, bool) or not isinstance(start, numbers.Integral) or start < 0:
+            raise ValueError(f"a chunk starts at position {start!r}: positions are ints from 0 (seq.n_cached)")
         if not toks:  # its next token would be read from another request's last row
             raise ValueError(
                 f"a chunk of no tokens (at position {start}): every request in a step computes at least one token, "
@@ -918,6 +932,8 @@ class ModelRunner:
 
     def __init__(self, model: Model, n_blocks: int, block_size: int, max_len: int, kernels: bool = True):
         n_blocks, block_size = utils.require_int(n_blocks, "n_blocks"), utils.require_int(block_size, "block_size")
+        utils.require_power_of_two(block_size, "block_size")  # paged_attention's pages: refused now, not at a step
+        self.n_blocks = n_blocks  # Engine checks its pool against it
         self.model, self.block_size, self.max_len = model, block_size, utils.require_int(max_len, "max_len")
         self.vocab_size = model.args.vocab_size  # Engine.add checks prompts against it (and max_len)
         self.cache = new_paged_cache(model, n_blocks, block_size, max_len)
@@ -929,6 +945,10 @@ class ModelRunner:
         if longest > self.max_len:
             raise ValueError(f"a request reaches position {longest - 1}, past the RoPE tables of max_len="
                              f"{self.max_len}: make the ModelRunner with a larger max_len")  # fmt: skip
+        outside = [b for _, _, blocks in chunks for b in blocks if not 0 <= b < self.n_blocks]
+        if outside:  # a slot past the cache: an IndexError mid-step here, a device-side assert on a GPU
+            raise ValueError(f"a block table names blocks {outside[:4]}, outside the runner's cache of "
+                             f"{self.n_blocks} blocks: a pool larger than the runner's cache?")  # fmt: skip
         for src, dst in copies:  # copy-on-write: the writer's new block starts as the shared one
             self.cache.k[:, dst] = self.cache.k[:, src]
             self.cache.v[:, dst] = self.cache.v[:, src]
@@ -944,6 +964,16 @@ class Engine:
                  block_bytes=0):  # fmt: skip
         if policy not in ("in-flight", "static"):
             raise ValueError(f"policy must be 'in-flight' or 'static', got {policy!r}")
+        max_seqs = utils.require_int(max_seqs, "max_seqs")
+        max_step_tokens = utils.require_int(max_step_tokens, "max_step_tokens")
+        if isinstance(eos_ids, (str, bytes)) or not hasattr(eos_ids, "__iter__"):
+            raise TypeError(f"eos_ids must be a collection of token ids, e.g. (2,), got {eos_ids!r}")
+        eos_ids = frozenset(require_token_ids(eos_ids, None, "eos_ids"))
+        for name in ("block_size", "n_blocks"):  # a runner with its own cache must match the pool that fills it
+            have, pool_has = getattr(runner, name, None), getattr(pool, name)
+            if have is not None and (have != pool_has if name == "block_size" else pool_has > have):
+                raise ValueError(f"the pool's {name} is {pool_has} but the runner's cache has {have}: make the "
+                                 f"BlockPool with the runner's block_size and at most its n_blocks")  # fmt: skip
         if max_step_tokens < max_seqs:
             raise ValueError(f"max_step_tokens={max_step_tokens} must be >= max_seqs={max_seqs}: every running "
                              f"request needs a token per step")  # fmt: skip
@@ -954,10 +984,11 @@ class Engine:
 
     def add(self, request: Request):
         n_new = request.max_new_tokens
-        if not request.prompt or isinstance(n_new, bool) or not isinstance(n_new, int) or n_new < 1:
-            raise ValueError(f"request {request.id}: needs a prompt and max_new_tokens >= 1")
         prompt = require_token_ids(request.prompt, getattr(self.runner, "vocab_size", None),
                                    f"request {request.id}'s prompt")  # fmt: skip
+        if not prompt or isinstance(n_new, bool) or not isinstance(n_new, numbers.Integral) or n_new < 1:
+            raise ValueError(f"request {request.id}: needs a prompt (got {len(prompt)} tokens) and an int "
+                             f"max_new_tokens >= 1 (got {n_new!r})")  # fmt: skip
         max_len = getattr(self.runner, "max_len", None)  # the runner's RoPE tables, if it has any
         if max_len is not None and len(prompt) + n_new > max_len:
             raise ValueError(f"request {request.id}: {len(prompt)} prompt tokens + {n_new} new ones pass the "
@@ -1240,6 +1271,9 @@ def check_engine(model: Model, *, quiet=False):
 
 def accept_greedy(proposed: list, target: list) -> list:
     """The tokens to append: the longest run of proposed tokens that target agrees with, then target's own next."""
+    if len(target) != len(proposed) + 1:  # the target's choice after each proposal and after none
+        raise ValueError(f"target holds {len(target)} tokens for {len(proposed)} proposals: it needs one more (the "
+                         f"target's next token at each of the len(proposed) + 1 places)")  # fmt: skip
     n = 0
     while n < len(proposed) and proposed[n] == target[n]:
         n += 1
@@ -1276,12 +1310,12 @@ def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, 
     """Greedy generation of n_new tokens after prompt, the draft proposing k at a time. Returns (new tokens,
     stats: target and draft passes, proposed and accepted tokens)."""
     n_new, k = utils.require_int(n_new, "n_new"), utils.require_int(k, "k")
+    prompt = require_token_ids(prompt, target.args.vocab_size, "the prompt")
     if not prompt:
         raise ValueError("speculative_generate needs a prompt: give at least one token")
     if draft.args.vocab_size != target.args.vocab_size:
         raise ValueError(f"the draft has a vocabulary of {draft.args.vocab_size} tokens, the target "
                          f"{target.args.vocab_size}: a draft must share its target's tokenizer")  # fmt: skip
-    prompt = require_token_ids(prompt, target.args.vocab_size, "the prompt")
     max_len = len(prompt) + n_new + k + 1
     tgt, drf = SingleSequence(target, max_len, kernels=kernels), SingleSequence(draft, max_len, kernels=kernels)
     tokens = list(prompt)

@@ -1759,6 +1759,23 @@ BAD = {
         "larger BLOCK_SIZE",
     ),  # fmt: skip
     "sampler p > 1": (lambda: L.sample_top_k_top_p(_x, 5, p=1.5), ValueError, "p <= 1"),
+    # session 29: logits with no distribution in them reached torch.multinomial (a raw "invalid multinomial
+    # distribution" on the CPU; on a GPU it may draw anything)
+    "sampler NaN logit": (
+        lambda: L.sample_top_k_top_p(torch.tensor([[1.0, float("nan"), 0.0]], device=DEV), 2),
+        ValueError,
+        "NaN",
+    ),  # fmt: skip
+    "sampler row all -inf": (
+        lambda: L.sample_top_k_top_p(torch.full((1, 5), -float("inf"), device=DEV), 2),
+        ValueError,
+        "all -inf",
+    ),  # fmt: skip
+    "sampler temperature that overflows": (
+        lambda: L.sample_top_k_top_p(_x.abs() + 1, 5, temperature=1e-45),
+        ValueError,
+        "temperature",
+    ),  # fmt: skip
     "top_k unknown method": (lambda: L.top_k(_x, 5, method="heap"), ValueError, "method must be"),
     "top_k bad num_warps": (lambda: L.top_k(_x, 5, num_warps=3), ValueError, "power of two"),
     "sort_rows unknown network": (lambda: L.sort_rows(_x, network="radix"), ValueError, "network must be"),

@@ -996,6 +996,8 @@ def test_launchers_refuse_bad_inputs():
     w = weight(6, 100)
     q8, q4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, 32)
     x = torch.randn(3, 100, device=DEV, dtype=ENV.dtype)
+    buf = torch.empty(q4.packed.numel() + 1, dtype=torch.uint8, device=DEV)  # codes one byte into a buffer
+    misaligned = L.Int4Weight(buf[1:].view(q4.packed.shape).copy_(q4.packed), q4.scale, q4.zero, 100, 32)
     cases = {
         "x with the wrong K": (lambda: L.w4a16(x[:, :64].contiguous(), q4), "K=100"),
         "a plain tensor as the weight": (lambda: L.w4a16(x, w), "must be an Int4Weight"),
@@ -1012,6 +1014,20 @@ def test_launchers_refuse_bad_inputs():
         "BLOCK_N not a power of two": (lambda: L.w4a16(x, q4, BLOCK_N=48), "power of two"),
         "BLOCK_M below 16": (lambda: L.w8a16(x, q8, BLOCK_M=8), "at least 16"),
         "SPLIT_K of 3": (lambda: L.w8a16(x, q8, SPLIT_K=3), "power of two"),
+        # session 29: an out on the weight's scales (or zero points) was written over while the kernel read them
+        "out on w8's scales": (lambda: L.w8a16(x[:1], q8, out=q8.scale.view(1, 6)), "input w.scale"),
+        "out on w8's scales (fast)": (lambda: L.w8a16_fast(x[:1], q8, out=q8.scale.view(1, 6)), "input w.scale"),
+        "out on w4's zero points": (
+            lambda: L.w4a16(x[:1], q4, out=q4.zero.view(-1).view(x.dtype)[:6].view(1, 6)),
+            "shares memory with the input w.zero",
+        ),  # fmt: skip
+        "out on w4's scales (fused GEMV)": (
+            lambda: L.w4a16_decode_gemv(x[:1], q4, out=q4.scale.view(-1)[:6].view(1, 6)),
+            "shares memory with the input w.scale",
+        ),  # fmt: skip
+        "a float group size": (lambda: L.quantize_int4_ref(w, 32.0), "group_size=32.0"),
+        "a misaligned packed (GEMV)": (lambda: L.w4a16_fast(x[:1], misaligned), "4-byte boundary"),
+        "linear with w.T": (lambda: L.linear(x, q8.T), "pass the weight itself"),
     }
     for call, message in cases.values():
         with pytest.raises((ValueError, TypeError), match=message):
@@ -1214,6 +1230,10 @@ def test_fused_decode_gemv_refusals_and_empty_inputs():
     x = torch.randn(1, 100, device=DEV, dtype=ENV.dtype)
     cases = {
         "two rows": (lambda: L.w8a16_decode_gemv(torch.randn(2, 100, device=DEV, dtype=x.dtype), q8), "takes one"),
+        "a negative eps (session 29)": (
+            lambda: L.w8a16_decode_gemv(x, q8, norm=torch.ones(100, device=DEV, dtype=x.dtype), eps=-1.0),
+            "eps must be >= 0",
+        ),  # fmt: skip
         "x of another K": (lambda: L.w4a16_decode_gemv(x[:, :64].contiguous(), q4), "K=100"),
         "a plain tensor to the int4 launcher": (lambda: L.w4a16_decode_gemv(x, w), "must be an Int4Weight"),
         "an Int4Weight to the int8 launcher": (lambda: L.w8a16_decode_gemv(x, q4), "must be an Int8Weight"),

@@ -181,6 +181,20 @@ def test_paged_attention_refusals():
         },
         quiet=True,
     )
+    # session 29: an out on v_pages wrote over the cache; a max_q_len below the longest chunk left queries
+    # uncomputed (garbage out); no heads divided by zero
+    vp = kp.clone()
+    with pytest.raises(ValueError, match="shares memory with the input v_pages"):
+        L.paged_attention(q, kp, vp, table, lengths, out=vp.view(-1)[: q.numel()].view(q.shape))
+    q_start = torch.tensor([0, 3, 5], dtype=i32, device=ENV.device)
+    q5 = torch.randn(5, 4, 16, device=ENV.device)
+    for max_q_len in (0, 2):
+        with pytest.raises(ValueError, match="longest chunk"):
+            L.paged_attention(q5, kp, kp, table, lengths, q_start, max_q_len=max_q_len)
+    with pytest.raises(ValueError, match="max_q_len"):
+        L.paged_attention(q5, kp, kp, table, lengths, q_start, max_q_len=-1, trusted=True)
+    with pytest.raises(ValueError, match="at least one of each"):
+        L.paged_attention(q, kp[:, :, :0].contiguous(), kp[:, :, :0].contiguous(), table, lengths)
 
 
 def test_empty_batch_returns_empty():
@@ -391,6 +405,35 @@ def test_engine_refusals():
             "an unknown policy": lambda: L.Engine(serving.EchoModel(), L.BlockPool(4, 4), policy="fifo"),
             "fewer step tokens than rows": lambda: L.Engine(
                 serving.EchoModel(), L.BlockPool(4, 4), max_seqs=8, max_step_tokens=4
+            ),  # fmt: skip
+            # session 29: each of these used to be taken and fail later, inside a step, with a raw error (or, for
+            # max_seqs=0, "a bug in the scheduler")
+            "max_seqs 0": lambda: L.Engine(serving.EchoModel(), L.BlockPool(4, 4), max_seqs=0),
+            "max_seqs 2.5": lambda: L.Engine(serving.EchoModel(), L.BlockPool(4, 4), max_seqs=2.5),
+            "eos_ids an int": lambda: L.Engine(serving.EchoModel(), L.BlockPool(4, 4), eos_ids=2),
+            "a prompt tensor": lambda: engine.add(serving.Request(3, 0.0, torch.tensor([1, 2]), 3)),
+            "a double free": lambda: L.BlockPool(4, 4).release(2),
+            "a block past the pool": lambda: L.BlockPool(4, 4).release(9),
+            "a chunk at a negative position": lambda: L.make_batch([([1, 2], -3, [0])], 4, "cpu"),
+            "a target without the bonus token": lambda: L.accept_greedy([1, 2], [1, 2]),
+        },
+        quiet=True,
+    )
+
+
+def test_engine_refuses_a_pool_its_runner_cannot_hold(model):
+    """Session 29: a pool of another block size went into the steps (told there as "allocate before the step"),
+    and one larger than the runner's cache indexed past it; a block size paged attention cannot take is refused
+    when the runner is made, not at its first step. A chunk naming a block outside the cache is refused too."""
+    runner = L.ModelRunner(model, 8, 4, max_len=32)
+    utils.refuses(
+        {
+            "another block size": lambda: L.Engine(runner, L.BlockPool(8, 8)),
+            "more blocks than the cache": lambda: L.Engine(runner, L.BlockPool(16, 4)),
+            "a runner with block size 3": lambda: L.ModelRunner(model, 8, 3, max_len=32),
+            "a chunk past the cache": lambda: runner([([5, 6], 0, [9])], []),
+            "a prompt tensor to speculative_generate": lambda: L.speculative_generate(
+                model, L.first_layers(model, 1), torch.tensor([3, 4]), 2, 2
             ),  # fmt: skip
         },
         quiet=True,
