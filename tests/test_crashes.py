@@ -52,7 +52,7 @@ BODY = {
     "tl.dot into a 1-D accumulator": ("dot_acc_shape_kernel", dict(BLOCK_SIZE=16), "the product's shape", "both"),
     "tl.zeros(BLOCK_SIZE)": ("zeros_int_shape_kernel", {}, "`tl.zeros((BLOCK_SIZE,)", "both"),
     "a list appended to": ("list_append_kernel", {}, "A kernel has no Python lists", "compiled"),
-    "a global float": ("global_not_constexpr_kernel", {}, "`SCALE = tl.constexpr(...)`", "compiled"),
+    "a global float": ("global_not_constexpr_kernel", {}, "`SCALE = tl.constexpr(...)`", "both"),
     "tl.atomic_add at offsets": ("atomic_add_values_kernel", {}, "`tl.atomic_add(out_ptr + offsets", "both"),
     "desc.load(offsets)": ("tensor_desc_load_block_kernel", {}, "not a block of offsets", "both"),
     "tl.load(desc + offsets)": ("tensor_desc_tl_load_kernel", {}, "A tensor descriptor is not a pointer", "both"),

@@ -240,10 +240,11 @@ def _patch_triton_language_once_per_launch() -> None:
 
 
 def _refuse_the_truth_of_a_block() -> None:
-    """Compiled, a Python ``if`` (``while``, ``and``, ``or``, ``not``) on a block of many lanes is an error; Triton's
-    interpreter takes any such block for True, so the kernel ran one branch for every lane and the learner met the
-    error only on a GPU. Here a kernel's own code gets the compiler's error under the interpreter too (utils.crashes
-    explains it); Triton's own Python, which tests its tensors as objects, still gets True."""
+    """Compiled, a Python ``if`` or ``while`` on a block of many lanes is an error; Triton's interpreter takes any
+    such block for True, so the kernel ran one branch for every lane and the learner met the error only on a GPU.
+    Here a kernel's own code gets the compiler's error under the interpreter too (utils.crashes explains it);
+    Triton's own Python, which tests its tensors as objects, still gets True. (``and``, ``or`` and ``not`` on
+    blocks work lane by lane, compiled and here: _logical_operators_lane_by_lane.)"""
     try:
         from triton.runtime import interpreter
     except ImportError:
@@ -260,8 +261,8 @@ def _refuse_the_truth_of_a_block() -> None:
         if sys._getframe(1).f_code.co_filename.startswith(triton_dir):
             return True  # Triton's own code: an object's truth, as in the compiler's Python
         raise ValueError(
-            f"Boolean value of Tensor with more than one value is ambiguous: a Python if, while, and, or or not on "
-            f"a block of {data.size} lanes (the compiler refuses it; the interpreter used to take it for True)"
+            f"Boolean value of Tensor with more than one value is ambiguous: a Python if or while on a block of "
+            f"{data.size} lanes (the compiler refuses it; the interpreter used to take it for True)"
         )
 
     def patch_lang_tensor(tensor, scope):
@@ -272,15 +273,122 @@ def _refuse_the_truth_of_a_block() -> None:
     interpreter._patch_lang_tensor = patch_lang_tensor
 
 
+def _logical_operators_lane_by_lane() -> None:
+    """Compiled, ``a and b``, ``a or b`` and ``not a`` on blocks work lane by lane (logical_and, logical_or and
+    __not__; the first two deprecated in favour of ``&`` and ``|``); the interpreter ran them as Python does, on a
+    whole block's truth, which it took for True: ``mask = (offs < n) and (offs >= 2)`` kept the second condition
+    alone, ``not mask`` was False. Here the interpreter's rewrite of each kernel turns them into the compiler's
+    operations; constants short-circuit, as compiled (and as Python)."""
+    try:
+        import ast
+
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    transformer = getattr(interpreter, "ASTTransformer", None)
+    if transformer is None or getattr(transformer, "lane_by_lane", False) or not hasattr(interpreter, "tl"):
+        return
+    block = interpreter.tl.core.tensor
+
+    def bool_op(is_and, thunks):
+        blocks, value = [], None
+        for thunk in thunks:  # in order, each evaluated only if the ones before did not decide
+            value = thunk()
+            if isinstance(value, block):
+                blocks.append(value)
+            elif bool(value) is not is_and:  # a false constant ends an `and`, a true one an `or`
+                return value
+        if not blocks:
+            return value
+        result = blocks[-1]
+        for lhs in reversed(blocks[:-1]):  # a op (b op c), as the compiler folds them
+            result = lhs.logical_and(result) if is_and else lhs.logical_or(result)
+        return result
+
+    def not_(value):
+        return value.__not__() if isinstance(value, block) else not value
+
+    no_args = dict(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        thunks = [ast.Lambda(args=ast.arguments(**no_args), body=value) for value in node.values]
+        call = ast.Call(
+            func=ast.Name(id="_hard_way_bool_op", ctx=ast.Load()),
+            args=[ast.Constant(isinstance(node.op, ast.And)), ast.List(elts=thunks, ctx=ast.Load())],
+            keywords=[],
+        )
+        return ast.copy_location(call, node)
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Not):
+            return node
+        call = ast.Call(func=ast.Name(id="_hard_way_not", ctx=ast.Load()), args=[node.operand], keywords=[])
+        return ast.copy_location(call, node)
+
+    assign = transformer.visit_Assign  # Triton's wraps the value without visiting it: visited first here
+
+    def visit_Assign(self, node):
+        node.value = self.visit(node.value)
+        return assign(self, node)
+
+    interpreter._hard_way_bool_op, interpreter._hard_way_not = bool_op, not_  # the interpreter's globals are put in
+    transformer.visit_BoolOp, transformer.visit_UnaryOp = visit_BoolOp, visit_UnaryOp  # each kernel's
+    transformer.visit_Assign = visit_Assign
+    transformer.lane_by_lane = True
+
+
+def _refused_global(fn, tree):
+    """The first name ``fn``'s body reads from its module that the compiler refuses (a plain number, list or
+    function: only constexprs, modules, @triton.jit functions, Triton's own objects and dtypes are allowed), or None.
+    The compiler's rule (code_generator's global_lookup), read at the first launch."""
+    import ast
+    import types
+
+    import triton.language as tl
+    from triton import knobs
+    from triton.runtime.jit import JITCallable, KernelInterface
+
+    if getattr(knobs.compilation, "allow_non_constexpr_globals", False):
+        return None
+    definition = next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
+    if definition is None:
+        return None
+    arguments = definition.args
+    local = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    local |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    body = [node for statement in definition.body for node in ast.walk(statement)]
+    local |= {n.id for n in body if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    for node in body:
+        if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load) or node.id in local:
+            continue
+        if node.id not in fn.__globals__:
+            continue  # a builtin (range, min) or nothing: Python's own error
+        value = fn.__globals__[node.id]
+        module = getattr(value, "__module__", "") or ""
+        allowed = (
+            isinstance(value, (types.ModuleType, JITCallable, KernelInterface, tl.constexpr, tl.dtype))
+            or getattr(value, "__triton_builtin__", False)
+            or getattr(value, "__triton_aggregate__", False)
+            or module.startswith(("triton.language", "triton.experimental.gluon.language"))
+            or (isinstance(value, type) and issubclass(value, tuple) and hasattr(value, "_fields"))
+        )
+        if not allowed:
+            return node
+    return None
+
+
 def _refuse_break_and_continue() -> None:
-    """Compiled, ``break`` and ``continue`` in a @triton.jit function are errors (UnsupportedLanguageConstruct); the
-    interpreter runs them as Python does, so a learner's early exit from a loop worked on a laptop and failed on a GPU.
-    Here a kernel or helper that holds one is refused with the compiler's own error at its first launch or call."""
+    """Compiled, ``break`` and ``continue`` in a @triton.jit function are errors (UnsupportedLanguageConstruct), and
+    so is reading a global that is not a constexpr (``SCALE = 0.5`` at the top of the notebook); the interpreter runs
+    them as Python does, so a learner's kernel worked on a laptop and failed on a GPU. Here a kernel or helper that
+    does either is refused with the compiler's own error at its first launch or call."""
     try:
         import ast
         import textwrap
 
-        from triton.compiler.errors import UnsupportedLanguageConstruct
+        from triton.compiler.errors import CompilationError, UnsupportedLanguageConstruct
         from triton.runtime import interpreter
     except ImportError:
         return
@@ -304,6 +412,16 @@ def _refuse_break_and_continue() -> None:
                     raise UnsupportedLanguageConstruct(
                         source, node, f"unsupported AST node type: {type(node).__name__}"
                     )
+            node = _refused_global(self.fn, tree) if tree is not None else None
+            if node is not None:
+                checked.discard(self.fn)
+                raise CompilationError(
+                    source,
+                    node,
+                    f"NameError('Cannot access global variable {node.id} from within @jit'ed function. "
+                    f"Triton kernels can only access global variables that are instantiated as constexpr (`x = "
+                    f"triton.language.constexpr(42)`).')",
+                )
         return original(self)
 
     rewrite.no_break = True
@@ -376,6 +494,7 @@ def _detect() -> Env:
         os.environ["TRITON_INTERPRET"] = "1"
         _quiet_interpreter_nan_warnings()
         _patch_triton_language_once_per_launch()
+        _logical_operators_lane_by_lane()
         _refuse_the_truth_of_a_block()
         _refuse_break_and_continue()
         _refuse_small_dots()

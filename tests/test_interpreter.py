@@ -1,0 +1,93 @@
+"""The course's interpreter behaves as the compiler does where Triton's own interpreter did not (utils.mode): `and`,
+`or` and `not` on blocks lane by lane; an `if` on a block refused. Compiled on a GPU, the same kernels check that
+the compiler agrees."""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from utils.mode import current
+
+ENV = current()
+
+
+@triton.jit
+def _and_mask_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    mask = (offs < n) and (offs >= 2)  # a learner's Python habit: compiled, logical_and lane by lane
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0.0), mask=offs < BLOCK_SIZE)
+
+
+@triton.jit
+def _or_not_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    outside = not (offs < n)  # compiled: __not__ lane by lane
+    keep = (offs < 2) or outside or (offs == 5)
+    tl.store(out_ptr + offs, tl.where(keep, 1.0, 0.0))
+
+
+@triton.jit
+def _constants_kernel(out_ptr, FLAG: tl.constexpr, OTHER: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    value = FLAG and OTHER  # constexprs: Python's own short-circuit
+    if not FLAG or OTHER > 3:
+        value = 7
+    tl.store(out_ptr + offs, tl.full([BLOCK_SIZE], value, tl.float32))
+
+
+def test_and_on_blocks_is_lane_by_lane():
+    """Before, the interpreter took (offs < n) for True and kept offs >= 2 alone: lanes past n were loaded."""
+    x = torch.arange(16, dtype=torch.float32, device=ENV.device) + 1
+    out = torch.full_like(x, float("nan"))
+    with pytest.warns(UserWarning) if not ENV.interpret else _nothing():  # compiled: deprecated for `&`
+        _and_mask_kernel[(1,)](x, out, 10, BLOCK_SIZE=16)
+    want = torch.where((torch.arange(16, device=ENV.device) < 10) & (torch.arange(16, device=ENV.device) >= 2), x, 0)
+    assert torch.equal(out, want), out
+
+
+def test_or_and_not_on_blocks_are_lane_by_lane():
+    out = torch.full((16,), float("nan"), device=ENV.device)
+    _or_not_kernel[(1,)](torch.empty(16, device=ENV.device), out, 10, BLOCK_SIZE=16)
+    offs = torch.arange(16, device=ENV.device)
+    assert torch.equal(out, ((offs < 2) | (offs >= 10) | (offs == 5)).float()), out
+
+
+@pytest.mark.parametrize("flag, other, want", [(0, 5, 7), (1, 2, 2), (1, 5, 7), (1, 0, 0)])
+def test_and_or_not_on_constants_short_circuit(flag, other, want):
+    out = torch.full((16,), float("nan"), device=ENV.device)
+    _constants_kernel[(1,)](out, FLAG=flag, OTHER=other, BLOCK_SIZE=16)
+    assert bool((out == want).all()), out
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+SCALE = 0.5  # a plain float: the compiler refuses it inside a kernel
+HALF = tl.constexpr(0.5)  # a constexpr: allowed
+
+
+@triton.jit
+def _global_float_kernel(out_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offs, tl.full([BLOCK_SIZE], SCALE, tl.float32))
+
+
+@triton.jit
+def _global_constexpr_kernel(out_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offs, tl.full([BLOCK_SIZE], HALF, tl.float32))
+
+
+def test_a_global_that_is_not_a_constexpr_is_refused_as_compiled():
+    """Before, the interpreter read any global and the kernel failed only on a GPU; a constexpr one still runs."""
+    out = torch.full((16,), float("nan"), device=ENV.device)
+    with pytest.raises(Exception, match=r"Cannot access global variable SCALE from within @jit'ed"):
+        _global_float_kernel[(1,)](out, BLOCK_SIZE=16)
+    _global_constexpr_kernel[(1,)](out, BLOCK_SIZE=16)
+    assert bool((out == 0.5).all()), out
