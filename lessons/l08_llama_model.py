@@ -74,6 +74,12 @@ ROPE_FIELDS = {
 }
 
 
+def _require_kernel_head_dim(D: int):
+    if D not in (16, 32, 64, 128):
+        raise ValueError(f"head_dim {D}: the decode kernels (rope_kv_write, decode_attention) take 16, 32, 64 or 128; "
+                         f"a model of another head width cannot run here")  # fmt: skip
+
+
 def model_args(config: dict) -> ModelArgs:
     """ModelArgs from a config.json dict; ValueError saying what to do for anything this lesson cannot run."""
     model_type, arch = config.get("model_type"), config.get("architectures") or ["LlamaForCausalLM"]
@@ -118,8 +124,7 @@ def model_args(config: dict) -> ModelArgs:
     if missing:
         raise ValueError(f"RoPE type {rope_type!r} needs {', '.join(missing)} in config.json's rope_scaling: is "
                          f"the config complete?")  # fmt: skip
-    if D not in (16, 32, 64, 128):
-        raise ValueError(f"head_dim {D}: the decode kernels (rope_kv_write, decode_attention) take 16, 32, 64 or 128")
+    _require_kernel_head_dim(D)
     eos = config.get("eos_token_id")
     theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
     if not theta > 0:
@@ -224,6 +229,7 @@ def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None)
     """Maps Hugging Face's tensor names onto the flat Model, checking each shape; stacks q/k/v and gate/up."""
     if dtype is not None:
         _require_weight_dtype(dtype)
+    _require_kernel_head_dim(args.head_dim)  # ModelArgs made by hand skip model_args: refused here, not mid-prefill
     device = device or utils.mode.current().device
     C, V, F_, H, KV, D = args.dim, args.vocab_size, args.ffn_dim, args.n_heads, args.n_kv_heads, args.head_dim
 
@@ -317,9 +323,13 @@ def rope_kv_write_ref(qkv, cos, sin, pos, k_cache, v_cache):
 
 def decode_attention_ref(q, k_cache, v_cache, lengths):
     """softmax(q k^T / sqrt(D)) v with one query per sequence: q (B, H, D) attends to the first lengths[b] rows
-    of its caches (B, max_len, KV, D), grouped-query heads as in lesson 06. Returns (B, H, D)."""
+    of its caches (B, max_len, KV, D), grouped-query heads as in lesson 06. Returns (B, H, D). A length below 1
+    leaves no key to attend to: a softmax over nothing, whose row is NaN (as the kernels give, 0 / 0)."""
+    nan = torch.full_like(q[0], float("nan"))  # no key: not the empty sum 0, which would look like a result
     out = [
         attention_ref(q[b][None, None], k_cache[b, :n][None], v_cache[b, :n][None], causal=False)[0, 0]
+        if n > 0
+        else nan
         for b, n in enumerate(lengths.tolist())  # reads lengths on the host: a spec, not for CUDA graphs
     ]
     return torch.stack(out) if out else torch.empty_like(q)
@@ -1006,7 +1016,9 @@ def _attention_pdl(pdl) -> dict:
 
 def decode_attention(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, schedule=None, pdl=False):
     """Flash-decoding: q (B, H, D), one query per sequence, attends to the first lengths[b] (int32, on the GPU)
-    rows of its caches (B, max_len, KV, D). Returns (B, H, D). Two launches, no host synchronisation.
+    rows of its caches (B, max_len, KV, D). Returns (B, H, D). Two launches, no host synchronisation, so the lengths
+    are not looked at: a length past max_len reads the max_len rows there are, and a length below 1 (no key) gives a
+    NaN row, as decode_attention_ref does.
     schedule: a DecodeSchedule (default: DECODE_ATTENTION_SCHEDULES's row for this head_dim); pdl: both kernels
     launched early (the decode step's DECODE_FUSIONS.attention_pdl)."""
     utils.require(q, "q", dtype=FLOATS, ndim=3)

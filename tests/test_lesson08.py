@@ -327,6 +327,41 @@ def test_decode_attention_any_number_of_splits(n_splits):
     utils.check(out, L.decode_attention_ref(q.double(), k.double(), v.double(), lengths), quiet=True)
 
 
+# peers' shapes (vLLM's, FlashInfer's decode-attention tests, shrunk for the interpreter): head widths, GQA ratios
+# 1 .. 32 (MQA), batches with lengths far apart, caches exactly as long as the sequence, fp16 and fp32
+PEER_DECODE_SHAPES = {
+    "D32 GQA4 lengths 1, 15, 16": (32, 8, 2, 16, [1, 15, 16], torch.float32),
+    "D128 GQA4 fp16": (128, 8, 2, 40, [40, 1, 17], torch.float16),
+    "D64 GQA7 MQA": (64, 7, 1, 17, [17, 2], torch.float32),
+    "D32 MQA of 32 heads": (32, 32, 1, 17, [2, 17], torch.float32),
+    "D32 GQA1, lengths 1 and 2000": (32, 2, 2, 2000, [1, 2000], torch.float32),
+    "D16 B17": (16, 4, 2, 33, [1, 2, 15, 16, 17, 33] * 2 + [1, 5, 9, 33, 20], torch.float16),
+}
+
+
+@pytest.mark.parametrize("D, H, KV, max_len, lengths, dtype", PEER_DECODE_SHAPES.values(), ids=PEER_DECODE_SHAPES)
+def test_decode_attention_at_peers_shapes(D, H, KV, max_len, lengths, dtype):
+    B, d = len(lengths), ENV.device
+    q = torch.randn(B, H, D, device=d).to(dtype)
+    k, v = (torch.randn(B, max_len, KV, D, device=d).to(dtype) for _ in range(2))
+    lengths = torch.tensor(lengths, dtype=torch.int32, device=d)
+    out = L.decode_attention(q, k, v, lengths, out=utils.nan_empty((B, H, D), dtype=dtype))
+    utils.check(out, L.decode_attention_ref(q.double(), k.double(), v.double(), lengths), quiet=True)
+
+
+def test_a_sequence_with_no_key_is_nan_in_the_kernel_and_in_the_reference():
+    """Lengths stay on the GPU, unread: a length below 1 leaves a softmax over nothing, 0 / 0. The kernel's row is
+    NaN, and so must the reference's be (an empty sum 0 would pass for a result); the other rows are unharmed."""
+    d = ENV.device
+    q = torch.randn(3, 4, 16, device=d)
+    k, v = (torch.randn(3, 8, 2, 16, device=d) for _ in range(2))
+    lengths = torch.tensor([0, 8, -1], dtype=torch.int32, device=d)
+    out = L.decode_attention(q, k, v, lengths)
+    ref = L.decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+    assert out[[0, 2]].isnan().all() and ref[[0, 2]].isnan().all()
+    utils.check(out[1:2], ref[1:2], quiet=True)
+
+
 def test_empty_batches_return_empty_results():
     q = torch.randn(0, 4, 16, device=ENV.device)
     cache = torch.zeros(0, 8, 2, 16, device=ENV.device)
@@ -878,6 +913,15 @@ def test_model_args_refuse_a_head_layout_the_layers_cannot_run():
         with pytest.raises(ValueError, match=message):
             L.ModelArgs(**{**base, **fields})
     assert L.ModelArgs(**base).head_dim == 16 and L.ModelArgs(**{**base, "head_dim": 32}).head_dim == 32
+
+
+@pytest.mark.parametrize("head_dim", [80, 96, 72, 256])
+def test_a_hand_made_model_of_a_head_width_the_kernels_cannot_take_is_refused_when_built(head_dim):
+    """Peers' head widths (80, 96, 256): ModelArgs made by hand skip model_args, so model_from_state_dict refuses
+    them, naming head_dim, before any prefill launch (before the fix: lesson 07's rope, mid-prefill)."""
+    args = L.ModelArgs(vocab_size=32, n_layers=1, dim=64, n_heads=2, n_kv_heads=1, ffn_dim=32, head_dim=head_dim)
+    with pytest.raises(ValueError, match=f"head_dim {head_dim}: the decode kernels .* take 16, 32, 64 or 128"):
+        L.model_from_state_dict(args, {})
 
 
 @pytest.mark.parametrize(

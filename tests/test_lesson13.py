@@ -106,6 +106,31 @@ def test_paged_equals_contiguous_at_awkward_lengths(n_splits):
     utils.check(ours, theirs, name="paged vs lesson 08's contiguous", quiet=True)
 
 
+# peers' shapes (vLLM's and FlashInfer's paged-attention tests, shrunk for the interpreter): block sizes 1 .. 32,
+# a page larger than the sequence, GQA 7 and MQA, lengths far apart, chunked prefill; (B, H, KV, D, P, lens, q_lens,
+# shared blocks, dtype). All right when added: coverage, so that a later change cannot break them unseen
+PEER_PAGED_SHAPES = {
+    "decode P1 shared": (3, 4, 2, 32, 1, [17, 40, 1], [1, 1, 1], 1, torch.float32),
+    "decode P32 page past the sequence": (2, 2, 1, 32, 32, [2, 1], [1, 1], 0, torch.float32),
+    "decode P32 lengths 1 and 2000": (2, 2, 1, 32, 32, [1, 2000], [1, 1], 0, torch.float32),
+    "decode P16 D128 GQA4 fp16": (3, 8, 2, 128, 16, [255, 1, 17], [1, 1, 1], 0, torch.float16),
+    "decode P8 MQA of 32 heads": (2, 32, 1, 32, 8, [15, 16], [1, 1], 0, torch.float32),
+    "chunks P16 GQA7 shared": (2, 7, 1, 32, 16, [40, 16], [20, 16], 1, torch.float32),
+    "chunks P1 a request with no new token": (3, 2, 1, 32, 1, [10, 5, 3], [2, 0, 3], 0, torch.float16),
+}
+
+
+@pytest.mark.parametrize("B, H, KV, D, P, lens, q_lens, shared, dtype", PEER_PAGED_SHAPES.values(),
+                         ids=PEER_PAGED_SHAPES)  # fmt: skip
+def test_paged_attention_at_peers_shapes(B, H, KV, D, P, lens, q_lens, shared, dtype):
+    gen = torch.Generator().manual_seed(5)
+    q, kp, vp, table, lengths, q_start = L.paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, ENV.device, gen)
+    q_start = None if q_lens == [1] * B else q_start
+    out = L.paged_attention(q, kp, vp, table, lengths, q_start, out=utils.nan_empty(tuple(q.shape), dtype=dtype))
+    ref = L.paged_attention_ref(q.double(), kp.double(), vp.double(), table, lengths, q_start)
+    utils.check(out, ref, quiet=True)
+
+
 def test_shared_pages_read_by_two_requests():
     """Two requests pointing at the same physical blocks see the same keys there."""
     H, KV, D, P = 2, 1, 16, 4
