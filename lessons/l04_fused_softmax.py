@@ -138,6 +138,15 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
         "exp(max) times too small, and 0 where exp(x) overflows the sum to inf. Subtract the row max before exp in "
         "the sum too: d = tl.sum(tl.exp(x - max)) (online: d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new)))."
     ] = torch.exp(x64 - x64.amax(dim=-1, keepdim=True)) / e.sum(dim=-1, keepdim=True)
+    suspects[  # num / tl.max(num) gives the same: the max of exp(x - max) is 1
+        "the output is not divided by the row's sum: every value is exp(x - max), 1 at the row's maximum. Divide "
+        "by the sum of the exps: num / tl.sum(num, axis=0) (online: tl.exp(x - m) / d)."
+    ] = torch.exp(x64 - x64.amax(dim=-1, keepdim=True))
+    two = torch.exp2(x64 - x64.amax(dim=-1, keepdim=True))
+    suspects[
+        "base 2 where softmax takes base e: tl.exp2(x - max) gives 2 ** (x - max). Use tl.exp, or scale x by "
+        "log2(e) = 1.4427 before tl.exp2 (as lesson 06 does with its scores)."
+    ] = two / two.sum(dim=-1, keepdim=True)
     pad = -N % block  # masked lanes in a row's blocks
     if pad:
         m = x64.amax(dim=-1, keepdim=True).clamp_min(0)  # the padding's zeros join the max
@@ -165,13 +174,31 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
             "only row 0 was written: every program works on row 0. The row is tl.program_id(axis=0) (the "
             "launcher's grid is (M,): one program per row, on axis 0)."
         ] = only_row_0
-    if block < N:  # the online kernel, with d never rescaled when the max grows
+    if block < N:  # the online kernel: pass 1 run with d updated three wrong ways (no rescale, the guard on the
+        # old m, d replaced by each block's terms), next to the right running max m
         m = torch.full((M, 1), float("-inf"), dtype=torch.float64, device=x.device)
-        d = torch.zeros_like(m)
+        d = d_old_guard = d_last = torch.zeros_like(m)
         for start in range(0, N, block):
             m_new = torch.maximum(m, x64[:, start : start + block].amax(dim=-1, keepdim=True))
             terms = torch.exp(x64[:, start : start + block] - m_new).sum(dim=-1, keepdim=True)
-            d, m = torch.where(m_new == float("-inf"), 0.0, d + terms), m_new
+            d = torch.where(m_new == float("-inf"), 0.0, d + terms)
+            d_old_guard = torch.where(m == float("-inf"), 0.0, d_old_guard * torch.exp(m - m_new) + terms)
+            d_last = torch.where(m_new == float("-inf"), 0.0, terms)
+            m = m_new
+        suspects[
+            "the -inf guard tests the old max m, which is -inf on the row's first block: d is set to 0 there and "
+            'the first block\'s terms are lost. Test the new max: d = tl.where(m_new == float("-inf"), 0.0, ...).'
+        ] = torch.exp(x64 - m) / d_old_guard
+        suspects[
+            "d holds only the last block's terms: each block replaces the running sum instead of adding to it. "
+            "Accumulate, d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new))."
+        ] = torch.exp(x64 - m) / d_last
+        padded = torch.nn.functional.pad(torch.exp(x64 - m), (0, -N % block)).view(M, -1, block)
+        per_block = padded.sum(dim=-1, keepdim=True).expand_as(padded).reshape(M, -1)[:, :N]
+        suspects[
+            "pass 2 divides each block by its own sum (tl.sum of the block's exps) where the row's sum belongs: "
+            "divide by d, the sum that pass 1 left over the whole row."
+        ] = torch.exp(x64 - m) / per_block
         suspects[
             "the running sum is not rescaled when the running max grows: terms summed under an older max m "
             "are too big by exp(m_new - m). Multiply d by tl.exp(m - m_new) before adding the new block's "

@@ -254,6 +254,8 @@ def rmsnorm_suspects(x, w, eps, residual=None):
         ),
         "the mean is subtracted first, as LayerNorm does: RMSNorm divides x itself by sqrt(mean(x^2) + eps), with "
         "no centring": (x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w,
+        "the sum of squares stands where their mean belongs: rstd = rsqrt(sum(x^2) / N + eps), every output "
+        "sqrt(N) times too small": x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w,
     }
     if residual is not None:
         suspects["the residual is not added before normalising: x = x + residual first"] = rmsnorm_ref(
@@ -263,6 +265,10 @@ def rmsnorm_suspects(x, w, eps, residual=None):
             "the residual is added after normalising: normalise x + residual (out = rmsnorm(x + residual)), do not "
             "add the residual to rmsnorm(x)"
         ] = rmsnorm_ref(x - residual, w, eps) + residual
+        suspects[
+            "the RMS is taken of x before the residual is added: compute the sum of squares of x + residual (after "
+            "x += the residual), then normalise x + residual with it"
+        ] = x * torch.rsqrt((x - residual).pow(2).mean(-1, keepdim=True) + eps) * w
     return suspects
 
 
@@ -381,6 +387,7 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
                 g * torch.sigmoid(-g) * u
             ),
             "silu is applied to gate * up: silu(gate) * up passes only the gate through silu": F.silu(g * u),
+            "up is missing: the output is silu(gate) * up, with up loaded N columns after the gate": F.silu(g),
         }
         ref = swiglu_ref(gate_up.double())
         utils.check(

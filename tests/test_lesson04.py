@@ -158,6 +158,29 @@ PLANTED = {
         ("tl.sum(tl.exp(x - m_new), axis=0)", "tl.sum(tl.exp(x - m), axis=0)"),
         r"every output is 0: the running sum adds tl.exp\(x - m\)",
     ),
+    # session 29: each got "off by its own constant factor" or "Wrong values in many places" before
+    "divided by the max, not the sum": (
+        "softmax_kernel", ("out = num / tl.sum(num, axis=0)", "out = num / tl.max(num, axis=0)"),
+        r"output is not divided by the row's sum",
+    ),
+    "the online pass 2 not divided by d": (
+        "softmax_online_kernel", ("(tl.exp(x - m) / d)", "tl.exp(x - m)"), r"output is not divided by the row's sum",
+    ),
+    "exp2 for exp": (
+        "softmax_kernel", ("num = tl.exp(x - tl.max(x, axis=0))", "num = tl.exp2(x - tl.max(x, axis=0))"),
+        r"base 2 where softmax takes base e",
+    ),
+    "the online -inf guard on the old max": (
+        "softmax_online_kernel", ('tl.where(m_new == float("-inf")', 'tl.where(m == float("-inf")'),
+        r"the -inf guard tests the old max m",
+    ),
+    "the online sum replaced, not accumulated": (
+        "softmax_online_kernel", ("d * tl.exp(m - m_new) + tl.sum", "tl.sum"), r"d holds only the last block's terms",
+    ),
+    "pass 2 divided by each block's own sum": (
+        "softmax_online_kernel", ("(tl.exp(x - m) / d)", "(tl.exp(x - m) / tl.sum(tl.exp(x - m), axis=0))"),
+        r"pass 2 divides each block by its own sum",
+    ),
 }  # fmt: skip
 
 

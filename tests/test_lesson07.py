@@ -574,3 +574,31 @@ def test_third_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, L, name, *edits)
     with pytest.raises(AssertionError, match=re.escape(words) if words else None):
         SECOND_CHECKS[check]()
+
+
+# -- a fourth battery (session 29): each got a general hint before ("off by one constant factor", "Wrong values") --
+
+FOURTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words of the hint it must get)
+    "the sum of squares, not their mean": (
+        "rmsnorm_kernel", [("tl.sum(x * x, axis=0) / N + eps", "tl.sum(x * x, axis=0) + eps")], "rmsnorm",
+        "the sum of squares stands where their mean belongs",
+    ),
+    "the RMS of x before the residual is added": (
+        "rmsnorm_kernel",
+        [("    if HAS_RESIDUAL:\n", "    ss = tl.sum(x * x, axis=0)\n    if HAS_RESIDUAL:\n"),
+         ("tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)", "tl.rsqrt(ss / N + eps)")],
+        "rmsnorm", "the RMS is taken of x before the residual is added",
+    ),
+    "up missing": ("swiglu_kernel", [("gate * tl.sigmoid(gate) * up", "gate * tl.sigmoid(gate)")], "swiglu",
+                   "up is missing"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", list(FOURTH_BATTERY))
+def test_fourth_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    from utils.mutants import plant
+
+    name, edits, check, words = FOURTH_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        SECOND_CHECKS[check]()
