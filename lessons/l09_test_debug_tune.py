@@ -267,6 +267,10 @@ def splitk_suspects(a, b, split):
         "the slices overlap: each runs to K instead of stopping at min(K, k_start + K_PER_SPLIT)": sum(
             matmul_ref(a[:, s * kps :], b[s * kps :]) for s in range(split)
         ),
+        "slice 0's terms are missing: each slice starts one slice late, at (s + 1) * K_PER_SPLIT. Slice s starts at "
+        "k_start = s * K_PER_SPLIT (s = tl.program_id(1) counts from 0)": (
+            matmul_ref(a[:, kps:], b[kps:]) if kps < K else matmul_ref(a, b) + math.inf  # (one slice holds all K)
+        ),
     }
 
 
@@ -655,7 +659,8 @@ def check_prune_for_shape(fn, *, quiet=False):
     """fn(configs, named_args) on the GPU list of TUNE_CONFIGS for several shapes and dtypes, against the two rules:
     fp32 configs need twice the shared memory; one case is pruned as on a GPU with 99 KB (the budget must come from
     smem_budget()); 100 x 200 keeps tiles up to 128 x 256 (next_power_of_2); 8 x 40 keeps tiles of 16 (the floor);
-    the last two cases keep no config by the rules: the fallback must answer."""
+    100 x 30 and 1 x 1 keep no config by the rules: the fallback must answer; the last budget is exactly what
+    three stages of 128 x 256 x 64 fp16 need (147456 B): those configs fit it and stay."""
     __tracebackhide__ = True
     big = TUNE_CONFIGS[:-1]
     with_16s = big + [matmul_config(16, 16, 64, num_warps=2, num_stages=3, GROUP_M=2), TUNE_CONFIGS[-1]]
@@ -664,7 +669,7 @@ def check_prune_for_shape(fn, *, quiet=False):
              (4096, 4096, torch.float16, big, 99 * 1024), (8, 4096, torch.float16, big, None),
              (128, 256, torch.float16, big, None), (100, 200, torch.float16, big, None),
              (8, 40, torch.float16, with_16s, None), (100, 30, torch.float32, big, None),
-             (1, 1, torch.float32, big, None)]  # fmt: skip
+             (1, 1, torch.float32, big, None), (4096, 4096, torch.float16, big, 147456)]  # fmt: skip
     for M, N, dtype, configs, budget in cases:
         named = dict(a_ptr=torch.empty(0, dtype=dtype), M=M, N=N, K=4096)
         itemsize = named["a_ptr"].element_size()
@@ -673,8 +678,8 @@ def check_prune_for_shape(fn, *, quiet=False):
             budget = smem_budget()
         tall, wide = max(16, triton.next_power_of_2(M)), max(16, triton.next_power_of_2(N))
         fits = [c for c in configs if config_smem_bytes(c, itemsize) <= budget]
-        want = [c for c in fits if c.kwargs["BLOCK_M"] <= tall and c.kwargs["BLOCK_N"] <= wide]
-        want = want or [min(configs, key=lambda c: config_smem_bytes(c, itemsize))]
+        ruled = [c for c in fits if c.kwargs["BLOCK_M"] <= tall and c.kwargs["BLOCK_N"] <= wide]
+        want = ruled or [min(configs, key=lambda c: config_smem_bytes(c, itemsize))]
         where = f"prune_for_shape for M={M}, N={N}, {utils.dtype_name(dtype)}, a shared memory budget of {budget} B"
         if not isinstance(got, list) or not got:
             raise AssertionError(
@@ -687,7 +692,13 @@ def check_prune_for_shape(fn, *, quiet=False):
             rule = (
                 f"BLOCK_M <= max(16, next_power_of_2(M)) = {tall} and BLOCK_N <= max(16, next_power_of_2(N)) = {wide}"
             )
-            if any(config_smem_bytes(c, itemsize) > budget for c in extra):
+            if not ruled and len(got) == 1:  # the rules keep nothing here: a fallback, the wrong one
+                hint = (
+                    f"no config passes both rules for this shape ({rule}, and the budget), so the answer is the "
+                    f"fallback: [{want[0]}], the one config that needs the least shared memory, "
+                    f"[min(configs, key=lambda c: config_smem_bytes(c, itemsize))]"
+                )
+            elif any(config_smem_bytes(c, itemsize) > budget for c in extra):
                 c = next(c for c in extra if config_smem_bytes(c, itemsize) > budget)
                 hint = (
                     f"{c} needs {config_smem_bytes(c, itemsize)} bytes of shared memory, over the {budget} budget: "

@@ -231,6 +231,12 @@ SPLITK_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the h
         "offs_k = tl.arange(0, BLOCK_K)",
         "every K step read the first BLOCK_K terms",
     ),  # fmt: skip
+    # session 29's battery: "wrong values in many places" before
+    "every slice starts one slice late": (
+        "k_start = s * K_PER_SPLIT",
+        "k_start = (s + 1) * K_PER_SPLIT",
+        "slice 0's terms are missing",
+    ),  # fmt: skip
 }
 
 
@@ -400,6 +406,32 @@ def _pruner(itemsize=None, budget=None, tile=lambda n: max(16, triton.next_power
 def test_prune_check_names_the_classic_mistakes(planted, hint):
     with pytest.raises(AssertionError, match=hint):
         L.check_prune_for_shape(planted, quiet=True)
+
+
+_FALLBACK = "[min(configs, key=lambda c: config_smem_bytes(c, itemsize))]"
+PRUNE_PLANTED = {  # session 29's battery: (the solution's text, the mistake's, words of the hint)
+    "a config exactly at the budget dropped": (
+        "<= smem_budget()",
+        "< smem_budget()",
+        "147456 B: kept 8 configs, expected 10. Hint: BLOCK_M: 128, BLOCK_N: 256",
+    ),  # fmt: skip
+    "the last config as the fallback": (_FALLBACK, "configs[-1:]", "the answer is the fallback"),
+    "the largest config as the fallback": (
+        _FALLBACK,
+        "[max(configs, key=lambda c: config_smem_bytes(c, itemsize))]",
+        "the answer is the fallback",
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("mistake", list(PRUNE_PLANTED))
+def test_prune_check_names_a_planted_mistake(mistake, monkeypatch, tmp_path):
+    """Before, a config needing exactly the budget could be dropped unseen (no case had one), and a wrong fallback
+    was told "was kept: check the tile rule" or "over the budget", when no config passes the rules at all."""
+    old, new, words = PRUNE_PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, "prune_for_shape", (old, new))
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        L.check_prune_for_shape(L.prune_for_shape, quiet=True)
 
 
 def test_tuned_matmul_runs_with_pruning():
