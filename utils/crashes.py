@@ -209,6 +209,12 @@ RULES = [
         "(along each row), a 1-D block only axis 0.",
     ),
     Rule(
+        "a pointer indexed like an array",
+        r"unsupported tensor index: a block of",
+        "A pointer is not indexed like an array: for `x_ptr[offsets]` write `x_ptr + offsets`, the addresses of the "
+        "block's elements, as in `tl.load(x_ptr + offsets, mask=mask)`.",
+    ),
+    Rule(
         "a block indexed by position",
         r"unsupported tensor index",
         "A block cannot be indexed by position (`x[0]`): its lanes are not addressable one by one inside a kernel. "
@@ -217,9 +223,10 @@ RULES = [
     ),
     Rule(
         "Python's max of a block",
-        r"(?:min|max) requires at least 2 values",
-        "Python's `max()` or `min()` of one block: a kernel reduces with `tl.max(x, axis=0)` (a block's largest "
-        "lane). Of two blocks, `tl.maximum(a, b)` takes the larger lane by lane.",
+        r"(?:min|max) requires at least 2 values|'tensor' object is not iterable",
+        "Python's `max()`, `min()`, `sum()` or a `for` loop over one block: a kernel reduces with `tl.max(x, "
+        "axis=0)`, `tl.min`, `tl.sum` (over a block's lanes at once), and loops over `range(...)` only. Of two blocks, "
+        "`tl.maximum(a, b)` takes the larger lane by lane.",
     ),
     Rule(
         "Python if on a block",

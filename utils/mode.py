@@ -242,6 +242,8 @@ def _patch_triton_language_once_per_launch() -> None:
 def _refuse_the_truth_of_a_block() -> None:
     """Compiled, a Python ``if`` or ``while`` on a block of many lanes is an error; Triton's interpreter takes any
     such block for True, so the kernel ran one branch for every lane and the learner met the error only on a GPU.
+    A block indexed by position (``x[0]``) or iterated (``max(x)``) gets the compiler's words too, not the
+    interpreter's "'int' object is not iterable".
     Here a kernel's own code gets the compiler's error under the interpreter too (utils.crashes explains it);
     Triton's own Python, which tests its tensors as objects, still gets True. (``and``, ``or`` and ``not`` on
     blocks work lane by lane, compiled and here: _logical_operators_lane_by_lane.)"""
@@ -268,6 +270,23 @@ def _refuse_the_truth_of_a_block() -> None:
     def patch_lang_tensor(tensor, scope):
         original(tensor, scope)
         scope.set_attr(tensor, "__bool__", truth)
+        getitem = tensor.__getitem__  # the interpreter's: a Python int index fails in it on "not iterable"
+
+        def by_position(self, slices, *args, **kwargs):
+            if isinstance(slices, int):  # the compiler sees constexpr(0), and refuses it by name
+                slices = interpreter.tl.constexpr(slices)
+            if isinstance(slices, tensor):  # x_ptr[offsets]: the interpreter iterated the block of offsets
+                raise ValueError(f"unsupported tensor index: a block of {slices.type} used as an index")
+            return getitem(self, slices, *args, **kwargs)
+
+        scope.set_attr(tensor, "__getitem__", by_position)
+        scope.set_attr(tensor, "__iter__", not_iterable)
+
+    def not_iterable(self):
+        raise TypeError(
+            "'tensor' object is not iterable: Python's max(), min(), sum(), list() or a for loop over a block (the "
+            "compiler refuses them too)"
+        )
 
     patch_lang_tensor.strict_truth = True
     interpreter._patch_lang_tensor = patch_lang_tensor
