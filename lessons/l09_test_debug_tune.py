@@ -218,7 +218,7 @@ def matmul_splitk(a, b, *, out=None, SPLIT_K=2, BLOCK_M=None, BLOCK_N=None, BLOC
 
 # awkward on purpose: no size a multiple of a block, one single row, more slices than K steps in the last case
 SPLITK_CASES = env.pick(
-    cpu=[((37, 45, 70), 2), ((1, 29, 33), 3), ((20, 17, 40), 4)],
+    cpu=[((37, 45, 70), 2), ((1, 29, 33), 3), ((20, 17, 41), 4)],  # K % SPLIT_K: 0, 0, 1
     gpu=[((1000, 1337, 999), 4), ((1, 4096, 4096), 8), ((777, 1, 1000), 3), ((64, 64, 300), 16)],
 )
 
@@ -263,6 +263,10 @@ def splitk_suspects(a, b, split):
         "stride_pm + offs_n[None, :] * stride_pn": torch.full((a.shape[0], b.shape[1]), math.nan),
         "every slice summed the first K_PER_SPLIT terms: start slice s at k_start = s * K_PER_SPLIT": (
             split * matmul_ref(a[:, :kps], b[:kps])
+        ),
+        "the slices end before K: K_PER_SPLIT = K // SPLIT_K rounds down, so the last K % SPLIT_K terms belong to no "
+        "slice. Round up, to whole BLOCK_K steps: K_PER_SPLIT = splitk_slice(K, SPLIT_K, BLOCK_K)": (
+            matmul_ref(a[:, : K - K % split], b[: K - K % split]) if K % split else matmul_ref(a, b) + math.inf
         ),
         "the slices overlap: each runs to K instead of stopping at min(K, k_start + K_PER_SPLIT)": sum(
             matmul_ref(a[:, s * kps :], b[s * kps :]) for s in range(split)

@@ -180,7 +180,17 @@ def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
         gap = 5 if M > 2 else 0  # x's rows gap elements apart (a view): x's row stride is not out's
         x = torch.randn(M, N + gap, device=env.device)[:, :N]
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-            out = fn(x, out=utils.nan_empty((M, N), device=env.device))
+            try:
+                out = fn(x, out=utils.nan_empty((M, N), device=env.device))
+            except Exception as error:  # the interpreter's tl.gather raises IndexError for a lane past the block
+                if "IndexError" not in repr(error):
+                    raise
+                raise AssertionError(
+                    f"bitonic_sort {M}x{N}: a lane's partner lies outside the row of BLOCK_SIZE = "
+                    f"{triton.next_power_of_2(N)} lanes ({error}).\nHint: tl.gather(x, partner, 0) reads lane partner, "
+                    f"which must be in 0..BLOCK_SIZE-1: partner = idx ^ j, the lane j away within the pair (idx ^ k "
+                    f"or idx + j reach past the last lane)."
+                ) from None
         B = triton.next_power_of_2(N)
         xp = _padded(x.double().cpu(), B)
         steps = bitonic_steps(B)
@@ -1224,34 +1234,77 @@ def sample_top_k_top_p_ref(logits, k=50, p=1.0, temperature=1.0, generator=None)
     return indices.gather(1, torch.multinomial(probs, 1, generator=generator))[:, 0]
 
 
+def _sample_with_mistake(logits, k, p, temperature, generator, *, after_softmax=False, inclusive=False):
+    """sample_top_k_top_p_ref with a mistake: the probabilities divided by the temperature, not the logits
+    (after_softmax), or the cumsum of the top-p cut counting the token itself (inclusive); None where that leaves
+    a row with no token."""
+    values, indices = top_k_ref(logits, k)
+    probs = torch.softmax(values, dim=-1) / temperature if after_softmax else torch.softmax(values / temperature, -1)
+    probs = torch.where(torch.cumsum(probs, dim=-1) - probs * (not inclusive) < p, probs, 0.0)
+    if not bool((probs > 0).any(dim=-1).all()):
+        return None
+    return indices.gather(1, torch.multinomial(probs, 1, generator=generator))[:, 0]
+
+
+_KEEP_THE_FIRST = (
+    "The most likely token must always stay: before = cumsum(probs) - probs, the mass of the tokens more likely "
+    "than this one (0 for the first); an inclusive cumsum drops a token as soon as its own probability takes the "
+    "sum to p."
+)
+
+
 def check_sample_top_k_top_p(fn, *, quiet=False):
     """Checks fn(logits, k, p, temperature, generator) against sample_top_k_top_p_ref with an identically seeded
     generator: the same tokens, draw for draw (top_k is checked first: the sampler stands on it)."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
+    DRAWS = 32  # draws from each row of logits
     check_top_k(top_k, quiet=True)
     cases = env.pick(
         cpu=[(2, 200, 10, 0.5, 0.7), (1, 50, 50, 1.0, 1.0), (1, 100, 5, 0.5, 0.0)],
         gpu=[(3, 200, 10, 0.5, 0.7), (64, 131072, 50, 0.9, 0.8), (4, 100, 5, 0.5, 0.0)],
     )
     for B, V, k, p, temperature in cases:
-        logits = 3 * torch.randn(B, V, generator=torch.Generator().manual_seed(B * V)).to(env.device)
-        draws = [torch.Generator(device=env.device).manual_seed(1234) for _ in range(4)]
-        logits = logits.repeat(8, 1)  # 8 draws from each row
-        got = fn(logits, k, p, temperature, draws[0])
+        # logits of about one unit, DRAWS draws from each row: with peaked logits (3 * randn) and 8 draws the top
+        # token won almost every draw, and a temperature applied after the softmax drew the same tokens
+        logits = torch.randn(B, V, generator=torch.Generator().manual_seed(B * V)).to(env.device)
+        draws = [torch.Generator(device=env.device).manual_seed(1234) for _ in range(7)]
+        logits = logits.repeat(DRAWS, 1)
+        try:
+            got = fn(logits, k, p, temperature, draws[0])
+        except RuntimeError as error:  # torch.multinomial refuses a row whose weights are all 0
+            if "multinomial" not in str(error):
+                raise
+            raise AssertionError(
+                f"{B} rows of {V} logits, k={k}, p={p}, T={temperature}: torch.multinomial was given a row with no "
+                f"token left ({error}).\nHint: {_KEEP_THE_FIRST}"
+            ) from None
         want = sample_top_k_top_p_ref(logits, k, p, temperature, draws[1])
         no_p = sample_top_k_top_p_ref(logits, k, 1.0, temperature, draws[2])
         no_t = sample_top_k_top_p_ref(logits, k, p, 1.0, draws[3])
         suspects = {
             "p is ignored: keep only the most likely tokens whose probability before them is below p.": no_p,
             "The temperature is ignored: divide the logits by it before the softmax.": no_t,
+            "The token's position among the top k came back, not its id: return indices.gather(1, choice), the "
+            "token id top_k found at that position.": (top_k_ref(logits, k)[1] == want[:, None]).int().argmax(1),
         }
+        if temperature > 0:
+            suspects["The logits are multiplied by the temperature: divide them by it (values / temperature), so "
+                     "that a temperature below 1 sharpens the distribution."] = sample_top_k_top_p_ref(
+                logits, k, p, 1 / temperature, draws[4]
+            )  # fmt: skip
+            suspects["The temperature is applied after the softmax: divide the logits by it before, "
+                     "softmax(values / temperature); dividing the probabilities only rescales them (multinomial "
+                     "renormalises) and moves the top-p cut."] = _sample_with_mistake(
+                logits, k, p, temperature, draws[5], after_softmax=True
+            )  # fmt: skip
+            suspects[_KEEP_THE_FIRST] = _sample_with_mistake(logits, k, p, temperature, draws[6], inclusive=True)
         utils.check(
             got,
             want,
-            name=f"8 draws of {B} tokens from {V} logits, k={k}, p={p}, T={temperature}",
+            name=f"{DRAWS} draws of {B} tokens from {V} logits, k={k}, p={p}, T={temperature}",
             quiet=True,
-            suspects={h: s for h, s in suspects.items() if not torch.equal(s, want)},
+            suspects={h: s for h, s in suspects.items() if s is not None and not torch.equal(s, want)},
         )
     if not quiet:
         print("✓ sample_top_k_top_p draws the same tokens as sample_top_k_top_p_ref, draw for draw")
@@ -3113,6 +3166,8 @@ def check_query(fn, *, quiet=False):
             3,
         ),
         "nothing passes": (random_table(50, 5, seed=5).assign(x=np.float32(0.1)), 5),
+        # every row passes: key 1's run (rows ~667..1333 once sorted) crosses groupby_sorted's block of 1024 rows
+        "a key's run across two blocks of 1024 rows": (random_table(2000, 3, seed=6).assign(x=np.float32(0.9)), 3),
     }
     for what, (df, num_keys) in cases.items():
         got = to_frame(fn(table_from_pandas(df, env.device), 0.5, num_keys))
@@ -3239,6 +3294,16 @@ def join_tables(left, right, on="key"):
     return out
 
 
+def keys_hashing_to_slot(slot, log_capacity, count):
+    """count int64 keys whose hash_slot is slot (-1: the last) in a table of 2**log_capacity slots: the Fibonacci
+    hash multiplies by an odd number, which has an inverse modulo 2**64, so each key is (the slot's top bits, other
+    bits 1, 2, ...) times that inverse."""
+    inverse = pow(0x9E3779B97F4A7C15, -1, 2**64)
+    top = (slot % 2**log_capacity) << (64 - log_capacity)
+    keys = [(top | low) * inverse % 2**64 for low in range(1, count + 1)]
+    return np.array([key - 2**64 if key >= 2**63 else key for key in keys], dtype=np.int64)  # as int64
+
+
 def check_join(fn, *, quiet=False):
     """Checks fn(left_table, right_table, on="key") against pandas' merge, EXACTLY (same rows in the same order):
     keys that miss, an empty side, one row, all left keys equal, negative and huge int64 keys."""
@@ -3248,8 +3313,14 @@ def check_join(fn, *, quiet=False):
     n = env.pick(cpu=300, gpu=10**6 + 3)
     rng = np.random.default_rng(7)
     dim_keys = rng.choice(np.arange(-(2**40), 2**40, 2**20 + 7), size=n // 3, replace=False)
-    dims = pd.DataFrame({"key": dim_keys, "price": rng.random(n // 3)})
-    facts = pd.DataFrame({"key": rng.choice(np.concatenate([dim_keys, [1, 2, 3]]), n), "qty": rng.integers(0, 9, n)})
+    # and 3 keys whose home is the table's last slot: two of them wrap round to its first slots, and so must their
+    # probes ((slot + 1) & (capacity - 1))
+    n_right = n // 3 + 3
+    dim_keys = np.concatenate([dim_keys, keys_hashing_to_slot(-1, max(2 * n_right - 1, 1).bit_length(), 3)])
+    dims = pd.DataFrame({"key": dim_keys, "price": rng.random(n_right)})
+    fact_keys = rng.choice(np.concatenate([dim_keys, [1, 2, 3]]), n)
+    fact_keys[-3:] = dim_keys[-3:]  # every wrapped key is looked up
+    facts = pd.DataFrame({"key": fact_keys, "qty": rng.integers(0, 9, n)})
     cases = {
         "many-to-one, some keys missing": (facts, dims),
         "an empty left table": (facts.iloc[:0], dims),
@@ -3258,7 +3329,23 @@ def check_join(fn, *, quiet=False):
         "all left keys equal": (facts.assign(key=dim_keys[0]), dims),
     }
     for what, (left, right) in cases.items():
-        got = fn(table_from_pandas(left, env.device), table_from_pandas(right, env.device), on="key")
+        try:
+            with utils.watch_memory() as stray:  # under the interpreter: a read past the table gives EMPTY instead
+                got = fn(table_from_pandas(left, env.device), table_from_pandas(right, env.device), on="key")
+        except ValueError as error:  # the right keys here are unique: a refusal as duplicates is the build's
+            if "duplicate" not in str(error):
+                raise
+            raise AssertionError(
+                f"the join refused {what}, whose right keys are all different ({error})\nHint: the build counts a "
+                f"duplicate only where the slot already holds this same key, dup = active & (old == key); a slot "
+                f"that holds another key is a collision: move on to the next slot."
+            ) from None
+        if stray:
+            raise AssertionError(
+                f"the join of {what}: the kernel {stray.lines()[0]}.\nHint: a probe that walks on past the table's "
+                f"last slot must wrap round to slot 0, slot = (slot + 1) & ((1 << LOG_CAPACITY) - 1), in the build "
+                f"and in the probe (keys whose home is the last slot are in this table)."
+            )
         got = pd.DataFrame({c: t.cpu().numpy() for c, t in got.items()})
         want = join_ref(left, right).reset_index(drop=True)
         try:

@@ -269,8 +269,9 @@ def test_splitk_check_names_a_read_past_b(old, new, monkeypatch, tmp_path):
     [
         (("partials.sum(dim=0)", "partials[0]"), "only slice 0's terms reached the result"),
         (("out.copy_(partials.sum(dim=0))", "out = partials.sum(dim=0).to(a.dtype)"), "must write into the out"),
+        (('splitk_slice(K, SPLIT_K, config["BLOCK_K"])', "K // SPLIT_K"), "K_PER_SPLIT = K // SPLIT_K rounds down"),
     ],
-    ids=["first partial only", "a new tensor returned"],
+    ids=["first partial only", "a new tensor returned", "slices of K // SPLIT_K"],
 )
 def test_splitk_check_names_a_planted_launcher_mistake(edit, words, monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, L, "matmul_splitk", edit)

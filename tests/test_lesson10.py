@@ -989,6 +989,11 @@ def test_top_k_missing_ties_gets_its_hint():
     [
         (lambda logits, k, p, t, g: L.sample_top_k_top_p(logits, k, 1.0, t, g), "p is ignored"),
         (lambda logits, k, p, t, g: L.sample_top_k_top_p(logits, k, p, 1.0 if t else 0.0, g), "temperature"),
+        # a row left with no token: torch.multinomial's RuntimeError, told as the top-p cut's likely mistake
+        (
+            lambda logits, k, p, t, g: torch.multinomial(torch.zeros_like(logits), 1, generator=g)[:, 0],
+            "must always stay: before = cumsum",
+        ),
     ],
 )
 def test_sampler_mistakes_get_their_hint(wrong, words):
@@ -1674,6 +1679,70 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "groupby_atomic",
         "range check is missing",
     ),  # fmt: skip
+    # session 29: mistakes that passed their check, or crashed it
+    "sorted group-by without the block's last lane": (
+        "groupby_sorted_kernel",
+        " | (tl.arange(0, BLOCK_SIZE) == BLOCK_SIZE - 1)",
+        "",
+        "query sorted",
+        "a key's run across two blocks of 1024 rows",
+    ),  # fmt: skip
+    "sampler divides the probabilities by T": (
+        "sample_top_k_top_p",
+        "probs = torch.softmax(values / temperature, dim=-1)",
+        "probs = torch.softmax(values, dim=-1) / temperature",
+        "sample",
+        "The temperature is applied after the softmax",
+    ),  # fmt: skip
+    "sampler multiplies by T": (
+        "sample_top_k_top_p",
+        "probs = torch.softmax(values / temperature, dim=-1)",
+        "probs = torch.softmax(values * temperature, dim=-1)",
+        "sample",
+        "The logits are multiplied by the temperature",
+    ),  # fmt: skip
+    "sampler returns the position in the top k": (
+        "sample_top_k_top_p",
+        "return indices.gather(1, choice)[:, 0]",
+        "return choice[:, 0]",
+        "sample",
+        "position among the top k came back",
+    ),  # fmt: skip
+    "sampler with an inclusive cumsum": (
+        "sample_top_k_top_p",
+        "before = torch.cumsum(probs, dim=-1) - probs",
+        "before = torch.cumsum(probs, dim=-1)",
+        "sample",
+        "must always stay: before = cumsum(probs) - probs",
+    ),  # fmt: skip
+    "join probe without the wrap": (
+        "hash_probe_kernel",
+        "slot = (slot + 1) & ((1 << LOG_CAPACITY) - 1)",
+        "slot = slot + 1",
+        "join",
+        "must wrap round to slot 0",
+    ),  # fmt: skip
+    "join build counts every collision as a duplicate": (
+        "hash_build_kernel",
+        "dup = active & (old == key)",
+        "dup = active & (old != EMPTY)",
+        "join",
+        "dup = active & (old == key)",
+    ),  # fmt: skip
+    "bitonic partner idx ^ k": (
+        "compare_exchange",
+        "partner = idx ^ j",
+        "partner = idx ^ k",
+        "bitonic_sort",
+        "partner lies outside the row",
+    ),  # fmt: skip
+    "bitonic partner idx + j": (
+        "compare_exchange",
+        "partner = idx ^ j",
+        "partner = idx + j",
+        "bitonic_sort",
+        "partner lies outside the row",
+    ),  # fmt: skip
 }
 
 
@@ -1683,8 +1752,10 @@ COMPILED_GAPS = {  # compiled, these fail their check with another hint (session
 }
 
 
-# planted mistakes that write outside their buffers: run only where utils.watch_memory drops such writes
-INTERPRETER_ONLY = {"group-by counts rows with passed", "compact offset * pid"}  # the latter: past out's end
+# planted mistakes that write outside their buffers: run only where utils.watch_memory drops such writes (or read
+# outside them: the probe without its wrap; or index a tl.gather outside its block, which only the interpreter raises)
+INTERPRETER_ONLY = {"group-by counts rows with passed", "compact offset * pid", "join probe without the wrap",
+                    "bitonic partner idx ^ k", "bitonic partner idx + j"}  # fmt: skip
 
 
 @pytest.mark.parametrize(
