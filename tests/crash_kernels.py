@@ -323,3 +323,12 @@ def static_assert_fails_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
 def dtype_constexpr_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr, DTYPE: tl.constexpr):
     offsets = tl.arange(0, BLOCK_SIZE)
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets).to(DTYPE).to(tl.float32))
+
+
+@triton.jit
+def accumulator_from_a_number_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    acc = 0.0  # a number: the loop makes it a block of BLOCK_SIZE
+    for start in range(0, n, BLOCK_SIZE):
+        acc += tl.load(x_ptr + start + offsets, mask=start + offsets < n, other=0.0)
+    tl.store(out_ptr + offsets, acc)

@@ -41,7 +41,8 @@ BODY = {
     "tl.dot on 8 x 8 tiles": ("small_dot_kernel", dict(BLOCK_SIZE=8), "BLOCK_K >= 16", "both"),
     "a Python if on a block": ("if_on_block_kernel", {}, "tl.where(cond, a, b)", "both"),
     "break in a loop": ("break_kernel", {}, "Triton kernels have no `break`", "both"),
-    "a loop variable made fp16": ("loop_type_kernel", {}, "`acc` starts as", "compiled"),
+    "a loop variable made fp16": ("loop_type_kernel", {}, "`acc` starts as", "both"),
+    "an accumulator started as 0.0": ("accumulator_from_a_number_kernel", {}, "`acc` starts as fp32", "both"),
     # a tl function's missing argument (not the launch's, though it fails inside one)
     "tl.where(cond, x)": ("where_two_args_kernel", {}, "given no 'y'", "both"),
     "tl.argmax without its axis": ("argmax_no_axis_kernel", {}, "given no 'axis'", "both"),

@@ -398,6 +398,79 @@ def _refused_global(fn, tree):
     return None
 
 
+def _loop_carried_types_kept() -> None:
+    """Compiled, a variable that a loop reassigns keeps the type it had before the loop (dtype and shape): `acc =
+    0.0` and then `acc += x` with x a block of 128 fails, "Loop-carried variable acc has initial type fp32 but is
+    re-assigned to <['128'], fp32> in loop!". The interpreter ran such loops as Python does, so a learner's
+    accumulator started as a number passed on a laptop and failed on a GPU. Here each range() or tl.range() loop and
+    each while loop of a kernel checks, at the end of every pass, the types of the variables it assigns that were
+    live before it, with the compiler's message (tl.static_range loops are unrolled, compiled: not checked)."""
+    try:
+        import ast
+
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    transformer = getattr(interpreter, "ASTTransformer", None)
+    if transformer is None or getattr(transformer, "carried_types", False) or not hasattr(interpreter, "tl"):
+        return
+    block = interpreter.tl.core.tensor
+
+    def live(names, scope):
+        return {name: scope[name] for name in names if isinstance(scope.get(name), block)}
+
+    def carried(before, scope):
+        for name, value in before.items():
+            now = scope.get(name)
+            if isinstance(now, block) and now.type != value.type:
+                raise AssertionError(
+                    f"Loop-carried variable {name} has initial type {value.type} but is re-assigned to {now.type} in "
+                    f"loop! Please make sure that the type stays consistent."
+                )
+
+    def unrolled(node) -> bool:
+        call = node.iter if isinstance(node, ast.For) else None
+        name = getattr(getattr(call, "func", None), "attr", None) or getattr(getattr(call, "func", None), "id", None)
+        return isinstance(node, ast.For) and name not in ("range",)  # static_range, a tuple: unrolled when compiled
+
+    count = [0]
+
+    def visit_loop(self, node):
+        self.generic_visit(node)
+        if unrolled(node):
+            return node
+        targets = (
+            {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)} if isinstance(node, ast.For) else set()
+        )
+        stored = sorted(
+            {n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            - targets
+        )
+        if not stored:
+            return node
+        count[0] += 1
+        keep = f"_hard_way_live_{count[0]}"
+        names = ast.Tuple(elts=[ast.Constant(n) for n in stored], ctx=ast.Load())
+        scope = ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[])
+        snapshot = ast.Assign(
+            targets=[ast.Name(id=keep, ctx=ast.Store())],
+            value=ast.Call(func=ast.Name(id="_hard_way_live", ctx=ast.Load()), args=[names, scope], keywords=[]),
+        )
+        check = ast.Expr(
+            ast.Call(
+                func=ast.Name(id="_hard_way_carried", ctx=ast.Load()),
+                args=[ast.Name(id=keep, ctx=ast.Load()), scope],
+                keywords=[],
+            )
+        )
+        node.body.append(check)
+        return [ast.copy_location(snapshot, node), node]
+
+    interpreter._hard_way_live, interpreter._hard_way_carried = live, carried  # put in each kernel's globals
+    transformer.visit_For = transformer.visit_While = visit_loop
+    transformer.carried_types = True
+
+
 def _refuse_break_and_continue() -> None:
     """Compiled, ``break`` and ``continue`` in a @triton.jit function are errors (UnsupportedLanguageConstruct), and
     so is reading a global that is not a constexpr (``SCALE = 0.5`` at the top of the notebook); the interpreter runs
@@ -514,6 +587,7 @@ def _detect() -> Env:
         _quiet_interpreter_nan_warnings()
         _patch_triton_language_once_per_launch()
         _logical_operators_lane_by_lane()
+        _loop_carried_types_kept()
         _refuse_the_truth_of_a_block()
         _refuse_break_and_continue()
         _refuse_small_dots()
