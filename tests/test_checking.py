@@ -681,6 +681,24 @@ def test_a_wrong_suffix_longer_than_a_row_points_at_an_offset():
     assert "tail block is not masked" not in message, message
 
 
+def test_a_whole_slice_wrong_but_one_value_equal_by_chance_is_still_named():
+    """Batch 1 of a (2, 20, 4, 16) result wrong but one element, equal by chance: lesson 06's "v read with k's
+    strides" got another hint about one run in fifty. 1 % of a slice may be right; a small slice must be whole."""
+    ref = torch.rand(2, 20, 4, 16, dtype=torch.float64) + 1
+    out = ref.float().to(DEV)
+    out[1] *= 2.5
+    out[1, 3, 2, 5] = ref[1, 3, 2, 5].float()
+    with pytest.raises(AssertionError, match=r"Only dim 0 index 1 \(of 2\) is wrong, entirely"):
+        check(out, ref)
+    small = ref[:, :2, :2, :2].contiguous()  # slices of 8: one right element is not noise there
+    out = small.float().to(DEV)
+    out[1] *= 2.5
+    out[1, 0, 0, 0] = small[1, 0, 0, 0].float()
+    with pytest.raises(AssertionError) as e:
+        check(out, small)
+    assert "is wrong, entirely" not in str(e.value)
+
+
 def test_places_in_4d_results_are_named_by_dimension():
     ref = torch.rand(2, 5, 4, 8, dtype=torch.float64) + 1  # (batch, position, head, dim)
     dims = ("batch", "position", "head", "dim")

@@ -64,7 +64,7 @@ BODY = {
     "tl.float32(x)": ("dtype_called_kernel", {}, "cast with `x.to(tl.float32)`", "both"),
     "tl.program_id(3)": ("pid_axis_3_kernel", {}, "three axes at most", "both"),
     "x >> 4 of floats": ("shift_float_kernel", {}, "bit operations", "both"),
-    "range(0, n / BLOCK_SIZE)": ("float_range_kernel", {}, "A `range()` bound is a float", "compiled"),
+    "range(0, n / BLOCK_SIZE)": ("float_range_kernel", {}, "A `range()` bound is a float", "both"),
     "a tl.static_assert refused": ("static_assert_fails_kernel", {}, "own `tl.static_assert`", "both"),
 }
 

@@ -223,12 +223,14 @@ def _along(mask: torch.Tensor, d: int) -> torch.Tensor:
 
 def _only_along(mask: torch.Tensor):
     """(d, indices) when ``mask`` is whole slices along one dimension d (set for some indices of d, whatever the
-    other indices), leading dimensions first; None otherwise, or for fewer than 2 dimensions."""
+    other indices), leading dimensions first; None otherwise, or for fewer than 2 dimensions. A slice of 100 elements
+    or more counts as whole with 1 % of them unset: a wrong value can equal the right one by chance (1 in 1,280 did in
+    lesson 06's check, about one run in fifty, and the hint fell to another)."""
     if mask.dim() < 2:
         return None
     for d in range(mask.dim()):
         m = mask.movedim(d, 0).reshape(mask.shape[d], -1)
-        some, full = m.any(dim=1), m.all(dim=1)
+        some, full = m.any(dim=1), m.sum(dim=1) >= m.shape[1] - m.shape[1] // 100
         if bool((some == full).all()) and not bool(some.all()) and bool(some.any()):
             return d, torch.nonzero(some).flatten()
     return None

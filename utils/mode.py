@@ -404,7 +404,8 @@ def _loop_carried_types_kept() -> None:
     re-assigned to <['128'], fp32> in loop!". The interpreter ran such loops as Python does, so a learner's
     accumulator started as a number passed on a laptop and failed on a GPU. Here each range() or tl.range() loop and
     each while loop of a kernel checks, at the end of every pass, the types of the variables it assigns that were
-    live before it, with the compiler's message (tl.static_range loops are unrolled, compiled: not checked)."""
+    live before it, with the compiler's message (tl.static_range loops are unrolled, compiled: not checked); and a
+    range's bounds must be integers, as compiled (`range(0, n / BLOCK)` ran, truncated, under the interpreter)."""
     try:
         import ast
 
@@ -433,12 +434,30 @@ def _loop_carried_types_kept() -> None:
         name = getattr(getattr(call, "func", None), "attr", None) or getattr(getattr(call, "func", None), "id", None)
         return isinstance(node, ast.For) and name not in ("range",)  # static_range, a tuple: unrolled when compiled
 
+    def bounds(loop, *args, **kwargs):  # range's or tl.range's bounds, as the compiler takes them: integers only
+        dtypes = [a.dtype if isinstance(a, block) else interpreter.tl.float32 if isinstance(a, float) else None
+                  for a in args]  # fmt: skip
+        if any(d is not None and not d.is_int() for d in dtypes):
+            lb, ub, step = (dtypes + [None, None])[:3] if len(args) > 1 else (None, dtypes[0], None)
+            shown = ", ".join(str(d or interpreter.tl.int32) for d in (lb, ub, step))
+            raise TypeError(f"For loop bounds and step must all be ints, are ({shown})")
+        return loop(*args, **kwargs)
+
     count = [0]
 
     def visit_loop(self, node):
         self.generic_visit(node)
         if unrolled(node):
             return node
+        if isinstance(node, ast.For):  # range(a, b, c) -> _hard_way_bounds(range, a, b, c)
+            node.iter = ast.copy_location(
+                ast.Call(
+                    func=ast.Name(id="_hard_way_bounds", ctx=ast.Load()),
+                    args=[node.iter.func, *node.iter.args],
+                    keywords=node.iter.keywords,
+                ),
+                node.iter,
+            )
         targets = (
             {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)} if isinstance(node, ast.For) else set()
         )
@@ -467,6 +486,7 @@ def _loop_carried_types_kept() -> None:
         return [ast.copy_location(snapshot, node), node]
 
     interpreter._hard_way_live, interpreter._hard_way_carried = live, carried  # put in each kernel's globals
+    interpreter._hard_way_bounds = bounds
     transformer.visit_For = transformer.visit_While = visit_loop
     transformer.carried_types = True
 
