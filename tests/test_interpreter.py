@@ -1,6 +1,8 @@
-"""The course's interpreter behaves as the compiler does where Triton's own interpreter did not (utils.mode): `and`,
+"""The course's interpreter behaves as the compiler does where Triton's own interpreter did not (utils.parity): `and`,
 `or` and `not` on blocks lane by lane; an `if` on a block refused. Compiled on a GPU, the same kernels check that
 the compiler agrees."""
+
+import contextlib
 
 import pytest
 import torch
@@ -40,7 +42,7 @@ def test_and_on_blocks_is_lane_by_lane():
     """Before, the interpreter took (offs < n) for True and kept offs >= 2 alone: lanes past n were loaded."""
     x = torch.arange(16, dtype=torch.float32, device=ENV.device) + 1
     out = torch.full_like(x, float("nan"))
-    with pytest.warns(UserWarning) if not ENV.interpret else _nothing():  # compiled: deprecated for `&`
+    with pytest.warns(UserWarning) if not ENV.interpret else contextlib.nullcontext():  # compiled: deprecated for &
         _and_mask_kernel[(1,)](x, out, 10, BLOCK_SIZE=16)
     want = torch.where((torch.arange(16, device=ENV.device) < 10) & (torch.arange(16, device=ENV.device) >= 2), x, 0)
     assert torch.equal(out, want), out
@@ -58,14 +60,6 @@ def test_and_or_not_on_constants_short_circuit(flag, other, want):
     out = torch.full((16,), float("nan"), device=ENV.device)
     _constants_kernel[(1,)](out, FLAG=flag, OTHER=other, BLOCK_SIZE=16)
     assert bool((out == want).all()), out
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 SCALE = 0.5  # a plain float: the compiler refuses it inside a kernel
@@ -91,3 +85,13 @@ def test_a_global_that_is_not_a_constexpr_is_refused_as_compiled():
         _global_float_kernel[(1,)](out, BLOCK_SIZE=16)
     _global_constexpr_kernel[(1,)](out, BLOCK_SIZE=16)
     assert bool((out == 0.5).all()), out
+
+
+def test_a_kernel_called_like_a_function_is_refused_and_leaves_the_language_as_it_was():
+    """Compiled, calling a kernel without a grid is refused at once. Triton's interpreter ran it as a helper's call:
+    it swapped triton.language for its interpreted functions for good (a later test of that swap then failed,
+    depending on the order the tests ran in) and failed on whatever came first."""
+    before = tl.arange
+    with pytest.raises(RuntimeError, match=r"Cannot call @triton\.jit'd outside of the scope of a kernel"):
+        _global_constexpr_kernel(torch.empty(16, device=ENV.device), BLOCK_SIZE=16)
+    assert tl.arange is before

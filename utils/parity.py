@@ -1,0 +1,313 @@
+"""The course's interpreter refuses what a GPU's compiler refuses, in the compiler's words.
+
+Triton's interpreter runs a kernel as Python, and so runs some kernels the compiler refuses, or runs them with another
+meaning: a learner's kernel passed every check on a laptop and failed on a GPU. ``install()`` (called by
+``utils.setup()`` when it turns the interpreter on) changes the interpreter where it differs:
+
+- an ``if`` or ``while`` on a block of many lanes: the compiler's error (the interpreter took any block for True);
+  ``x[0]``, ``max(x)`` and ``x_ptr[offsets]``: the compiler's words, not "'int' object is not iterable";
+- ``and``, ``or`` and ``not`` on blocks: lane by lane, as compiled (they took a whole block's truth: ``(offs < n)
+  and (offs >= 2)`` kept the second condition alone);
+- a loop that changes the type of a variable live before it (``acc = 0.0``, then ``acc += x``, a block), and a
+  ``range()`` bound that is a float: the compiler's errors;
+- ``break``, ``continue`` and a global that is not a constexpr, at a kernel's first launch or call: the compiler's
+  errors, with the kernel's line;
+- ``tl.dot`` on tiles under NVIDIA's smallest step (K >= 16, 32 for 8-bit inputs): the compiler's message;
+- a kernel called like a function, without a grid: the compiler's error (the interpreter swapped triton.language for
+  good, and failed on whatever came first).
+
+Each change reaches into the interpreter's internals (its AST rewrite, the tensor methods it patches at each launch,
+its builder); a Triton without one of them keeps its own behaviour there. Triton's own Python, which tests its
+tensors as objects, is left as it is. ``tests/test_interpreter.py`` and ``tests/test_crashes.py`` hold the behaviour;
+``utils.crashes`` explains each error to the learner.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import sys
+import textwrap
+import types
+
+__all__ = ["install"]
+
+
+def install() -> None:
+    """Makes Triton's interpreter as strict as the compiler (see the module's docstring). Safe to call again."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    if getattr(interpreter, "_hard_way_parity", False) or not hasattr(interpreter, "tl"):
+        return
+    interpreter._hard_way_parity = True
+    _calls_inside_launches(interpreter)
+    _blocks(interpreter)
+    _rewrites(interpreter)
+    _first_call(interpreter)
+    _dot_sizes(interpreter)
+
+
+def _call(name: str, *args, keywords=()) -> ast.Call:
+    """The AST of ``name(*args)``: a function the rewritten kernels find among the interpreter's globals."""
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=list(keywords))
+
+
+def _calls_inside_launches(interpreter) -> None:
+    """A @triton.jit function called like a Python function, outside any launch: the compiler's error at once.
+    Triton's interpreter ran it as a helper's call: it swapped triton.language for its interpreted functions for good
+    (a helper's call inside a launch leaves the launch to put them back) and then failed on whatever came first."""
+    executor, cls = getattr(interpreter, "GridExecutor", None), getattr(interpreter, "InterpretedFunction", None)
+    if executor is None or cls is None:
+        return
+    launch, call = executor.__call__, cls.__call__
+    depth = [0]
+
+    def launched(self, *args, **kwargs):
+        depth[0] += 1
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+
+    def called(self, *args, **kwargs):
+        if not depth[0]:
+            raise RuntimeError("Cannot call @triton.jit'd outside of the scope of a kernel")
+        return call(self, *args, **kwargs)
+
+    executor.__call__, cls.__call__ = launched, called
+
+
+def _blocks(interpreter) -> None:
+    """A block's truth, its indexing by position and its iteration, as the compiler takes them."""
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None:
+        return
+    triton_dir = os.path.dirname(os.path.dirname(interpreter.__file__))
+
+    def truth(self):
+        data = self.handle.data
+        if data.size == 1:
+            return bool(data)
+        if sys._getframe(1).f_code.co_filename.startswith(triton_dir):
+            return True  # Triton's own code: an object's truth, as in the compiler's Python
+        raise ValueError(
+            f"Boolean value of Tensor with more than one value is ambiguous: a Python if or while on a block of "
+            f"{data.size} lanes (the compiler refuses it; the interpreter used to take it for True)"
+        )
+
+    def not_iterable(self):
+        raise TypeError(
+            "'tensor' object is not iterable: Python's max(), min(), sum(), list() or a for loop over a block (the "
+            "compiler refuses them too)"
+        )
+
+    def patch_lang_tensor(tensor, scope):  # the interpreter patches tl.tensor at each launch: after it, these
+        original(tensor, scope)
+        getitem = tensor.__getitem__  # the interpreter's: a Python int index fails in it on "not iterable"
+
+        def by_position(self, slices, *args, **kwargs):
+            if isinstance(slices, int):  # the compiler sees constexpr(0), and refuses it by name
+                slices = interpreter.tl.constexpr(slices)
+            if isinstance(slices, tensor):  # x_ptr[offsets]: the interpreter iterated the block of offsets
+                raise ValueError(f"unsupported tensor index: a block of {slices.type} used as an index")
+            return getitem(self, slices, *args, **kwargs)
+
+        scope.set_attr(tensor, "__bool__", truth)
+        scope.set_attr(tensor, "__getitem__", by_position)
+        scope.set_attr(tensor, "__iter__", not_iterable)
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+
+def _rewrites(interpreter) -> None:
+    """``and``, ``or``, ``not`` lane by lane, and loops that keep their variables' types and take integer bounds,
+    through the interpreter's rewrite of each kernel's source (its ASTTransformer)."""
+    transformer = getattr(interpreter, "ASTTransformer", None)
+    assign = getattr(transformer, "visit_Assign", None)
+    if assign is None:
+        return
+    block = interpreter.tl.core.tensor
+
+    def bool_op(is_and, thunks):
+        blocks, value = [], None
+        for thunk in thunks:  # in order, each evaluated only if the ones before did not decide
+            value = thunk()
+            if isinstance(value, block):
+                blocks.append(value)
+            elif bool(value) is not is_and:  # a false constant ends an `and`, a true one an `or`
+                return value
+        if not blocks:
+            return value
+        result = blocks[-1]
+        for lhs in reversed(blocks[:-1]):  # a op (b op c), as the compiler folds them
+            result = lhs.logical_and(result) if is_and else lhs.logical_or(result)
+        return result
+
+    def not_(value):
+        return value.__not__() if isinstance(value, block) else not value
+
+    def live(names, scope):
+        return {name: scope[name] for name in names if isinstance(scope.get(name), block)}
+
+    def carried(before, scope):
+        for name, value in before.items():
+            now = scope.get(name)
+            if isinstance(now, block) and now.type != value.type:
+                raise AssertionError(
+                    f"Loop-carried variable {name} has initial type {value.type} but is re-assigned to {now.type} in "
+                    f"loop! Please make sure that the type stays consistent."
+                )
+
+    def bounds(loop, *args, **kwargs):  # range's or tl.range's bounds, as the compiler takes them: integers only
+        dtypes = [a.dtype if isinstance(a, block) else interpreter.tl.float32 if isinstance(a, float) else None
+                  for a in args]  # fmt: skip
+        if any(d is not None and not d.is_int() for d in dtypes):
+            lb, ub, step = (dtypes + [None, None])[:3] if len(args) > 1 else (None, dtypes[0], None)
+            shown = ", ".join(str(d or interpreter.tl.int32) for d in (lb, ub, step))
+            raise TypeError(f"For loop bounds and step must all be ints, are ({shown})")
+        return loop(*args, **kwargs)
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+        thunks = ast.List(elts=[ast.Lambda(args=no_args, body=value) for value in node.values], ctx=ast.Load())
+        return ast.copy_location(_call("_hard_way_bool_op", ast.Constant(isinstance(node.op, ast.And)), thunks), node)
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        return ast.copy_location(_call("_hard_way_not", node.operand), node) if isinstance(node.op, ast.Not) else node
+
+    def visit_Assign(self, node):  # Triton's wraps the value without visiting it: visited first here
+        node.value = self.visit(node.value)
+        return assign(self, node)
+
+    count = [0]
+
+    def visit_loop(self, node):
+        self.generic_visit(node)
+        targets = set()
+        if isinstance(node, ast.For):
+            func = getattr(node.iter, "func", None)
+            if (getattr(func, "attr", None) or getattr(func, "id", None)) != "range":
+                return node  # tl.static_range, a tuple: unrolled when compiled, each pass typed on its own
+            node.iter = ast.copy_location(
+                _call("_hard_way_bounds", func, *node.iter.args, keywords=node.iter.keywords), node.iter
+            )
+            targets = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        stored = {
+            n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        stored = sorted(stored - targets)
+        if not stored:
+            return node
+        count[0] += 1
+        keep = f"_hard_way_live_{count[0]}"  # the types before the loop, checked at the end of every pass
+        names = ast.Tuple(elts=[ast.Constant(n) for n in stored], ctx=ast.Load())
+        snapshot = ast.Assign(targets=[ast.Name(id=keep, ctx=ast.Store())],
+                              value=_call("_hard_way_live", names, _call("locals")))  # fmt: skip
+        node.body.append(ast.Expr(_call("_hard_way_carried", ast.Name(id=keep, ctx=ast.Load()), _call("locals"))))
+        return [ast.copy_location(snapshot, node), node]
+
+    # the interpreter puts its own globals in each kernel's: the rewritten kernels find these there
+    interpreter._hard_way_bool_op, interpreter._hard_way_not = bool_op, not_
+    interpreter._hard_way_live, interpreter._hard_way_carried, interpreter._hard_way_bounds = live, carried, bounds
+    transformer.visit_BoolOp, transformer.visit_UnaryOp, transformer.visit_Assign = (
+        visit_BoolOp,
+        visit_UnaryOp,
+        visit_Assign,
+    )
+    transformer.visit_For = transformer.visit_While = visit_loop
+
+
+def _refused_global(fn, tree):
+    """The first name ``fn``'s body reads from its module that the compiler refuses (a plain number, list or
+    function: only constexprs, modules, @triton.jit functions, Triton's own objects and dtypes are allowed), or None.
+    The compiler's rule (code_generator's global_lookup)."""
+    import triton.language as tl
+    from triton import knobs
+    from triton.runtime.jit import JITCallable, KernelInterface
+
+    if getattr(knobs.compilation, "allow_non_constexpr_globals", False):
+        return None
+    definition = next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
+    if definition is None:
+        return None
+    arguments = definition.args
+    local = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    local |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    body = [node for statement in definition.body for node in ast.walk(statement)]
+    local |= {n.id for n in body if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    for node in body:
+        if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load) or node.id in local:
+            continue
+        if node.id not in fn.__globals__:
+            continue  # a builtin (range, min) or nothing: Python's own error
+        value = fn.__globals__[node.id]
+        module = getattr(value, "__module__", "") or ""
+        allowed = (
+            isinstance(value, (types.ModuleType, JITCallable, KernelInterface, tl.constexpr, tl.dtype))
+            or getattr(value, "__triton_builtin__", False)
+            or getattr(value, "__triton_aggregate__", False)
+            or module.startswith(("triton.language", "triton.experimental.gluon.language"))
+            or (isinstance(value, type) and issubclass(value, tuple) and hasattr(value, "_fields"))
+        )
+        if not allowed:
+            return node
+    return None
+
+
+def _first_call(interpreter) -> None:
+    """``break``, ``continue`` and a global that is not a constexpr, refused at a kernel's or helper's first launch or
+    call with the compiler's error, its line shown (and at every launch until they are gone)."""
+    from triton.compiler.errors import CompilationError, UnsupportedLanguageConstruct
+
+    cls = getattr(interpreter, "InterpretedFunction", None)
+    original = getattr(cls, "rewrite", None)
+    if original is None:
+        return
+    checked = set()
+
+    def refusal(fn):
+        try:
+            source = textwrap.dedent(inspect.getsource(fn))
+            tree = ast.parse(source)
+        except (OSError, TypeError, SyntaxError):  # no source to read: Triton's own handling decides
+            return None
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Break, ast.Continue)):
+                return UnsupportedLanguageConstruct(source, node, f"unsupported AST node type: {type(node).__name__}")
+        node = _refused_global(fn, tree)
+        if node is not None:
+            return CompilationError(
+                source,
+                node,
+                f"NameError('Cannot access global variable {node.id} from within @jit'ed function. Triton kernels "
+                f"can only access global variables that are instantiated as constexpr (`x = "
+                f"triton.language.constexpr(42)`).')",
+            )
+        return None
+
+    def rewrite(self):
+        if self.fn not in checked:
+            error = refusal(self.fn)
+            if error is not None:
+                raise error
+            checked.add(self.fn)
+        return original(self)
+
+    cls.rewrite = rewrite
+
+
+def _dot_sizes(interpreter) -> None:
+    """``tl.dot``'s smallest tiles as NVIDIA's backend asks for them (the interpreter's smallest is 1 x 1 x 1)."""
+    fns = getattr(getattr(interpreter, "interpreter_builder", None), "codegen_fns", None)
+    if not isinstance(fns, dict) or "min_dot_size" not in fns:
+        return
+
+    def min_dot_size(lhs_type, rhs_type):
+        return (1, 1, 32) if lhs_type.scalar.primitive_bitwidth == 8 else (1, 1, 16)
+
+    fns["min_dot_size"] = min_dot_size
