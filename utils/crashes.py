@@ -28,33 +28,31 @@ __all__ = ["RULES", "explain", "watch_cells"]
 _PYTHON_LIBRARY = os.path.dirname(os.__file__)  # Python's own modules (inspect binds a launch's arguments)
 
 
-def _frames(errors: list[BaseException]):
-    """(file name, qualified name) of every frame of the chain's tracebacks."""
-    for error in errors:
-        tb = error.__traceback__
-        while tb is not None:
-            code = tb.tb_frame.f_code
-            yield code.co_filename, getattr(code, "co_qualname", code.co_name)
-            tb = tb.tb_next
+def _frames(error: BaseException) -> list[tuple[str, str]]:
+    """(file name, qualified name) of every frame of the error's traceback, outermost first."""
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        frames.append((code.co_filename, getattr(code, "co_qualname", code.co_name)))
+        tb = tb.tb_next
+    return frames
 
 
 def _in_launch(errors: list[BaseException]) -> bool:
     """True when a traceback of the chain passes through Triton's runtime (a launch, the interpreter, an autotuner)."""
-    return any(re.search(r"[\\/]triton[\\/]runtime[\\/]", file) for file, _ in _frames(errors))
+    return any(re.search(r"[\\/]triton[\\/]runtime[\\/]", file) for e in errors for file, _ in _frames(e))
 
 
-def _in_a_kernel(errors: list[BaseException]) -> bool:
-    """True when the error came from a kernel's body: compiled, a CompilationError; interpreted, a traceback that
-    goes from the interpreter's launch (or call) into code of the learner's. A launch's rules need its absence:
-    ``tl.where(x > 0, x)`` misses an argument too, inside a launch, and the launch is not its mistake."""
-    if any(cls.__name__ == "CompilationError" for error in errors for cls in type(error).__mro__):
+def _in_a_kernel(errors: list[BaseException], text: str) -> bool:
+    """True when the error came from a kernel's body: compiled, a CompilationError (its name is in the text, as in
+    utils.offline's errors); interpreted, a traceback that goes from the interpreter's launch (or call) into code of
+    the learner's. A launch's rules need its absence: ``tl.where(x > 0, x)`` misses an argument too, inside a
+    launch, and the launch is not its mistake."""
+    if re.search(r"\b(?:CompilationError|UnsupportedLanguageConstruct)\b", text):
         return True
     calls = {"GridExecutor.__call__", "InterpretedFunction.__call__"}
     for error in errors:
-        frames, tb = [], error.__traceback__
-        while tb is not None:
-            frames.append((tb.tb_frame.f_code.co_filename, getattr(tb.tb_frame.f_code, "co_qualname", "")))
-            tb = tb.tb_next
+        frames = _frames(error)
         for (_, name), (file, after) in zip(frames, frames[1:]):
             ours = not re.search(r"[\\/]triton[\\/]", file) and not file.startswith(_PYTHON_LIBRARY)
             if name in calls and after not in calls and ours:  # not Triton's, nor inspect's (a launch's arguments)
@@ -62,16 +60,9 @@ def _in_a_kernel(errors: list[BaseException]) -> bool:
     return False
 
 
-def _launched(errors: list[BaseException]) -> bool:
+def _launched(errors: list[BaseException], text: str) -> bool:
     """A launch's own mistake: Triton's runtime in the traceback, and not an error of the kernel's body."""
-    return _in_launch(errors) and not _in_a_kernel(errors)
-
-
-def _called_without_a_grid(errors: list[BaseException]) -> bool:
-    """Under the interpreter, a kernel called like a function fails on whatever it does first (tl.program_id has
-    no grid to read): the sign is the call's own frame with no launch's around it."""
-    names = {name for _, name in _frames(errors)}
-    return "InterpretedFunction.__call__" in names and "GridExecutor.__call__" not in names
+    return _in_launch(errors) and not _in_a_kernel(errors, text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,18 +75,11 @@ class Rule:
     name: str
     pattern: str
     hint: str
-    needs: Callable[[list[BaseException]], bool] | None = None
+    needs: Callable[[list[BaseException], str], bool] | None = None
     inside: str | None = None
 
 
-CALLED = (
-    "A kernel was called like a Python function. Launch it with a grid: `kernel[grid](x, out, n, "
-    "BLOCK_SIZE=1024)`. (Inside a kernel, a call to another @triton.jit function is fine.)"
-)
-
 RULES = [
-    # first: under the interpreter, whatever such a call fails on (another rule may know it) is not the mistake
-    Rule("kernel called without a grid (interpreted)", "", CALLED, needs=_called_without_a_grid),
     Rule(
         "grid not a tuple",
         r"object of type '(?:int|float)' has no len\(\)",
@@ -117,8 +101,9 @@ RULES = [
     ),
     Rule(
         "kernel called without a grid",
-        r"Cannot call @triton\.jit'd outside of the scope of a kernel",
-        CALLED,
+        r"Cannot call @triton\.jit'd outside of the scope of a kernel",  # compiled, and under utils.parity
+        "A kernel was called like a Python function. Launch it with a grid: `kernel[grid](x, out, n, "
+        "BLOCK_SIZE=1024)`. (Inside a kernel, a call to another @triton.jit function is fine.)",
     ),
     Rule(
         "block not a power of two",
@@ -464,27 +449,18 @@ def _chain(error: BaseException) -> list[BaseException]:
     return seen
 
 
-def explain(error: BaseException | str | None, *, launch: bool = False) -> str | None:
+def explain(error: BaseException | str | None) -> str | None:
     """The learner's probable mistake behind ``error``, and its fix; None when no rule knows the error. ``error``
-    may be the text Triton printed (``utils.offline``'s errors): the rules about a launch then apply only with
-    ``launch=True``."""
+    may be the text Triton printed (``utils.offline``'s errors, with no traceback: a launch's rules never apply)."""
     if error is None:
         return None
-    if isinstance(error, str):
-        text, errors = error, None
-    else:
-        errors = _chain(error)
-        text = "\n".join(f"{type(e).__name__}: {e}" for e in errors)
+    errors = [] if isinstance(error, str) else _chain(error)
+    text = error if isinstance(error, str) else "\n".join(f"{type(e).__name__}: {e}" for e in errors)
     for rule in RULES:
         found = re.search(rule.pattern, text)
         if not found:
             continue
-        if rule.needs is not None and errors is None:  # a text: a launch's rules when told, a kernel's when compiled
-            if not (launch and rule.needs is _launched) and not (
-                rule.needs is _in_a_kernel and re.search(r"CompilationError|UnsupportedLanguageConstruct", text)
-            ):
-                continue
-        elif rule.needs is not None and not rule.needs(errors):
+        if rule.needs is not None and not rule.needs(errors, text):
             continue
         if rule.inside is not None and not _inside(rule.inside, text, errors):
             continue
@@ -492,12 +468,12 @@ def explain(error: BaseException | str | None, *, launch: bool = False) -> str |
     return None
 
 
-def _inside(where: str, text: str, errors: list[BaseException] | None) -> bool:
+def _inside(where: str, text: str, errors: list[BaseException]) -> bool:
     """True when ``where`` is in the text or names a frame of Triton's own in the chain's tracebacks."""
     if re.search(where, text, flags=re.M):
         return True
-    return errors is not None and any(
-        re.search(where, name) for file, name in _frames(errors) if re.search(r"[\\/]triton[\\/]", file)
+    return any(
+        re.search(where, name) for e in errors for file, name in _frames(e) if re.search(r"[\\/]triton[\\/]", file)
     )
 
 
