@@ -225,9 +225,26 @@ def zeros_int_shape_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
 @triton.jit
 def list_append_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     offsets = tl.arange(0, BLOCK_SIZE)
-    parts = []  # compiled, a tuple: the interpreter's Python list takes the append
+    parts = []  # compiled, a tuple: no append (the interpreter's Python list took it)
     parts.append(tl.load(x_ptr + offsets))
     tl.store(out_ptr + offsets, parts[0])
+
+
+@triton.jit
+def list_comprehension_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    parts = [tl.load(x_ptr + offsets + i) for i in range(2)]  # compiled, only tuple comprehensions
+    tl.store(out_ptr + offsets, parts[0] + parts[1])
+
+
+@triton.jit
+def loop_local_after_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    for i in range(2):
+        scale = tl.load(x_ptr + offsets + i)  # first assigned in the loop: compiled, gone after it
+        acc += scale
+    tl.store(out_ptr + offsets, acc * scale)
 
 
 @triton.jit

@@ -95,3 +95,64 @@ def test_a_kernel_called_like_a_function_is_refused_and_leaves_the_language_as_i
     with pytest.raises(RuntimeError, match=r"Cannot call @triton\.jit'd outside of the scope of a kernel"):
         _global_constexpr_kernel(torch.empty(16, device=ENV.device), BLOCK_SIZE=16)
     assert tl.arange is before
+
+
+@triton.jit
+def _carried_kernel(x_ptr, out_ptr, STEPS: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    last = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)  # assigned before the loops: carried out of them
+    total = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    for i in range(STEPS):
+        for j in range(2):
+            step = tl.load(x_ptr + offs) * (i + j)  # first assigned here: lives only inside the loop
+            total += step
+        last = step
+    for k in tl.static_range(2):
+        unrolled = total * k  # unrolled when compiled: defined after it
+    tl.store(out_ptr + offs, total + last + unrolled)
+
+
+@triton.jit
+def _after_for_kernel(x_ptr, out_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    total = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    for i in range(2):
+        scale = tl.load(x_ptr + offs + i)
+        total += scale
+    tl.store(out_ptr + offs, total * scale)
+
+
+@triton.jit
+def _after_while_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    i = 0
+    while i < n:
+        seen = tl.load(x_ptr + offs)
+        i += 1
+    tl.store(out_ptr + offs, seen)
+
+
+@triton.jit
+def _counter_after_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    for i in range(n):  # noqa: B007 (the mistake: the counter used after its loop)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * i)
+
+
+def test_a_name_first_assigned_in_a_loop_does_not_exist_after_it():
+    """Compiled, a loop's body is a region of its own: names first assigned in it (the counter too) are gone after
+    it; a name assigned before the loop is carried out, and a static_range is unrolled. The interpreter kept every
+    name, so a kernel that used one after its loop passed on a laptop and failed on a GPU."""
+    x = torch.arange(16, device=ENV.device, dtype=torch.float32)
+    out = torch.full((16,), float("nan"), device=ENV.device)
+    _carried_kernel[(1,)](x, out, STEPS=3, BLOCK_SIZE=16)
+    total = x * sum(i + j for i in range(3) for j in range(2))
+    torch.testing.assert_close(out, total + x * 3 + total, rtol=0, atol=0)
+    for kernel, name, args in [
+        (_after_for_kernel, "scale", ()),
+        (_after_while_kernel, "seen", (2,)),
+        (_counter_after_kernel, "i", (2,)),
+    ]:
+        with pytest.raises(Exception, match=rf"\b{name} is not defined"):
+            kernel[(1,)](x, out, *args, BLOCK_SIZE=16)

@@ -919,7 +919,14 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
     ),  # fmt: skip
     "w4a16 last group's scale applied after the loop": (
         "w4a16_kernel",
-        [("acc += part * scale[None, :]", "acc += part"), ("    # -- write back", _AFTER.format("scale"))],
+        [
+            ("acc += part * scale[None, :]", "acc += part"),
+            (
+                "    for g in range(first, last):",
+                "    scale = tl.zeros((BLOCK_N,), dtype=tl.float32)\n    for g in range(first, last):",
+            ),
+            ("    # -- write back", _AFTER.format("scale")),
+        ],  # scale assigned before the loop: compiled, a name first assigned in it does not exist after it
         _check_w4a16,
         "after the K loop (the last group's)",
     ),  # fmt: skip

@@ -234,6 +234,15 @@ RULES = [
         "tl.sum, tl.maximum, tl.where, ...) and other @triton.jit functions. PyTorch belongs in the launcher.",
     ),
     Rule(
+        "a name used after the loop that assigned it",
+        r"\b(\w+)'? is not defined",
+        "`{0}` does not exist where the kernel uses it. A name first assigned inside a loop does not exist after the "
+        "loop once compiled (the loop's body is a scope of its own): assign it before the loop (`{0} = tl.zeros(...)` "
+        "or its first value), and the loop carries it out. Otherwise the name is misspelt, or belongs to another "
+        "function: a kernel sees its arguments, its own names, and globals that are constexprs.",
+        needs=_in_a_kernel,  # a launcher's misspelt name is Python's own plain error
+    ),
+    Rule(
         "block too large",
         r"numel \((\d+)\) exceeds triton maximum tensor numel \((\d+)\)",
         "A block of {0} elements: a block holds at most {1}. A block size computed from the input grows with it: "
@@ -341,7 +350,8 @@ RULES = [
     ),
     Rule(
         "a Python list in a kernel",
-        r"only tuple comprehensions are supported|'tuple' object has no attribute '?(?:append|extend|insert|pop)",
+        r"only tuple comprehensions are supported|'tuple' object has no attribute '?(?:append|extend|insert|pop)"
+        r"|'(?:append|extend|insert|pop)' is not in list",
         "A kernel has no Python lists: compiled, `[...]` is a tuple of fixed length, with no `.append` and no list "
         "comprehension. Keep a fixed number of blocks in names of their own, or make them one larger block (a tile "
         "with one more dimension). (The interpreter runs lists as Python; compiled, they fail.)",

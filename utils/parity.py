@@ -10,8 +10,9 @@ meaning: a learner's kernel passed every check on a laptop and failed on a GPU. 
   and (offs >= 2)`` kept the second condition alone);
 - a loop that changes the type of a variable live before it (``acc = 0.0``, then ``acc += x``, a block), and a
   ``range()`` bound that is a float: the compiler's errors;
-- ``break``, ``continue`` and a global that is not a constexpr, at a kernel's first launch or call: the compiler's
-  errors, with the kernel's line;
+- ``break``, ``continue``, a global that is not a constexpr, a list comprehension and a list's ``.append`` (or
+  ``extend``, ``insert``, ``pop``), at a kernel's first launch or call: the compiler's errors, with the kernel's line;
+- a name first assigned inside a loop, used after it: the compiler's NameError where it is used;
 - ``tl.dot`` on tiles under NVIDIA's smallest step (K >= 16, 32 for 8-bit inputs): the compiler's message;
 - a kernel called like a function, without a grid: the compiler's error (the interpreter swapped triton.language for
   good, and failed on whatever came first).
@@ -198,20 +199,44 @@ def _rewrites(interpreter) -> None:
             )
             targets = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
         stored = {
-            n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            n.id
+            for s in node.body
+            for n in ast.walk(s)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not n.id.startswith("_hard_way_")
         }
-        stored = sorted(stored - targets)
-        if not stored:
+        if not stored | targets:
             return node
         count[0] += 1
         keep = f"_hard_way_live_{count[0]}"  # the types before the loop, checked at the end of every pass
-        names = ast.Tuple(elts=[ast.Constant(n) for n in stored], ctx=ast.Load())
+        names = ast.Tuple(elts=[ast.Constant(n) for n in sorted(stored - targets)], ctx=ast.Load())
         snapshot = ast.Assign(targets=[ast.Name(id=keep, ctx=ast.Store())],
                               value=_call("_hard_way_live", names, _call("locals")))  # fmt: skip
         node.body.append(ast.Expr(_call("_hard_way_carried", ast.Name(id=keep, ctx=ast.Load()), _call("locals"))))
-        return [ast.copy_location(snapshot, node), node]
+        # compiled, the loop's body is a region of its own: a name first assigned in it (its counter too) does not
+        # exist after the loop; here it becomes a stand-in that fails where it is used, as the compiler does
+        seen = f"_hard_way_defined_{count[0]}"
+        every = ast.Tuple(elts=[ast.Constant(n) for n in sorted(stored | targets)], ctx=ast.Load())
+        defined = ast.Assign(targets=[ast.Name(id=seen, ctx=ast.Store())],
+                             value=_call("_hard_way_defined", every, _call("locals")))  # fmt: skip
+        gone = [  # if "name" not in seen: name = _hard_way_gone("name")
+            ast.If(
+                test=ast.Compare(ast.Constant(n), [ast.NotIn()], [ast.Name(id=seen, ctx=ast.Load())]),
+                body=[ast.Assign([ast.Name(id=n, ctx=ast.Store())], _call("_hard_way_gone", ast.Constant(n)))],
+                orelse=[],
+            )
+            for n in sorted(stored | targets)
+        ]
+        return (
+            [ast.copy_location(s, node) for s in (snapshot, defined)]
+            + [node]
+            + [ast.fix_missing_locations(ast.copy_location(s, node)) for s in gone]
+        )
+
+    def defined(names, scope):
+        return frozenset(name for name in names if name in scope)
 
     # the interpreter puts its own globals in each kernel's: the rewritten kernels find these there
+    interpreter._hard_way_defined, interpreter._hard_way_gone = defined, _Gone
     interpreter._hard_way_bool_op, interpreter._hard_way_not = bool_op, not_
     interpreter._hard_way_live, interpreter._hard_way_carried, interpreter._hard_way_bounds = live, carried, bounds
     transformer.visit_BoolOp, transformer.visit_UnaryOp, transformer.visit_Assign = (
@@ -220,6 +245,32 @@ def _rewrites(interpreter) -> None:
         visit_Assign,
     )
     transformer.visit_For = transformer.visit_While = visit_loop
+
+
+class _Gone:
+    """What a name first assigned inside a loop is after the loop: compiled, it is not defined there, and any use of
+    it fails with the compiler's NameError (a stand-in, since Python cannot undefine a local at run time)."""
+
+    def __init__(self, name):
+        object.__setattr__(self, "_name", name)
+
+    def _fail(self, *args, **kwargs):
+        name = object.__getattribute__(self, "_name")
+        raise NameError(
+            f"{name} is not defined: it is first assigned inside a loop, and compiled, a name assigned only in a "
+            f"loop's body does not exist after the loop (assign it before the loop to carry it out)"
+        )
+
+    def __repr__(self):  # for debuggers and tracebacks that show locals
+        return f"<{object.__getattribute__(self, '_name')}: not defined after its loop, compiled>"
+
+    # __str__ and __format__ too: Triton's "cannot convert {x} to tensor" formats it, where a store takes it
+    __str__ = __format__ = __getattr__ = __setattr__ = __getitem__ = __setitem__ = __call__ = __iter__ = __len__ = _fail
+    __bool__ = __index__ = __int__ = __float__ = __neg__ = __pos__ = __invert__ = __abs__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _fail
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rlshift__ = _fail
+    __rshift__ = __rrshift__ = __lt__ = __le__ = __gt__ = __ge__ = _fail
 
 
 def _refused_global(fn, tree):
@@ -260,8 +311,9 @@ def _refused_global(fn, tree):
 
 
 def _first_call(interpreter) -> None:
-    """``break``, ``continue`` and a global that is not a constexpr, refused at a kernel's or helper's first launch or
-    call with the compiler's error, its line shown (and at every launch until they are gone)."""
+    """``break``, ``continue``, a global that is not a constexpr, a list comprehension and a list's methods, refused at
+    a kernel's or helper's first launch or call with the compiler's error, its line shown (and at every launch until
+    they are gone)."""
     from triton.compiler.errors import CompilationError, UnsupportedLanguageConstruct
 
     cls = getattr(interpreter, "InterpretedFunction", None)
@@ -279,6 +331,13 @@ def _first_call(interpreter) -> None:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Break, ast.Continue)):
                 return UnsupportedLanguageConstruct(source, node, f"unsupported AST node type: {type(node).__name__}")
+            if isinstance(node, ast.ListComp):  # compiled, [...] is a tuple of fixed length
+                return UnsupportedLanguageConstruct(source, node, "only tuple comprehensions are supported")
+            method = getattr(node, "func", None) if isinstance(node, ast.Call) else None
+            if isinstance(method, ast.Attribute) and method.attr in ("append", "extend", "insert", "pop"):
+                return CompilationError(
+                    source, node, f"AttributeError(\"'tuple' object has no attribute '{method.attr}'\")"
+                )
         node = _refused_global(fn, tree)
         if node is not None:
             return CompilationError(
