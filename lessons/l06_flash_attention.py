@@ -230,10 +230,13 @@ def large_scores_tolerance(dtype, s_max: float) -> dict:
                 f"rounded score's error (about {s_max:.0f} x 2**-24) grows through exp; {tol.reason}")  # fmt: skip
 
 
-def _nan_wherever_ref_is_not(wrong, ref) -> bool:
+def nan_wherever_ref_is_not(wrong, ref) -> bool:
+    """Whether wrong (a result, or a suspect's reference) is NaN wherever ref has a number: such a suspect fits
+    every mistake that makes each output NaN, and so names none of them. Compared on the CPU: a suspect built from
+    partial results there may be set against a reference on the GPU."""
     wrong = wrong.ref if isinstance(wrong, utils.Scaled) else wrong
-    has_number = ~torch.isnan(ref)
-    return bool(has_number.any()) and bool(torch.isnan(wrong)[has_number].all())
+    has_number = ~torch.isnan(torch.as_tensor(ref).cpu())
+    return bool(has_number.any()) and bool(torch.isnan(torch.as_tensor(wrong).cpu())[has_number].all())
 
 
 def _check_attention_out(out, ref, suspects, name, quiet, stray=None, tolerance=None):
@@ -241,7 +244,7 @@ def _check_attention_out(out, ref, suspects, name, quiet, stray=None, tolerance=
     __tracebackhide__ = True
     # a suspect that is NaN wherever the reference has a number (the strict causal mask at T = 1) fits every mistake
     # that makes each output NaN (alpha = exp2(m_new - m_i), p with the old max, ...): it names none of them
-    suspects = {hint: wrong for hint, wrong in suspects.items() if not _nan_wherever_ref_is_not(wrong, ref)}
+    suspects = {hint: wrong for hint, wrong in suspects.items() if not nan_wherever_ref_is_not(wrong, ref)}
     if isinstance(out, torch.Tensor) and out.shape == ref.shape and out.numel():
         tol = default_tolerance(out.dtype)
         o = out.detach().double().cpu()

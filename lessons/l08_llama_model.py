@@ -18,7 +18,7 @@ import utils.hints
 import utils.roofline
 import utils.timing
 from lessons.l05_matmul import tma_scratch, uses_tma  # Hopper: descriptors built on the GPU need scratch
-from lessons.l06_flash_attention import descriptors_fit, large_scores_tolerance
+from lessons.l06_flash_attention import descriptors_fit, large_scores_tolerance, nan_wherever_ref_is_not
 
 
 from lessons.l07_llm_layer import (
@@ -1082,8 +1082,11 @@ def _kv_heads_read(out, q64, k64, v64, lengths, tol) -> str | None:
 
 def _sequence_rows_read(out, q64, k64, v64, lengths, tol) -> str | None:
     """The hint for sequences whose query heads start at row b * KV of the flattened (B, H) heads, not b * KV * GROUP:
-    told by the rows that match the attention of the program that would read and write them so (q's row, that
-    program's sequence and kv head); None where some written row does not. Rows no program writes are left out."""
+    told by the rows that one program alone writes so, each of which must match that program's attention (q's row,
+    that program's sequence and kv head), one of them a row of a program of a sequence b > 0; None otherwise. Rows no
+    program writes are left out (the combine reads the partials' torch.empty there: numbers, or NaN on a GPU), and
+    so are rows that several programs write: under the interpreter the last program's partials stay, but on a GPU
+    each split's acc, m and l are whichever program stored last, and the row mixes them."""
     B, H, D = q64.shape
     KV = k64.shape[2]
     GROUP = H // KV
@@ -1091,7 +1094,8 @@ def _sequence_rows_read(out, q64, k64, v64, lengths, tol) -> str | None:
         return None
     got = out.detach().to("cpu", torch.float64).reshape(B * H, D)
     explained = torch.zeros(B * H, dtype=torch.bool)
-    written = torch.zeros(B * H, dtype=torch.bool)
+    writers = torch.zeros(B * H, dtype=torch.int64)  # programs that write each row so
+    later = torch.zeros(B * H, dtype=torch.bool)  # rows written by a program of a sequence b > 0
     for b in range(B):
         for kv_h in range(KV):
             rows = b * KV + kv_h * GROUP + torch.arange(GROUP)  # the mistake's rows of q and of the partials
@@ -1100,26 +1104,33 @@ def _sequence_rows_read(out, q64, k64, v64, lengths, tol) -> str | None:
             attn = decode_attention_ref(q_rows, k64[b : b + 1, :, kv], v64[b : b + 1, :, kv], lengths[b : b + 1])
             close = torch.isclose(got[rows], attn[0].cpu(), atol=tol["atol"], rtol=tol["rtol"]).all(-1)
             explained[rows] |= close
-            written[rows] = True
-    if not bool(explained[written].all()):
+            writers[rows] += 1
+            later[rows] |= b > 0
+    alone = writers == 1
+    if not bool(explained[alone].all()) or not bool((alone & later).any()):
         return None
     return (
         f"Sequence b > 0 read and wrote other sequences' rows of q and of the partials: the query heads of sequence "
         f"b start at row b * KV * GROUP = b * H of the flattened (B, H) heads ({H} rows a sequence), not b * KV "
-        f"({KV} rows a sequence). "
-        f"Write heads = b * KV * GROUP + kv_h * GROUP + rows ({int((~written).sum())} rows here were written by no "
-        f"program, and some by two)."
+        f"({KV} rows a sequence). Write heads = b * KV * GROUP + kv_h * GROUP + rows ({int((writers == 0).sum())} "
+        f"rows here were written by no program, and {int((writers > 1).sum())} by several, the last to store "
+        f"winning)."
     )
 
 
-def check_decode_attention(fn, *, quiet=False):
+def check_decode_attention(fn, *, quiet=False, cases=None):
     """fn(q, k_cache, v_cache, lengths, out=...) against decode_attention_ref in fp64, caches full of other
     values past each sequence's length (an earlier, longer conversation), several splits per sequence; in the last
-    case scores in the hundreds (base 2), where a softmax that does not subtract its max overflows fp32."""
+    case scores in the hundreds (base 2), where a softmax that does not subtract its max overflows fp32. cases:
+    (B, H, KV, D, max_len, lengths[, the scale of q]) each, in place of these.
+
+    A case whose output is NaN wherever the reference has a number fits many mistakes alike (a split with no key
+    divided by its l_i = 0 makes every row NaN, as the GPU's many splits leave in the first case): its failure waits
+    for a later case that tells more, and is the one raised if none does."""
     __tracebackhide__ = True
     env = utils.mode.current()
     dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
-    cases = env.pick(
+    cases = cases or env.pick(
         cpu=[(1, 8, 2, 16, 40, [37]), (3, 4, 1, 32, 70, [1, 50, 70]), (2, 3, 3, 16, 20, [5, 20]),
              (2, 4, 2, 16, 40, [40, 13], 60.0)],
         gpu=[
@@ -1129,6 +1140,7 @@ def check_decode_attention(fn, *, quiet=False):
             (2, 8, 2, 64, 300, [300, 77], 60.0),
         ],
     )  # fmt: skip  # (B, H, KV, D, max_len, lengths[, the scale of q])
+    all_nan = None  # (name, failure) of the first case whose every output is NaN
     for B, H, KV, D, max_len, lens, *q_scale in cases:
         q = torch.randn(B, H, D, device=env.device, dtype=dtype) * (q_scale[0] if q_scale else 1.0)
         k_cache, v_cache = (torch.randn(B, max_len, KV, D, device=env.device, dtype=dtype) for _ in range(2))
@@ -1157,6 +1169,10 @@ def check_decode_attention(fn, *, quiet=False):
             "kernel stores acc unnormalised (the combine's sum_i w_i l_i normalises once).": (
                 (w[..., None] * acc / l_[..., None]).nan_to_num(0.0).sum(2) / (w * l_).sum(2)[..., None]
             ),
+            "Each split divided its acc by its l_i before storing it (0 / 0 = NaN in a split with no key, past the "
+            "sequence's length, and NaN times the weight 0 is NaN: every row with such a split is NaN), and the "
+            "combine divided again: the first kernel stores acc unnormalised (the combine's sum_i w_i l_i "
+            "normalises once).": (w[..., None] * acc / l_[..., None]).sum(2) / (w * l_).sum(2)[..., None],
             "Every sequence used sequence 0's length: load lengths_ptr + b, not lengths_ptr.": decode_attention_ref(
                 q64, k64, v64, lengths[:1].expand(B)
             ),
@@ -1205,10 +1221,33 @@ def check_decode_attention(fn, *, quiet=False):
         # a wrong head mapping leaves heads unwritten or written twice: no whole suspect fits, a diagnosis does
         def diagnose(got, args=(q64, k64, v64, lengths)):
             tol = tolerance or vars(utils.checking.default_tolerance(out.dtype))  # out's, not got's fp64
-            return _kv_heads_read(got, *args, tol) or _sequence_rows_read(got, *args, tol)
+            # the stricter first: on a GPU a row that b * KV lets two programs write may keep the one that read
+            # its own sequence's cache with another kv head, which _kv_heads_read would name
+            return _sequence_rows_read(got, *args, tol) or _kv_heads_read(got, *args, tol)
 
-        utils.check(out, ref, **tolerance, name=name, quiet=quiet, suspects=suspects, stray=stray, diagnose=diagnose)
+        # a suspect NaN wherever the reference has numbers (a split with no key in every row) fits every NaN result
+        suspects = {hint: wrong for hint, wrong in suspects.items() if not nan_wherever_ref_is_not(wrong, ref)}
+        try:
+            utils.check(out, ref, **tolerance, name=name, quiet=quiet, suspects=suspects, stray=stray,
+                        diagnose=diagnose)  # fmt: skip
+        except AssertionError as failure:
+            if not _computed_nan_wherever_ref_is_not(out, ref):
+                if all_nan is None:
+                    raise
+                told = f"{all_nan[0]}: every output NaN, which many mistakes give; a later case tells which:\n"
+                raise AssertionError(told + str(failure)) from None
+            all_nan = all_nan or (name, failure)
+    if all_nan is not None:
+        raise all_nan[1]
     _check_far_scores(fn, dtype, quiet)
+
+
+def _computed_nan_wherever_ref_is_not(out, ref) -> bool:
+    """Whether the kernel computed NaN (not the NaN of utils.nan_empty, never written) wherever ref has a number."""
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.numel() == 0:
+        return False
+    computed = torch.isnan(out.detach().cpu()) & ~utils.checking.never_written(out)
+    return nan_wherever_ref_is_not(torch.where(computed, float("nan"), 0.0), ref.cpu())
 
 
 def _check_far_scores(fn, dtype, quiet):

@@ -702,6 +702,82 @@ def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     assert "Wrong values in many places" not in str(failure.value)
 
 
+def test_partials_normalised_with_a_split_past_the_length_get_their_hint(monkeypatch, tmp_path):
+    """The first kernel dividing acc by l_i, where a split has no key: 0 / 0 there makes every row NaN (on an H100
+    the first case has 16 splits of 64 keys for a length of 777 of 1000), which the all-NaN hint took before. The
+    first case here leaves split 1 empty (CPU and GPU), the second leaves it empty for sequences 0 and 1 only: the
+    suspect reproduces the NaN, and the all-NaN case waits for the one that tells the mistake."""
+    plant(monkeypatch, tmp_path, L, "decode_attention_kernel",
+          ("d[None, :], acc, mask", "d[None, :], acc / l_i[:, None], mask"))  # fmt: skip
+    cases = [(1, 8, 2, 16, 80, [37]), (3, 4, 1, 32, 70, [1, 50, 70])]  # (B, H, KV, D, max_len, lengths)
+    split_len = L.decode_split(1, 2, 80, head_dim=16)[1]
+    assert -(-37 // split_len) * split_len < 80, "the first case must leave a split with no key"
+    with pytest.raises(AssertionError, match=r"(?s)every output NaN.*a later case tells which.*divided its acc by"):
+        L.check_decode_attention(L.decode_attention, cases=cases, quiet=True)
+    with pytest.raises(AssertionError) as failure:  # the all-NaN case alone: nothing tells the mistake apart
+        L.check_decode_attention(L.decode_attention, cases=cases[:1], quiet=True)
+    assert "Whole rows are NaN" in str(failure.value) and "divided its acc" not in str(failure.value)
+
+
+def test_an_output_nan_in_every_case_gets_the_first_cases_report():
+    """A case that is NaN everywhere waits for a later one only to be told apart; NaN in every case is reported as the
+    first case found it, not swallowed."""
+
+    def all_nan(q, k_cache, v_cache, lengths, *, out=None):
+        return out.fill_(float("nan"))
+
+    with pytest.raises(AssertionError) as failure:
+        L.check_decode_attention(all_nan, quiet=True)
+    message = str(failure.value)
+    assert message.startswith("decode attention (B=1,") and "NaN that the kernel computed" in message, message
+    assert "a later case" not in message, message
+
+
+def _heads_at_b_times_kv_on_a_gpu(seed):
+    """decode_attention with heads = b * KV + kv_h * GROUP + rows, as a GPU runs it: the programs store their partials
+    in any order (under the interpreter the last program's stay), over partials that start as torch.empty's garbage,
+    NaN among it, where no program writes. A torch stand-in for the planted kernel; the combine is the lesson's."""
+
+    def fn(q, k_cache, v_cache, lengths, *, out=None):
+        B, H, D = q.shape
+        max_len, KV = k_cache.shape[1:3]
+        GROUP = H // KV
+        n_splits, split_len, _ = L.decode_split(B, KV, max_len, head_dim=D)
+        g = torch.Generator().manual_seed(seed)
+        acc = torch.randn(B * H, n_splits, D, generator=g, dtype=torch.float64)
+        m, l_ = (torch.randn(B * H, n_splits, generator=g, dtype=torch.float64) for _ in range(2))
+        acc.view(-1)[::97] = float("nan")
+        programs = list(itertools.product(range(B), range(KV), range(n_splits)))
+        flat_q = q.reshape(B * H, D)
+        for i in torch.randperm(len(programs), generator=g).tolist():
+            b, kv_h, split = programs[i]
+            rows = b * KV + kv_h * GROUP + torch.arange(GROUP)  # the mistake: b * KV, not b * KV * GROUP
+            kv = slice(kv_h, kv_h + 1)
+            a, m_b, l_b = L._split_partials_ref(flat_q[rows.to(q.device)][None], k_cache[b : b + 1, :, kv],
+                                                v_cache[b : b + 1, :, kv], lengths[b : b + 1], split_len)  # fmt: skip
+            acc[rows, split] = a[0, :, split]  # one store each, as the kernel's three tl.store
+            m[rows, split] = m_b[0, :, split] * L.LOG2E  # the kernel's m is in base 2
+            l_[rows, split] = l_b[0, :, split]
+        partials = (acc.view(B, H, n_splits, D), m.view(B, H, n_splits), l_.view(B, H, n_splits))
+        return L.decode_combine(*(t.float().to(q.device) for t in partials), out=out)
+
+    return fn
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_sequence_offset_of_b_times_kv_is_named_whatever_order_the_programs_store_in(seed):
+    """On an H100 the planted "sequence offset b * KV" got the NaN hint: rows that two programs write mixed their
+    splits (neither program's attention), and the rows no program writes were garbage, some of it NaN. Rows written
+    by several programs are left out now; those written by one must match it (and the kv-head diagnosis, which such
+    a row can fool, comes second). The GPU's second case is the one that failed there."""
+    for cases in (None, [(3, 9, 3, 64, 300, [1, 200, 300])]):
+        with pytest.raises(AssertionError) as failure:
+            L.check_decode_attention(_heads_at_b_times_kv_on_a_gpu(seed), cases=cases, quiet=True)
+        message = str(failure.value)
+        assert "Sequence b > 0 read and wrote other sequences' rows" in message, message
+        assert "by several, the last to store winning" in message, message
+
+
 # -- sampling ---------------------------------------------------------------------------------------------------
 
 
