@@ -886,8 +886,11 @@ def _ce_inputs(M, V, dtype, device, ignored=True):
         logits[-1] -= logits[-1].max() + 110
     logits = logits.to(dtype).requires_grad_()
     labels = torch.randint(0, V, (M,), device=device)
-    if V > row_tile(M, V)[1]:  # the first row's label in the first block, its column plus BLOCK_V in the vocabulary:
-        labels[0] %= V - row_tile(M, V)[1]  # a label compared with cols (not start + cols) picks that column too
+    _, BLOCK_V = row_tile(M, V)
+    if V > BLOCK_V:  # the first row's label in the first block, its column plus BLOCK_V in the vocabulary: a label
+        # compared with cols (not start + cols) picks that column too. Without it, at V = 128256 (31 blocks) no row's
+        # label need lie in the first block, and that mistake looks like a gradient with no one-hot at all
+        labels[0] %= min(BLOCK_V, V - BLOCK_V)
     if ignored and M > 1:
         labels[1::3] = -100  # padding tokens: no loss, no gradient, not counted in the mean
     return logits, labels

@@ -421,6 +421,54 @@ def test_the_misplaced_segment_diagnosis_goes_by_what_most_values_say():
     assert hint is not None and "starts again at out[0]" in hint, hint
 
 
+def _racing_compaction(values, keep, segment, gen, start_of, per_place=False):
+    """out[:n_kept] as a GPU leaves a compaction whose program b writes its kept values from start_of(b, right) on
+    (right: the count kept before its segment): first what the memory held before, uniform floats (a fresh buffer
+    holds what the allocator's last user left; in [0.5, 1) a float32 of torch.rand is as fine as one of randn, so
+    thousands equal a kept value by chance), then the programs in a random order, the last writer of a place
+    keeping it; per_place: each place's last writer drawn alone, among the programs that write there."""
+    kept = [values[s : s + segment][keep[s : s + segment]] for s in range(0, len(values), segment)]
+    right = torch.tensor([0] + [len(k) for k in kept]).cumsum(0)
+    out = torch.rand(int(right[-1]), generator=gen)
+    if per_place:
+        starts = torch.tensor([start_of(b, int(right[b])) for b in range(len(kept))])
+        ends = (starts + right.diff()).clamp(max=len(out))
+        for place in range(int(starts.min()), int(ends.max())):
+            writers = torch.nonzero((starts <= place) & (place < ends)).flatten()
+            if len(writers):
+                b = int(writers[torch.randint(len(writers), (), generator=gen)])
+                out[place] = kept[b][place - starts[b]]
+        return out
+    for b in torch.randperm(len(kept), generator=gen).tolist():
+        first = start_of(b, int(right[b]))
+        mine = kept[b][: max(len(out) - first, 0)]  # what lands past n_kept is not in out[:n_kept]
+        out[first : first + len(mine)] = mine
+    return out
+
+
+@pytest.mark.parametrize(
+    "start_of, per_place, words",
+    [
+        (lambda b, right: 0, False, ["starts again at out[0]"]),
+        (lambda b, right: 0, True, ["starts again at out[0]"]),
+        (lambda b, right: right * b, False, ["program 2's segment", "pid times one count"]),  # before * pid
+    ],
+    ids=["whole programs race", "each place's writer at random", "before * pid"],
+)  # fmt: skip
+def test_the_misplaced_segment_diagnosis_at_a_gpus_size_and_races(start_of, per_place, words):
+    """The look-back compaction without its block offset on an H100 (10**7 + 1 elements, blocks of 1024, 30 % kept)
+    was named as "program 8's segment landed from out[2587103] on": a lone value found by chance in memory never
+    written, of which there are thousands at that size. Here a GPU's race simulated at 2**20 + 1 elements: whole
+    programs in a random order, or each place's last writer at random (a place's value then comes from any
+    program); and programs that start at pid times their right start (before * pid), which write past each other."""
+    gen = torch.Generator().manual_seed(0)
+    n, segment = 2**20 + 1, 1024
+    values, keep = torch.randn(n, generator=gen), torch.rand(n, generator=gen) < 0.3
+    out = _racing_compaction(values, keep, segment, gen, start_of, per_place)
+    hint = L.compact_misplaced(values, keep, segment)(out.double())
+    assert hint is not None and all(w in hint for w in words), hint
+
+
 def test_compaction_refuses_a_bad_chunks_before_launching():
     values = torch.randn(100, device=DEV)
     keep = values > 0
@@ -984,6 +1032,14 @@ def test_top_k_missing_ties_gets_its_hint():
         L.check_top_k(index_from_value, quiet=True)
 
 
+_MULTINOMIAL = torch.multinomial
+
+
+def _multinomial_restored():
+    """torch.multinomial and Tensor.multinomial are torch's own again (Tensor inherits it from TensorBase)."""
+    return torch.multinomial is _MULTINOMIAL and "multinomial" not in torch.Tensor.__dict__
+
+
 @pytest.mark.parametrize(
     "wrong, words",
     [
@@ -999,6 +1055,78 @@ def test_top_k_missing_ties_gets_its_hint():
 def test_sampler_mistakes_get_their_hint(wrong, words):
     with pytest.raises(AssertionError, match=words):
         L.check_sample_top_k_top_p(wrong, quiet=True)
+    assert _multinomial_restored()
+
+
+def test_the_sampler_check_guards_multinomial_while_the_sampler_runs_and_restores_it(monkeypatch):
+    """On a GPU, torch.multinomial meets a row of weights that are all 0 (or NaN) with a device-side assert, after
+    which CUDA is unusable until the process restarts (the H100 run with Triton 3.6: every later test of that
+    worker failed). Under the check, the learner's torch.multinomial and Tensor.multinomial refuse such a row with the
+    CPU's RuntimeError before any draw, and are what they were after the check, whether it passed or failed."""
+    draws, seen = [], []
+    monkeypatch.setattr(L, "_TORCH_MULTINOMIAL", lambda *a, **k: draws.append(a) or _MULTINOMIAL(*a, **k))
+
+    def all_zero(logits, k, p, t, g):
+        seen.append((torch.multinomial, torch.Tensor.multinomial))
+        return torch.zeros_like(logits).multinomial(1, generator=g)[:, 0]
+
+    with pytest.raises(AssertionError, match=r"(?s)sum of probabilities <= 0\): row 0 .*must always stay"):
+        L.check_sample_top_k_top_p(all_zero, quiet=True)
+    assert seen == [(L.checked_multinomial, L.checked_multinomial)] and not draws  # refused before the draw
+    assert _multinomial_restored()
+
+    def no_greedy(logits, k, p, t, g):  # the sampler but for temperature 0, which divides by 0: softmax(inf) is NaN
+        values, indices = L.top_k(logits, k)
+        probs = torch.softmax(values / t, dim=-1)
+        probs = torch.where(torch.cumsum(probs, dim=-1) - probs < p, probs, 0.0)
+        return indices.gather(1, probs.multinomial(1, generator=g))[:, 0]  # the method: guarded too
+
+    monkeypatch.setattr(L, "_TORCH_MULTINOMIAL", _MULTINOMIAL)
+    with pytest.raises(AssertionError, match=r"(?s)T=0.0: .*Hint: Temperature 0 is greedy"):
+        L.check_sample_top_k_top_p(no_greedy, quiet=True)
+    assert _multinomial_restored()
+
+    def log_probs(logits, k, p, t, g):  # log-probabilities for weights: below 0
+        values, indices = L.top_k(logits, k)
+        return indices.gather(1, torch.multinomial(torch.log_softmax(values / t, -1), 1, generator=g))[:, 0]
+
+    with pytest.raises(AssertionError, match=r"(?s)NaN, inf or below 0: .*Hint: .* is a log-probability"):
+        L.check_sample_top_k_top_p(log_probs, quiet=True)
+    assert _multinomial_restored()
+
+    def other_error(logits, k, p, t, g):
+        raise KeyError("not the sampler's")
+
+    with pytest.raises(KeyError):
+        L.check_sample_top_k_top_p(other_error, quiet=True)
+    assert _multinomial_restored()
+    L.check_sample_top_k_top_p(L.sample_top_k_top_p, quiet=True)  # a pass restores them too
+    assert _multinomial_restored()
+
+
+@pytest.mark.parametrize(
+    "weights, words",
+    [
+        ([[0.5, 0.5], [0.0, 0.0]], r"sum of probabilities <= 0\): row 1 "),
+        ([[0.5, float("nan")], [1.0, 0.0]], r"`inf`, `nan` or element < 0: row 0 "),
+        ([[1.0, 0.0], [0.5, -0.5]], r"`inf`, `nan` or element < 0: row 1 "),
+        ([[1.0, float("inf")]], r"`inf`, `nan` or element < 0: row 0 "),
+        ([0.0, 0.0, 0.0], r"sum of probabilities <= 0\): row 0 "),
+    ],
+)
+def test_checked_multinomial_refuses_what_a_gpu_would_assert_on_before_the_draw(weights, words, monkeypatch):
+    monkeypatch.setattr(L, "_TORCH_MULTINOMIAL", lambda *a, **k: pytest.fail("drew from weights it should refuse"))
+    with pytest.raises(RuntimeError, match=words):
+        L.checked_multinomial(torch.tensor(weights, device=DEV), 1)
+
+
+def test_checked_multinomial_draws_as_torch_multinomial():
+    probs = torch.rand(5, 40, device=DEV) * (torch.rand(5, 40, device=DEV) < 0.5)
+    probs[:, 0] = 0.1  # every row keeps a token
+    for args, kwargs in (((3,), {"replacement": True}), ((2,), {})):
+        want = torch.multinomial(probs, *args, generator=torch.Generator(DEV).manual_seed(7), **kwargs)
+        got = L.checked_multinomial(probs, *args, generator=torch.Generator(DEV).manual_seed(7), **kwargs)
+        assert torch.equal(got, want)
 
 
 def test_sampling_is_greedy_at_temperature_zero_and_stays_in_the_top_k():
@@ -1320,8 +1448,54 @@ def test_a_query_that_differs_from_pandas_is_caught():
     def lower_threshold(table, threshold, num_keys):  # rows just below the threshold pass too
         return L.query(table, threshold - 0.25, num_keys)
 
-    with pytest.raises(AssertionError, match="differs from pandas"):
+    with pytest.raises(AssertionError, match="differs from pandas") as caught:
         L.check_query(lower_threshold, quiet=True)
+    assert "Hint" not in str(caught.value)  # not the sorted group-by's runs cut at blocks
+
+
+def _runs_cut_at_blocks(df, threshold, B=1024, seed=0):
+    """query_ref's result as groupby_sorted_kernel without the block's last lane gives it: each key's run of sorted
+    rows (in the order the sort left them: shuffled here) adds only its rows in the block of B where the run ends."""
+    passed = df[df["x"] > threshold]
+    rows = passed.iloc[np.random.default_rng(seed).permutation(len(passed))].sort_values("key", kind="stable")
+    place = np.arange(len(rows))
+    run_end = place + rows.groupby("key").cumcount(ascending=False).to_numpy()  # the place of its run's last row
+    return L.query_ref(rows[place // B == run_end // B], threshold)
+
+
+@pytest.mark.parametrize(
+    "table, sizes",
+    [
+        # the H100's case: "all keys equal" at 10**6 + 7 rows, one run over 489 blocks: any block of 256 to 8192
+        # rows leaves its last 244 rows
+        (lambda: L.random_table(10**6 + 7, 1, seed=2), "256, 512, 1024, 2048, 4096 or 8192 rows"),
+        (lambda: L.random_table(10**6 + 7, 7, seed=4, nan_every=3), "of 1024 rows"),
+        (lambda: L.random_table(2000, 3, seed=6).assign(x=np.float32(0.9)), "of 1024 rows"),
+    ],
+    ids=["all keys equal", "few keys, NaN values", "a key's run across two blocks"],
+)
+def test_a_sorted_group_by_that_drops_runs_across_blocks_is_named_whatever_the_case(table, sizes):
+    """On a GPU, check_query's "all keys equal" (10**6 + 7 rows) fails before its case "a key's run across two blocks
+    of 1024 rows", and gave pandas' bare difference (the H100 run with Triton 3.6: sum 185.25, count 212 against
+    -72889, 428615): the hint comes from the counts, in any case. A result that differs otherwise gets none."""
+    df = table()
+    want = L.query_ref(df, 0.5)
+    hint = L.runs_cut_at_blocks(df, 0.5, _runs_cut_at_blocks(df, 0.5), want)
+    assert hint is not None and sizes in hint and "the block's last lane must add its run's partial too" in hint, hint
+    if len(want) == 1:  # what the H100 returned
+        h100 = L.runs_cut_at_blocks(df, 0.5, want.assign(sum=185.25, count=212), want)
+        assert h100 is not None and f"{sizes} into the next, and 212 of its 428615 values" in h100, h100
+    assert L.runs_cut_at_blocks(df, 0.5, want.assign(sum=want["sum"] + 1), want) is None  # counts right
+    assert L.runs_cut_at_blocks(df, 0.5, L.query_ref(df, 0.4), want) is None  # more rows passed
+
+
+def test_the_query_check_names_runs_cut_at_blocks():
+    def cut_at_16(table, threshold, num_keys):  # groupby_sorted_kernel without the block's last lane, BLOCK_SIZE=16
+        got = _runs_cut_at_blocks(pd.DataFrame({c: t.cpu().numpy() for c, t in table.items()}), threshold, B=16)
+        return {"key": torch.tensor(got.index.to_numpy()), **{c: torch.tensor(got[c].to_numpy()) for c in got}}
+
+    with pytest.raises(AssertionError, match="the block's last lane must add its run's partial too"):
+        L.check_query(cut_at_16, quiet=True)
 
 
 def test_a_join_that_differs_from_pandas_is_caught():
@@ -1685,7 +1859,7 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         " | (tl.arange(0, BLOCK_SIZE) == BLOCK_SIZE - 1)",
         "",
         "query sorted",
-        "a key's run across two blocks of 1024 rows",
+        "the block's last lane must add its run's partial too",
     ),  # fmt: skip
     "sampler divides the probabilities by T": (
         "sample_top_k_top_p",

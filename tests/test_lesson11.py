@@ -235,6 +235,34 @@ def test_ce_ignored_labels_with_a_gradient_are_named(monkeypatch):
         lesson.check_cross_entropy(lesson.cross_entropy, quiet=True)
 
 
+@pytest.mark.parametrize("M, V", [(3, 5000), (16, 128_256)])  # the CPU's case, and the GPU's vocabulary
+def test_ce_label_against_cols_is_told_from_a_gradient_without_its_one_hot(M, V):
+    """Pass 2 with the label compared with cols puts a row's -1 at start + label in every block while label <
+    BLOCK_V, and nowhere otherwise. On an H100 (64 x 128256, 31 blocks of 4096) no kept row's label lay in the first
+    block: only the missing one-hots showed, and the hint named a gradient of softmax alone (the H100 run with
+    Triton 3.6). The check's inputs put row 0's label in the first block, so each mistake, simulated here at the
+    GPU's vocabulary, gets its own hint."""
+    torch.manual_seed(0)
+    logits, labels = lesson._ce_inputs(M, V, torch.float64, ENV.device)
+    _, BLOCK_V = lesson.row_tile(M, V)
+    assert 0 <= labels[0] < min(BLOCK_V, V - BLOCK_V)  # kept, and its column plus BLOCK_V in the vocabulary
+    x64, keep = logits.detach(), labels != -100
+    n, go = int(keep.sum()), torch.tensor(0.7, **F64)
+    p = x64.softmax(-1)
+    want = go * (p - torch.nn.functional.one_hot(torch.where(keep, labels, 0), V)) * keep[:, None] / n
+    hot = torch.zeros(M, V, **F64)
+    for start in range(0, V, BLOCK_V):  # the mistake, block by block: cols (0 ... BLOCK_V - 1) == label
+        cols = torch.arange(BLOCK_V, device=ENV.device)
+        inside = start + cols < V
+        hot[:, start + cols[inside]] = (cols[inside][None, :] == labels[:, None]).double()
+    for got, words in (
+        (go * (p - hot) * keep[:, None] / n, "the label is compared with cols"),
+        (go * p * keep[:, None] / n, "the gradient is softmax alone"),
+    ):
+        with pytest.raises(AssertionError, match=re.escape(words)):
+            lesson._grad_check("the gradient", got, want, lesson._ce_suspects(x64, labels, want, go), torch.float64)
+
+
 def test_fused_ce_with_the_gradient_scale_missing_is_named(monkeypatch):
     monkeypatch.setattr(lesson, "cross_entropy_kernel", _ce_no_scale_kernel)
     with pytest.raises(AssertionError, match="grad_x misses the mean's 1/N"):
