@@ -1173,6 +1173,10 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
             "sequence's length, and NaN times the weight 0 is NaN: every row with such a split is NaN), and the "
             "combine divided again: the first kernel stores acc unnormalised (the combine's sum_i w_i l_i "
             "normalises once).": (w[..., None] * acc / l_[..., None]).sum(2) / (w * l_).sum(2)[..., None],
+            "The combine weighed split i by exp2(m_i - m_0), split 0's max: where another split's max lies far above "
+            "it, the weight overflows to inf, and inf / inf is NaN. The combine must take m = the max of the splits' "
+            "m_i (masked splits loaded with other=-inf, not 0) and weigh split i by exp2(m_i - m): never more than "
+            "1, and 1 for the split that holds the max.": _weighed_by_split_0(acc, m, l_),
             "Every sequence used sequence 0's length: load lengths_ptr + b, not lengths_ptr.": decode_attention_ref(
                 q64, k64, v64, lengths[:1].expand(B)
             ),
@@ -1240,6 +1244,14 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
     if all_nan is not None:
         raise all_nan[1]
     _check_far_scores(fn, dtype, quiet)
+
+
+def _weighed_by_split_0(acc, m, l_):
+    """The combine with split i weighed by exp(m_i - m_0) (m in natural units, as _split_partials_ref gives it), in
+    fp32 as the kernel computes it: where a split's max lies ~89 or more above split 0's, the weight is inf and the
+    row NaN (inf / inf); elsewhere the answer, the weights' common factor cancelling."""
+    w = (m - m[:, :, :1]).float().exp()  # an empty split: exp(-inf) = 0
+    return ((w[..., None] * acc.float()).sum(2) / (w * l_.float()).sum(2)[..., None]).double()
 
 
 def _computed_nan_wherever_ref_is_not(out, ref) -> bool:

@@ -772,11 +772,18 @@ def check_paged_attention(fn, *, quiet=False):
         ] = _pages_read_ref(q64, k64, v64, table, lengths, q_start, torch.where(step < BLOCK_N, -1, t // P))
         ahead = (t // P + 1).clamp_max(W)  # entry t // P + 1; keys past W * P are past every length
         first = step < BLOCK_N  # the keys of each split's first step: their page is looked up before the loop
+        n_keys, entries = int(lengths.max()), {}  # where the + 1 went: the lookups that read alike here are one
         for where, entry in (
             ("in every step", ahead),
             ("in the lookup before the loop, each split's first step", torch.where(first, ahead, t // P)),
             ("in the prefetch of the next step's page", torch.where(first, t // P, ahead)),
         ):
+            alike = next((w for w, e in entries.items() if torch.equal(e[:n_keys], entry[:n_keys])), None)
+            if alike is None:
+                entries[where] = entry
+            else:  # a split of one step here (a GPU's BLOCK_N of 32 or more, 17 keys): the more precise first
+                entries[f"{where}; or {alike}, alike here, where each split takes one step"] = entries.pop(alike)
+        for where, entry in entries.items():
             suspects[
                 f"Key t's page was looked up at block table entry t // PAGE_SIZE + 1 ({where}): entries count from "
                 "0, so key t's page is entry t // PAGE_SIZE, tl.load(table + cols // PAGE_SIZE, mask=cols < end, "

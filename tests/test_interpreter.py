@@ -106,7 +106,7 @@ def _carried_kernel(x_ptr, out_ptr, STEPS: tl.constexpr, BLOCK_SIZE: tl.constexp
         for j in range(2):
             step = tl.load(x_ptr + offs) * (i + j)  # first assigned here: lives only inside the loop
             total += step
-        last = step
+            last = step
     for k in tl.static_range(2):
         unrolled = total * k  # unrolled when compiled: defined after it
     tl.store(out_ptr + offs, total + last + unrolled)
@@ -120,6 +120,17 @@ def _after_for_kernel(x_ptr, out_ptr, BLOCK_SIZE: tl.constexpr):
         scale = tl.load(x_ptr + offs + i)
         total += scale
     tl.store(out_ptr + offs, total * scale)
+
+
+@triton.jit
+def _after_inner_loop_kernel(x_ptr, out_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    last = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    for i in range(2):
+        for j in range(2):
+            step = tl.load(x_ptr + offs) * (i + j)
+        last = step  # compiled, step is gone here (the interpreter kept it from the second pass on)
+    tl.store(out_ptr + offs, last)
 
 
 @triton.jit
@@ -151,6 +162,7 @@ def test_a_name_first_assigned_in_a_loop_does_not_exist_after_it():
     torch.testing.assert_close(out, total + x * 3 + total, rtol=0, atol=0)
     for kernel, name, args in [
         (_after_for_kernel, "scale", ()),
+        (_after_inner_loop_kernel, "step", ()),
         (_after_while_kernel, "seen", (2,)),
         (_counter_after_kernel, "i", (2,)),
     ]:

@@ -1770,3 +1770,20 @@ def test_generation_is_the_same_with_the_tma_kernels(tied, monkeypatch, mode):
     monkeypatch.setattr(L, "_tma_launch", lambda mode, *a: launched.append(mode) or launch(mode, *a))
     assert torch.equal(pointers, L.generate(model, ids, 6))
     assert launched and set(launched) == {mode}, "the decode steps did not go through the TMA kernels"
+
+
+def test_a_combine_weighed_by_split_0s_max_is_named_where_its_weights_overflow(monkeypatch, tmp_path):
+    """The combine weighing split i by exp2(m_i - m_0) passes where the splits' maxima lie close; where one lies
+    ~128 (base 2) above split 0's, its weight is inf and the row NaN. On an H100 the check's scores-in-the-hundreds
+    case did so in 3 of 16 rows, and got the NaN hint before _check_far_scores could name it: a suspect computes the
+    same combine in fp32 (NaN rows and all). Here four splits of 80 keys, q scaled so that some rows overflow."""
+    assert L.decode_split(1, 1, 300, head_dim=16)[0] > 1
+    plant(
+        monkeypatch,
+        tmp_path,
+        L,
+        "decode_combine_kernel",
+        (_SCALE, "scale = tl.exp2(m - tl.load(m_ptr + bh * n_splits))"),
+    )
+    with pytest.raises(AssertionError, match=r"(?s)has NaN.*Hint: The combine weighed split i by exp2\(m_i - m_0\)"):
+        L.check_decode_attention(L.decode_attention, cases=[(1, 8, 1, 16, 300, [300], 100.0)], quiet=True)

@@ -183,6 +183,8 @@ def _rewrites(interpreter) -> None:
 
     def visit_Assign(self, node):  # Triton's wraps the value without visiting it: visited first here
         node.value = self.visit(node.value)
+        if getattr(node.value, "func", None) is None or getattr(node.value.func, "id", None) != "_hard_way_gone":
+            node.value = ast.copy_location(_call("_hard_way_use", node.value), node.value)
         return assign(self, node)
 
     count = [0]
@@ -232,11 +234,16 @@ def _rewrites(interpreter) -> None:
             + [ast.fix_missing_locations(ast.copy_location(s, node)) for s in gone]
         )
 
-    def defined(names, scope):
-        return frozenset(name for name in names if name in scope)
+    def defined(names, scope):  # a name gone after an inner loop is not defined before this one either
+        return frozenset(name for name in names if name in scope and not isinstance(scope[name], _Gone))
+
+    def use(value):  # compiled, `a = b` reads b: a name gone after its loop fails there, not where a is used
+        if isinstance(value, _Gone):
+            value._fail()
+        return value
 
     # the interpreter puts its own globals in each kernel's: the rewritten kernels find these there
-    interpreter._hard_way_defined, interpreter._hard_way_gone = defined, _Gone
+    interpreter._hard_way_defined, interpreter._hard_way_gone, interpreter._hard_way_use = defined, _Gone, use
     interpreter._hard_way_bool_op, interpreter._hard_way_not = bool_op, not_
     interpreter._hard_way_live, interpreter._hard_way_carried, interpreter._hard_way_bounds = live, carried, bounds
     transformer.visit_BoolOp, transformer.visit_UnaryOp, transformer.visit_Assign = (
