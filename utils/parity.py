@@ -206,7 +206,7 @@ def _rewrites(interpreter) -> None:
             for n in ast.walk(s)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not n.id.startswith("_hard_way_")
         }
-        if not stored | targets:
+        if not stored - targets:
             return node
         count[0] += 1
         keep = f"_hard_way_live_{count[0]}"  # the types before the loop, checked at the end of every pass
@@ -214,10 +214,11 @@ def _rewrites(interpreter) -> None:
         snapshot = ast.Assign(targets=[ast.Name(id=keep, ctx=ast.Store())],
                               value=_call("_hard_way_live", names, _call("locals")))  # fmt: skip
         node.body.append(ast.Expr(_call("_hard_way_carried", ast.Name(id=keep, ctx=ast.Load()), _call("locals"))))
-        # compiled, the loop's body is a region of its own: a name first assigned in it (its counter too) does not
-        # exist after the loop; here it becomes a stand-in that fails where it is used, as the compiler does
+        # compiled, the loop's body is a region of its own: a name first assigned in it does not exist after the loop
+        # (its counter does: Triton 3.6 and 3.7.1 compile a use of it); here it becomes a stand-in that fails where it
+        # is used, as the compiler does
         seen = f"_hard_way_defined_{count[0]}"
-        every = ast.Tuple(elts=[ast.Constant(n) for n in sorted(stored | targets)], ctx=ast.Load())
+        every = ast.Tuple(elts=[ast.Constant(n) for n in sorted(stored - targets)], ctx=ast.Load())
         defined = ast.Assign(targets=[ast.Name(id=seen, ctx=ast.Store())],
                              value=_call("_hard_way_defined", every, _call("locals")))  # fmt: skip
         gone = [  # if "name" not in seen: name = _hard_way_gone("name")
@@ -226,7 +227,7 @@ def _rewrites(interpreter) -> None:
                 body=[ast.Assign([ast.Name(id=n, ctx=ast.Store())], _call("_hard_way_gone", ast.Constant(n)))],
                 orelse=[],
             )
-            for n in sorted(stored | targets)
+            for n in sorted(stored - targets)
         ]
         return (
             [ast.copy_location(s, node) for s in (snapshot, defined)]
