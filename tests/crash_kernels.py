@@ -248,6 +248,12 @@ def loop_local_after_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
+def return_value_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    return tl.load(x_ptr + offsets) * 2  # a Python habit: compiled, a kernel returns nothing
+
+
+@triton.jit
 def global_not_constexpr_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     offsets = tl.arange(0, BLOCK_SIZE)
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * SCALE)

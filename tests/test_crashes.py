@@ -53,6 +53,12 @@ BODY = {
     "tl.dot into a 1-D accumulator": ("dot_acc_shape_kernel", dict(BLOCK_SIZE=16), "the product's shape", "both"),
     "tl.zeros(BLOCK_SIZE)": ("zeros_int_shape_kernel", {}, "`tl.zeros((BLOCK_SIZE,)", "both"),
     "a list appended to": ("list_append_kernel", {}, "A kernel has no Python lists", "both"),
+    "a kernel that returns a value": (
+        "return_value_kernel",
+        {},
+        "A kernel launched with a grid returns nothing",
+        "both",
+    ),
     "a list comprehension": ("list_comprehension_kernel", {}, "A kernel has no Python lists", "both"),
     "a name used after the loop that assigned it": ("loop_local_after_kernel", {}, "assign it before the loop", "both"),
     "a global float": ("global_not_constexpr_kernel", {}, "`SCALE = tl.constexpr(...)`", "both"),

@@ -159,3 +159,34 @@ def test_a_name_first_assigned_in_a_loop_does_not_exist_after_it():
     ]:
         with pytest.raises(Exception, match=rf"\b{name} is not defined"):
             kernel[(1,)](x, out, *args, BLOCK_SIZE=16)
+
+
+@triton.jit
+def _doubled(x):
+    return x * 2  # a helper may return a value
+
+
+@triton.jit
+def _early_return_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    if tl.program_id(0) * BLOCK_SIZE >= n:
+        return  # a bare return ends a program early
+    tl.store(out_ptr + offs, _doubled(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+
+@triton.jit
+def _returns_a_value_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    return tl.load(x_ptr + offs, mask=offs < n) * 2
+
+
+def test_a_kernel_that_returns_a_value_is_refused_as_compiled():
+    """Compiled, a launched kernel that returns a value fails (PassManager::run failed); the interpreter dropped the
+    value, so `return out` in a kernel passed on a laptop. A bare return and a helper's value are fine both ways."""
+    x = torch.arange(16, device=ENV.device, dtype=torch.float32)
+    out = torch.full((32,), float("nan"), device=ENV.device)
+    _early_return_kernel[(2,)](x, out, 16, BLOCK_SIZE=16)
+    torch.testing.assert_close(out[:16], 2 * x, rtol=0, atol=0)
+    assert bool(out[16:].isnan().all()), out  # the second program returned before storing
+    with pytest.raises(Exception, match=r"PassManager::run failed|returns no value"):
+        _returns_a_value_kernel[(1,)](x, out, 16, BLOCK_SIZE=16)

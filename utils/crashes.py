@@ -272,6 +272,14 @@ RULES = [
         "(lesson 09).",
     ),
     Rule(
+        "a kernel that returns a value",
+        r"'tt\.return' op has \d+ operands?, but enclosing function|PassManager::run failed",
+        "The compiler failed on the kernel (under a GPU's traceback, the lines printed just above it say where). A "
+        "common cause: the kernel returns a value (`return out`, `return x * 2`). A kernel launched with a grid "
+        "returns nothing: store its result through a pointer, `tl.store(out_ptr + offsets, result, mask=mask)`, and "
+        "end it with a bare `return` or none. (A @triton.jit helper called from a kernel may return values.)",
+    ),
+    Rule(
         "tiles too large for shared memory",
         r"out of resource: shared memory, Required: (\d+), Hardware limit: (\d+)",
         "The tiles need {0} bytes of shared memory and the GPU has {1}: each pipeline stage keeps an A tile and a B "

@@ -15,7 +15,8 @@ meaning: a learner's kernel passed every check on a laptop and failed on a GPU. 
 - a name first assigned inside a loop, used after it: the compiler's NameError where it is used;
 - ``tl.dot`` on tiles under NVIDIA's smallest step (K >= 16, 32 for 8-bit inputs): the compiler's message;
 - a kernel called like a function, without a grid: the compiler's error (the interpreter swapped triton.language for
-  good, and failed on whatever came first).
+  good, and failed on whatever came first); a launched kernel that returns a value: the compiler's failure (the
+  interpreter dropped the value).
 
 Each change reaches into the interpreter's internals (its AST rewrite, the tensor methods it patches at each launch,
 its builder); a Triton without one of them keeps its own behaviour there. Triton's own Python, which tests its
@@ -67,6 +68,9 @@ def _calls_inside_launches(interpreter) -> None:
     depth = [0]
 
     def launched(self, *args, **kwargs):
+        error = _returns_a_value(getattr(self.fn, "fn", self.fn))
+        if error is not None:
+            raise error
         depth[0] += 1
         try:
             return launch(self, *args, **kwargs)
@@ -79,6 +83,45 @@ def _calls_inside_launches(interpreter) -> None:
         return call(self, *args, **kwargs)
 
     executor.__call__, cls.__call__ = launched, called
+
+
+_RETURNS: dict = {}  # kernel -> the error its `return <value>` gets (None: it has none), read once
+
+
+def _returns_a_value(fn):
+    """A launched kernel's ``return <value>``: the compiler's failure, in its words and with the line (compiled, the
+    kernel returns nothing: "PassManager::run failed"; the interpreter dropped the value). None where there is none;
+    helpers called from a kernel may return values, and a bare ``return`` ends a program early."""
+    if fn in _RETURNS:
+        return _RETURNS[fn]
+    from triton.compiler.errors import CompilationError
+
+    error = None
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        definition = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
+    except (OSError, TypeError, SyntaxError, StopIteration):
+        definition = None
+    nodes, found = list(definition.body) if definition else [], None
+    while nodes and found is None:  # the kernel's own statements, not those of a function defined inside it
+        node = nodes.pop()
+        if (
+            isinstance(node, ast.Return)
+            and node.value is not None
+            and not (isinstance(node.value, ast.Constant) and node.value.value is None)
+        ):
+            found = node
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            nodes.extend(ast.iter_child_nodes(node))
+    if found is not None:
+        error = CompilationError(
+            source,
+            found,
+            f"'tt.return' op has 1 operands, but enclosing function ({definition.name}) returns 0: a kernel launched "
+            f"with a grid returns no value (compiled: PassManager::run failed)",
+        )
+    _RETURNS[fn] = error
+    return error
 
 
 def _blocks(interpreter) -> None:
