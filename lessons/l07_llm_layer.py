@@ -340,6 +340,56 @@ def rope_suspects(x, cos, sin):
     }
 
 
+def rope_rows_read(x, cos, sin, dtype):
+    """diagnose= for check_rope: names tables read at the wrong rows (each position turned by the angles of another
+    row of cos or sin), found by solving for the cos and sin that turned each pair (least squares over the heads)
+    and matching them with the tables' rows. x (B, T, heads, D), cos and sin (B or 1, T, D) contiguous, in fp64."""
+    B, T, _, D = x.shape
+    half, per_sequence = D // 2, cos.shape[0] > 1
+    x, cos, sin = (t.cpu() for t in (x, cos, sin))  # diagnose gets out in fp64 on the CPU
+    x1, x2 = x[..., :half], x[..., half:]
+    power = (x1 * x1 + x2 * x2).sum(2)  # (B, T, D/2): what each pair holds, summed over the heads
+    table_rows = {"cos": cos.reshape(-1, D)[:, :half], "sin": sin.reshape(-1, D)[:, :half]}  # all the rows held
+    own = (torch.arange(B)[:, None] * T * per_sequence + torch.arange(T)[None, :]).reshape(-1)  # (B T,) right rows
+    tol = utils.checking.default_tolerance(dtype)
+
+    def name(row):
+        return f"sequence {row // T}'s position {row % T}" if per_sequence else f"position {row}"
+
+    def diagnose(out):
+        o1, o2 = out[..., :half], out[..., half:]
+        got = {"cos": (x1 * o1 + x2 * o2).sum(2) / power, "sin": (x1 * o2 - x2 * o1).sum(2) / power}  # (B, T, D/2)
+        read = {w: torch.cdist(got[w].reshape(B * T, half), table_rows[w]).argmin(1) for w in got}  # nearest rows
+        c, s = (table_rows[w][read[w]].reshape(B, T, 1, half) for w in ("cos", "sin"))
+        turned = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+        if not bool(torch.isclose(out, turned, rtol=tol.rtol, atol=tol.atol).all()):
+            return None  # not a rotation by rows of the tables: some other mistake
+        wrong = [w for w in read if not bool((read[w] == own).all())]
+        if not wrong:
+            return None
+        tables = " and ".join(wrong) + (" tables are" if len(wrong) == 2 else " table is")
+        r = read[wrong[0]]
+        if len(wrong) == 2 and not bool((read["cos"] == read["sin"]).all()):
+            tables = "cos and sin tables are each"
+        bad = torch.nonzero(r != own)[:, 0].tolist()
+        examples = ", ".join(f"{name(int(own[i]))} read {name(int(r[i]))}'s" for i in bad[:3])
+        t, token = own % T, torch.arange(B * T)
+        halved = (own - t + t // 2, token // 2)  # t * D/2 after the sequence's offset, or (b T + t) * D/2
+        if all(any(bool((read[w] == rows).all()) for rows in halved) for w in wrong):
+            return (
+                f"the {tables} read at rows D/2 apart, one row for two positions ({examples} angles), as if a "
+                "table held one angle a pair, (T, D/2). The tables are "
+                "(B or 1, T, D) with both halves equal: row t starts at b * stride_cb + t * stride_ct (stride_ct = "
+                "D), and its column i turns the pair (i, i + D/2)"
+            )
+        return (
+            f"the {tables} read at the wrong rows: {examples} angles. Each position turns by the angles of its own "
+            "row, at b * stride_cb + t * stride_ct (t = token % T, b = token // T)"
+        )
+
+    return diagnose
+
+
 def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
     """fn(q, k, cos, sin, q_out=..., k_out=...) against rope_ref, q and k views into one qkv buffer."""
     __tracebackhide__ = True
@@ -366,7 +416,8 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
         q_ref, k_ref = rope_ref(q64, k64, c64, s64)
         for what, out, ref, x64 in (("q", q_out, q_ref, q64), ("k", k_out, k_ref, k64)):
             name = f"rotated {what} (B={B}, T={T}, heads={x64.shape[2]}, D={D})" + wrong_heads_positions(out, ref)
-            utils.check(out, ref, name=name, quiet=quiet, suspects=rope_suspects(x64, c64, s64), stray=stray)
+            suspects, diagnose = rope_suspects(x64, c64, s64), rope_rows_read(x64, c64, s64, dtype)
+            utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, diagnose=diagnose, stray=stray)
 
 
 def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):

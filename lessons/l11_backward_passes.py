@@ -953,6 +953,8 @@ def _ce_loss_suspects(x64, labels, dtype):
         m_new = torch.maximum(m, x[:, start : start + BLOCK_V].max(1).values)
         d, m = d + torch.exp(x[:, start : start + BLOCK_V] - m_new[:, None]).sum(1), m_new
     lse = torch.logsumexp(x, -1)
+    # picked overwritten by each block (picked = ...): the label's logit kept only where it lies in the last block
+    picked_last = torch.where(labels >= (V - 1) // BLOCK_V * BLOCK_V, picked, 0.0)
     padded = torch.logsumexp(F.pad(x, (0, -V % BLOCK_V)), -1)  # lanes past V loaded as 0.0 and counted
 
     def mean(row_loss):
@@ -985,6 +987,9 @@ def _ce_loss_suspects(x64, labels, dtype):
         "-inf, tl.where(c < V, x, float('-inf')), before the max and the sum": mean(padded - picked),
         "the logsumexp misses the max: lse = m + log(d), since d sums exp(x - m)": mean(lse - m - picked),
         LABEL_VS_COLS: mean(lse - picked_cols),
+        "the label's logit is overwritten by each block of the vocabulary (picked = ...): it survives only where "
+        "the label lies in the last block, elsewhere picked ends at 0. Accumulate across the blocks, picked += ...":
+            mean(lse - picked_last),
         "ignored rows add their loss: store 0 where the label is ignore_index (tl.where(keep, lse - picked, 0))":
             (lse - torch.where(keep, picked, 0)).sum() / n,
     }  # fmt: skip
@@ -1159,6 +1164,10 @@ def _rmsnorm_dw_suspects(x64, dy64, rstd64, M, C):
             sum(last),
         "dw is not reduced across rows: it must be the sum over all M rows of dy * x * rstd, one number a column":
             per_row[0],
+        "dw is the mean over the M rows: it is their sum (w scales every row, so each row adds its dy * xhat)":
+            per_row.sum(0) / M,
+        **({"dw averages the programs' partial sums (a mean over the P programs): add them, dw_partial.sum(0)":
+            per_row.sum(0) / P} if P > 1 else {}),
     }  # fmt: skip
 
 
@@ -1178,7 +1187,11 @@ def check_rmsnorm_with_grad(fn, *, quiet=False):
                 y = fn(x, w, 1e-6)
             x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
             ref = rmsnorm_ref(x64, w64, 1e-6)
-            _grad_check(f"y of {what}", y, ref, {}, dtype, stray=stray)
+            x_d, w_d = x64.detach(), w64.detach()
+            _grad_check(f"y of {what}", y, ref, {
+                "the mean of x * x divides by M, the number of rows: it runs along each row, so divide by C, the "
+                "row's length": x_d * torch.rsqrt(x_d.pow(2).sum(-1, keepdim=True) / M + 1e-6) * w_d,
+            }, dtype, stray=stray)  # fmt: skip
             # the upstream gradient drawn in the input's dtype, so that the kernel and the reference see the same
             # numbers: an fp64 dy rounded to bf16 for the kernel only would move dw (a sum of M products) by about
             # 2**-9 sqrt(M) in absolute terms, beyond any tolerance meant for the kernel's own rounding
@@ -1204,6 +1217,9 @@ def check_rmsnorm_with_grad(fn, *, quiet=False):
                     dy * w64.detach() * rstd64[:, None],
                 "the mean over the row divides by BLOCK_C, the padded block: divide by C, the row's real length":
                     rstd64[:, None] * (dyw - xhat * (dyw * xhat).sum(-1, keepdim=True) / BLOCK_C),
+                "the mean over the row divides by M, the number of rows: it runs along the row (axis=1), so divide "
+                "by C, the row's length":
+                    rstd64[:, None] * (dyw - xhat * (dyw * xhat).sum(-1, keepdim=True) / M),
                 "dx misses the weight: y = xhat * w, so dx = rstd (dy w - xhat mean(dy w xhat)), with dy w for dy":
                     rstd64[:, None] * (dy - xhat * (dy * xhat).mean(-1, keepdim=True)),
                 "dx's row term uses x where xhat belongs, in the sum (mean(dy w x)): dx = rstd (dy w - xhat mean(dy "

@@ -602,3 +602,39 @@ def test_fourth_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, L, name, *edits)
     with pytest.raises(AssertionError, match=re.escape(words)):
         SECOND_CHECKS[check]()
+
+
+# -- a fifth battery (session 30): the RoPE tables read at the wrong rows got a general hint before ----------------
+
+_COS = "c = tl.load(cos_ptr + b * stride_cb + t * stride_ct + half)"
+_SIN = "s = tl.load(sin_ptr + b * stride_cb + t * stride_ct + half)"
+
+
+def _table_rows(offset, tables=(_COS, _SIN)):
+    """rope_kernel's table loads with the row offset b * stride_cb + t * stride_ct replaced by offset."""
+    return [(load, load.replace("b * stride_cb + t * stride_ct", offset)) for load in tables]
+
+
+FIFTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words of the hint it must get)
+    # rows D/2 apart: the table taken for (T, D/2), one angle a pair, as Meta's freqs_cis is
+    "table rows D/2 apart": ("rope_kernel", _table_rows("b * stride_cb + t * (HEAD_DIM // 2)"), "rope",
+                             "the cos and sin tables are read at rows D/2 apart"),
+    "cos rows D/2 apart": ("rope_kernel", _table_rows("b * stride_cb + t * (HEAD_DIM // 2)", [_COS]), "rope",
+                           "the cos table is read at rows D/2 apart"),
+    "sin rows D/2 apart": ("rope_kernel", _table_rows("b * stride_cb + t * (HEAD_DIM // 2)", [_SIN]), "rope",
+                           "the sin table is read at rows D/2 apart"),
+    "table rows D/2 apart, the batch's too": ("rope_kernel", _table_rows("(b * T + t) * (HEAD_DIM // 2)"), "rope",
+                                              "the cos and sin tables are read at rows D/2 apart"),
+    "table strides swapped": ("rope_kernel", _table_rows("b * stride_ct + t * stride_cb"), "rope",
+                              "the cos and sin tables are read at the wrong rows: position 1 read position 0's"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", list(FIFTH_BATTERY))
+def test_fifth_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    from utils.mutants import plant
+
+    name, edits, check, words = FIFTH_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        SECOND_CHECKS[check]()

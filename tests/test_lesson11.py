@@ -741,6 +741,42 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "swiglu_with_grad",
         "the sigmoid has the wrong sign",
     ),  # fmt: skip
+    # (session 30) mistakes that got the generic hint ("Wrong values in many places", "off by one constant factor")
+    "rmsnorm dx row mean over M": (
+        "rmsnorm_backward_kernel",
+        "axis=1) / C)",
+        "axis=1) / M)",
+        "rmsnorm_with_grad",
+        "the mean over the row divides by M, the number of rows",
+    ),  # fmt: skip
+    "rmsnorm forward mean over M": (
+        "rmsnorm_forward_kernel",
+        "axis=1) / C + eps)",
+        "axis=1) / M + eps)",
+        "rmsnorm_with_grad",
+        "the mean of x * x divides by M, the number of rows",
+    ),  # fmt: skip
+    "rmsnorm dw a mean over M": (
+        "rmsnorm_backward_kernel",
+        "dw += tl.sum(dy * xhat, axis=0)",
+        "dw += tl.sum(dy * xhat, axis=0) / M",
+        "rmsnorm_with_grad",
+        "dw is the mean over the M rows: it is their sum",
+    ),  # fmt: skip
+    "rmsnorm dw the mean of the partial sums": (
+        "RMSNormFunction.backward",
+        "partial.sum(0)",
+        "partial.mean(0)",
+        "rmsnorm_with_grad",
+        "dw averages the programs' partial sums",
+    ),  # fmt: skip
+    "ce picked overwritten by each block": (  # the check's 3 x 5000 logits: two blocks, row 0's label in the first
+        "cross_entropy_kernel",
+        "picked += tl.sum",
+        "picked = tl.sum",
+        "cross_entropy",
+        "the label's logit is overwritten by each block",
+    ),  # fmt: skip
 }
 
 
