@@ -1601,6 +1601,22 @@ def wrong_everywhere_ref(xd, BLOCK_SIZE, block_scan=lambda blocks: blocks.cumsum
     return local + torch.repeat_interleave(offset(before, sums, pid), BLOCK_SIZE)[:n]
 
 
+def lookback_before_ref(sums, publish):
+    """What lookback_prefix returns to each block (the total of the blocks before it) when every block b > 0 ends by
+    publishing the status word publish(prefix, total) -> (flag, value) (the kernel's: (2, prefix + total)). Blocks
+    run in order, as under the interpreter: a block looking back finds every block before it finished."""
+    words, before = [], []
+    for b, total in enumerate(sums.tolist()):
+        prefix = 0
+        for flag, value in reversed(words):  # newest first: add block totals until an inclusive prefix
+            prefix += value
+            if flag == 2:
+                break
+        before.append(prefix)
+        words.append((2, total) if b == 0 else publish(prefix, total))  # block 0 publishes flag 2 from the start
+    return torch.tensor(before, dtype=sums.dtype)
+
+
 def check_cumsum(fn, *, quiet=False):
     """Checks fn(x, out=..., BLOCK_SIZE=..., method=...) against cumsum_ref, exactly, by exercise 3's
     "reduce-then-scan" and then the one-pass "lookback": the inputs are small integers (as fp32
@@ -1678,7 +1694,30 @@ def check_cumsum(fn, *, quiet=False):
                 "block_cumsum[pid - 1], the running total of the blocks before it (0 for block 0).": offset_by(
                     lambda before, sums, pid: sums[0] * pid
                 ),
+                "Each block is scanned backwards: tl.cumsum(x, axis=0, reverse=True) gives element i the sum from x[i] "
+                "to the block's end (a suffix sum). The scan runs forwards, element i = x[0] + ... + x[i] of its "
+                "block: tl.cumsum(x, axis=0), without reverse=True.": (
+                    wrong_everywhere_ref(xd, BLOCK_SIZE, lambda b: b.flip(1).cumsum(1).flip(1))
+                    if method == "reduce-then-scan"
+                    else blocks.flip(1).cumsum(1).flip(1).flatten()[:n]
+                    + torch.repeat_interleave(prefix - block_sums, BLOCK_SIZE)[:n]
+                ),
             }
+            if method == "lookback":  # what each block adds when the look-back's last status word is another one
+                published = {
+                    "its own total, flagged as its inclusive prefix (flag 2): a block that reads it stops there, "
+                    "having added one block's total": lambda prefix, total: (2, total),
+                    "its exclusive prefix (the blocks before it), flagged as its inclusive one: the block's own total "
+                    "is left out of every later block's sum": lambda prefix, total: (2, prefix),
+                    "its inclusive prefix, flagged as a block total (flag 1): a block that reads it goes on looking "
+                    "back and adds the blocks before it again": lambda prefix, total: (1, prefix + total),
+                }
+                for words, publish in published.items():
+                    suspects[
+                        f"The look-back's last status word is wrong: after the look-back each block publishes {words}. "
+                        "It must publish its inclusive prefix, the blocks before it and itself, prefix + total, with "
+                        "flag 2: (2 << 32) | the 32 bits of prefix + total."
+                    ] = local + torch.repeat_interleave(lookback_before_ref(block_sums, publish), BLOCK_SIZE)[:n]
             utils.check(
                 out,
                 ref.to(dtype) if not dtype.is_floating_point else ref,
@@ -2234,9 +2273,13 @@ def threshold_value(threshold, dtype):
 
 def _accumulators(num_keys, device):
     """sums (fp64), counts and rows (int64) for keys 0..num_keys-1; rows[num_keys] counts bad keys. Views of one
-    zeroed buffer: one launch (the bits of int64 0 are fp64 0.0)."""
-    buf = torch.zeros(3 * num_keys + 1, dtype=torch.int64, device=device)
-    return buf[:num_keys].view(torch.float64), buf[num_keys : 2 * num_keys], buf[2 * num_keys :]
+    zeroed buffer: one launch (the bits of int64 0 are fp64 0.0). One unused element follows sums and one follows
+    counts: a kernel that lets key num_keys through adds there, outside every tensor of the launch, where
+    utils.watch_memory sees it (back to back, those adds would land in counts[0] and rows[0], and the launcher's
+    refusal of the table would throw them away unseen)."""
+    buf = torch.zeros(3 * num_keys + 3, dtype=torch.int64, device=device)
+    K = num_keys
+    return buf[:K].view(torch.float64), buf[K + 1 : 2 * K + 1], buf[2 * K + 2 :]
 
 
 def _refuse_bad_keys(rows, num_keys):
@@ -2307,6 +2350,8 @@ def check_groupby_atomic(fn, *, quiet=False):
         every_row = groupby_dense_ref(key, value, x, -1.0, num_keys)
         at_threshold = groupby_dense_ref(key, value, x, float(np.nextafter(0.3, -1.0)), num_keys)  # x >= 0.3
         kept_equal = "Rows with x exactly at the threshold were kept: the filter is x > threshold, as in pandas."
+        first = value[:num_keys].double()  # sums indexed by the row: sums[i] gets row i's value, if it is added
+        by_row = torch.where((x[:num_keys] > 0.3) & (first == first), first, 0.0)
         if bool((torch.isnan(sums.cpu()) & ~torch.isnan(ref_s)).any()):  # utils.check would call these unwritten
             raise AssertionError(
                 f"sums of {where} hold NaN where pandas has a number.\nHint: NaN values were "
@@ -2324,6 +2369,8 @@ def check_groupby_atomic(fn, *, quiet=False):
             suspects={
                 "The filter is missing: rows with x <= threshold were summed too.": every_row[0],
                 kept_equal: at_threshold[0],
+                "Row i's value was added into sums[i]: sums, counts and rows are indexed by the key (sums_ptr + key), "
+                "not by the row (offs).": by_row,
             },
         )
         utils.check(
@@ -2403,11 +2450,20 @@ def _check_bad_keys(fn, env):
                 fn({"key": table["key"].to(env.device), "value": value.to(env.device), "x": x.to(env.device)}, 0.5, 4)
         except ValueError:
             if stray.strays:  # refused, but only after the kernel reached outside its buffers
+                hint = (
+                    f"mask every atomic on sums, counts and rows with good = passed & (key >= 0) & (key < num_keys), "
+                    f"not passed: on a GPU key {bad} would add into whatever lies outside them (only rows[num_keys] "
+                    f"counts the rest, passed & ~good)."
+                )
+                if bad == 4:  # num_keys itself: one past the last key
+                    hint = (
+                        "the range check lets key num_keys through: the keys are 0..num_keys - 1, so good = passed & "
+                        "(key >= 0) & (key < num_keys), not key <= num_keys. Key num_keys adds one element past the "
+                        "end of sums and of counts."
+                    )
                 raise AssertionError(
                     f"a row with key {bad} (outside 0..3) passed the filter: the table was refused, but the kernel "
-                    f"{stray.lines()[0]} first.\nHint: mask every atomic on sums, counts and rows with good = "
-                    f"passed & (key >= 0) & (key < num_keys), not passed: on a GPU key {bad} would add into whatever "
-                    f"lies outside them (only rows[num_keys] counts the rest, passed & ~good)."
+                    f"{stray.lines()[0]} first.\nHint: {hint}"
                 ) from None
             continue
         raise AssertionError(

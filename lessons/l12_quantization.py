@@ -650,6 +650,11 @@ def _schedule_for(M, N, K, BLOCK_K, BLOCK_M, BLOCK_N, SPLIT_K, itemsize, bits):
     return sched._replace(**given)
 
 
+def w8a16_block_k(M) -> int:
+    """w8a16's K step: 128 for decode (few rows, split-K), 64 for prefill."""
+    return 128 if M <= DECODE_M else 64
+
+
 def w8a16(x, w: Int8Weight, *, out=None, residual=None, BLOCK_M=None, BLOCK_N=None, SPLIT_K=None):
     """y (M, N) = x (M, K) @ dequant(w).T (+ residual), in x's dtype; w an Int8Weight. Schedule from M unless
     given. out may be the residual itself (an in-place add, as lesson 08's x.addmm_)."""
@@ -661,7 +666,7 @@ def w8a16(x, w: Int8Weight, *, out=None, residual=None, BLOCK_M=None, BLOCK_N=No
     utils.require(w.scale, "w.scale")
     M = x.shape[0]
     out = _require_out_residual(out, residual, x, M, N, {"x": x, **_weight_tensors(w)})
-    sched = _schedule_for(M, N, K, 128 if M <= DECODE_M else 64, BLOCK_M, BLOCK_N, SPLIT_K, x.element_size(), 8)
+    sched = _schedule_for(M, N, K, w8a16_block_k(M), BLOCK_M, BLOCK_N, SPLIT_K, x.element_size(), 8)
     if M == 0 or N == 0:
         return out
     if K == 0:  # an empty sum
@@ -763,7 +768,55 @@ CHECK_SHAPES = utils.mode.current().pick(
 )
 
 
-def w4a16_suspects(x, w: Int4Weight):
+def split_k_suspects(parts, split: int, unit: str, total: str) -> dict:
+    """{hint: the sum of the K steps' products as a split-K kernel that shares its steps out wrongly sums them}.
+    parts (steps, M, N): each step's product, scaled (a group for int4, BLOCK_K columns for int8); split: SPLIT_K;
+    unit and total: what a step is called ("group") and the kernel's count of them ("groups"). Each mistake is a
+    different (first, last) for split s; the hint tells how many times each step was summed."""
+    steps = parts.shape[0]
+    per, floor = -(-steps // split), steps // split
+    right = (
+        f"first = tl.program_id(1) * per_split, last = tl.minimum(first + per_split, {total}), per_split = "
+        f"tl.cdiv({total}, SPLIT_K)"
+    )
+    wrong_schedules = {  # the mistake: split s's (first, last)
+        f"split s starts at {unit} s (first = tl.program_id(1)), not at s * per_split: the splits overlap, and the "
+        f"last {unit}s are left out": (lambda s: (s, min(s + per, steps))),
+        f"split s starts at {unit} s * SPLIT_K, not at s * per_split": (
+            lambda s: (s * split, min(s * split + per, steps))
+        ),
+        f"per_split is {total} // SPLIT_K, rounded down, so the last {unit}s belong to no split (tl.cdiv rounds "
+        "up)": lambda s: (s * floor, min(s * floor + floor, steps)),
+        f"every split stops at {unit} per_split (last = tl.minimum(per_split, {total})), not at first + "
+        "per_split": lambda s: (s * per, min(per, steps)),
+    }
+    suspects = {}
+    for mistake, bounds in wrong_schedules.items():
+        counts = [0] * steps
+        for s in range(split):
+            first, last = bounds(s)
+            for k in range(first, last):
+                counts[k] += 1
+        if all(c == 1 for c in counts) or counts == [1] * (steps - 1) + [0]:
+            continue  # right here; or the sum of a K loop that misses its last step, whose hint names this one too
+        told = ", ".join(f"{k}: {c}" for k, c in enumerate(counts) if c != 1)
+        hint = (
+            f"the {split} splits of K do not share the {steps} {unit}s out once each: {mistake}. Here {unit} k was "
+            f"summed this many times ({unit}: times, where not 1): {told}. Each split takes its own {unit}s: {right}"
+        )
+        suspects[hint] = (torch.tensor(counts, dtype=parts.dtype, device=parts.device)[:, None, None] * parts).sum(0)
+    return suspects
+
+
+def _or_rounded_down(steps: int, split: int, total: str) -> str:
+    """The words for a split-K schedule whose per_split, rounded down, leaves exactly the last step to no split: the
+    same sum as a K loop that misses its last step."""
+    if split > 1 and steps // split * split == steps - 1:
+        return f"; or per_split = {total} // SPLIT_K, rounded down, left it to no split: use tl.cdiv({total}, SPLIT_K)"
+    return ""
+
+
+def w4a16_suspects(x, w: Int4Weight, split=None):
     """{hint: x @ W.T in fp64 as if the int4 kernel made that classic mistake}."""
     x64, N, K, G = x.double(), w.shape[0], w.K, w.group_size
     q = unpack_int4(w.packed).double()
@@ -839,7 +892,7 @@ def w4a16_suspects(x, w: Int4Weight):
                 f"row n's {what} was read at {ptr} + n + g, as if its rows were 1 apart: they are stride_sn apart, "
                 f"{ptr} + n * stride_sn + g (n = rows_n, g the step's group)"
             ] = y(_dequant_codes(q, *wrong, K))
-    split = schedule(x.shape[0], N, K, G, itemsize=x.element_size(), bits=4).SPLIT_K  # the launcher's own, by default
+    split = split or schedule(x.shape[0], N, K, G, itemsize=x.element_size(), bits=4).SPLIT_K  # the launcher's
     per = -(-w.groups // split)
     parts = xp.view(-1, w.groups, G).transpose(0, 1) @ (q - z.repeat_interleave(G, 1)).view(N, -1, G).permute(1, 2, 0)
     last = [(start, min(start + per, w.groups)) for start in range(0, w.groups, per)]
@@ -847,6 +900,7 @@ def w4a16_suspects(x, w: Int4Weight):
         "the scale is applied once, after the K loop (the last group's), to the sum of the groups' partial products: "
         "each group has its own scale, so scale each group's partial product inside the loop (acc += part * scale)"
     ] = sum(parts[a:b].sum(0) * s[:, b - 1] for a, b in last)
+    suspects.update(split_k_suspects(parts * s.T[:, None, :], split, "group", "groups"))
     if N > 1 and w.groups <= N:  # (n, g) read at g * stride_sn + n: inside the tensor while groups <= N
         at = torch.arange(w.groups, device=q.device)[None, :] * w.groups + torch.arange(N, device=q.device)[:, None]
         s_t, z_t = s.flatten()[at], z.flatten()[at]
@@ -860,11 +914,12 @@ def w4a16_suspects(x, w: Int4Weight):
         suspects[
             f"the K loop misses the last, partial group: it ran K // GROUP_SIZE = {K // G} steps instead of "
             f"tl.cdiv(K, GROUP_SIZE) = {w.groups} (mask x with k < K in the last one)"
+            + _or_rounded_down(w.groups, split, "groups")
         ] = x64[:, :whole] @ _dequant_codes(q, z, s, K)[:, :whole].T
     return suspects
 
 
-def w8a16_suspects(x, w: Int8Weight):
+def w8a16_suspects(x, w: Int8Weight, split=None):
     """{hint: x @ W.T in fp64 as if the int8 kernel made that classic mistake}."""
     x64, q, s = x.double(), w.q.double(), w.scale.double()
     K = q.shape[1]
@@ -876,13 +931,20 @@ def w8a16_suspects(x, w: Int8Weight):
             x64 @ (torch.where(q < 0, q + 256, q) * s[:, None]).T
         ),
     }
+    M, N, BLOCK_K = x.shape[0], q.shape[0], w8a16_block_k(x.shape[0])
+    split = split or schedule(M, N, K, BLOCK_K, itemsize=x.element_size(), bits=8).SPLIT_K  # the launcher's
+    steps = -(-K // BLOCK_K)
     for BK in (32, 64, 128):
         whole = K // BK * BK
         if whole < K:
             suspects[
                 f"the K loop misses its last, partial step (K = {whole} instead of {K} with BLOCK_K = {BK}): loop "
                 f"tl.cdiv(K, BLOCK_K) times and mask k < K"
+                + (_or_rounded_down(steps, split, "steps") if BK == BLOCK_K else "")
             ] = x64[:, :whole] @ W[:, :whole].T
+    xp, Wp = F.pad(x64, (0, steps * BLOCK_K - K)), F.pad(W, (0, steps * BLOCK_K - K))
+    parts = xp.view(M, steps, BLOCK_K).transpose(0, 1) @ Wp.view(N, steps, BLOCK_K).permute(1, 2, 0)  # (steps, M, N)
+    suspects.update(split_k_suspects(parts, split, "step", "steps"))
     return suspects
 
 
@@ -922,7 +984,7 @@ def check_wxa16(fn, bits, *, dtype=None, shapes=CHECK_SHAPES, quiet=False, **kwa
                 **wxa16_tolerance(x, w, dtype),
                 name=f"{fn.__name__}: y ({M}, {N}) = x ({M}, {K}) @ W.T, {what}{utils.dtype_name(dtype)}",
                 quiet=quiet,
-                suspects=w4a16_suspects(x, w) if bits == 4 else w8a16_suspects(x, w),
+                suspects=(w4a16_suspects if bits == 4 else w8a16_suspects)(x, w, kwargs.get("SPLIT_K")),
                 stray=stray,
             )
 

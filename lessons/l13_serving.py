@@ -637,6 +637,45 @@ def _base_e_in_splits_ref(q, k_pages, v_pages, block_table, lengths, q_start, sp
     return out
 
 
+def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_len, BLOCK_N, update="after"):
+    """paged_attention's result with the running max m_i updated `update` in each step: "after" alpha has used the
+    old one (the kernel's order, which gives paged_attention_ref's result), "before" alpha (alpha = 1: a step's
+    earlier sums are never rescaled), or "never" (m_i stays -inf, and so does every split's stored max). Each split
+    of split_len keys is walked in steps of BLOCK_N keys, its partial result merged as decode_combine does."""
+    H, D = q.shape[1:]
+    q_start = q_start.cpu()
+    out = torch.zeros_like(q)
+    neg_inf = float("-inf")
+    for b, n in enumerate(lengths.tolist()):
+        lo, hi = int(q_start[b]), int(q_start[b + 1])
+        k, v = (gather_pages(pages, block_table[b], n).transpose(0, 1) for pages in (k_pages, v_pages))
+        k, v = k.repeat_interleave(H // k.shape[0], 0), v.repeat_interleave(H // k.shape[0], 0)  # (H, n, D)
+        s = q[lo:hi].transpose(0, 1) @ k.transpose(1, 2) * (LOG2E / math.sqrt(D))  # (H, hi - lo, n), base 2
+        pos = n - (hi - lo) + torch.arange(hi - lo, device=q.device)
+        s = s.masked_fill(torch.arange(n, device=q.device)[None, :] > pos[:, None], neg_inf)
+        parts = []
+        for a in range(0, n, split_len):
+            m_i = torch.full(s.shape[:2], neg_inf, dtype=s.dtype, device=s.device)
+            l_i, acc = torch.zeros_like(m_i), torch.zeros(*s.shape[:2], D, dtype=s.dtype, device=s.device)
+            for c in range(a, min(a + split_len, n), BLOCK_N):
+                st = s[..., c : min(c + BLOCK_N, a + split_len, n)]
+                m_new = torch.maximum(m_i, st.amax(-1))
+                m_safe = torch.where(m_new == neg_inf, 0.0, m_new)
+                p = torch.exp2(st - m_safe[..., None])
+                m_i = m_new if update == "before" else m_i
+                alpha = torch.exp2(m_i - m_safe)
+                l_i = l_i * alpha + p.sum(-1)
+                acc = acc * alpha[..., None] + p @ v[:, c : c + st.shape[-1]]
+                m_i = m_new if update == "after" else m_i
+            parts.append((m_i, acc, l_i))
+        top = torch.stack([m for m, _, _ in parts]).amax(0)
+        w = [torch.exp2(m - top) for m, _, _ in parts]  # NaN where every split's max is -inf, as in decode_combine
+        num = sum(wi[..., None] * acc for wi, (_, acc, _) in zip(w, parts))
+        den = sum(wi * l_ for wi, (_, _, l_) in zip(w, parts))
+        out[lo:hi] = (num / den[..., None]).transpose(0, 1)
+    return out
+
+
 def _pages_read_ref(q, k_pages, v_pages, block_table, lengths, q_start, entry):
     """paged_attention_ref with each request's key t read from row t % block_size of the physical block that its
     table's entry entry[t] names (block 0 where entry[t] is -1): a kernel that looks up the wrong entry."""
@@ -770,6 +809,18 @@ def check_paged_attention(fn, *, quiet=False):
             "before use. Look it up before the loop (page_next for cols = start + tl.arange(0, BLOCK_N), masked with "
             "cols < end), then in each step take page = page_next first and only then look up the next step's."
         ] = _pages_read_ref(q64, k64, v64, table, lengths, q_start, torch.where(step < BLOCK_N, -1, t // P))
+        running = (q64, k64, v64, table, lengths, q_start, split_len, BLOCK_N)
+        suspects[
+            "Every output is NaN, even where each query sees keys: the running max m_i is never updated, so it stays "
+            "-inf, each split stores m = -inf, and the combine's exp2(m - max(m)) is exp2(-inf - (-inf)) = NaN (each "
+            "step's alpha = exp2(-inf - m_new) = 0 also drops the steps before). End each step with m_i = m_new, "
+            "after alpha = tl.exp2(m_i - m_safe) has used the old max."
+        ] = _running_max_ref(*running, update="never")
+        suspects[
+            "The running max m_i was updated before alpha used it: alpha = tl.exp2(m_i - m_safe) is then 1, and the "
+            "sums l_i and acc of the earlier steps, taken at the old max, are never rescaled to the new one. Compute "
+            "alpha from the old m_i, and set m_i = m_new last, at the end of the step."
+        ] = _running_max_ref(*running, update="before")
         ahead = (t // P + 1).clamp_max(W)  # entry t // P + 1; keys past W * P are past every length
         first = step < BLOCK_N  # the keys of each split's first step: their page is looked up before the loop
         n_keys, entries = int(lengths.max()), {}  # where the + 1 went: the lookups that read alike here are one

@@ -1823,7 +1823,7 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "tl.atomic_add(rows_ptr + key, good.to(tl.int64), mask=good)",
         "tl.atomic_add(rows_ptr + key, passed.to(tl.int64), mask=passed)",
         "groupby_atomic",
-        "not passed: on a GPU key -1000",
+        "not passed: on a GPU key -1 would",
     ),  # fmt: skip
     "group-by keeps x == threshold": (
         "groupby_atomic_kernel",
@@ -1917,6 +1917,50 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "bitonic_sort",
         "partner lies outside the row",
     ),  # fmt: skip
+    # session 30: a generic hint, or (the key bound) a pass: its adds landed inside the one accumulator buffer, in
+    # counts[0] and rows[0], and the launcher's refusal of the table threw them away
+    "scan run backwards": (
+        "cumsum_kernel",
+        "tl.cumsum(x, axis=0) + before",
+        "tl.cumsum(x, axis=0, reverse=True) + before",
+        "cumsum",
+        "Each block is scanned backwards",
+    ),  # fmt: skip
+    "look-back scan run backwards": (
+        "cumsum_lookback_kernel",
+        "tl.cumsum(x, axis=0) + before",
+        "tl.cumsum(x, axis=0, reverse=True) + before",
+        "cumsum",
+        "Each block is scanned backwards",
+    ),  # fmt: skip
+    "look-back publishes its own total as its prefix": (
+        "lookback_prefix",
+        "(2 << 32) | inclusive",
+        "(2 << 32) | bits",
+        "cumsum",
+        "publishes its own total, flagged as its inclusive prefix",
+    ),  # fmt: skip
+    "look-back publishes its exclusive prefix": (
+        "lookback_prefix",
+        "inclusive = (prefix + total)",
+        "inclusive = prefix",
+        "cumsum",
+        "publishes its exclusive prefix",
+    ),  # fmt: skip
+    "look-back publishes its prefix with the total's flag": (
+        "lookback_prefix",
+        "(2 << 32) | inclusive",
+        "(1 << 32) | inclusive",
+        "cumsum",
+        "flagged as a block total (flag 1)",
+    ),  # fmt: skip
+    "group-by key bound key <= num_keys": (
+        "groupby_atomic_kernel",
+        "(key < num_keys)",
+        "(key <= num_keys)",
+        "groupby_atomic",
+        "not key <= num_keys",
+    ),  # fmt: skip
 }
 
 
@@ -1929,7 +1973,8 @@ COMPILED_GAPS = {  # compiled, these fail their check with another hint (session
 # planted mistakes that write outside their buffers: run only where utils.watch_memory drops such writes (or read
 # outside them: the probe without its wrap; or index a tl.gather outside its block, which only the interpreter raises)
 INTERPRETER_ONLY = {"group-by counts rows with passed", "compact offset * pid", "join probe without the wrap",
-                    "bitonic partner idx ^ k", "bitonic partner idx + j"}  # fmt: skip
+                    "bitonic partner idx ^ k", "bitonic partner idx + j",
+                    "group-by key bound key <= num_keys"}  # fmt: skip
 
 
 @pytest.mark.parametrize(

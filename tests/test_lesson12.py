@@ -781,6 +781,10 @@ def _check_w4a16():
     L.check_w4a16(L.w4a16, quiet=True)
 
 
+def _check_w8a16():
+    L.check_w8a16(L.w8a16, quiet=True)
+
+
 _SWAP = (("scale_ptr + rows_n", "SWAP"), ("zero_ptr + rows_n", "scale_ptr + rows_n"), ("SWAP", "zero_ptr + rows_n"))
 _XSWAP = (("tl.dot(x_even,", "SWAP"), ("tl.dot(x_odd,", "tl.dot(x_even,"), ("SWAP", "tl.dot(x_odd,"))
 _AFTER = "    acc = acc * {}[None, :]\n    # -- write back"  # the scale applied once, after the K loop
@@ -944,6 +948,31 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         [("zero_ptr + rows_n * stride_sn + g", "zero_ptr + rows_n * stride_sn")],
         _check_w4a16,
         "every step used group 0's zero point",
+    ),  # fmt: skip
+    # (session 30) split-K schedules that share the K steps out wrongly: the generic hint before
+    "w4a16 split s starts at group s": (
+        "w4a16_kernel",
+        [("first = tl.program_id(1) * per_split", "first = tl.program_id(1)")],
+        _check_w4a16,
+        "split s starts at group s (first = tl.program_id(1))",
+    ),  # fmt: skip
+    "w8a16 split s starts at step s": (
+        "w8a16_kernel",
+        [("first = tl.program_id(1) * per_split", "first = tl.program_id(1)")],
+        _check_w8a16,
+        "split s starts at step s (first = tl.program_id(1))",
+    ),  # fmt: skip
+    "w4a16 split s starts at group s * SPLIT_K": (
+        "w4a16_kernel",
+        [("first = tl.program_id(1) * per_split", "first = tl.program_id(1) * SPLIT_K")],
+        _check_w4a16,
+        "split s starts at group s * SPLIT_K",
+    ),  # fmt: skip
+    "w8a16 every split stops at per_split": (
+        "w8a16_kernel",
+        [("last = tl.minimum(first + per_split, steps)", "last = tl.minimum(per_split, steps)")],
+        _check_w8a16,
+        "every split stops at step per_split",
     ),  # fmt: skip
 }
 

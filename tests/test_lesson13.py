@@ -638,6 +638,14 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
         "keep[None, :]",
         "not masked causally",
     ),  # fmt: skip
+    # (session 30) the running max: never updated (every output NaN, once told as "guard such rows"), or updated
+    # before alpha used it (told as "wrong values in many places")
+    "the running max never updated": ("        m_i = m_new\n", "", "the running max m_i is never updated"),
+    "the running max updated before alpha": (
+        "        alpha = tl.exp2(m_i - m_safe)\n",
+        "        m_i = m_new\n        alpha = tl.exp2(m_i - m_safe)\n",
+        "m_i was updated before alpha used it",
+    ),  # fmt: skip
 }
 
 
@@ -647,6 +655,19 @@ def test_check_names_a_planted_paged_mistake(mistake, monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, L, "paged_attention_kernel", (old, new))
     with pytest.raises(AssertionError, match=re.escape(words)):
         L.check_paged_attention(L.paged_attention, quiet=True)
+
+
+def test_running_max_reference_in_the_kernels_order_is_the_spec():
+    """_running_max_ref, the suspects' simulation of the kernel's steps and splits, gives paged_attention_ref's result
+    when m_i is updated where the kernel updates it, and another where it is updated before alpha."""
+    gen = torch.Generator().manual_seed(2)
+    q, kp, vp, table, lengths, q_start = L.paged_case(2, 6, 3, 16, 4, [30, 14], [7, 14], 2, torch.float64, "cpu", gen)
+    ref = L.paged_attention_ref(q, kp, vp, table, lengths, q_start)
+    running = (q, kp, vp, table, lengths, q_start, 16, 8)  # splits of 16 keys, steps of 8
+    utils.check(L._running_max_ref(*running), ref, atol=1e-6, rtol=1e-6, reason="the spec's softmax is fp32",
+                quiet=True)  # fmt: skip
+    assert not torch.allclose(L._running_max_ref(*running, update="before"), ref, atol=1e-3)
+    assert L._running_max_ref(*running, update="never").isnan().all()
 
 
 def test_check_names_page_entries_counted_from_1(monkeypatch, tmp_path):
