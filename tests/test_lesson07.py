@@ -594,16 +594,6 @@ FOURTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words 
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("mistake", list(FOURTH_BATTERY))
-def test_fourth_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
-    from utils.mutants import plant
-
-    name, edits, check, words = FOURTH_BATTERY[mistake]
-    plant(monkeypatch, tmp_path, L, name, *edits)
-    with pytest.raises(AssertionError, match=re.escape(words)):
-        SECOND_CHECKS[check]()
-
-
 # -- a fifth battery (session 30): the RoPE tables read at the wrong rows got a general hint before ----------------
 
 _COS = "c = tl.load(cos_ptr + b * stride_cb + t * stride_ct + half)"
@@ -630,11 +620,11 @@ FIFTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words o
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("mistake", list(FIFTH_BATTERY))
-def test_fifth_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+@pytest.mark.parametrize("mistake", list(FOURTH_BATTERY | FIFTH_BATTERY))
+def test_fourth_and_fifth_batteries_of_mistakes_get_named(mistake, monkeypatch, tmp_path):
     from utils.mutants import plant
 
-    name, edits, check, words = FIFTH_BATTERY[mistake]
+    name, edits, check, words = (FOURTH_BATTERY | FIFTH_BATTERY)[mistake]
     plant(monkeypatch, tmp_path, L, name, *edits)
     with pytest.raises(AssertionError, match=re.escape(words)):
         SECOND_CHECKS[check]()
