@@ -14,6 +14,8 @@
 #                                              back to back); `pinned` joins the parts in /tmp/big, installs the wheel
 #                                              and runs the steps after it with that triton (in a later call to
 #                                              the same warm machine, `pinned` alone uses the installed one again)
+#   PYTEST_ADDOPTS='-k "planted or gqa"' scripts/gpu-validate.sh tests:08,13    only the tests -k selects (pytest reads
+#                                              PYTEST_ADDOPTS; log names stay those of the step)
 # A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is interrupted (SIGINT, so
 # that pytest still prints the failures it saw; killed 20 s later if it has not stopped), the next one runs.
 # Tests and notebooks run in 8 processes (pytest-xdist; WORKERS=16 in the environment for more: session 28 saw no
