@@ -336,7 +336,9 @@ def rope_suspects(x, cos, sin):
         ),
         "the wrong pairs: Hugging Face's layout pairs element i with element i + D/2 (first half with second "
         "half), not the adjacent elements 2i and 2i + 1 of Meta's original code": rope_interleaved_ref(x, cos, sin),
-        "the input is copied, not rotated: store x1 cos - x2 sin and x2 cos + x1 sin": x,
+        "the input is copied, not rotated: every position turned by angle 0 (cos 1, sin 0), position 0's row of "
+        "the tables. Either nothing turns it (store x1 cos - x2 sin and x2 cos + x1 sin), or every position read "
+        "row 0: the tables' row offset t * stride_ct is missing": x,
     }
 
 

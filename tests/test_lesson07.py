@@ -615,6 +615,8 @@ FIFTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words o
                            "the sin table is read at rows D/2 apart"),
     "table rows D/2 apart, the batch's too": ("rope_kernel", _table_rows("(b * T + t) * (HEAD_DIM // 2)"), "rope",
                                               "the cos and sin tables are read at rows D/2 apart"),
+    "table rows without t * stride_ct": ("rope_kernel", _table_rows("b * stride_cb"), "rope",
+                                         "every position read row 0: the tables' row offset t * stride_ct"),
     "table strides swapped": ("rope_kernel", _table_rows("b * stride_ct + t * stride_cb"), "rope",
                               "the cos and sin tables are read at the wrong rows: position 1 read position 0's"),
 }  # fmt: skip
