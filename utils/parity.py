@@ -68,9 +68,6 @@ def _calls_inside_launches(interpreter) -> None:
     depth = [0]
 
     def launched(self, *args, **kwargs):
-        error = _returns_a_value(getattr(self.fn, "fn", self.fn))
-        if error is not None:
-            raise error
         depth[0] += 1
         try:
             return launch(self, *args, **kwargs)
@@ -83,45 +80,6 @@ def _calls_inside_launches(interpreter) -> None:
         return call(self, *args, **kwargs)
 
     executor.__call__, cls.__call__ = launched, called
-
-
-_RETURNS: dict = {}  # kernel -> the error its `return <value>` gets (None: it has none), read once
-
-
-def _returns_a_value(fn):
-    """A launched kernel's ``return <value>``: the compiler's failure, in its words and with the line (compiled, the
-    kernel returns nothing: "PassManager::run failed"; the interpreter dropped the value). None where there is none;
-    helpers called from a kernel may return values, and a bare ``return`` ends a program early."""
-    if fn in _RETURNS:
-        return _RETURNS[fn]
-    from triton.compiler.errors import CompilationError
-
-    error = None
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-        definition = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
-    except (OSError, TypeError, SyntaxError, StopIteration):
-        definition = None
-    nodes, found = list(definition.body) if definition else [], None
-    while nodes and found is None:  # the kernel's own statements, not those of a function defined inside it
-        node = nodes.pop()
-        if (
-            isinstance(node, ast.Return)
-            and node.value is not None
-            and not (isinstance(node.value, ast.Constant) and node.value.value is None)
-        ):
-            found = node
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            nodes.extend(ast.iter_child_nodes(node))
-    if found is not None:
-        error = CompilationError(
-            source,
-            found,
-            f"'tt.return' op has 1 operands, but enclosing function ({definition.name}) returns 0: a kernel launched "
-            f"with a grid returns no value (compiled: PassManager::run failed)",
-        )
-    _RETURNS[fn] = error
-    return error
 
 
 def _blocks(interpreter) -> None:
@@ -194,12 +152,13 @@ def _rewrites(interpreter) -> None:
         return value.__not__() if isinstance(value, block) else not value
 
     def live(names, scope):
-        return {name: scope[name] for name in names if isinstance(scope.get(name), block)}
+        """The names defined before a loop, with their values (a name gone after an inner loop is not defined)."""
+        return {name: scope[name] for name in names if name in scope and not isinstance(scope[name], _Gone)}
 
     def carried(before, scope):
         for name, value in before.items():
             now = scope.get(name)
-            if isinstance(now, block) and now.type != value.type:
+            if isinstance(value, block) and isinstance(now, block) and now.type != value.type:
                 raise AssertionError(
                     f"Loop-carried variable {name} has initial type {value.type} but is re-assigned to {now.type} in "
                     f"loop! Please make sure that the type stays consistent."
@@ -252,7 +211,7 @@ def _rewrites(interpreter) -> None:
         if not stored - targets:
             return node
         count[0] += 1
-        keep = f"_hard_way_live_{count[0]}"  # the types before the loop, checked at the end of every pass
+        keep = f"_hard_way_live_{count[0]}"  # what is defined before the loop: types checked after every pass
         names = ast.Tuple(elts=[ast.Constant(n) for n in sorted(stored - targets)], ctx=ast.Load())
         snapshot = ast.Assign(targets=[ast.Name(id=keep, ctx=ast.Store())],
                               value=_call("_hard_way_live", names, _call("locals")))  # fmt: skip
@@ -260,26 +219,19 @@ def _rewrites(interpreter) -> None:
         # compiled, the loop's body is a region of its own: a name first assigned in it does not exist after the loop
         # (its counter does: Triton 3.6 and 3.7.1 compile a use of it); here it becomes a stand-in that fails where it
         # is used, as the compiler does
-        seen = f"_hard_way_defined_{count[0]}"
-        every = ast.Tuple(elts=[ast.Constant(n) for n in sorted(stored - targets)], ctx=ast.Load())
-        defined = ast.Assign(targets=[ast.Name(id=seen, ctx=ast.Store())],
-                             value=_call("_hard_way_defined", every, _call("locals")))  # fmt: skip
-        gone = [  # if "name" not in seen: name = _hard_way_gone("name")
+        gone = [  # if "name" not in keep: name = _hard_way_gone("name")
             ast.If(
-                test=ast.Compare(ast.Constant(n), [ast.NotIn()], [ast.Name(id=seen, ctx=ast.Load())]),
+                test=ast.Compare(ast.Constant(n), [ast.NotIn()], [ast.Name(id=keep, ctx=ast.Load())]),
                 body=[ast.Assign([ast.Name(id=n, ctx=ast.Store())], _call("_hard_way_gone", ast.Constant(n)))],
                 orelse=[],
             )
             for n in sorted(stored - targets)
         ]
         return (
-            [ast.copy_location(s, node) for s in (snapshot, defined)]
+            [ast.copy_location(snapshot, node)]
             + [node]
             + [ast.fix_missing_locations(ast.copy_location(s, node)) for s in gone]
         )
-
-    def defined(names, scope):  # a name gone after an inner loop is not defined before this one either
-        return frozenset(name for name in names if name in scope and not isinstance(scope[name], _Gone))
 
     def use(value):  # compiled, `a = b` reads b: a name gone after its loop fails there, not where a is used
         if isinstance(value, _Gone):
@@ -287,7 +239,7 @@ def _rewrites(interpreter) -> None:
         return value
 
     # the interpreter puts its own globals in each kernel's: the rewritten kernels find these there
-    interpreter._hard_way_defined, interpreter._hard_way_gone, interpreter._hard_way_use = defined, _Gone, use
+    interpreter._hard_way_gone, interpreter._hard_way_use = _Gone, use
     interpreter._hard_way_bool_op, interpreter._hard_way_not = bool_op, not_
     interpreter._hard_way_live, interpreter._hard_way_carried, interpreter._hard_way_bounds = live, carried, bounds
     transformer.visit_BoolOp, transformer.visit_UnaryOp, transformer.visit_Assign = (
@@ -364,14 +316,14 @@ def _refused_global(fn, tree):
 def _first_call(interpreter) -> None:
     """``break``, ``continue``, a global that is not a constexpr, a list comprehension and a list's methods, refused at
     a kernel's or helper's first launch or call with the compiler's error, its line shown (and at every launch until
-    they are gone)."""
+    they are gone); a ``return`` of a value, at a launch (a helper called from a kernel may return one)."""
     from triton.compiler.errors import CompilationError, UnsupportedLanguageConstruct
 
     cls = getattr(interpreter, "InterpretedFunction", None)
-    original = getattr(cls, "rewrite", None)
-    if original is None:
+    original, run = getattr(cls, "rewrite", None), getattr(cls, "run", None)
+    if original is None or run is None:
         return
-    checked = set()
+    launch_refusals = {}  # fn -> the error a launch of it gets (a helper may do it): `return <value>`, or None
 
     def refusal(fn):
         try:
@@ -379,6 +331,13 @@ def _first_call(interpreter) -> None:
             tree = ast.parse(source)
         except (OSError, TypeError, SyntaxError):  # no source to read: Triton's own handling decides
             return None
+        returned = next((n for n in ast.walk(tree) if isinstance(n, ast.Return) and _a_value(n.value)), None)
+        launch_refusals[fn] = returned and CompilationError(
+            source,
+            returned,
+            f"'tt.return' op has 1 operands, but enclosing function ({fn.__name__}) returns 0: a kernel launched "
+            f"with a grid returns no value (compiled: PassManager::run failed)",
+        )
         for node in ast.walk(tree):
             if isinstance(node, (ast.Break, ast.Continue)):
                 return UnsupportedLanguageConstruct(source, node, f"unsupported AST node type: {type(node).__name__}")
@@ -401,14 +360,26 @@ def _first_call(interpreter) -> None:
         return None
 
     def rewrite(self):
-        if self.fn not in checked:
+        if self.fn not in launch_refusals:
             error = refusal(self.fn)
             if error is not None:
+                launch_refusals.pop(self.fn, None)  # checked again at the next call, until it is gone
                 raise error
-            checked.add(self.fn)
+            launch_refusals.setdefault(self.fn, None)
         return original(self)
 
-    cls.rewrite = rewrite
+    def launched(self, *args, grid, warmup, **kwargs):
+        self.rewrite()
+        if not warmup and launch_refusals.get(self.fn) is not None:
+            raise launch_refusals[self.fn]
+        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    cls.rewrite, cls.run = rewrite, launched
+
+
+def _a_value(node) -> bool:
+    """Whether a ``return``'s expression gives a value (not a bare ``return``, nor ``return None``)."""
+    return node is not None and not (isinstance(node, ast.Constant) and node.value is None)
 
 
 def _dot_sizes(interpreter) -> None:
