@@ -1785,5 +1785,9 @@ def test_a_combine_weighed_by_split_0s_max_is_named_where_its_weights_overflow(m
         "decode_combine_kernel",
         (_SCALE, "scale = tl.exp2(m - tl.load(m_ptr + bh * n_splits))"),
     )
-    with pytest.raises(AssertionError, match=r"(?s)has NaN.*Hint: The combine weighed split i by exp2\(m_i - m_0\)"):
-        L.check_decode_attention(L.decode_attention, cases=[(1, 8, 1, 16, 300, [300], 100.0)], quiet=True)
+    with (
+        torch.random.fork_rng(),
+        pytest.raises(AssertionError, match=r"(?s)has NaN.*Hint: The combine weighed split i by exp2\(m_i - m_0\)"),
+    ):
+        torch.manual_seed(0)  # q x 300: some rows overflow at every seed tried (q x 100 left none at 3 seeds in 8)
+        L.check_decode_attention(L.decode_attention, cases=[(1, 8, 1, 16, 300, [300], 300.0)], quiet=True)
