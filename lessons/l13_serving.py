@@ -811,10 +811,11 @@ def check_paged_attention(fn, *, quiet=False):
         ] = _pages_read_ref(q64, k64, v64, table, lengths, q_start, torch.where(step < BLOCK_N, -1, t // P))
         running = (q64, k64, v64, table, lengths, q_start, split_len, BLOCK_N)
         suspects[
-            "Every output is NaN, even where each query sees keys: the running max m_i is never updated, so it stays "
-            "-inf, each split stores m = -inf, and the combine's exp2(m - max(m)) is exp2(-inf - (-inf)) = NaN (each "
-            "step's alpha = exp2(-inf - m_new) = 0 also drops the steps before). End each step with m_i = m_new, "
-            "after alpha = tl.exp2(m_i - m_safe) has used the old max."
+            "Every output is NaN, even where each query sees keys. Most likely the running max m_i is never updated: "
+            "it stays -inf, each split stores m = -inf, and the combine's exp2(m - max(m)) is exp2(-inf - (-inf)) = "
+            "NaN. End each step with m_i = m_new, after alpha = tl.exp2(m_i - m_safe) has used the old max. (Every "
+            "mistake that makes each output NaN looks alike here: if m_i is updated, look for another -inf - (-inf), "
+            "e.g. p or alpha taken with m_new where m_safe belongs.)"
         ] = _running_max_ref(*running, update="never")
         suspects[
             "The running max m_i was updated before alpha used it: alpha = tl.exp2(m_i - m_safe) is then 1, and the "
