@@ -1617,6 +1617,82 @@ def lookback_before_ref(sums, publish):
     return torch.tensor(before, dtype=sums.dtype)
 
 
+#: the look-back's last status word, three wrong ways: {what each block publishes: publish(prefix, total)}
+WRONG_STATUS_WORDS = {
+    "its own total, flagged as its inclusive prefix (flag 2): a block that reads it stops there, having added one "
+    "block's total": lambda prefix, total: (2, total),
+    "its exclusive prefix (the blocks before it), flagged as its inclusive one: the block's own total is left out "
+    "of every later block's sum": lambda prefix, total: (2, prefix),
+    "its inclusive prefix, flagged as a block total (flag 1): a block that reads it goes on looking back and adds "
+    "the blocks before it again": lambda prefix, total: (1, prefix + total),
+}
+
+
+def status_word_hint(words):
+    return (
+        f"The look-back's last status word is wrong: after the look-back each block publishes {words}. It must "
+        "publish its inclusive prefix, the blocks before it and itself, prefix + total, with flag 2: (2 << 32) | the "
+        "32 bits of prefix + total."
+    )
+
+
+def status_word_odds(before, sums, limit=1 << 24):
+    """For each of WRONG_STATUS_WORDS, how likely what each block added, before[b], fits it by chance (0: it does
+    not fit; 1.0: no block is wrong), with the blocks' totals sums (integers), whatever order the blocks ran in. On a
+    GPU a block reads each block before it
+    either finished (its last word) or not (flag 1, its total), so lookback_before_ref's blocks in order are one
+    case of many. With block b's predecessors j < b and C[b] = sums[0] + ... + sums[b]:
+    - its own total, flag 2: the walk stops at the newest finished j, so before[b] = sums[j] + ... + sums[b - 1];
+    - its exclusive prefix, flag 2: it stops there too, so before[b] = before[j] + sums[j + 1] + ... + sums[b - 1]
+      (j = 0: block 0's word is its total, so before[b] = C[b - 1], as when nothing is wrong);
+    - its inclusive prefix, flag 1: it never stops before block 0 and adds each finished j's before[j] again, so
+      before[b] - C[b - 1] is a sum of some of before[1..b - 1] (a subset sum, kept as a bitset while its range
+      stays under limit; past it, the blocks checked so far decide).
+    Each model allows block b a set of values; the right one, C[b - 1], is in every set. The odds multiply, over
+    the wrong blocks, each set's share of the span of its values: a late block's set can cover most values near
+    it, and tells little."""
+    C, running = [], 0
+    for s in sums:
+        running += s
+        C.append(running)
+    if len(before) != len(sums) or not before or before[0] != 0:
+        return [0.0, 0.0, 0.0]
+    own = {0}  # C[j - 1] for j <= b - 1 (C[-1] = 0): before[b] = C[b - 1] - C[j - 1]
+    excl = {0}  # before[j] - C[j] for 1 <= j <= b - 1, and 0 (j = 0)
+    reach, low, high = 1, 0, 0  # bit k of reach: low + k is a sum of some of before[1..b - 1]
+    odds = [1.0, 1.0, 1.0]  # how likely the wrong blocks so far fit each model by chance
+    for b in range(1, len(before)):
+        extra = before[b] - C[b - 1]
+        if extra != 0:  # a wrong block: is its value one the model allows, and how many values does it allow?
+            if odds[0]:
+                odds[0] *= (C[b - 1] - before[b] in own) * len(own) / (max(own) - min(own) + 1)
+            if odds[1]:
+                odds[1] *= (extra in excl) * len(excl) / (max(excl) - min(excl) + 1)
+            if odds[2] and reach is not None:
+                hit = low <= extra <= high and (reach >> (extra - low)) & 1 == 1
+                odds[2] *= hit * reach.bit_count() / (high - low + 1)
+            if not any(odds):
+                break
+        own.add(C[b - 1])
+        excl.add(before[b] - C[b])
+        if reach is not None:  # add before[b] to the sums that can be made
+            v = before[b]
+            reach = reach | (reach << v) if v >= 0 else (reach << -v) | reach
+            low, high = (low, high + v) if v >= 0 else (low + v, high)
+            if high - low > limit:  # too wide to keep (sums doubled block after block)
+                reach = None
+    return odds
+
+
+def wrong_status_word(runs, sums, chance=1e-4):
+    """The key of WRONG_STATUS_WORDS that explains runs (what each block added, in one or more runs of the same
+    input: status_word_odds) with odds below chance, or None."""
+    odds = [1.0, 1.0, 1.0]
+    for before in runs:
+        odds = [a * b for a, b in zip(odds, status_word_odds(before, sums))]
+    return next((w for w, p in zip(WRONG_STATUS_WORDS, odds) if 0 < p < chance), None)
+
+
 def check_cumsum(fn, *, quiet=False):
     """Checks fn(x, out=..., BLOCK_SIZE=..., method=...) against cumsum_ref, exactly, by exercise 3's
     "reduce-then-scan" and then the one-pass "lookback": the inputs are small integers (as fp32
@@ -1632,13 +1708,14 @@ def check_cumsum(fn, *, quiet=False):
             x = torch.randint(-8, 9, (n,), device=env.device).to(dtype)
             firsts = x[::BLOCK_SIZE]  # a block whose sum is 0 would look right counted twice: no block sums to 0
             firsts += (torch.nn.functional.pad(x, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE).sum(1) == 0).to(dtype)
-            out = (
-                utils.nan_empty((n,), device=env.device)
-                if dtype.is_floating_point
-                else torch.full((n,), -(2**31), dtype=dtype, device=env.device)
-            )
+
+            def empty():
+                if dtype.is_floating_point:
+                    return utils.nan_empty((n,), device=env.device)
+                return torch.full((n,), -(2**31), dtype=dtype, device=env.device)
+
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-                out = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE, method=method)
+                out = fn(x, out=empty(), BLOCK_SIZE=BLOCK_SIZE, method=method)
             xd = x.double().cpu()
             blocks = torch.nn.functional.pad(xd, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
             local = blocks.cumsum(1).flatten()[:n]  # each block on its own
@@ -1704,20 +1781,30 @@ def check_cumsum(fn, *, quiet=False):
                 ),
             }
             if method == "lookback":  # what each block adds when the look-back's last status word is another one
-                published = {
-                    "its own total, flagged as its inclusive prefix (flag 2): a block that reads it stops there, "
-                    "having added one block's total": lambda prefix, total: (2, total),
-                    "its exclusive prefix (the blocks before it), flagged as its inclusive one: the block's own total "
-                    "is left out of every later block's sum": lambda prefix, total: (2, prefix),
-                    "its inclusive prefix, flagged as a block total (flag 1): a block that reads it goes on looking "
-                    "back and adds the blocks before it again": lambda prefix, total: (1, prefix + total),
-                }
-                for words, publish in published.items():
-                    suspects[
-                        f"The look-back's last status word is wrong: after the look-back each block publishes {words}. "
-                        "It must publish its inclusive prefix, the blocks before it and itself, prefix + total, with "
-                        "flag 2: (2 << 32) | the 32 bits of prefix + total."
-                    ] = local + torch.repeat_interleave(lookback_before_ref(block_sums, publish), BLOCK_SIZE)[:n]
+                for words, publish in WRONG_STATUS_WORDS.items():  # blocks in order (the interpreter's)
+                    before = lookback_before_ref(block_sums, publish)
+                    suspects[status_word_hint(words)] = local + torch.repeat_interleave(before, BLOCK_SIZE)[:n]
+
+            def status_words(out64, runs=4):
+                """A GPU runs blocks in any order: what each block added, if every block's scan is right, against
+                WRONG_STATUS_WORDS in any order (wrong_status_word). While a model fits but could by chance, the
+                kernel runs again (its blocks in another order), up to runs more times, and the odds multiply."""
+                if method != "lookback":
+                    return None
+                sums, added = [int(s) for s in block_sums.tolist()], []
+                for again in range(runs + 1):
+                    if again:
+                        out64 = fn(x, out=empty(), BLOCK_SIZE=BLOCK_SIZE, method=method).to("cpu", torch.float64)
+                    rows = torch.nn.functional.pad(out64 - local, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
+                    real = torch.arange(rows.numel()).view_as(rows) < n
+                    if not bool(out64.isfinite().all()) or not bool(((rows == rows[:, :1]) | ~real).all()):
+                        return None  # a block's own scan is wrong
+                    added.append([int(v) for v in rows[:, 0].tolist()])
+                    words = wrong_status_word(added, sums)
+                    if words or wrong_status_word(added, sums, chance=2.0) is None:  # named, or fits none
+                        return status_word_hint(words) if words else None
+                return None
+
             utils.check(
                 out,
                 ref.to(dtype) if not dtype.is_floating_point else ref,
@@ -1729,6 +1816,7 @@ def check_cumsum(fn, *, quiet=False):
                 reason="small integers: every partial sum is exact",
                 stray=stray,
                 suspects=suspects,
+                diagnose=status_words,
             )
     if not quiet:
         print(f"✓ cumsum matches torch.cumsum exactly (int32 and fp32) at n = {', '.join(str(n) for n, _ in cases)}")

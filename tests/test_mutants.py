@@ -1,6 +1,7 @@
 """utils.mutants: it must make one mutant per mutation site, each the module with only that change, and tell a
 check that catches a mutant from one that lets it through."""
 
+import inspect
 import json
 import subprocess
 import sys
@@ -121,6 +122,26 @@ def test_a_planted_helper_takes_the_kernels_that_call_it_along(monkeypatch, tmp_
         x = torch.tensor([[3.0, 1.0, 2.0, 0.0]])
         assert not torch.equal(L.bitonic_sort(x), x.sort().values)  # the planted mistake runs through the kernel
     assert (L.bitonic_sort_kernel, L.compare_exchange) == (kernel, helper)
+
+
+def test_a_planted_helper_takes_its_autotuned_callers_along(monkeypatch, tmp_path):
+    """Session 31's H100 run: three planted mistakes in lesson 05's epilogue passed their checks, since matmul's
+    autotuned kernels, which call it, were not planted again (only a bare jit function was), and kept the binaries
+    of their first launches. Each autotuned caller is planted again, decorators and all; the others stay."""
+    from lessons import l05_matmul as L
+
+    callers = {name: getattr(L, name) for name in ("matmul_kernel", "matmul_persistent_kernel")}
+    other = L.matmul_tiled_kernel  # calls tile_dot, not epilogue
+    assert "epilogue(" not in inspect.getsource(other.fn)
+    with monkeypatch.context() as m:
+        mutants.plant(m, tmp_path, L, "epilogue", ("acc = acc * tl.sigmoid(acc)", "acc = tl.sigmoid(acc)"))
+        for name, kernel in callers.items():
+            planted = getattr(L, name)
+            assert type(planted) is type(kernel) and planted is not kernel, name  # an autotuner again
+            assert planted.configs == kernel.configs, name
+            assert planted.fn.fn.__globals__["epilogue"] is L.epilogue, name
+        assert L.matmul_tiled_kernel is other
+    assert all(getattr(L, name) is kernel for name, kernel in callers.items())
 
 
 def test_a_kernel_under_autotune_is_planted_with_its_decorators(monkeypatch, tmp_path):

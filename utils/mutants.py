@@ -277,13 +277,18 @@ def _plant_callers(monkeypatch, folder, module, callee: str) -> None:
     """Compiled, a kernel keeps the binary it built with the helpers it called then (Triton's cache knows a kernel by
     its arguments, not by its helpers' sources), so a planted helper would be seen only by a kernel never launched
     before in the process: each ``@triton.jit`` function of ``module`` that calls ``callee`` is planted again, a
-    fresh copy with no edit that compiles with the planted helper (and its callers in turn). The interpreter reads
-    the helpers at every launch: there it changes nothing."""
+    fresh copy with no edit that compiles with the planted helper (and its callers in turn), an autotuned one with
+    its decorators (it would otherwise keep the binaries of its tuning, and a launcher's prepared launch of them:
+    utils.launch.Table keys them by the kernel object). The interpreter reads the helpers at every launch: there it
+    changes nothing."""
     import inspect
     import re
 
     calls = re.compile(rf"\b{re.escape(callee)}\s*\(")
     for name, value in list(vars(module).items()):
-        own = _is_jit(value) and value.fn.__module__ == module.__name__  # not one imported from another lesson
-        if name != callee and own and calls.search(inspect.getsource(value.fn)):
+        inner = value
+        while not _is_jit(inner) and hasattr(inner, "fn"):  # under @triton.autotune or @triton.heuristics
+            inner = inner.fn
+        own = _is_jit(inner) and inner.fn.__module__ == module.__name__  # not one imported from another lesson
+        if name != callee and own and calls.search(inspect.getsource(inner.fn)):
             plant(monkeypatch, folder, module, name)
