@@ -1847,8 +1847,15 @@ GEMV_PROGRAMS_PER_SM = 2  # aim for about this many programs an SM (smaller BLOC
 GEMV_MIN_STEPS = 4  # ... while each split keeps at least this many steps
 # int4, GEMV_M < M <= DECODE_M: "tile_swap" (W @ x.T) or "tile" (x @ W.T); timed in CUDA graphs on the H100,
 # "tile" took 1.05x the time of "tile_swap" (geometric mean over four shapes; host-timed, the reverse had shown).
-# "scaled_swap" / "scaled": SCALED_BLOCK_K columns a step, one dot; the sweep l12g had it ahead at one shape of four
-TILE_KERNEL = "tile_swap"
+# "scaled_swap" / "scaled": SCALED_BLOCK_K columns a step, one dot; the sweep l12g had it ahead at one shape of four.
+# "mma" (session 31, the sweep l12zc on an H100, results/h100-2026-12-05-s31/sweeps/l12zc.txt): at M = 5, 8 and 16
+# and the four projections of make bench, 1.10-1.22x "tile_swap" at M = 5 and 8, level to 1.05x at 16; its
+# schedule is mma_schedule's, where it fits the GPU's shared memory ("tile_swap" where not)
+TILE_KERNEL = "mma"
+MMA_ROWS, MMA_WARPS = 32, 2  # rows of W a program, and its warps (l12zc: 16 rows and 1 warp never won by more
+# than 3 %)
+MMA_PROGRAMS_PER_SM, MMA_MAX_SPLIT = 4, 4  # split K in two while the programs are fewer than this many an SM, up to
+# this many splits (the sweep tried 1, 2 and 4)
 SCALED_BLOCK_K = 256
 GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
@@ -1876,18 +1883,26 @@ FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA 
     (8, 4, 2048, 8192): FastSchedule("gemv", 4, 16, 256, 1, 4, 2),
     (4, 4, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
     (4, 4, 14336, 4096): FastSchedule("tile_swap", 16, 64, 128, 1, 4, 4),
-    # M = 16 (tensor cores), int4 (results/h100-2026-11-23-s7/sweeps/l12g.txt): "tile_swap", the scaled tile split
-    # 8 ways at 4096 x 14336; then "mma" at three shapes, 1.10-1.26x those on an H200 (the sweep l12zb,
-    # results/h200-2026-11-29-s22/sweeps/l12zb.txt: 32 rows of W and 2 warps a program)
-    (4, 16, 8192, 2048): FastSchedule("mma", 16, 32, 128, 4, 2, 3),
-    (4, 16, 2048, 8192): FastSchedule("tile_swap", 16, 64, 128, 8, 4, 4),
-    (4, 16, 14336, 4096): FastSchedule("mma", 16, 32, 128, 2, 2, 3),
-    (4, 16, 4096, 14336): FastSchedule("mma", 16, 32, 128, 4, 2, 4),
+    # M = 16 (tensor cores), int4: no entry. "mma" at three shapes was 1.10-1.26x the tiles on an H200 (the sweep
+    # l12zb, results/h200-2026-11-29-s22/sweeps/l12zb.txt); mma_schedule gives those three schedules, and at
+    # 2048 x 8192 the one the sweep l12zc found 1.05x the table's "tile_swap" on an H100
     (8, 16, 8192, 2048): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
     (8, 16, 2048, 8192): FastSchedule("tile", 16, 64, 128, 8, 4, 4),
     (8, 16, 14336, 4096): FastSchedule("tile", 16, 32, 128, 1, 4, 4),
     (8, 16, 4096, 14336): FastSchedule("tile", 16, 64, 128, 4, 4, 4),
 }
+
+
+def mma_schedule(N, K, group_size, sm_count) -> FastSchedule:
+    """The "mma" kernel's schedule for int4 at GEMV_M < M <= DECODE_M: one tile of 16 rows of x and MMA_ROWS rows of
+    W a program, a group a step; K split in two while the programs are fewer than MMA_PROGRAMS_PER_SM an SM (up to
+    MMA_MAX_SPLIT ways, each split keeping 2 steps or more); 4 stages where K > N (a down projection's long rows),
+    else 3. On the H100 this gives the sweep l12zc's winner, or one within 4 % of it, at each of its shapes."""
+    tiles, steps = triton.cdiv(N, MMA_ROWS), triton.cdiv(K, group_size)
+    split = 1
+    while split < MMA_MAX_SPLIT and tiles * split < MMA_PROGRAMS_PER_SM * sm_count and steps >= 4 * split:
+        split *= 2
+    return FastSchedule("mma", 16, MMA_ROWS, group_size, split, MMA_WARPS, 4 if K > N else 3)
 
 
 def gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) -> int:
@@ -1933,13 +1948,17 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
             BLOCK_N //= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
         return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, warps, stages)
+    if bits == 4 and M <= DECODE_M and TILE_KERNEL == "mma":
+        mma = mma_schedule(N, K, group_size, sm_count)
+        if pipeline_bytes(Schedule(*mma[1:]), 2, bits) <= smem:
+            return mma
     scaled = scaled and bits == 4 and M <= DECODE_M
     BLOCK_K = max(group_size, min(SCALED_BLOCK_K, triton.next_power_of_2(K))) if scaled else group_size
     s = schedule(M, N, K, BLOCK_K if bits == 4 else (128 if M <= DECODE_M else 64), sm_count, bits=bits,
                  smem=smem)  # fmt: skip
     if bits == 4 and M > DECODE_M:  # prefill: one group a step, the dequantized tile in shared memory once
         return FastSchedule("tile", *fit(Schedule(128, 128, group_size, 1, 8, 3), 2, 4, smem))
-    kernel = TILE_KERNEL if scaled or not TILE_KERNEL.startswith("scaled") else "tile_swap"  # a T4
+    kernel = TILE_KERNEL if TILE_KERNEL in ("tile", "tile_swap") or scaled else "tile_swap"  # a T4, or no room
     return FastSchedule(kernel if bits == 4 else "tile", *s)  # a few rows: W's rows on the dot's M side
 
 

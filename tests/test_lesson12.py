@@ -491,6 +491,28 @@ def _heuristic_schedules():
     assert L.pipeline_bytes(L.Schedule(*small[1:]), 2, 4) <= 64 * 1024, small
 
 
+def test_int4_decode_rows_take_the_mma_kernel_at_the_sweeps_winners():
+    """GEMV_M < M <= DECODE_M, int4: mma_schedule, which gives the sweep l12zc's H100 winner at M = 5, 8 and 16 for
+    the 8B projections and the 1B down projection (results/h100-2026-12-05-s31/sweeps/l12zc.txt), and a schedule
+    2.5 % at most behind at the 1B up projection. Where its stages do not fit (a T4's 64 KB can, a tiny budget
+    cannot), the one-group tile; int8 keeps "tile"."""
+    winners = {(14336, 4096): _fs("mma", 16, 32, 128, 2, 2, 3), (4096, 14336): _fs("mma", 16, 32, 128, 4, 2, 4),
+               (2048, 8192): _fs("mma", 16, 32, 128, 4, 2, 4)}  # fmt: skip
+    for M in (5, 8, 16):
+        for (N, K), best in winners.items():
+            assert L.fast_schedule(4, M, N, K, 128, sm_count=132, smem=227 * 1024) == best, (M, N, K)
+        up = L.fast_schedule(4, M, 8192, 2048, 128, sm_count=132, smem=227 * 1024)
+        assert up == _fs("mma", 16, 32, 128, 4, 2, 3), up
+    assert L.fast_schedule(4, 5, 8192, 2048, 128, sm_count=40, smem=64 * 1024).kernel == "mma"
+    s = L.fast_schedule(4, 5, 8192, 2048, 64, sm_count=40, smem=64 * 1024)
+    assert s.BLOCK_K == 64 and s.SPLIT_K <= L.MMA_MAX_SPLIT
+    assert L.fast_schedule(4, 5, 8192, 2048, 128, sm_count=132, smem=16 * 1024).kernel == "tile_swap"
+    assert L.fast_schedule(8, 5, 8192, 2048, 128, sm_count=132, smem=227 * 1024).kernel == "tile"
+    few = L.mma_schedule(64, 256, 128, 132)  # two groups: no split would keep two steps
+    assert few.SPLIT_K == 1 and few.num_stages == 4
+    assert L.mma_schedule(100_000, 4096, 128, 132).SPLIT_K == 1  # programs enough without a split
+
+
 def test_fast_schedules_table_wins_over_the_heuristic(monkeypatch):
     mine = _fs("gemv", 1, 64, 512, 2, 8, 2)
     monkeypatch.setitem(L.FAST_SCHEDULES, (4, 1, 2048, 8192), mine)
@@ -1682,7 +1704,7 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
     jobs = []
     for bits, M, N, K in ((4, 1, 8192, 2048), (4, 4, 2048, 8192), (4, 16, 4096, 14336), (4, 2048, 14336, 4096),
                           (8, 1, 14336, 4096), (4, 4, 8192, 2048), (4, 1, 2048, 2048), (4, 1, 4096, 14336),
-                          (4, 16, 8192, 2048)):  # fmt: skip
+                          (4, 16, 8192, 2048), (4, 5, 14336, 4096), (4, 8, 2048, 8192)):  # fmt: skip
         s = L.fast_schedule(bits, M, N, K, 128, sm_count=132, smem=227 * 1024)
         out = "fp32" if s.SPLIT_K > 1 else "bf16"
         ints = dict(M=M, N=N, K=K, stride_xm=K, stride_om=N, stride_os=M * N if s.SPLIT_K > 1 else 0)
