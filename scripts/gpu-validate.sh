@@ -18,7 +18,8 @@
 #                                              PYTEST_ADDOPTS; log names stay those of the step)
 # A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is interrupted (SIGINT, so
 # that pytest still prints the failures it saw; killed 20 s later if it has not stopped), the next one runs.
-# Tests and notebooks run in 8 processes (pytest-xdist; WORKERS=16 in the environment for more: session 28 saw no
+# A test step's log names each test as it ends (-v) and the 25 slowest (--durations): a step cut off by its limit
+# shows which tests never ran. Tests and notebooks run in 8 processes (pytest-xdist; WORKERS=16 in the environment for more: session 28 saw no
 # clear gain on an H100, whose 16 cores also compile). TRITON_HARD_WAY_AS=7.5 (or 8.0) in the environment runs them
 # as the course behaves on a T4 (or an A100). Logs and results go to $OUT when it is set (the device tool),
 # else to build/gpu; every step's exit status and time are appended to steps.txt there. Under $OUT, more than six
@@ -58,7 +59,7 @@ for step in "$@"; do
     tests)
       sel=(tests --ignore=tests/test_browser.py --ignore=tests/test_participants.py)
       [ -n "$which" ] && mapfile -t sel < <(files "$which" tests)
-      "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --tb=short -rfE "${sel[@]}" \
+      "${run[@]}" python3 -m pytest -v -p no:cacheprovider -n "${WORKERS:-8}" --tb=short -rfE --durations=25 "${sel[@]}" \
         > "$out/tests-$tag$mode${which:+-${which//,/_}}.log" 2>&1 ;;
     notebooks)
       sel=(solutions); [ -n "$which" ] && mapfile -t sel < <(files "$which" notebooks)
