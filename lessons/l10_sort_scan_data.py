@@ -1639,9 +1639,9 @@ def status_word_hint(words):
 def status_word_odds(before, sums, limit=1 << 24):
     """For each of WRONG_STATUS_WORDS, how likely what each block added, before[b], fits it by chance (0: it does
     not fit; 1.0: no block is wrong), with the blocks' totals sums (integers), whatever order the blocks ran in. On a
-    GPU a block reads each block before it
-    either finished (its last word) or not (flag 1, its total), so lookback_before_ref's blocks in order are one
-    case of many. With block b's predecessors j < b and C[b] = sums[0] + ... + sums[b]:
+    GPU a block reads each block before it either finished (its last word) or not (flag 1, its total), so
+    lookback_before_ref's blocks in order are one case of many. With block b's predecessors j < b and
+    C[b] = sums[0] + ... + sums[b]:
     - its own total, flag 2: the walk stops at the newest finished j, so before[b] = sums[j] + ... + sums[b - 1];
     - its exclusive prefix, flag 2: it stops there too, so before[b] = before[j] + sums[j + 1] + ... + sums[b - 1]
       (j = 0: block 0's word is its total, so before[b] = C[b - 1], as when nothing is wrong);
