@@ -342,6 +342,22 @@ def rope_suspects(x, cos, sin):
     }
 
 
+def _rope_angles_turned(x, out):
+    """{"cos": c, "sin": s}, (B, T, D/2) each: the cos and sin that turned each pair of x (B, T, heads, D) into out,
+    x1' = x1 c - x2 s and x2' = x2 c + x1 s solved by least squares over the heads."""
+    half = x.shape[-1] // 2
+    x1, x2, o1, o2 = x[..., :half], x[..., half:], out[..., :half], out[..., half:]
+    power = (x1 * x1 + x2 * x2).sum(2)  # what each pair holds, summed over the heads
+    return {"cos": (x1 * o1 + x2 * o2).sum(2) / power, "sin": (x1 * o2 - x2 * o1).sum(2) / power}
+
+
+def _rope_turn(x, c, s):
+    """x (B, T, heads, D) with each pair i turned by cos c and sin s, (B, T, D/2) each."""
+    half = x.shape[-1] // 2
+    x1, x2, c, s = x[..., :half], x[..., half:], c[:, :, None], s[:, :, None]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
 def rope_rows_read(x, cos, sin, dtype):
     """diagnose= for check_rope: names tables read at the wrong rows (each position turned by the angles of another
     row of cos or sin), found by solving for the cos and sin that turned each pair (least squares over the heads)
@@ -349,8 +365,6 @@ def rope_rows_read(x, cos, sin, dtype):
     B, T, _, D = x.shape
     half, per_sequence = D // 2, cos.shape[0] > 1
     x, cos, sin = (t.cpu() for t in (x, cos, sin))  # diagnose gets out in fp64 on the CPU
-    x1, x2 = x[..., :half], x[..., half:]
-    power = (x1 * x1 + x2 * x2).sum(2)  # (B, T, D/2): what each pair holds, summed over the heads
     table_rows = {"cos": cos.reshape(-1, D)[:, :half], "sin": sin.reshape(-1, D)[:, :half]}  # all the rows held
     own = (torch.arange(B)[:, None] * T * per_sequence + torch.arange(T)[None, :]).reshape(-1)  # (B T,) right rows
     tol = utils.checking.default_tolerance(dtype)
@@ -359,12 +373,10 @@ def rope_rows_read(x, cos, sin, dtype):
         return f"sequence {row // T}'s position {row % T}" if per_sequence else f"position {row}"
 
     def diagnose(out):
-        o1, o2 = out[..., :half], out[..., half:]
-        got = {"cos": (x1 * o1 + x2 * o2).sum(2) / power, "sin": (x1 * o2 - x2 * o1).sum(2) / power}  # (B, T, D/2)
+        got = _rope_angles_turned(x, out)  # (B, T, D/2) each
         read = {w: torch.cdist(got[w].reshape(B * T, half), table_rows[w]).argmin(1) for w in got}  # nearest rows
-        c, s = (table_rows[w][read[w]].reshape(B, T, 1, half) for w in ("cos", "sin"))
-        turned = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
-        if not bool(torch.isclose(out, turned, rtol=tol.rtol, atol=tol.atol).all()):
+        c, s = (table_rows[w][read[w]].reshape(B, T, half) for w in ("cos", "sin"))
+        if not bool(torch.isclose(out, _rope_turn(x, c, s), rtol=tol.rtol, atol=tol.atol).all()):
             return None  # not a rotation by rows of the tables: some other mistake
         wrong = [w for w in read if not bool((read[w] == own).all())]
         if not wrong:
@@ -388,6 +400,58 @@ def rope_rows_read(x, cos, sin, dtype):
             f"the {tables} read at the wrong rows: {examples} angles. Each position turns by the angles of its own "
             "row, at b * stride_cb + t * stride_ct (t = token % T, b = token // T)"
         )
+
+    return diagnose
+
+
+def rope_columns_read(x, cos, sin, dtype):
+    """diagnose= for check_rope: names tables read at the wrong columns of the right row (pair i turned by the angle
+    of column j != i), found by matching the cos and sin that turned each pair with the columns of its position's
+    row. Column 2i (an element's index for the pair's) is tried first, then each pair's nearest column in either
+    table (where neighbouring columns hold nearly the same angle, bf16 may pick another in each), one map for both
+    tables before a map for each. x (B, T, heads, D), cos and sin (B or 1, T, D) contiguous, in fp64."""
+    B, T, _, D = x.shape
+    half = D // 2
+    x = x.cpu()
+    own = {"cos": cos.cpu()[..., :half].expand(B, T, half), "sin": sin.cpu()[..., :half].expand(B, T, half)}
+    pairs = torch.arange(half)
+    doubled = 2 * pairs % half  # column 2i past D/2 holds angle 2i - D/2: a row's two halves are equal
+    tol = utils.checking.default_tolerance(dtype)
+
+    def name(tables, read):
+        wrong = [w for w in tables if not torch.equal(read[w], pairs)]
+        them = " and ".join(wrong) + (" tables are" if len(wrong) == 2 else " table is")
+        first = read[wrong[0]]
+        bad = torch.nonzero(first != pairs)[:3, 0].tolist()
+        examples = f"pair {bad[0]} turned by column {int(first[bad[0]])}'s angle" + "".join(
+            f", pair {i} by column {int(first[i])}'s" for i in bad[1:]
+        )
+        if all(torch.equal(read[w], doubled) for w in wrong):
+            return (
+                f"the {them} read at column 2i for pair i ({examples}): 2i is the index of an element (of "
+                "the interleaved pairs 2i, 2i + 1), not of the pair. Pair i holds elements i and i + D/2 and turns "
+                "by angle i, column i of its position's row: cos_ptr + b * stride_cb + t * stride_ct + half, with "
+                "half = tl.arange(0, HEAD_DIM // 2)"
+            )
+        if len(wrong) == 2 and not torch.equal(read["cos"], read["sin"]):
+            them = "cos and sin tables are each"
+        return (
+            f"the {them} read at the wrong columns of each position's row: {examples}. Pair i (elements "
+            "i and i + D/2) turns by column i: cos_ptr + b * stride_cb + t * stride_ct + tl.arange(0, HEAD_DIM // 2)"
+        )
+
+    def diagnose(out):
+        got = _rope_angles_turned(x, out)
+        maps = [pairs, doubled]
+        for w in own:  # the column of its own row nearest to each pair's angle, over every position
+            maps.append((got[w][..., :, None] - own[w][..., None, :]).square().sum((0, 1)).argmin(1))
+        tries = [(c, s) for c in maps for s in maps if not (torch.equal(c, pairs) and torch.equal(s, pairs))]
+        tries.sort(key=lambda cs: not torch.equal(*cs))  # stable: one map for both tables first
+        for c, s in tries:
+            turned = _rope_turn(x, own["cos"][..., c], own["sin"][..., s])
+            if bool(torch.isclose(out, turned, rtol=tol.rtol, atol=tol.atol).all()):
+                return name(("cos", "sin"), {"cos": c, "sin": s})
+        return None
 
     return diagnose
 
@@ -418,7 +482,12 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
         q_ref, k_ref = rope_ref(q64, k64, c64, s64)
         for what, out, ref, x64 in (("q", q_out, q_ref, q64), ("k", k_out, k_ref, k64)):
             name = f"rotated {what} (B={B}, T={T}, heads={x64.shape[2]}, D={D})" + wrong_heads_positions(out, ref)
-            suspects, diagnose = rope_suspects(x64, c64, s64), rope_rows_read(x64, c64, s64, dtype)
+            rows, columns = rope_rows_read(x64, c64, s64, dtype), rope_columns_read(x64, c64, s64, dtype)
+
+            def diagnose(got, rows=rows, columns=columns):  # the tables' rows first, then their columns
+                return rows(got) or columns(got)
+
+            suspects = rope_suspects(x64, c64, s64)
             utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, diagnose=diagnose, stray=stray)
 
 

@@ -20,6 +20,7 @@ import utils.timing
 from utils.serving import Request, StepInfo
 
 
+from lessons.l06_flash_attention import large_scores_tolerance
 from lessons.l07_llm_layer import REF_OPS, TRITON_OPS, Ops
 from lessons.l08_llama_model import (
     FLOATS,
@@ -637,11 +638,16 @@ def _base_e_in_splits_ref(q, k_pages, v_pages, block_table, lengths, q_start, sp
     return out
 
 
-def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_len, BLOCK_N, update="after"):
+def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_len, BLOCK_N, update="after",
+                     BLOCK_Q=None):  # fmt: skip
     """paged_attention's result with the running max m_i updated `update` in each step: "after" alpha has used the
     old one (the kernel's order, which gives paged_attention_ref's result), "before" alpha (alpha = 1: a step's
-    earlier sums are never rescaled), or "never" (m_i stays -inf, and so does every split's stored max). Each split
-    of split_len keys is walked in steps of BLOCK_N keys, its partial result merged as decode_combine does."""
+    earlier sums are never rescaled), "never" (m_i stays -inf, and so does every split's stored max), or "safe"
+    (m_i = m_safe: a query that sees no key of a split its tile runs stores a max of 0 there, not -inf). Each split
+    of split_len keys is walked in steps of BLOCK_N keys; a tile of BLOCK_Q queries (None: the whole chunk) runs a
+    split only if its last query reaches the split's first key. The partial results are merged as decode_combine
+    does, in fp32 as the kernel stores them: where a split's max of 0 stands ~150 or more above every real split's,
+    their weights exp2(m_i - 0) underflow to 0, and the row is 0 / 0."""
     H, D = q.shape[1:]
     q_start = q_start.cpu()
     out = torch.zeros_like(q)
@@ -653,6 +659,8 @@ def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_l
         s = q[lo:hi].transpose(0, 1) @ k.transpose(1, 2) * (LOG2E / math.sqrt(D))  # (H, hi - lo, n), base 2
         pos = n - (hi - lo) + torch.arange(hi - lo, device=q.device)
         s = s.masked_fill(torch.arange(n, device=q.device)[None, :] > pos[:, None], neg_inf)
+        tile = max(hi - lo, 1) if BLOCK_Q is None else BLOCK_Q  # a chunk of no query: no tile
+        tile_end = n - (hi - lo) + ((torch.arange(hi - lo, device=q.device) // tile + 1) * tile).clamp_max(hi - lo)
         parts = []
         for a in range(0, n, split_len):
             m_i = torch.full(s.shape[:2], neg_inf, dtype=s.dtype, device=s.device)
@@ -666,13 +674,12 @@ def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_l
                 alpha = torch.exp2(m_i - m_safe)
                 l_i = l_i * alpha + p.sum(-1)
                 acc = acc * alpha[..., None] + p @ v[:, c : c + st.shape[-1]]
-                m_i = m_new if update == "after" else m_i
+                m_i = {"after": m_new, "safe": m_safe}.get(update, m_i)
+            m_i = torch.where(a < tile_end, m_i, neg_inf)  # a tile that ends before the split never runs it
             parts.append((m_i, acc, l_i))
-        top = torch.stack([m for m, _, _ in parts]).amax(0)
-        w = [torch.exp2(m - top) for m, _, _ in parts]  # NaN where every split's max is -inf, as in decode_combine
-        num = sum(wi[..., None] * acc for wi, (_, acc, _) in zip(w, parts))
-        den = sum(wi * l_ for wi, (_, _, l_) in zip(w, parts))
-        out[lo:hi] = (num / den[..., None]).transpose(0, 1)
+        m, acc, l_ = (torch.stack(part).float() for part in zip(*parts))  # (splits, H, hi - lo[, D]), as stored
+        w = torch.exp2(m - m.amax(0))  # NaN where every split's max is -inf, as in decode_combine
+        out[lo:hi] = ((w[..., None] * acc).sum(0) / (w * l_).sum(0)[..., None]).transpose(0, 1).to(out.dtype)
     return out
 
 
@@ -856,6 +863,63 @@ def check_paged_attention(fn, *, quiet=False):
                               for b, n in enumerate(lens)])  # fmt: skip
             utils.check(out, decode_attention_ref(q64, kc, vc, lengths), name=f"{name} vs lesson 08's contiguous",
                         quiet=quiet)  # fmt: skip
+    _check_far_scores(fn, dtype, quiet)
+
+
+def _check_far_scores(fn, dtype, quiet):
+    """One request's chunk over two splits or more, every score far below 0. A query tile whose first queries
+    come before a split's first key while its last ones reach it runs that split for all of them: for the first
+    ones the split must store m = -inf. A max of 0 stored there (m_i = m_safe) is harmless with scores near 0, but
+    here it becomes the combine's max over the splits, and every real split's weight exp2(m_i - 0) underflows to 0."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    H, KV, D, P = 4, 1, env.pick(cpu=16, gpu=64), 8
+    BLOCK_N = paged_schedule(1, KV, D, 1, dtype, env)[2]
+    # three steps of keys: two splits or more on any schedule (one kv head asks for several programs). The chunk
+    # starts at position 1, so no tile of BLOCK_Q >= 4 queries (4 heads a row) starts at a split's first key (a
+    # multiple of BLOCK_N): the tile that holds the split's first key holds queries before it too
+    length = 2 * BLOCK_N + 3
+    gen = torch.Generator().manual_seed(0)
+    q, kp, vp, table, lengths, q_start = paged_case(1, H, KV, D, P, [length], [length - 1], 0, dtype, env.device, gen)
+    u = torch.randn(D, generator=gen, dtype=torch.float64)
+    u /= u.norm()
+    s = -400.0 + 2 * torch.randn(length, generator=gen, dtype=torch.float64)  # key t's score, before the scale
+    k = s[:, None] * u + 0.1 * torch.randn(length, D, generator=gen, dtype=torch.float64)
+    t = torch.arange(length, device=env.device)
+    kp[table[0, t // P].long(), t % P, 0] = k.to(env.device, dtype)
+    heads = u * math.sqrt(D) * (1 + 0.1 * torch.arange(H, dtype=torch.float64))[:, None]  # head h: (1 + h/10) s_t
+    q = heads.repeat(length - 1, 1, 1).to(env.device, dtype)
+    with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
+        out = fn(q, kp, vp, table, lengths, q_start, out=utils.nan_empty(tuple(q.shape), dtype))
+    q64, k64, v64 = q.double(), kp.double(), vp.double()
+    ref = paged_attention_ref(q64, k64, v64, table, lengths, q_start)
+    split_len, BLOCK_N = paged_schedule(1, KV, D, table.shape[1] * P, dtype, env)[1:3]
+    BLOCK_Q = query_tile(length - 1, H // KV, env)[1]
+    suspects = {
+        "Queries that see no key of a split which the rest of their query tile reaches came out NaN, where every "
+        "score lies far below 0: the split stored a max of 0 for them where -inf belongs. Most likely m_i = m_safe: "
+        "m_safe stands in for -inf only inside the step (in p and alpha, so that a row with no key yet gets p = 0, "
+        "not NaN), and the running max stays the true one, m_i = m_new. A stored max of 0 is harmless with scores "
+        "near 0, but here it is the combine's max over the splits, and every real split's weight exp2(m_i - 0) "
+        "underflows to 0: 0 / 0.": _running_max_ref(
+            q64, k64, v64, table, lengths, q_start, split_len, BLOCK_N, update="safe", BLOCK_Q=BLOCK_Q
+        ),
+    }
+
+    def diagnose(got):
+        if bool(got.isfinite().all()):
+            return None
+        return (
+            "NaN or inf where every score lies far below 0: the softmax's max must come from the scores themselves, "
+            "so that exp2(s - m) is near 1 for the largest. m_i starts at -inf (not 0) and stays -inf in a split "
+            "where a query sees no key (m_i = m_new; m_safe only inside the step): a max of 0 turns exp2 of every "
+            "score, and the combine's weights, into 0, and 0 / 0 is NaN."
+        )
+
+    s_max = float((q64.reshape(-1, D) @ gather_pages(k64, table[0], length)[:, 0].T).abs().max()) / math.sqrt(D)
+    name = f"paged attention (B=1, H={H}, KV={KV}, D={D}, block_size={P}, lengths=[{length}], queries=[{length - 1}]"
+    utils.check(out, ref, **large_scores_tolerance(dtype, s_max), name=f"{name}, scores near -400)", quiet=quiet,
+                suspects=suspects, dims=("token", "head", "dim"), stray=stray, diagnose=diagnose)  # fmt: skip
 
 
 def identity_tables(B, W, device):

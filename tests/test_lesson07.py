@@ -630,3 +630,35 @@ def test_fourth_and_fifth_batteries_of_mistakes_get_named(mistake, monkeypatch, 
     plant(monkeypatch, tmp_path, L, name, *edits)
     with pytest.raises(AssertionError, match=re.escape(words)):
         SECOND_CHECKS[check]()
+
+
+# -- session 31: the tables read at the wrong columns of the right row got "Wrong values in many places" -----------
+
+
+def _table_columns(column, tables=(_COS, _SIN)):
+    """rope_kernel's table loads with the column offset half (the pair's index i) replaced by column."""
+    return [(load, load.replace("+ half)", f"+ {column})")) for load in tables]
+
+
+COLUMN_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words of the hint it must get)
+    # 2i: the element's index in Meta's interleaved layout where the pair's belongs
+    "table columns 2i": ("rope_kernel", _table_columns("2 * half"), "rope",
+                         "the cos and sin tables are read at column 2i for pair i"),
+    "cos columns 2i": ("rope_kernel", _table_columns("2 * half", [_COS]), "rope",
+                       "the cos table is read at column 2i for pair i"),
+    "sin columns 2i": ("rope_kernel", _table_columns("2 * half", [_SIN]), "rope",
+                       "the sin table is read at column 2i for pair i"),
+    "table columns reversed": ("rope_kernel", _table_columns("HEAD_DIM // 2 - 1 - half"), "rope",
+                               "the cos and sin tables are read at the wrong columns of each position's row"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", list(COLUMN_BATTERY))
+def test_tables_read_at_the_wrong_columns_get_named(mistake, monkeypatch, tmp_path):
+    """rope_columns_read: the angles each pair was turned by, matched with the columns of its position's row."""
+    from utils.mutants import plant
+
+    name, edits, check, words = COLUMN_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        SECOND_CHECKS[check]()

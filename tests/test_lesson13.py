@@ -646,6 +646,14 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
         "        m_i = m_new\n        alpha = tl.exp2(m_i - m_safe)\n",
         "m_i was updated before alpha used it",
     ),  # fmt: skip
+    # (session 31) right wherever some score nears 0 (every case above passed them): the case of scores far below 0
+    # shows them. The running max kept as m_safe stores 0 for a query that sees no key of a split its tile runs
+    "the running max kept as m_safe": ("        m_i = m_new\n", "        m_i = m_safe\n", "Most likely m_i = m_safe"),
+    "the running max starting at 0": (
+        'm_i = tl.full([BLOCK_M], float("-inf"), tl.float32)',
+        "m_i = tl.full([BLOCK_M], 0.0, tl.float32)",
+        "m_i starts at -inf (not 0)",
+    ),  # fmt: skip
 }
 
 
@@ -667,6 +675,25 @@ def test_running_max_reference_in_the_kernels_order_is_the_spec():
     torch.testing.assert_close(L._running_max_ref(*running), ref, atol=1e-6, rtol=1e-6)  # two references, on the CPU
     assert not torch.allclose(L._running_max_ref(*running, update="before"), ref, atol=1e-3)
     assert L._running_max_ref(*running, update="never").isnan().all()
+
+
+def test_running_max_kept_as_m_safe_differs_only_where_every_score_is_far_below_0():
+    """m_i = m_safe stores a max of 0 for a query that sees no key of a split its tile runs: with scores near 0 that
+    is still the spec (the combine's weights carry the offset); with every score far below 0 the query's real
+    splits weigh exp2(m_i - 0) = 0 in fp32, and its row is 0 / 0."""
+    gen = torch.Generator().manual_seed(3)
+    q, kp, vp, table, lengths, q_start = L.paged_case(1, 4, 1, 16, 4, [40], [39], 0, torch.float64, "cpu", gen)
+    ref = L.paged_attention_ref(q, kp, vp, table, lengths, q_start)
+    # splits of 16 keys in steps of 8; the chunk from position 1 in tiles of 4 queries: 1-4, ..., 13-16, ..., 29-32
+    running, safe = (table, lengths, q_start, 16, 8), dict(update="safe", BLOCK_Q=4)
+    torch.testing.assert_close(L._running_max_ref(q, kp, vp, *running, **safe), ref, atol=1e-6, rtol=1e-6)
+    u = torch.randn(16, generator=gen, dtype=torch.float64)
+    u /= u.norm()
+    q, kp = (4 * u).expand_as(q).contiguous(), -400 * u + 0.1 * kp  # every score about -400 (-577 in base 2)
+    assert L.paged_attention_ref(q, kp, vp, *running[:3]).isfinite().all()
+    nan_rows = L._running_max_ref(q, kp, vp, *running, **safe).isnan().flatten(1).any(1)
+    # positions 13-15 (tokens 12-14) see no key of the split 16-31 that their tile runs; 29-31 none of 32-39
+    assert torch.nonzero(nan_rows).flatten().tolist() == [12, 13, 14, 28, 29, 30]
 
 
 def test_check_names_page_entries_counted_from_1(monkeypatch, tmp_path):
