@@ -248,6 +248,33 @@ def loop_local_after_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
+def if_local_after_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    if tl.program_id(0) == 0:
+        scale = tl.load(x_ptr + offsets)  # first assigned in a run-time if's branch: compiled, gone after it
+    tl.store(out_ptr + offsets, scale)
+
+
+@triton.jit
+def branch_type_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    acc = 0  # an int32 number: the branch makes it a block of floats
+    if tl.program_id(0) == 0:
+        acc = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, acc)
+
+
+@triton.jit
+def branches_two_types_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    if tl.program_id(0) == 0:
+        y = tl.load(x_ptr + offsets)
+    else:
+        y = 0  # an int32 number, the other branch a block of floats
+    tl.store(out_ptr + offsets, y)
+
+
+@triton.jit
 def return_value_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     offsets = tl.arange(0, BLOCK_SIZE)
     return tl.load(x_ptr + offsets) * 2  # a Python habit: compiled, a kernel returns nothing

@@ -3,15 +3,18 @@
 the compiler agrees."""
 
 import contextlib
+from pathlib import Path
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-from utils.mode import current
+# `from utils import mode`, not `from utils.mode import current`: utils.offline copies the jit functions and constants
+# of a module named that way, and utils.mode's annotated `_ENV: Env | None` does not import alone
+from utils import mode, offline
 
-ENV = current()
+ENV = mode.current()
 
 
 @triton.jit
@@ -190,3 +193,249 @@ def test_a_kernel_that_returns_a_value_is_refused_as_compiled():
     assert bool(out[16:].isnan().all()), out  # the second program returned before storing
     with pytest.raises(Exception, match=r"PassManager::run failed|returns no value"):
         _returns_a_value_kernel[(1,)](x, out, 16, BLOCK_SIZE=16)
+
+
+# -- an `if` decided at run time (its condition a tensor) against one decided when the kernel compiles (a constexpr)
+
+
+@triton.jit
+def _then_only_kernel(x_ptr, out_ptr, flag_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    if tl.load(flag_ptr) > 0:
+        y = tl.load(x_ptr + offs)  # compiled: gone after the if
+    tl.store(out_ptr + offs, y)
+
+
+@triton.jit
+def _else_only_kernel(x_ptr, out_ptr, flag_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    pid = tl.program_id(0)
+    if pid + tl.load(flag_ptr) == 1:
+        tl.store(out_ptr + offs, tl.zeros((BLOCK_SIZE,), dtype=tl.float32))
+    else:
+        y = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, y)
+
+
+@triton.jit
+def _then_type_kernel(x_ptr, out_ptr, flag_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    acc = 0  # an int32 number: the branch makes it a block of fp32
+    if tl.load(flag_ptr) > 0:
+        acc = tl.load(x_ptr + offs).to(tl.float32)
+    tl.store(out_ptr + offs, acc)
+
+
+@triton.jit
+def _else_type_kernel(x_ptr, out_ptr, flag_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    if tl.load(flag_ptr) > 0:
+        acc += 1.0
+    else:
+        acc = tl.load(x_ptr + offs).to(tl.float16)
+    tl.store(out_ptr + offs, acc)
+
+
+@triton.jit
+def _named_flag_kernel(x_ptr, out_ptr, flag_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    flag = BLOCK_SIZE > 8  # a plain assignment makes a tensor of it, compiled too: `if flag` is decided at run time
+    if flag:
+        y = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, y)
+
+
+@triton.jit
+def _int_argument_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    if n > 0:  # a tensor compiled, but a constexpr when n == 1 (Triton specializes it)
+        y = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, y)
+
+
+@triton.jit
+def _static_parameter_kernel(x_ptr, out_ptr, flag_ptr, HAS_SCALE: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    acc = 0
+    if HAS_SCALE:  # decided when the kernel compiles: names and types as Python has them
+        scale = tl.load(x_ptr + offs)
+        acc = scale.to(tl.float32)
+    tl.store(out_ptr + offs, scale + acc)
+
+
+@triton.jit
+def _static_expression_kernel(x_ptr, out_ptr, flag_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offs)
+    acc = 0
+    if BLOCK_SIZE > 8 and x.dtype == tl.float32:
+        y = x * 2
+        acc = y
+    if tl.cdiv(BLOCK_SIZE, 8) > 1:  # a helper of constexprs gives a constexpr
+        acc = acc + 1.0
+    tl.store(out_ptr + offs, y + acc)
+
+
+@triton.jit
+def _static_constexpr_name_kernel(x_ptr, out_ptr, flag_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    flag: tl.constexpr = BLOCK_SIZE > 8  # a tl.constexpr stays one: `if flag` is decided when the kernel compiles
+    acc = 0
+    if flag:
+        y = tl.load(x_ptr + offs)
+        acc = y * 3
+    tl.store(out_ptr + offs, y + acc)
+
+
+@triton.jit
+def _dynamic_both_branches_kernel(x_ptr, out_ptr, flag_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    if tl.load(flag_ptr) > 0:
+        y = tl.load(x_ptr + offs)
+        acc += 1.0  # a type kept: fine
+    else:
+        y = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    tl.store(out_ptr + offs, y + acc)
+
+
+@triton.jit
+def _dynamic_uses_only_kernel(x_ptr, out_ptr, flag_ptr, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offs)
+    if tl.load(flag_ptr) > 0:
+        doubled = x * 2  # used only inside its branch: fine
+        tl.store(out_ptr + offs, doubled)
+    else:
+        tl.store(out_ptr + offs, x)
+
+
+@triton.jit
+def _above(x, k):
+    if k > 1:  # compiled, a constexpr when the caller computed one
+        y = x * k
+    return y
+
+
+@triton.jit
+def _helper_argument_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offs, _above(tl.load(x_ptr + offs), n * 2))
+
+
+def _if_launch(kernel, flag, *constexprs):
+    x = torch.arange(16, device=ENV.device, dtype=torch.float32)
+    out = torch.full((16,), float("nan"), device=ENV.device)
+    kernel[(1,)](x, out, torch.tensor([flag], device=ENV.device, dtype=torch.int32), *constexprs, BLOCK_SIZE=16)
+    return x, out
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+@pytest.mark.parametrize("kernel", [_then_only_kernel, _else_only_kernel, _named_flag_kernel], ids=lambda k: k.__name__)
+def test_a_name_first_assigned_in_one_branch_of_a_run_time_if_does_not_exist_after_it(kernel, flag):
+    """Compiled, each branch of an `if` on a tensor is a region of its own: a name first assigned in one of them does
+    not exist after the `if`, whichever branch a program takes (`flag = BLOCK_SIZE > 8` is a tensor too: a plain
+    assignment makes one of a constexpr). The interpreter kept the name when its branch ran."""
+    with pytest.raises(Exception, match=r"\by is not defined"):
+        _if_launch(kernel, flag)
+
+
+@pytest.mark.parametrize(
+    "kernel, words",
+    [
+        (_then_type_kernel, r"`acc` is of type int32\[\], but the then block redefines it as fp32\[constexpr\[16\]\]"),
+        (_else_type_kernel, r"`acc` is of type fp32\[constexpr\[16\]\], but the else block redefines it as fp16\["),
+    ],
+    ids=["then", "else"],
+)
+def test_a_run_time_if_that_changes_a_variables_type_is_refused(kernel, words):
+    """Compiled, a variable live before an `if` on a tensor keeps its type through both branches. Under the
+    interpreter, refused when the branch that changes it runs (the other branch is not run there)."""
+    with pytest.raises(Exception, match=rf"initial value for {words}"):
+        _if_launch(kernel, 1 if kernel is _then_type_kernel else 0)
+
+
+def test_an_if_on_an_int_argument_is_decided_at_run_time_unless_it_is_1():
+    """An int argument is a tensor compiled, and `if n > 0` is decided at run time; Triton specializes an int equal
+    to 1 into a constexpr, and the same `if` is decided when the kernel compiles: both are taken as compiled."""
+    x = torch.arange(16, device=ENV.device, dtype=torch.float32)
+    out = torch.full((16,), float("nan"), device=ENV.device)
+    with pytest.raises(Exception, match=r"\by is not defined"):
+        _int_argument_kernel[(1,)](x, out, 5, BLOCK_SIZE=16)
+    _int_argument_kernel[(1,)](x, out, 1, BLOCK_SIZE=16)
+    torch.testing.assert_close(out, x, rtol=0, atol=0)
+
+
+def test_an_if_on_a_helpers_int_argument_is_left_to_the_compiler():
+    """A helper's int argument may be a constexpr its caller computed: `n * 2` with n == 1 is constexpr 2 compiled,
+    and the helper's `if k > 1` is decided when it compiles. The interpreter holds a tensor there, and does not refuse
+    (compiled with n == 3, the same helper is refused: a case left to the compiler)."""
+    x = torch.arange(16, device=ENV.device, dtype=torch.float32)
+    out = torch.full((16,), float("nan"), device=ENV.device)
+    _helper_argument_kernel[(1,)](x, out, 1, BLOCK_SIZE=16)
+    torch.testing.assert_close(out, 2 * x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "kernel, constexprs, want",
+    [
+        (_static_parameter_kernel, (True,), lambda x: 2 * x),
+        (_static_expression_kernel, (), lambda x: 4 * x + 1),
+        (_static_constexpr_name_kernel, (), lambda x: 4 * x),
+        (_dynamic_both_branches_kernel, (), lambda x: x + 1),
+        (_dynamic_uses_only_kernel, (), lambda x: 2 * x),
+    ],
+    ids=[
+        "constexpr parameter",
+        "constexpr expression",
+        "name: tl.constexpr",
+        "run time, both branches",
+        "run time, uses",
+    ],
+)
+def test_ifs_the_compiler_takes_run(kernel, constexprs, want):
+    """An `if` on a constexpr (a parameter, an expression of them, a `name: tl.constexpr`) is decided when the kernel
+    compiles: a name first assigned in it, or a type changed, is fine. An `if` on a tensor that defines a name in
+    both branches with one type, or only uses names, is fine too."""
+    x, out = _if_launch(kernel, 1, *constexprs)
+    torch.testing.assert_close(out, want(x), rtol=0, atol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not offline.available(), reason="needs Triton's NVIDIA backend and its ptxas")
+def test_the_compiler_takes_and_refuses_the_same_ifs():
+    """The kernels above compiled for an H100 (utils.offline): the compiler refuses and takes what the interpreter
+    now does, in the same words."""
+    pointers = dict(x_ptr="fp32", out_ptr="fp32", flag_ptr="i32")
+    cases = {  # kernel: (ints, constexprs, the error's words or None)
+        "_then_only_kernel": ({}, {}, "y is not defined"),
+        "_else_only_kernel": ({}, {}, "y is not defined"),
+        "_named_flag_kernel": ({}, {}, "y is not defined"),
+        "_then_type_kernel": ({}, {}, "but the then block redefines it as fp32[constexpr[16]]"),
+        "_else_type_kernel": ({}, {}, "but the else block redefines it as fp16[constexpr[16]]"),
+        "_int_argument_kernel": (dict(n=5), {}, "y is not defined"),
+        "_helper_argument_kernel": (dict(n=1), {}, None),
+        "_static_parameter_kernel": ({}, dict(HAS_SCALE=True), None),
+        "_static_expression_kernel": ({}, {}, None),
+        "_static_constexpr_name_kernel": ({}, {}, None),
+        "_dynamic_both_branches_kernel": ({}, {}, None),
+        "_dynamic_uses_only_kernel": ({}, {}, None),
+    }
+    jobs = [
+        offline.job(
+            name,
+            pointers={k: v for k, v in pointers.items() if k in globals()[name].arg_names},
+            ints=ints,
+            constexprs=dict(BLOCK_SIZE=16, **constexprs),
+        )
+        for name, (ints, constexprs, _) in cases.items()
+    ]
+    jobs.append(offline.job("_int_argument_kernel", pointers=dict(x_ptr="fp32", out_ptr="fp32"), ints=dict(n=1),
+                            constexprs=dict(BLOCK_SIZE=16)))  # fmt: skip
+    results = offline.compile_kernels(Path(__file__), jobs, raise_errors=False)
+    wrong = []
+    for (name, (_, _, words)), result in zip([*cases.items(), ("_int_argument_kernel", ({}, {}, None))], results):
+        if (words is None and result.error) or (words is not None and words not in (result.error or "")):
+            wrong.append(f"{name}: want {words!r}, got {result.error!r}")
+    assert not wrong, "\n".join(wrong)

@@ -236,10 +236,12 @@ RULES = [
     Rule(
         "a name used after the loop that assigned it",
         r"\b(\w+)'? is not defined",
-        "`{0}` does not exist where the kernel uses it. A name first assigned inside a loop does not exist after the "
-        "loop once compiled (the loop's body is a scope of its own): assign it before the loop (`{0} = tl.zeros(...)` "
-        "or its first value), and the loop carries it out. Otherwise the name is misspelt, or belongs to another "
-        "function: a kernel sees its arguments, its own names, and globals that are constexprs.",
+        "`{0}` does not exist where the kernel uses it. Once compiled, a name first assigned inside a loop does not "
+        "exist after the loop (the loop's body is a scope of its own), nor one first assigned in one branch of an "
+        "`if` decided at run time (`if pid == 0:`, `if tl.load(flag_ptr) > 0:`): assign it before the loop or the "
+        "`if` (`{0} = tl.zeros(...)` or its first value), and it is carried out (or, for an `if`, in both branches "
+        "with one type). Otherwise the name is misspelt, or belongs to another function: a kernel sees its "
+        "arguments, its own names, and globals that are constexprs.",
         needs=_in_a_kernel,  # a launcher's misspelt name is Python's own plain error
     ),
     Rule(
@@ -290,6 +292,22 @@ RULES = [
         r"Loop-carried variable (\w+) has initial type (<[^>]*>|\S+) but is re-assigned to (<[^>]*>|\S+) in loop",
         "`{0}` starts as {1} and the loop makes it {2}: a loop's variables keep one type. Give it its final type "
         "before the loop (`tl.zeros(..., dtype=tl.float32)`) and cast what the loop adds (`.to(tl.float32)`).",
+    ),
+    Rule(
+        "a branch changes a variable's type",
+        r"initial value for `(\w+)` is of type (\S+), but the (?:then|else) block redefines it as (\S+)",
+        "`{0}` is {1} before an `if` decided at run time, and a branch makes it {2}: compiled, a variable keeps one "
+        "type through such an `if`. Give it its final type before the `if` (`{0} = tl.zeros(..., dtype=tl.float32)`) "
+        "or cast what the branch assigns (`.to(...)`). An `if` on a constexpr (`if HAS_BIAS:`) is decided before the "
+        "kernel runs, and may change it.",
+    ),
+    Rule(
+        "two branches give a name two types",
+        r"Mismatched type for (\w+) between then block \((.*?)\) and else block \((.*?)\)",
+        "The `if` branch makes `{0}` {1} and the `else` branch {2}: compiled, a name an `if` decided at run time "
+        "defines in both branches keeps one type. Make both branches give it the same dtype and shape "
+        "(`tl.zeros((BLOCK_SIZE,), dtype=...)` rather than a number, or a `.to(...)`). (The interpreter runs one "
+        "branch and cannot compare them; compiled, it fails.)",
     ),
     Rule(
         "a launch without every argument",

@@ -13,6 +13,17 @@ meaning: a learner's kernel passed every check on a laptop and failed on a GPU. 
 - ``break``, ``continue``, a global that is not a constexpr, a list comprehension and a list's ``.append`` (or
   ``extend``, ``insert``, ``pop``), at a kernel's first launch or call: the compiler's errors, with the kernel's line;
 - a name first assigned inside a loop, used after it: the compiler's NameError where it is used;
+- an ``if`` decided at run time (``if tl.load(flag_ptr) > 0:``, ``if pid == 0:``, ``if n > 0:`` for an int argument
+  n): a name first assigned in one of its branches and used after it, the compiler's NameError where it is used; a
+  branch that changes the type of a variable live before it (``acc = 0``, then ``acc = x.to(tl.float32)``), the
+  compiler's error at the ``if`` (only the branch that ran is checked). Which ``if`` is decided at run time is read
+  from its condition's value at run time, as the compiler reads it: a tensor is, a Python value is not (a constexpr,
+  ``BLOCK > 16``, ``x.dtype == tl.float16``: decided when the kernel compiles). The interpreter makes tensors of the
+  values the compiler does (``flag = BLOCK > 16`` holds one both ways, since an assignment makes a tensor of a
+  constexpr: compiled, ``if flag:`` is decided at run time; ``flag: tl.constexpr = BLOCK > 16`` is not), but for
+  arguments: compiled, a kernel's int argument equal to 1 is a constexpr (Triton specializes it), and a helper's int
+  argument may be a constexpr its caller computed. A condition that reads such an argument is left alone, so that
+  no kernel the compiler takes is refused;
 - ``tl.dot`` on tiles under NVIDIA's smallest step (K >= 16, 32 for 8-bit inputs): the compiler's message;
 - a kernel called like a function, without a grid: the compiler's error (the interpreter swapped triton.language for
   good, and failed on whatever came first); a launched kernel that returns a value: the compiler's failure (the
@@ -48,6 +59,7 @@ def install() -> None:
     _calls_inside_launches(interpreter)
     _blocks(interpreter)
     _rewrites(interpreter)
+    _branches(interpreter)
     _first_call(interpreter)
     _dot_sizes(interpreter)
 
@@ -250,22 +262,163 @@ def _rewrites(interpreter) -> None:
     transformer.visit_For = transformer.visit_While = visit_loop
 
 
-class _Gone:
-    """What a name first assigned inside a loop is after the loop: compiled, it is not defined there, and any use of
-    it fails with the compiler's NameError (a stand-in, since Python cannot undefine a local at run time)."""
+def _branches(interpreter) -> None:
+    """An ``if`` decided at run time as compiled: a name first assigned in one of its branches is gone after it, and a
+    branch keeps the types of the variables live before it. Through the interpreter's rewrite of each kernel's source:
+    the condition is evaluated once, before the ``if``, by a call that also notes what is live, and checked after."""
+    transformer = getattr(interpreter, "ASTTransformer", None)
+    cls = getattr(interpreter, "InterpretedFunction", None)
+    if transformer is None or cls is None or not hasattr(interpreter, "_hard_way_gone"):
+        return
+    block, tuples = interpreter.tl.core.tensor, (tuple, getattr(interpreter.tl.core, "tuple", tuple))
+    helpers = [0]  # helper calls under way: a launched kernel's own body runs at 0
+    call = cls.__call__
 
-    def __init__(self, name):
+    def called(self, *args, **kwargs):
+        helpers[0] += 1
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            helpers[0] -= 1
+
+    def maybe_constexpr(value):
+        """Whether an argument the interpreter holds as a tensor may be a constexpr compiled: a launched kernel's int
+        equal to 1 (Triton specializes it), any int a helper receives (its caller may have computed a constexpr)."""
+        if isinstance(value, tuples):
+            return any(maybe_constexpr(v) for v in value)
+        if not isinstance(value, block) or value.type.is_block() or not value.dtype.is_int():
+            return False  # a pointer, a block, a float: a tensor compiled too; a Python value: a constexpr both ways
+        return helpers[0] > 0 or value.handle.data.reshape(-1)[0] == 1
+
+    def opened(test, arguments, names, scope):
+        # compiled, only a tensor condition makes a run-time if: a Python value picks its branch before the kernel runs
+        dynamic = isinstance(test, block) and not any(maybe_constexpr(a) for a in arguments)
+        before = {n: scope[n] for n in names if n in scope and not isinstance(scope[n], _Gone)} if dynamic else {}
+        return _Branch(test, dynamic, before)
+
+    def closed(branch, scope):
+        if not branch.dynamic:
+            return
+        for name, value in branch.before.items():
+            now = scope.get(name)
+            if isinstance(value, block) and isinstance(now, block) and now.type != value.type:
+                taken = "then" if branch.test else "else"
+                raise AssertionError(
+                    f"initial value for `{name}` is of type {_type_text(value)}, but the {taken} block redefines it as "
+                    f"{_type_text(now)}"
+                )
+
+    arguments = []  # the parameters of the functions being rewritten, innermost last
+
+    def visit_FunctionDef(self, node):
+        spec = node.args
+        names = [a.arg for a in (*spec.posonlyargs, *spec.args, *spec.kwonlyargs, spec.vararg, spec.kwarg) if a]
+        arguments.append(set(names))
+        try:
+            self.generic_visit(node)
+        finally:
+            arguments.pop()
+        return node
+
+    count = [0]
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        then, orelse = _stored(node.body), _stored(node.orelse)
+        if not then | orelse:
+            return node  # nothing assigned in it: nothing to check
+        count[0] += 1
+        keep = f"_hard_way_if_{count[0]}"
+        read = sorted({n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} & (arguments or [set()])[-1])
+        opening = ast.Assign(
+            targets=[ast.Name(id=keep, ctx=ast.Store())],
+            value=_call(
+                "_hard_way_if_opened",
+                node.test,
+                ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in read], ctx=ast.Load()),
+                ast.Tuple(elts=[ast.Constant(n) for n in sorted(then | orelse)], ctx=ast.Load()),
+                _call("locals"),
+            ),
+        )
+        node.test = ast.Attribute(value=ast.Name(id=keep, ctx=ast.Load()), attr="test", ctx=ast.Load())
+        closing = ast.Expr(_call("_hard_way_if_closed", ast.Name(id=keep, ctx=ast.Load()), _call("locals")))
+        gone = [  # if _hard_way_if_N.gone("name"): name = _hard_way_gone("name", "if")
+            ast.If(
+                test=ast.Call(
+                    func=ast.Attribute(value=ast.Name(id=keep, ctx=ast.Load()), attr="gone", ctx=ast.Load()),
+                    args=[ast.Constant(n)],
+                    keywords=[],
+                ),
+                body=[
+                    ast.Assign(
+                        [ast.Name(id=n, ctx=ast.Store())], _call("_hard_way_gone", *map(ast.Constant, (n, "if")))
+                    )
+                ],
+                orelse=[],
+            )
+            for n in sorted(then ^ orelse)
+        ]
+        return [ast.fix_missing_locations(ast.copy_location(s, node)) for s in (opening, node, closing, *gone)]
+
+    interpreter._hard_way_if_opened, interpreter._hard_way_if_closed = opened, closed
+    transformer.visit_If, transformer.visit_FunctionDef = visit_If, visit_FunctionDef
+    cls.__call__ = called
+
+
+class _Branch:
+    """What a rewritten ``if`` knows of itself: its condition's value, whether compiled it is decided at run time, and
+    the values of the names its branches assign that were live before it."""
+
+    def __init__(self, test, dynamic, before):
+        self.test, self.dynamic, self.before = test, dynamic, before
+
+    def gone(self, name):
+        """Whether ``name``, assigned in one branch only, is undefined after the ``if`` when compiled."""
+        return self.dynamic and name not in self.before
+
+
+def _stored(statements) -> set[str]:
+    """The names ``statements`` assign (not those of a comprehension or lambda: Python scopes them apart)."""
+    found, todo = set(), list(statements)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.FunctionDef)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and not node.id.startswith("_hard_way_"):
+            found.add(node.id)
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _type_text(value) -> str:
+    """A tensor's type as the compiler's messages print it: ``int32[]``, ``fp32[constexpr[16]]``."""
+    shape = ", ".join(f"constexpr[{getattr(s, 'value', s)}]" for s in value.shape)
+    return f"{value.dtype}[{shape}]"
+
+
+class _Gone:
+    """What a name first assigned inside a loop (or in one branch of an ``if`` decided at run time) is after it:
+    compiled, it is not defined there, and any use of it fails with the compiler's NameError (a stand-in, since Python
+    cannot undefine a local at run time)."""
+
+    _WHY = {
+        "loop": "it is first assigned inside a loop, and compiled, a name assigned only in a loop's body does not "
+        "exist after the loop (assign it before the loop to carry it out)",
+        "if": "it is first assigned in one branch of an if on a run-time value, and compiled, such a name does not "
+        "exist after the if (assign it before the if, or in both branches with one type)",
+    }
+
+    def __init__(self, name, where="loop"):
         object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_where", where)
 
     def _fail(self, *args, **kwargs):
-        name = object.__getattribute__(self, "_name")
-        raise NameError(
-            f"{name} is not defined: it is first assigned inside a loop, and compiled, a name assigned only in a "
-            f"loop's body does not exist after the loop (assign it before the loop to carry it out)"
-        )
+        name, where = object.__getattribute__(self, "_name"), object.__getattribute__(self, "_where")
+        raise NameError(f"{name} is not defined: {_Gone._WHY[where]}")
 
     def __repr__(self):  # for debuggers and tracebacks that show locals
-        return f"<{object.__getattribute__(self, '_name')}: not defined after its loop, compiled>"
+        name, where = object.__getattribute__(self, "_name"), object.__getattribute__(self, "_where")
+        return f"<{name}: not defined after its {where}, compiled>"
 
     # __str__ and __format__ too: Triton's "cannot convert {x} to tensor" formats it, where a store takes it
     __str__ = __format__ = __getattr__ = __setattr__ = __getitem__ = __setitem__ = __call__ = __iter__ = __len__ = _fail
