@@ -101,6 +101,23 @@ def test_a_jit_helper_imported_from_another_folder_of_the_repo_is_compiled_too(t
     assert "st.global" in compiled.ptx
 
 
+def test_a_module_global_annotated_with_a_host_type_is_left_out(tmp_path):
+    """Session 31: a test module holding `_ENV: Env | None = None` (an annotation naming a host class, as utils.mode
+    has) failed to import in the compiler's copy (NameError: Env), so none of its kernels compiled. An annotated
+    global is kept only when its annotation is made of names the copy knows."""
+    module = tmp_path / "annotated.py"
+    module.write_text(
+        "import triton\nimport triton.language as tl\n\n\nclass Env:\n    pass\n\n\n"
+        "_ENV: Env | None = None\nBLOCK = tl.constexpr(64)\n\n\n@triton.jit\n"
+        "def copy_kernel(x_ptr, out_ptr):\n"
+        "    r = tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr + r, tl.load(x_ptr + r))\n"
+    )
+    job = offline.job("copy_kernel", pointers=dict(x_ptr="fp32", out_ptr="fp32"), ints={}, constexprs={})
+    (compiled,) = offline.compile_kernels(module, [job], raise_errors=False)
+    assert compiled.error is None, compiled.error
+
+
 def test_load_widths_and_the_inner_loop_read_from_ptx(capsys):
     ptx = """
 $L__BB0_1:

@@ -70,6 +70,8 @@ def module_for(path):
             # constants the kernels may read: LOG2E = 1.44..., EMPTY = tl.constexpr(-(2**63)), X: tl.constexpr = 4,
             # made only of literals, math, triton and constants kept before
             names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            if isinstance(node, ast.AnnAssign):  # its annotation runs at import too: `_ENV: Env | None = None`
+                names |= {n.id for n in ast.walk(node.annotation) if isinstance(n, ast.Name)}
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if names <= known and all(isinstance(t, ast.Name) for t in targets):
                 keep.append(ast.get_source_segment(source, node))
