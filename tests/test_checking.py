@@ -681,6 +681,27 @@ def test_a_wrong_suffix_longer_than_a_row_points_at_an_offset():
     assert "tail block is not masked" not in message, message
 
 
+def test_a_short_right_prefix_that_chance_explains_is_not_an_offset():
+    """Session 31's CI: lesson 04's fp16 arithmetic on fp32 rows of 1000 was right in 6.7 % of its elements by chance,
+    the first three among them, and got "Only the last 2997 elements are wrong" (an offset) for a precision mistake.
+    Three right at 6.7 % is chance (3e-4); a prefix of a whole row at that rate is not."""
+    g = torch.Generator().manual_seed(4)
+    ref = torch.rand(3, 1000, generator=g, dtype=torch.float64) + 1
+    wrong = ref * (1 + 1e-3 * (torch.rand(3, 1000, generator=g, dtype=torch.float64) + 0.5))
+    by_chance = torch.rand(3, 1000, generator=g) < 0.067
+    by_chance.view(-1)[:3] = True
+    out = torch.where(by_chance, ref, wrong)
+    out.view(-1)[3] = wrong.view(-1)[3]
+    with pytest.raises(AssertionError) as e:
+        check(out.float().to(DEV), ref)
+    assert "Only the last" not in str(e.value), str(e.value)
+    out = torch.where(by_chance, ref, wrong)
+    out[0] = ref[0]  # a whole row right: a place the mistake spares
+    out[1, 0] = wrong[1, 0]
+    with pytest.raises(AssertionError, match="Row 0 is right but every later row is wrong|Only the last 2000"):
+        check(out.float().to(DEV), ref)  # (the rows' own hint comes first)
+
+
 def test_a_whole_slice_wrong_but_one_value_equal_by_chance_is_still_named():
     """Batch 1 of a (2, 20, 4, 16) result wrong but one element, equal by chance: lesson 06's "v read with k's
     strides" got another hint about one run in fifty. 1 % of a slice may be right; a small slice must be whole."""

@@ -230,6 +230,11 @@ def _along(mask: torch.Tensor, d: int) -> torch.Tensor:
 #: (_scattered), not by their number.
 BY_CHANCE = 1 / 8
 
+#: a wrong suffix is named only if its right prefix is unlikelier than this by chance, each element right at the
+#: suffix's own rate: lesson 04's fp16 arithmetic on fp32 rows was right in 6.7 % of its elements, and once in a CI run
+#: the first three (0.067 ** 3, 3e-4) got "Only the last 2997 elements are wrong" for a precision mistake
+PREFIX_BY_CHANCE = 1e-6
+
 #: fewer elements than this and a region is wrong throughout only if all of it is: in a slice of 8, one element
 #: right is one eighth of it, not noise
 CHANCE_FROM = 100
@@ -484,6 +489,7 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", r
         and start > 0
         and suffix.numel() > shape[-1]
         and right <= _allowed(suffix.numel(), BY_CHANCE)
+        and (right / suffix.numel()) ** start < PREFIX_BY_CHANCE  # a right prefix too long to be chance's
         and _scattered(~bad, (torch.arange(flat_bad.numel()) >= start).reshape(shape))
     ):
         first = _index(start, shape)  # more than a row: an offset that goes wrong, not a tail block
