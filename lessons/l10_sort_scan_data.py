@@ -2510,6 +2510,37 @@ def _refused_good_keys(error, where, num_keys):
     ) from None
 
 
+_KEY_BOUND_HINT = (
+    "the range check lets key num_keys through: the keys are 0..num_keys - 1, so good = passed & (key >= 0) & "
+    "(key < num_keys), not key <= num_keys. Key num_keys adds into the slot after the last key's: past the end of "
+    "sums and of counts, or (where the slots lie one after another, as in groupby_packed) onto the count of bad keys."
+)
+
+
+def _check_refused_count(error, bad):
+    """The table with one bad key that passes the filter was refused: the count the refusal gives must be 1. A GPU
+    has no memory watch, and there an add that lands on the count (key num_keys's sum in groupby_packed's buffer,
+    the slots and the count back to back) is the one trace of it: the bits of a float, not a number of rows."""
+    __tracebackhide__ = True
+    count = re.match(r"-?\d+", str(error))
+    if count is None or int(count.group()) == 1:  # a message of the learner's own: nothing to read
+        return
+    count = int(count.group())
+    if 0 < count < 2**32:  # a count of lanes
+        hint = (
+            "count only the rows that passed the filter and have a bad key, mask=passed & ~good: ~good alone also "
+            "holds for every row that failed the filter and every lane past n."
+        )
+    elif bad == 4:
+        hint = _KEY_BOUND_HINT
+    else:
+        hint = "an atomic add landed on rows[num_keys]: sums, counts and rows are indexed by the key (sums_ptr + key)."
+    raise AssertionError(
+        f"a row with key {bad} (outside 0..3) passed the filter and the table was refused, but the refusal counted "
+        f"{count} rows with a bad key where one row had it ({error}).\nHint: {hint}"
+    ) from None
+
+
 def _check_bad_keys(fn, env):
     """Keys -1, num_keys and -1000 in rows that pass the filter must be refused (the launcher reads the kernel's count
     of them in rows[num_keys]), with nothing written outside the outputs first (-1000 lies far outside them); in
@@ -2536,7 +2567,7 @@ def _check_bad_keys(fn, env):
         try:
             with utils.watch_memory() as stray:  # key -1 addresses memory before sums: dropped here, not written
                 fn({"key": table["key"].to(env.device), "value": value.to(env.device), "x": x.to(env.device)}, 0.5, 4)
-        except ValueError:
+        except ValueError as error:
             if stray.strays:  # refused, but only after the kernel reached outside its buffers
                 hint = (
                     f"mask every atomic on sums, counts and rows with good = passed & (key >= 0) & (key < num_keys), "
@@ -2544,15 +2575,12 @@ def _check_bad_keys(fn, env):
                     f"counts the rest, passed & ~good)."
                 )
                 if bad == 4:  # num_keys itself: one past the last key
-                    hint = (
-                        "the range check lets key num_keys through: the keys are 0..num_keys - 1, so good = passed & "
-                        "(key >= 0) & (key < num_keys), not key <= num_keys. Key num_keys adds one element past the "
-                        "end of sums and of counts."
-                    )
+                    hint = _KEY_BOUND_HINT
                 raise AssertionError(
                     f"a row with key {bad} (outside 0..3) passed the filter: the table was refused, but the kernel "
                     f"{stray.lines()[0]} first.\nHint: {hint}"
                 ) from None
+            _check_refused_count(error, bad)
             continue
         raise AssertionError(
             f"a row with key {bad} (outside 0..3) passed the filter and nothing was refused"
@@ -3099,23 +3127,28 @@ def _groupby_packed(table, threshold, num_keys, BLOCK_SIZE=None, num_warps=None)
     if n >= 2**32:
         return _groupby_atomic(table, threshold, num_keys)  # a key's rows might not fit 32 bits
     device = table["key"].device
-    buf = torch.zeros(2 * num_keys + 1, dtype=torch.int64, device=device)  # (sum, packed) per key, then bad keys
+    # (sum, packed) per key, the bad-key count, then one unused element that the launch is not given: a kernel that
+    # lets key num_keys through adds its sum onto the count (the launcher then reads a float's bits there, which
+    # check_groupby_atomic names, compiled too) and its packed count there, inside this allocation but outside
+    # every tensor of the launch, where utils.watch_memory sees it (without it, one element past the allocation)
+    buf = torch.zeros(2 * num_keys + 2, dtype=torch.int64, device=device)
+    used = buf[: 2 * num_keys + 1]
     if n:
         groupby_packed_kernel[(triton.cdiv(n, BLOCK_SIZE),)](
             table["key"],
             table["value"],
             table["x"],
             threshold_t,
-            buf.view(torch.float64),
-            buf,
-            buf[2 * num_keys :],
+            used.view(torch.float64),
+            used,
+            used[2 * num_keys :],
             n,
             num_keys,
             BLOCK_SIZE=BLOCK_SIZE,
             num_warps=num_warps,
         )
     packed = buf[1 : 2 * num_keys : 2]
-    rows = torch.cat([packed & 0xFFFFFFFF, buf[2 * num_keys :]])  # rows, then the bad-key count
+    rows = torch.cat([packed & 0xFFFFFFFF, used[2 * num_keys :]])  # rows, then the bad-key count
     return buf[: 2 * num_keys : 2].view(torch.float64), packed >> 32, rows
 
 

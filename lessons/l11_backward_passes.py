@@ -1039,19 +1039,28 @@ def check_cross_entropy(fn, *, quiet=False):
 
 def check_fused_linear_cross_entropy(fn, *, quiet=False):
     """fn(x, weight, labels, *, ignore_index=-100, chunk=None) against linear_cross_entropy_ref in fp64: the loss,
-    grad_x and grad_W, with chunks that do not divide the tokens, one chunk, one token a chunk, ignored labels."""
+    grad_x and grad_W, with chunks that do not divide the tokens, one chunk, one token a chunk, ignored labels, and a
+    vocabulary over two of the kernel's blocks (half the labels in the first: _labels_in_the_first_block)."""
     __tracebackhide__ = True
     env = utils.mode.current()
+    _, widest = row_tile(1, 2**31)  # cross_entropy_into's widest block of the vocabulary
+    two_blocks = (6, 8, widest + widest // 4 + 3, 4)  # a vocabulary over two blocks, in two chunks of tokens
     cases_ = env.pick(
-        cpu=[(1, 16, 5, None), (37, 16, 300, 8), (20, 32, 129, 64), (9, 8, 50, 1)],
-        gpu=[(1, 16, 5, None), (37, 16, 300, 8), (1000, 256, 32_000, None), (300, 64, 129, 64)],
+        cpu=[(1, 16, 5, None), (37, 16, 300, 8), (20, 32, 129, 64), (9, 8, 50, 1), two_blocks],
+        gpu=[(1, 16, 5, None), (37, 16, 300, 8), (1000, 256, 32_000, None), (300, 64, 129, 64), two_blocks],
     )
     cases = 0
     for T, H, V, chunk in cases_:
+        size = chunk or default_chunk(T, H, V)
+        _, BLOCK_V = row_tile(min(size, T), V)  # the kernel's block of the vocabulary for these chunks
         for dtype in (torch.float64, *lesson_dtypes()):
-            x = torch.randn(T, H, device=env.device, dtype=dtype).requires_grad_()
-            w = (torch.randn(V, H, device=env.device, dtype=dtype) / math.sqrt(H)).requires_grad_()
+            x = torch.randn(T, H, device=env.device, dtype=dtype)
+            w = torch.randn(V, H, device=env.device, dtype=dtype) / math.sqrt(H)
             labels = torch.randint(0, V, (T,), device=env.device)
+            if V > BLOCK_V:  # see _labels_in_the_first_block
+                labels = _labels_in_the_first_block(x, w, BLOCK_V)
+            x.requires_grad_()
+            w.requires_grad_()
             if T > 1:
                 labels[::4] = -100
             what = f"fused_linear_cross_entropy of x {T}x{H}, W {V}x{H}, chunk={chunk}, {utils.dtype_name(dtype)}"
@@ -1063,7 +1072,6 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
                 torch.float64: None,
                 torch.float32: "fp32 matmuls over H and V, then fp32 sums over chunks",
             }.get(dtype, "low-precision logits and gradients, and grad_W summed over the chunks in that dtype")
-            size = chunk or default_chunk(T, H, V)
             n_valid = int((labels != -100).sum())
             first_labels = torch.cat([labels[: min(size, T - start)] for start in range(0, T, size)])
             every_row = "divides by every token, ignored ones too: divide by the non-ignored labels"
@@ -1071,6 +1079,7 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
                 "every chunk reads the first chunk's labels: chunk [start, stop) takes labels[start:stop]":
                     F.cross_entropy(x64.detach() @ w64.detach().T, first_labels, reduction="sum") / max(n_valid, 1),
                 f"the loss {every_row}": ref.detach() * n_valid / T,
+                **_ce_loss_suspects(x64.detach() @ w64.detach().T, labels, dtype),  # each chunk's kernel's mistakes
             }, dtype, reason, stray=stray)  # fmt: skip
             # in [0.55, 0.9]: 1/go at least 10 % from 1 and from n_valid/T, as in check_cross_entropy
             go = (0.55 + 0.35 * torch.rand((), dtype=torch.float64, device=env.device)).to(dtype).double()
@@ -1105,6 +1114,26 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
             cases += 1
     if not quiet:
         print(f"✓ fused_linear_cross_entropy matches linear_cross_entropy_ref (loss, grad_x, grad_W) in {cases} cases")
+
+
+# the label's logit in _labels_in_the_first_block (the others are about N(0, 1)): also far from what the ignored rows'
+# loss adds to the mean (about log(V) times the ignored rows over the kept ones, 3 to 5 in these cases)
+LABEL_LOGIT = 8.0
+
+
+def _labels_in_the_first_block(x, w, BLOCK_V):
+    """Labels for a vocabulary over several blocks: the odd tokens' all different and in the first block, w's row of
+    each turned towards its token so that the label's logit is LABEL_LOGIT (w changed in place); the even tokens'
+    drawn from the whole vocabulary, so that a kernel right in the first block alone still fails. A kernel that
+    keeps the label's logit of the last block alone (picked = ... for picked += ...) loses it in every odd row: the
+    loss moves by about LABEL_LOGIT / 2, far past any dtype's tolerance, where logits of random sign could cancel."""
+    T, V = x.shape[0], w.shape[0]
+    labels = torch.randint(0, V, (T,), device=x.device)
+    odd = torch.arange(1, T, 2, device=x.device)
+    labels[odd] = torch.randperm(BLOCK_V, device=x.device)[torch.arange(len(odd), device=x.device) % BLOCK_V]
+    x64 = x[odd].double()
+    w[labels[odd]] = (x64 * (LABEL_LOGIT / (x64 * x64).sum(1, keepdim=True))).to(w.dtype)
+    return labels
 
 
 def _chunk_dlogits(x64, w64, labels, start, stop, divisor, go):

@@ -7,6 +7,7 @@ their kernel up in the lesson module at every call. Sizes are tiny on the CPU (t
 checks use their own larger sizes.
 """
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -33,6 +34,7 @@ from lessons.l10_sort_scan_data import (
 )
 from utils import launch, offline
 from utils.bitwise import assert_bitwise_equal
+from utils.memcheck import Watch
 from utils.mode import current
 from utils.mutants import plant
 
@@ -2009,6 +2011,15 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "groupby_atomic",
         "not key <= num_keys",
     ),  # fmt: skip
+    # session 32: the packed group-by's version; its sum lands on the bad-key count and its packed count on the
+    # unused element after it (inside the allocation: safe compiled too, where the count names it)
+    "packed group-by key bound key <= num_keys": (
+        "groupby_packed_kernel",
+        "(key < num_keys)",
+        "(key <= num_keys)",
+        "groupby_packed",
+        "not key <= num_keys",
+    ),  # fmt: skip
 }
 
 
@@ -2040,6 +2051,50 @@ def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, L, name, (old, new))
     with pytest.raises(AssertionError, match=re.escape(words)):
         CHECKS[check]()
+
+
+def test_packed_key_bound_is_named_without_the_memory_watch(monkeypatch, tmp_path):
+    """The packed group-by's key <= num_keys, with utils.watch_memory seeing nothing, as compiled on a GPU: the table
+    is refused (rightly), but the refusal's count holds the bits of key num_keys's sum, added onto it; the check reads
+    that count and names the range check."""
+
+    @contextlib.contextmanager
+    def blind():
+        yield Watch(note="nothing watched, as on a GPU")
+
+    name, old, new, check, words = PLANTED["packed group-by key bound key <= num_keys"]
+    plant(monkeypatch, tmp_path, L, name, (old, new))
+    monkeypatch.setattr(utils, "watch_memory", blind)
+    with pytest.raises(AssertionError, match=re.escape(words)) as error:
+        CHECKS[check]()
+    assert re.search(r"counted -?\d+ rows with a bad key where one row had it", str(error.value))
+
+
+def test_packed_group_by_leaves_the_element_after_its_count_unused():
+    """groupby_packed_kernel is given the (sum, packed) slots and the bad-key count and nothing after: a stray add of
+    key num_keys stays inside the launcher's allocation (on a GPU too) and outside every tensor of the launch."""
+    table = {"key": torch.tensor([0, 1, 2], dtype=torch.int32, device=DEV),
+             "value": torch.ones(3, device=DEV), "x": torch.ones(3, device=DEV)}  # fmt: skip
+    seen = {}
+    real = L.groupby_packed_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                seen["args"] = args
+                return real[grid](*args, **kwargs)
+
+            return launch
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "groupby_packed_kernel", Spy())
+        sums, counts, rows = L.groupby_packed(table, 0.0, 3)
+    assert sums.tolist() == [1.0, 1.0, 1.0] and counts.tolist() == rows.tolist() == [1, 1, 1]
+    sums_arg, packed_arg, bad_arg = seen["args"][4:7]
+    K = 3
+    assert sums_arg.numel() == packed_arg.numel() == 2 * K + 1 and bad_arg.numel() == 1
+    assert bad_arg.data_ptr() == packed_arg.data_ptr() + 2 * K * 8  # the count right after the last slot
+    assert packed_arg.untyped_storage().nbytes() >= (2 * K + 2) * 8  # room for key num_keys's packed count
 
 
 # -- empty inputs and refusals --------------------------------------------------------------------------------------

@@ -777,6 +777,15 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "cross_entropy",
         "the label's logit is overwritten by each block",
     ),  # fmt: skip
+    # session 32: passed before (every vocabulary of the fused check fit one block); its case of two blocks puts
+    # every label in the first, with a logit of LABEL_LOGIT
+    "fused ce picked overwritten by each block": (
+        "cross_entropy_kernel",
+        "picked += tl.sum",
+        "picked = tl.sum",
+        "fused_linear_cross_entropy",
+        "the label's logit is overwritten by each block",
+    ),  # fmt: skip
 }
 
 
