@@ -622,16 +622,6 @@ FIFTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words o
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("mistake", list(FOURTH_BATTERY | FIFTH_BATTERY))
-def test_fourth_and_fifth_batteries_of_mistakes_get_named(mistake, monkeypatch, tmp_path):
-    from utils.mutants import plant
-
-    name, edits, check, words = (FOURTH_BATTERY | FIFTH_BATTERY)[mistake]
-    plant(monkeypatch, tmp_path, L, name, *edits)
-    with pytest.raises(AssertionError, match=re.escape(words)):
-        SECOND_CHECKS[check]()
-
-
 # -- session 31: the tables read at the wrong columns of the right row got "Wrong values in many places" -----------
 
 
@@ -653,12 +643,16 @@ COLUMN_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words 
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("mistake", list(COLUMN_BATTERY))
-def test_tables_read_at_the_wrong_columns_get_named(mistake, monkeypatch, tmp_path):
-    """rope_columns_read: the angles each pair was turned by, matched with the columns of its position's row."""
+LATER_BATTERIES = FOURTH_BATTERY | FIFTH_BATTERY | COLUMN_BATTERY
+
+
+@pytest.mark.parametrize("mistake", list(LATER_BATTERIES))
+def test_fourth_fifth_and_column_batteries_of_mistakes_get_named(mistake, monkeypatch, tmp_path):
+    """The column battery: rope_columns_read, the angles each pair was turned by, matched with the columns of its
+    position's row."""
     from utils.mutants import plant
 
-    name, edits, check, words = COLUMN_BATTERY[mistake]
+    name, edits, check, words = LATER_BATTERIES[mistake]
     plant(monkeypatch, tmp_path, L, name, *edits)
     with pytest.raises(AssertionError, match=re.escape(words)):
         SECOND_CHECKS[check]()
