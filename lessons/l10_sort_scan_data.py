@@ -1686,9 +1686,13 @@ def status_word_odds(before, sums, limit=1 << 24):
 
 def wrong_status_word(runs, sums, chance=1e-4):
     """The key of WRONG_STATUS_WORDS that explains runs (what each block added, in one or more runs of the same
-    input: status_word_odds) with odds below chance, or None."""
-    odds = [1.0, 1.0, 1.0]
+    input: status_word_odds) with odds below chance, or None. A run that repeats an earlier one adds no evidence:
+    its odds count once."""
+    odds, seen = [1.0, 1.0, 1.0], []
     for before in runs:
+        if before in seen:
+            continue
+        seen.append(before)
         odds = [a * b for a, b in zip(odds, status_word_odds(before, sums))]
     return next((w for w, p in zip(WRONG_STATUS_WORDS, odds) if 0 < p < chance), None)
 
@@ -1788,7 +1792,8 @@ def check_cumsum(fn, *, quiet=False):
             def status_words(out64, runs=4):
                 """A GPU runs blocks in any order: what each block added, if every block's scan is right, against
                 WRONG_STATUS_WORDS in any order (wrong_status_word). While a model fits but could by chance, the
-                kernel runs again (its blocks in another order), up to runs more times, and the odds multiply."""
+                kernel runs again (its blocks in another order), up to runs more times, and the odds multiply; a run
+                that repeats an earlier one ends it (the order does not change: under the interpreter, in order)."""
                 if method != "lookback":
                     return None
                 sums, added = [int(s) for s in block_sums.tolist()], []
@@ -1799,7 +1804,10 @@ def check_cumsum(fn, *, quiet=False):
                     real = torch.arange(rows.numel()).view_as(rows) < n
                     if not bool(out64.isfinite().all()) or not bool(((rows == rows[:, :1]) | ~real).all()):
                         return None  # a block's own scan is wrong
-                    added.append([int(v) for v in rows[:, 0].tolist()])
+                    run = [int(v) for v in rows[:, 0].tolist()]
+                    if run in added:
+                        return None
+                    added.append(run)
                     words = wrong_status_word(added, sums)
                     if words or wrong_status_word(added, sums, chance=2.0) is None:  # named, or fits none
                         return status_word_hint(words) if words else None

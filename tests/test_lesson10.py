@@ -249,9 +249,11 @@ def test_a_wrong_status_word_is_named_whatever_order_the_blocks_ran_in():
     wrong_status_word tells each from what the blocks added, in random orders (as check_cumsum does: up to five runs
     of the same input, until the odds that the model fits by chance are small) at 79 blocks (check_cumsum's GPU
     case of 5000 elements in blocks of 64); at 7 a mistake may stay unnamed for want of blocks. The right words in
-    any order, a mistake in the blocks' totals, and random offsets name nothing."""
+    any order, a mistake in the blocks' totals, and random offsets name nothing. A run repeated (as the
+    interpreter repeats one, in order) adds no evidence: one that falls short alone falls short five times over."""
     gen = torch.Generator().manual_seed(31)
     right = lambda prefix, total: (2, prefix + total)  # noqa: E731
+    short = 0  # runs that fit a word without naming it
     for trial in range(30):
         nb = (7, 79)[trial % 2]  # the GPU cases of 100 elements in blocks of 16 and 5000 in blocks of 64
         sums = torch.randint(-8, 9, (nb, 64), generator=gen).sum(1).tolist()
@@ -264,6 +266,9 @@ def test_a_wrong_status_word_is_named_whatever_order_the_blocks_ran_in():
                 named = L.wrong_status_word(runs, sums)
                 if named:
                     break
+                if L.wrong_status_word(runs[-1:], sums, chance=2.0) == words:  # fits, by chance too likely
+                    assert L.wrong_status_word(runs[-1:] * 5, sums) is None
+                    short += 1
             wrong = sum(a != c for run in runs for a, c in zip(run, [0] + list(itertools.accumulate(sums))[:-1]))
             assert named == words if nb == 79 and wrong >= 3 else named in (words, None), (trial, words, wrong)
         assert L.wrong_status_word([_lookback_in_any_order(sums, right, lambda b, j: b % 2)], sums) is None
@@ -271,6 +276,7 @@ def test_a_wrong_status_word_is_named_whatever_order_the_blocks_ran_in():
         assert L.wrong_status_word([[0, *itertools.accumulate(mistake)][:nb]], sums) is None
         noise = [0] + [sum(sums[:b]) + int(torch.randint(-30, 31, (1,), generator=gen)) for b in range(1, nb)]
         assert L.wrong_status_word([noise], sums) is None, trial  # offsets no look-back adds up to
+    assert short >= 3, short  # the repeated runs above were tried
 
 
 def test_a_gpus_own_partials_row_applies_on_that_gpu_only(monkeypatch):
