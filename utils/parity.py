@@ -72,12 +72,13 @@ def _call(name: str, *args, keywords=()) -> ast.Call:
 def _calls_inside_launches(interpreter) -> None:
     """A @triton.jit function called like a Python function, outside any launch: the compiler's error at once.
     Triton's interpreter ran it as a helper's call: it swapped triton.language for its interpreted functions for good
-    (a helper's call inside a launch leaves the launch to put them back) and then failed on whatever came first."""
+    (a helper's call inside a launch leaves the launch to put them back) and then failed on whatever came first.
+    Also counts the helper calls under way (``interpreter._hard_way_helpers[0]``; 0 in a launched kernel's body)."""
     executor, cls = getattr(interpreter, "GridExecutor", None), getattr(interpreter, "InterpretedFunction", None)
     if executor is None or cls is None:
         return
     launch, call = executor.__call__, cls.__call__
-    depth = [0]
+    depth, helpers = [0], [0]
 
     def launched(self, *args, **kwargs):
         depth[0] += 1
@@ -89,9 +90,14 @@ def _calls_inside_launches(interpreter) -> None:
     def called(self, *args, **kwargs):
         if not depth[0]:
             raise RuntimeError("Cannot call @triton.jit'd outside of the scope of a kernel")
-        return call(self, *args, **kwargs)
+        helpers[0] += 1
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            helpers[0] -= 1
 
     executor.__call__, cls.__call__ = launched, called
+    interpreter._hard_way_helpers = helpers
 
 
 def _blocks(interpreter) -> None:
@@ -163,10 +169,6 @@ def _rewrites(interpreter) -> None:
     def not_(value):
         return value.__not__() if isinstance(value, block) else not value
 
-    def live(names, scope):
-        """The names defined before a loop, with their values (a name gone after an inner loop is not defined)."""
-        return {name: scope[name] for name in names if name in scope and not isinstance(scope[name], _Gone)}
-
     def carried(before, scope):
         for name, value in before.items():
             now = scope.get(name)
@@ -214,12 +216,7 @@ def _rewrites(interpreter) -> None:
                 _call("_hard_way_bounds", func, *node.iter.args, keywords=node.iter.keywords), node.iter
             )
             targets = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
-        stored = {
-            n.id
-            for s in node.body
-            for n in ast.walk(s)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not n.id.startswith("_hard_way_")
-        }
+        stored = _stored(node.body)
         if not stored - targets:
             return node
         count[0] += 1
@@ -253,7 +250,7 @@ def _rewrites(interpreter) -> None:
     # the interpreter puts its own globals in each kernel's: the rewritten kernels find these there
     interpreter._hard_way_gone, interpreter._hard_way_use = _Gone, use
     interpreter._hard_way_bool_op, interpreter._hard_way_not = bool_op, not_
-    interpreter._hard_way_live, interpreter._hard_way_carried, interpreter._hard_way_bounds = live, carried, bounds
+    interpreter._hard_way_live, interpreter._hard_way_carried, interpreter._hard_way_bounds = _defined, carried, bounds
     transformer.visit_BoolOp, transformer.visit_UnaryOp, transformer.visit_Assign = (
         visit_BoolOp,
         visit_UnaryOp,
@@ -267,19 +264,10 @@ def _branches(interpreter) -> None:
     branch keeps the types of the variables live before it. Through the interpreter's rewrite of each kernel's source:
     the condition is evaluated once, before the ``if``, by a call that also notes what is live, and checked after."""
     transformer = getattr(interpreter, "ASTTransformer", None)
-    cls = getattr(interpreter, "InterpretedFunction", None)
-    if transformer is None or cls is None or not hasattr(interpreter, "_hard_way_gone"):
+    helpers = getattr(interpreter, "_hard_way_helpers", None)  # helper calls under way (_calls_inside_launches)
+    if transformer is None or helpers is None or not hasattr(interpreter, "_hard_way_gone"):
         return
     block, tuples = interpreter.tl.core.tensor, (tuple, getattr(interpreter.tl.core, "tuple", tuple))
-    helpers = [0]  # helper calls under way: a launched kernel's own body runs at 0
-    call = cls.__call__
-
-    def called(self, *args, **kwargs):
-        helpers[0] += 1
-        try:
-            return call(self, *args, **kwargs)
-        finally:
-            helpers[0] -= 1
 
     def maybe_constexpr(value):
         """Whether an argument the interpreter holds as a tensor may be a constexpr compiled: a launched kernel's int
@@ -293,7 +281,7 @@ def _branches(interpreter) -> None:
     def opened(test, arguments, names, scope):
         # compiled, only a tensor condition makes a run-time if: a Python value picks its branch before the kernel runs
         dynamic = isinstance(test, block) and not any(maybe_constexpr(a) for a in arguments)
-        before = {n: scope[n] for n in names if n in scope and not isinstance(scope[n], _Gone)} if dynamic else {}
+        before = _defined(names, scope) if dynamic else {}
         return _Branch(test, dynamic, before)
 
     def closed(branch, scope):
@@ -362,7 +350,6 @@ def _branches(interpreter) -> None:
 
     interpreter._hard_way_if_opened, interpreter._hard_way_if_closed = opened, closed
     transformer.visit_If, transformer.visit_FunctionDef = visit_If, visit_FunctionDef
-    cls.__call__ = called
 
 
 class _Branch:
@@ -375,6 +362,12 @@ class _Branch:
     def gone(self, name):
         """Whether ``name``, assigned in one branch only, is undefined after the ``if`` when compiled."""
         return self.dynamic and name not in self.before
+
+
+def _defined(names, scope) -> dict:
+    """Those of ``names`` defined in ``scope`` (a loop's or an if's, before it), with their values; a name gone after
+    an inner loop or if is not defined."""
+    return {name: scope[name] for name in names if name in scope and not isinstance(scope[name], _Gone)}
 
 
 def _stored(statements) -> set[str]:
