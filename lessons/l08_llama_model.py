@@ -1262,6 +1262,17 @@ def _computed_nan_wherever_ref_is_not(out, ref) -> bool:
     return nan_wherever_ref_is_not(torch.where(computed, float("nan"), 0.0), ref.cpu())
 
 
+def far_scores_qk(scores, H, D, generator):
+    """Queries (H, D) and keys (T, D), fp64 on the CPU, whose scores are about the given ones: both along one random
+    unit vector u, head h's score for key t (1 + h/10) scores[t] once scaled by 1/sqrt(D), the keys apart by noise of
+    0.1 a dimension. For the checks' cases of scores far below 0 (lesson 13's too)."""
+    u = torch.randn(D, generator=generator, dtype=torch.float64)
+    u /= u.norm()
+    k = scores[:, None] * u + 0.1 * torch.randn(len(scores), D, generator=generator, dtype=torch.float64)
+    q = u * math.sqrt(D) * (1 + 0.1 * torch.arange(H, dtype=torch.float64))[:, None]
+    return q, k
+
+
 def _check_far_scores(fn, dtype, quiet):
     """One sequence over three splits whose scores lie far below 0, those of split 0 some 200 below the others':
     the combine must weigh the splits by exp2(m_i - m) with m the max over the real splits. Taken from split 0
@@ -1273,11 +1284,8 @@ def _check_far_scores(fn, dtype, quiet):
     max_len = 3 * block
     split_len = decode_split(1, KV, max_len, head_dim=D)[1]
     g = torch.Generator().manual_seed(0)
-    u = torch.randn(D, generator=g, dtype=torch.float64)
-    u /= u.norm()
-    q = u * math.sqrt(D) * (1 + 0.1 * torch.arange(H, dtype=torch.float64))[:, None]  # score of key t: ~s_t
     s = torch.where(torch.arange(max_len) < split_len, -400.0, -200.0) + 2 * torch.randn(max_len, generator=g)
-    k = s[:, None] * u + 0.1 * torch.randn(max_len, D, generator=g, dtype=torch.float64)
+    q, k = far_scores_qk(s.double(), H, D, g)  # score of key t: ~s_t
     q, k = q[None].to(env.device, dtype), k[None, :, None].to(env.device, dtype)  # (1, H, D), (1, max_len, 1, D)
     v = torch.randn(1, max_len, KV, D, generator=g).to(env.device, dtype)
     lengths = torch.full((1,), max_len, device=env.device, dtype=torch.int32)

@@ -31,6 +31,7 @@ from lessons.l08_llama_model import (
     decode_attention,
     decode_attention_ref,
     decode_combine,
+    far_scores_qk,
     generate,
     kv_cache_bytes,
     load_model,
@@ -881,13 +882,10 @@ def _check_far_scores(fn, dtype, quiet):
     length = 2 * BLOCK_N + 3
     gen = torch.Generator().manual_seed(0)
     q, kp, vp, table, lengths, q_start = paged_case(1, H, KV, D, P, [length], [length - 1], 0, dtype, env.device, gen)
-    u = torch.randn(D, generator=gen, dtype=torch.float64)
-    u /= u.norm()
-    s = -400.0 + 2 * torch.randn(length, generator=gen, dtype=torch.float64)  # key t's score, before the scale
-    k = s[:, None] * u + 0.1 * torch.randn(length, D, generator=gen, dtype=torch.float64)
+    s = -400.0 + 2 * torch.randn(length, generator=gen, dtype=torch.float64)  # key t's score
+    heads, k = far_scores_qk(s, H, D, gen)  # head h's score for key t: (1 + h/10) s_t
     t = torch.arange(length, device=env.device)
     kp[table[0, t // P].long(), t % P, 0] = k.to(env.device, dtype)
-    heads = u * math.sqrt(D) * (1 + 0.1 * torch.arange(H, dtype=torch.float64))[:, None]  # head h: (1 + h/10) s_t
     q = heads.repeat(length - 1, 1, 1).to(env.device, dtype)
     with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
         out = fn(q, kp, vp, table, lengths, q_start, out=utils.nan_empty(tuple(q.shape), dtype))
