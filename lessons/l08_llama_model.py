@@ -40,7 +40,9 @@ from lessons.l07_llm_layer import (
 
 @dataclass(frozen=True)
 class ModelArgs:
-    """A whole Llama model's shape: the layer (lesson 07's LlamaArgs) and what surrounds it."""
+    """A whole Llama model's shape: the layer (lesson 07's LlamaArgs) and what surrounds it. A head width the kernels
+    do not take (24, 80, 100: they take KERNEL_HEAD_DIMS) runs padded to the next one they do: head_dim is then the
+    kernels' width and real_head_dim the checkpoint's (see pad_heads)."""
 
     vocab_size: int  # V
     n_layers: int  # L
@@ -54,11 +56,21 @@ class ModelArgs:
     rope_scaling: dict | None = field(default=None, hash=False)  # Llama 3.x: {"rope_type": "llama3", ...}
     eos_ids: tuple = ()
     head_dim: int = 0  # D: 0 means dim // n_heads; a config may set it apart (then the attention's width H D != C)
+    real_head_dim: int = 0  # the checkpoint's D where head_dim pads it for the kernels; 0: head_dim is the checkpoint's
 
     def __post_init__(self):
         utils.require_int(self.vocab_size, "ModelArgs.vocab_size")
         utils.require_int(self.n_layers, "ModelArgs.n_layers")
-        object.__setattr__(self, "head_dim", self.layer.head_dim)  # LlamaArgs checks the heads, fills head_dim 0
+        D = self.layer.head_dim  # LlamaArgs checks the heads, fills head_dim 0, refuses an odd one
+        real = utils.require_int(self.real_head_dim, "ModelArgs.real_head_dim", least=0)
+        if real and (real % 2 or kernel_head_dim(real) != D):
+            raise ValueError(f"ModelArgs.real_head_dim={real} with head_dim={D}: a padded head is the narrowest width "
+                             f"the kernels take that holds the checkpoint's (even) width, here "
+                             f"{kernel_head_dim(real)}")  # fmt: skip
+        if not real and D not in KERNEL_HEAD_DIMS:
+            real, D = D, kernel_head_dim(D)
+        object.__setattr__(self, "head_dim", D)
+        object.__setattr__(self, "real_head_dim", 0 if real == D else real)
 
     @property
     def layer(self) -> LlamaArgs:
@@ -74,10 +86,32 @@ ROPE_FIELDS = {
 }
 
 
-def _require_kernel_head_dim(D: int):
-    if D not in (16, 32, 64, 128):
-        raise ValueError(f"head_dim {D}: the decode kernels (rope_kv_write, decode_attention) take 16, 32, 64 or 128; "
-                         f"a model of another head width cannot run here")  # fmt: skip
+KERNEL_HEAD_DIMS = (16, 32, 64, 128)  # what lesson 06's attention and this lesson's kernels take: tl.arange, tl.dot
+
+
+def kernel_head_dim(D: int) -> int:
+    """The narrowest head width the kernels take that holds a head of width D (D itself where they take it)."""
+    fits = [d for d in KERNEL_HEAD_DIMS if d >= D]
+    if not fits:
+        raise ValueError(f"head_dim {D}: the kernels (lesson 06's attention, rope_kv_write, decode_attention) take "
+                         f"heads up to {KERNEL_HEAD_DIMS[-1]} wide (narrower ones run padded to one of "
+                         f"{KERNEL_HEAD_DIMS}); a model of wider heads cannot run here")  # fmt: skip
+    return fits[0]
+
+
+def pad_heads(w, n_heads: int, D: int, width: int, dim: int = 0):
+    """w with each of its n_heads heads of D rows (dim=0; columns with dim=1) widened to width rows, zeros added:
+    a head's first half (its rows 0 .. D/2 - 1) stays at rows 0 .., its second half moves to rows width/2 ... RoPE
+    turns row j with row j + D/2; the kernels turn j with j + width/2: with the halves kept apart, those are the
+    same pairs. The zero rows add nothing to q k^T and make zero columns of the attention's output, which the o
+    projection's zero columns (dim=1) leave out."""
+    if width == D:
+        return w
+    t = w if dim == 0 else w.T
+    wide = t.new_zeros(n_heads, 2, width // 2, *t.shape[1:])
+    wide[:, :, : D // 2] = t.reshape(n_heads, 2, D // 2, *t.shape[1:])
+    wide = wide.reshape(n_heads * width, *t.shape[1:])
+    return wide if dim == 0 else wide.T.contiguous()
 
 
 def model_args(config: dict) -> ModelArgs:
@@ -124,7 +158,7 @@ def model_args(config: dict) -> ModelArgs:
     if missing:
         raise ValueError(f"RoPE type {rope_type!r} needs {', '.join(missing)} in config.json's rope_scaling: is "
                          f"the config complete?")  # fmt: skip
-    _require_kernel_head_dim(D)
+    kernel_head_dim(D)  # wider heads than the kernels take: refused here, before any weight is read
     eos = config.get("eos_token_id")
     theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
     if not theta > 0:
@@ -146,10 +180,15 @@ def model_args(config: dict) -> ModelArgs:
 
 
 def rope_frequencies(args: ModelArgs) -> torch.Tensor:
-    """The D/2 angular frequencies of RoPE (radians per position), fp32, with the config's scaling applied."""
-    D = args.head_dim
+    """The D/2 angular frequencies of RoPE (radians per position), fp32, with the config's scaling applied; a padded
+    head's (real_head_dim) are the checkpoint's, then 0 for the pairs of zeros it adds (cos 1, sin 0)."""
+    D = args.real_head_dim or args.head_dim
     inv_freq = 1.0 / args.rope_theta ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D)  # (D/2,)
-    s = args.rope_scaling or {"rope_type": "default"}
+    return F.pad(_scaled(inv_freq, args.rope_scaling), (0, (args.head_dim - D) // 2))
+
+
+def _scaled(inv_freq, s):
+    s = s or {"rope_type": "default"}
     if s["rope_type"] == "linear":
         return inv_freq / s["factor"]
     if s["rope_type"] == "llama3":
@@ -229,9 +268,9 @@ def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None)
     """Maps Hugging Face's tensor names onto the flat Model, checking each shape; stacks q/k/v and gate/up."""
     if dtype is not None:
         _require_weight_dtype(dtype)
-    _require_kernel_head_dim(args.head_dim)  # ModelArgs made by hand skip model_args: refused here, not mid-prefill
     device = device or utils.mode.current().device
     C, V, F_, H, KV, D = args.dim, args.vocab_size, args.ffn_dim, args.n_heads, args.n_kv_heads, args.head_dim
+    D_ = args.real_head_dim or D  # the checkpoint's head width; the kernels' D holds it (pad_heads)
 
     def get(name, shape):
         if name not in state:
@@ -250,13 +289,15 @@ def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None)
     layers = []
     for i in range(args.n_layers):
         p = f"model.layers.{i}."
-        q, k, v = (get(p + f"self_attn.{n}_proj.weight", (m * D, C)) for n, m in (("q", H), ("k", KV), ("v", KV)))
+        q, k, v = (get(p + f"self_attn.{n}_proj.weight", (m * D_, C)) for n, m in (("q", H), ("k", KV), ("v", KV)))
+        if D_ != D:  # the kernels scale the scores by 1/sqrt(D): q's rows carry sqrt(D / D_) to make it 1/sqrt(D_)
+            q = (q.float() * math.sqrt(D / D_)).to(q.dtype)
         gate, up = (get(p + f"mlp.{n}_proj.weight", (F_, C)) for n in ("gate", "up"))
         layers.append(
             Weights(
                 attn_norm=get(p + "input_layernorm.weight", (C,)),
-                wqkv=torch.cat([q, k, v]),  # ((H + 2 KV) D, C)
-                wo=get(p + "self_attn.o_proj.weight", (C, H * D)),
+                wqkv=torch.cat([pad_heads(q, H, D_, D), pad_heads(k, KV, D_, D), pad_heads(v, KV, D_, D)]),
+                wo=pad_heads(get(p + "self_attn.o_proj.weight", (C, H * D_)), H, D_, D, dim=1),  # (C, H D)
                 mlp_norm=get(p + "post_attention_layernorm.weight", (C,)),
                 w13=torch.cat([gate, up]),  # (2 F, C)
                 w2=get(p + "mlp.down_proj.weight", (C, F_)),

@@ -7,6 +7,7 @@ sharing 2 key/value heads, D = 16, vocabulary 320); on a GPU the same tests run 
 loop is replayed from a CUDA graph.
 """
 
+import dataclasses
 import itertools
 import json
 import math
@@ -211,6 +212,12 @@ UNSEEN_CONFIGS = {
     "head_dim 128, MQA, 1 layer, llama3 RoPE, theta 500000": dict(num_attention_heads=2, num_key_value_heads=1,
                                                                   head_dim=128, num_hidden_layers=1,
                                                                   rope={**LLAMA3, "rope_theta": 500000.0}),
+    "head_dim 24 (hidden 96 over 4 heads), padded to 32": dict(hidden_size=96, num_attention_heads=4,
+                                                               num_key_value_heads=2, intermediate_size=64),
+    "head_dim 8 (transformers' test shape), padded to 16, MHA": dict(hidden_size=32, num_attention_heads=4,
+                                                                     num_key_value_heads=4, intermediate_size=37),
+    "head_dim 100 apart from 64 / 2, padded to 128, llama3 RoPE": dict(num_attention_heads=2, num_key_value_heads=1,
+                                                                       head_dim=100, num_hidden_layers=1, rope=LLAMA3),
 }  # fmt: skip
 
 
@@ -912,9 +919,9 @@ def test_loader_refusals(tmp_path, tied):
             lambda: L.model_from_state_dict(L.model_args({**config, "tie_word_embeddings": False}), state),
             "tie_word_embeddings is false .* lacks",
         ),
-        "a head width the decode kernels cannot take": (
-            lambda: L.model_args({**config, "head_dim": 24}),
-            "head_dim 24: the decode kernels",
+        "heads wider than the kernels take": (
+            lambda: L.model_args({**config, "head_dim": 160}),
+            "head_dim 160: the kernels .* take heads up to 128 wide",
         ),
     }
     for call, message in cases.values():
@@ -991,13 +998,59 @@ def test_model_args_refuse_a_head_layout_the_layers_cannot_run():
     assert L.ModelArgs(**base).head_dim == 16 and L.ModelArgs(**{**base, "head_dim": 32}).head_dim == 32
 
 
-@pytest.mark.parametrize("head_dim", [80, 96, 72, 256])
-def test_a_hand_made_model_of_a_head_width_the_kernels_cannot_take_is_refused_when_built(head_dim):
-    """Peers' head widths (80, 96, 256): ModelArgs made by hand skip model_args, so model_from_state_dict refuses
-    them, naming head_dim, before any prefill launch (before the fix: lesson 07's rope, mid-prefill)."""
-    args = L.ModelArgs(vocab_size=32, n_layers=1, dim=64, n_heads=2, n_kv_heads=1, ffn_dim=32, head_dim=head_dim)
-    with pytest.raises(ValueError, match=f"head_dim {head_dim}: the decode kernels .* take 16, 32, 64 or 128"):
-        L.model_from_state_dict(args, {})
+@pytest.mark.parametrize("head_dim, width", [(80, 128), (96, 128), (72, 128), (24, 32), (8, 16), (2, 16)])
+def test_a_head_width_the_kernels_do_not_take_is_padded_to_one_they_do(head_dim, width):
+    """Peers' head widths (80, 96, a test config's 8 or 24): ModelArgs keeps the kernels' width in head_dim and the
+    checkpoint's in real_head_dim, whether made by hand or by model_args; the same args made again stay as they are."""
+    base = dict(vocab_size=32, n_layers=1, dim=64, n_heads=2, n_kv_heads=1, ffn_dim=32)
+    args = L.ModelArgs(**base, head_dim=head_dim)
+    assert (args.head_dim, args.real_head_dim) == (width, head_dim)
+    assert dataclasses.replace(args, n_layers=2).head_dim == width and args.layer.head_dim == width
+    assert L.rope_frequencies(args).shape == (width // 2,) and not L.rope_frequencies(args)[head_dim // 2 :].any()
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(head_dim=256), "head_dim 256: the kernels .* take heads up to 128 wide"),
+        (dict(head_dim=130), "head_dim 130: the kernels"),
+        (dict(head_dim=15), "head_dim=15: RoPE turns pairs"),
+        (dict(head_dim=64, real_head_dim=24), "real_head_dim=24 with head_dim=64: .* here 32"),
+        (dict(head_dim=32, real_head_dim=23), "real_head_dim=23 with head_dim=32"),
+    ],
+)
+def test_head_widths_the_kernels_cannot_hold_are_refused_when_built(fields, message):
+    """Wider than 128, odd, or a padded width that is not the narrowest holding the checkpoint's: refused by
+    ModelArgs, naming the field, before any weight is read or kernel launched."""
+    base = dict(vocab_size=32, n_layers=1, dim=64, n_heads=2, n_kv_heads=1, ffn_dim=32)
+    with pytest.raises(ValueError, match=message):
+        L.ModelArgs(**base, **fields)
+
+
+def test_pad_heads_keeps_ropes_pairs_and_the_attention():
+    """pad_heads widens each head with zeros after each half: rotating the padded rows with the padded tables and
+    cutting the zeros out gives the checkpoint's rotation, and q k^T and the o projection are unchanged."""
+    torch.manual_seed(0)
+    H, D, width, C, T = 3, 24, 32, 20, 5
+    args = L.ModelArgs(vocab_size=8, n_layers=1, dim=C, n_heads=H, n_kv_heads=H, ffn_dim=8, head_dim=D)
+    w, x = torch.randn(H * D, C, dtype=torch.float64), torch.randn(T, C, dtype=torch.float64)
+    wide = L.pad_heads(w, H, D, width)
+    assert wide.shape == (H * width, C)
+    keep = torch.cat([torch.arange(D // 2), width // 2 + torch.arange(D // 2)])  # a wide head's real rows
+    assert torch.equal(wide.view(H, width, C)[:, keep], w.view(H, D, C))
+    cos, sin = L.rope_cache(args, T, torch.float64, "cpu")
+    q = (x @ wide.T).view(1, T, H, width)
+    turned, _ = L.rope_ref(q, q, cos[None], sin[None])
+    inv = 1.0 / args.rope_theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angles = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]
+    tables = (torch.cat([f(angles)] * 2, -1)[None] for f in (torch.cos, torch.sin))  # the checkpoint's (1, T, D)
+    want, _ = L.rope_ref(*[(x @ w.T).view(1, T, H, D)] * 2, *tables)
+    torch.testing.assert_close(turned[..., keep], want, rtol=1e-6, atol=1e-6)
+    assert not turned[..., [i for i in range(width) if i not in keep]].any()
+    o = torch.randn(C, H * D, dtype=torch.float64)
+    v = torch.randn(T, H * D, dtype=torch.float64)
+    v_wide = L.pad_heads(v.T, H, D, width).T
+    torch.testing.assert_close(v_wide @ L.pad_heads(o, H, D, width, dim=1).T, v @ o.T)
 
 
 @pytest.mark.parametrize(

@@ -1128,10 +1128,12 @@ def test_quantized_model_matches_its_dequantized_reference(tiny, bits, group_siz
     L.check_quantized_model(model, quiet=True)
 
 
-def test_a_model_whose_heads_are_wider_than_hidden_over_heads(tmp_path):
-    """head_dim set apart (32, where hidden 64 over 4 heads is 16): the o projection's input is H D = 128 wide, not
-    C; quantized int4 in groups of 32 it must still match its dequantized reference, step by step."""
-    folder = ckpt.build_checkpoint(tmp_path, {"head_dim": 32})
+@pytest.mark.parametrize("head_dim", [32, 24])
+def test_a_model_whose_heads_are_wider_than_hidden_over_heads(tmp_path, head_dim):
+    """head_dim set apart (32, where hidden 64 over 4 heads is 16; 24, which the loader pads to 32 with zero rows):
+    the o projection's input is H D = 128 wide, not C; quantized int4 in groups of 32 it must still match its
+    dequantized reference, step by step (a padded head's all-zero rows make all-zero groups)."""
+    folder = ckpt.build_checkpoint(tmp_path, {"head_dim": head_dim})
     model = L.quantize_model(L8.load_model(folder, dtype=torch.float32), 4, 32, head=False)
     assert model.layers[0].wo.shape == (64, 128)
     L.check_quantized_model(model, quiet=True)

@@ -326,10 +326,12 @@ def test_in_flight_greedy_equals_each_request_alone(model):
     L.check_engine(model, quiet=True)
 
 
-def test_in_flight_greedy_with_heads_wider_than_hidden_over_heads(tmp_path):
-    """head_dim set apart from hidden / heads (32 against 64 / 4): the pages hold D = 32 per KV head."""
-    wide = L.load_model(ckpt.build_checkpoint(tmp_path, {"head_dim": 32}), dtype=torch.float32)
-    assert wide.args.head_dim == 32
+@pytest.mark.parametrize("head_dim", [32, 24])
+def test_in_flight_greedy_with_heads_wider_than_hidden_over_heads(tmp_path, head_dim):
+    """head_dim set apart from hidden / heads (32 against 64 / 4; 24, padded to 32): the pages hold D = 32 per KV
+    head."""
+    wide = L.load_model(ckpt.build_checkpoint(tmp_path, {"head_dim": head_dim}), dtype=torch.float32)
+    assert wide.args.head_dim == 32 and wide.args.real_head_dim == (0 if head_dim == 32 else head_dim)
     L.check_engine(wide, quiet=True)
 
 
@@ -343,6 +345,8 @@ UNSEEN_CONFIGS = {
     "head_dim 128 apart from 64 / 2, untied, linear RoPE": dict(num_attention_heads=2, num_key_value_heads=1,
                                                                 head_dim=128, tie_word_embeddings=False,
                                                                 rope_scaling={"rope_type": "linear", "factor": 4.0}),
+    "head_dim 24 (hidden 96 over 4 heads), padded to 32": dict(hidden_size=96, num_attention_heads=4,
+                                                               num_key_value_heads=2, intermediate_size=64),
 }  # fmt: skip
 
 
