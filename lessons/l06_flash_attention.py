@@ -405,14 +405,20 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-HEAD_DIMS = (16, 32, 64, 128)  # powers of two (tl.arange), at least 16 (tl.dot)
+HEAD_DIMS = (16, 32, 64, 128)  # powers of two (tl.arange), at least 16 (tl.dot); attention() pads the others
+
+
+def softmax_scale(scale, D):
+    """The factor of the scores q k^T: 1/sqrt(D) where scale is None, else scale (a number)."""
+    return 1 / math.sqrt(D) if scale is None else utils.require_number(scale, "scale")
 
 
 def _require_rows(t, name, ndim):
     """q, k or v: a tensor of ndim dimensions whose last (head_dim) is contiguous; views welcome, no stride 0."""
     utils.require(t, name, dtype=DTYPES, ndim=ndim, contiguous=False)
     if t.shape[-1] not in HEAD_DIMS:
-        raise ValueError(f"{name} has head_dim D={t.shape[-1]}: these kernels take D in {HEAD_DIMS}")
+        raise ValueError(f"{name} has head_dim D={t.shape[-1]}: these kernels take D in {HEAD_DIMS} (attention() "
+                         f"pads other widths up to {HEAD_DIMS[-1]})")  # fmt: skip
     if t.stride(-1) != 1:
         raise ValueError(
             f"{name} must have stride 1 along its last dimension (head_dim), but its strides are {t.stride()}: "
@@ -847,10 +853,10 @@ def _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N):
 PREPARED = launch.Table()
 
 
-def attention_pointers(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None):
+def attention_pointers(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None, scale=None):
     """Flash attention with pointer loads (any GPU, and the interpreter): q (B, T, H, D), k and v (B, T, KV, D),
-    views welcome -> (B, T, H, D)."""
-    signature = launch.signature(attention_pointers_kernel, q, k, v, out, causal, BLOCK_M, BLOCK_N)
+    views welcome -> (B, T, H, D). scale: the scores' factor, 1/sqrt(D) by default (as torch's SDPA)."""
+    signature = launch.signature(attention_pointers_kernel, q, k, v, out, causal, BLOCK_M, BLOCK_N, scale)
     prepared = PREPARED.get(signature)
     if prepared is not None:
         o = torch.empty(q.shape, device=q.device, dtype=q.dtype) if out is None else out
@@ -860,7 +866,7 @@ def attention_pointers(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=
     if out.numel() == 0:
         return out
     B, T, H, D = q.shape
-    args = (q, k, v, out, T, H, H // k.shape[2], LOG2E / math.sqrt(D), *q.stride()[:3], *k.stride()[:3],
+    args = (q, k, v, out, T, H, H // k.shape[2], LOG2E * softmax_scale(scale, D), *q.stride()[:3], *k.stride()[:3],
             *v.stride()[:3], *out.stride()[:3])  # fmt: skip
     meta = dict(HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=causal, num_warps=num_warps,
                 num_stages=num_stages)  # fmt: skip
@@ -1022,10 +1028,10 @@ def descriptors_fit(t):
 TMA_PREPARED = launch.Table()
 
 
-def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None):
+def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None, scale=None):
     """Flash attention with tensor-descriptor loads: TMA copies on Hopper or newer; elsewhere Triton compiles the
-    descriptor loads to ordinary loads (attention() takes the pointer kernel there)."""
-    signature = launch.signature(attention_kernel, q, k, v, out, causal, BLOCK_M, BLOCK_N)
+    descriptor loads to ordinary loads (attention() takes the pointer kernel there). scale: as attention_pointers'."""
+    signature = launch.signature(attention_kernel, q, k, v, out, causal, BLOCK_M, BLOCK_N, scale)
     prepared = TMA_PREPARED.get(signature)
     if prepared is not None:
         o = torch.empty(q.shape, device=q.device, dtype=q.dtype) if out is None else out
@@ -1048,7 +1054,7 @@ def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None)
         return out
     B, T, H, D = q.shape
     args = (_tiles(q, BLOCK_M), _tiles(k, BLOCK_N), _tiles(v, BLOCK_N), out, T, H, H // k.shape[2],
-            LOG2E / math.sqrt(D), out.stride(0), out.stride(1), out.stride(2))  # fmt: skip
+            LOG2E * softmax_scale(scale, D), out.stride(0), out.stride(1), out.stride(2))  # fmt: skip
     meta = dict(HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=causal, num_warps=num_warps,
                 num_stages=num_stages)  # fmt: skip
     attention_kernel[grid](*args, **meta)
@@ -1068,15 +1074,39 @@ def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None)
 TMA_MIN_FLOPS = 1e10
 
 
-def attention(q, k, v, causal=True, *, out=None):
-    """Flash attention forward: q (B, T, H, D), k and v (B, T, KV, D), views welcome -> (B, T, H, D).
+def attention(q, k, v, causal=True, *, out=None, scale=None):
+    """Flash attention forward: q (B, T, H, D), k and v (B, T, KV, D), views welcome -> (B, T, H, D); scale: the
+    scores' factor, 1/sqrt(D) by default (as torch's SDPA).
     Tensor descriptors where the GPU has TMA, the problem has TMA_MIN_FLOPS and descriptors can describe q, k and v;
     pointer loads elsewhere (small problems, older GPUs, the interpreter, views off 16-byte boundaries or with a
-    token's heads apart, as (B, H, T, D).transpose(1, 2))."""
+    token's heads apart, as (B, H, T, D).transpose(1, 2)). A head width the kernels do not take (8, 24, 80, 96...)
+    runs padded (attention_padded)."""
     run = attention_pointers
     qkv = (q, k, v)
+    if all(isinstance(t, torch.Tensor) and t.ndim == 4 for t in qkv) and q.shape[-1] not in HEAD_DIMS:
+        return attention_padded(q, k, v, causal, out=out, scale=scale)
     if utils.mode.current().supports_tma and all(isinstance(t, torch.Tensor) and t.ndim == 4 for t in qkv):
         B, T, H, D = q.shape
         if attention_flops(B, H, T, D, causal is not False) >= TMA_MIN_FLOPS and all(map(descriptors_fit, qkv)):
             run = attention_tma
-    return run(q, k, v, causal, out=out)
+    return run(q, k, v, causal, out=out, scale=scale)
+
+
+def attention_padded(q, k, v, causal=True, *, out=None, scale=None):
+    """attention() for heads of a width D the kernels do not take, up to HEAD_DIMS[-1]: q, k and v are copied into
+    heads of the next width they take, zeros after the D values. The zeros add nothing to q k^T and make the output's
+    columns past D zero, which are left out; the scale stays 1/sqrt(D). It costs the copies, and the padded columns'
+    work (80 -> 128: 60 % more)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        utils.require(t, name, dtype=DTYPES, ndim=4, contiguous=False)
+    D = q.shape[-1]
+    if k.shape[-1] != D or v.shape[-1] != D:
+        raise ValueError(f"q, k and v must share one head_dim; got {q.shape[-1]}, {k.shape[-1]}, {v.shape[-1]}")
+    width = next((d for d in HEAD_DIMS if d >= D), None)
+    if width is None or D == 0:
+        raise ValueError(f"q has head_dim D={D}: these kernels take heads of 1 to {HEAD_DIMS[-1]} (those not in "
+                         f"{HEAD_DIMS} padded to the next one)")  # fmt: skip
+    out = utils.require_out(out, shape=q.shape, dtype=q.dtype, device=q.device, inputs={"q": q, "k": k, "v": v})
+    wide = [torch.nn.functional.pad(t, (0, width - D)) for t in (q, k, v)]
+    o = attention(*wide, causal, scale=softmax_scale(scale, D))
+    return out.copy_(o[..., :D])

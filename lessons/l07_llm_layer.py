@@ -692,8 +692,17 @@ def _require_heads(t, name):
         raise ValueError(f"{name} is an expanded view (a stride of 0, strides {t.stride()}): call {name}.contiguous()")
 
 
+def halves_apart(t, width):
+    """t (..., D) -> (..., width), each half of the last dimension followed by zeros: RoPE's pairs (j, j + D/2)
+    become (j, j + width/2), those of a head of the wider width."""
+    half = t.shape[-1] // 2
+    pad = (0, width // 2 - half)
+    return torch.cat([F.pad(t[..., :half], pad), F.pad(t[..., half:], pad)], -1)
+
+
 def rope(q, k, cos, sin, *, q_out=None, k_out=None):
-    """Rotary embedding of q (B, T, H, D) and k (B, T, KV, D) in one launch; cos, sin are (B or 1, T, D)."""
+    """Rotary embedding of q (B, T, H, D) and k (B, T, KV, D) in one launch; cos, sin are (B or 1, T, D). D not a
+    power of two: the heads are padded to the next one (halves_apart), turned, and cut back."""
     signature = launch.signature(rope_kernel, q, k, cos, sin, q_out, k_out)
     prepared = PREPARED.get(signature)
     if prepared is not None:  # as rmsnorm's
@@ -714,14 +723,19 @@ def rope(q, k, cos, sin, *, q_out=None, k_out=None):
         if table.shape[0] not in (1, B) or tuple(table.shape[1:]) != (T, D):
             batch = "1" if B == 1 else f"{B} or 1"
             raise ValueError(f"{name} has shape {tuple(table.shape)} but must be ({batch}, {T}, {D})")
-    if D < 2 or D & (D - 1):
-        raise ValueError(f"head_dim D={D} must be a power of two here (tl.arange needs one)")
+    if D < 2 or D % 2:
+        raise ValueError(f"head_dim D={D}: RoPE turns pairs of numbers, so D must be even and positive")
     inputs = {"q": q, "k": k, "cos": cos, "sin": sin}
     q_out = utils.require_out(q_out, shape=(B, T, H, D), dtype=q.dtype, device=q.device, inputs=inputs, name="q_out")
     inputs["q_out"] = q_out
     k_out = utils.require_out(k_out, shape=(B, T, KV, D), dtype=k.dtype, device=k.device, inputs=inputs, name="k_out")
     if B * T == 0 or H + KV == 0:
         return q_out, k_out
+    if D & (D - 1):  # tl.arange takes powers of two: the kernel turns heads padded to the next one, cut back after
+        width = triton.next_power_of_2(D)
+        q_wide, k_wide = rope(*(halves_apart(t, width) for t in (q, k, cos, sin)))
+        keep = torch.cat([torch.arange(D // 2), width // 2 + torch.arange(D // 2)]).to(q.device)
+        return q_out.copy_(q_wide[..., keep]), k_out.copy_(k_wide[..., keep])
     stride_cb = cos.stride(0) if cos.shape[0] > 1 else 0  # one table for every sequence of the batch
     args = (q, k, cos, sin, q_out, k_out, T, H, KV, *q.stride()[:3], *k.stride()[:3], stride_cb, cos.stride(1))
     meta = dict(HEAD_DIM=D, BLOCK_H=triton.next_power_of_2(H), BLOCK_KV=triton.next_power_of_2(KV))

@@ -28,6 +28,7 @@ from lessons.l07_llm_layer import (
     Ops,
     Weights,
     attention_ref,
+    halves_apart,
     llama_layer,
     rmsnorm,
     rmsnorm_ref,
@@ -108,9 +109,8 @@ def pad_heads(w, n_heads: int, D: int, width: int, dim: int = 0):
     if width == D:
         return w
     t = w if dim == 0 else w.T
-    wide = t.new_zeros(n_heads, 2, width // 2, *t.shape[1:])
-    wide[:, :, : D // 2] = t.reshape(n_heads, 2, D // 2, *t.shape[1:])
-    wide = wide.reshape(n_heads * width, *t.shape[1:])
+    heads = t.reshape(n_heads, D, -1).transpose(1, 2)  # (n_heads, C, D): a head's rows last, for halves_apart
+    wide = halves_apart(heads, width).transpose(1, 2).reshape(n_heads * width, -1)
     return wide if dim == 0 else wide.T.contiguous()
 
 

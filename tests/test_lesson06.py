@@ -95,6 +95,49 @@ def test_attention_on_head_major_views():
         L.attention_tma(q.contiguous(), k, v.contiguous())
 
 
+@pytest.mark.parametrize("D", [8, 24, 80, 96, 2])
+def test_a_head_width_the_kernels_do_not_take_runs_padded(D):
+    """Peers' head widths (Phi-2's 80, 96, a test config's 8 or 24): attention() copies q, k and v into heads of the
+    next width the kernels take and leaves the padding's output columns out; grouped heads, q a head-major view, out
+    pre-filled with NaN and written in place, causal and not."""
+    B, T, H, KV = ENV.pick(cpu=(2, 37, 4, 2), gpu=(2, 333, 8, 2))
+    dtype = L.lesson_dtype()
+    q = torch.randn(B, H, T, D, device=ENV.device, dtype=dtype).transpose(1, 2)
+    k, v = (torch.randn(B, T, KV, D, device=ENV.device, dtype=dtype) for _ in range(2))
+    for causal in (True, False):
+        out = utils.nan_empty((B, T, H, D), dtype)
+        assert L.attention(q, k, v, causal, out=out) is out
+        utils.check(out, L.attention_ref(q.double(), k.double(), v.double(), causal), quiet=True)
+
+
+def test_scale_sets_the_scores_factor_and_keys_the_prepared_launch():
+    """scale= as torch's SDPA: softmax(scale q k^T) v. A launch prepared with one scale is not replayed for another
+    (the scale is part of the call's signature; the interpreter prepares no launch, so that part holds on a GPU): the
+    default after a scaled call is 1/sqrt(D) again."""
+    B, T, H, KV, D = ENV.pick(cpu=(1, 19, 2, 1, 16), gpu=(2, 301, 8, 2, 128))
+    dtype = L.lesson_dtype()
+    q = torch.randn(B, T, H, D, device=ENV.device, dtype=dtype)
+    k, v = (torch.randn(B, T, KV, D, device=ENV.device, dtype=dtype) for _ in range(2))
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    for fn in (L.attention_pointers, L.attention):
+        for _ in range(2):  # the second call of each takes the prepared launch
+            utils.check(fn(q, k, v, scale=0.05), L.attention_ref(q64 * 0.05 * math.sqrt(D), k64, v64), quiet=True)
+            utils.check(fn(q, k, v), L.attention_ref(q64, k64, v64), quiet=True)
+    with pytest.raises(ValueError, match="scale must be finite, got nan"):
+        L.attention(q, k, v, scale=float("nan"))
+
+
+def test_heads_wider_than_the_kernels_take_are_refused():
+    dtype = L.lesson_dtype()
+    q = torch.randn(1, 3, 2, 160, device=ENV.device, dtype=dtype)
+    with pytest.raises(ValueError, match=r"head_dim D=160: these kernels take heads of 1 to 128"):
+        L.attention(q, q, q)
+    with pytest.raises(ValueError, match=r"q, k and v must share one head_dim; got 24, 24, 16"):
+        L.attention(q[..., :24], q[..., :24], q[..., :16])
+    with pytest.raises(ValueError, match=r"q has head_dim D=24: these kernels take D in .* \(attention\(\) pads"):
+        L.attention_pointers(q[..., :24], q[..., :24], q[..., :24])
+
+
 @pytest.mark.parametrize("BLOCK_M, BLOCK_N", [(16, 16), (32, 16), (64, 32)])
 def test_pointer_kernel_with_other_tiles(BLOCK_M, BLOCK_N):
     fn = lambda q, k, v, causal, out: L.attention_pointers(q, k, v, causal, out=out, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)  # noqa: E731
@@ -379,7 +422,8 @@ def test_launchers_refuse_bad_inputs():
     utils.refuses(
         {
             "4 heads over 3": lambda: L.attention(*L.random_qkv(1, 8, 4, 3, 16, dtype)),
-            "head dim 24": lambda: L.attention(*L.random_qkv(1, 8, 4, 2, 24, dtype)),
+            "head dim 24, pointer kernel": lambda: L.attention_pointers(*L.random_qkv(1, 8, 4, 2, 24, dtype)),
+            "head dim 160": lambda: L.attention(*L.random_qkv(1, 8, 4, 2, 160, dtype)),
             "transposed q": lambda: L.attention(q.transpose(1, 3), k, v),
             "expanded batch": lambda: L.attention(q.expand(2, 8, 4, 16), k.expand(2, 8, 2, 16), v.expand(2, 8, 2, 16)),
             "mixed dtypes": lambda: L.attention(q, k.to(other), v),

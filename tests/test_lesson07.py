@@ -104,6 +104,31 @@ def test_a_head_width_set_apart_from_dim_over_heads(ops):
     L.check_layer(getattr(L, ops), args=args, B=2, T=ENV.pick(cpu=9, gpu=333), quiet=True)
 
 
+@pytest.mark.parametrize("D", [6, 24, 80, 2])
+def test_rope_of_heads_whose_width_is_not_a_power_of_two(D):
+    """The kernel's tl.arange takes powers of two: rope() turns heads padded to the next one, each half followed by
+    zeros (halves_apart), and cuts them back; q and k as views into one fused buffer, outputs pre-filled with NaN."""
+    B, T, H, KV = 2, 7, 3, 1
+    dtype = L.lesson_dtype()
+    qkv = torch.randn(B, T, H + 2 * KV, D, device=ENV.device, dtype=dtype)
+    q, k = qkv[:, :, :H], qkv[:, :, H : H + KV]
+    cos, sin = L.rope_tables(T, D, dtype=dtype, device=ENV.device)  # (1, T, D)
+    q_out, k_out = utils.nan_empty((B, T, H, D), dtype), utils.nan_empty((B, T, KV, D), dtype)
+    got = L.rope(q, k, cos, sin, q_out=q_out, k_out=k_out)
+    assert got[0] is q_out and got[1] is k_out
+    want = L.rope_ref(q.double(), k.double(), cos.double(), sin.double())
+    utils.check(q_out, want[0], quiet=True)
+    utils.check(k_out, want[1], quiet=True)
+
+
+@pytest.mark.parametrize("ops", ["REF_OPS", "TRITON_OPS"])
+def test_a_layer_whose_heads_the_kernels_take_padded_matches_hf(ops):
+    """Hidden 96 over 4 heads: D = 24, which neither RoPE's tl.arange nor lesson 06's tl.dot take as it is; both
+    launchers pad it, and the layer matches transformers' LlamaDecoderLayer."""
+    args = L.LlamaArgs(dim=96, n_heads=4, n_kv_heads=2, ffn_dim=64)
+    L.check_layer(getattr(L, ops), args=args, B=2, T=ENV.pick(cpu=9, gpu=333), quiet=True)
+
+
 @pytest.mark.parametrize(
     "fields, message",
     [
