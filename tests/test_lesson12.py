@@ -21,6 +21,7 @@ import triton.language as tl
 import utils
 import utils.checkpoints as ckpt
 from lessons import l05_matmul as L5
+from lessons import l07_llm_layer as L7
 from lessons import l08_llama_model as L8
 from lessons import l12_quantization as L
 from utils.bitwise import assert_bitwise_equal
@@ -1384,8 +1385,7 @@ def test_quantized_qkv_rope_check():
 
 def _qkv_rope_case(H, KV, D, C, max_len, p, seed=0):
     g = torch.Generator().manual_seed(seed)
-    fake = L8.ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
-    cos, sin = L8.rope_cache(fake, max_len, torch.float32)
+    cos, sin = (t[0] for t in L7.rope_tables(max_len, D))  # (max_len, D): D = 8 too, which a model would pad
     x = torch.randn(1, C, generator=g).to(DEV)
     W = (torch.randn((H + 2 * KV) * D, C, generator=g) / math.sqrt(C)).to(DEV)
     norm = (1 + 0.1 * torch.randn(C, generator=g)).to(DEV)
