@@ -360,14 +360,18 @@ ATTENTION_SHAPES = utils.mode.current().pick(
 )  # (B, T, H, KV, D): one token, T not a multiple of any block, GQA, KV = H, KV = 1
 
 
-def _own_buffers(k, v):
+def _own_buffers(k, v, room=0):
     """Copies of k and v (B, T, KV, D), each a view into a buffer of its own with random numbers around it, so that
     q, k and v all have different batch and token strides: a load that takes another tensor's stride shows. The
-    heads of a token stay contiguous, as attention_tma requires."""
+    heads of a token stay contiguous, as attention_tma requires. room: random elements after each buffer, so that a
+    load with a larger tensor's strides (q's, with more heads) stays inside the allocation: on a GPU, a read past it
+    may be an illegal address, which ends the process's CUDA context, not just the check."""
     B, T, KV, D = k.shape
-    k_buf = torch.randn(B, T + 1, KV, D, device=k.device).to(k.dtype)  # batch stride (T + 1) KV D
-    v_buf = torch.randn(B, T, 2 * KV, D, device=v.device).to(v.dtype)  # token stride 2 KV D
-    return k_buf[:, :T].copy_(k), v_buf[:, :, KV:].copy_(v)
+    k_buf = torch.randn(B * (T + 1) * KV * D + room, device=k.device).to(k.dtype)
+    v_buf = torch.randn(B * T * 2 * KV * D + room, device=v.device).to(v.dtype)
+    k_own = k_buf[: B * (T + 1) * KV * D].view(B, T + 1, KV, D)[:, :T]  # batch stride (T + 1) KV D
+    v_own = v_buf[: B * T * 2 * KV * D].view(B, T, 2 * KV, D)[:, :, KV:]  # token stride 2 KV D
+    return k_own.copy_(k), v_own.copy_(v)
 
 
 def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=False):
@@ -383,7 +387,8 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
     for (B, T, H, KV, D, *q_scale), far_rows in cases:
         for c in causal:
             q, k, v = random_qkv(B, T, H, KV, D, dtype)
-            k, v = _own_buffers(k, v)
+            # the interpreter's memory watch names a read past k's buffer; compiled, it could end the session
+            k, v = _own_buffers(k, v, room=B * T * (H + 2 * KV) * D if utils.mode.current().is_gpu else 0)
             if far_rows:
                 _far_below(q, k)
             if q_scale:

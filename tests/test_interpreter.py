@@ -2,7 +2,7 @@
 `or` and `not` on blocks lane by lane; an `if` on a block refused. Compiled on a GPU, the same kernels check that
 the compiler agrees."""
 
-import contextlib
+import warnings
 from pathlib import Path
 
 import pytest
@@ -45,7 +45,8 @@ def test_and_on_blocks_is_lane_by_lane():
     """Before, the interpreter took (offs < n) for True and kept offs >= 2 alone: lanes past n were loaded."""
     x = torch.arange(16, dtype=torch.float32, device=ENV.device) + 1
     out = torch.full_like(x, float("nan"))
-    with pytest.warns(UserWarning) if not ENV.interpret else contextlib.nullcontext():  # compiled: deprecated for &
+    with warnings.catch_warnings():  # compiled, Triton may warn that `and` on blocks is deprecated (not from its cache)
+        warnings.simplefilter("ignore", UserWarning)
         _and_mask_kernel[(1,)](x, out, 10, BLOCK_SIZE=16)
     want = torch.where((torch.arange(16, device=ENV.device) < 10) & (torch.arange(16, device=ENV.device) >= 2), x, 0)
     assert torch.equal(out, want), out

@@ -119,7 +119,7 @@ def test_a_planted_helper_takes_the_kernels_that_call_it_along(monkeypatch, tmp_
         assert L.bitonic_sort_kernel is not kernel
         assert L.bitonic_sort_kernel.fn.__globals__["compare_exchange"] is L.compare_exchange
         assert L.cumsum_kernel is other  # calls no compare_exchange
-        x = torch.tensor([[3.0, 1.0, 2.0, 0.0]])
+        x = torch.tensor([[3.0, 1.0, 2.0, 0.0]], device=L.utils.mode.current().device)  # the GPU's, where there is one
         assert not torch.equal(L.bitonic_sort(x), x.sort().values)  # the planted mistake runs through the kernel
     assert (L.bitonic_sort_kernel, L.compare_exchange) == (kernel, helper)
 
