@@ -2032,6 +2032,9 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
 COMPILED_GAPS = {  # compiled, these fail their check with another hint (session 27's H100 run)
     "top-k key not widened": "an int32 shifted by 32 is undefined (LLVM's poison): compiled it need not give the "
     "interpreter's zeros, which the suspect assumes",
+    "look-back publishes its prefix with the total's flag": "session 32's H100: blocks 0-18 of 79 right, few "
+    "predecessors found finished, and the sums of some of them cover most values near the right prefix, so the odds "
+    "stayed above 1e-4 (the general hint); bench/sweeps/l10zh.py prints what the blocks added",
 }
 
 
