@@ -1647,7 +1647,11 @@ def status_word_odds(before, sums, limit=1 << 24):
       (j = 0: block 0's word is its total, so before[b] = C[b - 1], as when nothing is wrong);
     - its inclusive prefix, flag 1: it never stops before block 0 and adds each finished j's before[j] again, so
       before[b] - C[b - 1] is a sum of some of before[1..b - 1] (a subset sum, kept as a bitset while its range
-      stays under limit; past it, the blocks checked so far decide).
+      stays under limit; past it, the blocks checked so far decide). Where few blocks had finished (session 32's
+      H100: blocks 0-18 of 79 right), the sums of some of them cover most values near the right one, and tell
+      little; but blocks that started first finish first, so the finished ones are nearly the first a: the model
+      is tried twice, any subset and the first a with any of the next NEAR_PREFIX (near_prefix_sums), and the run
+      takes the smaller odds of the two that fit, times 2 (two models tried).
     Each model allows block b a set of values; the right one, C[b - 1], is in every set. The odds multiply, over
     the wrong blocks, each set's share of the span of its values: a late block's set can cover most values near
     it, and tells little."""
@@ -1661,6 +1665,7 @@ def status_word_odds(before, sums, limit=1 << 24):
     excl = {0}  # before[j] - C[j] for 1 <= j <= b - 1, and 0 (j = 0)
     reach, low, high = 1, 0, 0  # bit k of reach: low + k is a sum of some of before[1..b - 1]
     odds = [1.0, 1.0, 1.0]  # how likely the wrong blocks so far fit each model by chance
+    near_odds = 1.0  # the third model's tighter form: the first a blocks finished, give or take the next few
     for b in range(1, len(before)):
         extra = before[b] - C[b - 1]
         if extra != 0:  # a wrong block: is its value one the model allows, and how many values does it allow?
@@ -1671,7 +1676,10 @@ def status_word_odds(before, sums, limit=1 << 24):
             if odds[2] and reach is not None:
                 hit = low <= extra <= high and (reach >> (extra - low)) & 1 == 1
                 odds[2] *= hit * reach.bit_count() / (high - low + 1)
-            if not any(odds):
+            if near_odds:
+                near = near_prefix_sums(before, b)
+                near_odds *= (extra in near) * len(near) / (max(near) - min(near) + 1)
+            if not any(odds) and not near_odds:
                 break
         own.add(C[b - 1])
         excl.add(before[b] - C[b])
@@ -1681,7 +1689,27 @@ def status_word_odds(before, sums, limit=1 << 24):
             low, high = (low, high + v) if v >= 0 else (low + v, high)
             if high - low > limit:  # too wide to keep (sums doubled block after block)
                 reach = None
+    if odds[2] < 1.0 or near_odds < 1.0:  # a wrong block: the smaller odds of the forms that fit, times 2
+        odds[2] = min(1.0, 2 * min(p for p in (odds[2], near_odds) if p > 0)) if odds[2] or near_odds else 0.0
     return odds
+
+
+NEAR_PREFIX = 6  # blocks past the first a that may have finished out of order (near_prefix_sums)
+
+
+def near_prefix_sums(before, b, width=NEAR_PREFIX):
+    """The values before[1] + ... + before[a], plus those of any of the next width blocks (up to b - 1), for every
+    a < b: what block b adds past the right prefix under the third wrong word when the blocks it found finished
+    are the first a, give or take the next width (blocks that start first finish first)."""
+    sums, prefix = set(), 0
+    for a in range(b):
+        prefix += before[a] if a else 0
+        nxt = before[a + 1 : min(a + width, b - 1) + 1]
+        subset = {0}
+        for v in nxt:
+            subset |= {s + v for s in subset}
+        sums |= {prefix + s for s in subset}
+    return sums
 
 
 def wrong_status_word(runs, sums, chance=1e-4):

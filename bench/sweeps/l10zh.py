@@ -9,7 +9,7 @@ predecessors finished, the sums of some of them cover most values near the right
 the test does, runs the check's GPU case (5000 int32 in blocks of 64) ten times, and prints for each run which
 blocks are wrong, what each added past the right prefix, the three models' odds, and whether the blocks found
 finished could be the first m (a prefix) of them, the tighter model a GPU's timing suggests (a block that started
-early finished early).
+early finished early), which status_word_odds tries since (near_prefix_sums, give or take 6 blocks).
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l10zh.py`` on a GPU (< 20 s), ``... --cpu`` under
 the interpreter (blocks in order: every block finds its predecessors finished).
