@@ -1,9 +1,14 @@
 """Every test process decides GPU or interpreter before any kernel is defined."""
 
+import os
+import sys
+
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
+import utils.mode  # noqa: E402
 from utils import setup  # noqa: E402
 
 ENV = setup(quiet=True)
@@ -13,3 +18,21 @@ def pytest_collection_modifyitems(items):
     """The tests marked slow (whole notebooks, the offline compiler) run first: with two workers, a minute-long test
     drawn last keeps one worker busy while the other has nothing left to do."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort: the rest keep their order
+
+
+@pytest.fixture(autouse=True)
+def _a_broken_cuda_context_ends_its_process(request):
+    """Session 32's H100 run: a planted stray read in lesson 06 broke its worker's CUDA context, and the 13 tests the
+    worker ran after it failed on the same error. After each test the context is checked; a broken one ends the
+    process, naming the test: under pytest-xdist the worker (xdist reports it crashed in that test and starts another
+    for the tests left), alone the session."""
+    yield
+    error = utils.mode.broken_cuda_context()
+    if error is None:
+        return
+    message = f"{request.node.nodeid} left this process's CUDA context broken ({error}): no later test could run in it"
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        sys.stderr.write(f"{message}; this worker ends, and pytest-xdist starts another\n")
+        sys.stderr.flush()
+        os._exit(70)
+    pytest.exit(message, returncode=3)

@@ -447,6 +447,27 @@ def test_behaving_as_an_older_gpu(monkeypatch):
     assert not mode.Env(device="cpu", interpret=True).supports_tma
 
 
+def test_a_broken_cuda_context_is_told_apart_from_a_working_one(monkeypatch):
+    """utils.mode.broken_cuda_context, which tests/conftest.py asks after every test (a broken context ends the
+    process: the tests after it would all fail on the same error). Without CUDA, or before it is used, there is
+    nothing to ask; a sync that raises is the error's first line; one that returns is a working context."""
+    from utils import mode
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+
+    def broken():
+        raise torch.AcceleratorError("CUDA error: an illegal memory access was encountered\nSearch for ...")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", broken)
+    assert mode.broken_cuda_context() == "CUDA error: an illegal memory access was encountered"
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    assert mode.broken_cuda_context() is None
+    monkeypatch.setattr(torch.cuda, "synchronize", broken)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert mode.broken_cuda_context() is None  # CUDA never used in this process: nothing to break
+
+
 def test_require_out_allocates_or_refuses_with_the_fix():
     from utils import require_out
 

@@ -320,6 +320,21 @@ def _detect() -> Env:
     )
 
 
+def broken_cuda_context():
+    """None while this process's CUDA context works (or it has none); else the error a sync raises. A kernel that
+    reads or writes outside its buffers (a planted mistake, a learner's) may break the context for good: every later
+    CUDA call of the process fails with the same error."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError as error:  # torch.AcceleratorError is one: "an illegal memory access was encountered"
+        return str(error).strip().splitlines()[0]
+    return None
+
+
 def current() -> Env:
     """The Env of this process, running :func:`setup` quietly if nobody has yet."""
     return _ENV if _ENV is not None else setup(quiet=True, seed=None)
