@@ -1104,9 +1104,13 @@ def attention_padded(q, k, v, causal=True, *, out=None, scale=None):
     work (80 -> 128: 60 % more)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         utils.require(t, name, dtype=DTYPES, ndim=4, contiguous=False)
-    D = q.shape[-1]
+    B, T, _, D = q.shape
     if k.shape[-1] != D or v.shape[-1] != D:
         raise ValueError(f"q, k and v must share one head_dim; got {q.shape[-1]}, {k.shape[-1]}, {v.shape[-1]}")
+    if tuple(k.shape[:2]) != (B, T) or v.shape != k.shape:  # before the padding, in the caller's D
+        raise ValueError(
+            f"k and v must both be (B, T, KV, D) = ({B}, {T}, KV, {D}); got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
     width = next((d for d in HEAD_DIMS if d >= D), None)
     if width is None or D == 0:
         raise ValueError(f"q has head_dim D={D}: these kernels take heads of 1 to {HEAD_DIMS[-1]} (those not in "

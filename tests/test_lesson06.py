@@ -134,6 +134,10 @@ def test_heads_wider_than_the_kernels_take_are_refused():
         L.attention(q, q, q)
     with pytest.raises(ValueError, match=r"q, k and v must share one head_dim; got 24, 24, 16"):
         L.attention(q[..., :24], q[..., :24], q[..., :16])
+    with pytest.raises(
+        ValueError, match=r"k and v must both be \(B, T, KV, D\) = \(1, 3, KV, 24\); got \(1, 2, 2, 24\)"
+    ):
+        L.attention(q[..., :24], q[:, :2, :, :24], q[:, :2, :, :24])  # in the caller's D, not the padded one
     with pytest.raises(ValueError, match=r"q has head_dim D=24: these kernels take D in .* \(attention\(\) pads"):
         L.attention_pointers(q[..., :24], q[..., :24], q[..., :24])
 
