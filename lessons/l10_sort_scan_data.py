@@ -1663,26 +1663,29 @@ def status_word_odds(before, sums, limit=1 << 24):
         return [0.0, 0.0, 0.0]
     own = {0}  # C[j - 1] for j <= b - 1 (C[-1] = 0): before[b] = C[b - 1] - C[j - 1]
     excl = {0}  # before[j] - C[j] for 1 <= j <= b - 1, and 0 (j = 0)
+    spans = [[0, 0], [0, 0]]  # own's and excl's least and largest, kept as they grow (thousands of blocks)
     reach, low, high = 1, 0, 0  # bit k of reach: low + k is a sum of some of before[1..b - 1]
     odds = [1.0, 1.0, 1.0]  # how likely the wrong blocks so far fit each model by chance
     near_odds = 1.0  # the third model's tighter form: the first a blocks finished, give or take the next few
+    nears = _near_prefix_sets(before)  # near_prefix_sums(before, b) for b = 1, 2, ...
     for b in range(1, len(before)):
+        near, near_low, near_high = next(nears)
         extra = before[b] - C[b - 1]
         if extra != 0:  # a wrong block: is its value one the model allows, and how many values does it allow?
             if odds[0]:
-                odds[0] *= (C[b - 1] - before[b] in own) * len(own) / (max(own) - min(own) + 1)
+                odds[0] = _times(odds[0], (C[b - 1] - before[b] in own) * len(own) / (spans[0][1] - spans[0][0] + 1))
             if odds[1]:
-                odds[1] *= (extra in excl) * len(excl) / (max(excl) - min(excl) + 1)
+                odds[1] = _times(odds[1], (extra in excl) * len(excl) / (spans[1][1] - spans[1][0] + 1))
             if odds[2] and reach is not None:
                 hit = low <= extra <= high and (reach >> (extra - low)) & 1 == 1
-                odds[2] *= hit * reach.bit_count() / (high - low + 1)
+                odds[2] = _times(odds[2], hit * reach.bit_count() / (high - low + 1))
             if near_odds:
-                near = near_prefix_sums(before, b)
-                near_odds *= (extra in near) * len(near) / (max(near) - min(near) + 1)
+                near_odds = _times(near_odds, (extra in near) * len(near) / (near_high - near_low + 1))
             if not any(odds) and not near_odds:
                 break
-        own.add(C[b - 1])
-        excl.add(before[b] - C[b])
+        for values, span, v in ((own, spans[0], C[b - 1]), (excl, spans[1], before[b] - C[b])):
+            values.add(v)
+            span[:] = min(span[0], v), max(span[1], v)
         if reach is not None:  # add before[b] to the sums that can be made
             v = before[b]
             reach = reach | (reach << v) if v >= 0 else (reach << -v) | reach
@@ -1694,13 +1697,20 @@ def status_word_odds(before, sums, limit=1 << 24):
     return odds
 
 
+def _times(odds, factor):
+    """odds * factor, where 0 stays "does not fit" and a fit never underflows to it (thousands of wrong blocks)."""
+    return 0.0 if factor == 0 else max(odds * factor, 1e-300)
+
+
 NEAR_PREFIX = 6  # blocks past the first a that may have finished out of order (near_prefix_sums)
 
 
 def near_prefix_sums(before, b, width=NEAR_PREFIX):
     """The values before[1] + ... + before[a], plus those of any of the next width blocks (up to b - 1), for every
     a < b: what block b adds past the right prefix under the third wrong word when the blocks it found finished
-    are the first a, give or take the next width (blocks that start first finish first)."""
+    are the first a, give or take the next width (blocks that start first finish first). The definition:
+    status_word_odds keeps the same set block by block (O(b 2**width) here, for every b: too slow at thousands of
+    blocks)."""
     sums, prefix = set(), 0
     for a in range(b):
         prefix += before[a] if a else 0
@@ -1710,6 +1720,23 @@ def near_prefix_sums(before, b, width=NEAR_PREFIX):
             subset |= {s + v for s in subset}
         sums |= {prefix + s for s in subset}
     return sums
+
+
+def _near_prefix_sets(before, width=NEAR_PREFIX):
+    """(near_prefix_sums(before, b), its least, its largest) for b = 1, 2, ...: one set grown in place as b grows
+    (O(width 2**width) a block): a = b joins, and block b joins the next few of each a from b - width on."""
+    near, low, high, prefix = {0}, 0, 0, [0]  # prefix[a]: before[1] + ... + before[a]
+    for b in range(1, len(before)):
+        yield near, low, high
+        prefix.append(prefix[-1] + before[b])
+        new = {prefix[b]}
+        for a in range(max(0, b - width), b):
+            subsets = {0}
+            for v in before[a + 1 : b]:
+                subsets |= {s + v for s in subsets}
+            new |= {prefix[a] + s + before[b] for s in subsets}
+        near |= new
+        low, high = min(low, *new), max(high, *new)
 
 
 def wrong_status_word(runs, sums, chance=1e-4):
