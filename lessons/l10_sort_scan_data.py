@@ -1699,7 +1699,7 @@ def status_word_odds(before, sums, limit=1 << 24):
 
 def _times(odds, factor):
     """odds * factor, where 0 stays "does not fit" and a fit never underflows to it (thousands of wrong blocks)."""
-    return 0.0 if factor == 0 else max(odds * factor, 1e-300)
+    return 0.0 if odds == 0 or factor == 0 else max(odds * factor, 1e-300)
 
 
 NEAR_PREFIX = 6  # blocks past the first a that may have finished out of order (near_prefix_sums)
@@ -1748,7 +1748,7 @@ def wrong_status_word(runs, sums, chance=1e-4):
         if before in seen:
             continue
         seen.append(before)
-        odds = [a * b for a, b in zip(odds, status_word_odds(before, sums))]
+        odds = [_times(a, b) for a, b in zip(odds, status_word_odds(before, sums))]
     return next((w for w, p in zip(WRONG_STATUS_WORDS, odds) if 0 < p < chance), None)
 
 

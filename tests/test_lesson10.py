@@ -302,6 +302,7 @@ def test_the_third_status_word_is_named_where_few_blocks_had_finished():
             r + (int(torch.randint(-30, 31, (1,), generator=gen)) if b >= first else 0) for b, r in enumerate(right)
         ]
         assert L.wrong_status_word([noise], sums) is None, trial
+    assert L._times(1e-200, 1e-200) == 1e-300 and L._times(0.5, 0) == 0 == L._times(0, 0.5)  # a fit stays a fit
     before = [0, *torch.randint(-300, 301, (60,), generator=gen).tolist()]  # the sets kept block by block: as defined
     for b, (near, low, high) in zip(range(1, len(before)), L._near_prefix_sets(before)):
         assert near == L.near_prefix_sums(before, b) and (low, high) == (min(near), max(near)), b
