@@ -3486,7 +3486,8 @@ def runs_cut_at_blocks(df, threshold, got, want):
 def check_query(fn, *, quiet=False):
     """Checks fn(table, threshold, num_keys) -> result table against pandas (query_ref), EXACTLY (same index,
     columns, dtypes and values): empty table, one row, nothing passes, all keys equal, all distinct, NaN values,
-    a key whose values are all NaN."""
+    a key whose values are all NaN, a key out of range on a row the filter drops (ignored); then a key out of
+    range (num_keys, or -1) on a row that passes must be refused (ValueError), not dropped or counted elsewhere."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     n_big = env.pick(cpu=300, gpu=10**6 + 7)
@@ -3509,6 +3510,7 @@ def check_query(fn, *, quiet=False):
         "nothing passes": (random_table(50, 5, seed=5).assign(x=np.float32(0.1)), 5),
         # every row passes: key 1's run (rows ~667..1333 once sorted) crosses groupby_sorted's block of 1024 rows
         "a key's run across two blocks of 1024 rows": (random_table(2000, 3, seed=6).assign(x=np.float32(0.9)), 3),
+        "a key out of range (5 of 5) on a row the filter drops": (_with_row(random_table(50, 5, seed=7), 3, 5, 0.1), 5),
     }
     for what, (df, num_keys) in cases.items():
         got = to_frame(fn(table_from_pandas(df, env.device), 0.5, num_keys))
@@ -3521,8 +3523,27 @@ def check_query(fn, *, quiet=False):
                 f"the query differs from pandas on {what}:\n{e}\ngot:\n{got.head()}\npandas:\n{want.head()}"
                 + (f"\nHint: {hint}" if hint else "")
             ) from None
+    for bad_key in (5, -1):  # on row 7, which passes the filter: a key the dense arrays have no slot for
+        df = _with_row(random_table(50, 5, seed=8), 7, bad_key, 0.9)
+        try:
+            got = fn(table_from_pandas(df, env.device), 0.5, 5)
+        except ValueError:
+            continue
+        raise AssertionError(
+            f"the query returned a result for a table whose row 7 has key {bad_key}, outside 0..4 (num_keys=5), and "
+            f"passes the filter (x = 0.9 > 0.5): it must be refused with a ValueError, not dropped or counted under "
+            f"another key. The group-by counts such rows in rows[num_keys] (mask passed & ~good, good = (key >= 0) & "
+            f"(key < num_keys)), and the query raises where that count is not 0. Got:\n{to_frame(got).head()}"
+        )
     if not quiet:
-        print(f"✓ the query matches pandas exactly on {', '.join(cases)}")
+        print(f"✓ the query matches pandas exactly on {', '.join(cases)}, and refuses a passing row's key out of range")
+
+
+def _with_row(df, row, key, x):
+    """df with row's key and x set (a key out of range, on a row the filter drops or keeps)."""
+    df = df.copy()
+    df.loc[row, "key"], df.loc[row, "x"] = np.int32(key), np.float32(x)
+    return df
 
 
 EMPTY_KEY = -(2**63)  # marks an empty hash-table slot: the one int64 key a join refuses

@@ -279,6 +279,21 @@ def test_a_wrong_status_word_is_named_whatever_order_the_blocks_ran_in():
     assert short >= 3, short  # the repeated runs above were tried
 
 
+def test_check_query_names_a_query_that_drops_a_passing_rows_bad_key():
+    """A query that leaves out rows whose key is outside 0..num_keys-1 instead of refusing them returns pandas'
+    answer without those rows: check_query's last cases (key num_keys, then -1, on a row that passes) name it. A bad
+    key on a row the filter drops is ignored, as the lesson's query does."""
+
+    def dropping(table, threshold, num_keys):
+        good = (table["key"] >= 0) & (table["key"] < num_keys)
+        return L.query({name: column[good] for name, column in table.items()}, threshold, num_keys)
+
+    with pytest.raises(AssertionError, match=r"row 7 has key 5, outside 0\.\.4 .* must be refused with a ValueError"):
+        L.check_query(dropping, quiet=True)
+    df = L._with_row(L.random_table(9, 3), 2, -1, 0.25)
+    assert df["key"].dtype == np.int32 and df.loc[2, "key"] == -1 and df.loc[2, "x"] == np.float32(0.25)
+
+
 def test_the_third_status_word_is_named_where_few_blocks_had_finished():
     """Session 32's H100 run: under the third wrong word (the inclusive prefix with flag 1) blocks 0-18 of 79 came out
     right, so few blocks had finished when the others looked back, and the sums of some of those cover most values
