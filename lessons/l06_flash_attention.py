@@ -413,6 +413,20 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 HEAD_DIMS = (16, 32, 64, 128)  # powers of two (tl.arange), at least 16 (tl.dot); attention() pads the others
 
 
+def padded_head_dim(D):
+    """The narrowest of HEAD_DIMS that holds a head of width D (D itself where it is one), or None past the last."""
+    return next((d for d in HEAD_DIMS if d >= D), None)
+
+
+def _require_kv_like_q(q, k, v):
+    """k and v (B, T, KV, D) for q (B, T, H, D), named in the caller's shapes."""
+    B, T, _, D = q.shape
+    if tuple(k.shape[:2]) != (B, T) or k.shape[3] != D or v.shape != k.shape:
+        raise ValueError(
+            f"k and v must both be (B, T, KV, D) = ({B}, {T}, KV, {D}); got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+
+
 def softmax_scale(scale, D):
     """The factor of the scores q k^T: 1/sqrt(D) where scale is None, else scale (a number)."""
     return 1 / math.sqrt(D) if scale is None else utils.require_number(scale, "scale")
@@ -830,12 +844,9 @@ def _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N):
         raise TypeError(f"causal must be True or False, got {causal!r}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         _require_rows(t, name, ndim=4)  # any batch, token and head strides: (B, H, T, D).transpose(1, 2) too
+    _require_kv_like_q(q, k, v)
     B, T, H, D = q.shape
     KV = k.shape[2]
-    if tuple(k.shape[:2]) != (B, T) or k.shape[3] != D or v.shape != k.shape:
-        raise ValueError(
-            f"k and v must both be (B, T, KV, D) = ({B}, {T}, KV, {D}); got {tuple(k.shape)} and {tuple(v.shape)}"
-        )
     if KV == 0 or H % KV:
         raise ValueError(f"the {H} query heads must split evenly over the {KV} key/value heads (H % KV == 0)")
     if not q.dtype == k.dtype == v.dtype:
@@ -1104,14 +1115,11 @@ def attention_padded(q, k, v, causal=True, *, out=None, scale=None):
     work (80 -> 128: 60 % more)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         utils.require(t, name, dtype=DTYPES, ndim=4, contiguous=False)
-    B, T, _, D = q.shape
+    D = q.shape[-1]
     if k.shape[-1] != D or v.shape[-1] != D:
         raise ValueError(f"q, k and v must share one head_dim; got {q.shape[-1]}, {k.shape[-1]}, {v.shape[-1]}")
-    if tuple(k.shape[:2]) != (B, T) or v.shape != k.shape:  # before the padding, in the caller's D
-        raise ValueError(
-            f"k and v must both be (B, T, KV, D) = ({B}, {T}, KV, {D}); got {tuple(k.shape)} and {tuple(v.shape)}"
-        )
-    width = next((d for d in HEAD_DIMS if d >= D), None)
+    _require_kv_like_q(q, k, v)  # before the padding: in the caller's D
+    width = padded_head_dim(D)
     if width is None or D == 0:
         raise ValueError(f"q has head_dim D={D}: these kernels take heads of 1 to {HEAD_DIMS[-1]} (those not in "
                          f"{HEAD_DIMS} padded to the next one)")  # fmt: skip

@@ -18,7 +18,13 @@ import utils.hints
 import utils.roofline
 import utils.timing
 from lessons.l05_matmul import tma_scratch, uses_tma  # Hopper: descriptors built on the GPU need scratch
-from lessons.l06_flash_attention import descriptors_fit, large_scores_tolerance, nan_wherever_ref_is_not
+from lessons.l06_flash_attention import (
+    HEAD_DIMS,
+    descriptors_fit,
+    large_scores_tolerance,
+    nan_wherever_ref_is_not,
+    padded_head_dim,
+)
 
 
 from lessons.l07_llm_layer import (
@@ -42,7 +48,7 @@ from lessons.l07_llm_layer import (
 @dataclass(frozen=True)
 class ModelArgs:
     """A whole Llama model's shape: the layer (lesson 07's LlamaArgs) and what surrounds it. A head width the kernels
-    do not take (24, 80, 100: they take KERNEL_HEAD_DIMS) runs padded to the next one they do: head_dim is then the
+    do not take (24, 80, 100: they take lesson 06's HEAD_DIMS) runs padded to the next one they do: head_dim is then the
     kernels' width and real_head_dim the checkpoint's (see pad_heads)."""
 
     vocab_size: int  # V
@@ -68,7 +74,7 @@ class ModelArgs:
             raise ValueError(f"ModelArgs.real_head_dim={real} with head_dim={D}: a padded head is the narrowest width "
                              f"the kernels take that holds the checkpoint's (even) width, here "
                              f"{kernel_head_dim(real)}")  # fmt: skip
-        if not real and D not in KERNEL_HEAD_DIMS:
+        if not real and D not in HEAD_DIMS:
             real, D = D, kernel_head_dim(D)
         object.__setattr__(self, "head_dim", D)
         object.__setattr__(self, "real_head_dim", 0 if real == D else real)
@@ -87,17 +93,15 @@ ROPE_FIELDS = {
 }
 
 
-KERNEL_HEAD_DIMS = (16, 32, 64, 128)  # what lesson 06's attention and this lesson's kernels take: tl.arange, tl.dot
-
-
 def kernel_head_dim(D: int) -> int:
-    """The narrowest head width the kernels take that holds a head of width D (D itself where they take it)."""
-    fits = [d for d in KERNEL_HEAD_DIMS if d >= D]
-    if not fits:
+    """The narrowest head width the kernels take (lesson 06's HEAD_DIMS: this lesson's kernels take the same) that
+    holds a head of width D; D itself where they take it."""
+    width = padded_head_dim(D)
+    if width is None:
         raise ValueError(f"head_dim {D}: the kernels (lesson 06's attention, rope_kv_write, decode_attention) take "
-                         f"heads up to {KERNEL_HEAD_DIMS[-1]} wide (narrower ones run padded to one of "
-                         f"{KERNEL_HEAD_DIMS}); a model of wider heads cannot run here")  # fmt: skip
-    return fits[0]
+                         f"heads up to {HEAD_DIMS[-1]} wide (narrower ones run padded to one of {HEAD_DIMS}); a "
+                         f"model of wider heads cannot run here")  # fmt: skip
+    return width
 
 
 def pad_heads(w, n_heads: int, D: int, width: int, dim: int = 0):
@@ -158,7 +162,6 @@ def model_args(config: dict) -> ModelArgs:
     if missing:
         raise ValueError(f"RoPE type {rope_type!r} needs {', '.join(missing)} in config.json's rope_scaling: is "
                          f"the config complete?")  # fmt: skip
-    kernel_head_dim(D)  # wider heads than the kernels take: refused here, before any weight is read
     eos = config.get("eos_token_id")
     theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
     if not theta > 0:
@@ -188,6 +191,7 @@ def rope_frequencies(args: ModelArgs) -> torch.Tensor:
 
 
 def _scaled(inv_freq, s):
+    """inv_freq with the config's rope_scaling s applied (None: as it is)."""
     s = s or {"rope_type": "default"}
     if s["rope_type"] == "linear":
         return inv_freq / s["factor"]

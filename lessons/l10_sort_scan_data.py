@@ -1692,8 +1692,8 @@ def status_word_odds(before, sums, limit=1 << 24):
             low, high = (low, high + v) if v >= 0 else (low + v, high)
             if high - low > limit:  # too wide to keep (sums doubled block after block)
                 reach = None
-    if odds[2] < 1.0 or near_odds < 1.0:  # a wrong block: the smaller odds of the forms that fit, times 2
-        odds[2] = min(1.0, 2 * min(p for p in (odds[2], near_odds) if p > 0)) if odds[2] or near_odds else 0.0
+    fits = [p for p in (odds[2], near_odds) if p > 0]  # the third model's two forms: the smaller odds, times 2
+    odds[2] = min(1.0, 2 * min(fits)) if fits else 0.0
     return odds
 
 

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 import utils
 import utils.checkpoints as ckpt
 from lessons import l08_llama_model as L
+from lessons.l07_llm_layer import rope_tables
 from utils.bitwise import assert_bitwise_equal
 from utils.mode import current
 from utils.mutants import plant
@@ -1041,9 +1042,7 @@ def test_pad_heads_keeps_ropes_pairs_and_the_attention():
     cos, sin = L.rope_cache(args, T, torch.float64, "cpu")
     q = (x @ wide.T).view(1, T, H, width)
     turned, _ = L.rope_ref(q, q, cos[None], sin[None])
-    inv = 1.0 / args.rope_theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
-    angles = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]
-    tables = (torch.cat([f(angles)] * 2, -1)[None] for f in (torch.cos, torch.sin))  # the checkpoint's (1, T, D)
+    tables = rope_tables(T, D, args.rope_theta, dtype=torch.float64, device="cpu")  # the checkpoint's (1, T, D)
     want, _ = L.rope_ref(*[(x @ w.T).view(1, T, H, D)] * 2, *tables)
     torch.testing.assert_close(turned[..., keep], want, rtol=1e-6, atol=1e-6)
     assert not turned[..., [i for i in range(width) if i not in keep]].any()

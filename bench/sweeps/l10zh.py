@@ -52,10 +52,7 @@ with MonkeyPatch.context() as m, tempfile.TemporaryDirectory() as folder:
         runs.append(before)
         extra = [b - r for b, r in zip(before, right)]
         wrong = [b for b, e in enumerate(extra) if e]
-        prefix_sums = [0]  # sums of before[1..m]
-        for v in before[1:]:
-            prefix_sums.append(prefix_sums[-1] + v)
-        as_prefix = [b for b in wrong if extra[b] in prefix_sums[:b]]
+        as_prefix = [b for b in wrong if extra[b] in L.near_prefix_sums(before, b, width=0)]  # exactly the first m
         odds = L.status_word_odds(before, sums)
         say(
             f"run {run}: {len(wrong)} wrong blocks, the first {wrong[:1]}; {len(as_prefix)} of them fit 'the first m "
