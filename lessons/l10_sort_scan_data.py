@@ -1647,11 +1647,9 @@ def status_word_odds(before, sums, limit=1 << 24):
       (j = 0: block 0's word is its total, so before[b] = C[b - 1], as when nothing is wrong);
     - its inclusive prefix, flag 1: it never stops before block 0 and adds each finished j's before[j] again, so
       before[b] - C[b - 1] is a sum of some of before[1..b - 1] (a subset sum, kept as a bitset while its range
-      stays under limit; past it, the blocks checked so far decide). Where few blocks had finished (session 32's
-      H100: blocks 0-18 of 79 right), the sums of some of them cover most values near the right one, and tell
-      little; but blocks that started first finish first, so the finished ones are nearly the first a: the model
-      is tried twice, any subset and the first a with any of the next NEAR_PREFIX (near_prefix_sums), and the run
-      takes the smaller odds of the two that fit, times 2 (two models tried).
+      stays under limit; past it, the blocks checked so far decide). On check_cumsum's random input such sums cover
+      most values near the right one and tell little (session 33's H100: odds near 1 in every run); on
+      status_word_probe's input, where only block 0 has a total, every one of them is a multiple of it.
     Each model allows block b a set of values; the right one, C[b - 1], is in every set. The odds multiply, over
     the wrong blocks, each set's share of the span of its values: a late block's set can cover most values near
     it, and tells little."""
@@ -1666,10 +1664,7 @@ def status_word_odds(before, sums, limit=1 << 24):
     spans = [[0, 0], [0, 0]]  # own's and excl's least and largest, kept as they grow (thousands of blocks)
     reach, low, high = 1, 0, 0  # bit k of reach: low + k is a sum of some of before[1..b - 1]
     odds = [1.0, 1.0, 1.0]  # how likely the wrong blocks so far fit each model by chance
-    near_odds = 1.0  # the third model's tighter form: the first a blocks finished, give or take the next few
-    nears = _near_prefix_sets(before)  # near_prefix_sums(before, b) for b = 1, 2, ...
     for b in range(1, len(before)):
-        near, near_low, near_high = next(nears)
         extra = before[b] - C[b - 1]
         if extra != 0:  # a wrong block: is its value one the model allows, and how many values does it allow?
             if odds[0]:
@@ -1679,9 +1674,7 @@ def status_word_odds(before, sums, limit=1 << 24):
             if odds[2] and reach is not None:
                 hit = low <= extra <= high and (reach >> (extra - low)) & 1 == 1
                 odds[2] = _times(odds[2], hit * reach.bit_count() / (high - low + 1))
-            if near_odds:
-                near_odds = _times(near_odds, (extra in near) * len(near) / (near_high - near_low + 1))
-            if not any(odds) and not near_odds:
+            if not any(odds):
                 break
         for values, span, v in ((own, spans[0], C[b - 1]), (excl, spans[1], before[b] - C[b])):
             values.add(v)
@@ -1692,8 +1685,6 @@ def status_word_odds(before, sums, limit=1 << 24):
             low, high = (low, high + v) if v >= 0 else (low + v, high)
             if high - low > limit:  # too wide to keep (sums doubled block after block)
                 reach = None
-    fits = [p for p in (odds[2], near_odds) if p > 0]  # the third model's two forms: the smaller odds, times 2
-    odds[2] = min(1.0, 2 * min(fits)) if fits else 0.0
     return odds
 
 
@@ -1702,54 +1693,37 @@ def _times(odds, factor):
     return 0.0 if odds == 0 or factor == 0 else max(odds * factor, 1e-300)
 
 
-NEAR_PREFIX = 6  # blocks past the first a that may have finished out of order (near_prefix_sums)
-
-
-def near_prefix_sums(before, b, width=NEAR_PREFIX):
-    """The values before[1] + ... + before[a], plus those of any of the next width blocks (up to b - 1), for every
-    a < b: what block b adds past the right prefix under the third wrong word when the blocks it found finished
-    are the first a, give or take the next width (blocks that start first finish first). The definition:
-    status_word_odds keeps the same set block by block (O(b 2**width) here, for every b: too slow at thousands of
-    blocks)."""
-    sums, prefix = set(), 0
-    for a in range(b):
-        prefix += before[a] if a else 0
-        nxt = before[a + 1 : min(a + width, b - 1) + 1]
-        subset = {0}
-        for v in nxt:
-            subset |= {s + v for s in subset}
-        sums |= {prefix + s for s in subset}
-    return sums
-
-
-def _near_prefix_sets(before, width=NEAR_PREFIX):
-    """(near_prefix_sums(before, b), its least, its largest) for b = 1, 2, ...: one set grown in place as b grows
-    (O(width 2**width) a block): a = b joins, and block b joins the next few of each a from b - width on."""
-    near, low, high, prefix = {0}, 0, 0, [0]  # prefix[a]: before[1] + ... + before[a]
-    for b in range(1, len(before)):
-        yield near, low, high
-        prefix.append(prefix[-1] + before[b])
-        new = {prefix[b]}
-        for a in range(max(0, b - width), b):
-            subsets = {0}
-            for v in before[a + 1 : b]:
-                subsets |= {s + v for s in subsets}
-            new |= {prefix[a] + s + before[b] for s in subsets}
-        near |= new
-        low, high = min(low, *new), max(high, *new)
-
-
-def wrong_status_word(runs, sums, chance=1e-4):
-    """The key of WRONG_STATUS_WORDS that explains runs (what each block added, in one or more runs of the same
-    input: status_word_odds) with odds below chance, or None. A run that repeats an earlier one adds no evidence:
-    its odds count once."""
+def runs_odds(runs, sums):
+    """status_word_odds of runs of one input (what each block added, run after run), multiplied. A run that
+    repeats an earlier one adds no evidence: its odds count once."""
     odds, seen = [1.0, 1.0, 1.0], []
     for before in runs:
         if before in seen:
             continue
         seen.append(before)
         odds = [_times(a, b) for a, b in zip(odds, status_word_odds(before, sums))]
+    return odds
+
+
+def wrong_status_word(runs, sums, chance=1e-4, also=(1.0, 1.0, 1.0)):
+    """The key of WRONG_STATUS_WORDS that explains runs of an input whose blocks' totals are sums (runs_odds),
+    times the odds also (another input's runs_odds), with odds below chance, or None."""
+    odds = [_times(a, b) for a, b in zip(also, runs_odds(runs, sums))]
     return next((w for w, p in zip(WRONG_STATUS_WORDS, odds) if 0 < p < chance), None)
+
+
+def status_word_probe(n, BLOCK_SIZE, dtype=torch.int32, device="cpu", generator=None):
+    """An input of n small integers whose block 0 sums to a random V in [1000, 4000) and every later block of
+    BLOCK_SIZE to 0: every right prefix after block 0 is V. A look-back whose blocks add again what finished blocks
+    before them published (the third wrong status word) adds multiples of V: by chance, an offset is one with odds
+    about 1/V a block. A block that stops at a finished block's total (the first) adds 0 instead of V. In int32 and
+    fp32 every partial sum stays exact while the multiples stay below 2**24 / V."""
+    x = torch.randint(-8, 9, (n,), generator=generator)
+    blocks = torch.nn.functional.pad(x, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
+    V = int(torch.randint(1000, 4000, (1,), generator=generator))
+    x[::BLOCK_SIZE] -= blocks.sum(1)  # each block's first element takes what makes its total 0
+    x[0] += V
+    return x.to(device=device, dtype=dtype)
 
 
 def check_cumsum(fn, *, quiet=False):
@@ -1844,28 +1818,36 @@ def check_cumsum(fn, *, quiet=False):
                     before = lookback_before_ref(block_sums, publish)
                     suspects[status_word_hint(words)] = local + torch.repeat_interleave(before, BLOCK_SIZE)[:n]
 
-            def status_words(out64, runs=4):
+            def status_words(out64, runs=4, probes=3):
                 """A GPU runs blocks in any order: what each block added, if every block's scan is right, against
                 WRONG_STATUS_WORDS in any order (wrong_status_word). While a model fits but could by chance, the
                 kernel runs again (its blocks in another order), up to runs more times, and the odds multiply; a run
-                that repeats an earlier one ends it (the order does not change: under the interpreter, in order)."""
+                that repeats an earlier one ends it (the order does not change: under the interpreter, in order).
+                Still unnamed, the kernel runs on status_word_probe's input, up to probes times, and those odds
+                multiply the first input's: a model must fit both."""
                 if method != "lookback":
                     return None
-                sums, added = [int(s) for s in block_sums.tolist()], []
-                for again in range(runs + 1):
-                    if again:
-                        out64 = fn(x, out=empty(), BLOCK_SIZE=BLOCK_SIZE, method=method).to("cpu", torch.float64)
-                    rows = torch.nn.functional.pad(out64 - local, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
-                    real = torch.arange(rows.numel()).view_as(rows) < n
-                    if not bool(out64.isfinite().all()) or not bool(((rows == rows[:, :1]) | ~real).all()):
-                        return None  # a block's own scan is wrong
-                    run = [int(v) for v in rows[:, 0].tolist()]
-                    if run in added:
-                        return None
-                    added.append(run)
-                    words = wrong_status_word(added, sums)
-                    if words or wrong_status_word(added, sums, chance=2.0) is None:  # named, or fits none
-                        return status_word_hint(words) if words else None
+                also = (1.0, 1.0, 1.0)  # the first input's odds, once the probe runs
+                for probe in (False, True):
+                    xs = status_word_probe(n, BLOCK_SIZE, dtype, env.device) if probe else x
+                    blocks = torch.nn.functional.pad(xs.double().cpu(), (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
+                    sums, seen = [int(s) for s in blocks.sum(1).tolist()], []
+                    for again in range(probes if probe else runs + 1):
+                        if probe or again:
+                            out64 = fn(xs, out=empty(), BLOCK_SIZE=BLOCK_SIZE, method=method).to("cpu", torch.float64)
+                        pad = torch.nn.functional.pad(out64, (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
+                        rows = pad - blocks.cumsum(1)  # what each element added past its block's own scan
+                        real = torch.arange(rows.numel()).view_as(rows) < n
+                        if not bool(out64.isfinite().all()) or not bool(((rows == rows[:, :1]) | ~real).all()):
+                            return None  # a block's own scan is wrong
+                        run = [int(v) for v in rows[:, 0].tolist()]
+                        if run in seen:
+                            return None
+                        seen.append(run)
+                        words = wrong_status_word(seen, sums, also=also)
+                        if words or wrong_status_word(seen, sums, chance=2.0, also=also) is None:  # named, or none
+                            return status_word_hint(words) if words else None
+                    also = runs_odds(seen, sums)
                 return None
 
             utils.check(

@@ -8,8 +8,10 @@ finished), and the odds that a wrong value fits that by chance must fall below 1
 predecessors finished, the sums of some of them cover most values near the right one. This plants the mistake as
 the test does, runs the check's GPU case (5000 int32 in blocks of 64) ten times, and prints for each run which
 blocks are wrong, what each added past the right prefix, the three models' odds, and whether the blocks found
-finished could be the first m (a prefix) of them, the tighter model a GPU's timing suggests (a block that started
-early finished early), which status_word_odds tries since (near_prefix_sums, give or take 6 blocks).
+finished could be the first m (a prefix) of them. Session 33's H100 run: they could not (the near-prefix model
+named it in 3 runs of 10), and the subset model's odds stayed near 1. Since then each run also runs
+status_word_probe's input (only block 0 has a total, V): under this mistake a block adds a multiple of V, printed
+in units of V, and the check names it with the odds of both inputs.
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l10zh.py`` on a GPU (< 20 s), ``... --cpu`` under
 the interpreter (blocks in order: every block finds its predecessors finished).
@@ -43,20 +45,34 @@ x[::BLOCK] += (blocks.sum(1) == 0).int()  # as check_cumsum: no block sums to 0
 sums = torch.nn.functional.pad(x, (0, -n % BLOCK)).view(-1, BLOCK).sum(1).tolist()
 right = [0] + torch.tensor(sums).cumsum(0).tolist()[:-1]
 say(f"{env.gpu_name or 'CPU'}: {n} int32 in blocks of {BLOCK} ({len(sums)} blocks), LOOKBACK {L.LOOKBACK}")
+probe = L.status_word_probe(n, BLOCK, generator=gen)
+probe_sums = torch.nn.functional.pad(probe, (0, -n % BLOCK)).view(-1, BLOCK).sum(1).tolist()
+V = probe_sums[0]
+say(f"status_word_probe: block 0's total V = {V}, every other block's 0")
+
+
+def added(xs):
+    """What each block added (its output's first element minus x's)."""
+    out = L.cumsum(xs.to(env.device), BLOCK_SIZE=BLOCK, method="lookback").cpu()
+    return (out[::BLOCK] - xs[::BLOCK]).tolist()
+
+
 with MonkeyPatch.context() as m, tempfile.TemporaryDirectory() as folder:
     mutants.plant(m, folder, L, "lookback_prefix", ("(2 << 32) | inclusive", "(1 << 32) | inclusive"))
     runs = []
     for run in range(10):
-        out = L.cumsum(x.to(env.device), BLOCK_SIZE=BLOCK, method="lookback").cpu()
-        before = (out[::BLOCK] - x[::BLOCK]).tolist()  # what each block added: its output's first element minus x's
+        before = added(x)
         runs.append(before)
         extra = [b - r for b, r in zip(before, right)]
         wrong = [b for b, e in enumerate(extra) if e]
-        as_prefix = [b for b in wrong if extra[b] in L.near_prefix_sums(before, b, width=0)]  # exactly the first m
         odds = L.status_word_odds(before, sums)
-        say(
-            f"run {run}: {len(wrong)} wrong blocks, the first {wrong[:1]}; {len(as_prefix)} of them fit 'the first m "
-            f"finished'; odds {['%.3g' % o for o in odds]}; named {L.wrong_status_word(runs, sums)!r:.40}"
-        )
+        say(f"run {run}: {len(wrong)} wrong blocks, the first {wrong[:1]}; odds {['%.3g' % o for o in odds]}; "
+            f"named {L.wrong_status_word(runs, sums)!r:.40}")  # fmt: skip
         say(f"  added past the right prefix: {extra}")
+        probed = added(probe)
+        multiples = [(b - V) / V for b in probed[1:]]
+        named = L.wrong_status_word([probed], probe_sums, also=L.runs_odds(runs, sums))
+        say(f"  the probe: {sum(b != V for b in probed[1:])} wrong blocks, odds "
+            f"{['%.3g' % o for o in L.status_word_odds(probed, probe_sums)]}, with the runs so far named "
+            f"{named!r:.40}; added past V, in V: {multiples}")  # fmt: skip
     say(f"distinct runs: {len({tuple(r) for r in runs})} of {len(runs)}")
