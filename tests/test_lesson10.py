@@ -353,7 +353,7 @@ def test_check_cumsum_names_the_third_status_word_in_a_gpus_order():
         n = x.numel()
         blocks = torch.nn.functional.pad(x.double(), (0, -n % BLOCK_SIZE)).view(-1, BLOCK_SIZE)
         before = _gpu_like([int(s) for s in blocks.sum(1).tolist()], L.WRONG_STATUS_WORDS[words], gen)
-        got = blocks.cumsum(1) + torch.tensor(before, dtype=torch.float64)[:, None]
+        got = blocks.cumsum(1) + torch.tensor(before, dtype=torch.float64, device=x.device)[:, None]
         return out.copy_(got.flatten()[:n])
 
     with pytest.raises(AssertionError, match=re.escape("flagged as a block total (flag 1)")):
