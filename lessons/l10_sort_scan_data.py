@@ -1648,7 +1648,7 @@ def status_word_odds(before, sums, limit=1 << 24):
     - its inclusive prefix, flag 1: it never stops before block 0 and adds each finished j's before[j] again, so
       before[b] - C[b - 1] is a sum of some of before[1..b - 1] (a subset sum, kept as a bitset while its range
       stays under limit; past it, the blocks checked so far decide). On check_cumsum's random input such sums cover
-      most values near the right one and tell little (session 33's H100: odds near 1 in every run); on
+      most values near the right one and tell little (session 33's H100: odds 0.21-0.94 in each of ten runs); on
       status_word_probe's input, where only block 0 has a total, every one of them is a multiple of it.
     Each model allows block b a set of values; the right one, C[b - 1], is in every set. The odds multiply, over
     the wrong blocks, each set's share of the span of its values: a late block's set can cover most values near
