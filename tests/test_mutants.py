@@ -3,10 +3,12 @@ check that catches a mutant from one that lets it through."""
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from utils import mutants
@@ -158,3 +160,56 @@ def test_a_kernel_under_autotune_is_planted_with_its_decorators(monkeypatch, tmp
     assert type(planted) is type(kernel) and planted is not kernel  # an autotuner again, with the configs
     assert planted.configs == kernel.configs
     assert "tl.range(0, num_tiles, NUM_SMS)" in inspect.getsource(planted.fn.fn)
+
+
+CRASH_OR_HANG = """import os
+if count_below([1, 3, 5], 3) == 2:
+    os.abort()
+while count_below([1], 3) == 0:
+    pass
+"""
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_a_mutant_that_crashes_or_hangs_is_told_and_the_next_still_runs(tmp_path, monkeypatch, fork):
+    """Each mutant runs in a process of its own: forked from one that imported the course once (Linux), or a fresh
+    one. A mutant that aborts is "crashed", one that hangs "timeout", and the mutants after them still get their
+    outcomes from the same slot (jobs=1; the fresh processes only at line 7, to save time)."""
+    if fork and not mutants.FORK:
+        pytest.skip("this system does not fork: every mutant runs in a fresh process")
+    monkeypatch.setattr(mutants, "FORK", fork)
+    module = tmp_path / "toy.py"
+    module.write_text(TOY)
+    check = CRASH_OR_HANG + "check_strong(count_below)"
+    outcomes = mutants.run(module, "count_below", check, only="line " if fork else "line 7", jobs=1, timeout=2,
+                           quiet=True)  # fmt: skip
+    want = {  # what count_below([1, 3, 5], 3) and count_below([1], 3) give: 2 aborts, 0 and 0 hangs
+        "line 4: constant 0 -> 1": "crashed",  # 2
+        "line 4: constant 0 -> -1": "timeout",  # 0 and 0
+        "line 6: x < limit -> LtE": "crashed",  # 2
+        "line 7: constant 1 -> 2": "crashed",  # 2
+        "line 7: constant 1 -> 0": "timeout",  # 0 and 0
+        "line 8: n > 99 -> GtE": "survived",  # 1 and 1: right, and check_strong passes
+    }
+    assert {o["what"]: o["outcome"] for o in outcomes} == {k: v for k, v in want.items() if fork or "line 7" in k}
+    assert all(o["why"].startswith("exit status -6") for o in outcomes if o["outcome"] == "crashed"), outcomes
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_where_the_system_forks_each_mutant_is_forked_from_one_prepared_process(tmp_path, monkeypatch, fork):
+    """Forked, a mutant's parent is the slot's process (which imported torch and Triton once), not this one; its
+    module's own state is fresh all the same: what one mutant's check changes, the next does not see."""
+    if fork and not mutants.FORK:
+        pytest.skip("this system does not fork")
+    monkeypatch.setattr(mutants, "FORK", fork)
+    module = tmp_path / "toy.py"
+    module.write_text(TOY + "\nSEEN = []\n")
+    check = "import os, sys\nSEEN.append(1)\nraise SystemExit(f'{os.getppid()} {len(SEEN)} {\"torch\" in sys.modules}')"
+    outcomes = mutants.run(module, "count_below", check, only="constant 1", jobs=1, quiet=True)
+    whys = [o["why"].split(": ", 1)[1].split() for o in outcomes]
+    assert len(whys) == 2 and all(why[1:] == ["1", "True"] for why in whys), outcomes
+    parents = {int(why[0]) for why in whys}
+    if fork:
+        assert len(parents) == 1 and os.getpid() not in parents, outcomes
+    else:
+        assert parents == {os.getpid()}, outcomes

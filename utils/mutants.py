@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -133,38 +136,162 @@ _WORKER = r"""
 import importlib, importlib.util, json, sys
 from utils import setup
 setup(quiet=True)
-check, job = sys.argv[1], json.loads(sys.argv[2])
-spec = importlib.util.spec_from_file_location(job["name"], job["path"])
-module = importlib.util.module_from_spec(spec)
-sys.modules[job["name"]] = module
-if job.get("alias"):  # the mutant also answers to the module's own name: what tests import gets it
-    package, _, name = job["alias"].rpartition(".")
-    sys.modules[job["alias"]] = module
-    if package:
-        setattr(importlib.import_module(package), name, module)
-try:
-    spec.loader.exec_module(module)
-    exec(check, vars(module))
-    result = {"outcome": "survived"}
-except BaseException as e:
-    text = str(e).strip()
-    result = {"outcome": "killed", "why": f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:300]}
-print("RESULT " + json.dumps(result), flush=True)
+
+
+def mutant_outcome(check, job):
+    spec = importlib.util.spec_from_file_location(job["name"], job["path"])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[job["name"]] = module
+    if job.get("alias"):  # the mutant also answers to the module's own name: what tests import gets it
+        package, _, name = job["alias"].rpartition(".")
+        sys.modules[job["alias"]] = module
+        if package:
+            setattr(importlib.import_module(package), name, module)
+    try:
+        spec.loader.exec_module(module)
+        exec(check, vars(module))
+        return {"outcome": "survived"}
+    except BaseException as e:
+        text = str(e).strip()
+        return {"outcome": "killed", "why": f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:300]}
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(mutant_outcome(sys.argv[1], json.loads(sys.argv[2]))), flush=True)
 """
+
+# Starting Python and importing torch and triton costs about 1.6 s a mutant, against a few hundredths for most
+# checks. Where the system forks (Linux), one process a slot pays it once, with the lesson module's own imports,
+# then forks a child a mutant: each child still starts from the same untouched state and may crash or hang alone.
+_SERVER = (
+    _WORKER.split('if __name__ == "__main__":')[0]
+    + r"""
+import os, signal, time
+
+for name in json.loads(sys.argv[1]):  # what the lesson module imports, so that each child finds it imported
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        pass  # the child meets the same error when its module imports it, and reports it there
+print("READY", flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    result_path, log_path = request["job"]["path"] + ".json", request["job"]["path"] + ".log"
+    sys.stdout.flush(), sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: its output to a log, its outcome to a file, then out without the parent's atexit
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(log, 1), os.dup2(log, 2)
+        try:
+            with open(result_path + ".tmp", "w") as f:
+                json.dump(mutant_outcome(request["check"], request["job"]), f)
+            os.rename(result_path + ".tmp", result_path)
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os._exit(0)
+    deadline, status = time.monotonic() + request["timeout"], None
+    while status is None:
+        done, code = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(code)
+        elif time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL), os.waitpid(pid, 0)
+            status = "timeout"
+        else:
+            time.sleep(0.005)
+    if os.path.exists(result_path):
+        with open(result_path) as f:
+            result = json.load(f)
+    elif status == "timeout":
+        result = {"outcome": "timeout", "why": f"the check ran past {request['timeout']} s"}
+    else:
+        with open(log_path, errors="replace") as f:
+            tail = f.read()[-200:].strip()
+        result = {"outcome": "crashed", "why": f"exit status {status}: {tail}"}
+    print("RESULT " + json.dumps(result), flush=True)
+"""
+)
+
+_ENV = {"PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}  # the interpreter, GPU or not
+FORK = hasattr(os, "fork") and sys.platform == "linux"  # macOS's system libraries are not safe to fork
+
+
+def _result(lines) -> dict | None:
+    """The outcome a worker printed on its RESULT line, None if it printed none."""
+    for line in lines:
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    return None
 
 
 def _run(check: str, job: dict, timeout: int) -> dict:
     """One mutant in a process of its own: a mutant may crash the interpreter (a wild pointer) or hang."""
     cmd = [sys.executable, "-c", _WORKER, check, json.dumps(job)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}  # the interpreter, GPU or not
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **_ENV}, capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
     except subprocess.TimeoutExpired:
         return {"outcome": "timeout", "why": f"the check ran past {timeout} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
-    return {"outcome": "crashed", "why": f"exit status {proc.returncode}: {proc.stderr.strip()[-200:]}"}
+    result = _result(proc.stdout.splitlines())
+    return result or {"outcome": "crashed", "why": f"exit status {proc.returncode}: {proc.stderr.strip()[-200:]}"}
+
+
+def _imports(source: str) -> list[str]:
+    """The modules a module's top level imports (absolute imports only), in order."""
+    names = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.append(node.module)
+    return list(dict.fromkeys(names))
+
+
+class _Forks:
+    """A process that imports the course and the lesson's imports once, then forks a child for each mutant (see
+    _SERVER). Where it cannot start, or dies, each mutant runs in a fresh process (_run) instead."""
+
+    def __init__(self, preload: list[str], log: Path):
+        self.proc, self.ready = None, False
+        if not FORK:
+            return
+        self.stderr = open(log, "w")
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, json.dumps(preload)], cwd=ROOT,
+                                     env={**os.environ, **_ENV}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True, start_new_session=True)  # fmt: skip
+
+    def _line(self) -> str:
+        """The next line of the protocol (READY, RESULT ...), past anything else an import printed; "" at the end."""
+        for line in self.proc.stdout:
+            if line.startswith(("READY", "RESULT ")):
+                return line.rstrip("\n")
+        return ""
+
+    def run(self, check: str, job: dict, timeout: int) -> dict:
+        if self.proc is not None and not self.ready:  # the slots start side by side: wait for this one here
+            self.ready = self._line() == "READY"
+            if not self.ready:
+                self.close()
+        if self.proc is not None:
+            try:
+                self.proc.stdin.write(json.dumps({"check": check, "job": job, "timeout": timeout}) + "\n")
+                self.proc.stdin.flush()
+                result = _result([self._line()])
+            except OSError:  # BrokenPipeError among them: the process died
+                result = None
+            if result is not None:
+                return result
+            self.close()
+        return _run(check, job, timeout)
+
+    def close(self):
+        """Ends the process and any child still running (one hung when the caller was interrupted): its group."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.stderr.close()
+            self.proc = None
 
 
 def run(
@@ -193,14 +320,28 @@ def run(
             mutant = Path(tmp) / f"{path.stem}_mutant{i}.py"
             mutant.write_text(text)
             jobs_.append({"name": f"{path.stem}_mutant{i}", "path": str(mutant), "alias": alias})
+        slots = max(1, min(jobs, len(jobs_)))
+        preload = [name for name in _imports(path.read_text()) if name != alias]
+        free = queue.SimpleQueue()
+        forks = [_Forks(preload, Path(tmp) / f"forks{i}.log") for i in range(slots)]
+        for fork in forks:
+            free.put(fork)
 
         def one(job):
-            r = _run(check, job, timeout)
+            fork = free.get()
+            try:
+                r = fork.run(check, job, timeout)
+            finally:
+                free.put(fork)
             say({"killed": ".", "survived": "S", "timeout": "T", "crashed": "C"}[r["outcome"]], end="", flush=True)
             return r
 
-        with ThreadPoolExecutor(max(1, jobs)) as pool:
-            results = list(pool.map(one, jobs_))
+        try:
+            with ThreadPoolExecutor(slots) as pool:
+                results = list(pool.map(one, jobs_))
+        finally:
+            for fork in forks:
+                fork.close()
     say()
     outcomes = [{**r, "what": what} for r, (what, _) in zip(results, found)]
     for r in outcomes:
