@@ -317,14 +317,19 @@ def test_row_scale_check_catches_an_unmasked_store():
 
 
 @interpreter_only
-def test_interpreter_memcheck_reports_writes_and_leaves_the_interpreter_as_it_was():
+def test_interpreter_memcheck_reports_writes_does_not_make_them_and_leaves_the_interpreter_as_it_was():
+    """A stray write is reported and not made: on the CPU the memory after a tensor is Python's own (here, the rest
+    of a larger buffer that out is the start of, filled with 7s)."""
     from triton.runtime import interpreter
 
     x, w = torch.randn(2, 5, device=DEVICE), torch.randn(5, device=DEVICE)
-    out = utils.nan_empty((2, 5))
+    buffer = torch.full((2 * 5 + 64,), 7.0, device=DEVICE)
+    out = buffer[:10].view(2, 5)
     with L.interpreter_memcheck(x=x, w=w, out=out) as findings:
         L.row_scale(x, w, out=out, kernel=_row_scale_unmasked_store)
     assert any("invalid write" in f and "`out`" in f for f in findings), findings
+    assert (buffer[10:] == 7).all(), "the stray lanes' writes past out were made"
+    torch.testing.assert_close(out, x * w)  # the lanes inside out were written
     assert "create_masked_load" not in vars(interpreter.interpreter_builder)  # the wrappers are gone
     with L.interpreter_memcheck(x=x, w=w, out=out) as clean:
         L.row_scale(x, w, out=out)
