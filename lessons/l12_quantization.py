@@ -1926,7 +1926,7 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
     # the scaled tile's wide steps want shared memory (and registers): a T4 (64 KB) takes the one-group tile;
     # the interpreter (no shared memory to know) takes the scaled tile, and the others' tiles fitted to 64 KB
     scaled = TILE_KERNEL.startswith("scaled") and (smem is None or smem >= 100 * 1024)
-    smem = smem or 64 * 1024
+    interpreter, smem = smem is None, smem or 64 * 1024
     mine = FAST_SCHEDULES.get((bits, M, N, K))
     if mine is not None:
         try:  # measured at one group size (and on an H100): still valid at this one, and on this GPU?
@@ -1946,6 +1946,10 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
             BLOCK_K = max(group_size, BLOCK_K // 2)
         while BLOCK_N > GEMV_MIN_BLOCK_N[kernel] and triton.cdiv(N, BLOCK_N) < GEMV_PROGRAMS_PER_SM * sm_count:
             BLOCK_N //= 2
+        # the interpreter runs programs one after another, each about as slow at any BLOCK_N: fewer, wider ones
+        # (two at least where N has room, so that a second program and a tail still run)
+        while interpreter and BLOCK_N < 64 and triton.cdiv(N, BLOCK_N) > 2:
+            BLOCK_N *= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
         return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, warps, stages)
     if bits == 4 and M <= DECODE_M and TILE_KERNEL == "mma":
