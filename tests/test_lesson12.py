@@ -437,6 +437,17 @@ def test_split_k_combine_is_deterministic_and_adds_the_residual(s):
     assert torch.equal(r, a)
 
 
+@pytest.mark.skipif(not ENV.interpret, reason="the interpreter's own GEMV schedules")
+def test_under_the_interpreter_a_gemv_takes_few_programs_but_two_where_n_has_room():
+    """The interpreter runs programs one after another, each about as slow at any BLOCK_N: its GEMV schedules take
+    up to 64 rows a program, but never one program where N has room for two (a second program, a tail)."""
+    for bits, M, N, K in [(4, 2, 64, 64), (8, 2, 192, 64), (4, 1, 320, 64), (4, 3, 21, 200), (8, 1, 1000, 96)]:
+        s = L.fast_schedule(bits, M, N, K, 32)
+        assert s.kernel in L.GEMV_KERNELS, s
+        programs = triton.cdiv(N, s.BLOCK_N)
+        assert programs >= 2 and (programs <= 2 or s.BLOCK_N == 64), (bits, M, N, K, s)
+
+
 @pytest.mark.parametrize("launcher", ["w4a16_fast", "w8a16_fast"])
 @pytest.mark.parametrize("SPLIT_K", [1, 2])
 def test_gemv_adds_the_residual_in_place(launcher, SPLIT_K):
