@@ -512,15 +512,15 @@ def interpreter_memcheck(**tensors):
 
     builder = interpreter.interpreter_builder
     spans = {name: tensor_span(t) for name, t in tensors.items()}
+    storages = [(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in (t.untyped_storage() for t in tensors.values())]
     findings = []
 
     def audit(access, ptrs, mask):
-        """Records the lanes the mask lets through that fall outside every tensor; returns which lanes lie inside."""
-        addresses = ptrs.data.astype(np.int64)
+        addresses = ptrs.data[np.broadcast_to(mask.data, ptrs.data.shape)].astype(np.int64)
         inside = np.zeros(addresses.shape, dtype=bool)
         for lo, hi in spans.values():
             inside |= (addresses >= lo) & (addresses < hi)
-        stray = addresses[np.broadcast_to(mask.data, addresses.shape) & ~inside]
+        stray = addresses[~inside]
         if stray.size:
             first = int(stray[0])
             name, (lo, hi) = min(spans.items(), key=lambda s: min(abs(first - s[1][0]), abs(first - (s[1][1] - 1))))
@@ -528,17 +528,21 @@ def interpreter_memcheck(**tensors):
             findings.append(
                 f"invalid {access} by {stray.size} lane(s), the first {where} of `{name}` ({hi - lo} bytes long)"
             )
-        return inside
 
     def load(ptrs, mask, other, *rest):
         audit("read", ptrs, mask)
         return original_load(ptrs, mask, other, *rest)
 
     def store(ptrs, value, mask, *rest):
-        inside = audit("write", ptrs, mask)
-        # reported, not made: the interpreter's memory is Python's own, and a write outside the tensors may corrupt
-        # it and crash the process (in Jupyter, the notebook's kernel) before the check can say anything
-        mask = interpreter.TensorHandle(np.broadcast_to(mask.data, inside.shape) & inside, tl.int1)
+        audit("write", ptrs, mask)
+        # a stray lane that falls outside the memory of every tensor (its storage) is not made: that memory is
+        # Python's own, and writing there may crash the process (in Jupyter, the notebook's kernel) before the
+        # check can say anything
+        addresses = ptrs.data.astype(np.int64)
+        ours = np.zeros(addresses.shape, dtype=bool)
+        for lo, hi in storages:
+            ours |= (addresses >= lo) & (addresses < hi)
+        mask = interpreter.TensorHandle(np.broadcast_to(mask.data, ours.shape) & ours, tl.int1)
         return original_store(ptrs, value, mask, *rest)
 
     original_load, original_store = builder.create_masked_load, builder.create_masked_store
