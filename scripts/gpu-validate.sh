@@ -13,7 +13,9 @@
 #                                              ../shared/gpu/carry-big-wheel.sh; one call of the device tool a part,
 #                                              back to back); `pinned` joins the parts in /tmp/big, installs the wheel
 #                                              and runs the steps after it with that triton (in a later call to
-#                                              the same warm machine, `pinned` alone uses the installed one again)
+#                                              the same warm machine, `pinned` alone uses the installed one again).
+#                                              A call carries at most 64 MiB with the tree (17 MB in 2026-12): split
+#                                              the wheel in parts of 44 MB (`split -b 44M`), not the script's 52
 #   PYTEST_ADDOPTS='-k "planted or gqa"' scripts/gpu-validate.sh tests:08,13    only the tests -k selects (pytest reads
 #                                              PYTEST_ADDOPTS; log names stay those of the step)
 # A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is interrupted (SIGINT, so
