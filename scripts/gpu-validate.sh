@@ -18,6 +18,9 @@
 #                                              the wheel in parts of 44 MB (`split -b 44M`), not the script's 52
 #   PYTEST_ADDOPTS='-k "planted or gqa"' scripts/gpu-validate.sh tests:08,13    only the tests -k selects (pytest reads
 #                                              PYTEST_ADDOPTS; log names stay those of the step)
+#   TEST_SHARD=1/2 scripts/gpu-validate.sh tests:06,07@560    every second test from the first (then TEST_SHARD=2/2 in
+#                                              the next call): a run longer than one call's limit, in parts
+#                                              (tests/conftest.py; the log's name ends in -shard1of2)
 # A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is interrupted (SIGINT, so
 # that pytest still prints the failures it saw; killed 20 s later if it has not stopped), the next one runs.
 # A test step's log names each test as it ends (-v) and the 25 slowest (--durations): a step cut off by its limit
@@ -62,7 +65,7 @@ for step in "$@"; do
       sel=(tests --ignore=tests/test_browser.py --ignore=tests/test_participants.py)
       [ -n "$which" ] && mapfile -t sel < <(files "$which" tests)
       "${run[@]}" python3 -m pytest -v -p no:cacheprovider -n "${WORKERS:-8}" --tb=short -rfE --durations=25 "${sel[@]}" \
-        > "$out/tests-$tag$mode${which:+-${which//,/_}}.log" 2>&1 ;;
+        > "$out/tests-$tag$mode${which:+-${which//,/_}}${TEST_SHARD:+-shard${TEST_SHARD/\//of}}.log" 2>&1 ;;
     notebooks)
       sel=(solutions); [ -n "$which" ] && mapfile -t sel < <(files "$which" notebooks)
       "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --dist loadfile --tb=short -rfE --nbval-lax \

@@ -14,10 +14,23 @@ from utils import setup  # noqa: E402
 ENV = setup(quiet=True)
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """The tests marked slow (whole notebooks, the offline compiler) run first: with two workers, a minute-long test
-    drawn last keeps one worker busy while the other has nothing left to do."""
+    drawn last keeps one worker busy while the other has nothing left to do.
+
+    TEST_SHARD=i/n in the environment keeps every n-th test from the i-th (1 <= i <= n), the rest deselected: a run
+    too long for one call of the GPU machine's time limit, split over n calls (scripts/gpu-validate.sh). Each
+    worker of pytest-xdist collects the same tests in the same order, so each picks the same shard."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort: the rest keep their order
+    spec = os.environ.get("TEST_SHARD")
+    if not spec:
+        return
+    i, _, n = spec.partition("/")
+    if not (i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
+        raise pytest.UsageError(f"TEST_SHARD={spec!r}: give i/n with 1 <= i <= n, e.g. TEST_SHARD=1/2 then 2/2")
+    keep = [item for k, item in enumerate(items) if k % int(n) == int(i) - 1]
+    config.hook.pytest_deselected(items=[item for k, item in enumerate(items) if k % int(n) != int(i) - 1])
+    items[:] = keep
 
 
 @pytest.fixture(autouse=True)
