@@ -215,3 +215,20 @@ def test_where_the_system_forks_each_mutant_is_forked_from_one_prepared_process(
         assert len(parents) == 1 and os.getpid() not in parents, outcomes
     else:
         assert parents == {os.getpid()}, outcomes
+
+
+def test_a_forked_mutant_runs_parallel_ops_after_its_parent_ran_some(tmp_path, monkeypatch):
+    """A child forked after OpenMP started its threads hangs at its first parallel op (seen here with torch's
+    matmul): the slot's process keeps to one thread, and each child gets its threads back. The slot is made to
+    multiply first, as a lesson module that computed a table at import would."""
+    if not mutants.FORK:
+        pytest.skip("this system does not fork")
+    busy = mutants._SERVER.replace('print("READY"', 'torch.randn(1000, 1000) @ torch.randn(1000, 1000)\nprint("READY"')
+    monkeypatch.setattr(mutants, "_SERVER", busy)
+    module = tmp_path / "toy.py"
+    module.write_text(TOY)
+    product = "float((torch.ones(800, 800) @ torch.ones(800, 800))[0, 0])"
+    check = f"import torch\nraise SystemExit(f'{{torch.get_num_threads()}} {{{product}}}')"
+    (outcome,) = mutants.run(module, "count_below", check, only="constant 1 -> 2", jobs=1, timeout=30, quiet=True)
+    assert outcome["outcome"] == "killed", outcome  # a hang would be "timeout"
+    assert outcome["why"] == f"SystemExit: {torch.get_num_threads()} 800.0", outcome

@@ -164,7 +164,12 @@ if __name__ == "__main__":
 # checks. Where the system forks (Linux), one process a slot pays it once, with the lesson module's own imports,
 # then forks a child a mutant: each child still starts from the same untouched state and may crash or hang alone.
 _SERVER = (
-    _WORKER.split('if __name__ == "__main__":')[0]
+    r"""
+import torch
+threads = torch.get_num_threads()
+torch.set_num_threads(1)  # a fork after OpenMP started its threads hangs the child's first parallel op: none here
+"""
+    + _WORKER.split('if __name__ == "__main__":')[0]
     + r"""
 import os, signal, time
 
@@ -182,6 +187,7 @@ for line in sys.stdin:
     if pid == 0:  # the child: its output to a log, its outcome to a file, then out without the parent's atexit
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(log, 1), os.dup2(log, 2)
+        torch.set_num_threads(threads)  # its own OpenMP threads, started afresh
         try:
             with open(result_path + ".tmp", "w") as f:
                 json.dump(mutant_outcome(request["check"], request["job"]), f)
