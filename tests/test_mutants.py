@@ -232,3 +232,17 @@ def test_a_forked_mutant_runs_parallel_ops_after_its_parent_ran_some(tmp_path, m
     (outcome,) = mutants.run(module, "count_below", check, only="constant 1 -> 2", jobs=1, timeout=30, quiet=True)
     assert outcome["outcome"] == "killed", outcome  # a hang would be "timeout"
     assert outcome["why"] == f"SystemExit: {torch.get_num_threads()} 800.0", outcome
+
+
+def test_a_slot_with_threads_of_its_own_does_not_fork(tmp_path, monkeypatch):
+    """A fork copies only the forking thread: a lock another thread held stays held in the child forever. A slot
+    whose imports started a thread says so and the mutants run in fresh processes (their parent is this one)."""
+    if not mutants.FORK:
+        pytest.skip("this system does not fork")
+    threaded = "import threading\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    monkeypatch.setattr(mutants, "_SERVER", mutants._SERVER.replace('print("READY"', threaded + 'print("READY"'))
+    module = tmp_path / "toy.py"
+    module.write_text(TOY)
+    (outcome,) = mutants.run(module, "count_below", "raise SystemExit(__import__('os').getppid())",
+                             only="constant 1 -> 2", jobs=1, quiet=True)  # fmt: skip
+    assert outcome["why"] == f"SystemExit: {os.getpid()}", outcome

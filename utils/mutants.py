@@ -165,9 +165,10 @@ if __name__ == "__main__":
 # then forks a child a mutant: each child still starts from the same untouched state and may crash or hang alone.
 _SERVER = (
     r"""
-import torch
+import os, torch
 threads = torch.get_num_threads()
 torch.set_num_threads(1)  # a fork after OpenMP started its threads hangs the child's first parallel op: none here
+alone = len(os.listdir("/proc/self/task"))  # the threads torch starts at import (a fork has been safe with them)
 """
     + _WORKER.split('if __name__ == "__main__":')[0]
     + r"""
@@ -182,6 +183,9 @@ print("READY", flush=True)
 for line in sys.stdin:
     request = json.loads(line)
     result_path, log_path = request["job"]["path"] + ".json", request["job"]["path"] + ".log"
+    if len(os.listdir("/proc/self/task")) > alone:  # an import started threads: a child could inherit a held lock
+        print("UNSAFE", flush=True)
+        break
     sys.stdout.flush(), sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child: its output to a log, its outcome to a file, then out without the parent's atexit
@@ -255,7 +259,8 @@ def _imports(source: str) -> list[str]:
 
 class _Forks:
     """A process that imports the course and the lesson's imports once, then forks a child for each mutant (see
-    _SERVER). Where it cannot start, or dies, each mutant runs in a fresh process (_run) instead."""
+    _SERVER). Where it cannot start, dies, or has more threads than torch starts (a fork copies one thread, and a
+    lock another held stays held in the child), each mutant runs in a fresh process (_run) instead."""
 
     def __init__(self, preload: list[str], log: Path):
         self.proc, self.ready = None, False
@@ -267,9 +272,10 @@ class _Forks:
                                      stderr=self.stderr, text=True, start_new_session=True)  # fmt: skip
 
     def _line(self) -> str:
-        """The next line of the protocol (READY, RESULT ...), past anything else an import printed; "" at the end."""
+        """The next line of the protocol (READY, RESULT ..., UNSAFE: it will not fork), past anything else an import
+        printed; "" at the end."""
         for line in self.proc.stdout:
-            if line.startswith(("READY", "RESULT ")):
+            if line.startswith(("READY", "RESULT ", "UNSAFE")):
                 return line.rstrip("\n")
         return ""
 
