@@ -28,9 +28,9 @@ def pytest_collection_modifyitems(config, items):
     i, _, n = spec.partition("/")
     if not (i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
         raise pytest.UsageError(f"TEST_SHARD={spec!r}: give i/n with 1 <= i <= n, e.g. TEST_SHARD=1/2 then 2/2")
-    keep = [item for k, item in enumerate(items) if k % int(n) == int(i) - 1]
-    config.hook.pytest_deselected(items=[item for k, item in enumerate(items) if k % int(n) != int(i) - 1])
-    items[:] = keep
+    first, step = int(i) - 1, int(n)
+    config.hook.pytest_deselected(items=[item for k, item in enumerate(items) if k % step != first])
+    items[:] = items[first::step]
 
 
 @pytest.fixture(autouse=True)
