@@ -1202,6 +1202,11 @@ def sample_top_k_top_p(logits, k=50, p=1.0, temperature=1.0, generator=None):
     temperature = utils.require_number(temperature, "temperature")
     if p > 1 or temperature < 0:
         raise ValueError(f"need 0 < p <= 1 and temperature >= 0, got p={p}, temperature={temperature}.")
+    if generator is not None and (not isinstance(generator, torch.Generator)
+                                  or generator.device.type != logits.device.type):  # fmt: skip
+        what = f"one on {generator.device.type}" if isinstance(generator, torch.Generator) else type(generator).__name__
+        raise TypeError(f"generator must be None or a torch.Generator on logits' device ({logits.device.type}), got "
+                        f"{what}: torch.Generator(device=logits.device).manual_seed(seed).")  # fmt: skip
     if logits.shape[0] == 0:
         return torch.empty(0, dtype=torch.int64, device=logits.device)
     if temperature == 0:
@@ -2309,6 +2314,13 @@ def check_compact(fn, *, quiet=False):
 def table_from_pandas(df, device=None):
     """A DataFrame as a columnar table: {column name: 1-D tensor on the device}, one tensor per column.
     Numeric columns only: strings, objects and dates are refused (encode them as integer codes first)."""
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}: make one first, e.g. "
+                        f"pd.DataFrame(columns) or series.to_frame().")  # fmt: skip
+    if df.columns.has_duplicates:  # df[name] would be a DataFrame of all of them, not one column
+        twice = sorted(map(repr, set(df.columns[df.columns.duplicated()])))
+        raise ValueError(f"df has the column name(s) {', '.join(twice)} more than once: a table holds one column a "
+                         f"name; rename them first.")  # fmt: skip
     device = device or utils.mode.current().device
     table = {}
     for name in df.columns:
@@ -3098,6 +3110,11 @@ def _groupby_partials(table, threshold, num_keys, BLOCK_SIZE=None, UNROLL=None, 
     n, threshold_t = _groupby_inputs(table, threshold, num_keys)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     PROGRAMS_PER_SM = int(utils.require_number(PROGRAMS_PER_SM, "PROGRAMS_PER_SM", positive=True))
+    if num_programs is not None:  # 0 would divide by zero, and a negative grid launches nothing (sums all 0)
+        num_programs = utils.require_int(num_programs, "num_programs")
+    if variant is not None and not isinstance(variant, dict):
+        raise TypeError(f"variant must be None or a dict of some of PARTIALS_VARIANT's keys "
+                        f"({', '.join(map(repr, PARTIALS_VARIANT))}), got {type(variant).__name__}.")  # fmt: skip
     variant = {**default_variant, **(variant or {})}
     if set(variant) != set(PARTIALS_VARIANT):
         raise ValueError(f"variant takes the keys {', '.join(map(repr, PARTIALS_VARIANT))}, got {sorted(variant)}.")
@@ -3348,6 +3365,7 @@ class PreparedQuery:
     """What prepare_query returns: run(threshold) -> query(table, threshold, num_keys, method=method)'s result."""
 
     def __init__(self, table, num_keys, method):
+        self.table = table  # the caller's dict: a column replaced there is refused at the next run
         self.columns = {name: table[name] for name, _ in QUERY_COLUMNS}
         self.num_keys, self.method = num_keys, method
         self._where = self._layout()
@@ -3381,7 +3399,7 @@ class PreparedQuery:
 
     def __call__(self, threshold):
         threshold = threshold_value(threshold, self.columns["x"].dtype)
-        if self._layout() != self._where:
+        if self._layout() != self._where or any(self.table.get(name) is not t for name, t in self.columns.items()):
             raise ValueError(
                 "the prepared table's columns were replaced (another tensor, shape or dtype) since prepare_query: "
                 "a prepared query reads the tensors it was given; prepare it again with the new table."

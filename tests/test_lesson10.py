@@ -1739,6 +1739,22 @@ def test_a_prepared_query_matches_query_run_after_run():
         L.prepare_query({**table, "x": table["x"][:-1]}, 3)
 
 
+def test_a_prepared_query_refuses_a_column_replaced_in_the_callers_table():
+    """Audit: a column replaced in the table given to prepare_query (table["x"] = new) was not noticed: every run
+    went on reading the old tensor and returned its result, without a word. A value written in place is read."""
+    df = L.random_table(60, 3, seed=4)
+    table = L.table_from_pandas(df, DEV)
+    run = L.prepare_query(table, 3)
+    table["x"].mul_(0.5)  # in place: the prepared query reads it
+    pd.testing.assert_frame_equal(L.to_frame(run(0.2)), L.to_frame(L.query(table, 0.2, 3)), check_exact=True)
+    table["x"] = table["x"] + 1.0  # another tensor
+    with pytest.raises(ValueError, match="columns were replaced"):
+        run(0.2)
+    del table["x"]
+    with pytest.raises(ValueError, match="columns were replaced"):
+        run(0.2)
+
+
 @pytest.mark.parametrize("key_dtype", [torch.int32, torch.int64])
 def test_a_querys_columns_share_no_memory_with_each_other_or_the_next_run(key_dtype):
     """query's result columns are cut from one allocation (the finish kernel's outputs, one block to free): each
@@ -2239,6 +2255,23 @@ BAD = {
         "larger BLOCK_SIZE",
     ),  # fmt: skip
     "sampler p > 1": (lambda: L.sample_top_k_top_p(_x, 5, p=1.5), ValueError, "p <= 1"),
+    # audit: a generator of the wrong kind reached torch.multinomial, after top_k's launches, with PyTorch's error
+    "sampler generator not a Generator": (
+        lambda: L.sample_top_k_top_p(_x, 5, generator=0),
+        TypeError,
+        "generator must be None or a torch.Generator",
+    ),  # fmt: skip
+    **(
+        {  # on a GPU, a CPU generator: torch.multinomial refuses it after the launches (no other device on a CPU)
+            "sampler generator on the CPU": (
+                lambda: L.sample_top_k_top_p(_x, 5, generator=torch.Generator()),
+                TypeError,
+                "one on cpu",
+            )
+        }
+        if ENV.is_gpu
+        else {}
+    ),
     # session 29: logits with no distribution in them reached torch.multinomial (a raw "invalid multinomial
     # distribution" on the CPU; on a GPU it may draw anything)
     "sampler NaN logit": (
@@ -2305,6 +2338,15 @@ BAD = {
         TypeError,
         "codes",
     ),
+    # audit: a dict or a Series failed with "has no attribute 'columns'", and a name used twice with "'DataFrame'
+    # object has no attribute 'dtype'"
+    "table of a dict": (lambda: L.table_from_pandas({"key": [1, 2]}), TypeError, "pandas DataFrame"),
+    "table of a Series": (lambda: L.table_from_pandas(pd.Series([1, 2])), TypeError, "pandas DataFrame"),
+    "a column name twice": (
+        lambda: L.table_from_pandas(pd.DataFrame([[1, 2.0, 3]], columns=["key", "x", "key"])),
+        ValueError,
+        "'key' more than once",
+    ),  # fmt: skip
     "key out of range (atomic)": (lambda: L.query(_table, 0.0, 2, method="atomic"), ValueError, "outside 0..1"),
     "key out of range (default)": (lambda: L.query(_table, 0.0, 2), ValueError, "outside 0..1"),
     "key out of range (sorted)": (lambda: L.query(_table, 0.0, 2, method="sorted"), ValueError, "outside 0..1"),
@@ -2320,6 +2362,21 @@ BAD = {
         "below 2\\*\\*16",
     ),  # fmt: skip
     "partials UNROLL 3": (lambda: L.groupby_partials(_table, 0.5, 3, UNROLL=3), ValueError, "UNROLL must be"),
+    # audit: num_programs=0 divided by zero, -1 launched no program (sums, counts and rows all 0, no error), 2.5 failed
+    # inside Triton; a variant that is no dict failed with "'int' object is not a mapping"
+    **{
+        f"partials num_programs {programs!r}": (
+            lambda programs=programs: L.groupby_partials(_table, 0.5, 3, num_programs=programs),
+            ValueError,
+            "num_programs must be a positive int",
+        )  # fmt: skip
+        for programs in (0, -1, 2.5)
+    },
+    "partials variant not a dict": (
+        lambda: L.groupby_partials(_table, 0.5, 3, variant=[("fma", True)]),
+        TypeError,
+        "variant must be None or a dict",
+    ),  # fmt: skip
     "partials variant": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"tiles": True}), ValueError, "variant"),
     "partials l2_ahead": (lambda: L.groupby_partials(_table, 0.5, 3, variant={"l2_ahead": 9}), ValueError, "l2_ahead"),
     **{  # a register cap ptxas cannot take: None or a whole number of registers a thread, 24 to 255
