@@ -107,9 +107,7 @@ class BlockPool:
     by prefix hash (prefix sharing), and the copy-on-write copies the model must make before the next step."""
 
     def __init__(self, n_blocks: int, block_size: int):
-        for name, value in (("n_blocks", n_blocks), ("block_size", block_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        n_blocks, block_size = utils.require_int(n_blocks, "n_blocks"), utils.require_int(block_size, "block_size")
         utils.require_power_of_two(block_size, "block_size")
         self.n_blocks, self.block_size = n_blocks, block_size
         self.free = list(range(n_blocks - 1, -1, -1))  # pop() hands out block 0 first
@@ -127,6 +125,8 @@ class BlockPool:
         return block
 
     def release(self, block: int):
+        if isinstance(block, bool) or not isinstance(block, numbers.Integral):
+            raise TypeError(f"block must be a block id, an int from 0 to {self.n_blocks - 1}, got {block!r}")
         if not 0 <= block < self.n_blocks or self.refs[block] < 1:  # a reference count below 0 corrupts the pool
             raise ValueError(f"block {block!r} is not held (blocks 0 .. {self.n_blocks - 1}, each released once "
                              f"per reference): released twice, or never allocated?")  # fmt: skip
@@ -533,6 +533,8 @@ def paged_attention(
         _require_schedule(n_splits, BLOCK_N, num_warps, num_stages)
     (N, H, D), (_, P, KV, _) = q.shape, k_pages.shape
     B, W = block_table.shape
+    if max_q_len is not None:  # its value is checked below, against the chunks
+        utils.require_int(max_q_len, "max_q_len (the longest chunk, which sizes the grid)", least=0)
     if not trusted:
         longest = _require_table_contents(q, k_pages, block_table, lengths, q_start)
         if q_start is not None and max_q_len is not None and not max_q_len >= longest:
@@ -974,6 +976,10 @@ def make_batch(chunks, block_size: int, device) -> Batch:
     for toks, start, blocks in chunks:
         if isinstance(start, bool) or not isinstance(start, numbers.Integral) or start < 0:
             raise ValueError(f"a chunk starts at position {start!r}: positions are ints from 0 (seq.n_cached)")
+        toks = require_token_ids(toks, None, f"the chunk at position {start}")  # a float: truncated
+        odd = [b for b in blocks if isinstance(b, bool) or not isinstance(b, numbers.Integral) or b < 0]
+        if odd:  # a negative block's slots index the cache from its end: another request's keys overwritten
+            raise ValueError(f"a block table holds {odd[:4]}: block ids are ints from 0, as pool.allocate hands out")
         if not toks:  # its next token would be read from another request's last row
             raise ValueError(
                 f"a chunk of no tokens (at position {start}): every request in a step computes at least one token, "
@@ -1403,6 +1409,7 @@ def accept_greedy(proposed: list, target: list) -> list:
 
 def first_layers(model: Model, n: int) -> Model:
     """A draft model: the target's first n layers with its embedding, final norm and head (no copies)."""
+    n = utils.require_int(n, "n (the draft's layers)")
     if not 1 <= n <= model.args.n_layers:
         raise ValueError(f"a draft of {n} layers from a model of {model.args.n_layers}: take 1 .. n_layers")
     args = ModelArgs(**{**model.args.__dict__, "n_layers": n})

@@ -9,6 +9,7 @@ heads sharing 2 key/value heads, D = 16, vocabulary 320); the scheduling tests u
 
 import re
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -218,6 +219,8 @@ def test_paged_attention_refusals():
             L.paged_attention(q5, kp, kp, table, lengths, q_start, max_q_len=max_q_len)
     with pytest.raises(ValueError, match="max_q_len"):
         L.paged_attention(q5, kp, kp, table, lengths, q_start, max_q_len=-1, trusted=True)
+    with pytest.raises(ValueError, match="max_q_len"):  # audit: a raw "'>=' not supported between 'str' and 'int'"
+        L.paged_attention(q5, kp, kp, table, lengths, q_start, max_q_len="3")
     with pytest.raises(ValueError, match="at least one of each"):
         L.paged_attention(q, kp[:, :, :0].contiguous(), kp[:, :, :0].contiguous(), table, lengths)
 
@@ -445,9 +448,20 @@ def test_engine_refusals():
             "a block past the pool": lambda: L.BlockPool(4, 4).release(9),
             "a chunk at a negative position": lambda: L.make_batch([([1, 2], -3, [0])], 4, "cpu"),
             "a target without the bonus token": lambda: L.accept_greedy([1, 2], [1, 2]),
+            # audit: release(1.5) or release(None) failed with Python's list-index or compare error; make_batch took
+            # a negative block (its slots index the cache from the end: another request's keys overwritten), a float
+            # token (truncated to an int without a word) and a tensor of tokens ("Boolean value of Tensor ...")
+            "a chunk with a negative block": lambda: L.make_batch([([1, 2], 0, [-1])], 4, "cpu"),
+            "a chunk with a float token": lambda: L.make_batch([([1.5, 2], 0, [0])], 4, "cpu"),
+            "a chunk of a tensor of tokens": lambda: L.make_batch([(torch.tensor([1, 2]), 0, [0])], 4, "cpu"),
         },
         quiet=True,
     )
+    for block in (1.5, None):
+        with pytest.raises(TypeError, match="block must be a block id"):
+            L.BlockPool(4, 4).release(block)
+    pool = L.BlockPool(np.int64(4), np.int64(4))  # NumPy ints, as ModelRunner takes them (a float is refused above)
+    assert (pool.n_blocks, pool.block_size) == (4, 4) and type(pool.n_blocks) is int
 
 
 def test_engine_refuses_a_pool_its_runner_cannot_hold(model):
@@ -567,6 +581,8 @@ def test_draft_refusals(model):
         },
         quiet=True,
     )
+    with pytest.raises(ValueError, match="n \\(the draft's layers\\) must be"):  # audit: failed in layers[:1.5]
+        L.first_layers(model, 1.5)
 
 
 # -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
