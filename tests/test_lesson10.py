@@ -2321,6 +2321,12 @@ BAD = {
         ValueError,
         "must match",
     ),
+    # audit: fp16 values were told to convert with values.to(torch.int32), which truncates every value
+    "compact fp16 values": (
+        lambda: L.compact(_x[0].half(), _x[0] > 0),
+        TypeError,
+        r"convert it with values\.to\(torch\.float32\)",
+    ),  # fmt: skip
     "compact int flags": (
         lambda: L.compact(_x[0], torch.ones(100, dtype=torch.int32, device=DEV)),
         TypeError,

@@ -933,10 +933,12 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
             ok.append(_as_dtype(d, f"require(dtype=) for {name}"))
         if t.dtype not in ok:
             names = " or ".join(dtype_name(d) for d in ok)
+            # the fix names a dtype of the same kind where one is taken: fp16 values to float32, not to int32
+            fix = next((d for d in ok if d.is_floating_point == t.dtype.is_floating_point), ok[0])
             _raise(
                 TypeError(
                     f"{name} has dtype {dtype_name(t.dtype)}, but this kernel takes {names}: "
-                    f"convert it with {name}.to(torch.{dtype_name(ok[0])})."
+                    f"convert it with {name}.to(torch.{dtype_name(fix)})."
                 )
             )
     if ndim is not None and t.dim() != ndim:
