@@ -2175,8 +2175,14 @@ def linear(x, w, *, out=None, residual=None):
     if not isinstance(w, torch.Tensor):
         raise TypeError(f"w must be an Int8Weight, an Int4Weight or a torch.Tensor (N, K), got {type(w).__name__}: "
                         f"pass the weight itself, linear computes x @ w.T")  # fmt: skip
-    y = x @ w.T if residual is None else residual + x @ w.T
-    return y if out is None else out.copy_(y)
+    # checked as the kernels' launchers check: PyTorch would broadcast a residual of (N,) or (1, N), and copy_ would
+    # cast into an out of another dtype and broadcast into one of another shape, all without a word
+    utils.require(x, "x", dtype=WEIGHT_DTYPES, ndim=2, contiguous=False)
+    utils.require(w, "w", dtype=x.dtype, ndim=2, contiguous=False)
+    if x.shape[1] != w.shape[1]:
+        raise ValueError(f"x has {x.shape[1]} features per row but w is {tuple(w.shape)}: x must be (M, {w.shape[1]})")
+    out = _require_out_residual(out, residual, x, x.shape[0], w.shape[0], {"x": x, "w": w})
+    return torch.mm(x, w.T, out=out) if residual is None else torch.addmm(residual, x, w.T, out=out)
 
 
 def quantize(w, bits, group_size=128):

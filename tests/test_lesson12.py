@@ -1105,6 +1105,37 @@ def test_launchers_refuse_bad_inputs():
             call()
 
 
+def test_linear_with_a_plain_weight_checks_as_the_kernels_do():
+    """linear's cuBLAS path (a plain tensor weight): PyTorch alone would broadcast a residual of (N,), cast into an
+    out of another dtype and broadcast into an out of another shape, all without a word."""
+    w = weight(6, 100)
+    x = torch.randn(3, 100, device=DEV, dtype=w.dtype)
+    res = torch.randn(3, 6, device=DEV, dtype=w.dtype)
+    cases = {
+        "a residual of (N,)": (lambda: L.linear(x, w, residual=res[0]), "residual has shape"),
+        "an out of another dtype": (
+            lambda: L.linear(x, w, out=torch.empty(3, 6, device=DEV, dtype=torch.float64)),
+            "out has dtype",
+        ),  # fmt: skip
+        "an out of another shape": (
+            lambda: L.linear(x, w, out=torch.empty(2, 3, 6, device=DEV, dtype=w.dtype)),
+            "out has shape",
+        ),  # fmt: skip
+        "a weight of another dtype": (lambda: L.linear(x, w.double()), "w has dtype"),
+        "x with the wrong K": (lambda: L.linear(x[:, :64], w), "x must be"),
+        "out over x": (lambda: L.linear(x[:, :6], w[:, :6].contiguous(), out=x[:, :6]), "non-contiguous|shares memory"),
+    }
+    for what, (call, message) in cases.items():
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+            pytest.fail(f"{what}: not refused")
+    want = res.double() + x.double() @ w.double().T
+    same = res.clone()
+    assert L.linear(x, w, residual=same, out=same) is same  # in place, as the quantized paths allow
+    utils.check(same, want, name="linear, a plain weight, residual in place", quiet=True)
+    utils.check(L.linear(x, w), x.double() @ w.double().T, name="linear, a plain weight", quiet=True)
+
+
 @pytest.mark.parametrize("M, N, K", [(0, 6, 100), (3, 0, 100), (3, 6, 0), (0, 0, 0)])
 def test_empty_inputs(M, N, K):
     w = weight(N, K)
