@@ -186,7 +186,7 @@ def _int4_words(w) -> torch.Tensor:
 def quantize_int8_ref(w) -> Int8Weight:
     """w (N, K) -> Int8Weight: scale = max |w[n, :]| / 127 per row, q = round(w / scale) in [-127, 127]."""
     _require_weight(w)
-    wf = w.float()  # read N K, write N K in fp32
+    wf = w.float().contiguous()  # read N K, write N K in fp32 (row-major: a transposed w would give q its strides)
     amax = wf.abs().amax(dim=1) if w.shape[1] else wf.new_zeros(w.shape[0])  # (N,): read N K
     scale = stored_scale(torch.where(amax > 0, amax / 127, 1.0), 127, w.dtype)  # an all-zero row: any scale works
     q = torch.round(wf / scale.float()[:, None]).clamp(-127, 127).to(torch.int8)  # from the stored scale

@@ -194,6 +194,20 @@ def test_non_finite_weights_are_refused_where_they_are():
                 quantize(w)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_strided_weight_quantizes_as_its_contiguous_copy(dtype):
+    """A weight stored transposed (lin.weight.T of a layer kept (K, N)) or sliced: the same codes and scales as its
+    contiguous copy. The int8 codes once took the weight's strides, and the Int8Weight they made was refused."""
+    w = weight(6, 100, dtype=dtype)
+    views = {"transposed": w.T.contiguous().T, "sliced": torch.cat([w, w], 1)[:, :100]}
+    for what, view in views.items():
+        assert not view.is_contiguous(), what
+        for quantize in (L.quantize_int8_ref, lambda t: L.quantize_int4_ref(t, 32)):
+            got, want = quantize(view), quantize(w)
+            for a, b in zip(L._weight_tensors(got).values(), L._weight_tensors(want).values()):
+                assert a.is_contiguous() and torch.equal(a, b), what
+
+
 def test_int4_codes_check_passes_and_planted_mistakes_get_their_hints():
     L.check_int4_codes(L.int4_codes_ref, quiet=True)
     L.check_int4_codes(codes_with, quiet=True)  # the copy above, without a mistake, passes too
