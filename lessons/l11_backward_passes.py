@@ -729,6 +729,11 @@ def _require_rope(t, name, cos, sin):
         utils.require(table, what, dtype=t.dtype, shape=(1, None, D))
         if table.shape[1] < T:
             raise ValueError(f"{what} covers {table.shape[1]} positions but {name} has T = {T}: make longer tables.")
+        if table.requires_grad:  # RoPEFunction returns no gradient for the tables: theirs would silently stay None
+            raise ValueError(
+                f"{what} requires grad, but rope_with_grad differentiates q and k only: pass {what}.detach() (the "
+                f"tables of rope_tables are constants of the positions, not parameters)."
+            )
     if H * D // 2 > 16384:
         raise ValueError(f"{name} has H * D / 2 = {H * D // 2} pairs a token, more than one program takes (16384).")
 

@@ -866,6 +866,19 @@ def test_rope_blames_k_not_the_tables_when_k_differs_from_q():
         lesson.rope_with_grad(q, q[..., :4].contiguous(), cos, sin)
 
 
+def test_rope_refuses_tables_that_require_grad():
+    """RoPE's Function returns no gradient for cos and sin (constants of the positions): tables that require grad
+    are refused, as kl_div refuses such a target, rather than left with a .grad of None that rope_ref would fill."""
+    q = torch.randn(1, 5, 2, 8, device=ENV.device, requires_grad=True)
+    cos, sin = lesson.rope_tables(5, 8, device=ENV.device)
+    for name, tables in (("cos", (cos.clone().requires_grad_(), sin)), ("sin", (cos, sin.clone().requires_grad_()))):
+        with pytest.raises(ValueError, match=f"^{name} requires grad.*{name}.detach"):
+            lesson.rope_with_grad(q, q.detach(), *tables)
+    q_out, _ = lesson.rope_with_grad(q, q.detach(), cos, sin)  # the tables as rope_tables makes them: fine
+    q_out.sum().backward()
+    assert q.grad is not None
+
+
 @pytest.mark.skipif(not ENV.interpret, reason="bfloat16 is refused under the interpreter only")
 def test_bfloat16_is_refused_under_the_interpreter():
     x = torch.randn(4, 10, dtype=torch.bfloat16)
