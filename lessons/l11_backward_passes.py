@@ -214,6 +214,19 @@ class KLDivFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, input, target, reduction, log_target):
+        # the checks live here, not in kl_div: KLDivFunction.apply is public too, and a view would be misread
+        utils.require(input, "input", dtype=FLOAT_DTYPES, ndim=2)
+        utils.require(target, "target", dtype=input.dtype, ndim=2)
+        utils.require_same_shape(input, target, ("input", "target"))
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}.")
+        if not isinstance(log_target, bool):
+            raise TypeError(f"log_target must be True or False, got {log_target!r}.")
+        if target.requires_grad:
+            raise ValueError(
+                "target requires grad, but this kl_div differentiates input only: pass target.detach() (a teacher's "
+                "distribution is a constant to the student)."
+            )
         M, V = input.shape
         ROWS, BLOCK_V = row_tile(M, V)
         elementwise = reduction == "none"
@@ -255,18 +268,6 @@ def kl_div(input, target, *, reduction="batchmean", log_target=False):
     """F.kl_div(input, target, reduction=..., log_target=...) for (M, V) tensors, forward and backward in Triton.
     input holds log-probabilities; the gradient flows to input only (target is a teacher's, detached). As in
     PyTorch, a NaN or negative target, or a target of 0 where input is -inf, gives a NaN loss (not a quiet 0)."""
-    utils.require(input, "input", dtype=FLOAT_DTYPES, ndim=2)
-    utils.require(target, "target", dtype=input.dtype, ndim=2)
-    utils.require_same_shape(input, target, ("input", "target"))
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}.")
-    if not isinstance(log_target, bool):
-        raise TypeError(f"log_target must be True or False, got {log_target!r}.")
-    if target.requires_grad:
-        raise ValueError(
-            "target requires grad, but this kl_div differentiates input only: pass target.detach() (a teacher's "
-            "distribution is a constant to the student)."
-        )
     return KLDivFunction.apply(input, target, reduction, log_target)
 
 
@@ -360,6 +361,8 @@ class CrossEntropyFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits, labels, ignore_index):
+        utils.require(logits, "logits", dtype=FLOAT_DTYPES, ndim=2)  # here: CrossEntropyFunction.apply is public too
+        require_labels(labels, logits.shape[0], logits.shape[1], ignore_index)
         M, V = logits.shape
         n_valid = int(kept(labels, ignore_index).sum())  # the mean's divisor (a host sync, as in PyTorch)
         make = new_output if M * V else torch.zeros  # (zeros: nothing is launched for an empty input)
@@ -379,8 +382,6 @@ class CrossEntropyFunction(torch.autograd.Function):
 def cross_entropy(logits, labels, *, ignore_index=-100):
     """F.cross_entropy(logits, labels, ignore_index=...) (reduction "mean") for (M, V) logits: forward and backward
     in one Triton kernel; the loss in fp32 (fp64 for fp64 logits)."""
-    utils.require(logits, "logits", dtype=FLOAT_DTYPES, ndim=2)
-    require_labels(labels, logits.shape[0], logits.shape[1], ignore_index)
     return CrossEntropyFunction.apply(logits, labels, ignore_index)
 
 
@@ -389,7 +390,19 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, labels, ignore_index, chunk):
-        T = x.shape[0]
+        # the checks live here, not in fused_linear_cross_entropy: FusedLinearCrossEntropyFunction.apply is public too
+        utils.require(x, "x", dtype=FLOAT_DTYPES, ndim=2)
+        utils.require(weight, "weight", dtype=x.dtype, ndim=2)
+        T, H = x.shape
+        if weight.shape[1] != H:
+            raise ValueError(
+                f"weight has shape {tuple(weight.shape)} but x has {H} columns: weight must be (V, {H}) (the LM "
+                f"head's weight, one row per token of the vocabulary), as in x @ weight.T."
+            )
+        require_labels(labels, T, weight.shape[0], ignore_index)
+        chunk = default_chunk(T, H, weight.shape[0]) if chunk is None else chunk
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"chunk must be a positive int (tokens per chunk), got {chunk!r}; None picks one.")
         n_valid = int(kept(labels, ignore_index).sum())
         divisor = max(n_valid, 1)  # the mean's N over ALL the chunks (1 when every label is ignored: no gradient)
         loss_rows = new_output((T,), dtype=torch_acc_dtype(x.dtype), device=x.device)
@@ -420,18 +433,6 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
 def fused_linear_cross_entropy(x, weight, labels, *, ignore_index=-100, chunk=None):
     """cross_entropy(x @ weight.T, labels) for hidden states x (T, H) and an LM head weight (V, H), chunk tokens at
     a time (default: default_chunk(T, H, V)); gradients for x and weight are computed in the forward pass."""
-    utils.require(x, "x", dtype=FLOAT_DTYPES, ndim=2)
-    utils.require(weight, "weight", dtype=x.dtype, ndim=2)
-    T, H = x.shape
-    if weight.shape[1] != H:
-        raise ValueError(
-            f"weight has shape {tuple(weight.shape)} but x has {H} columns: weight must be (V, {H}) (the LM head's "
-            f"weight, one row per token of the vocabulary), as in x @ weight.T."
-        )
-    require_labels(labels, T, weight.shape[0], ignore_index)
-    chunk = default_chunk(T, H, weight.shape[0]) if chunk is None else chunk
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be a positive int (tokens per chunk), got {chunk!r}; None picks one.")
     return FusedLinearCrossEntropyFunction.apply(x, weight, labels, ignore_index, chunk)
 
 
@@ -528,6 +529,16 @@ class RMSNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps):
+        # the checks live here, not in rmsnorm_with_grad: RMSNormFunction.apply is public too
+        utils.require(x, "x", dtype=FLOAT_DTYPES, ndim=2)
+        utils.require(weight, "weight", dtype=x.dtype, ndim=1)
+        if weight.shape[0] != x.shape[1]:
+            raise ValueError(
+                f"weight has {weight.shape[0]} entries but x has {x.shape[1]} columns: one weight a column."
+            )
+        if x.shape[1] > MAX_C:
+            raise ValueError(f"x has {x.shape[1]} columns, more than a row held in one program (MAX_C = {MAX_C}).")
+        eps = utils.require_number(eps, "eps", positive=True)
         M, C = x.shape
         y = new_output(x.shape, x.dtype, x.device)
         rstd = new_output((M,), dtype=torch_acc_dtype(x.dtype), device=x.device)
@@ -561,13 +572,6 @@ class RMSNormFunction(torch.autograd.Function):
 
 def rmsnorm_with_grad(x, weight, eps=1e-6):
     """rmsnorm_ref(x, weight, eps) for x (M, C), forward and backward in Triton (lesson 07's had no backward)."""
-    utils.require(x, "x", dtype=FLOAT_DTYPES, ndim=2)
-    utils.require(weight, "weight", dtype=x.dtype, ndim=1)
-    if weight.shape[0] != x.shape[1]:
-        raise ValueError(f"weight has {weight.shape[0]} entries but x has {x.shape[1]} columns: one weight a column.")
-    if x.shape[1] > MAX_C:
-        raise ValueError(f"x has {x.shape[1]} columns, more than a row held in one program (MAX_C = {MAX_C}).")
-    eps = utils.require_number(eps, "eps", positive=True)
     return RMSNormFunction.apply(x, weight, eps)
 
 
@@ -623,6 +627,11 @@ class SwiGLUFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, gate_up):
+        utils.require(gate_up, "gate_up", dtype=FLOAT_DTYPES, ndim=2)  # here: SwiGLUFunction.apply is public too
+        if gate_up.shape[1] % 2:
+            raise ValueError(f"gate_up has {gate_up.shape[1]} columns: it must be [gate | up], an even number.")
+        if triton.cdiv(gate_up.shape[1] // 2, 1024) > 65535:
+            raise ValueError("gate_up is too wide: more than 65535 column blocks on grid axis 1.")
         M, Fd = gate_up.shape[0], gate_up.shape[1] // 2
         out = new_output((M, Fd), dtype=gate_up.dtype, device=gate_up.device)
         ROWS, BLOCK_F, grid = _swiglu_grid(M, Fd)
@@ -651,11 +660,6 @@ class SwiGLUFunction(torch.autograd.Function):
 
 def swiglu_with_grad(gate_up):
     """swiglu_ref(gate_up): (M, 2F) -> (M, F), forward and backward in Triton."""
-    utils.require(gate_up, "gate_up", dtype=FLOAT_DTYPES, ndim=2)
-    if gate_up.shape[1] % 2:
-        raise ValueError(f"gate_up has {gate_up.shape[1]} columns: it must be [gate | up], an even number.")
-    if triton.cdiv(gate_up.shape[1] // 2, 1024) > 65535:
-        raise ValueError("gate_up is too wide: more than 65535 column blocks on grid axis 1.")
     return SwiGLUFunction.apply(gate_up)
 
 
@@ -711,6 +715,7 @@ class RoPEFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, cos, sin):
+        _require_rope(x, "x", cos, sin)  # again (rope_with_grad checked q and k by name): RoPEFunction.apply is public
         ctx.save_for_backward(cos, sin)  # nothing of x: the backward is the same rotation, inverted
         return _rope_launch(x, cos, sin, inverse=False)
 

@@ -866,6 +866,41 @@ def test_rope_blames_k_not_the_tables_when_k_differs_from_q():
         lesson.rope_with_grad(q, q[..., :4].contiguous(), cos, sin)
 
 
+def test_the_autograd_functions_called_directly_check_their_inputs_too(monkeypatch):
+    """The Function classes are public: XFunction.apply(...) skips the launcher, so the checks live in forward. A
+    transposed view was misread (its rows taken as if contiguous: a wrong loss, no error), a label past V read past
+    its row, a reduction not offered raised a KeyError."""
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("a kernel was launched for a bad input")
+
+    for name in ("kl_div_kernel", "cross_entropy_kernel", "rmsnorm_forward_kernel", "swiglu_forward_kernel",
+                 "rope_fwd_bwd_kernel"):  # fmt: skip
+        monkeypatch.setattr(lesson, name, type("NoLaunch", (), {"__getitem__": lambda self, grid: no_launch})())
+    dev = ENV.device
+    t = torch.randn(10, 4, device=dev).T  # (4, 10), a transposed view
+    labels = torch.tensor([1, 2, -100, 9], device=dev)
+    q = torch.randn(1, 2, 5, 8, device=dev).transpose(1, 2)  # (1, 5, 2, 8), heads and tokens swapped in memory
+    cos, sin = lesson.rope_tables(5, 8, device=dev)
+    c, head = t.contiguous(), torch.randn(7, 10, device=dev)
+    L = lesson
+    utils.refuses(
+        {
+            "KLDivFunction, a transposed input": lambda: L.KLDivFunction.apply(t, c, "sum", False),
+            "KLDivFunction, a reduction not offered": lambda: L.KLDivFunction.apply(c, c, "avg", False),
+            "CrossEntropyFunction, transposed logits": lambda: L.CrossEntropyFunction.apply(t, labels, -100),
+            "CrossEntropyFunction, a label past V": lambda: L.CrossEntropyFunction.apply(c, labels.abs() + 1, -100),
+            "FusedLinearCrossEntropyFunction, a label past V": lambda: L.FusedLinearCrossEntropyFunction.apply(
+                c, head, labels.abs() + 1, -100, 2
+            ),
+            "RMSNormFunction, a transposed x": lambda: L.RMSNormFunction.apply(t, torch.ones(10, device=dev), 1e-6),
+            "SwiGLUFunction, a transposed gate_up": lambda: L.SwiGLUFunction.apply(t),
+            "RoPEFunction, a transposed x": lambda: L.RoPEFunction.apply(q, cos, sin),
+        },
+        quiet=True,
+    )
+
+
 def test_rope_refuses_tables_that_require_grad():
     """RoPE's Function returns no gradient for cos and sin (constants of the positions): tables that require grad
     are refused, as kl_div refuses such a target, rather than left with a .grad of None that rope_ref would fill."""
