@@ -1148,6 +1148,10 @@ def test_linear_with_a_plain_weight_checks_as_the_kernels_do():
     assert L.linear(x, w, residual=same, out=same) is same  # in place, as the quantized paths allow
     utils.check(same, want, name="linear, a plain weight, residual in place", quiet=True)
     utils.check(L.linear(x, w), x.double() @ w.double().T, name="linear, a plain weight", quiet=True)
+    # without out=, a plain weight's product keeps autograd (PyTorch's out= ops refuse inputs that require grad)
+    xg = x.clone().requires_grad_()
+    L.linear(xg, w, residual=res).sum().backward()
+    utils.check(xg.grad, w.double().sum(0).expand(3, -1), name="linear's gradient for x", quiet=True)
 
 
 @pytest.mark.parametrize("M, N, K", [(0, 6, 100), (3, 0, 100), (3, 6, 0), (0, 0, 0)])
