@@ -1785,6 +1785,7 @@ def decode_gemv(
     s = schedule or gemv_schedule(N, K, loop)
     utils.require_power_of_two(s.BLOCK_N, "BLOCK_N")
     utils.require_power_of_two(s.BLOCK_K, "BLOCK_K")
+    utils.require_tile("w's tile (BLOCK_N x BLOCK_K)", s.BLOCK_N, s.BLOCK_K)
     utils.require_launch_options(num_warps=s.num_warps, num_stages=s.num_stages)
     if N == 0:
         return out
@@ -2040,6 +2041,7 @@ def decode_qkv_rope(
     s = schedule or gemv_schedule(w.shape[0], K, loop)
     utils.require_power_of_two(s.BLOCK_N, "BLOCK_N")
     utils.require_power_of_two(s.BLOCK_K, "BLOCK_K")
+    utils.require_tile("w's tile (BLOCK_N x BLOCK_K)", s.BLOCK_N, s.BLOCK_K)
     utils.require_launch_options(num_warps=s.num_warps, num_stages=s.num_stages)
     if K == 0:
         raise ValueError("x has no columns (K = 0): there is nothing to project")

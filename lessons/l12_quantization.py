@@ -643,11 +643,14 @@ def _require_out_residual(out, residual, x, M, N, inputs):
 def _schedule_for(M, N, K, BLOCK_K, BLOCK_M, BLOCK_N, SPLIT_K, itemsize, bits):
     sched = schedule(M, N, K, BLOCK_K, itemsize=itemsize, bits=bits)
     given = {k: v for k, v in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N), ("SPLIT_K", SPLIT_K)) if v is not None}
-    for name, value in given.items():
-        utils.require_power_of_two(value, name)
+    for name, value in given.items():  # SPLIT_K is the grid's axis 1
+        utils.require_power_of_two(value, name, maximum=utils.MAX_GRID_YZ if name == "SPLIT_K" else utils.MAX_BLOCK)
     if given.get("BLOCK_M", 16) < 16 or given.get("BLOCK_N", 16) < 16:
         raise ValueError("BLOCK_M and BLOCK_N must be at least 16 (the smallest tile tl.dot takes)")
-    return sched._replace(**given)
+    sched = sched._replace(**given)
+    utils.require_tile("the accumulator (BLOCK_M x BLOCK_N)", sched.BLOCK_M, sched.BLOCK_N)
+    utils.require_tile("W's tile (BLOCK_N x BLOCK_K)", sched.BLOCK_N, sched.BLOCK_K)
+    return sched
 
 
 def w8a16_block_k(M) -> int:
@@ -1981,8 +1984,12 @@ def _require_fast_schedule(s, bits, M, group_size):
         raise TypeError(f"schedule must be a FastSchedule with kernel one of {FAST_KERNELS}, got {s!r}")
     if s.kernel in ("slab", "stream", "pipe", "scaled", "scaled_swap", "mma") and bits != 4:
         raise ValueError(f"the {s.kernel!r} kernel reads int4 codes: int8 weights take 'gemv' or 'tile'")
-    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K"):
-        utils.require_power_of_two(getattr(s, name), name)
+    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K"):  # SPLIT_K is the grid's axis 1
+        utils.require_power_of_two(
+            getattr(s, name), name, maximum=utils.MAX_GRID_YZ if name == "SPLIT_K" else utils.MAX_BLOCK
+        )
+    utils.require_tile("the accumulator (BLOCK_M x BLOCK_N)", s.BLOCK_M, s.BLOCK_N)
+    utils.require_tile("W's tile (BLOCK_N x BLOCK_K)", s.BLOCK_N, s.BLOCK_K)
     utils.require_launch_options(num_warps=s.num_warps, num_stages=s.num_stages)
     if s.kernel in GEMV_KERNELS and (s.BLOCK_M < M or s.BLOCK_M > 16):
         raise ValueError(f"BLOCK_M={s.BLOCK_M}: the GEMV kernel takes every row of x at once, M={M} (at most 16)")
@@ -2793,6 +2800,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
         raise TypeError(f"schedule must be a GemvSchedule (lesson 08's), got {type(s).__name__}")
     for name in ("BLOCK_N", "BLOCK_K"):
         utils.require_power_of_two(getattr(s, name), name)
+    utils.require_tile("W's tile (BLOCK_N x BLOCK_K)", s.BLOCK_N, s.BLOCK_K)
     utils.require_launch_options(num_warps=s.num_warps, num_stages=s.num_stages)
     if s.BLOCK_K % G:
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {G}")
@@ -2944,6 +2952,7 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
         raise TypeError(f"schedule must be a GemvSchedule (lesson 08's), got {type(s).__name__}")
     for name in ("BLOCK_N", "BLOCK_K"):
         utils.require_power_of_two(getattr(s, name), name)
+    utils.require_tile("W's tile (BLOCK_N x BLOCK_K)", s.BLOCK_N, s.BLOCK_K)
     utils.require_launch_options(num_warps=s.num_warps, num_stages=s.num_stages)
     if s.BLOCK_K % G:
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {G}")

@@ -1251,6 +1251,10 @@ def test_decode_gemv_refusals():
             "residual",
         ),
         "a BLOCK_N of 3": (lambda: L.decode_gemv(x, w, schedule=L.GemvSchedule(3, 16, 4, 1)), "BLOCK_N"),
+        "a tile past one block": (
+            lambda: L.decode_gemv(x, w, schedule=L.GemvSchedule(2**20, 16, 4, 1)),
+            "more than one block takes",
+        ),  # fmt: skip
         "a loop it does not know": (lambda: L.decode_gemv(x, w, loop="pipelined"), "loop must be one of"),
         "... even with no outputs": (lambda: L.decode_gemv(x, w[:0], loop="pipelined"), "loop must be one of"),
     }

@@ -604,6 +604,9 @@ def test_fast_launchers_refuse_bad_schedules():
         "a slab step that is not whole groups": (lambda: L.w4a16_fast(x, q4, schedule=_fs("slab", 4, 16, 16, 1)),
                                                  "whole number of groups"),
         "SPLIT_K of 3": (lambda: L.w8a16_fast(x, q8, SPLIT_K=3), "power of two"),
+        "SPLIT_K past grid axis 1": (lambda: L.w8a16_fast(x, q8, SPLIT_K=2**16), "at most 65535"),
+        "a W tile past one block": (lambda: L.w4a16_fast(x[:1], q4, schedule=_fs("stream", 1, 2**20, 64, 1)),
+                                    "more than one block takes"),
         "an Int8Weight to w4a16_fast": (lambda: L.w4a16_fast(x, q8), "must be an Int4Weight"),
         "x with the wrong K": (lambda: L.w8a16_fast(x[:, :64].contiguous(), q8), "K=100"),
     }  # fmt: skip
@@ -1099,6 +1102,8 @@ def test_launchers_refuse_bad_inputs():
         "BLOCK_N not a power of two": (lambda: L.w4a16(x, q4, BLOCK_N=48), "power of two"),
         "BLOCK_M below 16": (lambda: L.w8a16(x, q8, BLOCK_M=8), "at least 16"),
         "SPLIT_K of 3": (lambda: L.w8a16(x, q8, SPLIT_K=3), "power of two"),
+        "SPLIT_K past grid axis 1": (lambda: L.w8a16(x, q8, SPLIT_K=2**16), "at most 65535"),
+        "an accumulator past one block": (lambda: L.w8a16(x, q8, BLOCK_M=2**11, BLOCK_N=2**10), "BLOCK_M x BLOCK_N"),
         # session 29: an out on the weight's scales (or zero points) was written over while the kernel read them
         "out on w8's scales": (lambda: L.w8a16(x[:1], q8, out=q8.scale.view(1, 6)), "input w.scale"),
         "out on w8's scales (fast)": (lambda: L.w8a16_fast(x[:1], q8, out=q8.scale.view(1, 6)), "input w.scale"),
@@ -1377,6 +1382,10 @@ def test_fused_decode_gemv_refusals_and_empty_inputs():
         ),
         "eps not a number": (lambda: L.w8a16_decode_gemv(x, q8, eps="1e-5"), "eps"),
         "a BLOCK_N of 3": (lambda: L.w8a16_decode_gemv(x, q8, schedule=L8.GemvSchedule(3, 64, 4, 1)), "BLOCK_N"),
+        "a W tile past one block": (
+            lambda: L.w8a16_decode_gemv(x, q8, schedule=L8.GemvSchedule(2**20, 64, 4, 1)),
+            "more than one block",
+        ),  # fmt: skip
         "a step of half a group": (
             lambda: L.w4a16_decode_gemv(x, q4, schedule=L8.GemvSchedule(4, 32, 4, 1)),
             "whole number of groups",

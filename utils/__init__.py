@@ -10,6 +10,8 @@ notebooks (participant copies), hints and explorers (widgets).
 
 from . import hints  # so that `utils.hints.answer(...)` works after `import utils`
 from .checking import (
+    MAX_BLOCK,
+    MAX_GRID_YZ,
     Scaled,
     check,
     launched_into,
@@ -25,6 +27,7 @@ from .checking import (
     require_out,
     require_power_of_two,
     require_same_shape,
+    require_tile,
 )
 from .memcheck import watch_memory
 from .mode import Env, dtype_name, setup
@@ -45,6 +48,9 @@ __all__ = [
     "require",
     "require_out",
     "require_same_shape",
+    "require_tile",
+    "MAX_GRID_YZ",
+    "MAX_BLOCK",
     "require_power_of_two",
     "require_launch_options",
     "require_number",

@@ -1063,6 +1063,27 @@ def require_power_of_two(value, name: str, *, maximum: int = MAX_BLOCK) -> None:
         _raise(ValueError(f"{name}={value} is more than {limit} (at most {maximum}): pass a smaller one."))
 
 
+def require_tile(name: str, *sizes: int, maximum: int = MAX_BLOCK) -> None:
+    """A tile made of several block sizes (BLOCK_N rows of W by BLOCK_K columns, an accumulator BLOCK_M x
+    BLOCK_N): each passed require_power_of_two alone, their product must be at most ``maximum`` elements too (default
+    :data:`MAX_BLOCK`), or Triton refuses the tile mid-compile."""
+    __tracebackhide__ = True
+    numel = 1
+    for size in sizes:
+        numel *= size
+    if numel > maximum:
+        _raise(
+            ValueError(
+                f"{name} holds {' x '.join(map(str, sizes))} = {numel} elements, more than one block takes (at most "
+                f"{maximum}): pass smaller blocks."
+            )
+        )
+
+
+#: the most programs a grid's axis 1 or 2 takes (axis 0 takes 2**31 - 1)
+MAX_GRID_YZ = 65535
+
+
 def require_launch_options(*, num_warps=None, num_stages=None) -> None:
     """A launch's ``num_warps`` (a power of two from 1 to :data:`MAX_NUM_WARPS`) and ``num_stages`` (a positive
     int), each given as a Python int; None (not given, or "let the launcher choose") is not checked. Checked here,
