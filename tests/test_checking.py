@@ -322,6 +322,8 @@ def test_require_messages():
         require(x.t(), "x")
     with pytest.raises(ValueError, match=r"shape \(4, 6\) but must be \(\*, 5\)"):
         require(x, "x", shape=(None, 5))
+    with pytest.raises(ValueError, match=r"shape \(6,\) but must be \(5,\)\."):  # a 1-tuple as Python writes it
+        require(x[0], "x", shape=(5,))
     with pytest.raises(ValueError, match="2 dimension"):
         require(x[0], "x", ndim=2)
     with pytest.raises(ValueError, match="must match"):

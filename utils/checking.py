@@ -945,7 +945,9 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
         _raise(ValueError(f"{name} must have {ndim} dimension(s) but has shape {tuple(t.shape)}."))
     if shape is not None:
         if len(shape) != t.dim() or any(s is not None and s != ts for s, ts in zip(shape, t.shape)):
-            want_s = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            want_s = (
+                "(" + ", ".join("*" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+            )
             _raise(ValueError(f"{name} has shape {tuple(t.shape)} but must be {want_s}."))
     if contiguous and not t.is_contiguous():
         _raise(
