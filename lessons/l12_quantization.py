@@ -326,6 +326,8 @@ def dequantize_int4_ref(w: Int4Weight, dtype=None):
 
 def dequantize(w, dtype=None):
     """Any weight of this lesson as a plain (N, K) tensor: Int8Weight, Int4Weight, or a tensor as it is."""
+    if dtype is not None and not isinstance(dtype, torch.dtype):  # w.to("float16") would look for a device
+        raise TypeError(f"dtype must be a torch.dtype (torch.float16, ...) or None, got {dtype!r}")
     if isinstance(w, Int8Weight):
         return dequantize_int8_ref(w, dtype)
     if isinstance(w, Int4Weight):

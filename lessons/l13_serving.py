@@ -168,7 +168,7 @@ class BlockPool:
     def allocate(self, seq: Sequence, n_tokens: int) -> bool:
         """Blocks for the first n_tokens tokens of seq, copying shared blocks that tokens seq.n_cached ..
         n_tokens - 1 will be written into. False, changing nothing, when the free list is too short."""
-        P = self.block_size
+        P, n_tokens = self.block_size, utils.require_int(n_tokens, "n_tokens", least=0)
         need = max(0, -(-n_tokens // P) - len(seq.blocks))
         written = range(seq.n_cached // P, min(len(seq.blocks), -(-n_tokens // P)))
         shared = [j for j in written if self.refs[seq.blocks[j]] > 1]
@@ -1068,7 +1068,7 @@ class ModelRunner:
 
     @torch.no_grad()
     def __call__(self, chunks, copies) -> list:
-        longest = max(start + len(toks) for toks, start, _ in chunks)
+        longest = max((start + len(toks) for toks, start, _ in chunks), default=0)  # no chunks: an empty step
         if longest > self.max_len:
             raise ValueError(f"a request reaches position {longest - 1}, past the RoPE tables of max_len="
                              f"{self.max_len}: make the ModelRunner with a larger max_len")  # fmt: skip

@@ -1118,6 +1118,7 @@ def test_launchers_refuse_bad_inputs():
         "a float group size": (lambda: L.quantize_int4_ref(w, 32.0), "group_size=32.0"),
         "a misaligned packed (GEMV)": (lambda: L.w4a16_fast(x[:1], misaligned), "4-byte boundary"),
         "linear with w.T": (lambda: L.linear(x, q8.T), "pass the weight itself"),
+        "a dtype by name": (lambda: L.dequantize(q4, "float16"), "must be a torch.dtype"),
     }
     for call, message in cases.values():
         with pytest.raises((ValueError, TypeError), match=message):

@@ -475,12 +475,14 @@ def test_engine_refuses_a_pool_its_runner_cannot_hold(model):
             "more blocks than the cache": lambda: L.Engine(runner, L.BlockPool(16, 4)),
             "a runner with block size 3": lambda: L.ModelRunner(model, 8, 3, max_len=32),
             "a chunk past the cache": lambda: runner([([5, 6], 0, [9])], []),
+            "a float count of tokens to allocate": lambda: L.BlockPool(8, 4).allocate(L.Sequence(None, [5, 6]), 5.5),
             "a prompt tensor to speculative_generate": lambda: L.speculative_generate(
                 model, L.first_layers(model, 1), torch.tensor([3, 4]), 2, 2
             ),  # fmt: skip
         },
         quiet=True,
     )
+    assert runner([], []) == [], "a step with no chunks computes nothing"
 
 
 def test_engine_refuses_token_ids_the_model_cannot_embed(model):
