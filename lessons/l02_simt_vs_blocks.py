@@ -51,6 +51,7 @@ def launch_cuda(kernel, grid, block, *args):
 
 def cuda_blocks(n, threads_per_block):
     """How many blocks the CUDA launch starts for n elements: rounded up."""
+    utils.require_int(threads_per_block, "threads_per_block")  # 0 divides by zero; fewer launch nothing, without a word
     return (n + threads_per_block - 1) // threads_per_block
 
 
@@ -69,12 +70,12 @@ def add_cuda(x, y, threads_per_block=256):
         add_kernel_cuda,
         dim3(cuda_blocks(n, threads_per_block)),
         dim3(threads_per_block),
-        x.tolist(),
-        y.tolist(),
+        x.reshape(-1).tolist(),  # flat, as the kernel indexes them: x[i] of a 2-D x would be a whole row
+        y.reshape(-1).tolist(),
         out,
         n,
     )
-    return torch.tensor(out, dtype=x.dtype, device=x.device)
+    return torch.tensor(out, dtype=x.dtype, device=x.device).view(x.shape)
 
 
 def owner_kernel_cuda(blockIdx, blockDim, threadIdx, out, n):
@@ -499,7 +500,9 @@ def scale_rows_kernel_cuda(blockIdx, blockDim, threadIdx, x, s, out, N):
 
 def scale_rows_cuda(x, s, threads_per_block=32):
     """out[r, c] = s[r] * x[r, c], the CUDA way, simulated."""
+    utils.require(x, "x", ndim=2, contiguous=False)
     M, N = x.shape
+    utils.require(s, "s", shape=(M,), contiguous=False)
     out = [[float("nan")] * N for _ in range(M)]
     launch_cuda(
         scale_rows_kernel_cuda,

@@ -49,6 +49,25 @@ def test_cuda_simulation_agrees_with_the_spec():
     utils.check(L.scale_rows_cuda(xs, s), L.scale_rows_ref(xs.double(), s.double()), quiet=True)
 
 
+def test_cuda_simulation_takes_any_shape_and_refuses_a_block_of_no_threads():
+    """A 2-D x is added element for element (x[i] of its list was a whole row: IndexError); threads_per_block of 0
+    divided by zero, and a negative one launched no thread and returned NaN without a word."""
+    x, y = torch.randn(3, 5, device=DEV), torch.randn(3, 5, device=DEV)
+    utils.check(L.add_cuda(x, y, threads_per_block=4), L.add_ref(x.double(), y.double()), quiet=True)
+    for bad in (0, -1, 2.5):
+        for call in (
+            lambda: L.add_cuda(x, y, threads_per_block=bad),
+            lambda: L.owners_cuda(10, bad),
+            lambda: L.scale_rows_cuda(x, torch.randn(3, device=DEV), threads_per_block=bad),
+        ):
+            with pytest.raises(ValueError, match="threads_per_block must be a positive int"):
+                call()
+    with pytest.raises(ValueError, match="s has shape"):
+        L.scale_rows_cuda(x, torch.randn(5, device=DEV))
+    with pytest.raises(ValueError, match="x must have 2 dimension"):
+        L.scale_rows_cuda(torch.randn(5, device=DEV), torch.randn(5, device=DEV))
+
+
 # -- planted mistakes: the check fails, and says the specific thing ----------------------------------------------
 
 
