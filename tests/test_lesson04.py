@@ -370,6 +370,14 @@ def test_softmax_of_an_expanded_view():
     utils.check(lesson.softmax(x, out=utils.nan_like(x.contiguous())), lesson.softmax_ref(x.double()), quiet=True)
 
 
+def test_softmax_of_one_column_with_any_column_stride():
+    """A column of a transposed row, (M, 1) with stride (1, M), is contiguous to PyTorch: x.contiguous() returns it
+    as it is, so refusing it and asking for x.contiguous() sent a learner round in a circle."""
+    x = torch.randn(1, 5, device=ENV.device).t()
+    assert x.stride(1) != 1 and x.contiguous().stride() == x.stride()
+    utils.check(lesson.softmax(x, out=utils.nan_empty((5, 1))), lesson.softmax_ref(x.double()), quiet=True)
+
+
 def test_softmax_allocates_its_output():
     x = torch.randn(5, 300, device=ENV.device, dtype=torch.float16)
     out = lesson.softmax(x, num_warps=2)
