@@ -423,6 +423,9 @@ def tile_config(defaults, config, elem):
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
         if config[name] < 16:
             raise ValueError(f"{name} = {config[name]}: tl.dot needs blocks of at least 16 along each side.")
+    utils.require_tile("the accumulator (BLOCK_M x BLOCK_N)", config["BLOCK_M"], config["BLOCK_N"])
+    utils.require_tile("A's block (BLOCK_M x BLOCK_K)", config["BLOCK_M"], config["BLOCK_K"])
+    utils.require_tile("B's block (BLOCK_K x BLOCK_N)", config["BLOCK_K"], config["BLOCK_N"])
     if not fits(config, elem):
         need = smem_bytes(**blocks_of(config), elem=elem)
         raise ValueError(
@@ -567,6 +570,7 @@ def outer_add(x, y, *, out=None, BLOCK_M=16, BLOCK_N=16):
     utils.require(y, "y", dtype=x.dtype, ndim=1)
     utils.require_power_of_two(BLOCK_M, "BLOCK_M")
     utils.require_power_of_two(BLOCK_N, "BLOCK_N")
+    utils.require_tile("out's block (BLOCK_M x BLOCK_N)", BLOCK_M, BLOCK_N)
     M, N = x.shape[0], y.shape[0]
     out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x, "y": y})
     utils.require_int32_offsets(out, "out")

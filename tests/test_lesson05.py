@@ -501,6 +501,7 @@ def test_matmul_launchers_refuse_bad_inputs(launcher):
         bad["BLOCK_N below tl.dot's 16"] = lambda: f(a, b, BLOCK_N=8)
         bad["num_stages of 0"] = lambda: f(a, b, num_stages=0)
         bad["an unknown configuration"] = lambda: f(a, b, BLOCK_Q=16)
+        bad["an accumulator past Triton's largest block"] = lambda: f(a, b, BLOCK_M=2048, BLOCK_N=1024, BLOCK_K=16)
     if launcher in ("matmul_grouped", "matmul_peeled"):
         bad["GROUP_M not a power of two"] = lambda: f(a, b, GROUP_M=3)
     if launcher == "matmul_persistent_tma":
@@ -521,6 +522,7 @@ def test_outer_add_and_tile_order_refuse_bad_inputs():
             "out of the wrong shape": lambda: L.outer_add(x, y, out=_t(12, 8, dtype=torch.float32)),
             "out overlapping x": lambda: L.outer_add(buf[:8], y, out=buf[4:100].view(8, 12)),
             "BLOCK_M not a power of two": lambda: L.outer_add(x, y, BLOCK_M=12),
+            "a block past Triton's largest": lambda: L.outer_add(x, y, BLOCK_M=2048, BLOCK_N=1024),
             "None for x": lambda: L.outer_add(None, y),
             "BLOCK_N not a power of two": lambda: L.tile_order(100, 100, 16, 24, 2),
             "GROUP_M of 0": lambda: L.tile_order(100, 100, 16, 16, 0),
