@@ -1,5 +1,6 @@
 """utils.checking: each classic mistake, planted in a real kernel, fails the check with the hint that names it."""
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -503,6 +504,9 @@ def test_small_validators_name_the_argument():
     for bad in (0, -4, 3, 1000, 2.0, True, "64", None):
         with pytest.raises(ValueError, match="BLOCK_SIZE must be a positive power of two"):
             require_power_of_two(bad, "BLOCK_SIZE")
+    for whole in (np.int64(16), 16.0):  # the right number in the wrong type: say so, not "a power of two" alone
+        with pytest.raises(ValueError, match=r"given as a Python int, got .*16.*: pass BLOCK_SIZE=16 "):
+            require_power_of_two(whole, "BLOCK_SIZE")
     assert require_number(1e-6, "eps", positive=True) == 1e-6
     with pytest.raises(TypeError, match="eps must be a real number"):
         require_number("1e-6", "eps")

@@ -1054,6 +1054,13 @@ def require_power_of_two(value, name: str, *, maximum: int = MAX_BLOCK) -> None:
     (default :data:`MAX_BLOCK`, the largest block Triton takes; a launcher may state a smaller one)."""
     __tracebackhide__ = True
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
+        if _whole_power_of_two(value):  # np.int64(16) or 16.0: the right number, but not the Python int Triton takes
+            _raise(
+                ValueError(
+                    f"{name} must be a positive power of two given as a Python int, got {value!r}: pass "
+                    f"{name}={int(value)} (int(...) converts it)."
+                )
+            )
         _raise(
             ValueError(
                 f"{name} must be a positive power of two (tl.arange needs one), got {value!r}: try "
@@ -1063,6 +1070,16 @@ def require_power_of_two(value, name: str, *, maximum: int = MAX_BLOCK) -> None:
     if value > maximum:
         limit = "the largest block Triton takes" if maximum == MAX_BLOCK else "this launch takes"
         _raise(ValueError(f"{name}={value} is more than {limit} (at most {maximum}): pass a smaller one."))
+
+
+def _whole_power_of_two(value) -> bool:
+    """Whether ``value`` is a power of two held in something other than a Python int (a NumPy integer, a float)."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value).is_integer():
+        return False
+    whole = int(value)
+    return whole > 0 and not whole & (whole - 1)
 
 
 def require_tile(name: str, *sizes: int, maximum: int = MAX_BLOCK) -> None:
