@@ -704,9 +704,7 @@ def tile_order_kernel(order_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.conste
 
 def tile_order(M, N, BLOCK_M, BLOCK_N, GROUP_M):
     """The program id of every tile, from grouped_tile; NaN where no program landed."""
-    for name, value in (("M", M), ("N", N)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {value!r}.")
+    M, N = utils.require_int(M, "M", least=0), utils.require_int(N, "N", least=0)  # NumPy ints too, as Python ints
     for name, value in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N), ("GROUP_M", GROUP_M)):
         utils.require_power_of_two(value, name)
     shape = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))

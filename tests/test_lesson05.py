@@ -546,6 +546,12 @@ def test_empty_problems(launcher, M, N, K):
     utils.check(c, want, name=f"{launcher} of ({M}, {K}) by ({K}, {N})", quiet=True)
 
 
+def test_tile_order_takes_numpy_sizes():
+    """NumPy ints for M and N (as a sweep over np.arange gives them) were refused as 'not a non-negative int'."""
+    got = L.tile_order(np.int64(100), np.int32(200), 32, 64, 2)
+    assert torch.equal(got.cpu(), L.tile_order_ref(100, 200, 32, 64, 2))
+
+
 def test_empty_outer_add_and_tile_order():
     assert L.outer_add(_t(0, dtype=torch.float32), _t(5, dtype=torch.float32)).shape == (0, 5)
     assert L.tile_order(0, 100, 16, 16, 2).shape == (0, 7)
