@@ -155,6 +155,15 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
             "masked lanes are loaded as 0 (other=0, or no other): each adds exp(0 - max) to the row's sum "
             'and 0 joins its max. Load them with other=float("-inf"): exp(-inf) = 0.'
         ] = e / (e.sum(dim=-1, keepdim=True) + pad * torch.exp(-m))
+        dead = x64.amax(dim=-1) == float("-inf")  # rows of nothing but -inf: softmax_ref's NaN
+        if bool(dead.any()):  # a finite other (-1e9, say) is such a row's max: exp(-inf - max) = 0 everywhere
+            finite_other = ref.clone()
+            finite_other[dead] = 0.0
+            suspects[
+                "the rows of nothing but -inf come out 0 where softmax gives NaN (as torch.softmax does): the masked "
+                "lanes are loaded as a finite number (other=-1e9, say), which becomes such a row's max and adds "
+                'exp(0) = 1 per masked lane to its sum. Load them with other=float("-inf").'
+            ] = finite_other
     after = _one_past_each_row(x)
     if pad and after is not None:  # the element after each row's end: a load masked with cols <= N takes it
         suspects[
