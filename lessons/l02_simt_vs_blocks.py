@@ -186,15 +186,7 @@ def check_whoami(fn, *, quiet=False):
             name=f"whoami({n}, BLOCK_SIZE={B})",
             quiet=quiet,
             stray=stray,
-            suspects={
-                "each element holds its own offset: store pid, the program id, not the offsets.": torch.arange(
-                    n, dtype=torch.float64
-                ),
-                "each element holds its lane number (tl.arange): store pid, the program id.": torch.arange(
-                    n, dtype=torch.float64
-                )
-                % B,
-            },
+            suspects=whoami_suspects(n, B),
             **EXACT,
         )
 
@@ -213,8 +205,20 @@ def check_whoami_masked(fn, *, quiet=False):
             name=f"whoami_masked({n}, BLOCK_SIZE={B})",
             quiet=quiet,
             stray=stray,
+            suspects=whoami_suspects(n, B),
             **EXACT,
         )
+
+
+def whoami_suspects(n, B):
+    """{hint: out} for whoami's classic mistakes over n elements in blocks of B: something else stored for pid."""
+    at = torch.arange(n, dtype=torch.float64)
+    return {
+        "each element holds its own offset: store pid, the program id, not the offsets.": at,
+        "each element holds its lane number (tl.arange): store pid, the program id.": at % B,
+        "every id is one too large: program ids count from 0 (the first program's tl.program_id is 0), so store "
+        "pid itself, with no + 1.": at // B + 1,
+    }
 
 
 def overlapping_blocks(ref, B):

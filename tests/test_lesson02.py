@@ -128,6 +128,20 @@ def test_whoami_stores_the_wrong_number(kernel, phrase):
     _fails_with(L.check_whoami, _whoami_with(kernel), phrase)
 
 
+def test_whoami_ids_from_one(monkeypatch, tmp_path):
+    """pid + 1 stored (ids counted from 1, as check_owner already names): 'Wrong values in many places' before."""
+    plant(
+        monkeypatch,
+        tmp_path,
+        L,
+        "whoami_kernel",
+        ("tl.store(out_ptr + offsets, pid)", "tl.store(out_ptr + offsets, pid + 1)"),
+    )
+    _fails_with(L.check_whoami, L.whoami, "every id is one too large")
+    plant(monkeypatch, tmp_path, L, "whoami_masked_kernel", ("pid, mask=mask", "pid + 1, mask=mask"))
+    _fails_with(L.check_whoami_masked, L.whoami_masked, "every id is one too large")
+
+
 def test_whoami_masked_without_a_mask():
     def launcher(n, *, out=None, BLOCK_SIZE=128):
         whoami_no_mask_kernel[(triton.cdiv(n, BLOCK_SIZE),)](out, n, BLOCK_SIZE=BLOCK_SIZE)
