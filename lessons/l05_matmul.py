@@ -144,6 +144,12 @@ def matmul_suspects(a, b, bias=None, activation=None):
                 f"The bias is added along the wrong axis (a {B} x {B} tile with bias[:, None]): it is one value per "
                 f"column, so broadcast it over the rows with bias[None, :]."
             ] = epilogue_ref(a @ b + wrong, None, activation)
+            rows = (m // B) * B + n % B  # bias[offs_m] (masked with < N) added along the columns
+            wrong = torch.where(rows < N, bias[rows.clamp(max=N - 1)], 0.0)
+            suspects[
+                f"The bias is loaded at the row offsets (a {B} x {B} tile): bias[offs_m] where bias[offs_n] belongs. "
+                f"It is one value per column of C: load it with offs_n (masked with offs_n < N)."
+            ] = epilogue_ref(a @ b + wrong, None, activation)
     return suspects
 
 

@@ -198,6 +198,8 @@ def _planted_kernel(
             b_ptrs += BLOCK_K * stride_bk
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+        if MISTAKE == "bias_rows":  # the row offsets where the column offsets belong (square tiles: it compiles)
+            bias = tl.load(bias_ptr + offs_m, mask=offs_m < N, other=0.0).to(tl.float32)
         if MISTAKE == "bias_axis":
             acc = acc + bias[:, None]
         else:
@@ -238,6 +240,7 @@ MISTAKES = {
     "b_from_a": "B is loaded from a_ptr",
     "short_group": "last group",
     "bias_axis": "bias is added along the wrong axis",
+    "bias_rows": "bias is loaded at the row offsets",  # audit-c: "Wrong values in many places" before
     "overwrite": "Only the last step of the K loop",
     "b_elements": "B's pointers move BLOCK_K = 16 elements",
     "gelu_z": r"sigmoid\(z\) where sigmoid\(2 z\)",
@@ -255,7 +258,7 @@ def test_planted_kernel_without_a_mistake_passes():
 def test_planted_mistake_gets_its_hint(mistake):
     gelu = mistake.startswith("gelu")
     with pytest.raises(AssertionError, match=MISTAKES[mistake]) as failure:
-        epilogue = dict(epilogue=mistake == "bias_axis" or gelu, activation="gelu" if gelu else None)
+        epilogue = dict(epilogue=mistake.startswith("bias") or gelu, activation="gelu" if gelu else None)
         L.check_matmul(_planted(mistake), shapes=PLANT_SHAPES, **epilogue)
     assert "precision problem" not in str(failure.value)
 
