@@ -275,10 +275,12 @@ def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None)
     device = device or utils.mode.current().device
     C, V, F_, H, KV, D = args.dim, args.vocab_size, args.ffn_dim, args.n_heads, args.n_kv_heads, args.head_dim
     D_ = args.real_head_dim or D  # the checkpoint's head width; the kernels' D holds it (pad_heads)
+    used = set()  # the names read: any other tensor would be a weight left out (a bias, a layer past n_layers)
 
     def get(name, shape):
         if name not in state:
             raise ValueError(f"the checkpoint has no tensor {name!r}: is it complete, and a Llama checkpoint?")
+        used.add(name)
         t = state[name]
         if tuple(t.shape) != shape:
             raise ValueError(f"{name} has shape {tuple(t.shape)} but config.json implies {shape}")
@@ -312,8 +314,25 @@ def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None)
         raise ValueError("tie_word_embeddings is false (or absent) in config.json, so the LM head is its own tensor "
                          "'lm_head.weight', which the checkpoint lacks: if the head is the embedding matrix, set "
                          "tie_word_embeddings true")  # fmt: skip
+    if args.tie_embeddings and "lm_head.weight" in state:  # a copy of the embeddings, or a head of its own
+        if not torch.equal(state["lm_head.weight"], state["model.embed_tokens.weight"]):
+            raise ValueError(
+                "config.json ties the LM head to the embeddings (tie_word_embeddings true), but the checkpoint's "
+                "lm_head.weight differs from model.embed_tokens.weight: if the head is its own tensor, set "
+                "tie_word_embeddings false (transformers then keeps them apart too)"
+            )
+        used.add("lm_head.weight")
     lm_head = embed if args.tie_embeddings else get("lm_head.weight", (V, C))
-    return Model(args, embed, layers, get("model.norm.weight", (C,)), lm_head)
+    model = Model(args, embed, layers, get("model.norm.weight", (C,)), lm_head)
+    unused = sorted(n for n in state if n not in used and not n.endswith("rotary_emb.inv_freq"))  # RoPE: recomputed
+    if unused:
+        raise ValueError(
+            f"the checkpoint holds {len(unused)} tensor(s) that a Llama model of this config.json does not read "
+            f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''}): left out, they would make the logits "
+            f"silently wrong. Biases, layers past num_hidden_layers={args.n_layers} or another architecture's "
+            f"weights: make config.json describe the checkpoint, or load a Llama checkpoint"
+        )
+    return model
 
 
 def load_model(folder, dtype=None, device=None) -> Model:

@@ -930,6 +930,25 @@ def test_loader_refusals(tmp_path, tied):
             call()
 
 
+def test_tensors_the_model_does_not_read_are_refused(tmp_path):
+    """A bias (Qwen2's q_proj.bias), a layer past num_hidden_layers, a tied config's lm_head of its own: each used to
+    be dropped without a word (the logits then silently not the checkpoint's; transformers keeps such a head apart).
+    The rotary buffers older checkpoints store, and a head that is the embeddings' copy, are still read."""
+    folder = ckpt.build_checkpoint(tmp_path)
+    args, state = L.model_args(json.loads((folder / "config.json").read_text())), L.load_state_dict(folder)
+    layer_2 = {k.replace("layers.1.", "layers.2."): v for k, v in state.items() if "layers.1." in k}
+    for extra, message in (
+        ({"model.layers.0.self_attn.q_proj.bias": torch.zeros(64)}, r"1 tensor\(s\) .* \(model\.layers\.0\.self_attn"),
+        (layer_2, r"9 tensor\(s\) .*num_hidden_layers=2"),
+        ({"lm_head.weight": torch.randn(320, 64)}, "lm_head.weight differs .* set tie_word_embeddings false"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            L.model_from_state_dict(args, {**state, **extra})
+    copies = {"lm_head.weight": state["model.embed_tokens.weight"].clone(),
+              "model.layers.0.self_attn.rotary_emb.inv_freq": torch.ones(8)}  # fmt: skip
+    assert L.model_from_state_dict(args, {**state, **copies}).lm_head.shape == (320, 64)
+
+
 def test_generate_refusals(tied):
     model, _ = tied
     ids = prompt(B=1, T=3)
