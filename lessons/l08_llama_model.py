@@ -415,7 +415,9 @@ def sample(logits, temperature=0.0, top_k=None, top_p=None, *, argmax=None):
         raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
     if temperature == 0:
         return argmax(logits)
-    logits = logits.float() / temperature
+    scale = min(1 / temperature, torch.finfo(torch.float32).max)  # past fp32 (T = 1e-300): its largest number
+    logits = logits.float()
+    logits = (logits - logits.amax(-1, keepdim=True)) * scale  # the max at 0 first: a tiny temperature gives -inf
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
         logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -862,6 +862,15 @@ def test_sampling():
     assert set(drawn.tolist()) == {0, 1}
 
 
+def test_a_tiny_temperature_samples_the_argmax():
+    """logits / 1e-40 overflowed to inf wherever a logit was positive, and the softmax of infs is NaN: the draw then
+    took token 0 (a NaN's place), whatever the logits, through torch's argmax and the kernel alike."""
+    logits = torch.tensor([[1.0, 3.0, 2.0, -1.0], [5.0, 4.0, 6.0, 0.0], [-3.0, -2.0, -5.0, -4.0]], device=ENV.device)
+    for temperature in (1e-40, 1e-300):
+        for argmax in (None, L.argmax):
+            assert L.sample(logits, temperature=temperature, argmax=argmax).tolist() == [1, 2, 1]
+
+
 # -- refusals -----------------------------------------------------------------------------------------------------
 
 
