@@ -162,8 +162,10 @@ def model_args(config: dict) -> ModelArgs:
     if missing:
         raise ValueError(f"RoPE type {rope_type!r} needs {', '.join(missing)} in config.json's rope_scaling: is "
                          f"the config complete?")  # fmt: skip
+    for key in ROPE_FIELDS[rope_type]:  # each divides the frequencies or a wavelength: 0 makes them inf, then NaN
+        utils.require_number(rope[key], f"config.json's rope_scaling {key}", positive=True)
     eos = config.get("eos_token_id")
-    theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+    theta = utils.require_number(rope.get("rope_theta", config.get("rope_theta", 10000.0)), "config.json's rope_theta")
     if not theta > 0:
         raise ValueError(f"rope_theta is {theta}: RoPE's base must be positive (Llama: 10000 or 500000)")
     return ModelArgs(
@@ -174,7 +176,7 @@ def model_args(config: dict) -> ModelArgs:
         n_kv_heads=KV,
         ffn_dim=config["intermediate_size"],
         rope_theta=theta,
-        norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+        norm_eps=utils.require_number(config.get("rms_norm_eps", 1e-6), "config.json's rms_norm_eps"),
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
         rope_scaling=None if rope_type == "default" else {**rope, "rope_type": rope_type},
         eos_ids=tuple(eos if isinstance(eos, list) else [] if eos is None else [eos]),

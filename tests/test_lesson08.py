@@ -958,6 +958,23 @@ def test_tensors_the_model_does_not_read_are_refused(tmp_path):
     assert L.model_from_state_dict(args, {**state, **copies}).lm_head.shape == (320, 64)
 
 
+def test_config_numbers_are_refused_by_name(tmp_path):
+    """A RoPE factor of 0 made every frequency inf (NaN logits, silently), a negative one turned RoPE backwards, a
+    string raised Python's own errors far from config.json; now each is refused naming its field."""
+    config = json.loads((ckpt.build_checkpoint(tmp_path) / "config.json").read_text())
+    for fields, error, message in (
+        ({"rope_scaling": {"rope_type": "linear", "factor": 0}}, ValueError, "rope_scaling factor must be positive"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": -2.0}}, ValueError, "factor must be positive, got -2"),
+        ({"rope_scaling": {**LLAMA3, "original_max_position_embeddings": 0}}, ValueError,
+         "original_max_position_embeddings must be positive"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": None}}, TypeError, "factor must be a real number"),
+        ({"rms_norm_eps": "1e-5"}, TypeError, "config.json's rms_norm_eps must be a real number"),
+        ({"rope_theta": "x"}, TypeError, "config.json's rope_theta must be a real number"),
+    ):  # fmt: skip
+        with pytest.raises(error, match=message):
+            L.model_args({**config, **fields})
+
+
 def test_generate_refusals(tied):
     model, _ = tied
     ids = prompt(B=1, T=3)
