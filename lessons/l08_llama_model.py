@@ -243,7 +243,10 @@ def load_state_dict(folder) -> dict:
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        weight_map = json.loads(index.read_text()).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{index} has no weight_map (tensor name -> shard file): download the index again")
+        files = sorted(set(weight_map.values()))
     elif (folder / "model.safetensors").is_file():
         files = ["model.safetensors"]
     else:
@@ -278,6 +281,7 @@ def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None)
     C, V, F_, H, KV, D = args.dim, args.vocab_size, args.ffn_dim, args.n_heads, args.n_kv_heads, args.head_dim
     D_ = args.real_head_dim or D  # the checkpoint's head width; the kernels' D holds it (pad_heads)
     used = set()  # the names read: any other tensor would be a weight left out (a bias, a layer past n_layers)
+    stored = {}  # dtype=None: the first tensor's name and dtype, which every other must share
 
     def get(name, shape):
         if name not in state:
@@ -292,6 +296,11 @@ def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None)
                             f"quantizes the weights itself)")  # fmt: skip
         if dtype is None:
             _require_weight_dtype(t.dtype, f"the stored dtype of {name}")  # dtype=None keeps it
+            first, first_dtype = stored.setdefault("first", (name, t.dtype))
+            if t.dtype != first_dtype:  # the kernels take their operands in one dtype
+                raise TypeError(f"{name} is stored as {utils.dtype_name(t.dtype)} but {first} as "
+                                f"{utils.dtype_name(first_dtype)}: pass dtype= (torch.float32, or a 16-bit float on "
+                                f"a GPU) to load every weight in one dtype")  # fmt: skip
         return t.to(device=device, dtype=dtype or t.dtype)
 
     layers = []

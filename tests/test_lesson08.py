@@ -975,6 +975,21 @@ def test_config_numbers_are_refused_by_name(tmp_path):
             L.model_args({**config, **fields})
 
 
+def test_a_checkpoint_of_mixed_dtypes_and_an_index_without_its_map_are_refused(tmp_path):
+    """Norms stored in fp16 beside fp32 projections, loaded as stored (dtype=None), used to reach the first rmsnorm
+    launch ("norm has dtype float16, but this kernel takes float32"); an index without weight_map raised KeyError."""
+    folder = ckpt.build_checkpoint(tmp_path / "ok")
+    args, state = L.model_args(json.loads((folder / "config.json").read_text())), L.load_state_dict(folder)
+    mixed = {name: t.half() if "norm" in name else t for name, t in state.items()}
+    with pytest.raises(TypeError, match=r"input_layernorm\.weight is stored as float16 but .* as float32: pass dtype="):
+        L.model_from_state_dict(args, mixed)
+    assert L.model_from_state_dict(args, mixed, dtype=torch.float32).layers[0].attn_norm.dtype == torch.float32
+    sharded = ckpt.build_checkpoint(tmp_path / "sharded", shards=2)
+    (sharded / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}}))
+    with pytest.raises(ValueError, match="has no weight_map"):
+        L.load_model(sharded)
+
+
 def test_generate_refusals(tied):
     model, _ = tied
     ids = prompt(B=1, T=3)
