@@ -1810,7 +1810,9 @@ def decode_gemv(
     if residual is not None:
         utils.require(residual, "residual", dtype=x.dtype, shape=(1, N))
     out_dtype = out.dtype if out is not None and out.dtype in (x.dtype, torch.float32) else x.dtype
-    inputs = {"x": x, "w": w} if norm is None else {"x": x, "w": w, "norm": norm}  # out may alias the residual
+    inputs = {"x": x, "w": w} if norm is None else {"x": x, "w": w, "norm": norm}
+    if residual is not None and out is not residual:  # out may BE the residual (in place), not overlap it otherwise
+        inputs["residual"] = residual
     out = utils.require_out(out, shape=(1, N), dtype=out_dtype, device=x.device, inputs=inputs)
     utils.require_int32_offsets(w, "w")
     loop = gemv_loop(loop)  # refused here, before any launch, if it is none of DECODE_GEMV_LOOPS

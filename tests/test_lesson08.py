@@ -1302,6 +1302,7 @@ def test_decode_attention_takes_a_schedule():
 
 def test_decode_gemv_refusals():
     x, w = torch.randn(1, 8, device=ENV.device), torch.randn(6, 8, device=ENV.device)
+    buf = torch.randn(1, 7, device=ENV.device)
     cases = {
         "two rows": (lambda: L.decode_gemv(torch.randn(2, 8, device=ENV.device), w), "takes one"),
         "w of another K": (lambda: L.decode_gemv(x, w[:, :4].contiguous()), "must be"),
@@ -1317,6 +1318,12 @@ def test_decode_gemv_refusals():
         ),  # fmt: skip
         "a loop it does not know": (lambda: L.decode_gemv(x, w, loop="pipelined"), "loop must be one of"),
         "... even with no outputs": (lambda: L.decode_gemv(x, w[:0], loop="pipelined"), "loop must be one of"),
+        # out may be the residual itself (x += ...), not a view one element off it: the programs after the first
+        # read the residual after the first wrote over it (a wrong result, silently)
+        "an out that overlaps the residual": (
+            lambda: L.decode_gemv(x, w, residual=buf[:, :6], out=buf[:, 1:]),
+            "out shares memory with the input residual",
+        ),
     }
     for _what, (call, message) in cases.items():
         with pytest.raises(ValueError, match=message):
