@@ -723,6 +723,11 @@ def rope(q, k, cos, sin, *, q_out=None, k_out=None):
         if table.shape[0] not in (1, B) or tuple(table.shape[1:]) != (T, D):
             batch = "1" if B == 1 else f"{B} or 1"
             raise ValueError(f"{name} has shape {tuple(table.shape)} but must be ({batch}, {T}, {D})")
+    if sin.shape != cos.shape:  # the kernel reads both tables with cos's strides
+        raise ValueError(
+            f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must have one shape: both one table for the batch, "
+            f"or both one per sequence (rope_tables makes them together)"
+        )
     if D < 2 or D % 2:
         raise ValueError(f"head_dim D={D}: RoPE turns pairs of numbers, so D must be even and positive")
     inputs = {"q": q, "k": k, "cos": cos, "sin": sin}
@@ -738,7 +743,8 @@ def rope(q, k, cos, sin, *, q_out=None, k_out=None):
         return q_out.copy_(q_wide[..., keep]), k_out.copy_(k_wide[..., keep])
     stride_cb = cos.stride(0) if cos.shape[0] > 1 else 0  # one table for every sequence of the batch
     args = (q, k, cos, sin, q_out, k_out, T, H, KV, *q.stride()[:3], *k.stride()[:3], stride_cb, cos.stride(1))
-    meta = dict(HEAD_DIM=D, BLOCK_H=triton.next_power_of_2(H), BLOCK_KV=triton.next_power_of_2(KV))
+    # at least one lane each: tl.arange(0, 0) is refused, and q or k may have no heads (masked off in the kernel)
+    meta = dict(HEAD_DIM=D, BLOCK_H=triton.next_power_of_2(max(H, 1)), BLOCK_KV=triton.next_power_of_2(max(KV, 1)))
     rope_kernel[(B * T,)](*args, **meta)
     PREPARED.keep(signature, launch.prepare, rope_kernel, (B * T,), *args, **meta)
     return q_out, k_out

@@ -337,6 +337,7 @@ def test_launchers_refuse_bad_inputs():
     ones = torch.ones(64, device=dev, dtype=dtype)
     q, k, _ = L.random_qkv(1, 8, 4, 2, 16, dtype)
     cos, sin = L.rope_tables(8, 16, dtype=dtype)
+    q2, k2, _ = L.random_qkv(2, 8, 4, 2, 16, dtype)
     args = L.TINY
     w = L.random_weights(args, dtype)
     xl = torch.randn(1, 8, args.dim, device=dev, dtype=dtype)
@@ -368,6 +369,9 @@ def test_launchers_refuse_bad_inputs():
                 q, k, cos, sin, q_out=torch.empty(1, 8, 3, 16, device=dev, dtype=dtype)
             ),
             "rope: k_out is k": lambda: L.rope(q, k, cos, sin, k_out=k),
+            # the kernel read sin with cos's batch stride, past its end
+            "rope: cos per sequence, sin for the batch": lambda: L.rope(q2, k2, torch.cat([cos, cos]), sin),
+            "rope: cos for the batch, sin per sequence": lambda: L.rope(q2, k2, cos, torch.cat([sin, sin])),
             "rope_tables: odd head dim": lambda: L.rope_tables(8, 15),
             "rope_tables: float T": lambda: L.rope_tables(8.0, 16),
             "rope_tables: theta as a string": lambda: L.rope_tables(8, 16, "1e4"),
@@ -407,6 +411,11 @@ def test_empty_inputs_give_empty_results():
     cos, sin = L.rope_tables(0, 16, dtype=dtype)
     q_out, k_out = L.rope(q, k, cos, sin)
     assert q_out.shape == (2, 0, 4, 16) and k_out.shape == (2, 0, 2, 16)
+    q, k, _ = L.random_qkv(2, 3, 4, 2, 16, dtype)
+    cos, sin = L.rope_tables(3, 16, dtype=dtype)
+    for q_heads, k_heads in ((q[:, :, :0], k), (q, k[:, :, :0])):  # no q heads, or no k heads: the other turns
+        for got, want in zip(L.rope(q_heads, k_heads, cos, sin), L.rope_ref(q_heads, k_heads, cos, sin)):
+            utils.check(got, want, quiet=True)
     args = L.TINY
     w = L.random_weights(args, dtype)
     for B, T in ((0, 5), (2, 0)):
