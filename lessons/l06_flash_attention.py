@@ -1046,7 +1046,8 @@ TMA_PREPARED = launch.Table()
 
 def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None, scale=None):
     """Flash attention with tensor-descriptor loads: TMA copies on Hopper or newer; elsewhere Triton compiles the
-    descriptor loads to ordinary loads (attention() takes the pointer kernel there). scale: as attention_pointers'."""
+    descriptor loads to ordinary loads (attention() takes the pointer kernel there). scale: as attention_pointers',
+    but > 0."""
     signature = launch.signature(attention_kernel, q, k, v, out, causal, BLOCK_M, BLOCK_N, scale)
     prepared = TMA_PREPARED.get(signature)
     if prepared is not None:
@@ -1066,11 +1067,17 @@ def attention_tma(q, k, v, causal=True, *, out=None, BLOCK_M=None, BLOCK_N=None,
                 f"{name}: tensor descriptors need a 16-byte aligned start and row strides; call "
                 f"{name}.contiguous() first (or use attention_pointers)."
             )
+    B, T, H, D = q.shape
+    scale = softmax_scale(scale, D)
+    if scale <= 0:
+        raise ValueError(
+            f"scale={scale}: this kernel takes each row's max of q k^T before scaling it, which is the max of the "
+            f"scaled scores only for a scale > 0; use attention_pointers (or attention()) for a scale <= 0"
+        )
     if out.numel() == 0:
         return out
-    B, T, H, D = q.shape
     args = (_tiles(q, BLOCK_M), _tiles(k, BLOCK_N), _tiles(v, BLOCK_N), out, T, H, H // k.shape[2],
-            LOG2E * softmax_scale(scale, D), out.stride(0), out.stride(1), out.stride(2))  # fmt: skip
+            LOG2E * scale, out.stride(0), out.stride(1), out.stride(2))  # fmt: skip
     meta = dict(HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=causal, num_warps=num_warps,
                 num_stages=num_stages)  # fmt: skip
     attention_kernel[grid](*args, **meta)
@@ -1101,7 +1108,8 @@ def attention(q, k, v, causal=True, *, out=None, scale=None):
     qkv = (q, k, v)
     if all(isinstance(t, torch.Tensor) and t.ndim == 4 for t in qkv) and q.shape[-1] not in HEAD_DIMS:
         return attention_padded(q, k, v, causal, out=out, scale=scale)
-    if utils.mode.current().supports_tma and all(isinstance(t, torch.Tensor) and t.ndim == 4 for t in qkv):
+    positive = scale is None or utils.require_number(scale, "scale") > 0  # attention_tma takes a scale > 0 only
+    if utils.mode.current().supports_tma and positive and all(isinstance(t, torch.Tensor) and t.ndim == 4 for t in qkv):
         B, T, H, D = q.shape
         if attention_flops(B, H, T, D, causal is not False) >= TMA_MIN_FLOPS and all(map(descriptors_fit, qkv)):
             run = attention_tma

@@ -127,6 +127,23 @@ def test_scale_sets_the_scores_factor_and_keys_the_prepared_launch():
         L.attention(q, k, v, scale=float("nan"))
 
 
+def test_a_scale_not_above_0_is_refused_by_the_descriptor_kernel_and_right_elsewhere():
+    """The descriptor kernel takes a row's max of q k^T before scaling it (one multiply-add a score), the max of the
+    scaled scores only for a scale > 0: at 0 or below it gave NaN in every row (-inf times 0 or less where the mask
+    is), so attention_tma refuses it and attention() takes the pointer kernel, right at any finite scale."""
+    B, T, H, KV, D = ENV.pick(cpu=(1, 19, 2, 1, 16), gpu=(2, 301, 8, 2, 128))
+    dtype = L.lesson_dtype()
+    q = torch.randn(B, T, H, D, device=ENV.device, dtype=dtype)
+    k, v = (torch.randn(B, T, KV, D, device=ENV.device, dtype=dtype) for _ in range(2))
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    for scale in (0.0, -0.25):
+        for causal in (True, False):
+            with pytest.raises(ValueError, match=rf"scale={scale}: .* use attention_pointers"):
+                L.attention_tma(q, k, v, causal, scale=scale)
+            want = L.attention_ref(q64 * scale * math.sqrt(D), k64, v64, causal)
+            utils.check(L.attention(q, k, v, causal, scale=scale), want, quiet=True)
+
+
 def test_heads_wider_than_the_kernels_take_are_refused():
     dtype = L.lesson_dtype()
     q = torch.randn(1, 3, 2, 160, device=ENV.device, dtype=dtype)
@@ -181,7 +198,7 @@ def test_config_fits_the_shared_memory_of_older_gpus(monkeypatch):
 def test_attention_takes_the_descriptor_kernel_only_where_it_can_and_should(monkeypatch):
     """attention() uses the descriptor kernel where the GPU has TMA, the problem has TMA_MIN_FLOPS and descriptors
     can describe q, k and v (16-byte aligned starts and row strides), the pointer kernel everywhere else: a view off
-    its 16-byte boundary must not reach attention_tma, which refuses it."""
+    its 16-byte boundary, or a scale <= 0, must not reach attention_tma, which refuses it."""
     called = []
     monkeypatch.setattr(L, "attention_pointers", lambda *a, **k: called.append("pointers"))
     monkeypatch.setattr(L, "attention_tma", lambda *a, **k: called.append("tma"))
@@ -189,14 +206,15 @@ def test_attention_takes_the_descriptor_kernel_only_where_it_can_and_should(monk
     buffer = torch.empty(1 * 4096 * 32 * 64 + 1)
     off = buffer[1:].view(1, 4096, 32, 64)  # 4 bytes past a 16-byte boundary
     cases = [((9, 0), 4096, "tma"), ((9, 0), 333, "pointers"), ((8, 0), 4096, "pointers"), ((7, 5), 4096, "pointers"),
-             ((9, 0), "off", "pointers")]  # fmt: skip
-    for capability, T, want in cases:
+             ((9, 0), "off", "pointers"), ((9, 0), 4096, "tma", 0.5), ((9, 0), 4096, "pointers", 0.0),
+             ((9, 0), 4096, "pointers", -0.125)]  # fmt: skip
+    for capability, T, want, *scale in cases:
         env = utils.Env(device="cuda", interpret=False, capability=capability, shared_memory_bytes=227 * 1024)
         monkeypatch.setattr(utils.mode, "current", lambda env=env: env)
         q = off if T == "off" else torch.empty(1, T, 32, 64)  # only shapes and addresses are read here
         called.clear()
-        L.attention(q, q, q)
-        assert called == [want], f"sm_{capability[0]}{capability[1]}, T={T}: expected the {want} kernel"
+        L.attention(q, q, q, scale=scale[0] if scale else None)
+        assert called == [want], f"sm_{capability[0]}{capability[1]}, T={T}, {scale=}: expected the {want} kernel"
 
 
 # -- planted mistakes: each check must fail, with the specific hint ------------------------------------------
