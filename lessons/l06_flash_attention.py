@@ -449,11 +449,14 @@ def _require_rows(t, name, ndim):
         )
 
 
-def _require_blocks(BLOCK_M, BLOCK_N, causal):
+def _require_blocks(BLOCK_M, BLOCK_N, causal, D):
     for name, value in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N)):
         utils.require_power_of_two(value, name)
         if value < 16:
             raise ValueError(f"{name}={value}: tl.dot multiplies tiles of at least 16 rows; use 16 or more")
+    utils.require_tile("the scores (BLOCK_M x BLOCK_N)", BLOCK_M, BLOCK_N)
+    utils.require_tile("the accumulator (BLOCK_M x HEAD_DIM)", BLOCK_M, D)
+    utils.require_tile("a key block (BLOCK_N x HEAD_DIM)", BLOCK_N, D)
     if causal and BLOCK_M < BLOCK_N:
         raise ValueError(
             f"causal attention needs BLOCK_M >= BLOCK_N (got {BLOCK_M} and {BLOCK_N}): the unmasked key range "
@@ -473,8 +476,8 @@ def _launch_one_head(kernel, q, k, v, out, BLOCK_M, BLOCK_N, base2, **constexprs
         )
     if not q.dtype == k.dtype == v.dtype:
         raise TypeError(f"q, k and v must share one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
-    _require_blocks(BLOCK_M, BLOCK_N, constexprs.get("IS_CAUSAL", False))
     T, D = q.shape
+    _require_blocks(BLOCK_M, BLOCK_N, constexprs.get("IS_CAUSAL", False), D)
     out = utils.require_out(out, shape=(T, D), dtype=q.dtype, device=q.device, inputs={"q": q, "k": k, "v": v})
     if T == 0:
         return out
@@ -854,7 +857,7 @@ def _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N):
     config = attention_config(D, causal, q.element_size())
     BLOCK_M = config[0] if BLOCK_M is None else BLOCK_M
     BLOCK_N = config[1] if BLOCK_N is None else BLOCK_N
-    _require_blocks(BLOCK_M, BLOCK_N, causal)
+    _require_blocks(BLOCK_M, BLOCK_N, causal, D)
     out = utils.require_out(out, shape=(B, T, H, D), dtype=q.dtype, device=q.device, inputs={"q": q, "k": k, "v": v})
     programs = triton.cdiv(T, BLOCK_M) * B * H
     if programs >= 2**31:

@@ -461,6 +461,8 @@ def test_launchers_refuse_bad_inputs():
             "BLOCK_M not a power of two": lambda: L.attention_pointers(q, k, v, BLOCK_M=48),
             "BLOCK_N below 16": lambda: L.attention_pointers(q, k, v, BLOCK_N=8),
             "causal BLOCK_M < BLOCK_N": lambda: L.attention_pointers(q, k, v, True, BLOCK_M=16, BLOCK_N=32),
+            "BLOCK_M x HEAD_DIM past a block": lambda: L.attention_pointers(q, k, v, BLOCK_M=2**17),  # Triton's error
+            "one head, BLOCK_N x HEAD_DIM past a block": lambda: L.attention_head(q1, k1, v1, BLOCK_N=2**17),
             "one head, 3-D": lambda: L.attention_head(q, k, v),
             "one head, out too small": lambda: L.attention_head(
                 q1, k1, v1, out=torch.empty(3, 16, device=ENV.device, dtype=dtype)
