@@ -43,6 +43,9 @@ class LlamaArgs:
             value, least = getattr(self, name), 0 if name == "head_dim" else 1  # head_dim 0: dim // n_heads
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"LlamaArgs.{name} must be an int >= {least}, got {value!r}")
+        utils.require_number(self.rope_theta, "LlamaArgs.rope_theta", positive=True)  # angles t / theta**(i/D)
+        if utils.require_number(self.norm_eps, "LlamaArgs.norm_eps") < 0:
+            raise ValueError(f"LlamaArgs.norm_eps must be >= 0 (it keeps RMSNorm's root off 0), got {self.norm_eps}")
         H, KV = self.n_heads, self.n_kv_heads
         if H % KV:
             raise ValueError(

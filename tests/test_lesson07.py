@@ -138,9 +138,12 @@ def test_a_layer_whose_heads_the_kernels_take_padded_matches_hf(ops):
         (dict(dim=100, n_heads=6, n_kv_heads=2, ffn_dim=32), "dim=100 does not split over n_heads=6"),  # 16.67
         (dict(dim=64, n_heads=4, n_kv_heads=2, ffn_dim=32, head_dim=15), "head_dim=15"),  # RoPE turns pairs
         (dict(dim=64.0, n_heads=4, n_kv_heads=2, ffn_dim=32), "dim must be an int"),
+        (dict(dim=64, n_heads=4, n_kv_heads=2, ffn_dim=32, norm_eps=-1e-5), "norm_eps must be >= 0"),  # NaN rows
+        (dict(dim=64, n_heads=4, n_kv_heads=2, ffn_dim=32, rope_theta=0.0), "rope_theta must be positive"),
     ],
-    ids=["KV-not-dividing-H", "KV-above-H", "KV-0", "dim-not-over-heads", "odd-head-dim", "float-dim"],
-)
+    ids=["KV-not-dividing-H", "KV-above-H", "KV-0", "dim-not-over-heads", "odd-head-dim", "float-dim", "negative-eps",
+         "theta-0"],
+)  # fmt: skip
 def test_llama_args_refuse_head_layouts_the_layer_cannot_run(fields, message):
     """Refused where the args are made, naming the fields: not a raw size mismatch (REF_OPS) or a Triton error
     (TRITON_OPS) inside the layer, nor a head width silently floored (HF's LlamaConfig refuses it too)."""
