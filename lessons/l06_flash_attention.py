@@ -239,6 +239,28 @@ def nan_wherever_ref_is_not(wrong, ref) -> bool:
     return bool(has_number.any()) and bool(torch.isnan(torch.as_tensor(wrong).cpu())[has_number].all())
 
 
+def computed_nan_wherever_ref_is_not(out, ref) -> bool:
+    """Whether the kernel computed NaN (not the NaN of utils.nan_empty, never written) wherever ref has a number."""
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.numel() == 0:
+        return False
+    computed = torch.isnan(out.detach().cpu()) & ~utils.checking.never_written(out)
+    return nan_wherever_ref_is_not(torch.where(computed, float("nan"), 0.0), ref.cpu())
+
+
+def later_case_tells(all_nan, name, failure, out, ref):
+    """For a check's loop over cases, given a case's failure: returns (name, failure) of the first case whose every
+    output the kernel computed NaN (many mistakes give that, a strict causal mask too at T = 1, where query 0 sees no
+    key: a later case tells them apart), to raise after the loop if no later case fails; raises any other failure,
+    with a word on such a case before it."""
+    __tracebackhide__ = True
+    if computed_nan_wherever_ref_is_not(out, ref):
+        return all_nan or (name, failure)
+    if all_nan is None:
+        raise failure
+    told = f"{all_nan[0]}: every output NaN, which many mistakes give; a later case tells which:\n"
+    raise AssertionError(told + str(failure)) from None
+
+
 def _check_attention_out(out, ref, suspects, name, quiet, stray=None, tolerance=None):
     """utils.check with the suspects; a NaN the kernel computed (0/0 in a row with no key) is matched first."""
     __tracebackhide__ = True
@@ -328,6 +350,7 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
     shapes = shapes or env.pick(
         cpu=[(1, 16), (37, 16), (50, 32), (40, 16, 60.0)], gpu=[(1, 64), (333, 128), (1000, 64), (300, 64, 60.0)]
     )  # (T, D[, the scale of q]): q x 60 puts the scores far past exp's range in fp32
+    all_nan = None  # (name, failure) of the first case whose every output is NaN: later_case_tells
     for (T, D, *q_scale), far_rows in [(s, False) for s in shapes] + [(s, True) for s in far]:
         for c in causal or (None,):
             q4, k4, v4 = random_qkv(1, T, 1, 1, D, dtype)  # (1, T, 1, D) views, rows 3 D apart
@@ -351,7 +374,12 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
             if (q_scale or far_rows) and isinstance(out, torch.Tensor):
                 s_max = float((args64[0][0, :, 0] @ args64[1][0, :, 0].T).abs().max()) / math.sqrt(D)
                 tolerance = large_scores_tolerance(out.dtype, s_max)
-            _check_attention_out(out, ref, suspects, name, quiet, stray, tolerance)
+            try:
+                _check_attention_out(out, ref, suspects, name, quiet, stray, tolerance)
+            except AssertionError as failure:
+                all_nan = later_case_tells(all_nan, name, failure, out, ref)
+    if all_nan is not None:
+        raise all_nan[1]
 
 
 ATTENTION_SHAPES = utils.mode.current().pick(
@@ -384,6 +412,7 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
     big = [] if shapes else [utils.mode.current().pick(cpu=(1, 40, 2, 1, 16, 60.0), gpu=(1, 300, 4, 2, 64, 60.0))]
     far = [] if shapes else [utils.mode.current().pick(cpu=(1, 40, 2, 1, 16), gpu=(1, 300, 4, 2, 64))]
     cases = [(s, False) for s in list(shapes or ATTENTION_SHAPES) + big] + [(s, True) for s in far]
+    all_nan = None  # (name, failure) of the first case whose every output is NaN: later_case_tells
     for (B, T, H, KV, D, *q_scale), far_rows in cases:
         for c in causal:
             q, k, v = random_qkv(B, T, H, KV, D, dtype)
@@ -404,8 +433,13 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
                 group = H // KV  # query head h reads kv head h // group
                 s = torch.einsum("bthd,bshd->bhts", args64[0], args64[1].repeat_interleave(group, dim=2))
                 tolerance = large_scores_tolerance(out.dtype, float(s.abs().max()) / math.sqrt(D))
-            _check_attention_out(out, attention_ref(*args64), attention_suspects(*args64), name, quiet, stray,
-                                 tolerance)  # fmt: skip
+            ref = attention_ref(*args64)
+            try:
+                _check_attention_out(out, ref, attention_suspects(*args64), name, quiet, stray, tolerance)
+            except AssertionError as failure:
+                all_nan = later_case_tells(all_nan, name, failure, out, ref)
+    if all_nan is not None:
+        raise all_nan[1]
 
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)

@@ -716,3 +716,16 @@ def test_an_all_nan_output_is_not_blamed_on_the_causal_mask(mistake, monkeypatch
     with pytest.raises(AssertionError, match="NaN") as failure:
         L.check_attention_head(L.attention_head_causal, causal=(True, False), quiet=True)
     assert "off by one" not in str(failure.value)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_strict_causal_mask_is_named_though_the_first_case_is_all_nan(monkeypatch, tmp_path):
+    """With the checks' own cases, the first at T = 1: there `<` for `<=` makes every output NaN (query 0 sees no
+    key), as many mistakes do, so the check goes on to a case that tells which and names the mask (before: the
+    generic hint to guard rows whose every score is masked, which would not fix it)."""
+    from utils.mutants import plant
+
+    plant(monkeypatch, tmp_path, L, "_attention_range", ("<= offs_m[:, None])", "< offs_m[:, None])"))
+    for check, fn in ((L.check_attention_head, L.attention_head_causal), (L.check_attention, L.attention_pointers)):
+        with pytest.raises(AssertionError, match=r"(?s)T=1.*every output NaN.*off by one.*not < i"):
+            check(fn, causal=(True,), quiet=True)
