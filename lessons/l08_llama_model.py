@@ -22,6 +22,7 @@ from lessons.l06_flash_attention import (
     HEAD_DIMS,
     descriptors_fit,
     large_scores_tolerance,
+    later_case_tells,
     nan_wherever_ref_is_not,
     padded_head_dim,
 )
@@ -1312,12 +1313,7 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
             utils.check(out, ref, **tolerance, name=name, quiet=quiet, suspects=suspects, stray=stray,
                         diagnose=diagnose)  # fmt: skip
         except AssertionError as failure:
-            if not _computed_nan_wherever_ref_is_not(out, ref):
-                if all_nan is None:
-                    raise
-                told = f"{all_nan[0]}: every output NaN, which many mistakes give; a later case tells which:\n"
-                raise AssertionError(told + str(failure)) from None
-            all_nan = all_nan or (name, failure)
+            all_nan = later_case_tells(all_nan, name, failure, out, ref)
     if all_nan is not None:
         raise all_nan[1]
     _check_far_scores(fn, dtype, quiet)
@@ -1329,14 +1325,6 @@ def _weighed_by_split_0(acc, m, l_):
     row NaN (inf / inf); elsewhere the answer, the weights' common factor cancelling."""
     w = (m - m[:, :, :1]).float().exp()  # an empty split: exp(-inf) = 0
     return ((w[..., None] * acc.float()).sum(2) / (w * l_.float()).sum(2)[..., None]).double()
-
-
-def _computed_nan_wherever_ref_is_not(out, ref) -> bool:
-    """Whether the kernel computed NaN (not the NaN of utils.nan_empty, never written) wherever ref has a number."""
-    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.numel() == 0:
-        return False
-    computed = torch.isnan(out.detach().cpu()) & ~utils.checking.never_written(out)
-    return nan_wherever_ref_is_not(torch.where(computed, float("nan"), 0.0), ref.cpu())
 
 
 def far_scores_qk(scores, H, D, generator):
