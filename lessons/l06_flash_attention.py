@@ -211,6 +211,9 @@ def attention_suspects(q, k, v, causal):
             f"the scale is applied twice ({exponential}): the launcher's scale already holds 1/sqrt(D); multiply q "
             f"k^T by it once, and not q, k or p again"
         ] = attention_ref(q * twice, k, v, causal)
+    suspects[
+        "k and v are swapped: the scores are q k^T (keys from k_ptr), the weighted sum is p v (values from v_ptr)"
+    ] = attention_ref(q, v, k, causal)
     if 1 < KV < H:
         wrong = torch.arange(H, device=k.device) % KV
         suspects[

@@ -729,3 +729,12 @@ def test_a_strict_causal_mask_is_named_though_the_first_case_is_all_nan(monkeypa
     for check, fn in ((L.check_attention_head, L.attention_head_causal), (L.check_attention, L.attention_pointers)):
         with pytest.raises(AssertionError, match=r"(?s)T=1.*every output NaN.*off by one.*not < i"):
             check(fn, causal=(True,), quiet=True)
+
+
+def test_k_and_v_swapped_are_named():
+    """A kernel that loads the keys from v_ptr and the values from k_ptr (got the generic 'wrong values' hint)."""
+    swapped = lambda q, k, v, causal, out: L.attention_pointers(q, v, k, causal, out=out)  # noqa: E731
+    with pytest.raises(AssertionError, match="k and v are swapped"):
+        L.check_attention(swapped, shapes=[GQA], quiet=True)
+    with pytest.raises(AssertionError, match="k and v are swapped"):
+        L.check_attention_head(lambda q, k, v, out: L.attention_head(q, v, k, out=out), shapes=[ONE_HEAD], quiet=True)
