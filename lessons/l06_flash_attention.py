@@ -88,13 +88,17 @@ def _grouped_scores(q, k, v, causal=False):
     return s, v
 
 
+def _attention_keeping(q, k, v, keep):
+    """attention_ref with query i seeing the keys j where keep[i, j] (T, T) holds."""
+    s, v = _grouped_scores(q, k, v)  # (B, H, T, T), (B, T, H, D)
+    p = s.masked_fill(~keep, float("-inf")).softmax(dim=-1)  # a row with no key left is NaN, as in a kernel
+    return torch.einsum("bhij,bjhd->bihd", p, v)
+
+
 def _attention_shifted(q, k, v, shift):
     """attention_ref with query i seeing the keys j <= i + shift (shift = 0 is causal attention)."""
     T = q.shape[1]
-    s, v = _grouped_scores(q, k, v)  # (B, H, T, T), (B, T, H, D)
-    keep = torch.ones(T, T, dtype=torch.bool, device=q.device).tril(shift)
-    p = s.masked_fill(~keep, float("-inf")).softmax(dim=-1)  # a row with no key left is NaN, as in a kernel
-    return torch.einsum("bhij,bjhd->bihd", p, v)
+    return _attention_keeping(q, k, v, torch.ones(T, T, dtype=torch.bool, device=q.device).tril(shift))
 
 
 #: key block sizes a learner plausibly picks: the suspects that depend on BLOCK_N are made for each of them
@@ -111,10 +115,11 @@ def _attention_zero_keys(q, k, v, pad):
     return torch.einsum("bhij,bjhd->bihd", p, v)
 
 
-def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc"):
+def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc", base_e=None):
     """attention_ref computed as the kernels do, over key blocks of BLOCK_N, with the running max rescaled but
     `forgotten` not: "acc" (acc = tl.dot(p, v, acc) with no acc * alpha) or "l_i" (l_i + tl.sum(p, 1) with no
-    l_i * alpha): what that mistake gives, in fp64."""
+    l_i * alpha): what that mistake gives, in fp64. forgotten=None, base_e="alpha" or "p": both rescaled, but in a
+    kernel whose scores are in base 2 (qk_scale holds LOG2E) that one is taken with tl.exp, the other with tl.exp2."""
     B, T, H, D = q.shape
     s, v = _grouped_scores(q, k, v, causal)  # (B, H, T, T), (B, T, H, D)
     m = torch.full(s.shape[:-1], float("-inf"), dtype=s.dtype, device=s.device)  # (B, H, T): key 0 is in block 0
@@ -122,8 +127,9 @@ def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc"):
     acc = torch.zeros(B, H, T, D, dtype=s.dtype, device=s.device)
     for n in range(0, T, BLOCK_N):
         m_new = torch.maximum(m, s[..., n : n + BLOCK_N].amax(dim=-1))
-        p = torch.exp(s[..., n : n + BLOCK_N] - m_new[..., None])
-        alpha = torch.exp(m - m_new)
+        # tl.exp of a base-2 difference x * LOG2E is exp(x * LOG2E) where tl.exp2 gives exp(x)
+        p = torch.exp((s[..., n : n + BLOCK_N] - m_new[..., None]) * (LOG2E if base_e == "p" else 1))
+        alpha = torch.exp((m - m_new) * (LOG2E if base_e == "alpha" else 1))
         l_i = (1 if forgotten == "l_i" else alpha) * l_i + p.sum(dim=-1)
         pv = torch.einsum("bhij,bjhd->bhid", p, v[:, n : n + BLOCK_N])
         acc = (1 if forgotten == "acc" else alpha[..., None]) * acc + pv
@@ -193,6 +199,31 @@ def attention_suspects(q, k, v, causal):
                 f"key blocks added to it is too big by exp(m_i - m_new). l_i = l_i * alpha + tl.sum(p, 1), as acc "
                 f"is multiplied by alpha"
             ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="l_i")
+            for one, other in (("alpha", "p"), ("p", "alpha")):  # one of the two exponentials left as tl.exp
+                suspects[
+                    f"{one} is computed with tl.exp, {other} with tl.exp2 (BLOCK_N = {BLOCK_N}): the scores are in "
+                    f"base 2 (qk_scale holds LOG2E), so both take tl.exp2: alpha = tl.exp2(m_i - m_new) and "
+                    f"p = tl.exp2(s - m_new[:, None])"
+                ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten=None, base_e=one)
+        full = T // BLOCK_N * BLOCK_N  # the keys in whole blocks
+        if not causal and 0 < full < T:
+            keep = torch.arange(T, device=q.device)[None, :].expand(T, T) < full
+            suspects[
+                f"the last, partial key block is skipped (BLOCK_N = {BLOCK_N}): keys {full} to {T - 1} are never "
+                f"scored. The key loop runs to T: after the whole blocks, the masked range goes on to masked_end = T"
+            ] = _attention_keeping(q, k, v, keep)
+    if causal:
+        i = torch.arange(T, device=q.device)[:, None]
+        for BLOCK_M, BLOCK_N in ((32, 16), (64, 16), (64, 32), (128, 32), (128, 64)):
+            if BLOCK_N < T:  # a query block's keys stop BLOCK_N after its start, short of its last query
+                keep = (torch.arange(T, device=q.device)[None, :] <= i) & (
+                    torch.arange(T, device=q.device)[None, :] < i // BLOCK_M * BLOCK_M + BLOCK_N
+                )
+                suspects[
+                    f"the diagonal's key blocks stop at start_m + BLOCK_N (BLOCK_M = {BLOCK_M}, BLOCK_N = "
+                    f"{BLOCK_N}): a query block's later queries never see their own keys past it. The masked "
+                    f"range runs to the end of the query block: masked_end = tl.minimum(start_m + BLOCK_M, T)"
+                ] = _attention_keeping(q, k, v, keep)
     suspects[
         "the result is not divided by the softmax's sum: o = acc / l_i[:, None] (acc holds exp(s - m) v summed, "
         "l_i the sum of exp(s - m))"

@@ -738,3 +738,41 @@ def test_k_and_v_swapped_are_named():
         L.check_attention(swapped, shapes=[GQA], quiet=True)
     with pytest.raises(AssertionError, match="k and v are swapped"):
         L.check_attention_head(lambda q, k, v, out: L.attention_head(q, v, k, out=out), shapes=[ONE_HEAD], quiet=True)
+
+
+# -- the key blocks' bookkeeping (audit g): each got a hint about row offsets or "Wrong values in many places" -------
+
+BLOCK_BATTERY = {
+    # mistake: (kernel, (old, new), which check, words of the hint it must get)
+    "alpha with tl.exp in base 2": ("_attention_range", ("alpha = tl.exp2(", "alpha = tl.exp("), "pointers",
+                                    "alpha is computed with tl.exp, p with tl.exp2"),
+    "p with tl.exp in base 2": ("attention_head_exp2_kernel", ("p = tl.exp2(", "p = tl.exp("), "exp2",
+                                "p is computed with tl.exp, alpha with tl.exp2"),
+    "the diagonal's keys stop at start_m + BLOCK_N": (
+        "attention_causal_kernel",
+        ("masked_end = tl.minimum(start_m + BLOCK_M, T)", "masked_end = tl.minimum(start_m + BLOCK_N, T)"),
+        "causal", "the diagonal's key blocks stop at start_m + BLOCK_N",
+    ),
+    "the partial key block skipped": ("attention_pointers_kernel", ("        masked_end = T\n",
+                                      "        masked_end = full_end\n"), "pointers", "last, partial key block"),
+}  # fmt: skip
+BLOCK_CHECKS = {
+    "exp2": lambda: L.check_attention_head(L.attention_head_exp2, quiet=True),
+    "causal": lambda: L.check_attention_head(L.attention_head_causal, causal=(True, False), quiet=True),
+    "pointers": lambda: L.check_attention(L.attention_pointers, shapes=[GQA], quiet=True),
+}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # T = 1 with the tail skipped: 0 / 0
+@pytest.mark.parametrize("mistake", list(BLOCK_BATTERY))
+def test_the_key_blocks_mistakes_get_named(mistake, monkeypatch, tmp_path):
+    """One exponential of a base-2 kernel left as tl.exp; the causal kernel's masked range ending BLOCK_N after the
+    query block's start (short of its last query, when BLOCK_M > BLOCK_N); the non-causal tail block never visited.
+    Before their suspects: "Only rows … are wrong: the offset or index along the rows", or "Wrong values in many
+    places"."""
+    from utils.mutants import plant
+
+    name, edit, check, words = BLOCK_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, edit)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        BLOCK_CHECKS[check]()
