@@ -1106,9 +1106,10 @@ def decode_attention(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, s
     return decode_combine(*partials, out=out, pdl=pdl)
 
 
-def _split_partials_ref(q, k_cache, v_cache, lengths, split_len, block=None, rescale=("acc", "l")):
+def _split_partials_ref(q, k_cache, v_cache, lengths, split_len, block=None, rescale=("acc", "l"), base_e=None):
     """Each split's (acc, m, l) in fp64, natural-log units: what the first kernel computes, for the suspects. With
-    block: walked `block` keys at a time, rescaling by exp(m_old - m_new) only what `rescale` names."""
+    block: walked `block` keys at a time, rescaling by exp(m_old - m_new) only what `rescale` names; base_e="alpha"
+    or "p": that one taken with tl.exp of the base-2 difference, exp(x * LOG2E) where tl.exp2 gives exp(x)."""
     B, H, D = q.shape
     KV = k_cache.shape[2]
     n_splits = triton.cdiv(k_cache.shape[1], split_len)
@@ -1127,7 +1128,8 @@ def _split_partials_ref(q, k_cache, v_cache, lengths, split_len, block=None, res
                 for j in range(0, hi - lo, block or hi - lo):  # one step of the kernel's loop over key blocks
                     s_j, v_j = s[j : j + (block or hi - lo)], v[j : j + (block or hi - lo)]
                     m_new = max(m[b, h, i], s_j.max())
-                    alpha, p = (m[b, h, i] - m_new).exp(), (s_j - m_new).exp()
+                    alpha = ((m[b, h, i] - m_new) * (LOG2E if base_e == "alpha" else 1)).exp()
+                    p = ((s_j - m_new) * (LOG2E if base_e == "p" else 1)).exp()
                     l_[b, h, i] = l_[b, h, i] * (alpha if "l" in rescale else 1) + p.sum()
                     acc[b, h, i] = acc[b, h, i] * (alpha if "acc" in rescale else 1) + p @ v_j
                     m[b, h, i] = m_new
@@ -1270,6 +1272,13 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
                 f"{forgot} is not rescaled when the running max grows: inside a split's loop over key blocks, "
                 f"alpha = exp2(m_i - m_new), then l_i = l_i * alpha + sum(p) and acc = acc * alpha + p @ v."
             ] = (weight[..., None] * acc_w).sum(2) / (weight * l_w).sum(2)[..., None]
+        for one, other in (("alpha", "p"), ("p", "alpha")):  # one of the loop's two exponentials left as tl.exp
+            acc_w, m_w, l_w = _split_partials_ref(q64, k64, v64, lengths, split_len, block, base_e=one)
+            weight = (m_w - m_w.amax(2, keepdim=True)).exp().nan_to_num(0.0)
+            suspects[
+                f"{one} is computed with tl.exp, {other} with tl.exp2: the scores are in base 2 (qk_scale holds "
+                f"log2(e)), so both take tl.exp2: alpha = tl.exp2(m_i - m_new), p = tl.exp2(s - m_new[:, None])."
+            ] = (weight[..., None] * acc_w).sum(2) / (weight * l_w).sum(2)[..., None]
         suspects |= {
             "Keys past the sequence's length were read: mask the keys with cols < length (end = "
             "min(start + split_len, length)); the cache holds older tokens' keys there.": decode_attention_ref(
@@ -1284,6 +1293,12 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
             "The scores were not scaled by 1/sqrt(D) (qk_scale = log2(e) / sqrt(D) in base 2).": (
                 decode_attention_ref(q64 * math.sqrt(D), k64, v64, lengths)
             ),
+            "The scores were not scaled: multiply q k^T by qk_scale = log2(e) / sqrt(D) before the max and tl.exp2 "
+            "(tl.exp2 of the raw scores is a softmax of q k^T ln(2)).": (
+                decode_attention_ref(q64 * math.sqrt(D) * math.log(2), k64, v64, lengths)
+            ),
+            "qk_scale is 1/sqrt(D) alone: with tl.exp2 it must hold log2(e) too, qk_scale = log2(e) / sqrt(D) "
+            "(exp(x) = exp2(x * log2(e))).": decode_attention_ref(q64 * math.log(2), k64, v64, lengths),
             "tl.exp where the scores are in base 2: with qk_scale = log2(e) / sqrt(D) the exponentials are tl.exp2 "
             "(exp(x * log2(e)) is a softmax of scores log2(e) times too large).": (
                 decode_attention_ref(q64 * LOG2E, k64, v64, lengths)
@@ -1291,6 +1306,10 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
             "The combine averaged each split's own result (acc_i / l_i): splits weigh by their share of the softmax, "
             "o = sum_i w_i acc_i / sum_i w_i l_i with w_i = exp2(m_i - m).": (
                 (acc / l_[..., None]).nan_to_num(0.0).sum(2) / (l_ > 0).sum(2, keepdim=True)
+            ),
+            "The combine weighed each split's own result (acc_i / l_i) by w_i = exp2(m_i - m) alone: a split's "
+            "share of the softmax is w_i l_i, so o = sum_i w_i acc_i / sum_i w_i l_i (acc_i unnormalised).": (
+                (w[..., None] * acc / l_[..., None]).nan_to_num(0.0).sum(2) / w.sum(2)[..., None]
             ),
         }
         big = f", q x {q_scale[0]:g}: scores in the hundreds, subtract the max before exp2" if q_scale else ""

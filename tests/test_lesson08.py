@@ -693,6 +693,36 @@ KV_PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "attn",
         "the max of the splits' m_i",
     ),  # fmt: skip
+    # audit g: the first three got a hint about row offsets (alpha) or "Wrong values in many places"
+    "alpha with tl.exp in base 2": (
+        "decode_attention_kernel",
+        [("alpha = tl.exp2(", "alpha = tl.exp(")],
+        "attn",
+        "alpha is computed with tl.exp, p with tl.exp2",
+    ),  # fmt: skip
+    "p with tl.exp in base 2": (
+        "decode_attention_kernel",
+        [("p = tl.exp2(", "p = tl.exp(")],
+        "attn",
+        "p is computed with tl.exp, alpha with tl.exp2",
+    ),  # fmt: skip
+    "scores not scaled": (
+        "decode_attention_kernel",
+        [(") * qk_scale  #", ")  #")],
+        "attn",
+        "The scores were not scaled: multiply q k^T by qk_scale",
+    ),  # fmt: skip
+    "combine weighing acc_i / l_i by w_i alone": (
+        "decode_combine_kernel",
+        [
+            (
+                "o = tl.sum(acc * scale[:, None], 0) / tl.sum(l_s * scale, 0)",
+                "o = tl.sum(acc / l_s[:, None] * scale[:, None], 0) / tl.sum(scale, 0)",
+            )
+        ],
+        "attn",
+        "by w_i = exp2(m_i - m) alone",
+    ),  # fmt: skip
 }
 KV_CHECKS = {"rope": (L.check_rope_kv_write, L.rope_kv_write), "attn": (L.check_decode_attention, L.decode_attention)}
 
