@@ -343,13 +343,17 @@ def _int4_variant(
     zero_point=lambda lo, s: torch.round(-lo / s),
     code=lambda wf, s, z: torch.round(wf / s + z),
     symmetric=False,
+    around_zero=True,
 ):
     """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives.
-    symmetric: the range -max |w| .. max |w| in place of the group's own min .. max."""
+    symmetric: the range -max |w| .. max |w| in place of the group's own min .. max; around_zero=False: that min and
+    max not stretched to take in 0."""
     N, K = w.shape
     groups = triton.cdiv(K, G)
     wf = F.pad(w.float(), (0, groups * G - K)).view(N, groups, G)
-    lo, hi = wf.amin(-1).clamp(max=0), wf.amax(-1).clamp(min=0)
+    lo, hi = wf.amin(-1), wf.amax(-1)
+    if around_zero:
+        lo, hi = lo.clamp(max=0), hi.clamp(min=0)
     if per_row:
         lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
     if symmetric:
@@ -392,6 +396,13 @@ def quantize_suspects(w, G):
         "the zero point is not added to the codes: code = round(w / scale + zero), so that w = 0 gets code zero": (
             _int4_variant(w, G, code=lambda wf, s, z: torch.round(wf / s))
         ),
+        "the zero point is subtracted from the codes: code = round(w / scale + zero), so that w = 0 gets code zero "
+        "(it is dequantizing that subtracts it, w = (code - zero) * scale)": (
+            _int4_variant(w, G, code=lambda wf, s, z: torch.round(wf / s - z))
+        ),
+        "the range is the group's min .. max, not stretched to take in 0: lo = min(min, 0), hi = max(max, 0) (.clamp"
+        "(max=0), .clamp(min=0)), so that w = 0 has a code of its own, the zero point (a group of weights all above 0 "
+        "has min > 0, and round(-min / scale) < 0 clamps to 0)": _int4_variant(w, G, around_zero=False),
         "the codes are truncated, not rounded: .to(torch.uint8) cuts the fraction off; round first, "
         "torch.round(w / scale + zero)": _int4_variant(w, G, code=lambda wf, s, z: torch.floor(wf / s + z)),
     }

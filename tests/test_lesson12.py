@@ -117,18 +117,21 @@ def test_int8_spec_against_plain_dequantization():
     assert bool(((plain - w.double().cpu()).abs() <= 0.5 * s[:, None] + 1e-9).all())
 
 
-def codes_with(w, group_size, steps=15, per_row=False):
-    """int4_codes_ref's arithmetic written again here, with 16 steps or one range per row: two classic mistakes."""
+def codes_with(w, group_size, steps=15, per_row=False, around_zero=True, zero_sign=1):
+    """int4_codes_ref's arithmetic written again here, with a classic mistake: 16 steps, one range per row, a range
+    not stretched to take in 0 (around_zero=False), the zero point subtracted from the codes (zero_sign=-1)."""
     N, K = w.shape
     G, groups = group_size, triton.cdiv(K, group_size)
     wf = torch.nn.functional.pad(w.float(), (0, groups * G - K)).view(N, groups, G)
-    lo, hi = wf.amin(-1).clamp(max=0), wf.amax(-1).clamp(min=0)
+    lo, hi = wf.amin(-1), wf.amax(-1)
+    if around_zero:
+        lo, hi = lo.clamp(max=0), hi.clamp(min=0)
     if per_row:
         lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
     scale = L.stored_scale(torch.where(hi > lo, (hi - lo) / steps, 1.0), steps, w.dtype)
     s = scale.float()
     zero = torch.round(-lo / s).clamp(0, 15)
-    q = torch.round(wf / s[..., None] + zero[..., None]).clamp(0, 15).to(torch.uint8).view(N, -1)
+    q = torch.round(wf / s[..., None] + zero_sign * zero[..., None]).clamp(0, 15).to(torch.uint8).view(N, -1)
     return q, scale, zero.to(torch.uint8)
 
 
@@ -215,6 +218,10 @@ def test_int4_codes_check_passes_and_planted_mistakes_get_their_hints():
         L.check_int4_codes(lambda w, G: codes_with(w, G, steps=16), quiet=True)
     with pytest.raises(AssertionError, match="one scale for the whole row"):
         L.check_int4_codes(lambda w, G: codes_with(w, G, per_row=True), quiet=True)
+    with pytest.raises(AssertionError, match="the zero point is subtracted from the codes"):
+        L.check_int4_codes(lambda w, G: codes_with(w, G, zero_sign=-1), quiet=True)
+    with pytest.raises(AssertionError, match="not stretched to take in 0"):
+        L.check_int4_codes(lambda w, G: codes_with(w, G, around_zero=False), quiet=True)
     with pytest.raises(AssertionError, match="must return three tensors"):
         L.check_int4_codes(lambda w, G: L.quantize_int4_ref(w, G), quiet=True)
     with pytest.raises(AssertionError, match="codes and zero points are uint8"):
