@@ -996,6 +996,8 @@ def _ce_loss_suspects(x64, labels, dtype):
         "the lanes past V count in the logsumexp (they load 0.0, and exp(0 - m) each joins the sum): set them to "
         "-inf, tl.where(c < V, x, float('-inf')), before the max and the sum": mean(padded - picked),
         "the logsumexp misses the max: lse = m + log(d), since d sums exp(x - m)": mean(lse - m - picked),
+        "the loss has the wrong sign: it is lse - picked (minus the label's log-probability, >= 0), not picked - lse":
+            mean(picked - lse),
         LABEL_VS_COLS: mean(lse - picked_cols),
         "the label's logit is overwritten by each block of the vocabulary (picked = ...): it survives only where "
         "the label lies in the last block, elsewhere picked ends at 0. Accumulate across the blocks, picked += ...":
@@ -1261,6 +1263,9 @@ def check_rmsnorm_with_grad(fn, *, quiet=False):
                     rstd64[:, None] * (dyw - xhat * (dyw * xhat).sum(-1, keepdim=True) / M),
                 "dx misses the weight: y = xhat * w, so dx = rstd (dy w - xhat mean(dy w xhat)), with dy w for dy":
                     rstd64[:, None] * (dy - xhat * (dy * xhat).mean(-1, keepdim=True)),
+                "dx's row term misses the weight (mean(dy xhat)): dx = rstd (dy w - xhat mean(dy w xhat)), dy w in "
+                "the sum as well as before it":
+                    rstd64[:, None] * (dyw - xhat * (dy * xhat).mean(-1, keepdim=True)),
                 "dx's row term uses x where xhat belongs, in the sum (mean(dy w x)): dx = rstd (dy w - xhat mean(dy "
                 "w xhat)), xhat = x * rstd both in the sum and before it":
                     rstd64[:, None] * (dyw - xhat * (dyw * x64.detach()).mean(-1, keepdim=True)),
@@ -1344,6 +1349,14 @@ def check_swiglu_with_grad(fn, *, quiet=False):
         print(f"✓ swiglu_with_grad matches swiglu_ref (out and its gradient) in {cases} cases")
 
 
+def _rope_interleaved(x, cos, sin):
+    """x (B, T, H, D) rotated with pairs of neighbours (x[2i], x[2i + 1]) by angle i (GPT-J's layout)."""
+    half = x.shape[-1] // 2
+    c, s = cos[:, :, None, :half], sin[:, :, None, :half]
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], -1).flatten(-2)
+
+
 def check_rope_with_grad(fn, *, quiet=False):
     """fn(q, k, cos, sin) against rope_ref in fp64: the rotated q and k, and their gradients; on the CPU too, more
     tokens than one program takes (B T = 80 rows, 64 a program)."""
@@ -1365,8 +1378,17 @@ def check_rope_with_grad(fn, *, quiet=False):
                 got_q, got_k = fn(q, k, cos.to(dtype), sin.to(dtype))
             q64, k64 = (t.detach().double().requires_grad_() for t in (q, k))
             ref_q, ref_k = rope_ref(q64, k64, cos[:, :T], sin[:, :T])
-            _grad_check(f"q of {what}", got_q, ref_q, {}, dtype, stray=stray)
-            _grad_check(f"k of {what}", got_k, ref_k, {}, dtype)
+            backwards = rope_ref(q64.detach(), k64.detach(), cos[:, :T], -sin[:, :T])
+            for name, got_x, ref_x, x64, wrong_way in (("q", got_q, ref_q, q64, backwards[0]),
+                                                       ("k", got_k, ref_k, k64, backwards[1])):  # fmt: skip
+                _grad_check(f"{name} of {what}", got_x, ref_x, {
+                    "the forward rotates by -angle (x1 c + x2 s, x2 c - x1 s): the pair (x1, x2) turns by +angle, "
+                    "(x1 c - x2 s, x2 c + x1 s); only the backward (INVERSE) negates sin": wrong_way,
+                    "the pairs are neighbours (x[2i], x[2i + 1]), GPT-J's layout: this course (and Hugging Face's "
+                    "Llama checkpoints) pairs x[i] with x[i + D/2], the two halves of the head": _rope_interleaved(
+                        x64.detach(), cos[:, :T], sin[:, :T]
+                    ),
+                }, dtype, stray=stray if name == "q" else None)  # fmt: skip
             # upstream gradients in the input's dtype: the kernel and the reference rotate the same numbers (with an
             # fp64 dq rounded for the kernel only, x1 c - x2 s cancels that rounding into a large relative error)
             dq, dk = torch.randn_like(ref_q).to(dtype).double(), torch.randn_like(ref_k).to(dtype).double()

@@ -412,6 +412,13 @@ def test_rope_backward_not_inverted_is_named(monkeypatch):
 # -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
 
 
+_ROPE_PAIRS = (  # rope_fwd_bwd_kernel's pairs: their offsets, loads and rotated stores
+    "(h * D + i)[None, :]\n"
+    "    x1 = tl.load(x_ptr + off, mask=mask, other=0.0).to(ACC)\n"
+    "    x2 = tl.load(x_ptr + off + HALF, mask=mask, other=0.0).to(ACC)\n"
+    "    tl.store(out_ptr + off, (x1 * c - x2 * s).to(out_ptr.dtype.element_ty), mask=mask)\n"
+    "    tl.store(out_ptr + off + HALF, (x2 * c + x1 * s)"
+)
 _INTO = "cross_entropy_into(logits, labels[start:stop], loss_rows[start:stop], logits, ignore_index, divisor)"
 PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check, words of its hint)
     "kl row sums overwritten": ("kl_div_kernel", "total += tl.sum", "total = tl.sum", "kl_div", "last block"),
@@ -785,6 +792,35 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "picked = tl.sum",
         "fused_linear_cross_entropy",
         "the label's logit is overwritten by each block",
+    ),  # fmt: skip
+    # session f: each of these got a generic hint (rope's sign, a hint on the token axis) before its suspect
+    "ce loss with the wrong sign": (
+        "cross_entropy_kernel",
+        "tl.where(keep, lse - picked, 0.0)",
+        "tl.where(keep, picked - lse, 0.0)",
+        "cross_entropy",
+        "the loss has the wrong sign",
+    ),  # fmt: skip
+    "rmsnorm row term without the weight": (
+        "rmsnorm_backward_kernel",
+        "tl.sum(dyw * xhat, axis=1) / C)",
+        "tl.sum(dy * xhat, axis=1) / C)",
+        "rmsnorm_with_grad",
+        "row term misses the weight",
+    ),  # fmt: skip
+    "rope forward by -angle": (
+        "rope_fwd_bwd_kernel",
+        _ROPE_PAIRS,
+        _ROPE_PAIRS.replace("x1 * c - x2 * s", "x1 * c + x2 * s").replace("x2 * c + x1 * s", "x2 * c - x1 * s"),
+        "rope_with_grad",
+        "the forward rotates by -angle",
+    ),  # fmt: skip
+    "rope pairs of neighbours (GPT-J)": (
+        "rope_fwd_bwd_kernel",
+        _ROPE_PAIRS,
+        _ROPE_PAIRS.replace("h * D + i", "h * D + 2 * i").replace("off + HALF", "off + 1"),  # loads and stores
+        "rope_with_grad",
+        "GPT-J's layout",
     ),  # fmt: skip
 }
 
