@@ -642,7 +642,7 @@ def _base_e_in_splits_ref(q, k_pages, v_pages, block_table, lengths, q_start, sp
 
 
 def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_len, BLOCK_N, update="after",
-                     BLOCK_Q=None):  # fmt: skip
+                     BLOCK_Q=None, rescale_acc=True):  # fmt: skip
     """paged_attention's result with the running max m_i updated `update` in each step: "after" alpha has used the
     old one (the kernel's order, which gives paged_attention_ref's result), "before" alpha (alpha = 1: a step's
     earlier sums are never rescaled), "never" (m_i stays -inf, and so does every split's stored max), or "safe"
@@ -650,7 +650,8 @@ def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_l
     of split_len keys is walked in steps of BLOCK_N keys; a tile of BLOCK_Q queries (None: the whole chunk) runs a
     split only if its last query reaches the split's first key. The partial results are merged as decode_combine
     does, in fp32 as the kernel stores them: where a split's max of 0 stands ~150 or more above every real split's,
-    their weights exp2(m_i - 0) underflow to 0, and the row is 0 / 0."""
+    their weights exp2(m_i - 0) underflow to 0, and the row is 0 / 0. rescale_acc=False: acc is never rescaled by
+    alpha (l_i is)."""
     H, D = q.shape[1:]
     q_start = q_start.cpu()
     out = torch.zeros_like(q)
@@ -676,7 +677,7 @@ def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_l
                 m_i = m_new if update == "before" else m_i
                 alpha = torch.exp2(m_i - m_safe)
                 l_i = l_i * alpha + p.sum(-1)
-                acc = acc * alpha[..., None] + p @ v[:, c : c + st.shape[-1]]
+                acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ v[:, c : c + st.shape[-1]]
                 m_i = {"after": m_new, "safe": m_safe}.get(update, m_i)
             m_i = torch.where(a < tile_end, m_i, neg_inf)  # a tile that ends before the split never runs it
             parts.append((m_i, acc, l_i))
@@ -686,14 +687,16 @@ def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_l
     return out
 
 
-def _pages_read_ref(q, k_pages, v_pages, block_table, lengths, q_start, entry):
-    """paged_attention_ref with each request's key t read from row t % block_size of the physical block that its
-    table's entry entry[t] names (block 0 where entry[t] is -1): a kernel that looks up the wrong entry."""
+def _pages_read_ref(q, k_pages, v_pages, block_table, lengths, q_start, entry, row=None):
+    """paged_attention_ref with each request's key t read from row row[t] (default t % block_size; a row past the
+    block reads on into the blocks after it, up to the pool's last row) of the physical block that its table's entry
+    entry[t] names (block 0 where entry[t] is -1): a kernel that looks up the wrong entry, or the wrong row."""
     n_blocks, P = k_pages.shape[:2]
     t = torch.arange(len(entry), device=block_table.device)
+    row = t % P if row is None else row
     pages = torch.where(entry >= 0, block_table.long()[:, entry.clamp_min(0)], 0)  # (B, len(entry))
     flat = [x.reshape(n_blocks * P, 1, *x.shape[2:]) for x in (k_pages, v_pages)]  # one-row blocks: a row table
-    return paged_attention_ref(q, *flat, (pages * P + t % P).int(), lengths, q_start)
+    return paged_attention_ref(q, *flat, (pages * P + row).clamp_max(n_blocks * P - 1).int(), lengths, q_start)
 
 
 def with_spare_entries(table, block, spare=64):
@@ -832,6 +835,21 @@ def check_paged_attention(fn, *, quiet=False):
             "sums l_i and acc of the earlier steps, taken at the old max, are never rescaled to the new one. Compute "
             "alpha from the old m_i, and set m_i = m_new last, at the end of the step."
         ] = _running_max_ref(*running, update="before")
+        suspects[
+            "acc is not rescaled when the running max grows: the values summed in the earlier steps were weighted "
+            "with p taken at the old max, so acc = acc * alpha[:, None] + tl.dot(p, v), as l_i = l_i * alpha + "
+            "tl.sum(p, 1)."
+        ] = _running_max_ref(*running, rescale_acc=False)
+        if BLOCK_N > P:  # (equal, they read alike; smaller, a table entry past the table's width)
+            tiled = {"the block table entry, cols // BLOCK_N, and the row in the page, cols % BLOCK_N": (t // BLOCK_N,
+                     t % BLOCK_N), "the block table entry, cols // BLOCK_N": (t // BLOCK_N, None),
+                     "the row in the page, cols % BLOCK_N": (t // P, t % BLOCK_N)}  # fmt: skip
+            for where, (entry, row) in tiled.items():
+                suspects[
+                    f"The key tile BLOCK_N was taken for the page size in {where}: a page holds PAGE_SIZE keys (the "
+                    "pool's block_size) and a step of BLOCK_N keys may span several pages, so key t is row t % "
+                    "PAGE_SIZE of the page in entry t // PAGE_SIZE."
+                ] = _pages_read_ref(q64, k64, v64, table, lengths, q_start, entry, row)
         ahead = (t // P + 1).clamp_max(W)  # entry t // P + 1; keys past W * P are past every length
         first = step < BLOCK_N  # the keys of each split's first step: their page is looked up before the loop
         n_keys, entries = int(lengths.max()), {}  # where the + 1 went: the lookups that read alike here are one

@@ -676,6 +676,13 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
         "m_i = tl.full([BLOCK_M], 0.0, tl.float32)",
         "m_i starts at -inf (not 0)",
     ),  # fmt: skip
+    # session f: these two got a hint on the token or head axis (the offset or the kv head), not their own
+    "the page table read with BLOCK_N for the page size": ("// PAGE_SIZE", "// BLOCK_N", "in the block table entry"),
+    "acc not rescaled": (
+        "acc = acc * alpha[:, None] + tl.dot(",
+        "acc = acc + tl.dot(",
+        "acc is not rescaled when the running max grows",
+    ),  # fmt: skip
 }
 
 
