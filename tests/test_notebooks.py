@@ -196,6 +196,27 @@ def test_a_kept_notebook_is_called_behind_only_when_the_course_changed_it(tmp_pa
     assert "my answer" in next(dst.glob("99_test.backup-*.ipynb")).read_text()
 
 
+def test_a_broken_notebook_is_kept_and_the_others_are_still_made(tmp_path):
+    """A participant notebook that is no readable notebook (cut short by a crash, JSON edited by hand) is the learner's
+    work like any edited one: kept, named, backed up under FORCE=1; and the other notebooks are still regenerated."""
+    src, dst = tmp_path / "solutions", tmp_path / "notebooks"
+    write_solution(src, solution_nb())
+    write_solution(src, solution_nb(), name="98_other.ipynb")
+    gen.generate(src, dst, log=lambda *_: None)
+    broken = (dst / "98_other.ipynb").read_text()[:-200] + "my answer"
+    (dst / "98_other.ipynb").write_text(broken)
+    for name in ("98_other.ipynb", "99_test.ipynb"):
+        write_solution(src, solution_nb([nbformat.v4.new_markdown_cell("A new takeaway.")]), name=name)
+    said = []
+    assert gen.generate(src, dst, log=said.append) == [dst / "99_test.ipynb"]
+    assert (dst / "98_other.ipynb").read_text() == broken
+    assert any("98_other.ipynb" in line and "readable" in line and "FORCE=1" in line for line in said), said
+    assert gen.behind(src, dst) == ["98_other.ipynb"]
+    gen.generate(src, dst, force=True, log=said.append)
+    assert next(dst.glob("98_other.backup-*.ipynb")).read_text() == broken
+    assert "A new takeaway." in (dst / "98_other.ipynb").read_text()
+
+
 def test_backups_are_no_participant_notebooks(tmp_path):
     """A backup `make notebooks FORCE=1` saved is the learner's work: neither a stale notebook for --check nor a
     lesson for tests/test_participants.py: both list the notebooks with participant_notebooks."""

@@ -186,20 +186,35 @@ def _dumps(nb) -> str:
 
 def _recorded_hash(nb) -> str | None:
     """The hash of the cells the generator wrote into this notebook (None: the generator did not write it)."""
-    return nb.metadata.get(META_KEY, {}).get("cells_sha256")
+    ours = nb.metadata.get(META_KEY, {})
+    return ours.get("cells_sha256") if isinstance(ours, dict) else None
+
+
+def _read(path: Path):
+    """The notebook at ``path``, or None when it is no readable notebook (cut short by a crash, JSON edited by hand):
+    still the learner's, to keep like any edited notebook, not a reason to stop regenerating the others."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception:  # noqa: BLE001 - nbformat raises a different error for each way a file can be broken
+        return None
 
 
 def is_edited(path: Path) -> bool:
-    """True when the notebook at ``path`` differs from what the generator wrote there (or it wrote nothing)."""
-    nb = nbformat.read(path, as_version=4)
+    """True when the notebook at ``path`` differs from what the generator wrote there (or it wrote nothing, or it
+    is no readable notebook)."""
+    nb = _read(path)
+    if nb is None:
+        return True
     recorded = _recorded_hash(nb)
     return recorded is None or recorded != _cells_hash(nb)
 
 
 def is_behind(path: Path, text: str) -> bool:
     """True when the participant notebook ``text`` the course makes now has other cells than the notebook at ``path``
-    was generated with (or that notebook records none), whatever the learner has done to it since."""
-    return _recorded_hash(nbformat.read(path, as_version=4)) != _recorded_hash(nbformat.reads(text, as_version=4))
+    was generated with (or that notebook records none, or is no readable notebook), whatever the learner has done to
+    it since."""
+    nb = _read(path)
+    return nb is None or _recorded_hash(nb) != _recorded_hash(nbformat.reads(text, as_version=4))
 
 
 def render(src_dir: Path) -> dict[str, str]:
@@ -409,7 +424,14 @@ def generate(
             if not is_behind(path, text):  # the learner's edits of the course's current version: nothing to take
                 continue
             if not force:
-                kept.append(name)
+                if _read(path) is None:  # its recorded hash is unreadable too: whether the course changed is unknown
+                    log(
+                        f"kept {dst_dir.name}/{name} as it is: it is no readable notebook (its JSON is broken). "
+                        f"`make notebooks FORCE=1` saves it as NAME.backup-<time>.ipynb beside it and writes the "
+                        f"course's version."
+                    )
+                else:
+                    kept.append(name)
                 continue
             backup = backup_name(path)
             backup.write_bytes(path.read_bytes())
