@@ -450,6 +450,22 @@ def test_behaving_as_an_older_gpu(monkeypatch):
     assert not mode.Env(device="cpu", interpret=True).supports_tma
 
 
+def test_triton_interpret_is_read_as_triton_reads_it(monkeypatch):
+    """TRITON_INTERPRET=true (or on, yes) turns Triton's interpreter on as =1 does: the course must then say
+    interpreter, not "compiled" on a GPU whose kernels the interpreter runs."""
+    from triton import knobs
+
+    from utils import mode
+
+    for value in ("1", "true", "True", "on", "yes", "0", "false", ""):
+        monkeypatch.setenv("TRITON_INTERPRET", value)
+        assert mode._interpret_asked() == knobs.runtime.interpret, value
+    monkeypatch.setenv("TRITON_INTERPRET", "true")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU is there: the variable alone decides
+    usable, reason, _ = mode._probe_gpu()
+    assert not usable and "TRITON_INTERPRET=true" in reason
+
+
 def test_a_broken_cuda_context_is_told_apart_from_a_working_one(monkeypatch):
     """utils.mode.broken_cuda_context, which tests/conftest.py asks after every test (a broken context ends the
     process: the tests after it would all fail on the same error). Without CUDA, or before it is used, there is

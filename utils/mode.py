@@ -117,10 +117,16 @@ def _capability_override(real: tuple[int, int]) -> tuple[int, int]:
     return major, minor
 
 
+def _interpret_asked() -> bool:
+    """Whether TRITON_INTERPRET turns Triton's interpreter on, read as Triton reads it: 1, true, yes, y or on, in any
+    case (TRITON_INTERPRET=true on a GPU runs every kernel in the interpreter, which a check for "1" alone missed)."""
+    return os.environ.get("TRITON_INTERPRET", "").lower() in ("1", "true", "yes", "y", "on")
+
+
 def _probe_gpu():
     """Returns (usable, reason, torch.cuda properties or None)."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return False, "TRITON_INTERPRET=1 was set", None
+    if _interpret_asked():
+        return False, f"TRITON_INTERPRET={os.environ['TRITON_INTERPRET']} was set", None
     import torch
 
     if not torch.cuda.is_available():
@@ -278,7 +284,7 @@ def _read_the_language_once(interpreter) -> None:
 def _detect() -> Env:
     usable, reason, props = _probe_gpu()
     if not usable:
-        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        if "triton" in sys.modules and not _interpret_asked():
             print(
                 "note: triton was imported before utils.setup(); kernels defined before this call are not "
                 "interpreted. Restart the kernel and run the setup cell first."
