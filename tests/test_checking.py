@@ -1057,3 +1057,19 @@ def test_diagnose_names_what_no_suspect_stands_for():
     with pytest.raises(AssertionError) as failure:
         check(out, ref, quiet=True, diagnose=lambda got: None)
     assert "sentinel" not in str(failure.value) and "Hint:" in str(failure.value)
+
+
+def test_a_few_scattered_wrong_elements_are_not_called_many_places():
+    """Two wrong elements of 3072 (a block's edge, a special input) got "Wrong values in many places", which sends a
+    learner after the formula that is right everywhere else."""
+    ref = torch.randn(64, 48, dtype=torch.float64)
+    out = ref.float().to(DEV)
+    out[3, 5] += 1
+    out[10, 7] -= 3
+    with pytest.raises(AssertionError) as e:
+        check(out, ref)
+    assert "only 2 scattered places of 3072" in str(e.value) and "many places" not in str(e.value)
+    out = ref.float().to(DEV)
+    out[0, 0] += 0.5
+    with pytest.raises(AssertionError, match="only one place of 3072"):
+        check(out, ref)

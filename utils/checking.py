@@ -235,6 +235,10 @@ BY_CHANCE = 1 / 8
 #: the first three (0.067 ** 3, 3e-4) got "Only the last 2997 elements are wrong" for a precision mistake
 PREFIX_BY_CHANCE = 1e-6
 
+#: wrong in at most one element of this many, scattered (no row, column or tail), a result is told as wrong in a
+#: few places, not many: a mistake of an edge or a special value, not of the formula
+FEW = 100
+
 #: fewer elements than this and a region is wrong throughout only if all of it is: in a slice of 8, one element
 #: right is one eighth of it, not noise
 CHANCE_FROM = 100
@@ -527,6 +531,15 @@ def _hint_wrong(out64, ref64, bad, shape, out_dtype, dims=None, kind="kernel", r
             f"about what fp16 or bf16 arithmetic gives (they keep 11 and 8 significant bits), though the result is "
             f"{dtype_name(out_dtype)}: a precision problem. Some step computes in 16 bits (a .to(tl.float16) after "
             f"the load, a 16-bit accumulator, exp or sum): compute in fp32 and cast once, when storing."
+        )
+    count = int(flat_bad.sum())
+    if count * FEW <= flat_bad.numel():  # "many places" for 2 elements of 3000 sends a learner after the formula
+        where = f"{count} scattered places" if count > 1 else "one place"
+        return (
+            f"Wrong values in only {where} of {flat_bad.numel()} (listed above), not in whole rows, columns or a "
+            f"tail: the mistake spares almost every element. Look at what sets {'them' if count > 1 else 'it'} "
+            f"apart: the place (a block's first or last lane, where two programs' tiles meet and both store, a row's "
+            f"end) or the inputs there (zero, negative or large values: a special case of the formula)."
         )
     if kind == "python":
         return (
