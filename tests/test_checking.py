@@ -1073,3 +1073,15 @@ def test_a_few_scattered_wrong_elements_are_not_called_many_places():
     out[0, 0] += 0.5
     with pytest.raises(AssertionError, match="only one place of 3072"):
         check(out, ref)
+
+
+def test_an_output_of_zeros_does_not_pass_a_reference_within_atol_of_zero():
+    """A launcher that returns torch.zeros it never passed to the kernel passed every check whose reference lies
+    within atol of 0 (gradients of 1e-6 under fp32's atol of 1e-5); zeros still pass a reference of zeros, or of
+    fp64 noise around one."""
+    ref = torch.randn(100, dtype=torch.float64) * 1e-6
+    with pytest.raises(AssertionError, match="all zeros, but the reference is not"):
+        check(torch.zeros(100, device=DEV), ref)
+    check(torch.zeros(100, device=DEV), torch.zeros(100, dtype=torch.float64), quiet=True)
+    check(torch.zeros(100, device=DEV), ref * 1e-11, quiet=True)
+    check(ref.float().to(DEV), ref, quiet=True)

@@ -774,6 +774,19 @@ def check(
                 f"Worst at index {wi}: got {got}, expected {want} (tolerance atol={atol:g}, rtol={rtol:g}: "
                 f"{reason}).\nHint: {hint}"
             )
+        elif out.dtype.is_floating_point and not bool(out64.any()):
+            # all zeros passed: wrong when the reference holds values out's dtype keeps (not ones that underflow to
+            # 0) and large enough to mean something (not fp64's rounding noise around a zero), yet within atol
+            largest = float(ref64.nan_to_num(0.0, 0.0, 0.0).abs().max()) if ref64.numel() else 0.0
+            if largest >= max(torch.finfo(out.dtype).tiny, atol / 100):
+                values_wrong = True
+                problems.append(
+                    f"{name} is all zeros, but the reference is not (its largest value is {largest:.3g}): each element "
+                    f"passed only because the reference's values all lie within atol={atol:g} of 0.\nHint: nothing "
+                    f"was stored (an empty grid, no tl.store, or a launcher that returns a torch.zeros tensor it never "
+                    f"passed to the kernel), or the kernel stores zeros. (Where zeros are right, atol is too large for "
+                    f"values this small: scale it to them.)"
+                )
     if stray:
         reads = [s for s in stray if getattr(s, "access", "") == "reads"]
         if reads and values_wrong:  # garbage read out there is the likely source of the wrong values: say it first
