@@ -4,7 +4,7 @@ Under each exercise a lesson has two folded hints (``<details>`` in markdown) an
 
     utils.hints.answer("02", "add_kernel")
 
-It shows the definition of ``add_kernel`` as it stands in ``solutions/03_*.ipynb`` right now: the same source
+It shows the definition of ``add_kernel`` as it stands in ``solutions/02_*.ipynb`` right now: the same source
 the lesson is checked against, so a hint can never drift from the solution.
 
 A learner who fell behind does not need to finish an exercise to do the next one::
