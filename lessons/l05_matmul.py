@@ -61,6 +61,12 @@ def matmul_suspects(a, b, bias=None, activation=None):
                 f"The K loop misses its last, partial step: the result is what K = {whole} instead of {K} gives "
                 f"(BLOCK_K = {BK}). Loop tl.cdiv(K, BLOCK_K) times and mask the last step: offs_k < K - k * BLOCK_K."
             ] = spec(a[:, :whole], b[:whole])
+        if K > BK:  # k_left = K - (k + 1) * BLOCK_K, or a loop that stops a step early on a K of whole blocks
+            suspects[
+                f"The last BLOCK_K = {BK} elements of K are missing: the result is what K = {K - BK} instead of {K} "
+                f"gives. Step k covers k * BLOCK_K up to (k + 1) * BLOCK_K: its mask is offs_k < K - k * BLOCK_K "
+                f"(not K - (k + 1) * BLOCK_K), and the loop runs tl.cdiv(K, BLOCK_K) times."
+            ] = spec(a[:, : K - BK], b[: K - BK])
         steps = -(-K // BK)
         if steps > 1:  # the pointers stay on the first K block: each step reads it again (masked as that step)
             again = sum(a[:, : min(BK, K - s * BK)] @ b[: min(BK, K - s * BK)] for s in range(steps))
@@ -95,6 +101,19 @@ def matmul_suspects(a, b, bias=None, activation=None):
                     f"the stride, b_ptrs += BLOCK_K * stride_bk (and a_ptrs += BLOCK_K * stride_ak)."
                 ] = spec(None, None, walked)
     strides = "Each index goes with its own stride: offs_m with stride_am, offs_k with stride_ak (and so on)."
+    # B's row offsets taken with A's stride along K (offs_k * stride_ak for offs_k * stride_bk): B[k, n] read at
+    # k * stride_ak + n * stride_bn, or, where the pointers move BLOCK_K * stride_bk a step, at the row of its block
+    k, n = torch.arange(K, device=a.device)[:, None], torch.arange(N, device=a.device)[None, :]
+    flat = b.as_strided((b.numel(),), (1,))
+    for BK in (None, *(B for B in BLOCKS[:4] if B < K)):
+        row = k * a.stride(1) if BK is None else k // BK * BK * b.stride(0) + k % BK * a.stride(1)
+        at = row + n * b.stride(1)
+        if K > 1 and N > 1 and a.stride(1) != b.stride(0) and int(at.max()) < flat.numel():
+            block = "" if BK is None else f" (BLOCK_K = {BK})"
+            suspects[
+                f"B's rows are offset with A's stride{block}: offs_k * stride_ak where offs_k * stride_bk belongs. "
+                f"Each pointer takes its own tensor's strides: b_ptr + offs_k * stride_bk + offs_n * stride_bn."
+            ] = spec(a, flat[at])
     if M == K:
         suspects[f"A is read transposed: its two strides are swapped. {strides}"] = spec(a.T, b)
         if K == N:
@@ -122,6 +141,7 @@ def matmul_suspects(a, b, bias=None, activation=None):
     if activation == "silu":
         x = a @ b + (0 if bias is None else bias)
         suspects["SiLU is x * sigmoid(x), not sigmoid(x): multiply by acc."] = torch.sigmoid(x)
+        suspects["SiLU's sigmoid has its sign flipped: x * sigmoid(x), not x * sigmoid(-x)."] = x * torch.sigmoid(-x)
     if activation == "gelu":  # the tanh form written as x * sigmoid(2z), z = sqrt(2 / pi) * (x + 0.044715 x^3)
         x = a @ b + (0 if bias is None else bias)
         suspects[
@@ -135,6 +155,13 @@ def matmul_suspects(a, b, bias=None, activation=None):
         suspects["GELU's cubic term is wrong: z = sqrt(2 / pi) * (x + 0.044715 * x * x * x), x cubed."] = x * (
             torch.sigmoid(2 * 0.7978845608028654 * (x + 0.044715 * x * x))
         )
+        suspects["GELU is x * sigmoid(2 z), not sigmoid(2 z) alone: multiply by acc."] = torch.sigmoid(2 * z)
+        suspects[
+            "GELU's z lacks its factor sqrt(2 / pi) = 0.7978845608028654: z = sqrt(2 / pi) * (x + 0.044715 x^3)."
+        ] = x * torch.sigmoid(2 * (x + 0.044715 * x**3))
+        suspects[
+            "GELU's 0.5 is counted twice: 0.5 * (1 + tanh(z)) is sigmoid(2 z) itself, so GELU = x * sigmoid(2 z)."
+        ] = 0.5 * x * torch.sigmoid(2 * z)
     if bias is not None:
         m, n = torch.arange(M, device=a.device)[:, None], torch.arange(N, device=a.device)[None, :]
         for B in BLOCKS:

@@ -1205,6 +1205,25 @@ THIRD_BATTERY = {  # mistake: (function, (old, new) or a list of them, the check
         ("num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)", "num_tiles = (M // BLOCK_M) * (N // BLOCK_N)"),
         "persistent", "the tile count rounds down",
     ),
+    # (session 35) each got "Wrong values in many places" before
+    "K mask one block short": (
+        "tile_dot", ("k_left = K - k * BLOCK_K", "k_left = K - (k + 1) * BLOCK_K"), "tiled",
+        "The last BLOCK_K = 16 elements of K are missing",
+    ),
+    "B's rows offset with A's stride": (
+        "tile_dot", ("offs_k[:, None] * stride_bk", "offs_k[:, None] * stride_ak"), "tiled",
+        "B's rows are offset with A's stride",
+    ),
+    "GELU without its x": ("epilogue", ("acc = acc * tl.sigmoid(2.0 * z)", "acc = tl.sigmoid(2.0 * z)"), "gelu",
+                           "GELU is x * sigmoid(2 z), not sigmoid(2 z) alone"),
+    "GELU without sqrt(2 / pi)": ("epilogue", ("z = 0.7978845608028654 * (", "z = ("), "gelu",
+                                  "GELU's z lacks its factor sqrt(2 / pi)"),
+    "GELU's 0.5 twice": (
+        "epilogue", ("acc = acc * tl.sigmoid(2.0 * z)", "acc = 0.5 * acc * tl.sigmoid(2.0 * z)"), "gelu",
+        "GELU's 0.5 is counted twice",
+    ),
+    "SiLU with sigmoid(-x)": ("epilogue", ("acc = acc * tl.sigmoid(acc)", "acc = acc * tl.sigmoid(-acc)"), "silu",
+                              "SiLU's sigmoid has its sign flipped"),
 }  # fmt: skip
 THIRD_CHECKS = {
     "tiled": lambda: L.check_matmul(L.matmul_tiled, quiet=True),
