@@ -259,7 +259,19 @@ def rmsnorm_suspects(x, w, eps, residual=None):
         "no centring": (x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w,
         "the sum of squares stands where their mean belongs: rstd = rsqrt(sum(x^2) / N + eps), every output "
         "sqrt(N) times too small": x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w,
+        "the mean is taken of x, not of its squares: rstd = rsqrt(sum(x * x) / N + eps) (a row whose mean is "
+        "negative gives rsqrt of a negative number, NaN)": x * torch.rsqrt(x.mean(-1, keepdim=True) + eps) * w,
+        "the square root is missing: rstd = 1 / sqrt(mean(x^2) + eps) (tl.rsqrt), not 1 / (mean(x^2) + eps)": (
+            x / (ms + eps) * w
+        ),
+        "the weight is applied before normalising: the RMS is of x itself, then x * rstd is multiplied by w": (
+            rmsnorm_ref(x * w, torch.ones_like(w), eps)
+        ),
     }
+    if N > 1:
+        suspects["the sum of squares is divided by N - 1: RMSNorm's mean divides by N"] = (
+            x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) / (N - 1) + eps) * w
+        )
     if residual is not None:
         suspects["the residual is not added before normalising: x = x + residual first"] = rmsnorm_ref(
             x - residual, w, eps
@@ -329,6 +341,9 @@ def rope_suspects(x, cos, sin):
         "cos and sin are swapped: c comes from cos_ptr, s from sin_ptr": rope_ref(x, x, sin, cos)[0],
         "the second half turns the wrong way: x2' = x2 cos + x1 sin (the first half, x1 cos - x2 sin, is right)": (
             torch.cat([first, rope_ref(x, x, cos, -sin)[0][..., half:]], dim=-1)
+        ),
+        "the first half turns the wrong way: x1' = x1 cos - x2 sin (the second half, x2 cos + x1 sin, is right)": (
+            torch.cat([rope_ref(x, x, cos, -sin)[0][..., :half], second], dim=-1)
         ),
         "the tables are read without the sequence's offset: every sequence got sequence 0's angles. Add "
         "b * stride_cb (the tables are (B, T, D) here: each sequence has its own positions)": rope_ref(
@@ -513,6 +528,10 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
             ),
             "silu is applied to gate * up: silu(gate) * up passes only the gate through silu": F.silu(g * u),
             "up is missing: the output is silu(gate) * up, with up loaded N columns after the gate": F.silu(g),
+            "silu(gate) and up are added: SwiGLU multiplies them, silu(gate) * up": F.silu(g) + u,
+            "gate and up are read interleaved (gate at column 2j, up at 2j + 1): gate_up holds the gate in its first "
+            "N columns and up in the last N, up at gate's offset + N": F.silu(gate_up.double()[:, 0::2])
+            * gate_up.double()[:, 1::2],
         }
         ref = swiglu_ref(gate_up.double())
         utils.check(

@@ -628,6 +628,34 @@ FOURTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words 
     ),
     "up missing": ("swiglu_kernel", [("gate * tl.sigmoid(gate) * up", "gate * tl.sigmoid(gate)")], "swiglu",
                    "up is missing"),
+    # (session 35) a NaN hint about softmax's -inf rows, "off by one constant factor", "Wrong values in many
+    # places" or a precision hint before
+    "the mean of x, not of its squares": (
+        "rmsnorm_kernel", [("tl.sum(x * x, axis=0) / N + eps", "tl.sum(x, axis=0) / N + eps")], "rmsnorm",
+        "the mean is taken of x, not of its squares",
+    ),
+    "the square root missing": (
+        "rmsnorm_kernel", [("tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)", "1.0 / (tl.sum(x * x, axis=0) / N + eps)")],
+        "rmsnorm", "the square root is missing",
+    ),
+    "the weight applied before normalising": (
+        "rmsnorm_kernel",
+        [("    rstd = ", "    x = x * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)\n    rstd = "),
+         ("(x * rstd * w)", "(x * rstd)")],
+        "rmsnorm", "the weight is applied before normalising",
+    ),
+    "mean over N - 1": ("rmsnorm_kernel", [("/ N + eps", "/ (N - 1) + eps")], "rmsnorm", "divided by N - 1"),
+    "silu(gate) + up": ("swiglu_kernel", [("gate * tl.sigmoid(gate) * up", "gate * tl.sigmoid(gate) + up")],
+                        "swiglu", "silu(gate) and up are added"),
+    "gate and up interleaved": (
+        "swiglu_kernel",
+        [("gu_ptr + row * stride_gm + cols,", "gu_ptr + row * stride_gm + 2 * cols,"),
+         ("gu_ptr + row * stride_gm + N + cols,", "gu_ptr + row * stride_gm + 2 * cols + 1,")],
+        "swiglu", "gate and up are read interleaved",
+    ),
+    "RoPE's first half turned the wrong way": (
+        "_rope_heads", [("(x1 * c - x2 * s)", "(x1 * c + x2 * s)")], "rope", "the first half turns the wrong way",
+    ),
 }  # fmt: skip
 
 
