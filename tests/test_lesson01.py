@@ -37,6 +37,27 @@ WRONG = [
     ("ridge_point", lambda c, p: c.bandwidth_gbs * 1e9 / (c.tflops[p] * 1e12), "upside down"),
     ("is_memory_bound", lambda f, b, c, p: f / b > lesson.ridge_point(c, p), "wrong way round"),
     ("is_memory_bound", lambda f, b, c, p: "yes", "True or False"),
+    # session 35: units, itemsizes and conventions named, and is_memory_bound told where it switches
+    ("add_bytes", lambda n, s: 3 * n * 4, "use itemsize"),
+    ("add_bytes", lambda n, s: 4 * n * s, "only written, not read"),
+    ("add_bytes", lambda n, s: 3 * n * s * 8, "counts bits"),
+    ("add_bytes", lambda n, s: 3 * n * s / 1e9, "factor 1e9"),
+    ("add_flops", lambda n: n / 1e9, "factor 1e9"),
+    ("matmul_flops", lambda M, N, K: M * N * (2 * K - 1), "not K - 1"),
+    ("matmul_flops", lambda M, N, K: 2 * M * N * K / 1e12, "factor 1e12"),
+    ("matmul_bytes", lambda M, N, K, s: (M * K + K * N + 2 * M * N) * s, "C is only written"),
+    ("matmul_bytes", lambda M, N, K, s: (M * K + K * N + M * N) * 4, "use itemsize"),
+    ("arithmetic_intensity", lambda f, b: f // b, "rounds down"),
+    ("ridge_point", lambda c, p: c.tflops[p] * 1e12 / c.bandwidth_gbs, "factor 1000"),
+    ("ridge_point", lambda c, p: c.tflops[p] * 1e12 / (c.bandwidth_gbs * 2**30), "GiB/s"),
+    ("is_memory_bound", lambda f, b, c, p: f / b < c.tflops[p] / c.bandwidth_gbs, "off by a factor 1e-3"),
+    (
+        "is_memory_bound",
+        lambda f, b, c, p: f / b < lesson.ridge_point(c, "fp32" if p != "fp32" else "bf16"),
+        "ridge of",
+    ),  # fmt: skip
+    ("is_memory_bound", lambda f, b, c, p: f < lesson.ridge_point(c, p), "not at the ridge"),
+    ("is_memory_bound", lambda f, b, c, p: f / b > 1, "wrong way round (False below"),
 ]
 
 
