@@ -186,10 +186,13 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
     if block < N:  # the online kernel: pass 1 run with d updated three wrong ways (no rescale, the guard on the
         # old m, d replaced by each block's terms), next to the right running max m
         m = torch.full((M, 1), float("-inf"), dtype=torch.float64, device=x.device)
-        d = d_old_guard = d_last = torch.zeros_like(m)
+        d = d_old_guard = d_last = d_right = torch.zeros_like(m)
+        early = torch.empty_like(x64)  # each block written in pass 1, with the m and d of the blocks so far
         for start in range(0, N, block):
             m_new = torch.maximum(m, x64[:, start : start + block].amax(dim=-1, keepdim=True))
             terms = torch.exp(x64[:, start : start + block] - m_new).sum(dim=-1, keepdim=True)
+            d_right = torch.where(m_new == float("-inf"), 0.0, d_right * torch.exp(m - m_new) + terms)
+            early[:, start : start + block] = torch.exp(x64[:, start : start + block] - m_new) / d_right
             d = torch.where(m_new == float("-inf"), 0.0, d + terms)
             d_old_guard = torch.where(m == float("-inf"), 0.0, d_old_guard * torch.exp(m - m_new) + terms)
             d_last = torch.where(m_new == float("-inf"), 0.0, terms)
@@ -198,6 +201,11 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
             "the -inf guard tests the old max m, which is -inf on the row's first block: d is set to 0 there and "
             'the first block\'s terms are lost. Test the new max: d = tl.where(m_new == float("-inf"), 0.0, ...).'
         ] = torch.exp(x64 - m) / d_old_guard
+        suspects[
+            "the output is written in pass 1: each block is divided by the running sum d (and shifted by the running "
+            "max m) of the blocks read so far, which take in the whole row only at its last block, so only that block "
+            "comes out right. Finish m and d over the whole row first, then write tl.exp(x - m) / d in a second loop."
+        ] = early
         suspects[
             "d holds only the last block's terms: each block replaces the running sum instead of adding to it. "
             "Accumulate, d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new))."

@@ -189,6 +189,14 @@ PLANTED = {
     "online masked lanes loaded as -1e9": (
         "softmax_online_kernel", ('other=float("-inf")', "other=-1e9"), r"masked lanes are loaded as a finite number",
     ),
+    # session 35: the one-pass attempt, each block written with the running m and d ("Wrong values in many places")
+    "the online output written in pass 1": (
+        "softmax_online_kernel",
+        ("        m = m_new\n    # -- pass 2: read the row again and write exp(x - m) / d\n    for start in range("
+         "0, N, BLOCK_SIZE):\n        mask = start + cols < N\n        x = tl.load(x_row + start + cols, mask=mask, "
+         'other=float("-inf")).to(tl.float32)\n', "        m = m_new\n        mask = start + cols < N\n"),
+        r"the output is written in pass 1",
+    ),
 }  # fmt: skip
 
 
