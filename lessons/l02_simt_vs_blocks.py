@@ -216,6 +216,7 @@ def whoami_suspects(n, B):
     return {
         "each element holds its own offset: store pid, the program id, not the offsets.": at,
         "each element holds its lane number (tl.arange): store pid, the program id.": at % B,
+        "each element holds its block's first offset, pid * BLOCK_SIZE: store pid itself, the program id.": at // B * B,
         "every id is one too large: program ids count from 0 (the first program's tl.program_id is 0), so store "
         "pid itself, with no + 1.": at // B + 1,
     }

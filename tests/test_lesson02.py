@@ -128,6 +128,18 @@ def test_whoami_stores_the_wrong_number(kernel, phrase):
     _fails_with(L.check_whoami, _whoami_with(kernel), phrase)
 
 
+def test_whoami_block_start_stored(monkeypatch, tmp_path):
+    """pid * BLOCK_SIZE stored, the block's first offset (session 35): 'Wrong values in many places' before."""
+    plant(
+        monkeypatch,
+        tmp_path,
+        L,
+        "whoami_kernel",
+        ("tl.store(out_ptr + offsets, pid)", "tl.store(out_ptr + offsets, pid * BLOCK_SIZE)"),
+    )
+    _fails_with(L.check_whoami, L.whoami, "block's first offset")
+
+
 def test_whoami_ids_from_one(monkeypatch, tmp_path):
     """pid + 1 stored (ids counted from 1, as check_owner already names): 'Wrong values in many places' before."""
     plant(
