@@ -1364,9 +1364,10 @@ def check_engine(model: Model, *, quiet=False):
     # then identical prompts of exactly two blocks: a later one finds both cached (it may take at most
     # len(tokens) - 1 of them: the last token's logits pick its first new token), copies the last block on write,
     # and a pool of 5 blocks forces preemptions
-    prompt = tuple(range(40, 48))
-    same = [utils.serving.Request(100 + i, 0.0, prompt if i < 3 else tuple(range(60, 66 + i)), 5, 8 if i < 3 else 0)
-            for i in range(4)]  # fmt: skip
+    V = model.args.vocab_size  # the ids below taken modulo the vocabulary: a model of 64 tokens is checked too
+    prompt = tuple(t % V for t in range(40, 48))
+    same = [utils.serving.Request(100 + i, 0.0, prompt if i < 3 else tuple(t % V for t in range(60, 66 + i)), 5,
+                                  8 if i < 3 else 0) for i in range(4)]  # fmt: skip
     engine2 = Engine(ModelRunner(model, 5, P, max_len=32), BlockPool(n_blocks=5, block_size=P), max_seqs=3,
                      max_step_tokens=8)  # fmt: skip
     _watch_limits(engine2)

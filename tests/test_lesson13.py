@@ -338,6 +338,13 @@ def test_in_flight_greedy_with_heads_wider_than_hidden_over_heads(tmp_path, head
     L.check_engine(wide, quiet=True)
 
 
+def test_check_engine_takes_a_vocabulary_smaller_than_its_own_prompts(tmp_path):
+    """check_engine's copy-on-write prompts (ids 40 .. 68) are taken modulo the vocabulary: a model of 64 tokens was
+    refused ('token ids must be in [0, 64) ... in request 103's prompt: wrong tokenizer?'), the check's own ids."""
+    small = L.load_model(ckpt.build_checkpoint(tmp_path, {"vocab_size": 64}), dtype=torch.float32)
+    L.check_engine(small, quiet=True)
+
+
 # Llama configs of shapes the other tests never use: the engine's greedy tokens are lesson 08's generate's for each
 # request ("swish", transformers' other name of silu, used to be refused by the loader)
 UNSEEN_CONFIGS = {
