@@ -2224,8 +2224,6 @@ def quantize_model(model: Model, bits, group_size=128, head=True) -> Model:
     generate runs its batch-1 decode steps with quantized_decode_step (see QuantizedDecoders)."""
     if bits not in (4, 8, 16):
         raise ValueError(f"bits={bits!r}: quantize to 8 or 4 bits (or 16 for the weights as they are)")
-    if bits == 4 and model.args.dim % 2:
-        raise ValueError(f"dim={model.args.dim} is odd: int4 packing needs an even number of input features")
     q = lambda t: quantize(t, bits, group_size)  # noqa: E731
     layers = [w._replace(wqkv=q(w.wqkv), wo=q(w.wo), w13=q(w.w13), w2=q(w.w2)) for w in model.layers]
     head = q(model.lm_head) if head else model.lm_head

@@ -1214,6 +1214,15 @@ def test_a_model_whose_heads_are_wider_than_hidden_over_heads(tmp_path, head_dim
     L.check_quantized_model(model, quiet=True)
 
 
+def test_int4_takes_an_odd_hidden_size(tmp_path):
+    """hidden 63 (4 heads of head_dim 16): the input features of q/k/v, gate/up and the head are odd, as the down
+    projection's already were with an odd intermediate size. The codes are padded to whole groups, so int4 takes any
+    K; quantize_model refused it ('dim=63 is odd: int4 packing needs an even number of input features')."""
+    shape = {"hidden_size": 63, "head_dim": 16, "intermediate_size": 75}
+    model = L8.load_model(ckpt.build_checkpoint(tmp_path, shape), dtype=torch.float32)
+    L.check_quantized_model(L.quantize_model(model, 4, 32), quiet=True)
+
+
 def test_the_models_skipped_here_are_the_ones_the_notebook_checks():
     cells = [
         "".join(cell["source"])
