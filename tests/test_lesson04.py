@@ -181,7 +181,7 @@ PLANTED = {
         "softmax_online_kernel", ("(tl.exp(x - m) / d)", "(tl.exp(x - m) / tl.sum(tl.exp(x - m), axis=0))"),
         r"pass 2 divides each block by its own sum",
     ),
-    # audit-c: the rows of nothing but -inf came out 0, and the hint blamed the row offset
+    # session 35: the rows of nothing but -inf came out 0, and the hint blamed the row offset
     "masked lanes loaded as -1e9": (
         "softmax_kernel", ('mask=mask, other=float("-inf"))', "mask=mask, other=-1e9)"),
         r"masked lanes are loaded as a finite number",

@@ -240,7 +240,7 @@ MISTAKES = {
     "b_from_a": "B is loaded from a_ptr",
     "short_group": "last group",
     "bias_axis": "bias is added along the wrong axis",
-    "bias_rows": "bias is loaded at the row offsets",  # audit-c: "Wrong values in many places" before
+    "bias_rows": "bias is loaded at the row offsets",  # session 35: "Wrong values in many places" before
     "overwrite": "Only the last step of the K loop",
     "b_elements": "B's pointers move BLOCK_K = 16 elements",
     "gelu_z": r"sigmoid\(z\) where sigmoid\(2 z\)",

@@ -740,7 +740,7 @@ def test_k_and_v_swapped_are_named():
         L.check_attention_head(lambda q, k, v, out: L.attention_head(q, v, k, out=out), shapes=[ONE_HEAD], quiet=True)
 
 
-# -- the key blocks' bookkeeping (audit g): each got a hint about row offsets or "Wrong values in many places" -------
+# -- the key blocks' bookkeeping (session 35): each got a hint about row offsets or "Wrong values in many places" ---
 
 BLOCK_BATTERY = {
     # mistake: (kernel, (old, new), which check, words of the hint it must get)

@@ -693,7 +693,7 @@ KV_PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "attn",
         "the max of the splits' m_i",
     ),  # fmt: skip
-    # audit g: the first three got a hint about row offsets (alpha) or "Wrong values in many places"
+    # session 35: the first three got a hint about row offsets (alpha) or "Wrong values in many places"
     "alpha with tl.exp in base 2": (
         "decode_attention_kernel",
         [("alpha = tl.exp2(", "alpha = tl.exp(")],

@@ -2255,7 +2255,7 @@ BAD = {
         "larger BLOCK_SIZE",
     ),  # fmt: skip
     "sampler p > 1": (lambda: L.sample_top_k_top_p(_x, 5, p=1.5), ValueError, "p <= 1"),
-    # audit: a generator of the wrong kind reached torch.multinomial, after top_k's launches, with PyTorch's error
+    # session 35: a generator of the wrong kind reached torch.multinomial, after top_k's launches, with PyTorch's error
     "sampler generator not a Generator": (
         lambda: L.sample_top_k_top_p(_x, 5, generator=0),
         TypeError,
@@ -2321,7 +2321,7 @@ BAD = {
         ValueError,
         "must match",
     ),
-    # audit: fp16 values were told to convert with values.to(torch.int32), which truncates every value
+    # session 35: fp16 values were told to convert with values.to(torch.int32), which truncates every value
     "compact fp16 values": (
         lambda: L.compact(_x[0].half(), _x[0] > 0),
         TypeError,
@@ -2344,7 +2344,7 @@ BAD = {
         TypeError,
         "codes",
     ),
-    # audit: a dict or a Series failed with "has no attribute 'columns'", and a name used twice with "'DataFrame'
+    # session 35: a dict or a Series failed with "has no attribute 'columns'", and a name used twice with "'DataFrame'
     # object has no attribute 'dtype'"
     "table of a dict": (lambda: L.table_from_pandas({"key": [1, 2]}), TypeError, "pandas DataFrame"),
     "table of a Series": (lambda: L.table_from_pandas(pd.Series([1, 2])), TypeError, "pandas DataFrame"),
@@ -2368,8 +2368,8 @@ BAD = {
         "below 2\\*\\*16",
     ),  # fmt: skip
     "partials UNROLL 3": (lambda: L.groupby_partials(_table, 0.5, 3, UNROLL=3), ValueError, "UNROLL must be"),
-    # audit: num_programs=0 divided by zero, -1 launched no program (sums, counts and rows all 0, no error), 2.5 failed
-    # inside Triton; a variant that is no dict failed with "'int' object is not a mapping"
+    # session 35: num_programs=0 divided by zero, -1 launched no program (sums, counts and rows all 0, no error),
+    # 2.5 failed inside Triton; a variant that is no dict failed with "'int' object is not a mapping"
     **{
         f"partials num_programs {programs!r}": (
             lambda programs=programs: L.groupby_partials(_table, 0.5, 3, num_programs=programs),

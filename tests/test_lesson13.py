@@ -219,7 +219,7 @@ def test_paged_attention_refusals():
             L.paged_attention(q5, kp, kp, table, lengths, q_start, max_q_len=max_q_len)
     with pytest.raises(ValueError, match="max_q_len"):
         L.paged_attention(q5, kp, kp, table, lengths, q_start, max_q_len=-1, trusted=True)
-    with pytest.raises(ValueError, match="max_q_len"):  # audit: a raw "'>=' not supported between 'str' and 'int'"
+    with pytest.raises(ValueError, match="max_q_len"):  # session 35: a raw "'>=' not supported between 'str' and 'int'"
         L.paged_attention(q5, kp, kp, table, lengths, q_start, max_q_len="3")
     with pytest.raises(ValueError, match="at least one of each"):
         L.paged_attention(q, kp[:, :, :0].contiguous(), kp[:, :, :0].contiguous(), table, lengths)
@@ -455,9 +455,9 @@ def test_engine_refusals():
             "a block past the pool": lambda: L.BlockPool(4, 4).release(9),
             "a chunk at a negative position": lambda: L.make_batch([([1, 2], -3, [0])], 4, "cpu"),
             "a target without the bonus token": lambda: L.accept_greedy([1, 2], [1, 2]),
-            # audit: release(1.5) or release(None) failed with Python's list-index or compare error; make_batch took
-            # a negative block (its slots index the cache from the end: another request's keys overwritten), a float
-            # token (truncated to an int without a word) and a tensor of tokens ("Boolean value of Tensor ...")
+            # session 35: release(1.5) or release(None) failed with Python's list-index or compare error; make_batch
+            # took a negative block (its slots index the cache from the end: another request's keys overwritten), a
+            # float token (truncated to an int without a word) and a tensor of tokens ("Boolean value of Tensor ...")
             "a chunk with a negative block": lambda: L.make_batch([([1, 2], 0, [-1])], 4, "cpu"),
             "a chunk with a float token": lambda: L.make_batch([([1.5, 2], 0, [0])], 4, "cpu"),
             "a chunk of a tensor of tokens": lambda: L.make_batch([(torch.tensor([1, 2]), 0, [0])], 4, "cpu"),
@@ -590,7 +590,7 @@ def test_draft_refusals(model):
         },
         quiet=True,
     )
-    with pytest.raises(ValueError, match="n \\(the draft's layers\\) must be"):  # audit: failed in layers[:1.5]
+    with pytest.raises(ValueError, match="n \\(the draft's layers\\) must be"):  # session 35: failed in layers[:1.5]
         L.first_layers(model, 1.5)
 
 
