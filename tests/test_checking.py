@@ -311,6 +311,16 @@ def test_default_tolerance_separates_one_rounding_from_two_roundings():
         check(x.to(DEV).bfloat16().half(), x)  # a bf16 rounding on the way is not
 
 
+def test_integer_and_bool_outputs_are_compared_exactly():
+    """session 35: int8, uint8, int16 and bool had no default tolerance, so check raised a TypeError that asked the
+    learner for atol=, rtol= and reason=; every integer dtype and bool is compared exactly, as int32 and int64 were."""
+    for dt in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool):
+        want = torch.tensor([1, 0, 1], dtype=dt, device=DEV)
+        check(want.clone(), want, quiet=True)
+        with pytest.raises(AssertionError, match=r"atol=0, rtol=0: integers are exact"):
+            check(torch.tensor([1, 1, 1], dtype=dt, device=DEV), want)
+
+
 # -- launcher input validation ------------------------------------------------------------------------------------
 
 

@@ -60,8 +60,11 @@ TOLERANCES = {
     torch.bfloat16: Tolerance(
         1e-2, 1.6e-2, "bf16 keeps 8 significant bits: rounding the result alone costs up to 3.9e-3 relative"
     ),
-    torch.int32: Tolerance(0, 0, "integers are exact"),
-    torch.int64: Tolerance(0, 0, "integers are exact"),
+    # every integer dtype and bool is compared exactly: a kernel either computed the right integer or it did not
+    **{
+        dt: Tolerance(0, 0, "integers are exact")
+        for dt in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool)
+    },
 }
 
 
