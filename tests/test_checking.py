@@ -321,6 +321,13 @@ def test_integer_and_bool_outputs_are_compared_exactly():
             check(torch.tensor([1, 1, 1], dtype=dt, device=DEV), want)
 
 
+def test_a_reference_that_is_not_a_tensor_is_named():
+    """session 35: check(out, None) raised torch's "Could not infer dtype of NoneType"."""
+    for ref in (None, "abc", object()):
+        with pytest.raises(TypeError, match=f"ref must be the reference result.*got {type(ref).__name__}"):
+            check(torch.zeros(3, device=DEV), ref)
+
+
 # -- launcher input validation ------------------------------------------------------------------------------------
 
 

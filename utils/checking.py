@@ -659,7 +659,15 @@ def check(
                 + (" — did the launcher forget to `return out`?" if out is None else ".")
             )
         )
-    ref = torch.as_tensor(ref)
+    try:
+        ref = torch.as_tensor(ref)
+    except (RuntimeError, TypeError, ValueError):
+        _raise(
+            TypeError(
+                f"check(out, ref): ref must be the reference result, a torch.Tensor (or numbers torch.as_tensor "
+                f"accepts), got {type(ref).__name__}: pass the tensor the reference function returned."
+            )
+        )
     if dims is not None:
         dims = tuple(dims)
         if len(dims) != ref.dim() or not all(isinstance(d, str) for d in dims):
