@@ -1452,8 +1452,10 @@ def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
 
     Rows of a, b and out must start on 16-byte boundaries (K and N multiples of 16 / element size)."""
     M, N, K, out = matmul_inputs(a, b, out, bias, activation)
+    if matmul_is_empty(out, K, bias, activation):  # before the alignment: an empty problem never reaches TMA
+        return out
     for name, t in (("a", a), ("b", b), ("out", out)):
-        if t.numel() and not rows_on_16_bytes(t):
+        if not rows_on_16_bytes(t):
             raise ValueError(
                 f"{name} (shape {tuple(t.shape)}) cannot go through TMA: each row must start on a "
                 f"16-byte boundary, so its row length must be a multiple of {16 // t.element_size()} "
@@ -1461,8 +1463,6 @@ def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
             )
     if not uses_tma():
         return matmul_persistent(a, b, bias, activation, out=out)
-    if matmul_is_empty(out, K, bias, activation):
-        return out
     signature = launch.signature(a, b, bias, out, activation, matmul_tma_kernel)  # as matmul's PREPARED (above)
     prepared = TMA_PREPARED.get(signature)
     if prepared is not None and prepared(a, b, out, a if bias is None else bias):

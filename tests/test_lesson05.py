@@ -539,7 +539,9 @@ def test_outer_add_and_tile_order_refuse_bad_inputs():
 
 
 @pytest.mark.parametrize("launcher", MATMULS)
-@pytest.mark.parametrize("M, N, K", [(0, 24, 16), (8, 0, 16), (8, 24, 0), (0, 0, 0)])
+# session 35: the rows of (5, 0, 7), (0, 5, 7) and (3, 5, 0) are not on 16 bytes, and matmul_persistent_tma refused
+# them by its TMA alignment check before it saw that there was nothing to compute
+@pytest.mark.parametrize("M, N, K", [(0, 24, 16), (8, 0, 16), (8, 24, 0), (0, 0, 0), (5, 0, 7), (0, 5, 7), (3, 5, 0)])
 def test_empty_problems(launcher, M, N, K):
     f = getattr(L, launcher)
     a, b, bias = _t(M, K), _t(K, N), _t(N)
