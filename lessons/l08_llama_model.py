@@ -145,7 +145,8 @@ def model_args(config: dict) -> ModelArgs:
                          f"quantized, which this loader does not read; load the unquantized checkpoint (lesson 12 "
                          f"quantizes the weights itself)")  # fmt: skip
     C, H = config["hidden_size"], config["num_attention_heads"]
-    KV = config.get("num_key_value_heads") or H
+    KV = config.get("num_key_value_heads")  # absent (or null): one key/value head per query head
+    KV = H if KV is None else utils.require_int(KV, "config.json's num_key_value_heads")
     D = config.get("head_dim") or (C // H if C % H == 0 else None)
     if not isinstance(D, int) or D <= 0:
         raise ValueError(
@@ -2591,6 +2592,10 @@ def generate(
     kernels=False runs the PyTorch references instead of the Triton kernels. cuda_graph (default: on a GPU, with
     the kernels) replays the decode step from a CUDA graph; graphs and caches are kept on the model, one per shape."""
     env = utils.mode.current()
+    if not isinstance(kernels, bool):
+        raise TypeError(f"kernels must be True or False (False runs the PyTorch references), got {kernels!r}")
+    if not isinstance(cuda_graph, bool) and cuda_graph is not None:
+        raise TypeError(f"cuda_graph must be True, False or None (None: on a GPU with the kernels), got {cuda_graph!r}")
     cuda_graph = env.is_gpu and kernels if cuda_graph is None else cuda_graph
     if cuda_graph and not env.is_gpu:
         raise ValueError("cuda_graph=True needs a GPU: under the interpreter pass cuda_graph=False (the default)")
@@ -2600,6 +2605,9 @@ def generate(
         raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
     utils.require(prompt, "prompt", dtype=(torch.int64, torch.int32), ndim=2, contiguous=False)
     B, T = prompt.shape
+    if B == 0:
+        raise ValueError(f"the prompt has shape {tuple(prompt.shape)}: no sequence; give one row of token ids per "
+                         f"sequence, shape (1, T) for one prompt")  # fmt: skip
     max_len = T + max_new_tokens if max_len is None else utils.require_int(max_len, "max_len")
     if T >= max_len:
         raise ValueError(f"the prompt has {T} tokens, max_len={max_len} leaves no room for a new one: raise max_len")

@@ -1000,6 +1000,9 @@ def test_config_numbers_are_refused_by_name(tmp_path):
         ({"rope_scaling": {"rope_type": "linear", "factor": None}}, TypeError, "factor must be a real number"),
         ({"rms_norm_eps": "1e-5"}, TypeError, "config.json's rms_norm_eps must be a real number"),
         ({"rope_theta": "x"}, TypeError, "config.json's rope_theta must be a real number"),
+        # session 35: 0 was read as "absent" (one key/value head per query head), -2 refused as LlamaArgs.n_kv_heads
+        ({"num_key_value_heads": 0}, ValueError, "config.json's num_key_value_heads must be a positive int, got 0"),
+        ({"num_key_value_heads": -2}, ValueError, "config.json's num_key_value_heads must be a positive int"),
     ):  # fmt: skip
         with pytest.raises(error, match=message):
             L.model_args({**config, **fields})
@@ -1039,6 +1042,11 @@ def test_generate_refusals(tied):
         "a float batch for a cache": (lambda: L.new_cache(model, 1.0, 8), "B must be a positive int"),
         "a float max_len for a cache": (lambda: L.new_cache(model, 1, 8.5), "max_len must be a positive int"),
         "a prompt that fills max_len": (lambda: L.generate(model, ids, 1, max_len=3), "leaves no room"),
+        # session 35: kernels="no" ran the kernels (any object was truthy); a (0, T) prompt was refused as "B must be
+        # a positive int", naming no prompt
+        "kernels not a bool": (lambda: L.generate(model, ids, 2, kernels="no"), "kernels must be True or False"),
+        "cuda_graph not a bool": (lambda: L.generate(model, ids, 2, cuda_graph=0), "cuda_graph must be True, False"),
+        "a prompt of no sequence": (lambda: L.generate(model, ids[:0], 2), r"the prompt has shape \(0, 3\): no seq"),
         "a float token to decode_step": (
             lambda: L.decode_step(
                 model, ids[:, 0].float(), torch.zeros(1, dtype=torch.int32, device=ENV.device), L.new_cache(model, 1, 8)
