@@ -1509,7 +1509,8 @@ def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=Fal
                 f"each equals the target's choice at its place (proposed[n] == target[n]), then append target[n]; "
                 f"when all are accepted, target has one more token for that"
             )
-    prompt = torch.randint(3, target.args.vocab_size, (7,)).tolist()
+    V = target.args.vocab_size
+    prompt = torch.randint(3 if V > 3 else 0, V, (7,)).tolist()  # past the usual special ids 0-2 where there are more
     alone = generate(target, torch.tensor([prompt], device=target.embed.device), n_new, kernels=False)
     alone = alone[0, len(prompt) :].tolist()
     # the draft given, then one that guesses wrong (its head shifted by one token): a small random draft can agree

@@ -558,6 +558,15 @@ def test_speculative_equals_target_greedy(model):
     L.check_speculative(model, L.first_layers(model, 1), n_new=6, quiet=True)
 
 
+@pytest.mark.parametrize("V", [1, 2, 3, 4])
+def test_speculative_check_runs_on_any_vocabulary(model, V):
+    """session 35: the check drew its prompt from ids 3 .. V - 1 (past the usual special tokens), which a vocabulary
+    of 3 or fewer tokens does not have: torch.randint raised "random_ expects 'from' to be less than 'to'"."""
+    args = L.ModelArgs(**{**vars(model.args), "vocab_size": V})
+    small = L.Model(args, model.embed[:V], model.layers, model.norm, model.lm_head[:V])
+    L.check_speculative(small, L.first_layers(small, 1), n_new=4, quiet=True)
+
+
 def test_speculative_with_the_target_as_draft_accepts_everything(model):
     prompt = list(range(10, 17))
     tokens, stats = L.speculative_generate(model, model, prompt, 7, k=3)
