@@ -776,3 +776,33 @@ def test_the_key_blocks_mistakes_get_named(mistake, monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, L, name, edit)
     with pytest.raises(AssertionError, match=re.escape(words)):
         BLOCK_CHECKS[check]()
+
+
+# -- the scale argument ignored (session 35): check_attention passed only the default scale, so a kernel that
+# computes 1/sqrt(D) itself passed, and scale= then did nothing --------------------------------------------------
+
+_IGNORED = "the scale argument is ignored"
+
+
+def test_a_kernel_that_computes_its_own_scale_is_named(monkeypatch, tmp_path):
+    """_attention_range multiplying the scores by LOG2E/sqrt(HEAD_DIM), not the qk_scale it is given: right at the
+    default scale, which is all check_attention passed before session 35."""
+    from utils.mutants import plant
+
+    own = "s = tl.dot(q, tl.trans(k)) * (1.4426950408889634 / HEAD_DIM**0.5)"
+    plant(monkeypatch, tmp_path, L, "_attention_range", ("s = tl.dot(q, tl.trans(k)) * qk_scale", own))
+    with pytest.raises(AssertionError, match=re.escape(_IGNORED)):
+        L.check_attention(L.attention_pointers, shapes=[GQA], quiet=True)
+
+
+def test_a_launcher_that_ignores_scale_is_named():
+    """A launcher that takes scale= and drops it; one without scale= (a one-head step, a test's wrapper) is not
+    asked for another scale."""
+
+    def dropped(q, k, v, causal=True, *, out=None, scale=None):
+        return L.attention_pointers(q, k, v, causal, out=out)
+
+    with pytest.raises(AssertionError, match=re.escape(_IGNORED)):
+        L.check_attention(dropped, shapes=[GQA], quiet=True)
+    L.check_attention(lambda q, k, v, causal, out: L.attention_pointers(q, k, v, causal, out=out), shapes=[GQA],
+                      quiet=True)  # fmt: skip
