@@ -19,7 +19,9 @@ from lessons.l06_flash_attention import (
     attention_bytes,
     attention_flops,
     attention_ref,
+    later_case_tells,
     lesson_dtype,
+    nan_wherever_ref_is_not,
     random_qkv,
     wrong_heads_positions,
 )
@@ -291,6 +293,7 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
     """fn(x, w, eps, [residual=r,] out=..., [sum_out=...]) against rmsnorm_ref; the last row has a tiny RMS."""
     __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
+    all_nan = None  # (name, failure) of the first case whose every output is NaN: later_case_tells
     for M, N in shapes or env.pick(cpu=[(1, 7), (5, 64), (3, 100)], gpu=[(1, 7), (333, 2048), (97, 5000)]):
         x, r = (torch.randn(M, N, device=env.device, dtype=dtype) for _ in range(2))
         x[-1] *= 0.003  # mean(x^2) ~ 1e-5 ~ eps: where eps outside the square root shows
@@ -304,7 +307,7 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
             out = fn(x, w, eps, out=utils.nan_empty((M, N), dtype))
         ref = rmsnorm_ref(x64, w64, eps)
         name = f"rmsnorm of x ({M}, {N})" + _rows_named(out, ref)
-        utils.check(out, ref, name=name, quiet=quiet, suspects=rmsnorm_suspects(x64, w64, eps), stray=stray)
+        all_nan = _check_normed(out, ref, rmsnorm_suspects(x64, w64, eps), all_nan, name, quiet, stray)
         with utils.watch_memory() as stray:
             out, x_sum = fn(
                 x, w, eps, residual=r, out=utils.nan_empty((M, N), dtype), sum_out=utils.nan_empty((M, N), dtype)
@@ -317,7 +320,23 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
         name = f"x + residual ({M}, {N})" + _rows_named(x_sum, ref_sum)
         utils.check(x_sum, ref_sum, name=name, quiet=quiet, suspects=before)
         name = f"rmsnorm of x + residual ({M}, {N})" + _rows_named(out, ref)
-        utils.check(out, ref, name=name, quiet=quiet, suspects=rmsnorm_suspects(x64, w64, eps, r64), stray=stray)
+        all_nan = _check_normed(out, ref, rmsnorm_suspects(x64, w64, eps, r64), all_nan, name, quiet, stray)
+    if all_nan is not None:
+        raise all_nan[1]
+
+
+def _check_normed(out, ref, suspects, all_nan, name, quiet, stray):
+    """utils.check of an RMSNorm output with the suspects that are not NaN wherever ref has a number: where every
+    row's mean is negative (half the time at M = 1), "the mean of x" is NaN everywhere and would name every mistake
+    that makes each output NaN (rsqrt(mean(x^2) - eps) in a row of tiny RMS, say). Returns later_case_tells's
+    all_nan: a case whose every output is NaN waits for a later one, which tells the mistakes apart."""
+    __tracebackhide__ = True
+    suspects = {hint: wrong for hint, wrong in suspects.items() if not nan_wherever_ref_is_not(wrong, ref)}
+    try:
+        utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, stray=stray)
+    except AssertionError as failure:
+        all_nan = later_case_tells(all_nan, name, failure, out, ref)
+    return all_nan
 
 
 def rope_interleaved_ref(x, cos, sin):
