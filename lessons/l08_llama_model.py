@@ -1287,6 +1287,9 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
             ),
             "The new token's own key is missing: lengths is pos + 1, the new token included; mask with "
             "cols < end, not cols < end - 1.": decode_attention_ref(q64, k64, v64, (lengths - 1).clamp_min(1)),
+            "One key past the sequence's length was read (the cache row at position length, an older token's): "
+            "lengths is pos + 1 already, so length = tl.load(lengths_ptr + b), not + 1, and the mask is "
+            "cols < end, not cols <= end.": decode_attention_ref(q64, k64, v64, (lengths + 1).clamp_max(max_len)),
             "Query head h read kv head h % KV: grouped-query attention shares kv head h // GROUP between "
             "GROUP consecutive query heads.": decode_attention_ref(
                 q64, k64[:, :, wrong_heads], v64[:, :, wrong_heads], lengths

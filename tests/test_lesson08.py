@@ -712,6 +712,20 @@ KV_PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "attn",
         "The scores were not scaled: multiply q k^T by qk_scale",
     ),  # fmt: skip
+    # session 35: both got "Wrong values in many places"; the first case's length (37 of 40, 777 of 1000 on a GPU)
+    # is below max_len and not a multiple of BLOCK_N, so each reads the one key at position length
+    "length one too long": (
+        "decode_attention_kernel",
+        [("tl.minimum(tl.load(lengths_ptr + b), max_len)", "tl.load(lengths_ptr + b) + 1")],
+        "attn",
+        "One key past the sequence's length was read",
+    ),  # fmt: skip
+    "keys masked with cols <= end": (
+        "decode_attention_kernel",
+        [("keep = cols < end", "keep = cols <= end")],
+        "attn",
+        "One key past the sequence's length was read",
+    ),  # fmt: skip
     "combine weighing acc_i / l_i by w_i alone": (
         "decode_combine_kernel",
         [
