@@ -1258,6 +1258,9 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
             "it, the weight overflows to inf, and inf / inf is NaN. The combine must take m = the max of the splits' "
             "m_i (masked splits loaded with other=-inf, not 0) and weigh split i by exp2(m_i - m): never more than "
             "1, and 1 for the split that holds the max.": _weighed_by_split_0(acc, m, l_),
+            "The combine's rescale has its sign flipped: w_i = exp2(m_i - m), with m the max of the splits' m_i "
+            "(never more than 1), not exp2(m - m_i), which weighs the splits of small maxima most (and is inf for "
+            "an empty or masked split, m_i = -inf: inf times its acc of 0 is NaN).": _weighed_upside_down(acc, m, l_),
             "Every sequence used sequence 0's length: load lengths_ptr + b, not lengths_ptr.": decode_attention_ref(
                 q64, k64, v64, lengths[:1].expand(B)
             ),
@@ -1348,6 +1351,17 @@ def _weighed_by_split_0(acc, m, l_):
     row NaN (inf / inf); elsewhere the answer, the weights' common factor cancelling."""
     w = (m - m[:, :, :1]).float().exp()  # an empty split: exp(-inf) = 0
     return ((w[..., None] * acc.float()).sum(2) / (w * l_.float()).sum(2)[..., None]).double()
+
+
+def _weighed_upside_down(acc, m, l_):
+    """The combine with split i weighed by exp(m - m_i) (the rescale's sign flipped), in fp32 as the kernel computes
+    it, over its BLOCK_S lanes: an empty split or a masked lane past n_splits (m_i = -inf, acc 0) weighs inf, and
+    inf * 0 makes the row NaN."""
+    pad = max(2, triton.next_power_of_2(m.shape[2])) - m.shape[2]  # the combine's masked lanes: m -inf, acc and l 0
+    m = F.pad(m, (0, pad), value=float("-inf")).float()
+    acc = F.pad(acc, (0, 0, 0, pad)).float()
+    w = (m.amax(2, keepdim=True) - m).exp()  # natural units, as _split_partials_ref gives m
+    return ((w[..., None] * acc).sum(2) / (w * F.pad(l_, (0, pad)).float()).sum(2)[..., None]).double()
 
 
 def far_scores_qk(scores, H, D, generator):

@@ -726,6 +726,14 @@ KV_PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "attn",
         "One key past the sequence's length was read",
     ),  # fmt: skip
+    # session 35: got "Wrong values in many places"; the first case has 2 splits, none empty (BLOCK_S = 2: no lane
+    # masked), so its rows are numbers, not the NaN of an empty split's inf * 0
+    "combine with the rescale's sign flipped": (
+        "decode_combine_kernel",
+        [(_SCALE, "scale = tl.exp2(tl.max(m, 0) - m)")],
+        "attn",
+        "rescale has its sign flipped",
+    ),  # fmt: skip
     "combine weighing acc_i / l_i by w_i alone": (
         "decode_combine_kernel",
         [
