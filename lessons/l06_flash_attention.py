@@ -116,11 +116,13 @@ def _attention_zero_keys(q, k, v, pad):
     return torch.einsum("bhij,bjhd->bihd", p, v)
 
 
-def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc", base_e=None):
+def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc", base_e=None, divided_in_loop=False):
     """attention_ref computed as the kernels do, over key blocks of BLOCK_N, with the running max rescaled but
     `forgotten` not: "acc" (acc = tl.dot(p, v, acc) with no acc * alpha) or "l_i" (l_i + tl.sum(p, 1) with no
     l_i * alpha): what that mistake gives, in fp64. forgotten=None, base_e="alpha" or "p": both rescaled, but in a
-    kernel whose scores are in base 2 (qk_scale holds LOG2E) that one is taken with tl.exp, the other with tl.exp2."""
+    kernel whose scores are in base 2 (qk_scale holds LOG2E) that one is taken with tl.exp, the other with tl.exp2.
+    divided_in_loop (with forgotten=None): acc = acc / l_i[:, None] at the end of each step, and o = acc after the
+    loop, with no division there."""
     B, T, H, D = q.shape
     s, v = _grouped_scores(q, k, v, causal)  # (B, H, T, T), (B, T, H, D)
     m = torch.full(s.shape[:-1], float("-inf"), dtype=s.dtype, device=s.device)  # (B, H, T): key 0 is in block 0
@@ -134,8 +136,9 @@ def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc", base_
         l_i = (1 if forgotten == "l_i" else alpha) * l_i + p.sum(dim=-1)
         pv = torch.einsum("bhij,bjhd->bhid", p, v[:, n : n + BLOCK_N])
         acc = (1 if forgotten == "acc" else alpha[..., None]) * acc + pv
+        acc = acc / l_i[..., None] if divided_in_loop else acc
         m = m_new
-    return (acc / l_i[..., None]).transpose(1, 2)  # (B, T, H, D)
+    return (acc if divided_in_loop else acc / l_i[..., None]).transpose(1, 2)  # (B, T, H, D)
 
 
 def _attention_unnormalised(q, k, v, causal):
@@ -206,6 +209,11 @@ def attention_suspects(q, k, v, causal):
                     f"base 2 (qk_scale holds LOG2E), so both take tl.exp2: alpha = tl.exp2(m_i - m_new) and "
                     f"p = tl.exp2(s - m_new[:, None])"
                 ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten=None, base_e=one)
+            suspects[
+                f"acc is divided by l_i inside the key loop (BLOCK_N = {BLOCK_N}): the next block multiplies it by "
+                f"alpha alone, so what earlier blocks added ends up divided by their l_i too. acc stays unnormalised "
+                f"in the loop (acc = tl.dot(p, v, acc * alpha[:, None])); divide once after it: o = acc / l_i[:, None]"
+            ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten=None, divided_in_loop=True)
         full = T // BLOCK_N * BLOCK_N  # the keys in whole blocks
         if not causal and 0 < full < T:
             keep = torch.arange(T, device=q.device)[None, :].expand(T, T) < full

@@ -753,10 +753,19 @@ BLOCK_BATTERY = {
         ("masked_end = tl.minimum(start_m + BLOCK_M, T)", "masked_end = tl.minimum(start_m + BLOCK_N, T)"),
         "causal", "the diagonal's key blocks stop at start_m + BLOCK_N",
     ),
+    # session 35: "Wrong values in many places" before (acc divided in the loop, and not after it)
+    "acc divided by l_i inside the loop": (
+        "attention_head_kernel",
+        ("acc * alpha[:, None])\n        m_i = m_new\n    # -- normalise and write back the rows that exist\n"
+         "    o = acc / l_i[:, None]",
+         "acc * alpha[:, None])\n        acc = acc / l_i[:, None]\n        m_i = m_new\n    o = acc"),
+        "head", "acc is divided by l_i inside the key loop",
+    ),
     "the partial key block skipped": ("attention_pointers_kernel", ("        masked_end = T\n",
                                       "        masked_end = full_end\n"), "pointers", "last, partial key block"),
 }  # fmt: skip
 BLOCK_CHECKS = {
+    "head": lambda: L.check_attention_head(L.attention_head, quiet=True),
     "exp2": lambda: L.check_attention_head(L.attention_head_exp2, quiet=True),
     "causal": lambda: L.check_attention_head(L.attention_head_causal, causal=(True, False), quiet=True),
     "pointers": lambda: L.check_attention(L.attention_pointers, shapes=[GQA], quiet=True),
