@@ -481,9 +481,11 @@ def row_scale_buggy_kernel(x_ptr, w_ptr, out_ptr, N, stride_xm, stride_om, BLOCK
 
 
 def row_scale(x, w, *, out=None, kernel=None):
-    """x (M, N) times w (N,), row by row: one program per row, the whole row in one block. `kernel`: which kernel
-    runs (default: your row_scale_kernel)."""
-    utils.require(x, "x", dtype=(torch.float32, torch.float16, torch.bfloat16), ndim=2)
+    """x (M, N) times w (N,), row by row: one program per row, the whole row in one block. x's rows may lie apart
+    (a row slice of a wider matrix: the kernel takes stride_xm), each row's elements side by side. `kernel`: which
+    kernel runs (default: your row_scale_kernel)."""
+    utils.require(x, "x", dtype=(torch.float32, torch.float16, torch.bfloat16), ndim=2, contiguous=False)
+    utils.require(x, "x", contiguous=x.shape[1] > 1 and x.stride(1) != 1)  # the kernel reads a row at + cols
     utils.require(w, "w", dtype=x.dtype, shape=(x.shape[1],))
     M, N = x.shape
     out = utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs={"x": x, "w": w})
@@ -568,13 +570,32 @@ ROW_SCALE_SHAPES = env.pick(cpu=[(3, 100), (1, 7), (5, 64)], gpu=[(333, 1000), (
 
 
 def check_row_scale(fn, *, quiet=False):
-    """fn(x, w, out=...) against x * w in fp64 at awkward shapes; under the interpreter, also every address it
-    touches (on a GPU, compute-sanitizer does that part: see the lesson)."""
+    """fn(x, w, out=...) against x * w in fp64 at awkward shapes, and once with x a row slice of a wider matrix;
+    under the interpreter, also every address it touches (on a GPU, compute-sanitizer does that part: see the
+    lesson)."""
     __tracebackhide__ = True
-    for M, N in ROW_SCALE_SHAPES:
-        x = torch.randn(M, N, device=env.device)
+    xs = [torch.randn(M, N, device=env.device) for M, N in ROW_SCALE_SHAPES]
+    # x's rows N + 3 apart, out's N apart: with both contiguous, stride_xm == stride_om and a swap of the two passed
+    M, N = ROW_SCALE_SHAPES[0]
+    xs.append(torch.randn(M, N + 3, device=env.device)[:, :N])
+    for x in xs:
+        M, N = x.shape
         w = torch.randn(N, device=env.device)
         out = utils.nan_empty((M, N))
+        ref = x.double() * w.double()
+        name, suspects = f"row_scale ({M}, {N})", None
+        if x.stride(0) != N:  # the row slice: what each of the two stride swaps gives
+            name += f" with x's rows {x.stride(0)} apart"
+            at = (torch.arange(M)[:, None] * x.stride(0) + torch.arange(N)).flatten()  # out written at x's offsets
+            kept = at < M * N  # the rest falls past the end of out
+            written = torch.full((M * N,), math.nan, dtype=torch.float64)
+            written[at[kept]] = ref.cpu().flatten()[kept]
+            suspects = {
+                "x is read with out's row stride: load x at x_ptr + row * stride_xm + cols": (
+                    x.as_strided((M, N), (N, 1)).double() * w.double()
+                ),
+                "out is written with x's row stride: store at out_ptr + row * stride_om + cols": written.view(M, N),
+            }
         findings = []
         if env.interpret:
             with interpreter_memcheck(x=x, w=w, out=out) as findings:
@@ -582,7 +603,7 @@ def check_row_scale(fn, *, quiet=False):
         else:
             fn(x, w, out=out)
         try:
-            utils.check(out, x.double() * w.double(), name=f"row_scale ({M}, {N})", quiet=quiet)
+            utils.check(out, ref, name=name, suspects=suspects, quiet=quiet)
         except AssertionError as e:  # memory touched outside the tensors is the likely cause: say it with the values
             if not findings:
                 raise
@@ -594,7 +615,7 @@ def check_row_scale(fn, *, quiet=False):
             ) from None
         if findings:
             raise AssertionError(
-                f"row_scale ({M}, {N}) writes the right output but touches memory outside x, w and out:\n- "
+                f"{name} writes the right output but touches memory outside x, w and out:\n- "
                 + "\n- ".join(findings)
                 + "\nHint: every tl.load and tl.store needs a mask that stops at the end of its own tensor "
                 "(cols < N); which one lets lane N through?"

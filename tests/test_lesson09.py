@@ -317,6 +317,33 @@ def test_row_scale_check_catches_an_unmasked_store():
         L.check_row_scale(lambda x, w, out: L.row_scale(x, w, out=out, kernel=_row_scale_unmasked_store), quiet=True)
 
 
+@pytest.mark.parametrize(
+    "old, new, named",
+    [
+        ("x_ptr + row * stride_xm", "x_ptr + row * stride_om", "x is read with out's row stride"),
+        ("out_ptr + row * stride_om", "out_ptr + row * stride_xm", "out is written with x's row stride"),
+    ],
+)
+def test_row_scale_check_names_a_swap_of_the_row_strides(monkeypatch, tmp_path, old, new, named):
+    """Session 35: the check's x and out were both contiguous (M, N), so stride_xm == stride_om and a kernel that
+    used one for the other passed. row_scale now takes x with rows apart, and the check runs x as a row slice of a
+    wider matrix (rows N + 3 apart), naming each swap."""
+    plant(monkeypatch, tmp_path, L, "row_scale_kernel", (old, new))
+    with pytest.raises(AssertionError, match=named):
+        L.check_row_scale(L.row_scale, quiet=True)
+
+
+def test_row_scale_takes_rows_apart_but_not_a_column_stride():
+    """Session 35: rows apart (a row slice of a wider matrix) are taken; a column stride is still refused."""
+    wide = torch.randn(3, 12, device=DEVICE)
+    x, w = wide[:, :7], torch.randn(7, device=DEVICE)
+    utils.check(L.row_scale(x, w), x.double() * w.double(), quiet=True)
+    with pytest.raises(ValueError, match=r"non-contiguous view.*call x\.contiguous\(\) first"):
+        L.row_scale(wide[:, ::2], torch.randn(6, device=DEVICE))
+    one_column = wide[:, 3:4]  # (3, 1), rows 12 apart: its column stride is never used
+    utils.check(L.row_scale(one_column, w[:1]), one_column.double() * w[:1].double(), quiet=True)
+
+
 @interpreter_only
 def test_interpreter_memcheck_reports_writes_and_leaves_the_interpreter_as_it_was():
     from triton.runtime import interpreter
