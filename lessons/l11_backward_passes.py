@@ -14,7 +14,7 @@ from utils.lessons import ROOT
 
 
 # The Llama layer's pieces from lesson 07, in one cell: their references are the specs whose backward passes we write
-from lessons.l07_llm_layer import LlamaArgs, rmsnorm_ref, rope_ref, rope_tables, swiglu_ref
+from lessons.l07_llm_layer import LlamaArgs, rmsnorm_ref, rope_interleaved_ref, rope_ref, rope_tables, swiglu_ref
 
 
 FLOAT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
@@ -1349,14 +1349,6 @@ def check_swiglu_with_grad(fn, *, quiet=False):
         print(f"✓ swiglu_with_grad matches swiglu_ref (out and its gradient) in {cases} cases")
 
 
-def _rope_interleaved(x, cos, sin):
-    """x (B, T, H, D) rotated with pairs of neighbours (x[2i], x[2i + 1]) by angle i (GPT-J's layout)."""
-    half = x.shape[-1] // 2
-    c, s = cos[:, :, None, :half], sin[:, :, None, :half]
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], -1).flatten(-2)
-
-
 def check_rope_with_grad(fn, *, quiet=False):
     """fn(q, k, cos, sin) against rope_ref in fp64: the rotated q and k, and their gradients; on the CPU too, more
     tokens than one program takes (B T = 80 rows, 64 a program)."""
@@ -1385,7 +1377,7 @@ def check_rope_with_grad(fn, *, quiet=False):
                     "the forward rotates by -angle (x1 c + x2 s, x2 c - x1 s): the pair (x1, x2) turns by +angle, "
                     "(x1 c - x2 s, x2 c + x1 s); only the backward (INVERSE) negates sin": wrong_way,
                     "the pairs are neighbours (x[2i], x[2i + 1]), GPT-J's layout: this course (and Hugging Face's "
-                    "Llama checkpoints) pairs x[i] with x[i + D/2], the two halves of the head": _rope_interleaved(
+                    "Llama checkpoints) pairs x[i] with x[i + D/2], the two halves of the head": rope_interleaved_ref(
                         x64.detach(), cos[:, :T], sin[:, :T]
                     ),
                 }, dtype, stray=stray if name == "q" else None)  # fmt: skip
