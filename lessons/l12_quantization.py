@@ -2201,10 +2201,11 @@ def linear(x, w, *, out=None, residual=None):
     utils.require(w, "w", dtype=x.dtype, ndim=2, contiguous=False)
     if x.shape[1] != w.shape[1]:
         raise ValueError(f"x has {x.shape[1]} features per row but w is {tuple(w.shape)}: x must be (M, {w.shape[1]})")
-    wanted = out
-    out = _require_out_residual(out, residual, x, x.shape[0], w.shape[0], {"x": x, "w": w})
-    if wanted is None:  # no out= then: PyTorch's out= ops refuse inputs that require grad
+    if out is None:  # no out= then: PyTorch's out= ops refuse inputs that require grad
+        if residual is not None:
+            utils.require(residual, "residual", dtype=x.dtype, shape=(x.shape[0], w.shape[0]))
         return x @ w.T if residual is None else torch.addmm(residual, x, w.T)
+    out = _require_out_residual(out, residual, x, x.shape[0], w.shape[0], {"x": x, "w": w})
     return torch.mm(x, w.T, out=out) if residual is None else torch.addmm(residual, x, w.T, out=out)
 
 
