@@ -54,10 +54,14 @@ def made_up_gpu(rng):
     return utils.roofline.Ceilings(rng.uniform(200, 5000), peaks, gpu="a made-up GPU", source="made up")
 
 
+#: the powers of ten a unit slip puts in an answer: a prefix (kilo .. tera) dropped or added, once or twice
+UNIT_SLIPS = (-12, -9, -6, -3, 3, 6, 9, 12)
+
+
 def scaled(want, what):
     """{want off by a power of ten: a hint}: the answer given in thousands, millions ... of its unit (GB for bytes)."""
     return {want * 10.0**k: f"off by a factor 1e{-k}: the answer is in {what}, not thousands, millions or billions "
-            "of them (no 1e3, 1e9 or 1e12 here)." for k in (-12, -9, -6, -3, 3, 6, 9, 12)}  # fmt: skip
+            "of them (no 1e3, 1e9 or 1e12 here)." for k in UNIT_SLIPS}  # fmt: skip
 
 
 def check_add_bytes(fn, *, trials=20, quiet=False):
@@ -169,7 +173,7 @@ def check_ridge_point(fn, *, trials=20, quiet=False):
         gpu, prec = made_up_gpu(rng), rng.choice(utils.roofline.PRECISIONS)
         want = utils.roofline.ridge(gpu, prec)
         units = "units: TFLOP/s is 1e12 FLOP/s and GB/s is 1e9 bytes/s, so the ratio needs a factor 1000 (1e12 / 1e9)."
-        hints = {want * 10.0**k: units for k in (-12, -9, -6, -3, 3, 6, 9, 12)}  # a factor dropped, or two
+        hints = {want * 10.0**k: units for k in UNIT_SLIPS}  # a factor dropped, or two
         hints[1 / want] = "upside down: the ridge is FLOP/s divided by bytes/s."
         hints[want * 1e9 / 2**30] = "GB/s is 1e9 bytes/s, not 2**30 (that is GiB/s): the ridge needs 1e12 / 1e9."
         for other in utils.roofline.PRECISIONS:
@@ -188,7 +192,7 @@ def switch_hint(fn, nbytes, gpu, prec):
     (the ridge of another precision, or one off by a power of ten: units)."""
     ridge = utils.roofline.ridge(gpu, prec)
     says = lambda f: bool(fn(ridge * f * nbytes, nbytes, gpu, prec))  # noqa: E731 (fn at intensity ridge * f)
-    factors = [10.0**k for k in (-12, -9, -6, -3, 3, 6, 9, 12)] + [0.5, 2.0]
+    factors = [10.0**k for k in UNIT_SLIPS] + [0.5, 2.0]
     answers = {f: says(f) for f in sorted(factors)}
     if len(set(answers.values())) == 1:
         return (f"it says {answers[0.5]} for every intensity from ridge / 1e12 to ridge * 1e12: compare the op's "
