@@ -21,6 +21,7 @@ from lessons.l06_flash_attention import (
     attention_ref,
     later_case_tells,
     lesson_dtype,
+    nan_wherever_ref_is_not,
     random_qkv,
     wrong_heads_positions,
 )
@@ -325,11 +326,12 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
 
 
 def _check_normed(out, ref, suspects, all_nan, name, quiet, stray):
-    """utils.check of an RMSNorm output. Where every row's mean is negative (half the time at M = 1), "the mean of
-    x" is NaN everywhere, and utils.check passes such a suspect over (it would name every mistake that makes each
-    output NaN). Returns later_case_tells's all_nan: a case whose every output is NaN waits for a later one, which
-    tells the mistakes apart."""
+    """utils.check of an RMSNorm output with the suspects that are not NaN wherever ref has a number: where every
+    row's mean is negative (half the time at M = 1), "the mean of x" is NaN everywhere and would name every mistake
+    that makes each output NaN (rsqrt(mean(x^2) - eps) in a row of tiny RMS, say). Returns later_case_tells's
+    all_nan: a case whose every output is NaN waits for a later one, which tells the mistakes apart."""
     __tracebackhide__ = True
+    suspects = {hint: wrong for hint, wrong in suspects.items() if not nan_wherever_ref_is_not(wrong, ref)}
     try:
         utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, stray=stray)
     except AssertionError as failure:
