@@ -107,6 +107,19 @@ def test_paged_equals_contiguous_at_awkward_lengths(n_splits):
     utils.check(ours, theirs, name="paged vs lesson 08's contiguous", quiet=True)
 
 
+def test_no_request_is_given_block_0():
+    """(session 36) Block 0 is the page a kernel reads where it skipped a lookup (a page variable's 0 before the
+    first lookup, a masked lookup's other=0): were it a request's page, such a mistake would read the right keys. On
+    the H100 one seed gave the one request of the first GPU case of check_paged_attention block 0 as its first page;
+    the page table read with BLOCK_N for the page size then read every key from block 0, as a first page never
+    looked up does, and took that mistake's hint."""
+    for seed in range(40):
+        gen = torch.Generator().manual_seed(seed)
+        table, lengths = L.paged_case(3, 4, 2, 16, 4, [17, 5, 9], [1, 1, 1], 1, torch.float32, "cpu", gen)[3:5]
+        used = torch.cat([table[b, : -(-n // 4)] for b, n in enumerate(lengths.tolist())])
+        assert 0 not in used.tolist(), f"seed {seed}: a request was given block 0 ({table.tolist()})"
+
+
 # peers' shapes (vLLM's and FlashInfer's paged-attention tests, shrunk for the interpreter): block sizes 1 .. 32,
 # a page larger than the sequence, GQA 7 and MQA, lengths far apart, chunked prefill; (B, H, KV, D, P, lens, q_lens,
 # shared blocks, dtype). All right when added: coverage, so that a later change cannot break them unseen
