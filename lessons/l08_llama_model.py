@@ -1215,7 +1215,8 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
         cpu=[(1, 8, 2, 16, 40, [37]), (3, 4, 1, 32, 70, [1, 50, 70]), (2, 3, 3, 16, 20, [5, 20]),
              (2, 4, 2, 16, 40, [40, 13], 60.0)],
         gpu=[
-            (1, 32, 4, 64, 1000, [777]),
+            (1, 32, 4, 64, 64, [17]),  # short: one key more or less moves bf16 outputs past the tolerance (at 777
+            (1, 32, 4, 64, 1000, [777]),  # keys it does not, and the next case's longest row reads past the cache)
             (3, 9, 3, 64, 300, [1, 200, 300]),
             (4, 32, 8, 128, 5000, [1, 99, 4097, 5000]),
             (2, 8, 2, 64, 300, [300, 77], 60.0),
