@@ -177,6 +177,16 @@ def matmul_suspects(a, b, bias=None, activation=None):
                 f"The bias is loaded at the row offsets (a {B} x {B} tile): bias[offs_m] where bias[offs_n] belongs. "
                 f"It is one value per column of C: load it with offs_n (masked with offs_n < N)."
             ] = epilogue_ref(a @ b + wrong, None, activation)
+        times = {2: ["twice (the epilogue adds it once; not a second acc + bias, nor the launcher as well)"]}
+        for BK in BLOCKS[:4]:  # added inside the K loop: once a step
+            if -(-K // BK) > 1:
+                times.setdefault(-(-K // BK), []).append(f"once a step of the K loop ({-(-K // BK)} steps of "
+                                                         f"BLOCK_K = {BK})")  # fmt: skip
+        for n, how in times.items():
+            suspects[
+                f"The bias is added {n} times: {'; or '.join(dict.fromkeys(how))}. Add it once, after the K loop, "
+                f"in the epilogue."
+            ] = epilogue_ref(a @ b + n * bias, None, activation)
     return suspects
 
 

@@ -190,14 +190,18 @@ def _planted_kernel(
             acc = tl.dot(a, b)
         else:
             acc = tl.dot(a, b, acc)
+        if HAS_BIAS and MISTAKE == "bias_in_loop":
+            acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
         if MISTAKE == "b_elements":
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K
         elif MISTAKE != "advance":
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
-    if HAS_BIAS:
+    if HAS_BIAS and MISTAKE != "bias_in_loop":
         bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+        if MISTAKE == "bias_twice":
+            acc = acc + bias[None, :]
         if MISTAKE == "bias_rows":  # the row offsets where the column offsets belong (square tiles: it compiles)
             bias = tl.load(bias_ptr + offs_m, mask=offs_m < N, other=0.0).to(tl.float32)
         if MISTAKE == "bias_axis":
@@ -241,6 +245,8 @@ MISTAKES = {
     "short_group": "last group",
     "bias_axis": "bias is added along the wrong axis",
     "bias_rows": "bias is loaded at the row offsets",  # session 35: "Wrong values in many places" before
+    "bias_twice": "bias is added 2 times: twice",  # session 36: the two "Wrong values in many places" before
+    "bias_in_loop": "once a step of the K loop",
     "overwrite": "Only the last step of the K loop",
     "b_elements": "B's pointers move BLOCK_K = 16 elements",
     "gelu_z": r"sigmoid\(z\) where sigmoid\(2 z\)",
