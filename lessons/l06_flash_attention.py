@@ -122,7 +122,7 @@ def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc", base_
     l_i * alpha): what that mistake gives, in fp64. forgotten=None, base_e="alpha" or "p": both rescaled, but in a
     kernel whose scores are in base 2 (qk_scale holds LOG2E) that one is taken with tl.exp, the other with tl.exp2.
     divided_in_loop (with forgotten=None): acc = acc / l_i[:, None] at the end of each step, and o = acc after the
-    loop, with no division there."""
+    loop, with no division there ("instead"), or o = acc / l_i[:, None] there too ("as well")."""
     B, T, H, D = q.shape
     s, v = _grouped_scores(q, k, v, causal)  # (B, H, T, T), (B, T, H, D)
     m = torch.full(s.shape[:-1], float("-inf"), dtype=s.dtype, device=s.device)  # (B, H, T): key 0 is in block 0
@@ -138,7 +138,7 @@ def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc", base_
         acc = (1 if forgotten == "acc" else alpha[..., None]) * acc + pv
         acc = acc / l_i[..., None] if divided_in_loop else acc
         m = m_new
-    return (acc if divided_in_loop else acc / l_i[..., None]).transpose(1, 2)  # (B, T, H, D)
+    return (acc if divided_in_loop == "instead" else acc / l_i[..., None]).transpose(1, 2)  # (B, T, H, D)
 
 
 def _attention_unnormalised(q, k, v, causal):
@@ -213,7 +213,12 @@ def attention_suspects(q, k, v, causal):
                 f"acc is divided by l_i inside the key loop (BLOCK_N = {BLOCK_N}): the next block multiplies it by "
                 f"alpha alone, so what earlier blocks added ends up divided by their l_i too. acc stays unnormalised "
                 f"in the loop (acc = tl.dot(p, v, acc * alpha[:, None])); divide once after it: o = acc / l_i[:, None]"
-            ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten=None, divided_in_loop=True)
+            ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten=None, divided_in_loop="instead")
+            suspects[
+                f"acc is divided by l_i inside the key loop as well as after it (BLOCK_N = {BLOCK_N}): in the loop "
+                f"the next block multiplies it by alpha alone, so what earlier blocks added is divided by their l_i "
+                f"too, and then by l_i again. acc stays unnormalised in the loop; divide once, after it"
+            ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten=None, divided_in_loop="as well")
         full = T // BLOCK_N * BLOCK_N  # the keys in whole blocks
         if not causal and 0 < full < T:
             keep = torch.arange(T, device=q.device)[None, :].expand(T, T) < full

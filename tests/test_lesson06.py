@@ -761,6 +761,13 @@ BLOCK_BATTERY = {
          "acc * alpha[:, None])\n        acc = acc / l_i[:, None]\n        m_i = m_new\n    o = acc"),
         "head", "acc is divided by l_i inside the key loop",
     ),
+    # session 36: "Wrong values in many places" before (divided in the loop, and after it as well)
+    "acc divided by l_i inside the loop and after it": (
+        "attention_head_kernel",
+        ("acc * alpha[:, None])\n        m_i = m_new\n", "acc * alpha[:, None])\n        acc = acc / l_i[:, None]\n"
+         "        m_i = m_new\n"),
+        "head", "acc is divided by l_i inside the key loop as well as after it",
+    ),
     "the partial key block skipped": ("attention_pointers_kernel", ("        masked_end = T\n",
                                       "        masked_end = full_end\n"), "pointers", "last, partial key block"),
 }  # fmt: skip
