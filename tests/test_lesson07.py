@@ -645,6 +645,17 @@ FOURTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words 
         "rmsnorm", "the weight is applied before normalising",
     ),
     "mean over N - 1": ("rmsnorm_kernel", [("/ N + eps", "/ (N - 1) + eps")], "rmsnorm", "divided by N - 1"),
+    # (session 36) "Wrong values in many places" before: the tail's squares added to the sum of squares
+    "the tail of x loaded as 1.0": (
+        "rmsnorm_kernel", [("x = tl.load(x_ptr + offsets, mask=mask, other=0.0)",
+                            "x = tl.load(x_ptr + offsets, mask=mask, other=1.0)")],
+        "rmsnorm", "the masked lanes past N were loaded as 1.0",
+    ),
+    "the tail of the residual loaded as 1.0": (
+        "rmsnorm_kernel", [("x += tl.load(res_ptr + offsets, mask=mask, other=0.0)",
+                            "x += tl.load(res_ptr + offsets, mask=mask, other=1.0)")],
+        "rmsnorm", "the masked lanes past N were loaded as 1.0",
+    ),
     "silu(gate) + up": ("swiglu_kernel", [("gate * tl.sigmoid(gate) * up", "gate * tl.sigmoid(gate) + up")],
                         "swiglu", "silu(gate) and up are added"),
     "gate and up interleaved": (
