@@ -21,6 +21,8 @@
 #   TEST_SHARD=1/2 scripts/gpu-validate.sh tests:06,07@560    every second test from the first (then TEST_SHARD=2/2 in
 #                                              the next call): a run longer than one call's limit, in parts
 #                                              (tests/conftest.py; the log's name ends in -shard1of2)
+#   scripts/gpu-validate.sh tests:06,07%1/4@240 tests:11@60   the same for one step (%i/n after the lessons): the
+#                                              steps after it run whole (TEST_SHARD in the environment shards them all)
 # A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is interrupted (SIGINT, so
 # that pytest still prints the failures it saw; killed 20 s later if it has not stopped), the next one runs.
 # A test step's log names each test as it ends (-v) and the 25 slowest (--durations): a step cut off by its limit
@@ -57,6 +59,7 @@ status=0
 tag=$(python3 -c 'import triton; print(triton.__version__)')
 for step in "$@"; do
   limit=${step##*@}; [ "$limit" = "$step" ] && limit=0; step=${step%@*}
+  shard=${TEST_SHARD:-}; if [[ $step == *%* ]]; then shard=${step##*%}; step=${step%[%]*}; fi
   what=${step%%:*}; which=""; [ "$what" != "$step" ] && which=${step#*:}
   run=(timeout -s INT -k 20 "$limit"); [ "$limit" = 0 ] && run=()
   t0=$(date +%s)
@@ -64,8 +67,8 @@ for step in "$@"; do
     tests)
       sel=(tests --ignore=tests/test_browser.py --ignore=tests/test_participants.py)
       [ -n "$which" ] && mapfile -t sel < <(files "$which" tests)
-      "${run[@]}" python3 -m pytest -v -p no:cacheprovider -n "${WORKERS:-8}" --tb=short -rfE --durations=25 "${sel[@]}" \
-        > "$out/tests-$tag$mode${which:+-${which//,/_}}${TEST_SHARD:+-shard${TEST_SHARD/\//of}}.log" 2>&1 ;;
+      TEST_SHARD=$shard "${run[@]}" python3 -m pytest -v -p no:cacheprovider -n "${WORKERS:-8}" --tb=short -rfE \
+        --durations=25 "${sel[@]}" > "$out/tests-$tag$mode${which:+-${which//,/_}}${shard:+-shard${shard/\//of}}.log" 2>&1 ;;
     notebooks)
       sel=(solutions); [ -n "$which" ] && mapfile -t sel < <(files "$which" notebooks)
       "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --dist loadfile --tb=short -rfE --nbval-lax \
@@ -100,7 +103,7 @@ PY
   esac
   rc=$?; [ $rc -ne 0 ] && status=1
   [ "$limit" = 0 ] && limit=""
-  echo "$step${limit:+@$limit}: exit $rc in $(( $(date +%s) - t0 )) s (triton $tag$mode)" | tee -a "$out/steps.txt"
+  echo "$step${shard:+%$shard}${limit:+@$limit}: exit $rc in $(( $(date +%s) - t0 )) s (triton $tag$mode)" | tee -a "$out/steps.txt"
 done
 # the device tool brings back at most 8 files from $OUT (session 11 lost a bench folder that way): past 6, everything
 # but steps.txt and gpu.txt goes into one outputs.tgz (files from an earlier call of this script included)
