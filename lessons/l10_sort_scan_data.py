@@ -1551,13 +1551,17 @@ def cumsum(x, *, out=None, BLOCK_SIZE=None, method=None, num_warps=None):
 
 def _require_int32_sums(x):
     """Under the interpreter, refuses an int32 x some of whose sums may pass int32's range: NumPy, which adds for
-    the interpreter, raises where a compiled kernel wraps. sum |x| bounds every partial sum, in any order."""
-    total = int(x.long().abs().sum())  # one host sync: the interpreter runs on the CPU anyway
-    if total >= 2**31:
+    the interpreter, raises where a compiled kernel wraps. Every partial sum, in any order and grouping, lies
+    between the sum of the negative elements and the sum of the positive ones: x = [-2**31] or [2**31 - 1, -5]
+    scan exactly (a bound on sum |x| refused both)."""
+    x = x.long()
+    low, high = (int(s) for s in torch.stack([x.clamp(max=0).sum(), x.clamp(min=0).sum()]))  # one host sync
+    if low < -(2**31) or high >= 2**31:
         raise ValueError(
-            f"x is int32 and its sum of |x| is {total}, past int32's range: a compiled kernel wraps on overflow (as "
-            f"torch.cumsum(x, 0, dtype=torch.int32) does), but Triton's interpreter raises. Pass x.long() for "
-            f"exact int64 sums, or run on a GPU."
+            f"x is int32 and the sum of its {'negative' if low < -(2**31) else 'positive'} elements is "
+            f"{low if low < -(2**31) else high}, past int32's range: some partial sums may not fit. A compiled "
+            f"kernel wraps on overflow (as torch.cumsum(x, 0, dtype=torch.int32) does), but Triton's interpreter "
+            f"raises. Pass x.long() for exact int64 sums, or run on a GPU."
         )
 
 

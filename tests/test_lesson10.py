@@ -175,6 +175,18 @@ def test_int32_cumsum_past_its_range_wraps_or_is_refused(case, method):
         assert torch.equal(L.cumsum(x, method=method, BLOCK_SIZE=1024), torch.cumsum(x, 0, dtype=torch.int32))
 
 
+@pytest.mark.parametrize("method", ["lookback", "reduce-then-scan"])
+def test_int32_cumsum_at_int32s_limits_is_exact(method):
+    """(session 36) int32 x whose every partial sum fits, though sum |x| does not: INT32_MIN alone, INT32_MAX then
+    negatives, both limits in one x. The interpreter's guard refused them all (it bounded by sum |x|); every
+    partial sum lies between the sums of the negative and of the positive elements, so they scan exactly."""
+    lo, hi = -(2**31), 2**31 - 1
+    for values in ([lo], [lo, 0, 0, 5], [hi - 3, -5, 3, lo + 5], [hi, lo + 1] + [0] * 6 + [-1]):
+        x = torch.tensor(values, dtype=torch.int32, device=DEV)
+        got = L.cumsum(x, method=method, BLOCK_SIZE=4)
+        assert torch.equal(got, torch.cumsum(x, 0, dtype=torch.int32)), (values, got)
+
+
 def test_top_k_filter_falls_back_when_too_many_pass():
     """A block of equal values: every entry passes the threshold (more than 2K), so the filter kernel must take its
     bitonic_top_k branch; a random block takes the compaction branch. Both exact, and the schedule's default too."""
