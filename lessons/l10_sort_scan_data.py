@@ -391,8 +391,10 @@ def _sort_rows_plan(BLOCK_SIZE, dtype, network):
 
 def sort_rows(x, *, out=None, out_indices=None, network=None, ROWS=None, num_warps=None):
     """Segmented sort: every row of a 2-D fp32/fp16 tensor sorted ascending, as torch.sort(x, stable=True) gives
-    it: (values, int64 indices); NaN last; -0.0 comes back as 0.0. Rows of at most MAX_SORT_ROW elements. network
-    (one of SORT_NETWORKS), ROWS (rows a program, "tiled" only) and num_warps default to SORT_ROWS_SCHEDULES."""
+    it: (values, int64 indices); NaN last; -0.0 comes back as 0.0 and every NaN as one positive quiet NaN (the
+    values are unpacked from the sort keys; x.gather(1, indices) gives x's own bits, as torch.sort returns them).
+    Rows of at most MAX_SORT_ROW elements. network (one of SORT_NETWORKS), ROWS (rows a program, "tiled" only) and
+    num_warps default to SORT_ROWS_SCHEDULES."""
     _require_rows(x, "x", (torch.float32, torch.float16))
     M, N = x.shape
     if N > MAX_SORT_ROW:
@@ -944,9 +946,11 @@ def top_k_schedule(M):
 
 def top_k(x, k, *, out=None, out_indices=None, BLOCK_SIZE=None, method=None, num_warps=None):
     """The k largest entries of each row of a 2-D fp32 tensor, largest first, as top_k_ref: (values, int64
-    indices). Two kernels: the K = next_power_of_2(k) best of every block of BLOCK_SIZE columns (in parallel
-    over rows and blocks), then one program per row merges those candidates. BLOCK_SIZE, method ("sort",
-    "bitonic", "bitonic-sort", "filter", "tl.topk") and num_warps default to TOP_K_SCHEDULES."""
+    indices). As sort_rows, -0.0 comes back as 0.0 and every NaN as one positive quiet NaN (equal values, other
+    bits: x.gather(1, indices) gives x's own, as torch.topk returns them). Two kernels: the K = next_power_of_2(k)
+    best of every block of BLOCK_SIZE columns (in parallel over rows and blocks), then one program per row merges
+    those candidates. BLOCK_SIZE, method ("sort", "bitonic", "bitonic-sort", "filter", "tl.topk") and num_warps
+    default to TOP_K_SCHEDULES."""
     _require_rows(x, "x", torch.float32)
     M, N = x.shape
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= min(N, MAX_K):
