@@ -305,7 +305,8 @@ def cross_entropy_kernel(
         x = tl.load(logits_ptr + rows[:, None] * stride_lm + c[None, :], mask=mask, other=0.0).to(ACC)
         x = tl.where(c[None, :] < V, x, float("-inf"))  # past the vocabulary: nothing, for the max and the sum
         m_new = tl.maximum(m, tl.max(x, axis=1))
-        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1)
+        # while a row has seen nothing but -inf (a masked first block), d stays 0, not exp(-inf - -inf) = NaN
+        d = tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1))
         m = m_new
         picked += tl.sum(tl.where(c[None, :] == label[:, None], x, 0.0), axis=1)
     lse = m + tl.log(d)

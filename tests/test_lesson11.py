@@ -223,6 +223,29 @@ def _ce_ignored_kernel(
              ROWS, BLOCK_V, ACC, False, True)  # fmt: skip  # the mistake: ignored rows keep their gradient
 
 
+def test_ce_a_first_block_of_nothing_but_minus_inf_gives_numbers():
+    # (session 36) logits masked with -inf over a whole first block of the vocabulary (a vocabulary restricted to its
+    # later tokens): pass 1's m_new was -inf there and d = d * exp(-inf - -inf) + ... = NaN, so the loss and every
+    # gradient of the row came out NaN where F.cross_entropy has numbers. d stays 0 until a finite logit comes now
+    torch.manual_seed(0)
+    _, BLOCK_V = lesson.row_tile(2, 4100)
+    V = BLOCK_V + 4  # two blocks
+    logits = torch.randn(2, V, **F64)
+    logits[0, :BLOCK_V] = float("-inf")  # row 0: its first block all -inf, its 4 last logits finite
+    logits[1, :7] = float("-inf")  # row 1: a few, with finite logits in the same block
+    labels = torch.tensor([V - 1, V - 2], device=ENV.device)
+    for dtype in (torch.float32, torch.float64):
+        got = logits.to(dtype).clone().requires_grad_()  # (clone: to(float64) would hand back logits itself)
+        ref = logits.clone().requires_grad_()
+        loss = lesson.cross_entropy(got, labels)
+        loss.backward()
+        torch.nn.functional.cross_entropy(ref, labels).backward()
+        assert torch.isfinite(loss) and torch.isfinite(got.grad).all(), f"{dtype}: NaN where PyTorch has numbers"
+        tol = dict(atol=1e-6, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-12, rtol=1e-12)
+        torch.testing.assert_close(loss.double(), torch.nn.functional.cross_entropy(logits, labels), **tol)
+        torch.testing.assert_close(got.grad.double(), ref.grad, **tol)
+
+
 def test_ce_gradient_missing_the_mean_is_named(monkeypatch):
     monkeypatch.setattr(lesson, "cross_entropy_kernel", _ce_no_scale_kernel)
     with pytest.raises(AssertionError, match="misses the mean's 1/N"):
@@ -438,8 +461,8 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
     ),  # fmt: skip
     "ce without the rescale": (
         "cross_entropy_kernel",
-        "d = d * tl.exp(m - m_new) + tl.sum(",
-        "d = d + tl.sum(",
+        "d * tl.exp(m - m_new) + tl.sum(",
+        "d + tl.sum(",
         "cross_entropy",
         "not rescaled",
     ),  # fmt: skip
