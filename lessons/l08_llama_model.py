@@ -156,16 +156,20 @@ def model_args(config: dict) -> ModelArgs:
     if H % KV:
         raise ValueError(f"num_attention_heads {H} does not split evenly over num_key_value_heads {KV}: each "
                          f"key/value head serves a whole group of query heads")  # fmt: skip
-    rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    # transformers 5 writes rope_parameters, 4 wrote rope_scaling; where a config has both, transformers (either
+    # version) reads rope_scaling, and the rope_theta beside it (at the top level), never rope_parameters
+    where = "rope_scaling" if config.get("rope_scaling") else "rope_parameters"
+    rope = dict(config.get(where) or {})
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type not in ROPE_TYPES:
-        raise ValueError(f"RoPE type {rope_type!r} is not implemented here (only {', '.join(ROPE_TYPES)})")
+        raise ValueError(f"config.json's {where}: RoPE type {rope_type!r} is not implemented here (only "
+                         f"{', '.join(ROPE_TYPES)}); load a checkpoint whose rope_type is one of those")  # fmt: skip
     missing = [key for key in ROPE_FIELDS[rope_type] if key not in rope]
     if missing:
-        raise ValueError(f"RoPE type {rope_type!r} needs {', '.join(missing)} in config.json's rope_scaling: is "
+        raise ValueError(f"RoPE type {rope_type!r} needs {', '.join(missing)} in config.json's {where}: is "
                          f"the config complete?")  # fmt: skip
     for key in ROPE_FIELDS[rope_type]:  # each divides the frequencies or a wavelength: 0 makes them inf, then NaN
-        utils.require_number(rope[key], f"config.json's rope_scaling {key}", positive=True)
+        utils.require_number(rope[key], f"config.json's {where} {key}", positive=True)
     eos = config.get("eos_token_id")
     theta = utils.require_number(rope.get("rope_theta", config.get("rope_theta", 10000.0)), "config.json's rope_theta")
     if not theta > 0:

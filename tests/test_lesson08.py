@@ -172,6 +172,26 @@ def test_rope_scaling_in_the_hub_layout_is_read(tmp_path):
     assert args.rope_theta == 500000.0 and args.rope_scaling["factor"] == 8.0
 
 
+def test_a_config_with_both_rope_keys_is_read_as_transformers_reads_it(tmp_path):
+    """(session 36) A transformers 5 config.json (rope_parameters) with a transformers 4 rope_scaling added: both
+    versions of transformers read rope_scaling, and the top-level rope_theta (absent: 10000), leaving rope_parameters
+    out. The loader read rope_parameters (here theta 500000, no scaling): logits silently not transformers'."""
+    from transformers import LlamaForCausalLM
+
+    folder, _ = hf_checkpoint(tmp_path, seed=8, num_hidden_layers=1, rope={"rope_theta": 500000.0})
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_scaling"] = {"rope_type": "linear", "factor": 4.0}
+    (folder / "config.json").write_text(json.dumps(config))
+    hf = LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager").to(ENV.device).eval()
+    assert hf.config.rope_parameters["rope_type"] == "linear" and hf.config.rope_parameters["rope_theta"] == 10000.0
+    model = L.load_model(folder, dtype=torch.float32)
+    assert model.args.rope_scaling["factor"] == 4.0 and model.args.rope_theta == 10000.0
+    check_prefill_logits(model, hf, prompt(B=1, T=12))
+    config["rope_scaling"] = {"rope_type": "dynamic", "factor": 2.0}  # refused naming the key it was read from
+    with pytest.raises(ValueError, match="config.json's rope_scaling: RoPE type 'dynamic' is not implemented"):
+        L.model_args(config)
+
+
 def test_untied_embeddings(tmp_path):
     folder, hf = hf_checkpoint(tmp_path, tie=False, seed=3)
     model = L.load_model(folder, dtype=torch.float32)
