@@ -144,11 +144,14 @@ def model_args(config: dict) -> ModelArgs:
         raise ValueError(f"config.json has a quantization_config (quant_method {method!r}): its weights are stored "
                          f"quantized, which this loader does not read; load the unquantized checkpoint (lesson 12 "
                          f"quantizes the weights itself)")  # fmt: skip
+    for key in need:  # named as config.json names them, not as ModelArgs or LlamaArgs do
+        utils.require_int(config[key], f"config.json's {key}")
     C, H = config["hidden_size"], config["num_attention_heads"]
     KV = config.get("num_key_value_heads")  # absent (or null): one key/value head per query head
     KV = H if KV is None else utils.require_int(KV, "config.json's num_key_value_heads")
-    D = config.get("head_dim") or (C // H if C % H == 0 else None)
-    if not isinstance(D, int) or D <= 0:
+    D = config.get("head_dim")  # absent, null or 0 (as transformers reads it): hidden_size // num_attention_heads
+    D = utils.require_int(D, "config.json's head_dim") if D else (C // H if C % H == 0 else None)
+    if D is None:
         raise ValueError(
             f"hidden_size {C} does not split over {H} heads and config.json sets no head_dim: give head_dim, the "
             f"width of one attention head (q_proj has num_attention_heads * head_dim rows)"
@@ -159,6 +162,9 @@ def model_args(config: dict) -> ModelArgs:
     # transformers 5 writes rope_parameters, 4 wrote rope_scaling; where a config has both, transformers (either
     # version) reads rope_scaling, and the rope_theta beside it (at the top level), never rope_parameters
     where = "rope_scaling" if config.get("rope_scaling") else "rope_parameters"
+    if not isinstance(config.get(where) or {}, dict):
+        raise TypeError(f"config.json's {where} is {config[where]!r}: a dict such as {{\"rope_type\": \"linear\", "
+                        f"\"factor\": 2.0}}, or null for plain RoPE")  # fmt: skip
     rope = dict(config.get(where) or {})
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type not in ROPE_TYPES:

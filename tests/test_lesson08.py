@@ -1050,6 +1050,25 @@ def test_config_numbers_are_refused_by_name(tmp_path):
             L.model_args({**config, **fields})
 
 
+def test_config_sizes_are_refused_by_their_config_names(tmp_path):
+    """(session 36) A size that is not a positive int was refused as LlamaArgs.dim or ModelArgs.n_layers (names
+    config.json does not use); num_attention_heads 0 without a head_dim raised ZeroDivisionError; head_dim 16.0 or
+    -16 was refused as "config.json sets no head_dim"; a rope_scaling that is not a dict raised dict()'s own error."""
+    config = json.loads((ckpt.build_checkpoint(tmp_path) / "config.json").read_text())
+    for fields, error, message in (
+        ({"hidden_size": 64.0}, ValueError, "config.json's hidden_size must be a positive int, got 64.0"),
+        ({"num_hidden_layers": 0}, ValueError, "config.json's num_hidden_layers must be a positive int, got 0"),
+        ({"num_attention_heads": 0, "head_dim": None}, ValueError, "config.json's num_attention_heads must be a pos"),
+        ({"intermediate_size": "96"}, ValueError, "config.json's intermediate_size must be a positive int"),
+        ({"head_dim": 16.0}, ValueError, "config.json's head_dim must be a positive int, got 16.0"),
+        ({"head_dim": -16}, ValueError, "config.json's head_dim must be a positive int, got -16"),
+        ({"rope_scaling": "linear"}, TypeError, "config.json's rope_scaling is 'linear': a dict such as"),
+    ):  # fmt: skip
+        with pytest.raises(error, match=message):
+            L.model_args({**config, **fields})
+    assert L.model_args({**config, "head_dim": 0}).head_dim == 16  # 0 as transformers reads it: hidden // heads
+
+
 def test_a_checkpoint_of_mixed_dtypes_and_an_index_without_its_map_are_refused(tmp_path):
     """Norms stored in fp16 beside fp32 projections, loaded as stored (dtype=None), used to reach the first rmsnorm
     launch ("norm has dtype float16, but this kernel takes float32"); an index without weight_map raised KeyError."""
