@@ -352,14 +352,16 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
     __tracebackhide__ = True
     dtype = dtype or env.dtype
     for M, N, K in shapes or CHECK_SHAPES:
-        a = torch.randn(M, K, device=env.device, dtype=dtype) * K**-0.25
-        b = torch.randn(K, N, device=env.device, dtype=dtype) * K**-0.25
+        a = torch.randn(M, K, device=env.device, dtype=dtype) * max(K, 1) ** -0.25  # (K = 0: nothing to scale)
+        b = torch.randn(K, N, device=env.device, dtype=dtype) * max(K, 1) ** -0.25
         bias = torch.randn(N, device=env.device, dtype=dtype) if epilogue else None
         extra = dict(bias=bias, activation=activation) if epilogue else {}
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             c = fn(a, b, **extra, out=utils.nan_empty((M, N), dtype))
         act = activation if epilogue else None
-        scale = math.sqrt(K) * a.float().pow(2).mean().sqrt().item() * b.float().pow(2).mean().sqrt().item()
+        # typical |C|: sqrt(K) times the root mean square of a and of b (0 for an empty one, whose .mean() is NaN)
+        rms_a, rms_b = (t.float().norm().item() / math.sqrt(max(t.numel(), 1)) for t in (a, b))
+        scale = math.sqrt(K) * rms_a * rms_b
         ref = matmul_ref(a.double(), b.double(), None if bias is None else bias.double(), act)
         try:
             utils.check(

@@ -557,6 +557,14 @@ def test_empty_problems(launcher, M, N, K):
     utils.check(c, want, name=f"{launcher} of ({M}, {K}) by ({K}, {N})", quiet=True)
 
 
+@pytest.mark.parametrize("M, N, K", [(8, 24, 0), (0, 24, 16), (8, 0, 16)])
+def test_check_matmul_takes_empty_shapes(M, N, K):
+    """(session 36) Peers' batteries hold empty problems: check_matmul drew a and b scaled by K**-0.25
+    (ZeroDivisionError at K = 0) and took |C| from the mean of an empty operand (NaN: an atol utils.check refused)."""
+    for epilogue in (False, True):
+        L.check_matmul(L.matmul, shapes=[(M, N, K)], epilogue=epilogue, dtype=torch.float32, quiet=True)
+
+
 def test_fp32_epilogue_at_k_0_is_rounded_once():
     """(session 36) At K = 0, C is activation(bias) alone and matmul_tolerance allows only the output's rounding
     (atol 0: there is no sum): the launchers computed it in fp32, whose GELU was off by a few units in the last place
