@@ -1469,10 +1469,14 @@ def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
         return out
     for name, t in (("a", a), ("b", b), ("out", out)):
         if not rows_on_16_bytes(t):
+            why = (  # the rows' pitch, or where the first row starts (a view that begins mid-buffer)
+                f"its rows are {t.stride(0)} elements apart, not a multiple of {16 // t.element_size()}"
+                if t.stride(0) * t.element_size() % 16
+                else f"it starts {t.data_ptr() % 16} bytes past one (a view into a buffer: .clone() it)"
+            )
             raise ValueError(
-                f"{name} (shape {tuple(t.shape)}) cannot go through TMA: each row must start on a "
-                f"16-byte boundary, so its row length must be a multiple of {16 // t.element_size()} "
-                f"elements. Use matmul() instead."
+                f"{name} (shape {tuple(t.shape)}) cannot go through TMA: each row must start on a 16-byte "
+                f"boundary, but {why}. Use matmul() instead."
             )
     if not uses_tma():
         return matmul_persistent(a, b, bias, activation, out=out)

@@ -580,6 +580,16 @@ def test_fp32_epilogue_at_k_0_is_rounded_once():
             utils.check(got, want, name=f"{name} {activation} at K = 0", quiet=True, **tolerance)
 
 
+def test_tma_refusal_names_the_misalignment_it_found():
+    """(session 36) A view that starts 4 bytes into a buffer, its rows 32 elements apart, was refused with "its row
+    length must be a multiple of 4 elements": true of it already, so the message pointed at the wrong fix."""
+    off = torch.randn(1 + 32 * 32, device=DEVICE)[1:].view(32, 32)
+    with pytest.raises(ValueError, match=r"a \(shape \(32, 32\)\).* starts 4 bytes past one .*\.clone\(\)"):
+        L.matmul_persistent_tma(off, torch.randn(32, 16, device=DEVICE))
+    with pytest.raises(ValueError, match=r"b \(shape \(32, 15\)\).* rows are 15 elements apart, not a multiple of 4"):
+        L.matmul_persistent_tma(torch.randn(8, 32, device=DEVICE), torch.randn(32, 15, device=DEVICE))
+
+
 def test_tile_order_takes_numpy_sizes():
     """NumPy ints for M and N (as a sweep over np.arange gives them) were refused as 'not a non-negative int'."""
     got = L.tile_order(np.int64(100), np.int32(200), 32, 64, 2)
