@@ -318,9 +318,8 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
         name = f"rmsnorm of x ({M}, {N})" + _rows_named(out, ref)
         all_nan = _check_normed(out, ref, rmsnorm_suspects(x64, w64, eps), all_nan, name, quiet, stray)
         with utils.watch_memory() as stray:
-            out, x_sum = fn(
-                x, w, eps, residual=r, out=utils.nan_empty((M, N), dtype), sum_out=utils.nan_empty((M, N), dtype)
-            )
+            got = fn(x, w, eps, residual=r, out=utils.nan_empty((M, N), dtype), sum_out=utils.nan_empty((M, N), dtype))
+            out, x_sum = utils.returned(got, ("out", "sum_out"), f"{getattr(fn, '__name__', 'fn')}(..., residual=)")
         ref, ref_sum = rmsnorm_ref(x64, w64, eps, residual=r64)
         before = {
             "sum_out holds x alone: store x + residual, after the residual is added to x": x64,
@@ -521,9 +520,10 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
             cos = torch.cat([c[:, 2 * b : 2 * b + T] for b in range(B)]).contiguous()
             sin = torch.cat([s[:, 2 * b : 2 * b + T] for b in range(B)]).contiguous()
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-            q_out, k_out = fn(
+            got = fn(
                 q, k, cos, sin, q_out=utils.nan_empty((B, T, H, D), dtype), k_out=utils.nan_empty((B, T, KV, D), dtype)
             )
+            q_out, k_out = utils.returned(got, ("q_out", "k_out"), getattr(fn, "__name__", "fn"))
         q64, k64, c64, s64 = q.double(), k.double(), cos.double(), sin.double()
         q_ref, k_ref = rope_ref(q64, k64, c64, s64)
         for what, out, ref, x64 in (("q", q_out, q_ref, q64), ("k", k_out, k_ref, k64)):

@@ -491,11 +491,12 @@ def check_sort_rows(fn, *, quiet=False):
             x[2, 1::3] = float("-inf")
             x[2, 1::4] = -0.0
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-            values, indices = fn(
+            got = fn(
                 x,
                 out=utils.nan_empty((M, N), dtype=dtype, device=env.device),
                 out_indices=torch.full((M, N), -1, dtype=torch.int64, device=env.device),
             )
+            values, indices = utils.returned(got, ("values", "indices"), getattr(fn, "__name__", "fn"))
         ref_v, ref_i = sort_ref(x.double())
         utils.check(
             values,
@@ -1113,7 +1114,7 @@ def check_top_k(fn, *, quiet=False):
         if M > 3:
             x[3] = torch.log_softmax(x[3], dim=-1)  # log-probabilities: all negative, the padding must stay below
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-            values, indices = fn(
+            got = fn(
                 x,
                 k,
                 out=utils.nan_empty((M, k), device=env.device),
@@ -1121,6 +1122,7 @@ def check_top_k(fn, *, quiet=False):
                 BLOCK_SIZE=BLOCK_SIZE,
                 method=method,
             )
+            values, indices = utils.returned(got, ("values", "indices"), getattr(fn, "__name__", "fn"))
         ref_v, ref_i = top_k_ref(x.double(), k)
         where = f"top_k of {M}x{N}, k={k}, BLOCK_SIZE={BLOCK_SIZE}, method={method}"
         K = triton.next_power_of_2(k)
@@ -2496,9 +2498,10 @@ def check_groupby_atomic(fn, *, quiet=False):
         where = f"group-by of {n} rows, {num_keys} keys"
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             try:
-                sums, counts, rows = fn(table, 0.3, num_keys)
+                got = fn(table, 0.3, num_keys)
             except ValueError as error:  # every key here is in 0..num_keys-1: nothing may be refused
                 _refused_good_keys(error, where, num_keys)
+        sums, counts, rows = utils.returned(got, ("sums", "counts", "rows"), getattr(fn, "__name__", "fn"))
         ref_s, ref_c, ref_r = groupby_dense_ref(key, value, x, 0.3, num_keys)
         every_row = groupby_dense_ref(key, value, x, -1.0, num_keys)
         at_threshold = groupby_dense_ref(key, value, x, float(np.nextafter(0.3, -1.0)), num_keys)  # x >= 0.3
@@ -3521,7 +3524,8 @@ def check_query(fn, *, quiet=False):
         "a key out of range (5 of 5) on a row the filter drops": (_with_row(random_table(50, 5, seed=7), 3, 5, 0.1), 5),
     }
     for what, (df, num_keys) in cases.items():
-        got = to_frame(fn(table_from_pandas(df, env.device), 0.5, num_keys))
+        got = fn(table_from_pandas(df, env.device), 0.5, num_keys)
+        got = to_frame(utils.returned(got, {"key", "sum", "count", "mean"}, getattr(fn, "__name__", "fn")))
         want = query_ref(df, 0.5)
         try:
             pd.testing.assert_frame_equal(got, want, check_exact=True)
@@ -3718,8 +3722,9 @@ def check_join(fn, *, quiet=False):
                 f"last slot must wrap round to slot 0, slot = (slot + 1) & ((1 << LOG_CAPACITY) - 1), in the build "
                 f"and in the probe (keys whose home is the last slot are in this table)."
             )
-        got = pd.DataFrame({c: t.cpu().numpy() for c, t in got.items()})
         want = join_ref(left, right).reset_index(drop=True)
+        got = utils.returned(got, set(want.columns), getattr(fn, "__name__", "fn"))
+        got = pd.DataFrame({c: t.cpu().numpy() for c, t in got.items()})
         try:
             pd.testing.assert_frame_equal(got, want, check_exact=True)
         except AssertionError as e:

@@ -1368,7 +1368,8 @@ def check_rope_with_grad(fn, *, quiet=False):
             cos, sin = (t.to(dtype).double() for t in rope_tables(T + 3, D, dtype=torch.float64))
             what = f"rope of q {B}x{T}x{H}x{D}, k with {KV} heads, {utils.dtype_name(dtype)}"
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
-                got_q, got_k = fn(q, k, cos.to(dtype), sin.to(dtype))
+                got = fn(q, k, cos.to(dtype), sin.to(dtype))
+                got_q, got_k = utils.returned(got, ("q", "k"), getattr(fn, "__name__", "fn"))
             q64, k64 = (t.detach().double().requires_grad_() for t in (q, k))
             ref_q, ref_k = rope_ref(q64, k64, cos[:, :T], sin[:, :T])
             backwards = rope_ref(q64.detach(), k64.detach(), cos[:, :T], -sin[:, :T])

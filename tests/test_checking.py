@@ -1102,3 +1102,31 @@ def test_an_output_of_zeros_does_not_pass_a_reference_within_atol_of_zero():
     check(torch.zeros(100, device=DEV), torch.zeros(100, dtype=torch.float64), quiet=True)
     check(torch.zeros(100, device=DEV), ref * 1e-11, quiet=True)
     check(ref.float().to(DEV), ref, quiet=True)
+
+
+def test_returned_names_what_came_back_where_a_check_unpacks_results():
+    """(session 36) A check that unpacks fn's results (values, indices = fn(...)) raised Python's own "not enough
+    values to unpack" or "cannot unpack non-iterable NoneType" for a learner's function that returned one tensor or
+    forgot its return; utils.returned names what came back and what was expected."""
+    from utils import returned
+
+    t = torch.zeros(3)
+    assert returned((t, t), ("values", "indices"), "f") == (t, t)
+    assert returned([t, t], ("values", "indices"), "f") == (t, t)
+    table = {"key": t, "sum": t, "extra": 1}
+    assert returned(table, {"key", "sum"}, "q") is table
+    cases = [
+        (None, "forget to `return`"),
+        (t, "one tensor of shape (3,)"),
+        ((t,), "a tuple of 1 (Tensor)"),
+        ((t, t, t), "a tuple of 3"),
+        ("values", "a str"),
+    ]
+    for got, words in cases:
+        with pytest.raises(AssertionError, match=r"f should return 2 results, \(values, indices\), but returned") as e:
+            returned(got, ("values", "indices"), "f")
+        assert words in str(e.value)
+    with pytest.raises(AssertionError, match=r"'sum' is not\)") as e:
+        returned({"key": t, "sum": [1.0]}, {"key", "sum"}, "q")
+    with pytest.raises(AssertionError, match="a table: a dict holding a tensor under each of 'key', 'sum'"):
+        returned((t, t), {"key", "sum"}, "q")

@@ -754,3 +754,20 @@ def test_a_nan_row_of_another_mistake_is_not_blamed_on_the_mean_of_x(monkeypatch
         with pytest.raises(AssertionError) as failure:
             L.check_rmsnorm(L.rmsnorm, quiet=True)
         assert "the mean is taken of x" not in str(failure.value), f"seed {seed}"
+
+
+def test_checks_name_a_launcher_that_returns_one_result_of_two():
+    """(session 36) rmsnorm with a residual returns (out, sum_out), rope (q_out, k_out): a launcher that returned its
+    first result alone raised Python's own unpacking error from inside the check (utils.returned)."""
+
+    def rmsnorm_out_only(x, w, eps, residual=None, *, out=None, sum_out=None):
+        got = L.rmsnorm(x, w, eps, residual=residual, out=out, sum_out=sum_out)
+        return got[0] if residual is not None else got
+
+    def rope_q_only(q, k, cos, sin, *, q_out=None, k_out=None):
+        return L.rope(q, k, cos, sin, q_out=q_out, k_out=k_out)[0]
+
+    with pytest.raises(AssertionError, match=re.escape("(..., residual=) should return 2 results, (out, sum_out)")):
+        L.check_rmsnorm(rmsnorm_out_only, quiet=True)
+    with pytest.raises(AssertionError, match=re.escape("rope_q_only should return 2 results, (q_out, k_out)")):
+        L.check_rope(rope_q_only, quiet=True)

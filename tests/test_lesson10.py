@@ -2516,3 +2516,25 @@ def test_persistent_partials_need_no_more_than_2_16_steps_a_program():
             assert 1 <= programs <= n_steps and triton.cdiv(n_steps, programs) * unroll < 2**16, (n_steps, unroll)
     env = utils.mode.current()  # the grid: 2 programs under the interpreter, 4 an SM on a GPU (at most one a step)
     assert L._partials_programs(1000, 4) == env.pick(cpu=2, gpu=min(1000, 4 * (env.sm_count or 132)))
+
+
+def test_checks_name_a_result_of_the_wrong_kind():
+    """(session 36) A learner's function that returns values alone, None, or a DataFrame: the checks that unpack its
+    results raised Python's own unpacking error, or an AttributeError from inside the check (utils.returned)."""
+
+    def values_only(x, *, out=None, out_indices=None):
+        return L.sort_rows(x, out=out, out_indices=out_indices)[0]
+
+    def frame(table, threshold, num_keys):
+        return L.to_frame(L.query(table, threshold, num_keys))
+
+    def forgot_return(left, right, on="key"):
+        L.join_tables(left, right, on=on)
+
+    for check, fn, words in [
+        (L.check_sort_rows, values_only, "values_only should return 2 results, (values, indices), but returned one"),
+        (L.check_query, frame, "frame should return a table: a dict holding a tensor under each of 'count'"),
+        (L.check_join, forgot_return, "forgot_return should return a table"),
+    ]:
+        with pytest.raises(AssertionError, match=re.escape(words)):
+            check(fn, quiet=True)

@@ -28,6 +28,7 @@ from .checking import (
     require_power_of_two,
     require_same_shape,
     require_tile,
+    returned,
 )
 from .memcheck import watch_memory
 from .mode import Env, dtype_name, setup
@@ -40,6 +41,7 @@ __all__ = [
     "dtype_name",
     "check",
     "launched_into",
+    "returned",
     "Scaled",
     "nan_empty",
     "nan_like",

@@ -592,6 +592,40 @@ def _suspect(out64, suspects, rtol, atol, diagnose=None) -> str | None:
     return diagnose(out64) if diagnose is not None else None
 
 
+def _described(value) -> str:
+    """What a function returned, in a few words: its kind, and its length or shape."""
+    if value is None:
+        return "None: did it forget to `return`?"
+    if isinstance(value, torch.Tensor):
+        return f"one tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        kinds = ", ".join(type(v).__name__ for v in value[:4]) + (", ..." if len(value) > 4 else "")
+        return f"a {type(value).__name__} of {len(value)} ({kinds})"
+    if isinstance(value, dict):
+        return f"a dict of the keys {', '.join(map(repr, list(value)[:6]))}" + (", ..." if len(value) > 6 else "")
+    return f"a {type(value).__name__}"
+
+
+def returned(got, names, call: str):
+    """``got``, what ``call`` returned, as a check unpacks it; AssertionError (naming what came back) if it is not.
+    ``names`` a tuple of result names: a tuple or list of that many, returned as a tuple (``values, indices =
+    utils.returned(fn(x), ("values", "indices"), "sort_rows")``). ``names`` a set of column names: a dict holding a
+    tensor under each (a table), returned as it is. The results' dtypes and values are utils.check's to judge."""
+    __tracebackhide__ = True
+    if isinstance(names, tuple):
+        if isinstance(got, (tuple, list)) and len(got) == len(names):
+            return tuple(got)
+        want = f"{len(names)} results, ({', '.join(names)})"
+    else:
+        if isinstance(got, dict) and all(isinstance(got.get(c), torch.Tensor) for c in names):
+            return got
+        want = f"a table: a dict holding a tensor under each of {', '.join(map(repr, sorted(names)))}"
+        if isinstance(got, dict):
+            absent = sorted(c for c in names if not isinstance(got.get(c), torch.Tensor))
+            want += f" ({', '.join(map(repr, absent))} {'is' if len(absent) == 1 else 'are'} not)"
+    _raise(AssertionError(f"{call} should return {want}, but returned {_described(got)}."))
+
+
 def launched_into(got, out, call, **inputs):
     """Raises AssertionError unless the launcher returned the `out` it was given and left every input (name=(the
     tensor, a copy taken before the call)) as it was: a launcher writes into out, and nowhere else."""
