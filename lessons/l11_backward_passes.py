@@ -888,17 +888,23 @@ def check_kl_div(fn, *, quiet=False):
         )
 
 
-def _ce_inputs(M, V, dtype, device, ignored=True):
+def _ce_inputs(M, V, dtype, device, ignored=True, masked=False):
+    """masked: every row's first block of the vocabulary all -inf (tokens masked out, as a constrained decoder masks
+    them), its label past that block."""
     logits = 3 * torch.randn(M, V, device=device, dtype=torch.float64)
     # each row's max somewhere else: the first row's in its last column (the last block: the running sum of the
     # blocks before must be rescaled), the last row's in its first
     logits[torch.arange(M), torch.linspace(V - 1, 0, M).long()] += 15
     if M > 2:  # the last row (kept) far below 0, every logit under -104: exp(x - 0) underflows to 0 in fp32 there
         logits[-1] -= logits[-1].max() + 110
+    _, BLOCK_V = row_tile(M, V)
+    if masked:
+        logits[:, :BLOCK_V] = float("-inf")
     logits = logits.to(dtype).requires_grad_()
     labels = torch.randint(0, V, (M,), device=device)
-    _, BLOCK_V = row_tile(M, V)
-    if V > BLOCK_V:  # the first row's label in the first block, its column plus BLOCK_V in the vocabulary: a label
+    if masked:
+        labels = BLOCK_V + labels % (V - BLOCK_V)
+    elif V > BLOCK_V:  # the first row's label in the first block, its column plus BLOCK_V in the vocabulary: a label
         # compared with cols (not start + cols) picks that column too. Without it, at V = 128256 (31 blocks) no row's
         # label need lie in the first block, and that mistake looks like a gradient with no one-hot at all
         labels[0] %= min(BLOCK_V, V - BLOCK_V)
@@ -1008,18 +1014,30 @@ def _ce_loss_suspects(x64, labels, dtype):
     }  # fmt: skip
 
 
+MASKED_FIRST_BLOCK = (
+    "NaN in every row whose first block of the vocabulary is all -inf (masked tokens): while pass 1 has seen nothing "
+    "but -inf, m and m_new are -inf, and d * tl.exp(m - m_new) is exp(-inf - -inf) = NaN, which stays in d. Keep d at "
+    '0 until a finite logit comes: d = tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + ...)'
+)
+
+
 def check_cross_entropy(fn, *, quiet=False):
     """fn(logits, labels, *, ignore_index=-100) against cross_entropy_ref in fp64: the loss and the gradient (times a
     random upstream gradient), at awkward shapes (one row, V not a multiple of the block, V over more blocks than
-    one: the running max and sum rescaled), with ignored labels."""
+    one: the running max and sum rescaled), with ignored labels; last, rows whose whole first block of the vocabulary
+    is -inf."""
     __tracebackhide__ = True
     env = utils.mode.current()
     shapes = env.pick(cpu=[(1, 1), (1, 300), (3, 5000), (37, 257)], gpu=[(1, 1), (7, 1000), (37, 257), (64, 128_256)])
+    widest = row_tile(1, 2**31)[1]
+    shapes = [(M, V, False) for M, V in shapes] + [(2, widest + 300, True)]  # last: first blocks of nothing but -inf
     cases = 0
-    for M, V in shapes:
+    for M, V, masked in shapes:
         for dtype in (torch.float64, *lesson_dtypes()):
-            logits, labels = _ce_inputs(M, V, dtype, env.device)
-            what = f"cross_entropy of {M}x{V} {utils.dtype_name(dtype)} logits"
+            logits, labels = _ce_inputs(M, V, dtype, env.device, masked=masked)
+            what = f"cross_entropy of {M}x{V} {utils.dtype_name(dtype)} logits" + (
+                f", each row's first {row_tile(M, V)[1]} logits -inf (masked tokens)" if masked else ""
+            )
             with utils.watch_memory() as stray, warnings.catch_warnings():  # stray: every address the kernels touch
                 # (NumPy, under the interpreter: pass 2's lanes past V compute exp(0 - lse), which overflows in the
                 # row far below 0; they are never stored)
@@ -1031,7 +1049,11 @@ def check_cross_entropy(fn, *, quiet=False):
             lse = torch.logsumexp(x64, -1)
             picked = x64.gather(1, torch.where(keep, labels, 0)[:, None])[:, 0]
             reason = None if dtype == torch.float64 else "a mean of fp32 row losses, from low-precision logits"
+            nothing_seen = {  # (masked) pass 1's d is NaN in every kept row, the loss NaN, their gradients NaN
+                MASKED_FIRST_BLOCK: torch.tensor(float("nan"), dtype=torch.float64, device=env.device)
+            } if masked else {}  # fmt: skip
             _grad_check(f"the loss of {what}", out, ref, {
+                **nothing_seen,  # first: other suspects' exp(-inf - -inf) is NaN there as well
                 "the loss is the mean over every row: ignored rows must add nothing and not count in the mean":
                     torch.where(keep, lse - picked, 0).sum() / M,
                 **_ce_loss_suspects(x64, labels, dtype),
@@ -1042,7 +1064,9 @@ def check_cross_entropy(fn, *, quiet=False):
             (want,) = torch.autograd.grad(ref, x64, go)
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
                 (got,) = torch.autograd.grad(out, logits, go.to(out.dtype))
-            _grad_check(f"the gradient of {what}", got, want, _ce_suspects(x64, labels, want, go), dtype, stray=stray)
+            suspects = {MASKED_FIRST_BLOCK: torch.where(keep[:, None], float("nan"), want)} if masked else {}
+            suspects |= _ce_suspects(x64, labels, want, go)
+            _grad_check(f"the gradient of {what}", got, want, suspects, dtype, stray=stray)
             cases += 1
     if not quiet:
         print(

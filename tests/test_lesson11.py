@@ -459,6 +459,14 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "kl_div",
         "were never written (still the NaN",
     ),  # fmt: skip
+    # (session 36) passed the check before: no case had a row whose first block of the vocabulary is all -inf
+    "ce without the guard for a first block of -inf": (
+        "cross_entropy_kernel",
+        'd = tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1))',
+        "d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1)",
+        "cross_entropy",
+        "NaN in every row whose first block of the vocabulary is all -inf",
+    ),  # fmt: skip
     "ce without the rescale": (
         "cross_entropy_kernel",
         "d * tl.exp(m - m_new) + tl.sum(",
