@@ -1470,7 +1470,8 @@ def matmul_persistent_tma(a, b, bias=None, activation=None, *, out=None):
     for name, t in (("a", a), ("b", b), ("out", out)):
         if not rows_on_16_bytes(t):
             why = (  # the rows' pitch, or where the first row starts (a view that begins mid-buffer)
-                f"its rows are {t.stride(0)} elements apart, not a multiple of {16 // t.element_size()}"
+                f"its rows are {t.stride(0)} element{'s' * (t.stride(0) != 1)} apart, not a multiple of "
+                f"{16 // t.element_size()}"
                 if t.stride(0) * t.element_size() % 16
                 else f"it starts {t.data_ptr() % 16} bytes past one (a view into a buffer: .clone() it)"
             )
