@@ -713,7 +713,7 @@ def _write_rows(cache, pos, values):
 
 def check_rope_kv_write(fn, *, quiet=False):
     """fn(qkv, cos, sin, pos, k_cache, v_cache, out=...) against rope_kv_write_ref, in fp64; then positions
-    outside the cache (-1 and max_len, _check_positions_outside): nothing written, their q NaN."""
+    outside the cache (-1 and max_len, _check_positions_outside, beside 0 and 2): nothing written, their q NaN."""
     __tracebackhide__ = True
     env = utils.mode.current()
     dtype = env.pick(cpu=torch.float32, gpu=env.dtype)
@@ -837,32 +837,33 @@ def check_rope_kv_write(fn, *, quiet=False):
 
 
 def _check_positions_outside(fn, dtype, quiet):
-    """Three sequences at positions -1, 2 and max_len, their caches views into a larger buffer: the one inside
-    writes its row, the two outside write nothing (not a row of another sequence, not past the caches) and their
-    q is NaN. The launcher cannot look at positions (on the GPU), so this is the kernel's own guard."""
+    """Four sequences at positions -1, 2, max_len and 0, their caches views into a larger buffer: the two inside
+    write their rows, the two outside write nothing (not a row of another sequence, not past the caches) and their
+    q is NaN. The launcher cannot look at positions (on the GPU), so this is the kernel's own guard; position 0, the
+    first row, is inside (the main cases' positions are 1 .. max_len - 2)."""
     __tracebackhide__ = True
     env = utils.mode.current()
     H, KV, D, max_len = 4, 2, 16, 6
     fake = ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
     cos, sin = rope_cache(fake, max_len, dtype)
-    qkv = torch.randn(3, H + 2 * KV, D, device=env.device, dtype=dtype)
-    pos = torch.tensor([-1, 2, max_len], device=env.device, dtype=torch.int32)
-    buffer = torch.randn(2, 5, max_len, KV, D, device=env.device, dtype=dtype)  # the caches: sequences 1 .. 3
+    qkv = torch.randn(4, H + 2 * KV, D, device=env.device, dtype=dtype)
+    pos = torch.tensor([-1, 2, max_len, 0], device=env.device, dtype=torch.int32)
+    buffer = torch.randn(2, 6, max_len, KV, D, device=env.device, dtype=dtype)  # the caches: sequences 1 .. 4
     before = buffer.clone()
     with utils.watch_memory() as stray:
-        q = fn(qkv, cos, sin, pos, buffer[0, 1:4], buffer[1, 1:4], out=utils.nan_empty((3, H, D), dtype))
-    what = f"(B=3, H={H}, KV={KV}, D={D}, max_len={max_len}, positions -1, 2 and {max_len})"
+        q = fn(qkv, cos, sin, pos, buffer[0, 1:5], buffer[1, 1:5], out=utils.nan_empty((4, H, D), dtype))
+    what = f"(B=4, H={H}, KV={KV}, D={D}, max_len={max_len}, positions -1, 2, {max_len} and 0)"
     moved = (buffer != before).flatten(3).any(-1)  # (k or v, sequence + 1, row)
-    moved[:, 2, 2] = False  # the one row that must be written: sequence 1's, at position 2
+    moved[:, 2, 2] = moved[:, 4, 0] = False  # the rows that must be written: sequence 1's at 2, sequence 3's at 0
     if bool(moved.any()):
         where = ", ".join(f"{'kv'[c]} of sequence {s - 1} row {r}" for c, s, r in torch.nonzero(moved).tolist())
         raise AssertionError(
-            f"the caches {what}: written where nothing may be ({where}; sequence -1 and 3 lie outside the caches "
+            f"the caches {what}: written where nothing may be ({where}; sequence -1 and 4 lie outside the caches "
             f"given).\nHint: a position outside the cache (pos < 0 or pos >= max_len) must write nothing: mask the "
             f"k and v stores with inside = (pos >= 0) & (pos < max_len) (the launcher cannot look at pos: it is on "
             f"the GPU)."
         )
-    q_bad = q[[0, 2]] if isinstance(q, torch.Tensor) and q.shape == (3, H, D) else None
+    q_bad = q[[0, 2]] if isinstance(q, torch.Tensor) and q.shape == (4, H, D) else None
     if q_bad is not None and not bool(q_bad.isnan().all()):
         raise AssertionError(
             f"rotated q {what}: the sequences at positions -1 and {max_len} have no angle in the tables, so their q "
@@ -870,10 +871,20 @@ def _check_positions_outside(fn, dtype, quiet):
             f"max_len reads outside the tables)."
         )
     want = before.double()
-    q_ref = torch.full((3, H, D), float("nan"), dtype=torch.float64, device=env.device)
-    q_ref[1:2] = rope_kv_write_ref(qkv[1:2].double(), cos.double(), sin.double(), pos[1:2], want[0, 2:3], want[1, 2:3])
-    utils.check(q, q_ref, name=f"rotated q {what}", quiet=True, stray=stray)
-    utils.check(buffer[:, 2, 2], want[:, 2, 2], name=f"k and v of the sequence at position 2 {what}", quiet=quiet)
+    q_ref = torch.full((4, H, D), float("nan"), dtype=torch.float64, device=env.device)
+    for b in (1, 3):
+        q_ref[b : b + 1] = rope_kv_write_ref(qkv[b : b + 1].double(), cos.double(), sin.double(), pos[b : b + 1],
+                                             want[0, b + 1 : b + 2], want[1, b + 1 : b + 2])  # fmt: skip
+    position_0 = q_ref.clone()
+    position_0[3] = float("nan")  # (session 36) pos > 0 for pos >= 0: the first row taken for outside the cache
+    suspects = {
+        "Position 0 was taken for outside the cache (its q NaN, its row not written): the cache's rows are 0 .. "
+        "max_len - 1, so inside = (pos >= 0) & (pos < max_len), not pos > 0.": position_0
+    }
+    utils.check(q, q_ref, name=f"rotated q {what}", quiet=True, stray=stray, suspects=suspects)
+    for s, r in ((2, 2), (4, 0)):
+        utils.check(buffer[:, s, r], want[:, s, r], name=f"k and v of the sequence at position {r} {what}",
+                    quiet=quiet)  # fmt: skip
 
 
 @triton.jit
@@ -1248,6 +1259,7 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
         w = (m - m.amax(2, keepdim=True)).exp().nan_to_num(0.0)  # each split's weight exp(m_i - m); empty: 0
         w_e = (LOG2E * (m - m.amax(2, keepdim=True))).exp().nan_to_num(0.0)  # tl.exp of base-2 maxima
         rows_d = torch.arange(max_len, device=q.device)[:, None] + torch.arange(KV, device=q.device)  # (t, kv): t + kv
+        rows_b = torch.arange(B, device=q.device)[:, None] + torch.arange(max_len, device=q.device)  # (b, t): b + t
         suspects = {
             "The partial softmaxes were added without rescaling: each split's acc and l are relative to its own "
             "max m_i; multiply them by exp2(m_i - m), with m the max over the splits, before summing.": (
@@ -1279,7 +1291,18 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
             "b * stride_cb + t * stride_ct + kv_h * HEAD_DIM (stride_ct = KV * D).": decode_attention_ref(
                 q64, k64.flatten(1, 2)[:, rows_d], v64.flatten(1, 2)[:, rows_d], lengths
             ),
+            "Sequence b's cache was found at b * stride_ct, one position's stride, not b * stride_cb, one "
+            "sequence's (max_len * KV * D): sequence b > 0 read sequence 0's keys from position b on. base = "
+            "b * stride_cb + kv_h * HEAD_DIM.": decode_attention_ref(
+                q64, k64.flatten(0, 1)[rows_b], v64.flatten(0, 1)[rows_b], lengths
+            ),
         }
+        if block == D:  # (elsewhere tl.dot of (BLOCK_H, D) by (BLOCK_N, D) fails to compile: the shapes are told)
+            suspects[
+                "The keys were not transposed: the scores are tl.dot(q, tl.trans(k)), (BLOCK_H, D) by (D, BLOCK_N); "
+                "tl.dot(q, k) compiles only where BLOCK_N = D, and there scores key n with column n of the block's "
+                "keys (summed over its rows), not with key n's own row."
+            ] = _untransposed_ref(q64, k64, v64, lengths, block)
         for forgot, keep in (("acc", ("l",)), ("l_i", ("acc",))):  # the loop over key blocks, one rescale left out
             acc_w, m_w, l_w = _split_partials_ref(q64, k64, v64, lengths, split_len, block, rescale=keep)
             weight = (m_w - m_w.amax(2, keepdim=True)).exp().nan_to_num(0.0)  # a split past the length: weight 0
@@ -1354,6 +1377,25 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
     if all_nan is not None:
         raise all_nan[1]
     _check_far_scores(fn, dtype, quiet)
+
+
+def _untransposed_ref(q, k_cache, v_cache, lengths, block):
+    """Attention whose scores are tl.dot(q, k) of each block of `block` = D keys, k not transposed: key n0 + n of the
+    block at n0 scores sum_j q[j] k[n0 + j, n] (rows past the length loaded as 0), fp64. The splits' ends are
+    multiples of `block`, so a block's rows end at the length alone; the online softmax over the blocks and the
+    combine of the splits give one softmax over the sequence's keys."""
+    B, H, D = q.shape
+    max_len, KV = k_cache.shape[1], k_cache.shape[2]
+    lengths = lengths.long().clamp_max(max_len).to(q.device)
+    t = torch.arange(max_len, device=q.device)
+    k = k_cache * (t[None, :] < lengths[:, None])[..., None, None]  # (B, max_len, KV, D), keys past the length 0
+    pad = -max_len % block
+    k = F.pad(k, (0, 0, 0, 0, 0, pad)).view(B, -1, block, KV, D)  # (B, blocks, row j, KV, column n)
+    k = k[:, :, :, torch.arange(H, device=q.device) // (H // KV)]  # (B, blocks, j, H, n)
+    s = torch.einsum("bhj,bmjhn->bhmn", q, k).flatten(2)[..., :max_len] / math.sqrt(D)  # (B, H, max_len)
+    s = s.masked_fill(t >= lengths[:, None, None], float("-inf"))
+    v = v_cache[:, :, torch.arange(H, device=q.device) // (H // KV)]  # (B, max_len, H, D)
+    return torch.einsum("bht,bthd->bhd", s.softmax(-1), v)
 
 
 def _weighed_by_split_0(acc, m, l_):

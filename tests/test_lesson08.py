@@ -765,6 +765,26 @@ KV_PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "attn",
         "by w_i = exp2(m_i - m) alone",
     ),  # fmt: skip
+    # (session 36) from utils.mutants: the first two got "Only dim 0 indices ≥ 1 ... the stride of dim 0" and "Wrong
+    # values in many places"; the third passed (every position of the main cases is 1 .. max_len - 2)
+    "the sequence's cache found with the position stride": (
+        "decode_attention_kernel",
+        [("base = b.to(tl.int64) * stride_cb", "base = b.to(tl.int64) * stride_ct")],
+        "attn",
+        "Sequence b's cache was found at b * stride_ct",
+    ),  # fmt: skip
+    "the keys not transposed": (
+        "decode_attention_kernel",
+        [("tl.dot(q, tl.trans(k), ", "tl.dot(q, k, ")],
+        "attn",
+        "The keys were not transposed",
+    ),  # fmt: skip
+    "position 0 taken for outside the cache": (
+        "rope_kv_write_kernel",
+        [("inside = (pos >= 0)", "inside = (pos > 0)")],
+        "rope",
+        "Position 0 was taken for outside the cache",
+    ),  # fmt: skip
 }
 KV_CHECKS = {"rope": (L.check_rope_kv_write, L.rope_kv_write), "attn": (L.check_decode_attention, L.decode_attention)}
 
