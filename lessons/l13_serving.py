@@ -701,6 +701,20 @@ def _pages_read_ref(q, k_pages, v_pages, block_table, lengths, q_start, entry, r
     return paged_attention_ref(q, *flat, (pages * P + row).clamp_max(n_blocks * P - 1).int(), lengths, q_start)
 
 
+def _block_0_key_ref(q, k_pages, v_pages, block_table, lengths, q_start, BLOCK_N):
+    """paged_attention_ref of a decode step (one query a request) whose keys are masked with cols <= end: where a
+    request's length is no multiple of BLOCK_N, the lane at the length is read too, from row length % block_size of
+    block 0 (its page's entry is masked, other=0), fp64. The chunks' causal mask hides that lane."""
+    n_blocks, P = k_pages.shape[:2]
+    n = lengths.long().cpu()
+    extra = (n % BLOCK_N != 0).long()
+    t = torch.arange(int((n + extra).max()))
+    rows = block_table.long().cpu()[:, (t // P).clamp_max(block_table.shape[1] - 1)] * P + t % P  # (B, keys)
+    rows[extra.bool(), n[extra.bool()]] = n[extra.bool()] % P  # the lane at the length: block 0
+    flat = [x.reshape(n_blocks * P, 1, *x.shape[2:]) for x in (k_pages, v_pages)]  # one-row blocks: a row table
+    return paged_attention_ref(q, *flat, rows.int().to(block_table.device), (n + extra).int(), q_start)
+
+
 def with_spare_entries(table, block, spare=64):
     """table (B, W) at the start of a storage with `spare` more entries, all `block`: a kernel that reads the table
     past its end is still told (those entries are not the table's), but reads a real block there, not whatever
@@ -872,6 +886,12 @@ def check_paged_attention(fn, *, quiet=False):
                 "other=0), and the next step's entry (cols + BLOCK_N) // PAGE_SIZE. The + 1 reads the next page's "
                 "entry, and past the end of a full table."
             ] = _pages_read_ref(q64, k64, v64, tables_one_ahead(table, spare), lengths, q_start, entry)
+        if max(q_lens) == 1:  # (session 36) a decode step's lane at the length kept: its page entry reads as block 0
+            suspects[
+                "One key past the request's length was read: the keys are masked with cols < end, not cols <= end. "
+                "The lane at the length is past the block table's entries in use, so its page came out as block 0 "
+                "(the table load's other=0), an unrelated block's key and value."
+            ] = _block_0_key_ref(q64, k64, v64, table, lengths, q_start, BLOCK_N)
         suspects[
             "Each query's output comes out scaled down, row by row: the running sum l is too large. Rescale it like "
             "acc when the running max grows, l_i = l_i * alpha + tl.sum(p, 1), and give the keys masked off a score "

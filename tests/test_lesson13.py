@@ -712,6 +712,9 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
         "acc = acc + tl.dot(",
         "acc is not rescaled when the running max grows",
     ),  # fmt: skip
+    # (session 36) from utils.mutants: got "Wrong values in many places" (a decode step's lane at the length, its
+    # page entry masked to block 0; a chunk's causal mask hides it)
+    "keys masked with cols <= end": ("keep = cols < end", "keep = cols <= end", "One key past the request's length"),
 }
 
 
