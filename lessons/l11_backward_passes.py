@@ -953,6 +953,8 @@ def _ce_suspects(logits64, labels, ref_grad, go):
             go * (e - onehot) * keep[:, None] / n,
         "the logsumexp misses the max: exp(x - lse) with lse = m + log(d), not exp(x - log(d)) (d sums exp(x - m))":
             go * (torch.exp(x - e.sum(-1, keepdim=True).log()) - onehot) * keep[:, None] / n,
+        "the gradient takes log-softmax, x - lse, where it needs the softmax: exp(x - lse), the probabilities":
+            go * (x - torch.logsumexp(x, -1, keepdim=True) - onehot) * keep[:, None] / n,
     }  # fmt: skip
 
 
@@ -973,6 +975,7 @@ def _ce_loss_suspects(x64, labels, dtype):
     # picked overwritten by each block (picked = ...): the label's logit kept only where it lies in the last block
     picked_last = torch.where(labels >= (V - 1) // BLOCK_V * BLOCK_V, picked, 0.0)
     padded = torch.logsumexp(F.pad(x, (0, -V % BLOCK_V)), -1)  # lanes past V loaded as 0.0 and counted
+    lane_v = torch.logsumexp(F.pad(x, (0, 1 if V % BLOCK_V else 0)), -1)  # lane V too (c <= V): it loads 0.0
 
     def mean(row_loss):
         return torch.where(keep, row_loss, 0).sum() / n
@@ -1002,6 +1005,8 @@ def _ce_loss_suspects(x64, labels, dtype):
             mean(m + torch.log(d) - picked),
         "the lanes past V count in the logsumexp (they load 0.0, and exp(0 - m) each joins the sum): set them to "
         "-inf, tl.where(c < V, x, float('-inf')), before the max and the sum": mean(padded - picked),
+        "one lane past the vocabulary counts in the logsumexp: lane V loads 0.0 and exp(0 - m) joins the sum (c <= V "
+        "where c < V belongs): tl.where(c < V, x, float('-inf'))": mean(lane_v - picked),
         "the logsumexp misses the max: lse = m + log(d), since d sums exp(x - m)": mean(lse - m - picked),
         "the loss has the wrong sign: it is lse - picked (minus the label's log-probability, >= 0), not picked - lse":
             mean(picked - lse),
@@ -1222,7 +1227,12 @@ def _rmsnorm_dw_suspects(x64, dy64, rstd64, M, C):
             sum(tiles[p:]) for p in range(P)
         )
     }
+    along_row = {  # tl.sum(dy * xhat, axis=1): one number a row, which dw (BLOCK_C,) broadcasts while ROWS is 1
+        "dw is summed along each row (axis=1): it sums over the rows, one number a column, tl.sum(dy * xhat, "
+        "axis=0)": per_row.sum().expand(C)
+    }
     return {
+        **(along_row if ROWS == 1 else {}),
         **(step_1 if P > 1 else {}),
         "dw is one program's partial sum: the launcher must add the partial sums of every program (dw_partial.sum(0))":
             partial[0],
@@ -1276,6 +1286,8 @@ def check_rmsnorm_with_grad(fn, *, quiet=False):
                 NOT_CONTIGUOUS: misread_x,
                 "dx misses the outer rstd: dx = rstd (dy w - xhat mean(dy w xhat)), the whole bracket times rstd":
                     want_x / rstd64[:, None],
+                "dx's row term has the wrong sign: dx = rstd (dy w - xhat mean(dy w xhat)), the term subtracted":
+                    rstd64[:, None] * (dyw + xhat * (dyw * xhat).mean(-1, keepdim=True)),
                 "backward was given y where it needs x: save the input x for backward (ctx.save_for_backward(x, "
                 "weight, rstd)), not the output y":
                     rstd64[:, None] * (dyw - yhat * (dyw * yhat).mean(-1, keepdim=True)),

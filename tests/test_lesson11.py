@@ -509,6 +509,35 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "cross_entropy",
         "ignored rows add their loss",
     ),  # fmt: skip
+    # (session 36) the four below got "Wrong values in many places" from their mutants (utils.mutants)
+    "ce gradient from log-softmax": (
+        "cross_entropy_kernel",
+        "grad = tl.exp(x - lse[:, None]) -",
+        "grad = (x - lse[:, None]) -",
+        "cross_entropy",
+        "the gradient takes log-softmax",
+    ),  # fmt: skip
+    "ce one lane past V counted": (
+        "cross_entropy_kernel",
+        'x = tl.where(c[None, :] < V, x, float("-inf"))',
+        'x = tl.where(c[None, :] <= V, x, float("-inf"))',
+        "cross_entropy",
+        "one lane past the vocabulary counts",
+    ),  # fmt: skip
+    "rmsnorm dw summed along the row": (
+        "rmsnorm_backward_kernel",
+        "dw += tl.sum(dy * xhat, axis=0)",
+        "dw += tl.sum(dy * xhat, axis=1)",
+        "rmsnorm_with_grad",
+        "dw is summed along each row (axis=1)",
+    ),  # fmt: skip
+    "rmsnorm dx row term of the wrong sign": (
+        "rmsnorm_backward_kernel",
+        "dx = rstd[:, None] * (dyw - xhat",
+        "dx = rstd[:, None] * (dyw + xhat",
+        "rmsnorm_with_grad",
+        "dx's row term has the wrong sign",
+    ),  # fmt: skip
     "fused ce reads the first chunk's labels": (
         "FusedLinearCrossEntropyFunction",
         _INTO,
