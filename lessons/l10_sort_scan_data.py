@@ -225,6 +225,9 @@ def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
             "to the end and is never stored; 0.0 sorts among the values and pushes the largest ones out.": (
                 torch.sort(_padded(x.double().cpu(), B, 0.0), dim=-1).values[:, :N]
             ),
+            "The rows come out as they went in: the network changed nothing. compare_exchange returns the new x: "
+            "assign it, x = compare_exchange(x, idx, j, k) (a call alone leaves x as it was), with j = 1 << (s - 1 "
+            "- t) from k / 2 down to 1, never 0.": x.double().cpu(),
             "The rows landed in the wrong places of out: the store steps by out's row stride, out_ptr + row * "
             "stride_om (x is a view whose rows lie farther apart than out's).": _stored_with_stride(
                 sort_ref(x.double().cpu())[0], N + gap
@@ -2500,7 +2503,7 @@ def check_groupby_atomic(fn, *, quiet=False):
             try:
                 got = fn(table, 0.3, num_keys)
             except ValueError as error:  # every key here is in 0..num_keys-1: nothing may be refused
-                _refused_good_keys(error, where, num_keys)
+                _refused_good_keys(error, where, num_keys, key[x > 0.3])
         sums, counts, rows = utils.returned(got, ("sums", "counts", "rows"), getattr(fn, "__name__", "fn"))
         ref_s, ref_c, ref_r = groupby_dense_ref(key, value, x, 0.3, num_keys)
         every_row = groupby_dense_ref(key, value, x, -1.0, num_keys)
@@ -2557,12 +2560,29 @@ def check_groupby_atomic(fn, *, quiet=False):
         print(f"✓ groupby_atomic matches the dense reference exactly at {sizes}, and refuses keys out of range")
 
 
-def _refused_good_keys(error, where, num_keys):
-    """The group-by refused a table whose keys are all in range: rows[num_keys] (the bad-key count) was wrong."""
+def _refused_good_keys(error, where, num_keys, passed_keys=None):
+    """The group-by refused a table whose keys are all in range: rows[num_keys] (the bad-key count) was wrong.
+    passed_keys: the keys of the rows that pass the filter (a count equal to how many of them are 0, or num_keys - 1,
+    is a range check off by one at that end)."""
     __tracebackhide__ = True
     count = re.match(r"-?\d+", str(error))
     bad = int(count.group()) if count else None
-    if bad is not None and 0 < bad < 2**32:  # a count of lanes, not the bits of a float
+    ends = {}  # the keys at either end of the range: how many passing rows hold each
+    if passed_keys is not None:
+        ends = {
+            "key 0, the first key (good needs key >= 0, not key > 0)": int((passed_keys == 0).sum()),
+            f"key {num_keys - 1}, the last key (good needs key < num_keys, not key < num_keys - 1)": int(
+                (passed_keys == num_keys - 1).sum()
+            ),
+        }
+    named = [end for end, rows in ends.items() if bad is not None and rows == bad]
+    if named:  # (both when the two counts are equal: the check cannot tell which end)
+        hint = (
+            f"rows[num_keys] counted exactly the {bad} passing rows of {' or of '.join(named)}: the range check "
+            f"is off by one at that end. good = passed & (key >= 0) & (key < num_keys) keeps every key of "
+            f"0..num_keys - 1."
+        )
+    elif bad is not None and 0 < bad < 2**32:  # a count of lanes, not the bits of a float
         hint = (
             f"rows[num_keys] counted {bad} rows with a bad key. Count only the rows that passed the filter and "
             f"have a bad key, mask=passed & ~good: ~good alone also holds for every row that failed the filter and "

@@ -1897,6 +1897,28 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "bitonic_sort",
         "out's row stride",
     ),  # fmt: skip
+    # (session 36) the three below got "Wrong values in many places", or (key > 0) the hint of a mask of ~good
+    "bitonic network result not assigned": (
+        "bitonic_sort_kernel",
+        "x = compare_exchange(x, idx,",
+        "compare_exchange(x, idx,",
+        "bitonic_sort",
+        "The rows come out as they went in",
+    ),  # fmt: skip
+    "group-by range check key > 0": (
+        "groupby_atomic_kernel",
+        "good = passed & (key >= 0)",
+        "good = passed & (key > 0)",
+        "groupby_atomic",
+        "passing rows of key 0, the first key",
+    ),  # fmt: skip
+    "group-by range check key < num_keys - 1": (
+        "groupby_atomic_kernel",
+        "(key < num_keys)",
+        "(key < num_keys - 1)",
+        "groupby_atomic",
+        "the last key (good needs key < num_keys",
+    ),  # fmt: skip
     "scan prefix masked from block 2": (
         "cumsum_kernel",
         _BEFORE,
