@@ -221,6 +221,17 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
             "are too big by exp(m_new - m). Multiply d by tl.exp(m - m_new) before adding the new block's "
             "terms."
         ] = torch.exp(x64 - m) / d
+        suspects[  # d left at 0 by pass 1: exp(x - m) / 0 is inf, and NaN where x is -inf (0 / 0)
+            "d is 0 after pass 1, so every output is exp(x - m) / 0 = inf (NaN where x is -inf): the -inf guard's "
+            "branches are swapped, or its test is turned round (!=). "
+            'd = tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + ...) keeps d at 0 only while the max '
+            "is still -inf; with the branches the other way round it is 0 from the first finite block on (as it is "
+            "if the tl.where is never assigned to d)."
+        ] = torch.exp(x64 - m) / torch.zeros_like(m)
+        suspects[
+            "tl.exp is missing in pass 2: each output is (x - m) / d, where softmax is tl.exp(x - m) / d (d, pass "
+            "1's sum, is right)."
+        ] = (x64 - m) / d_right
         sums = torch.exp(x64 - x64.amax(dim=-1, keepdim=True)).sum(dim=-1, keepdim=True)  # pass 1's d
         padded = torch.nn.functional.pad(x64, (0, -N % block), value=float("-inf")).view(M, -1, block)
         own = padded.amax(dim=-1, keepdim=True).expand_as(padded).reshape(M, -1)[:, :N]  # each block's own max

@@ -197,6 +197,21 @@ PLANTED = {
          'other=float("-inf")).to(tl.float32)\n', "        m = m_new\n        mask = start + cols < N\n"),
         r"the output is written in pass 1",
     ),
+    # (session 36) the guard's branches swapped or its test turned round: d is 0 and every output inf (before: "an
+    # overflow"); pass 2 without tl.exp (before: "Wrong values in many places")
+    "the online -inf guard's branches swapped": (
+        "softmax_online_kernel",
+        ('tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0))',
+         'tl.where(m_new == float("-inf"), d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0), 0.0)'),
+        r"d is 0 after pass 1",
+    ),
+    "the online -inf guard's test turned round": (
+        "softmax_online_kernel", ('tl.where(m_new == float("-inf")', 'tl.where(m_new != float("-inf")'),
+        r"d is 0 after pass 1",
+    ),
+    "pass 2 without tl.exp": (
+        "softmax_online_kernel", ("(tl.exp(x - m) / d)", "((x - m) / d)"), r"tl.exp is missing in pass 2",
+    ),
 }  # fmt: skip
 
 
