@@ -251,6 +251,9 @@ def rmsnorm_suspects(x, w, eps, residual=None):
         "but do not count)": x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) / triton.next_power_of_2(N) + eps) * w,
         "the weight is not applied: multiply by w (loaded at w_ptr + cols)": x * torch.rsqrt(ms + eps),
         "the weight is applied twice: multiply x * rstd by w once": x * torch.rsqrt(ms + eps) * w * w,
+        "the weight is added, as a bias would be: RMSNorm multiplies by it, x * rstd * w": (
+            x * torch.rsqrt(ms + eps) + w
+        ),
         "eps is missing: rstd = rsqrt(mean(x^2) + eps) (it matters in rows with a small RMS)": x * torch.rsqrt(ms) * w,
         "x is multiplied by sqrt(mean(x^2) + eps), not divided: multiply by tl.rsqrt(...), or divide by tl.sqrt(...) "
         "(not by tl.rsqrt)": x * (ms + eps).sqrt() * w,
@@ -560,6 +563,10 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
             "gate and up are read interleaved (gate at column 2j, up at 2j + 1): gate_up holds the gate in its first "
             "N columns and up in the last N, up at gate's offset + N": F.silu(gate_up.double()[:, 0::2])
             * gate_up.double()[:, 1::2],
+            "up is read from the gate's columns (its load lacks the + N): the output is silu(gate) * gate. up is "
+            "the last N columns of each row, at gu_ptr + row * stride_gm + N + cols": F.silu(g) * g,
+            "the gate is read from up's columns (its load has a + N): the output is silu(up) * up. The gate is the "
+            "first N columns of each row, at gu_ptr + row * stride_gm + cols": F.silu(u) * u,
         }
         ref = swiglu_ref(gate_up.double())
         utils.check(

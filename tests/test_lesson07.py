@@ -667,6 +667,19 @@ FOURTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words 
     "RoPE's first half turned the wrong way": (
         "_rope_heads", [("(x1 * c - x2 * s)", "(x1 * c + x2 * s)")], "rope", "the first half turns the wrong way",
     ),
+    # (session 36) "Wrong values in many places" before: one half of gate_up read for both, the weight added
+    "up read from the gate's columns": (
+        "swiglu_kernel", [("gu_ptr + row * stride_gm + N + cols", "gu_ptr + row * stride_gm + cols")], "swiglu",
+        "up is read from the gate's columns",
+    ),
+    "the gate read from up's columns": (
+        "swiglu_kernel", [("gate = tl.load(gu_ptr + row * stride_gm + cols",
+                           "gate = tl.load(gu_ptr + row * stride_gm + N + cols")],
+        "swiglu", "the gate is read from up's columns",
+    ),
+    "the weight added": (
+        "rmsnorm_kernel", [("(x * rstd * w)", "(x * rstd + w)")], "rmsnorm", "the weight is added, as a bias would be",
+    ),
 }  # fmt: skip
 
 
