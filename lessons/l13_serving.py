@@ -601,8 +601,9 @@ def paged_attention(
 def paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, device, gen):
     """Random pages in shuffled order, a block table per request (the first ``shared`` blocks of requests 0 and 1
     the same), q packed with q_lens[b] queries per request; every unused row holds other random values. Block 0 is
-    never a request's (as vLLM keeps its block 0 for padding): a page read without its lookup reads block 0, which
-    must never be the page the lookup would have given, or such a mistake passes (or takes another's name)."""
+    never a request's (vLLM's block pool keeps its block 0 out of use too, as a null block): a page read without its
+    lookup reads block 0, which must never be the page the lookup would have given, or such a mistake passes (or
+    takes another's name)."""
     W = max(-(-n // P) for n in lens)
     own = [-(-n // P) - (shared if b == 1 else 0) for b, n in enumerate(lens)]
     n_blocks = sum(own) + 3  # a few blocks nobody uses: block 0 and two more
