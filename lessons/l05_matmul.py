@@ -179,13 +179,12 @@ def matmul_suspects(a, b, bias=None, activation=None):
             ] = epilogue_ref(a @ b + wrong, None, activation)
         times = {2: ["twice (the epilogue adds it once; not a second acc + bias, nor the launcher as well)"]}
         for BK in BLOCKS[:4]:  # added inside the K loop: once a step
-            if -(-K // BK) > 1:
-                times.setdefault(-(-K // BK), []).append(f"once a step of the K loop ({-(-K // BK)} steps of "
-                                                         f"BLOCK_K = {BK})")  # fmt: skip
+            steps = -(-K // BK)
+            if steps > 1:
+                times.setdefault(steps, []).append(f"once a step of the K loop ({steps} steps of BLOCK_K = {BK})")
         for n, how in times.items():
             suspects[
-                f"The bias is added {n} times: {'; or '.join(dict.fromkeys(how))}. Add it once, after the K loop, "
-                f"in the epilogue."
+                f"The bias is added {n} times: {'; or '.join(how)}. Add it once, after the K loop, in the epilogue."
             ] = epilogue_ref(a @ b + n * bias, None, activation)
     return suspects
 

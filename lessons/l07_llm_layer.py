@@ -278,10 +278,10 @@ def rmsnorm_suspects(x, w, eps, residual=None):
             x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) / (N - 1) + eps) * w
         )
     pad = triton.next_power_of_2(N) - N  # the masked lanes of a block of the whole row
-    tails = {"the masked lanes past N were loaded as 1.0 (other=1.0)": 1.0}
-    if residual is not None:  # x's and the residual's tails both 1.0: (1 + 1)^2 each
+    tails = {"the masked lanes past N were loaded as 1.0 (other=1.0)": 1.0} if pad else {}
+    if pad and residual is not None:  # x's and the residual's tails both 1.0: (1 + 1)^2 each
         tails["the masked lanes past N of x and of the residual were both loaded as 1.0 (other=1.0)"] = 4.0
-    for what, square in tails.items() if pad else ():
+    for what, square in tails.items():
         suspects[
             f"{what}: each adds its square to the sum of squares ({pad} lanes in a block of "
             f"{triton.next_power_of_2(N)}). Load the tail as 0 (other=0.0), which adds nothing to a sum"
