@@ -526,7 +526,7 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
             got = fn(
                 q, k, cos, sin, q_out=utils.nan_empty((B, T, H, D), dtype), k_out=utils.nan_empty((B, T, KV, D), dtype)
             )
-            q_out, k_out = utils.returned(got, ("q_out", "k_out"), getattr(fn, "__name__", "fn"))
+            q_out, k_out = utils.returned(got, ("q_out", "k_out"), fn)
         q64, k64, c64, s64 = q.double(), k.double(), cos.double(), sin.double()
         q_ref, k_ref = rope_ref(q64, k64, c64, s64)
         for what, out, ref, x64 in (("q", q_out, q_ref, q64), ("k", k_out, k_ref, k64)):

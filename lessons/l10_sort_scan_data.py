@@ -499,7 +499,7 @@ def check_sort_rows(fn, *, quiet=False):
                 out=utils.nan_empty((M, N), dtype=dtype, device=env.device),
                 out_indices=torch.full((M, N), -1, dtype=torch.int64, device=env.device),
             )
-            values, indices = utils.returned(got, ("values", "indices"), getattr(fn, "__name__", "fn"))
+            values, indices = utils.returned(got, ("values", "indices"), fn)
         ref_v, ref_i = sort_ref(x.double())
         utils.check(
             values,
@@ -1125,7 +1125,7 @@ def check_top_k(fn, *, quiet=False):
                 BLOCK_SIZE=BLOCK_SIZE,
                 method=method,
             )
-            values, indices = utils.returned(got, ("values", "indices"), getattr(fn, "__name__", "fn"))
+            values, indices = utils.returned(got, ("values", "indices"), fn)
         ref_v, ref_i = top_k_ref(x.double(), k)
         where = f"top_k of {M}x{N}, k={k}, BLOCK_SIZE={BLOCK_SIZE}, method={method}"
         K = triton.next_power_of_2(k)
@@ -2504,7 +2504,7 @@ def check_groupby_atomic(fn, *, quiet=False):
                 got = fn(table, 0.3, num_keys)
             except ValueError as error:  # every key here is in 0..num_keys-1: nothing may be refused
                 _refused_good_keys(error, where, num_keys, key[x > 0.3])
-        sums, counts, rows = utils.returned(got, ("sums", "counts", "rows"), getattr(fn, "__name__", "fn"))
+        sums, counts, rows = utils.returned(got, ("sums", "counts", "rows"), fn)
         ref_s, ref_c, ref_r = groupby_dense_ref(key, value, x, 0.3, num_keys)
         every_row = groupby_dense_ref(key, value, x, -1.0, num_keys)
         at_threshold = groupby_dense_ref(key, value, x, float(np.nextafter(0.3, -1.0)), num_keys)  # x >= 0.3
@@ -3545,7 +3545,7 @@ def check_query(fn, *, quiet=False):
     }
     for what, (df, num_keys) in cases.items():
         got = fn(table_from_pandas(df, env.device), 0.5, num_keys)
-        got = to_frame(utils.returned(got, {"key", "sum", "count", "mean"}, getattr(fn, "__name__", "fn")))
+        got = to_frame(utils.returned(got, {"key", "sum", "count", "mean"}, fn))
         want = query_ref(df, 0.5)
         try:
             pd.testing.assert_frame_equal(got, want, check_exact=True)
@@ -3743,7 +3743,7 @@ def check_join(fn, *, quiet=False):
                 f"and in the probe (keys whose home is the last slot are in this table)."
             )
         want = join_ref(left, right).reset_index(drop=True)
-        got = utils.returned(got, set(want.columns), getattr(fn, "__name__", "fn"))
+        got = utils.returned(got, set(want.columns), fn)
         got = pd.DataFrame({c: t.cpu().numpy() for c, t in got.items()})
         try:
             pd.testing.assert_frame_equal(got, want, check_exact=True)

@@ -1405,7 +1405,7 @@ def check_rope_with_grad(fn, *, quiet=False):
             what = f"rope of q {B}x{T}x{H}x{D}, k with {KV} heads, {utils.dtype_name(dtype)}"
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
                 got = fn(q, k, cos.to(dtype), sin.to(dtype))
-                got_q, got_k = utils.returned(got, ("q", "k"), getattr(fn, "__name__", "fn"))
+                got_q, got_k = utils.returned(got, ("q", "k"), fn)
             q64, k64 = (t.detach().double().requires_grad_() for t in (q, k))
             ref_q, ref_k = rope_ref(q64, k64, cos[:, :T], sin[:, :T])
             backwards = rope_ref(q64.detach(), k64.detach(), cos[:, :T], -sin[:, :T])

@@ -1126,6 +1126,12 @@ def test_returned_names_what_came_back_where_a_check_unpacks_results():
         with pytest.raises(AssertionError, match=r"f should return 2 results, \(values, indices\), but returned") as e:
             returned(got, ("values", "indices"), "f")
         assert words in str(e.value)
+
+    def sort_rows(x):  # the function itself: its name is the call's
+        return x
+
+    with pytest.raises(AssertionError, match=r"^sort_rows should return 2 results"):
+        returned(t, ("values", "indices"), sort_rows)
     with pytest.raises(AssertionError, match=r"'sum' is not\)") as e:
         returned({"key": t, "sum": [1.0]}, {"key", "sum"}, "q")
     with pytest.raises(AssertionError, match="a table: a dict holding a tensor under each of 'key', 'sum'"):

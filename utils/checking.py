@@ -606,12 +606,14 @@ def _described(value) -> str:
     return f"a {type(value).__name__}"
 
 
-def returned(got, names, call: str):
-    """``got``, what ``call`` returned, as a check unpacks it; AssertionError (naming what came back) if it is not.
-    ``names`` a tuple of result names: a tuple or list of that many, returned as a tuple (``values, indices =
-    utils.returned(fn(x), ("values", "indices"), "sort_rows")``). ``names`` a set of column names: a dict holding a
-    tensor under each (a table), returned as it is. The results' dtypes and values are utils.check's to judge."""
+def returned(got, names, call):
+    """``got``, what ``call`` (the function under check, or words for the call) returned, as a check unpacks it;
+    AssertionError (naming what came back) if it is not. ``names`` a tuple of result names: a tuple or list of that
+    many, returned as a tuple (``values, indices = utils.returned(fn(x), ("values", "indices"), fn)``). ``names`` a
+    set of column names: a dict holding a tensor under each (a table), returned as it is. The results' dtypes and
+    values are utils.check's to judge."""
     __tracebackhide__ = True
+    call = call if isinstance(call, str) else getattr(call, "__name__", "fn")
     if isinstance(names, tuple):
         if isinstance(got, (tuple, list)) and len(got) == len(names):
             return tuple(got)
