@@ -693,11 +693,13 @@ def _running_max_ref(q, k_pages, v_pages, block_table, lengths, q_start, split_l
 def _pages_read_ref(q, k_pages, v_pages, block_table, lengths, q_start, entry, row=None):
     """paged_attention_ref with each request's key t read from row row[t] (default t % block_size; a row past the
     block reads on into the blocks after it, up to the pool's last row) of the physical block that its table's entry
-    entry[t] names (block 0 where entry[t] is -1): a kernel that looks up the wrong entry, or the wrong row."""
+    entry[t] names (block 0 where entry[t] is -1; entry (keys,) for every request, or (B, keys) one row each): a
+    kernel that looks up the wrong entry, or the wrong row."""
     n_blocks, P = k_pages.shape[:2]
-    t = torch.arange(len(entry), device=block_table.device)
+    t = torch.arange(entry.shape[-1], device=block_table.device)
     row = t % P if row is None else row
-    pages = torch.where(entry >= 0, block_table.long()[:, entry.clamp_min(0)], 0)  # (B, len(entry))
+    entries = entry.clamp_min(0).expand(block_table.shape[0], -1)
+    pages = torch.where(entry >= 0, block_table.long().gather(1, entries), 0)  # (B, keys)
     flat = [x.reshape(n_blocks * P, 1, *x.shape[2:]) for x in (k_pages, v_pages)]  # one-row blocks: a row table
     return paged_attention_ref(q, *flat, (pages * P + row).clamp_max(n_blocks * P - 1).int(), lengths, q_start)
 
@@ -706,14 +708,13 @@ def _block_0_key_ref(q, k_pages, v_pages, block_table, lengths, q_start, BLOCK_N
     """paged_attention_ref of a decode step (one query a request) whose keys are masked with cols <= end: where a
     request's length is no multiple of BLOCK_N, the lane at the length is read too, from row length % block_size of
     block 0 (its page's entry is masked, other=0), fp64. The chunks' causal mask hides that lane."""
-    n_blocks, P = k_pages.shape[:2]
-    n = lengths.long().cpu()
-    extra = (n % BLOCK_N != 0).long()
-    t = torch.arange(int((n + extra).max()))
-    rows = block_table.long().cpu()[:, (t // P).clamp_max(block_table.shape[1] - 1)] * P + t % P  # (B, keys)
-    rows[extra.bool(), n[extra.bool()]] = n[extra.bool()] % P  # the lane at the length: block 0
-    flat = [x.reshape(n_blocks * P, 1, *x.shape[2:]) for x in (k_pages, v_pages)]  # one-row blocks: a row table
-    return paged_attention_ref(q, *flat, rows.int().to(block_table.device), (n + extra).int(), q_start)
+    P = k_pages.shape[1]
+    n = lengths.long()
+    extra = n % BLOCK_N != 0
+    t = torch.arange(int((n + extra).max()), device=block_table.device)
+    entry = (t // P).clamp_max(block_table.shape[1] - 1).repeat(len(n), 1)  # (B, keys)
+    entry[extra, n[extra]] = -1  # the lane at the length: block 0
+    return _pages_read_ref(q, k_pages, v_pages, block_table, (n + extra).int(), q_start, entry)
 
 
 def with_spare_entries(table, block, spare=64):
