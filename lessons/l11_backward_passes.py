@@ -727,12 +727,12 @@ class RoPEFunction(torch.autograd.Function):
 
 
 def _require_rope(t, name, cos, sin):
-    utils.require(t, name, dtype=FLOAT_DTYPES, ndim=4)
+    utils.require(t, name, dtype=FLOAT_DTYPES, ndim=4, grad=True)
     B, T, H, D = t.shape
     if D % 2:
         raise ValueError(f"{name} has head size D = {D}: RoPE rotates pairs, so D must be even.")
     for what, table in (("cos", cos), ("sin", sin)):
-        utils.require(table, what, dtype=t.dtype, shape=(1, None, D))
+        utils.require(table, what, dtype=t.dtype, shape=(1, None, D), grad=True)  # refused below, by name
         if table.shape[1] < T:
             raise ValueError(f"{what} covers {table.shape[1]} positions but {name} has T = {T}: make longer tables.")
         if table.requires_grad:  # RoPEFunction returns no gradient for the tables: theirs would silently stay None
@@ -748,7 +748,7 @@ def rope_with_grad(q, k, cos, sin):
     """rope_ref(q, k, cos, sin) for q (B, T, H, D), k (B, T, KV, D) contiguous and tables (1, T, D) from
     rope_tables: forward and backward in Triton."""
     _require_rope(q, "q", cos, sin)
-    utils.require(k, "k", dtype=q.dtype, ndim=4)  # (before the tables: their message would blame them)
+    utils.require(k, "k", dtype=q.dtype, ndim=4, grad=True)  # (before the tables: their message would blame them)
     if k.shape[:2] != q.shape[:2] or k.shape[3] != q.shape[3]:
         raise ValueError(
             f"q has shape {tuple(q.shape)} but k {tuple(k.shape)}: k must be (B, T, KV, D) with q's B, T and D (the "

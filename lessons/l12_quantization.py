@@ -2196,14 +2196,15 @@ def linear(x, w, *, out=None, residual=None):
         raise TypeError(f"w must be an Int8Weight, an Int4Weight or a torch.Tensor (N, K), got {type(w).__name__}: "
                         f"pass the weight itself, linear computes x @ w.T")  # fmt: skip
     # checked as the kernels' launchers check: PyTorch would broadcast a residual of (N,) or (1, N), and copy_ would
-    # cast into an out of another dtype and broadcast into one of another shape, all without a word
-    utils.require(x, "x", dtype=WEIGHT_DTYPES, ndim=2, contiguous=False)
-    utils.require(w, "w", dtype=x.dtype, ndim=2, contiguous=False)
+    # cast into an out of another dtype and broadcast into one of another shape, all without a word. PyTorch's ops
+    # carry gradients (grad=True), and its out= ops refuse inputs that require grad by themselves
+    utils.require(x, "x", dtype=WEIGHT_DTYPES, ndim=2, contiguous=False, grad=True)
+    utils.require(w, "w", dtype=x.dtype, ndim=2, contiguous=False, grad=True)
     if x.shape[1] != w.shape[1]:
         raise ValueError(f"x has {x.shape[1]} features per row but w is {tuple(w.shape)}: x must be (M, {w.shape[1]})")
     if out is None:  # no out= then: PyTorch's out= ops refuse inputs that require grad
         if residual is not None:
-            utils.require(residual, "residual", dtype=x.dtype, shape=(x.shape[0], w.shape[0]))
+            utils.require(residual, "residual", dtype=x.dtype, shape=(x.shape[0], w.shape[0]), grad=True)
         return x @ w.T if residual is None else torch.addmm(residual, x, w.T)
     out = _require_out_residual(out, residual, x, x.shape[0], w.shape[0], {"x": x, "w": w})
     return torch.mm(x, w.T, out=out) if residual is None else torch.addmm(residual, x, w.T, out=out)

@@ -567,6 +567,26 @@ def test_require_refuses_bfloat16_under_the_interpreter():
         require(x, "x", dtype=(torch.float16, torch.bfloat16))
 
 
+def test_require_refuses_an_input_that_requires_grad_while_autograd_records():
+    """(session 37) A forward-only launcher's output has no graph: an input that requires grad would get no gradient
+    through it, without a word where another path reaches it too. Refused while autograd records, named with the
+    fix; under torch.no_grad() (or detached, or with grad=True: lesson 11's Functions) it is fine."""
+    w = torch.ones(6, device=current().device, requires_grad=True)
+    with pytest.raises(
+        ValueError, match=r"weight requires grad.*no backward pass.*torch\.no_grad\(\).*weight\.detach\(\)"
+    ):
+        require(w, "weight", dtype=torch.float32)
+    with torch.no_grad():
+        require(w, "weight", dtype=torch.float32)
+    with torch.inference_mode():
+        require(w, "weight", dtype=torch.float32)
+    require(w.detach(), "weight", dtype=torch.float32)
+    require(w, "weight", dtype=torch.float32, grad=True)
+    # the other refusals come first where both apply: the dtype's fix is what to do before anything else
+    with pytest.raises(TypeError, match="dtype float64"):
+        require(w.double().detach().requires_grad_(), "weight", dtype=torch.float32)
+
+
 # -- issue 10: NaN told apart, places named, hints that fit ------------------------------------------------------
 
 

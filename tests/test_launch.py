@@ -93,6 +93,13 @@ def test_a_signature_describes_tensors_without_their_address():
         assert launch.signature(other, 3, "gelu") != launch.signature(x, 3, "gelu"), f"{what}: another key"
     assert launch.signature(x, 3, "silu") != launch.signature(x, 3, "gelu"), "every other argument is part of it"
     assert launch.signature(x, ["gelu"]) is None, "an unhashable argument: no key (the launcher's full path runs)"
+    # (session 37) a tensor autograd would record takes the full path, whose utils.require refuses it: a launch
+    # prepared under torch.no_grad() must not run it on a later call's fast path
+    w = make(64).requires_grad_()
+    with torch.no_grad():
+        quiet = launch.signature(w, 3, "gelu")
+    assert quiet == launch.signature(x, 3, "gelu"), "not recording: the same key as a tensor without grad"
+    assert launch.signature(w, 3, "gelu") != quiet, "recording: another key"
 
 
 def test_a_table_keeps_what_was_prepared_and_starts_again_when_full():
@@ -191,3 +198,51 @@ def test_same_kind_is_a_copy_at_another_address_with_the_same_signature():
     copy = launch.same_kind(view)
     assert torch.equal(copy, view) and copy.data_ptr() != view.data_ptr()
     assert launch.signature(copy) == launch.signature(view), "a view's layout, on a 16-byte boundary as the view"
+
+
+def _forward_only_calls():
+    """(launcher's name, the input that requires grad, a call of it with that input) for forward-only launchers of
+    lessons 04-07 and 10, each with a prepared fast path on a GPU."""
+    from lessons import l04_fused_softmax as L04
+    from lessons import l05_matmul as L05
+    from lessons import l06_flash_attention as L06
+    from lessons import l07_llm_layer as L07
+    from lessons import l10_sort_scan_data as L10
+
+    d = ENV.device
+    x, w = torch.randn(5, 48, device=d), torch.ones(48, device=d)
+    q = torch.randn(1, 2, 24, 16, device=d)
+    cos, sin = L07.rope_tables(6, 8, device=d)
+    k = torch.randn(1, 6, 1, 8, device=d)
+    return [
+        ("softmax", "x", lambda t: L04.softmax(t), x),
+        ("matmul", "b", lambda t: L05.matmul(x, t), torch.randn(48, 16, device=d)),
+        ("attention", "k", lambda t: L06.attention(q, t, q.clone()), q.clone()),
+        ("rmsnorm", "weight", lambda t: L07.rmsnorm(x, t), w),
+        (
+            "rope",
+            "q",
+            lambda t: L07.rope(t, k, cos, sin)[0],
+            torch.randn(1, 6, 2, 8, device=d),
+        ),
+        ("swiglu", "gate_up", lambda t: L07.swiglu(t), x),
+        ("cumsum", "x", lambda t: L10.cumsum(t), x[0].clone()),
+    ]
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_a_forward_only_launcher_refuses_an_input_autograd_records_even_after_a_prepared_call(case):
+    """(session 37) A launcher without a backward pass returns an output with no graph: an input that requires grad
+    would get no gradient through it (in a graph with another path, a gradient short by this one, without a word).
+    Refused by name while autograd records, also on the call after one made under torch.no_grad(), whose launch a
+    GPU keeps prepared for the same tensors (the fast path skips the checks); under no_grad it runs and is right."""
+    name, arg, call, value = _forward_only_calls()[case]
+    t = value.clone().requires_grad_()
+    with torch.no_grad():
+        quiet = call(t)
+        again = call(t)  # a GPU's second call takes the prepared launch
+    torch.testing.assert_close(again, quiet, msg=f"{name}: the prepared call differs from the first")
+    assert not quiet.requires_grad
+    with pytest.raises(ValueError, match=rf"^{arg} requires grad, but this launcher has no backward pass"):
+        call(t)
+    torch.testing.assert_close(call(t.detach()), quiet, msg=f"{name}: a detached input gives another result")

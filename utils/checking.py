@@ -973,11 +973,16 @@ def refuses(calls: dict, *, errors=(ValueError, TypeError), quiet: bool = False)
 # -- launcher input validation ----------------------------------------------------------------------------------
 
 
-def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, contiguous: bool = True) -> None:
+def require(
+    t, name: str, *, dtype=None, ndim: int | None = None, shape=None, contiguous: bool = True, grad: bool = False
+) -> None:
     """Raises a ValueError/TypeError that says how to fix a launcher input; does nothing when it is fine.
 
     ``dtype`` is one dtype or a tuple of accepted dtypes (torch dtypes, or their names such as "float32");
-    ``shape`` may hold None for "any size".
+    ``shape`` may hold None for "any size". A tensor that requires grad is refused while autograd records (outside
+    ``torch.no_grad()``) unless ``grad`` says the launcher gives it a gradient (lesson 11's autograd Functions): a
+    kernel's output has no graph, so a forward-only launcher would cut the input off from its gradient without a
+    word (an error at ``backward()`` at best; in a graph with other paths, a gradient short by this one).
     """
     __tracebackhide__ = True
     # launchers call this on every launch: the common path costs a few attribute reads, the messages only on failure
@@ -1014,6 +1019,14 @@ def require(t, name: str, *, dtype=None, ndim: int | None = None, shape=None, co
                     f"convert it with {name}.to(torch.{dtype_name(fix)})."
                 )
             )
+    if t.requires_grad and not grad and torch.is_grad_enabled():
+        _raise(
+            ValueError(
+                f"{name} requires grad, but this launcher has no backward pass: its output would carry no gradient "
+                f"back to {name}, and autograd would skip it without a word. Call it inside `with torch.no_grad():` "
+                f"(or pass {name}.detach()); lesson 11 writes kernels with a backward pass."
+            )
+        )
     if ndim is not None and t.dim() != ndim:
         _raise(ValueError(f"{name} must have {ndim} dimension(s) but has shape {tuple(t.shape)}."))
     if shape is not None:
