@@ -28,8 +28,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
+if TYPE_CHECKING:  # for the annotations: each function imports nbformat itself, whose import (jsonschema's format
+    import nbformat  # checkers) takes a second that utils.stubs, at a learner's first error, need not wait for
+
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
@@ -121,6 +124,8 @@ def presenter_copy(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def write_presenter_copies(dst_dir: Path, src_dir: Path = ROOT / "solutions", log=print) -> list[Path]:
     """Presenter copies of every solution in ``dst_dir``; a copy the instructor has changed is kept."""
+    import nbformat
+
     dst_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(src_dir.glob("*.ipynb")):
@@ -178,6 +183,8 @@ def participant_copy(solution: nbformat.NotebookNode, name: str) -> nbformat.Not
 
 
 def _dumps(nb) -> str:
+    import nbformat
+
     nb.nbformat, nb.nbformat_minor = 4, 5
     for k, cell in enumerate(nb.cells):  # stable ids keep regeneration byte-for-byte reproducible
         cell["id"] = f"cell-{k:03d}"
@@ -193,6 +200,8 @@ def _recorded_hash(nb) -> str | None:
 def _read(path: Path):
     """The notebook at ``path``, or None when it is no readable notebook (cut short by a crash, JSON edited by hand):
     still the learner's, to keep like any edited notebook, not a reason to stop regenerating the others."""
+    import nbformat
+
     try:
         return nbformat.read(path, as_version=4)
     except Exception:  # noqa: BLE001 - nbformat raises a different error for each way a file can be broken
@@ -213,12 +222,16 @@ def is_behind(path: Path, text: str) -> bool:
     """True when the participant notebook ``text`` the course makes now has other cells than the notebook at ``path``
     was generated with (or that notebook records none, or is no readable notebook), whatever the learner has done to
     it since."""
+    import nbformat
+
     nb = _read(path)
     return nb is None or _recorded_hash(nb) != _recorded_hash(nbformat.reads(text, as_version=4))
 
 
 def render(src_dir: Path) -> dict[str, str]:
     """File name -> participant notebook text, for every notebook in ``src_dir``."""
+    import nbformat
+
     out = {}
     for path in sorted(src_dir.glob("*.ipynb")):
         solution = nbformat.read(path, as_version=4)
@@ -251,6 +264,8 @@ env = setup()  # GPU -> compiled Triton; no GPU -> Triton's interpreter on the C
 def sync_setup_cells(src_dir: Path = ROOT / "solutions", log=print) -> list[Path]:
     """Rewrites the setup cell (the first code cell, the one that calls ``setup()``) of every solution notebook
     from :func:`setup_cell_source`; returns the notebooks changed."""
+    import nbformat
+
     changed = []
     want = setup_cell_source()
     for path in sorted(src_dir.glob("*.ipynb")):
@@ -278,6 +293,8 @@ class Lesson:
 
 def lesson_index(src_dir: Path = ROOT / "solutions") -> list[Lesson]:
     """Every lesson's number, file stem, title and stated time, read from the solution notebooks."""
+    import nbformat
+
     lessons = []
     for path in sorted(src_dir.glob("*.ipynb")):
         first = nbformat.read(path, as_version=4).cells[0].source
@@ -346,6 +363,8 @@ def module_name(notebook: Path) -> str:
 
 def module_source(notebook: Path) -> str:
     """The lesson module made from one solution notebook: its ``export`` cells in order, solution markers dropped."""
+    import nbformat
+
     parts = []
     for cell in nbformat.read(notebook, as_version=4).cells:
         if cell.cell_type == "code" and "export" in cell.get("metadata", {}).get("tags", []):
@@ -457,6 +476,8 @@ def differences(
     """Generated files (participant notebooks, lesson modules) that are missing, stale, or left without a solution.
 
     ``modules_dir`` defaults to the ``lessons/`` folder beside ``dst_dir``."""
+    import nbformat
+
     modules_dir = dst_dir.parent / "lessons" if modules_dir is None else modules_dir
     bad = []
     if src_dir == ROOT / "solutions":  # the course's own documents and setup cells

@@ -34,16 +34,17 @@ def normal(source: str) -> str:
 @functools.lru_cache(maxsize=1)
 def skeletons() -> frozenset:
     """The normalised source of every function (and method) that some exercise of the course leaves as a skeleton."""
-    import nbformat
+    import json  # not nbformat: its import (jsonschema's format checkers) takes a second, at a learner's first error
 
     from .notebooks import ROOT, strip_solutions
 
     found = set()
     for path in sorted((ROOT / "solutions").glob("*.ipynb")):
-        for cell in nbformat.read(path, as_version=4).cells:
-            if cell.cell_type != "code" or "BEGIN SOLUTION" not in cell.source:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            text = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            if cell["cell_type"] != "code" or "BEGIN SOLUTION" not in text:
                 continue
-            source = strip_solutions(cell.source, where=path.name)
+            source = strip_solutions(text, where=path.name)
             try:
                 tree = ast.parse(source)
             except SyntaxError:  # a cell with IPython magics: its functions are not exercises
