@@ -176,6 +176,15 @@ def model_args(config: dict) -> ModelArgs:
                          f"the config complete?")  # fmt: skip
     for key in ROPE_FIELDS[rope_type]:  # each divides the frequencies or a wavelength: 0 makes them inf, then NaN
         utils.require_number(rope[key], f"config.json's {where} {key}", positive=True)
+    # transformers' Llama rotates whole heads with default RoPE whatever partial_rotary_factor says (as this model
+    # does), and fails at its first step with the other types, where this model would rotate whole heads silently
+    partial = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
+    if rope_type != "default" and partial != 1:
+        raise ValueError(
+            f"config.json sets partial_rotary_factor {partial!r} with RoPE type {rope_type!r}: this model rotates "
+            f"every pair of a head (as Llama does), and transformers' Llama cannot run this config either; load a "
+            f"checkpoint without partial_rotary_factor"
+        )
     eos = config.get("eos_token_id")
     theta = utils.require_number(rope.get("rope_theta", config.get("rope_theta", 10000.0)), "config.json's rope_theta")
     if not theta > 0:

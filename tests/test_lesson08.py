@@ -1083,10 +1083,17 @@ def test_config_sizes_are_refused_by_their_config_names(tmp_path):
         ({"head_dim": 16.0}, ValueError, "config.json's head_dim must be a positive int, got 16.0"),
         ({"head_dim": -16}, ValueError, "config.json's head_dim must be a positive int, got -16"),
         ({"rope_scaling": "linear"}, TypeError, "config.json's rope_scaling is 'linear': a dict such as"),
+        # session 37: rotated whole, silently, where transformers' Llama fails at its first step
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}, "partial_rotary_factor": 0.5}, ValueError,
+         "partial_rotary_factor 0.5 with RoPE type 'linear'"),
+        ({"rope_scaling": {**LLAMA3, "partial_rotary_factor": 0.25}}, ValueError,
+         "partial_rotary_factor 0.25 with RoPE type 'llama3'"),
     ):  # fmt: skip
         with pytest.raises(error, match=message):
             L.model_args({**config, **fields})
     assert L.model_args({**config, "head_dim": 0}).head_dim == 16  # 0 as transformers reads it: hidden // heads
+    # default RoPE: transformers' Llama rotates whole heads whatever partial_rotary_factor says, and so does this one
+    assert L.model_args({**config, "partial_rotary_factor": 0.5}) == L.model_args(config)
 
 
 def test_a_checkpoint_of_mixed_dtypes_and_an_index_without_its_map_are_refused(tmp_path):
