@@ -1023,6 +1023,25 @@ def test_the_interpreter_swaps_the_language_once_a_launch(monkeypatch):
     torch.testing.assert_close(out, x * 4)
 
 
+@pytest.mark.skipif(not current().interpret, reason="the interpreter's dtype lookups; compiled kernels have none")
+def test_the_kept_numpy_dtypes_are_those_triton_gives():
+    """(session 37) utils.mode keeps _get_np_dtype's answers (Triton builds its table at every operation): for every
+    dtype, a block of it, a pointer and a block of pointers, asked twice, the answer is Triton's own."""
+    from triton.runtime import interpreter
+
+    kept = interpreter._get_np_dtype
+    assert getattr(kept, "kept", None) is not None, "utils.mode did not install the kept lookups"
+    own = kept.kept
+    names = ["int1", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16"]
+    names += ["float32", "float64", "float8e5", "float8e4nv"]
+    kinds = [getattr(tl, name) for name in names] + [tl.pointer_type(tl.float16), tl.pointer_type(tl.int8)]
+    for kind in kinds:
+        for asked in (kind, tl.block_type(kind, [4]), tl.block_type(kind, [2, 8]), kind):
+            assert kept(asked) == own(asked), f"{asked}: kept {kept(asked)}, Triton's own {own(asked)}"
+    with pytest.raises(KeyError):  # a dtype Triton has no NumPy type for is refused as Triton refuses it
+        kept(tl.void)
+
+
 @pytest.mark.skipif(not current().interpret, reason="the interpreter's language swap; compiled kernels have none")
 def test_the_listed_builtins_are_swapped_as_triton_swaps_them():
     """utils.mode lists triton.language's builtins once instead of at every launch: the list must swap exactly what
