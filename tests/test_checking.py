@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from utils import Scaled, check, nan_empty, refuses, require, require_same_shape, watch_memory
+from utils import Scaled, check, nan_empty, refuses, require, require_out, require_same_shape, watch_memory
 from utils.mode import current
 
 DEV = current().device
@@ -522,8 +522,6 @@ def test_a_broken_cuda_context_is_told_apart_from_a_working_one(monkeypatch):
 
 
 def test_require_out_allocates_or_refuses_with_the_fix():
-    from utils import require_out
-
     dev = current().device
     x = torch.randn(6, 4, device=dev)
     made = require_out(None, shape=(6, 4), dtype=torch.float32, device=dev)
@@ -582,6 +580,24 @@ def test_require_refuses_bfloat16_under_the_interpreter():
             require(x, "x", dtype=(torch.float16, torch.bfloat16))
     else:
         require(x, "x", dtype=(torch.float16, torch.bfloat16))
+
+
+def test_require_refuses_sparse_tensors_and_negated_views_in_and_out():
+    """(session 37) A sparse tensor was called "a non-contiguous view" with strides (0, 0) and told to call
+    .contiguous(), which keeps it sparse; a lazily negated view (x._neg_view(), what some conjugations give) ran,
+    the kernel reading its memory unnegated: a silently wrong sign. Both refused with the fix, as input and as out."""
+    d = current().device
+    x = torch.randn(4, 6, device=d)
+    with pytest.raises(TypeError, match=r"x is a torch\.sparse_coo tensor.*x\.to_dense\(\)"):
+        require(x.to_sparse(), "x", dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"x is a negated view.*x\.resolve_neg\(\)"):
+        require(x._neg_view(), "x", dtype=torch.float32)
+    require(x._neg_view().resolve_neg(), "x", dtype=torch.float32)
+    for bad, words in ((x.to_sparse(), "torch.sparse_coo tensor"), (torch.empty_like(x)._neg_view(), "negated view")):
+        with pytest.raises(
+            ValueError, match=rf"out is a {words}, but the kernel writes dense memory: pass torch\.empty"
+        ):
+            require_out(bad, shape=(4, 6), dtype=torch.float32, device=d)
 
 
 def test_require_refuses_an_input_that_requires_grad_while_autograd_records():

@@ -100,6 +100,7 @@ def test_a_signature_describes_tensors_without_their_address():
         quiet = launch.signature(w, 3, "gelu")
     assert quiet == launch.signature(x, 3, "gelu"), "not recording: the same key as a tensor without grad"
     assert launch.signature(w, 3, "gelu") != quiet, "recording: another key"
+    assert launch.signature(x._neg_view(), 3, "gelu") != launch.signature(x, 3, "gelu"), "a negated view: another key"
 
 
 def test_a_table_keeps_what_was_prepared_and_starts_again_when_full():

@@ -993,6 +993,10 @@ def require(
     # launchers call this on every launch: the common path costs a few attribute reads, the messages only on failure
     if not isinstance(t, torch.Tensor):
         _raise(TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}."))
+    if t.layout != torch.strided:  # a sparse tensor's values are not where a kernel's offsets would read them
+        _raise(TypeError(f"{name} is a {t.layout} tensor, but the kernels read dense memory: pass {name}.to_dense()."))
+    if t.is_neg():  # a lazy negation (a view whose values PyTorch negates on read): a kernel reads them unnegated
+        _raise(ValueError(f"{name} is a negated view whose memory holds -{name}: pass {name}.resolve_neg() (a copy)."))
     env = current()
     want = env.device
     if t.device.type != want:
@@ -1101,6 +1105,13 @@ def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: 
             TypeError(
                 f"{name} must be a torch.Tensor (or None to allocate one), got {type(out).__name__}: pass "
                 f"torch.empty({shape}, dtype=torch.{dtype_name(dtype)}, device='{device.type}')."
+            )
+        )
+    if out.layout != torch.strided or out.is_neg():  # written as dense memory: read back other values, or none
+        _raise(
+            ValueError(
+                f"{name} is a {'negated view' if out.is_neg() else f'{out.layout} tensor'}, but the kernel writes "
+                f"dense memory: pass torch.empty({shape}, dtype=torch.{dtype_name(dtype)}, device='{device.type}')."
             )
         )
     if out.device.type != device.type:

@@ -167,14 +167,14 @@ def prepare(kernel, grid, *args, **kwargs) -> Prepared | None:
 
 def signature(*args):
     """A call's arguments as a hashable key for a Table: each tensor as (shape, strides, dtype, device, address
-    modulo 16, and whether autograd would record it: utils.require refuses that), anything else as (its type,
-    itself): 16.0 and True are not 16 and 1, which a launcher's checks may refuse where they accept the others. None
-    when an argument cannot be described (unhashable, a tensor without strides): the launcher then takes its full
-    path, whose checks refuse what they must."""
+    modulo 16, whether autograd would record it and whether it is a negated view: utils.require refuses those),
+    anything else as (its type, itself): 16.0 and True are not 16 and 1, which a launcher's checks may refuse where
+    they accept the others. None when an argument cannot be described (unhashable, a tensor without strides): the
+    launcher then takes its full path, whose checks refuse what they must."""
     recording = torch.is_grad_enabled()
     try:
         key = tuple(
-            (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16, recording and a.requires_grad)
+            (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16, recording and a.requires_grad, a.is_neg())
             if isinstance(a, torch.Tensor)
             else (type(a), a)
             for a in args
