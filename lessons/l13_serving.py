@@ -733,6 +733,16 @@ def tables_one_ahead(table, spare_block):
     return torch.cat([table, following], 1)
 
 
+def table_as_read(table, width):
+    """(B, width) entries as a kernel reads them at block_table_ptr + b * stride_table + j for j < width, past a
+    row's end too (the next request's entries, then with_spare_entries' spare ones), or None where they run past the
+    table's storage: what a kernel that looks up an entry past the table's width finds there."""
+    B, W = table.shape
+    if B and table.storage_offset() + (B - 1) * table.stride(0) + width > table.untyped_storage().nbytes() // 4:
+        return None
+    return torch.as_strided(table, (B, width), (table.stride(0), 1), table.storage_offset())
+
+
 def _scaled_down_rows(out, ref):
     """ref with each (token, head) row scaled by the factor below 1 that brings it nearest out's row (ref itself
     where there is none): what a softmax whose denominator is too large gives."""
@@ -868,6 +878,21 @@ def check_paged_attention(fn, *, quiet=False):
                     "pool's block_size) and a step of BLOCK_N keys may span several pages, so key t is row t % "
                     "PAGE_SIZE of the page in entry t // PAGE_SIZE."
                 ] = _pages_read_ref(q64, k64, v64, table, lengths, q_start, entry, row)
+        past = " (an entry past the table's W entries where a page holds more keys: a read past block_table)"
+        swapped = {  # // and % swapped in the lookups and the row, in the lookups alone, in the row alone
+            "The page lookup has // and % swapped: the block table entry taken as cols % PAGE_SIZE" + past + " and "
+            "the row in the page as cols // PAGE_SIZE.": (t % P, t // P),
+            "The block table entry was taken as cols % PAGE_SIZE, % for //" + past + ".": (t % P, None),
+            "The row in the page was taken as cols // PAGE_SIZE, // for %.": (t // P, t // P),
+        }
+        for mistake, (entry, row) in swapped.items():
+            read = table_as_read(table, int(entry.max()) + 1)  # what the kernel finds at entries past the table's
+            if read is not None:
+                suspects[
+                    f"{mistake} Key t is row t % PAGE_SIZE of the page in block table entry t // PAGE_SIZE: look the "
+                    "page up with tl.load(table + cols // PAGE_SIZE, ...) (the next step's with (cols + BLOCK_N) // "
+                    "PAGE_SIZE) and offset into it by (cols % PAGE_SIZE) * stride_row."
+                ] = _pages_read_ref(q64, k64, v64, read, lengths, q_start, entry, row)
         ahead = (t // P + 1).clamp_max(W)  # entry t // P + 1; keys past W * P are past every length
         first = step < BLOCK_N  # the keys of each split's first step: their page is looked up before the loop
         n_keys, entries = int(lengths.max()), {}  # where the + 1 went: the lookups that read alike here are one

@@ -726,6 +726,29 @@ def test_check_names_a_planted_paged_mistake(mistake, monkeypatch, tmp_path):
         L.check_paged_attention(L.paged_attention, quiet=True)
 
 
+_FIRST = "page_next = tl.load(table + cols // PAGE_SIZE, mask"
+_ROW = "(cols % PAGE_SIZE)[:, None] * stride_row"
+_ENTRY_MOD = ((_FIRST, _FIRST.replace("//", "%")), (_PREFETCH, _PREFETCH.replace("//", "%")))
+SWAPPED_PLANTED = {  # (session 37) mistake: (the edits, words of the hint); each got "Wrong values in many places"
+    "// and % swapped in the page lookup": (
+        (*_ENTRY_MOD, (_ROW, _ROW.replace("%", "//"))), "The page lookup has // and % swapped",
+    ),
+    "the table entry taken with %": (_ENTRY_MOD, "The block table entry was taken as cols % PAGE_SIZE"),
+    "the row in the page taken with //": (((_ROW, _ROW.replace("%", "//")),), "The row in the page was taken as"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", list(SWAPPED_PLANTED))
+def test_check_names_the_page_lookup_with_floor_division_and_modulo_swapped(mistake, monkeypatch, tmp_path):
+    """Key t is row t % PAGE_SIZE of the page in entry t // PAGE_SIZE. An entry taken as t % PAGE_SIZE runs past a
+    table of fewer entries than a page has rows (the check's first case): the suspect reads there what the kernel
+    reads, the next request's entries or with_spare_entries' spare block."""
+    edits, words = SWAPPED_PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, "paged_attention_kernel", *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        L.check_paged_attention(L.paged_attention, quiet=True)
+
+
 def test_running_max_reference_in_the_kernels_order_is_the_spec():
     """_running_max_ref, the suspects' simulation of the kernel's steps and splits, gives paged_attention_ref's result
     when m_i is updated where the kernel updates it, and another where it is updated before alpha."""
