@@ -116,13 +116,18 @@ def _attention_zero_keys(q, k, v, pad):
     return torch.einsum("bhij,bjhd->bihd", p, v)
 
 
-def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc", base_e=None, divided_in_loop=False):
+def _attention_acc_not_rescaled(
+    q, k, v, causal, BLOCK_N, forgotten="acc", base_e=None, divided_in_loop=False, p_of="s - m_new"
+):
     """attention_ref computed as the kernels do, over key blocks of BLOCK_N, with the running max rescaled but
     `forgotten` not: "acc" (acc = tl.dot(p, v, acc) with no acc * alpha) or "l_i" (l_i + tl.sum(p, 1) with no
     l_i * alpha): what that mistake gives, in fp64. forgotten=None, base_e="alpha" or "p": both rescaled, but in a
     kernel whose scores are in base 2 (qk_scale holds LOG2E) that one is taken with tl.exp, the other with tl.exp2.
     divided_in_loop (with forgotten=None): acc = acc / l_i[:, None] at the end of each step, and o = acc after the
-    loop, with no division there ("instead"), or o = acc / l_i[:, None] there too ("as well")."""
+    loop, with no division there ("instead"), or o = acc / l_i[:, None] there too ("as well"). p_of (with
+    forgotten=None) "s + m_new" or "m_new - s": p = tl.exp(s + m_new[:, None]) or tl.exp(m_new[:, None] - s), a
+    sign turned round; the second with p = 0 for a masked score (a kernel gets exp(+inf) = inf there: the caller
+    marks those rows NaN)."""
     B, T, H, D = q.shape
     s, v = _grouped_scores(q, k, v, causal)  # (B, H, T, T), (B, T, H, D)
     m = torch.full(s.shape[:-1], float("-inf"), dtype=s.dtype, device=s.device)  # (B, H, T): key 0 is in block 0
@@ -131,7 +136,12 @@ def _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="acc", base_
     for n in range(0, T, BLOCK_N):
         m_new = torch.maximum(m, s[..., n : n + BLOCK_N].amax(dim=-1))
         # tl.exp of a base-2 difference x * LOG2E is exp(x * LOG2E) where tl.exp2 gives exp(x)
-        p = torch.exp((s[..., n : n + BLOCK_N] - m_new[..., None]) * (LOG2E if base_e == "p" else 1))
+        s_n = s[..., n : n + BLOCK_N]
+        p = torch.exp((s_n - m_new[..., None]) * (LOG2E if base_e == "p" else 1))
+        if p_of == "s + m_new":
+            p = torch.exp(s_n + m_new[..., None])
+        elif p_of == "m_new - s":
+            p = torch.exp(m_new[..., None] - s_n).masked_fill(s_n == float("-inf"), 0.0)
         alpha = torch.exp((m - m_new) * (LOG2E if base_e == "alpha" else 1))
         l_i = (1 if forgotten == "l_i" else alpha) * l_i + p.sum(dim=-1)
         pv = torch.einsum("bhij,bjhd->bhid", p, v[:, n : n + BLOCK_N])
@@ -219,6 +229,33 @@ def attention_suspects(q, k, v, causal):
                 f"the next block multiplies it by alpha alone, so what earlier blocks added is divided by their l_i "
                 f"too, and then by l_i again. acc stays unnormalised in the loop; divide once, after it"
             ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten=None, divided_in_loop="as well")
+            suspects[
+                f"p adds the running max where it subtracts it (BLOCK_N = {BLOCK_N}): p = tl.exp(s + m_new[:, None]) "
+                f"weighs each key block by exp(2 m_new) of its step (it cancels within one block, and alpha does "
+                f"not undo it), so the blocks read after the max grew count too much. p = tl.exp(s - m_new[:, None]) "
+                f"(tl.exp2 in base 2)"
+            ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten=None, p_of="s + m_new")
+        # p = exp(m_new - s): a masked score (-inf) gives exp(+inf), and NaN in its row; only a row whose program's
+        # key blocks hold no masked score comes out a number (causal: the last row of a query block whose end is a
+        # whole key block; not causal: every row, where T is a whole number of key blocks), an exp(-s) weighting
+        rows, turned_round = torch.arange(T, device=q.device), None
+        for BLOCK_M in PLAUSIBLE_BLOCK_N if causal else (None,):
+            if causal and BLOCK_M < BLOCK_N:
+                continue  # (refused: the unmasked key range ends at a query block's start)
+            # where the keys that each row's program visits end: its query block's end, or T
+            end = (rows // BLOCK_M * BLOCK_M + BLOCK_M).clamp_max(T) if causal else torch.full_like(rows, T)
+            finite = (end % BLOCK_N == 0) & (rows + 1 == end if causal else True)
+            if not bool(finite.any()):  # NaN everywhere: EVERY_OUTPUT_NAN's mistakes
+                continue
+            if turned_round is None:
+                turned_round = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten=None, p_of="m_new - s")
+            sizes = f"BLOCK_M = {BLOCK_M}, BLOCK_N = {BLOCK_N}" if causal else f"BLOCK_N = {BLOCK_N}"
+            suspects[
+                f"p subtracts the wrong way round ({sizes}): p = tl.exp(m_new[:, None] - s) weighs each key by "
+                f"exp(-s), not exp(s), and a masked score s = -inf gives exp(+inf) = inf, which makes its row NaN "
+                f"(all rows but those whose key blocks hold no masked score). p = tl.exp(s - m_new[:, None]) "
+                f"(tl.exp2 in base 2)"
+            ] = turned_round.masked_fill(~finite[None, :, None, None], float("nan"))
         full = T // BLOCK_N * BLOCK_N  # the keys in whole blocks
         if not causal and 0 < full < T:
             keep = torch.arange(T, device=q.device)[None, :].expand(T, T) < full
@@ -307,6 +344,28 @@ def later_case_tells(all_nan, name, failure, out, ref):
         raise failure
     told = f"{all_nan[0]}: every output NaN, which many mistakes give; a later case tells which:\n"
     raise AssertionError(told + str(failure)) from None
+
+
+EVERY_OUTPUT_NAN = (
+    "an exponential in the key loop is exp(+inf) = inf from the first key block on, and 0 * inf or inf / inf is "
+    "NaN: m_i starts at -inf and masked scores are -inf, so one that subtracts the wrong way round meets +inf. Most "
+    "likely alpha = tl.exp(m_new - m_i), where alpha = tl.exp(m_i - m_new) (0 on the first block); or p = "
+    "tl.exp(m_new[:, None] - s), where p = tl.exp(s - m_new[:, None]); or p taken with the old max, tl.exp(s - "
+    "m_i[:, None]). Both subtract the new max m_new (tl.exp2 alike in base 2)"
+)
+
+
+def raise_all_nan(all_nan, every_case):
+    """After a check's loop over cases (later_case_tells): raises the failure of the first case whose every output
+    was NaN; where every case's was (every_case), with no read outside the tensors, names the mistakes that make
+    any input's output NaN, the online softmax's exponentials of +inf (later_case_tells raised any other failure)."""
+    __tracebackhide__ = True
+    if not every_case:
+        raise all_nan[1]
+    raise AssertionError(
+        f"{all_nan[0]} has NaN that the kernel computed wherever the reference has numbers, and so has every other "
+        f"case of the check.\nHint: {EVERY_OUTPUT_NAN}."
+    ) from None
 
 
 def _check_attention_out(out, ref, suspects, name, quiet, stray=None, tolerance=None):
@@ -399,6 +458,7 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
         cpu=[(1, 16), (37, 16), (50, 32), (40, 16, 60.0)], gpu=[(1, 64), (333, 128), (1000, 64), (300, 64, 60.0)]
     )  # (T, D[, the scale of q]): q x 60 puts the scores far past exp's range in fp32
     all_nan = None  # (name, failure) of the first case whose every output is NaN: later_case_tells
+    every_case_nan = True  # and every case after it too, with no read outside the tensors: raise_all_nan
     for (T, D, *q_scale), far_rows in [(s, False) for s in shapes] + [(s, True) for s in far]:
         for c in causal or (None,):
             q4, k4, v4 = random_qkv(1, T, 1, 1, D, dtype)  # (1, T, 1, D) views, rows 3 D apart
@@ -426,8 +486,11 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
                 _check_attention_out(out, ref, suspects, name, quiet, stray, tolerance)
             except AssertionError as failure:
                 all_nan = later_case_tells(all_nan, name, failure, out, ref)
+                every_case_nan = every_case_nan and not stray
+            else:
+                every_case_nan = False
     if all_nan is not None:
-        raise all_nan[1]
+        raise_all_nan(all_nan, every_case_nan)
 
 
 ATTENTION_SHAPES = utils.mode.current().pick(
@@ -461,6 +524,7 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
     far = [] if shapes else [utils.mode.current().pick(cpu=(1, 40, 2, 1, 16), gpu=(1, 300, 4, 2, 64))]
     cases = [(s, False) for s in list(shapes or ATTENTION_SHAPES) + big] + [(s, True) for s in far]
     all_nan = None  # (name, failure) of the first case whose every output is NaN: later_case_tells
+    every_case_nan = True  # and every case after it too, with no read outside the tensors: raise_all_nan
     for (B, T, H, KV, D, *q_scale), far_rows in cases:
         for c in causal:
             q, k, v = random_qkv(B, T, H, KV, D, dtype)
@@ -486,8 +550,11 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
                 _check_attention_out(out, ref, attention_suspects(*args64), name, quiet, stray, tolerance)
             except AssertionError as failure:
                 all_nan = later_case_tells(all_nan, name, failure, out, ref)
+                every_case_nan = every_case_nan and not stray
+            else:
+                every_case_nan = False
     if all_nan is not None:
-        raise all_nan[1]
+        raise_all_nan(all_nan, every_case_nan)
     if _takes_scale(fn):
         _check_attention_scale(fn, causal[0], dtype, quiet)
 

@@ -716,6 +716,9 @@ def test_an_all_nan_output_is_not_blamed_on_the_causal_mask(mistake, monkeypatch
     with pytest.raises(AssertionError, match="NaN") as failure:
         L.check_attention_head(L.attention_head_causal, causal=(True, False), quiet=True)
     assert "off by one" not in str(failure.value)
+    # (session 37) NaN in every case: the hint names the exponentials that meet +inf (before: "guard such rows")
+    assert "and so has every other case of the check" in str(failure.value)
+    assert "Most likely alpha = tl.exp(m_new - m_i)" in str(failure.value)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -789,6 +792,38 @@ def test_the_key_blocks_mistakes_get_named(mistake, monkeypatch, tmp_path):
     from utils.mutants import plant
 
     name, edit, check, words = BLOCK_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, edit)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        BLOCK_CHECKS[check]()
+
+
+# -- a sign turned round in the online softmax (session 37): every output NaN ("guard such rows"), or "Only rows …
+# are wrong: the offset or index along the rows" ---------------------------------------------------------------
+
+SIGN_BATTERY = {
+    # mistake: (kernel, (old, new), which check, words of the hint it must get)
+    "alpha = exp(m_new - m_i)": ("attention_head_kernel", ("tl.exp(m_i - m_new)", "tl.exp(m_new - m_i)"), "head",
+                                 "Most likely alpha = tl.exp(m_new - m_i)"),
+    "p = exp(m_new - s)": ("attention_head_kernel", ("tl.exp(s - m_new[:, None])", "tl.exp(m_new[:, None] - s)"),
+                           "head", "or p = tl.exp(m_new[:, None] - s)"),
+    "p = exp2(m_new - s), causal": ("_attention_range", ("tl.exp2(s - m_new[:, None])",
+                                    "tl.exp2(m_new[:, None] - s)"), "causal", "p subtracts the wrong way round"),
+    "p = exp(s + m_new)": ("attention_head_kernel", ("tl.exp(s - m_new[:, None])", "tl.exp(s + m_new[:, None])"),
+                           "head", "p adds the running max where it subtracts it"),
+    "p = exp2(s + m_new)": ("_attention_range", ("tl.exp2(s - m_new[:, None])", "tl.exp2(s + m_new[:, None])"),
+                            "pointers", "p adds the running max where it subtracts it"),
+}  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's inf - inf and 0 * inf
+@pytest.mark.parametrize("mistake", list(SIGN_BATTERY))
+def test_a_sign_turned_round_in_the_online_softmax_is_named(mistake, monkeypatch, tmp_path):
+    """alpha or p subtracting the wrong way round meets exp(+inf) (m_i = -inf on the first block, masked scores
+    -inf): every output NaN in every case, or, causal, NaN but in the last row of a query block; p adding the max
+    weighs each key block by exp(2 m_new), right within one block."""
+    from utils.mutants import plant
+
+    name, edit, check, words = SIGN_BATTERY[mistake]
     plant(monkeypatch, tmp_path, L, name, edit)
     with pytest.raises(AssertionError, match=re.escape(words)):
         BLOCK_CHECKS[check]()
