@@ -212,6 +212,12 @@ PLANTED = {
     "pass 2 without tl.exp": (
         "softmax_online_kernel", ("(tl.exp(x - m) / d)", "((x - m) / d)"), r"tl.exp is missing in pass 2",
     ),
+    # (session 37) the one-block kernel without tl.exp: the check's first case was 1x1, where x - max is 0 and the
+    # output 0 / 0 = NaN, told as "subtract the row max before tl.exp"; rows of 1000 come first now
+    "without tl.exp": (
+        "softmax_kernel", ("num = tl.exp(x - tl.max(x, axis=0))", "num = x - tl.max(x, axis=0)"),
+        r"tl.exp is missing: num = x - max",
+    ),
 }  # fmt: skip
 
 
