@@ -2247,6 +2247,14 @@ def compact_misplaced(values, keep, segment):
     def diagnose(out):
         if out.shape != want.shape or not len(want):
             return None
+        if len(want) > 1 and torch.equal(out[1:], want[:-1]):  # out[0] holds whatever the buffer held
+            return (
+                "Every kept value landed one slot late, at out[i + 1] where out[i] belongs (the last one past the "
+                "kept, past out's end where every value is kept), and out[0] was never written: the destinations "
+                "take an inclusive scan, which counts each kept element itself. A kept element's slot is the number "
+                "kept before it, the exclusive scan: dest = before + tl.cumsum(keep, axis=0) - keep (slot = "
+                "tl.cumsum(keep, axis=0) - 1 in the look-back-local kernel)."
+            )
         places = torch.nonzero(~torch.isnan(out)).flatten()  # NaN (memory never written) would break the search
         if not len(places):
             return None
@@ -2296,12 +2304,14 @@ def check_compact(fn, *, quiet=False):
     keep-none, keep-all, one element and random flags over several blocks."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
-    sizes = env.pick(cpu=[1, 17, 100, 1000], gpu=[1, 17, 100, 10**7 + 1])
+    # every element of 17 kept first (two blocks on the CPU): where a single value is kept (n = 1, or random flags
+    # that keep one), a value written one slot late leaves nothing to tell it by
+    sizes = env.pick(cpu=[17, 1, 100, 1000], gpu=[17, 1, 100, 10**7 + 1])
     for n, method in [(n, m) for m in ("reduce-then-scan", "lookback", "lookback-local") for n in sizes]:
         for name, keep in {
+            "all kept": torch.ones(n, dtype=torch.bool, device=env.device),
             "random flags": torch.rand(n, device=env.device) < 0.3,
             "none kept": torch.zeros(n, dtype=torch.bool, device=env.device),
-            "all kept": torch.ones(n, dtype=torch.bool, device=env.device),
         }.items():
             values = torch.randn(n, device=env.device)
             BLOCK_SIZE = env.pick(cpu=16, gpu=1024)

@@ -2157,6 +2157,29 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "groupby_packed",
         "not key <= num_keys",
     ),  # fmt: skip
+    # session 37: the destinations from an inclusive scan, each kept value one slot late (before: "Wrong values in
+    # many places"; the check's first case kept one value, at n = 1, which tells nothing: 17 all kept come first)
+    "compaction with an inclusive scan": (
+        "compact_kernel",
+        "(tl.cumsum(keep, axis=0) - keep)",
+        "tl.cumsum(keep, axis=0)",
+        "compact",
+        "one slot late",
+    ),
+    "look-back compaction with an inclusive scan": (
+        "compact_lookback_kernel",
+        "tl.cumsum(keep, axis=0) - keep",
+        "tl.cumsum(keep, axis=0)",
+        "compact",
+        "one slot late",
+    ),
+    "local look-back compaction with an inclusive scan": (
+        "compact_lookback_local_kernel",
+        "tl.cumsum(keep, axis=0) - 1,",
+        "tl.cumsum(keep, axis=0),",
+        "compact",
+        "one slot late",
+    ),
 }
 
 
@@ -2170,7 +2193,8 @@ COMPILED_GAPS = {  # compiled, these fail their check with another hint (session
 # outside them: the probe without its wrap; or index a tl.gather outside its block, which only the interpreter raises)
 INTERPRETER_ONLY = {"group-by counts rows with passed", "compact offset * pid", "join probe without the wrap",
                     "bitonic partner idx ^ k", "bitonic partner idx + j",
-                    "group-by key bound key <= num_keys"}  # fmt: skip
+                    "group-by key bound key <= num_keys", "look-back compaction with an inclusive scan",
+                    "local look-back compaction with an inclusive scan"}  # fmt: skip
 
 
 @pytest.mark.parametrize(
