@@ -680,6 +680,11 @@ FOURTH_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words 
     "the weight added": (
         "rmsnorm_kernel", [("(x * rstd * w)", "(x * rstd + w)")], "rmsnorm", "the weight is added, as a bias would be",
     ),
+    # (session 37) "Only the last ... elements are wrong ... from index (0, 1, 0, 0) on" before: the position taken
+    # as token // T, so each token of sequence b is read and turned as position b (q, k and the tables alike)
+    "RoPE's position as token // T": (
+        "rope_kernel", [("t = token % T", "t = token // T")], "rope", "the position is taken as t = token // T",
+    ),
 }  # fmt: skip
 
 
