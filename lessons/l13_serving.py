@@ -738,7 +738,8 @@ def table_as_read(table, width):
     row's end too (the next request's entries, then with_spare_entries' spare ones), or None where they run past the
     table's storage: what a kernel that looks up an entry past the table's width finds there."""
     B, W = table.shape
-    if B and table.storage_offset() + (B - 1) * table.stride(0) + width > table.untyped_storage().nbytes() // 4:
+    held = table.untyped_storage().nbytes() // table.element_size()
+    if B and table.storage_offset() + (B - 1) * table.stride(0) + width > held:
         return None
     return torch.as_strided(table, (B, width), (table.stride(0), 1), table.storage_offset())
 
