@@ -135,13 +135,13 @@ def _attention_acc_not_rescaled(
     acc = torch.zeros(B, H, T, D, dtype=s.dtype, device=s.device)
     for n in range(0, T, BLOCK_N):
         m_new = torch.maximum(m, s[..., n : n + BLOCK_N].amax(dim=-1))
-        # tl.exp of a base-2 difference x * LOG2E is exp(x * LOG2E) where tl.exp2 gives exp(x)
         s_n = s[..., n : n + BLOCK_N]
-        p = torch.exp((s_n - m_new[..., None]) * (LOG2E if base_e == "p" else 1))
         if p_of == "s + m_new":
             p = torch.exp(s_n + m_new[..., None])
         elif p_of == "m_new - s":
             p = torch.exp(m_new[..., None] - s_n).masked_fill(s_n == float("-inf"), 0.0)
+        else:  # tl.exp of a base-2 difference x * LOG2E is exp(x * LOG2E) where tl.exp2 gives exp(x)
+            p = torch.exp((s_n - m_new[..., None]) * (LOG2E if base_e == "p" else 1))
         alpha = torch.exp((m - m_new) * (LOG2E if base_e == "alpha" else 1))
         l_i = (1 if forgotten == "l_i" else alpha) * l_i + p.sum(dim=-1)
         pv = torch.einsum("bhij,bjhd->bhid", p, v[:, n : n + BLOCK_N])
@@ -347,11 +347,11 @@ def later_case_tells(all_nan, name, failure, out, ref):
 
 
 EVERY_OUTPUT_NAN = (
-    "an exponential in the key loop is exp(+inf) = inf from the first key block on, and 0 * inf or inf / inf is "
-    "NaN: m_i starts at -inf and masked scores are -inf, so one that subtracts the wrong way round meets +inf. Most "
-    "likely alpha = tl.exp(m_new - m_i), where alpha = tl.exp(m_i - m_new) (0 on the first block); or p = "
-    "tl.exp(m_new[:, None] - s), where p = tl.exp(s - m_new[:, None]); or p taken with the old max, tl.exp(s - "
-    "m_i[:, None]). Both subtract the new max m_new (tl.exp2 alike in base 2)"
+    "an exponential in the key loop meets +inf. m_i starts at -inf and masked scores are -inf, so on the first key "
+    "block an exponent taken the wrong way round is +inf, exp gives inf, and 0 * inf or inf / inf is NaN. Most "
+    "likely alpha = tl.exp(m_new - m_i) for alpha = tl.exp(m_i - m_new) (0 on the first block), p = "
+    "tl.exp(m_new[:, None] - s) for p = tl.exp(s - m_new[:, None]), or p with the old max, tl.exp(s - m_i[:, None]): "
+    "alpha and p both subtract the new max m_new (tl.exp2 alike in base 2)"
 )
 
 

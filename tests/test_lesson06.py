@@ -805,7 +805,7 @@ SIGN_BATTERY = {
     "alpha = exp(m_new - m_i)": ("attention_head_kernel", ("tl.exp(m_i - m_new)", "tl.exp(m_new - m_i)"), "head",
                                  "Most likely alpha = tl.exp(m_new - m_i)"),
     "p = exp(m_new - s)": ("attention_head_kernel", ("tl.exp(s - m_new[:, None])", "tl.exp(m_new[:, None] - s)"),
-                           "head", "or p = tl.exp(m_new[:, None] - s)"),
+                           "head", "p = tl.exp(m_new[:, None] - s) for p = tl.exp(s - m_new"),
     "p = exp2(m_new - s), causal": ("_attention_range", ("tl.exp2(s - m_new[:, None])",
                                     "tl.exp2(m_new[:, None] - s)"), "causal", "p subtracts the wrong way round"),
     "p = exp(s + m_new)": ("attention_head_kernel", ("tl.exp(s - m_new[:, None])", "tl.exp(s + m_new[:, None])"),
