@@ -155,7 +155,9 @@ def stored_scale(scale, levels, dtype):
 
 
 def _require_weight(w, name="w"):
-    utils.require(w, name, dtype=WEIGHT_DTYPES, ndim=2, contiguous=False)
+    """w, checked, detached: a quantized weight is a constant (rounding has no gradient), whether or not w is a
+    parameter that requires grad (an nn.Linear's weight)."""
+    utils.require(w, name, dtype=WEIGHT_DTYPES, ndim=2, contiguous=False, grad=True)
     bad = ~torch.isfinite(w)
     if bool(bad.any()):  # one host sync: a weight is quantized once
         n, k = (int(i) for i in torch.nonzero(bad)[0])
@@ -163,6 +165,7 @@ def _require_weight(w, name="w"):
             f"{name}[{n}, {k}] = {float(w[n, k])}: quantizing needs finite weights (a NaN or inf makes the scale of "
             f"its row or group, and so every weight there, NaN or inf); fix {name} before quantizing it."
         )
+    return w.detach()
 
 
 def _weight_tensors(w) -> dict:
@@ -185,7 +188,7 @@ def _int4_words(w) -> torch.Tensor:
 
 def quantize_int8_ref(w) -> Int8Weight:
     """w (N, K) -> Int8Weight: scale = max |w[n, :]| / 127 per row, q = round(w / scale) in [-127, 127]."""
-    _require_weight(w)
+    w = _require_weight(w)
     wf = w.float().contiguous()  # read N K, write N K in fp32 (row-major: a transposed w would give q its strides)
     amax = wf.abs().amax(dim=1) if w.shape[1] else wf.new_zeros(w.shape[0])  # (N,): read N K
     scale = stored_scale(torch.where(amax > 0, amax / 127, 1.0), 127, w.dtype)  # an all-zero row: any scale works
@@ -308,7 +311,7 @@ def int4_codes_ref(w, group_size):
 
 def quantize_int4_ref(w, group_size=128) -> Int4Weight:
     """w (N, K) -> Int4Weight with one scale and zero point per group of ``group_size`` along K."""
-    _require_weight(w)
+    w = _require_weight(w)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size not in GROUP_SIZES:
         raise ValueError(f"group_size={group_size!r} is not offered: pick one of {GROUP_SIZES}")
     q, scale, zero = int4_codes_ref(w, group_size)

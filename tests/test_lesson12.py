@@ -7,6 +7,7 @@ On the CPU everything runs in Triton's interpreter (fp16 activations in the kern
 on a GPU the same tests run compiled, in bf16.
 """
 
+import dataclasses
 import inspect
 import json
 import math
@@ -1165,6 +1166,21 @@ def test_linear_with_a_plain_weight_checks_as_the_kernels_do():
     xg = x.clone().requires_grad_()
     L.linear(xg, w, residual=res).sum().backward()
     utils.check(xg.grad, w.double().sum(0).expand(3, -1), name="linear's gradient for x", quiet=True)
+
+
+def test_a_weight_that_requires_grad_quantizes_as_its_detached_copy():
+    """(session 37) An nn.Linear's weight requires grad: quantizing it is what a learner does first. The quantizers
+    take it (a quantized weight is a constant: rounding has no gradient) and give the bits of its detached copy,
+    with scales that carry no graph for the kernels to refuse."""
+    w = weight(6, 100)
+    p = torch.nn.Parameter(w.clone())
+    for quantize in (L.quantize_int8_ref, lambda t: L.quantize_int4_ref(t, 32)):
+        got, want = quantize(p), quantize(w)
+        for a, b in zip(dataclasses.astuple(got), dataclasses.astuple(want)):
+            if isinstance(a, torch.Tensor):
+                assert torch.equal(a, b) and not a.requires_grad
+        x = torch.randn(3, 100, device=DEV, dtype=w.dtype)
+        utils.check(L.linear(x, got), L.linear(x, want), quiet=True)
 
 
 @pytest.mark.parametrize("M, N, K", [(0, 6, 100), (3, 0, 100), (3, 6, 0), (0, 0, 0)])
