@@ -726,18 +726,11 @@ def with_spare_entries(table, block, spare=64):
     return spares[: B * W].view(B, W).copy_(table)
 
 
-def tables_one_ahead(table, spare_block):
-    """(B, W + 1) tables whose last column is the entry that follows each table in memory (the next request's first
-    entry, or with_spare_entries' spare block): what a kernel that reads entry j + 1 for entry j finds at j = W - 1."""
-    following = torch.cat([table[1:, :1], torch.full_like(table[:1, :1], spare_block)])
-    return torch.cat([table, following], 1)
-
-
 def table_as_read(table, width):
     """(B, width) entries as a kernel reads them at block_table_ptr + b * stride_table + j for j < width, past a
     row's end too (the next request's entries, then with_spare_entries' spare ones), or None where they run past the
     table's storage: what a kernel that looks up an entry past the table's width finds there."""
-    B, W = table.shape
+    B = table.shape[0]
     held = table.untyped_storage().nbytes() // table.element_size()
     if B and table.storage_offset() + (B - 1) * table.stride(0) + width > held:
         return None
@@ -913,7 +906,7 @@ def check_paged_attention(fn, *, quiet=False):
                 "0, so key t's page is entry t // PAGE_SIZE, tl.load(table + cols // PAGE_SIZE, mask=cols < end, "
                 "other=0), and the next step's entry (cols + BLOCK_N) // PAGE_SIZE. The + 1 reads the next page's "
                 "entry, and past the end of a full table."
-            ] = _pages_read_ref(q64, k64, v64, tables_one_ahead(table, spare), lengths, q_start, entry)
+            ] = _pages_read_ref(q64, k64, v64, table_as_read(table, W + 1), lengths, q_start, entry)
         if max(q_lens) == 1:  # (session 36) a decode step's lane at the length kept: its page entry reads as block 0
             suspects[
                 "One key past the request's length was read: the keys are masked with cols < end, not cols <= end. "
