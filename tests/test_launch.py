@@ -201,9 +201,12 @@ def test_same_kind_is_a_copy_at_another_address_with_the_same_signature():
     assert launch.signature(copy) == launch.signature(view), "a view's layout, on a 16-byte boundary as the view"
 
 
-def _forward_only_calls():
-    """(launcher's name, the input that requires grad, a call of it with that input) for forward-only launchers of
-    lessons 04-07 and 10, each with a prepared fast path on a GPU."""
+FORWARD_ONLY = ("softmax", "matmul", "attention", "rmsnorm", "rope", "swiglu", "cumsum")
+
+
+def _forward_only_calls() -> dict:
+    """Launcher's name: (the input that requires grad, a call of it with that input, its value) for forward-only
+    launchers of lessons 04-07 and 10, each with a prepared fast path on a GPU."""
     from lessons import l04_fused_softmax as L04
     from lessons import l05_matmul as L05
     from lessons import l06_flash_attention as L06
@@ -215,29 +218,26 @@ def _forward_only_calls():
     q = torch.randn(1, 2, 24, 16, device=d)
     cos, sin = L07.rope_tables(6, 8, device=d)
     k = torch.randn(1, 6, 1, 8, device=d)
-    return [
-        ("softmax", "x", lambda t: L04.softmax(t), x),
-        ("matmul", "b", lambda t: L05.matmul(x, t), torch.randn(48, 16, device=d)),
-        ("attention", "k", lambda t: L06.attention(q, t, q.clone()), q.clone()),
-        ("rmsnorm", "weight", lambda t: L07.rmsnorm(x, t), w),
-        (
-            "rope",
-            "q",
-            lambda t: L07.rope(t, k, cos, sin)[0],
-            torch.randn(1, 6, 2, 8, device=d),
-        ),
-        ("swiglu", "gate_up", lambda t: L07.swiglu(t), x),
-        ("cumsum", "x", lambda t: L10.cumsum(t), x[0].clone()),
-    ]
+    return {
+        "softmax": ("x", lambda t: L04.softmax(t), x),
+        "matmul": ("b", lambda t: L05.matmul(x, t), torch.randn(48, 16, device=d)),
+        "attention": ("k", lambda t: L06.attention(q, t, q.clone()), q.clone()),
+        "rmsnorm": ("weight", lambda t: L07.rmsnorm(x, t), w),
+        "rope": ("q", lambda t: L07.rope(t, k, cos, sin)[0], torch.randn(1, 6, 2, 8, device=d)),
+        "swiglu": ("gate_up", lambda t: L07.swiglu(t), x),
+        "cumsum": ("x", lambda t: L10.cumsum(t), x[0].clone()),
+    }
 
 
-@pytest.mark.parametrize("case", range(7))
-def test_a_forward_only_launcher_refuses_an_input_autograd_records_even_after_a_prepared_call(case):
+@pytest.mark.parametrize("name", FORWARD_ONLY)
+def test_a_forward_only_launcher_refuses_an_input_autograd_records_even_after_a_prepared_call(name):
     """(session 37) A launcher without a backward pass returns an output with no graph: an input that requires grad
     would get no gradient through it (in a graph with another path, a gradient short by this one, without a word).
     Refused by name while autograd records, also on the call after one made under torch.no_grad(), whose launch a
     GPU keeps prepared for the same tensors (the fast path skips the checks); under no_grad it runs and is right."""
-    name, arg, call, value = _forward_only_calls()[case]
+    calls = _forward_only_calls()
+    assert set(calls) == set(FORWARD_ONLY), "every call is a parameter of this test"
+    arg, call, value = calls[name]
     t = value.clone().requires_grad_()
     with torch.no_grad():
         quiet = call(t)
