@@ -370,21 +370,26 @@ def test_a_suspected_mistake_is_named_when_the_result_matches_it():
     assert "forgot the scale" not in str(e.value)
 
 
-def test_of_suspects_this_input_cannot_tell_apart_the_first_listed_is_named():
+def test_of_suspects_this_input_cannot_tell_apart_the_first_listed_is_named_and_the_other_after_it():
     """(session 37) Lesson 06's "tl.exp with LOG2E" (everywhere) and "p with tl.exp, alpha with tl.exp2" give the same
     result where no row's max moves in a later key block: the output's own rounding then made either the closer,
     and the hint changed from run to run. References within a tenth of the tolerance of each other are a tie (the
-    first listed is named); where they differ by more, the closer one is still named."""
+    first listed is named, then the other: session 38's GPU case of lesson 08, one key block, gave "p with tl.exp"
+    for a kernel whose both exponentials were tl.exp); where they differ by more, the closer one alone is named."""
     x = torch.randn(6, 8, dtype=torch.float64, device=current().device)
     ref, first = x.softmax(dim=-1), (2 * x).softmax(dim=-1)
     alike = first * (1 + 1e-9)  # another mistake whose result, on this input, is the first's
     out = (alike * (1 + 2e-9)).float()  # rounded nearer to the second reference, by chance
     for order in ((("first", first), ("alike", alike)), (("alike", alike), ("first", first))):
-        with pytest.raises(AssertionError, match=f"Hint: {order[0][0]}"):
+        # the first listed is named, the other follows it: the input gives no ground to choose between them
+        with pytest.raises(AssertionError, match=rf"Hint: {order[0][0]}\n.*same result.*\nOr: {order[1][0]}$"):
             check(out.double(), ref, atol=1e-5, rtol=1e-5, reason="a test", suspects=dict(order))
     apart = first + 4e-6 * x.sign()  # a second mistake 0.4 of the tolerance away: the closer is named
     with pytest.raises(AssertionError, match="Hint: apart"):
         check(apart.clone(), ref, atol=1e-5, rtol=1e-5, reason="a test", suspects={"first": first, "apart": apart})
+    with pytest.raises(AssertionError) as error:  # told apart: no "Or"
+        check(apart.clone(), ref, atol=1e-5, rtol=1e-5, reason="a test", suspects={"first": first, "apart": apart})
+    assert "Or: " not in str(error.value)
 
 
 @triton.jit

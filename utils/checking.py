@@ -573,8 +573,9 @@ def _suspect(out64, suspects, rtol, atol, diagnose=None) -> str | None:
     """The hint of the suspected mistake whose reference ``out`` matches (of several, the closest, and of equally
     close ones the first), else diagnose's, if any. Two references this input cannot tell apart (within a tenth of
     the tolerance of each other everywhere: one mistake's result equals another's here, as alpha's base where no
-    row's max moves) are equally close, whatever the output's own rounding favours: the first listed is named."""
-    best, best_excess, best_want = None, None, None
+    row's max moves) are equally close, whatever the output's own rounding favours: the first listed is named, and
+    the others it cannot be told from follow it (at most two), since the input gives no ground to choose."""
+    matched = []  # (hint, excess, want), in the order listed
     for hint, wrong_ref in (suspects or {}).items():
         scale = 1.0
         if isinstance(wrong_ref, Scaled):
@@ -587,14 +588,25 @@ def _suspect(out64, suspects, rtol, atol, diagnose=None) -> str | None:
             continue
         # how much of the tolerance the worst element takes (NaN where both are NaN: matched, nothing taken)
         excess = float(((got - want).abs() / (atol + rtol * want.abs())).nan_to_num(0.0).max()) if got.numel() else 0.0
-        if best is None or (
-            excess < best_excess
-            and not bool(torch.isclose(want, best_want, rtol=rtol / 10, atol=atol / 10, equal_nan=True).all())
-        ):
-            best, best_excess, best_want = hint, excess, want
-    if best is not None:
-        return best
-    return diagnose(out64) if diagnose is not None else None
+        matched.append((hint, excess, want))
+
+    def alike(a, b):
+        return a.shape == b.shape and bool(torch.isclose(a, b, rtol=rtol / 10, atol=atol / 10, equal_nan=True).all())
+
+    best = None
+    for hint, excess, want in matched:
+        if best is None or (excess < best[1] and not alike(want, best[2])):
+            best = (hint, excess, want)
+    if best is None:
+        return diagnose(out64) if diagnose is not None else None
+    # the first listed of those the input cannot tell from the one found
+    first = next(m for m in matched if m[0] == best[0] or alike(m[2], best[2]))
+    tied = [hint for hint, _, want in matched if hint != first[0] and alike(want, first[2])]
+    if not tied:
+        return first[0]
+    others = "\n".join(f"Or: {hint}" for hint in tied[:2])
+    alike_here = "(This input gives the same result for another mistake, so it may be that one instead.)"
+    return f"{first[0]}\n{alike_here}\n{others}"
 
 
 def _described(value) -> str:
