@@ -23,6 +23,10 @@
 #                                              (tests/conftest.py; the log's name ends in -shard1of2)
 #   scripts/gpu-validate.sh tests:06,07%1/4@240 tests:11@60   the same for one step (%i/n after the lessons): the
 #                                              steps after it run whole (TEST_SHARD in the environment shards them all)
+#   TEST_PASSED_IN=results/X/logs/a.log:results/X/logs/b.log scripts/gpu-validate.sh tests:06,07@500
+#                                              leave out the tests those logs report passed or skipped: the rest of
+#                                              a run that a limit cut off (tests/conftest.py), where nothing they
+#                                              cover has changed since
 # A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is interrupted (SIGINT, so
 # that pytest still prints the failures it saw; killed 20 s later if it has not stopped), the next one runs.
 # A test step's log names each test as it ends (-v) and the 25 slowest (--durations): a step cut off by its limit

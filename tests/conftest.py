@@ -1,6 +1,7 @@
 """Every test process decides GPU or interpreter before any kernel is defined."""
 
 import os
+import re
 import sys
 
 import matplotlib
@@ -14,14 +15,36 @@ from utils import setup  # noqa: E402
 ENV = setup(quiet=True)
 
 
+def _passed_in(paths: str) -> set[str]:
+    """The tests that the -v logs at paths (separated by os.pathsep, or spaces) report PASSED, SKIPPED or XFAIL."""
+    done = set()
+    for path in paths.replace(os.pathsep, " ").split():
+        with open(path, encoding="utf-8") as log:
+            for line in log:
+                # pytest-xdist's "[gw0] [ 3%] PASSED tests/...", or one process's "tests/... PASSED [ 3%]"
+                found = re.match(
+                    r"(?:\[gw\d+\] \[ *\d+%\] )?(?:PASSED|SKIPPED|XFAIL) (tests/\S.*?) ?$", line
+                ) or re.match(r"(tests/\S.*?) (?:PASSED|SKIPPED|XFAIL)\b", line)
+                if found:
+                    done.add(found.group(1))
+    return done
+
+
 def pytest_collection_modifyitems(config, items):
     """The tests marked slow (whole notebooks, the offline compiler) run first: with two workers, a minute-long test
     drawn last keeps one worker busy while the other has nothing left to do.
 
     TEST_SHARD=i/n in the environment keeps every n-th test from the i-th (1 <= i <= n), the rest deselected: a run
     too long for one call of the GPU machine's time limit, split over n calls (scripts/gpu-validate.sh). Each
-    worker of pytest-xdist collects the same tests in the same order, so each picks the same shard."""
+    worker of pytest-xdist collects the same tests in the same order, so each picks the same shard.
+
+    TEST_PASSED_IN=LOG[:LOG...] deselects the tests those -v logs (scripts/gpu-validate.sh's) report passed or
+    skipped: the rest of a run that a call's limit cut off, where the tests it reached have not changed since."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort: the rest keep their order
+    done = _passed_in(os.environ.get("TEST_PASSED_IN", ""))
+    if done:
+        config.hook.pytest_deselected(items=[item for item in items if item.nodeid in done])
+        items[:] = [item for item in items if item.nodeid not in done]
     spec = os.environ.get("TEST_SHARD")
     if not spec:
         return

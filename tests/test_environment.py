@@ -40,3 +40,28 @@ def test_makefile_installs_requirements_and_the_package():
     for target in ("lab:", "test:", "bench:", "notebooks:", "present:"):
         assert re.search(rf"^{target}", make, re.M), target
     assert (ROOT / ".ci" / "run").read_text().strip().endswith("make test")
+
+
+def test_test_passed_in_deselects_what_a_log_reports_passed(tmp_path, request):
+    """TEST_PASSED_IN (tests/conftest.py): the rest of a GPU run cut off by a call's limit. A test the log reports
+    PASSED, SKIPPED or XFAIL (pytest-xdist's -v lines, or one process's) is deselected; FAILED ones and those not
+    reached run again, a name with spaces and brackets included."""
+    passed_in = request.config.pluginmanager.get_plugin(str(ROOT / "tests" / "conftest.py"))._passed_in
+    log = tmp_path / "tests.log"
+    log.write_text(
+        "[gw2] [  1%] PASSED tests/test_lesson11.py::test_planted[rmsnorm dw summed along the row] \n"
+        "[gw0] [  3%] FAILED tests/test_lesson08.py::test_check_names_exp \n"
+        "[gw1] [  4%] SKIPPED tests/test_lesson06.py::test_one[2-64] \n"
+        "tests/test_lesson10.py::test_sort[17] XFAIL (a reason)                   [  5%]\n"
+        "tests/test_lesson10.py::test_sort[18] PASSED                             [  6%]\n"
+        "PASSED tests/test_lesson10.py::test_sort[19]\n"  # the short summary's -rA lines: a pass too
+        "FAILED tests/test_lesson10.py::test_sort[20] - AssertionError: PASSED tests/x.py::y\n"
+    )
+    assert passed_in(f"{log}") == {
+        "tests/test_lesson11.py::test_planted[rmsnorm dw summed along the row]",
+        "tests/test_lesson06.py::test_one[2-64]",
+        "tests/test_lesson10.py::test_sort[17]",
+        "tests/test_lesson10.py::test_sort[18]",
+        "tests/test_lesson10.py::test_sort[19]",
+    }
+    assert passed_in("") == set()
