@@ -515,6 +515,51 @@ def rope_columns_read(x, cos, sin, dtype):
     return diagnose
 
 
+def rope_tokens_read(x, cos, sin, dtype):
+    """diagnose= for check_rope: names a program that read the wrong token's rows, its sequence b and position t
+    taken from its index token (0 .. B T - 1) another way than b = token // T, t = token % T. Each such map is
+    compared where it reads inside q (or k) and the tables; what it reads past them is garbage, and is not
+    compared. x (B, T, heads, D), cos and sin (B or 1, T, D), in fp64."""
+    B, T, _, D = x.shape
+    x, cos, sin = (t.cpu() for t in (x, cos, sin))  # diagnose gets out in fp64 on the CPU
+    tol = utils.checking.default_tolerance(dtype)
+    token = torch.arange(B * T).reshape(B, T)
+    maps = {  # what the program of token reads as (b, t): its sequence and position
+        "b and t swapped: b = token % T, t = token // T": (token % T, token // T),
+        "t = token // B, b = token % B: divided by the batch size, not by T": (token % B, token // B),
+        "b = token, with t = token % T: b is token // T": (token, token % T),
+    }
+
+    def diagnose(out):
+        right = torch.isclose(out, rope_ref(x, x, cos, sin)[0], rtol=tol.rtol, atol=tol.atol).flatten(2).all(2)
+        for what, (b, t) in maps.items():
+            inside = (b < B) & (t < T)
+            moved = inside & ((b != token // T) | (t != token % T))
+            if not bool(moved.any()):
+                continue  # at this shape the map reads the right rows wherever it stays inside the tensors
+            bi, ti = b.clamp_max(B - 1), t.clamp_max(T - 1)
+            tables = bi if cos.shape[0] > 1 else torch.zeros_like(bi)
+            read = x[bi, ti]
+            want = rope_ref(read, read, cos[tables, ti], sin[tables, ti])[0]
+            same = torch.isclose(out, want, rtol=tol.rtol, atol=tol.atol).flatten(2).all(2)
+            if bool(same[inside].all()) and not bool(right[moved].any()):
+                return (
+                    f"each program rotates another token's row: {what}. Program token (one per row of the B * T) "
+                    "is position t = token % T of sequence b = token // T, for its q and k rows and the tables' "
+                    "row alike"
+                )
+        if B > 1 and bool(right[0].all()) and not bool(right[1:].any()):
+            return (
+                "sequence 0 is right and every row of every later sequence wrong: a program of sequence b > 0 reads "
+                "the wrong rows. With one program per token, b = token // T and t = token % T (t = token runs past "
+                "T from sequence 1 on); q's row starts at b * stride_qb + t * stride_qt, k's at b * stride_kb + "
+                "t * stride_kt, each tensor with its own strides"
+            )
+        return None
+
+    return diagnose
+
+
 def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
     """fn(q, k, cos, sin, q_out=..., k_out=...) against rope_ref, q and k views into one qkv buffer."""
     __tracebackhide__ = True
@@ -543,9 +588,10 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
         for what, out, ref, x64 in (("q", q_out, q_ref, q64), ("k", k_out, k_ref, k64)):
             name = f"rotated {what} (B={B}, T={T}, heads={x64.shape[2]}, D={D})" + wrong_heads_positions(out, ref)
             rows, columns = rope_rows_read(x64, c64, s64, dtype), rope_columns_read(x64, c64, s64, dtype)
+            tokens = rope_tokens_read(x64, c64, s64, dtype)
 
-            def diagnose(got, rows=rows, columns=columns):  # the tables' rows first, then their columns
-                return rows(got) or columns(got)
+            def diagnose(got, rows=rows, columns=columns, tokens=tokens):  # the tables' rows, columns, then the token
+                return rows(got) or columns(got) or tokens(got)
 
             suspects = rope_suspects(x64, c64, s64)
             utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, diagnose=diagnose, stray=stray)

@@ -752,6 +752,40 @@ def test_fourth_fifth_and_column_batteries_of_mistakes_get_named(mistake, monkey
         SECOND_CHECKS[check]()
 
 
+# -- session 38: a program's sequence and position taken from its token index another way got the memory watch's
+# "mask every tl.load" (its reads past q and the tables), or "Only the last ... elements are wrong" ---------------
+
+_B_T = ("b = token // T\n    t = token % T\n",)
+TOKEN_BATTERY = {  # mistake: ([(old, new), ...], words of the hint it must get, reads past q: interpreter only)
+    "t = token": ([("t = token % T", "t = token")], "sequence 0 is right and every row of every later sequence "
+                  "wrong", True),
+    "b and t swapped": ([(_B_T[0], "b = token % T\n    t = token // T\n")], "b and t swapped", True),
+    "b = token": ([("b = token // T", "b = token")], "b = token, with t = token % T", True),
+    "divided by the batch size": ([(_B_T[0], "B = tl.num_programs(0) // T\n    b = token % B\n    t = token // B\n")],
+                                  "t = token // B, b = token % B", False),
+    "q without its batch offset": ([("q_ptr + b * stride_qb + t * stride_qt", "q_ptr + t * stride_qt")],
+                                   "sequence 0 is right and every row of every later sequence wrong", False),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        pytest.param(m, marks=pytest.mark.skipif(TOKEN_BATTERY[m][2] and not ENV.interpret, reason="reads past q"))
+        for m in TOKEN_BATTERY
+    ],
+)
+def test_a_token_index_split_the_wrong_way_is_named(mistake, monkeypatch, tmp_path):
+    """rope_tokens_read compares each wrong split of token into (b, t) where it reads inside q and the tables (what
+    it reads past them is garbage); a kernel right for sequence 0 alone gets the rows to look at."""
+    from utils.mutants import plant
+
+    edits, words, _ = TOKEN_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, "rope_kernel", *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        SECOND_CHECKS["rope"]()
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_a_nan_row_of_another_mistake_is_not_blamed_on_the_mean_of_x(monkeypatch, tmp_path):
     """rsqrt(mean(x^2) - eps) is NaN in a row of tiny RMS, the only row at M = 1; where that row's mean is negative,

@@ -939,7 +939,8 @@ def _outside_problem(name: str, strays: list, right: bool, misplaced: bool = Fal
                 if right
                 else ""
             )
-            + "on a GPU such a load reads memory that belongs to something else, or stops the program with an "
+            + ("on" if right else "On")
+            + " a GPU such a load reads memory that belongs to something else, or stops the program with an "
             "illegal memory access."
         )
     else:
