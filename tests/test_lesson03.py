@@ -114,6 +114,19 @@ PLANTED = {  # mistake: (the fixed kernel's text, the mistake's, words of the hi
     "x * y": ("x + y", "x * y", "x and y are multiplied"),
     "y - x": ("x + y", "y - x", "x is subtracted"),
     "the sum stored into x": ("tl.store(out_ptr + offsets", "tl.store(x_ptr + offsets", "changed its input x"),
+    # session 38: the first two were told "each program's offsets must start at pid * BLOCK_SIZE" alone, right
+    # offsets or not; the third has its own rule (utils.check), asserted here for the lesson's own kernel
+    "the mask compares with BLOCK_SIZE": (
+        "mask = offsets < n",
+        "mask = offsets < BLOCK_SIZE",
+        "offsets < BLOCK_SIZE lets only block 0 through",
+    ),
+    "the program id of axis 1": (
+        "tl.program_id(axis=0)",
+        "tl.program_id(axis=1)",
+        "tl.program_id(1) is 0 in every program",
+    ),
+    "the mask offsets <= n": ("mask = offsets < n", "mask = offsets <= n", "a mask off by one (offsets <= n"),
 }
 
 

@@ -353,8 +353,9 @@ def _hint_unwritten(unwritten: torch.Tensor, shape, dims=None) -> str:
             f"Only the first {written} elements were written (one block, if BLOCK_SIZE is {written}) and the {k} "
             f"after them never were: either every program wrote block 0, or only one program ran. Each program's "
             f"offsets must start at pid * BLOCK_SIZE with pid = tl.program_id(axis=0), not tl.arange alone (the "
-            f"launcher's grid is 1-D, so tl.program_id(1) is 0 in every program), and the grid must hold "
-            f"triton.cdiv(n, BLOCK_SIZE) programs. (A grid rounded down would leave less than a block unwritten.)"
+            f"launcher's grid is 1-D, so tl.program_id(1) is 0 in every program), the mask must compare them with "
+            f"n (offsets < BLOCK_SIZE lets only block 0 through), and the grid must hold triton.cdiv(n, BLOCK_SIZE) "
+            f"programs. (A grid rounded down would leave less than a block unwritten.)"
         )
     if k == 1:
         return (
