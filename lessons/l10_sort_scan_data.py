@@ -957,6 +957,7 @@ def top_k(x, k, *, out=None, out_indices=None, BLOCK_SIZE=None, method=None, num
     default to TOP_K_SCHEDULES."""
     _require_rows(x, "x", torch.float32)
     M, N = x.shape
+    k = utils.as_int(k)  # a NumPy integer as an int
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= min(N, MAX_K):
         raise ValueError(f"k must be an int with 0 <= k <= min(N, {MAX_K}) = {min(N, MAX_K)}, got {k!r}.")
     default_method, default_block, default_warps = top_k_schedule(M)
@@ -1202,6 +1203,7 @@ def sample_top_k_top_p(logits, k=50, p=1.0, temperature=1.0, generator=None):
     fewest of those whose probabilities reach p (top-p, "nucleus"), and draw one from what is left, renormalised.
     temperature 0 is greedy (the arg-max, smallest index among ties). Returns (B,) int64 token ids."""
     utils.require(logits, "logits", dtype=torch.float32, ndim=2)
+    k = utils.as_int(k)  # a NumPy integer as an int
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an int of 1 or more (the tokens kept before top-p), got {k!r}.")
     if logits.shape[1] == 0 and logits.shape[0] > 0:
@@ -2467,6 +2469,7 @@ def groupby_atomic(table, threshold, num_keys, *, BLOCK_SIZE=1024):
     """The dense group-by: (sums, counts, rows) for keys 0..num_keys-1 over the rows with x > threshold, by
     atomic adds. fp64 additions in whatever order the atomics land: exact when every partial sum is (e.g. values
     that are multiples of 2**-8 below 2**15, under 2**30 rows), otherwise equal up to rounding, run to run."""
+    num_keys = utils.as_int(num_keys)  # a NumPy integer (a pandas column's max() + 1) as an int
     sums, counts, rows = _groupby_atomic(table, threshold, num_keys, BLOCK_SIZE)
     return sums, counts, _refuse_bad_keys(rows, num_keys)
 
@@ -2735,6 +2738,7 @@ def groupby_sorted_kernel(
 def groupby_sorted(table, threshold, num_keys, *, BLOCK_SIZE=1024):
     """groupby_atomic's result by sort-then-reduce: filter (failing rows get key num_keys), sort the keys
     (torch.sort: a device-wide radix sort is a lesson of its own), then a segmented reduction of each run."""
+    num_keys = utils.as_int(num_keys)  # a NumPy integer (a pandas column's max() + 1) as an int
     sums, counts, rows = _groupby_sorted(table, threshold, num_keys, BLOCK_SIZE)
     return sums, counts, _refuse_bad_keys(rows, num_keys)
 
@@ -3131,6 +3135,7 @@ def groupby_partials(table, threshold, num_keys, *, BLOCK_SIZE=None, UNROLL=None
     PROGRAMS_PER_SM and num_warps default to GROUPBY_SCHEDULES["partials"] (partials_defaults: this GPU's row of
     GROUPBY_PARTIALS_BY_GPU over it); num_programs overrides the grid (PROGRAMS_PER_SM times the SMs; 2 under the
     interpreter); variant, a dict like PARTIALS_VARIANT, overrides some of its keys."""
+    num_keys = utils.as_int(num_keys)  # a NumPy integer (a pandas column's max() + 1) as an int
     sums, counts, rows = _groupby_partials(table, threshold, num_keys, BLOCK_SIZE, UNROLL, PROGRAMS_PER_SM,
                                            num_warps, num_programs, variant)  # fmt: skip
     return sums, counts, _refuse_bad_keys(rows, num_keys)
@@ -3216,6 +3221,7 @@ def _columns_prefetch(table, rows):
 def groupby_packed(table, threshold, num_keys, *, BLOCK_SIZE=None, num_warps=None):
     """groupby_atomic's result by groupby_packed_kernel (2 atomics per row into one 16-byte slot per key): for
     many keys. BLOCK_SIZE and num_warps default to GROUPBY_SCHEDULES["packed"]."""
+    num_keys = utils.as_int(num_keys)  # a NumPy integer (a pandas column's max() + 1) as an int
     sums, counts, rows = _groupby_packed(table, threshold, num_keys, BLOCK_SIZE, num_warps)
     return sums.contiguous(), counts, _refuse_bad_keys(rows, num_keys)
 
@@ -3302,6 +3308,7 @@ def query(table, threshold, num_keys, *, method=None):
     count of bad keys in one transfer): every launch before it queues behind the group-by's kernel. Sums are
     plain fp64 additions, and pandas adds with compensation (Kahan summation): where a sum rounds (ten fp64 0.1,
     which binary cannot hold), the two may differ in the last bits; the checks use values whose sums are exact."""
+    num_keys = utils.as_int(num_keys)  # a NumPy integer (a pandas column's max() + 1) as an int
     sums, counts, rows = GROUPBY_PLANS[_query_method(num_keys, method)](table, threshold, num_keys)
     return _finish_query(sums, counts, rows, num_keys, table["key"].dtype)
 
@@ -3397,6 +3404,7 @@ def prepare_query(table, num_keys, *, method=None):
     the group-by starts. Returns a PreparedQuery: call it with a threshold for query()'s result. The table's
     columns must stay the same tensors (their values may change in place, the graph reads them at every run); a
     run refuses a table whose columns were replaced. method: as query's ("sorted" runs without a graph)."""
+    num_keys = utils.as_int(num_keys)  # a NumPy integer (a pandas column's max() + 1) as an int
     method = _query_method(num_keys, method)
     require_table(table, QUERY_COLUMNS)  # before PreparedQuery takes the columns
     return PreparedQuery(table, num_keys, method)

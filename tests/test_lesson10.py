@@ -2584,3 +2584,30 @@ def test_checks_name_a_result_of_the_wrong_kind():
     ]:
         with pytest.raises(AssertionError, match=re.escape(words)):
             check(fn, quiet=True)
+
+
+def test_numpy_integers_are_taken_as_ints():
+    """(session 38) num_keys from a pandas column (df["key"].max() + 1 is a np.int64) and k from NumPy were
+    refused ("must be a positive int, got np.int64(16)"): the public functions take them as the int they hold,
+    with the same result, and still refuse a bool or a float."""
+    df = L.random_table(300, 16, seed=5)
+    table = L.table_from_pandas(df, DEV)
+    num_keys = df["key"].max() + 1
+    assert isinstance(num_keys, np.integer) and num_keys == 16
+    for fn in (L.groupby_atomic, L.groupby_sorted, L.groupby_partials, L.groupby_packed):
+        for got, want in zip(fn(table, 0.5, num_keys), fn(table, 0.5, 16)):
+            assert torch.equal(got, want), fn.__name__
+    for got, want in zip(L.query(table, 0.5, num_keys).values(), L.query(table, 0.5, 16).values()):
+        assert torch.equal(got, want)
+    prepared = L.prepare_query(table, num_keys)
+    assert all(torch.equal(a, b) for a, b in zip(prepared(0.5).values(), L.query(table, 0.5, 16).values()))
+    x = torch.randn(3, 100, device=DEV)
+    assert all(torch.equal(a, b) for a, b in zip(L.top_k(x, np.int64(5)), L.top_k(x, 5)))
+    logits = torch.randn(2, 50, device=DEV)
+    draws = [L.sample_top_k_top_p(logits, k, temperature=0.0) for k in (np.int32(7), 7)]
+    assert torch.equal(*draws)
+    for bad in (np.True_, 16.0, np.float64(16)):
+        with pytest.raises(ValueError, match="num_keys must be a positive int"):
+            L.query(table, 0.5, bad)
+    with pytest.raises(ValueError, match="k must be an int"):
+        L.top_k(x, np.float32(5))

@@ -1244,6 +1244,17 @@ def require_launch_options(*, num_warps=None, num_stages=None) -> None:
         _raise(ValueError(f"num_stages must be a positive int (1, 2, 3, ...), got {num_stages!r}."))
 
 
+def as_int(value):
+    """value as a Python int where it is an integer of another type (NumPy's: a pandas column's max() + 1, an
+    array's element), so that a launcher's own checks take it as they take an int; anything else (a bool, a float,
+    None, a tensor) comes back as it is, for those checks to refuse."""
+    import numbers
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+        return int(value)
+    return value
+
+
 def require_int(value, name: str, least: int = 1) -> int:
     """A Python or NumPy integer (not a bool, not a float such as 10.5) of at least ``least``: returned as an int."""
     __tracebackhide__ = True
