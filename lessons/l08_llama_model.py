@@ -441,6 +441,7 @@ def sample(logits, temperature=0.0, top_k=None, top_p=None, *, argmax=None):
     utils.require_number(temperature, "temperature")
     if temperature < 0:
         raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
+    top_k = utils.as_int(top_k)  # a NumPy integer as an int
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
     if top_p is not None and not 0 < utils.require_number(top_p, "top_p") <= 1:
@@ -2680,6 +2681,7 @@ def generate(
         raise ValueError("cuda_graph=True needs a GPU: under the interpreter pass cuda_graph=False (the default)")
     if cuda_graph and not kernels:
         raise ValueError("the PyTorch references read lengths on the host, which a CUDA graph cannot: cuda_graph=False")
+    max_new_tokens = utils.as_int(max_new_tokens)  # a NumPy integer as an int
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
     utils.require(prompt, "prompt", dtype=(torch.int64, torch.int32), ndim=2, contiguous=False)

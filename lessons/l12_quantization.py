@@ -312,6 +312,7 @@ def int4_codes_ref(w, group_size):
 def quantize_int4_ref(w, group_size=128) -> Int4Weight:
     """w (N, K) -> Int4Weight with one scale and zero point per group of ``group_size`` along K."""
     w = _require_weight(w)
+    group_size = utils.as_int(group_size)  # a NumPy integer as an int
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size not in GROUP_SIZES:
         raise ValueError(f"group_size={group_size!r} is not offered: pick one of {GROUP_SIZES}")
     q, scale, zero = int4_codes_ref(w, group_size)

@@ -151,6 +151,25 @@ def test_generate_agrees_with_the_reference_path(tied):
     assert torch.equal(L.generate(model, ids, 4), L.generate(model, ids, 4, kernels=False, cuda_graph=False))
 
 
+def test_numpy_integers_are_taken_as_ints(tied):
+    """(session 38) max_new_tokens and top_k as NumPy integers were refused ("must be a positive int, got
+    np.int64(4)"): taken as the int they hold, the same tokens; a float is still refused."""
+    import numpy as np
+
+    model, _ = tied
+    ids = prompt(B=2, T=4)
+    assert torch.equal(L.generate(model, ids, np.int64(4)), L.generate(model, ids, 4))
+    logits = torch.randn(6, 10, device=ENV.device)
+    torch.manual_seed(1)
+    drawn = L.sample(logits, temperature=1.0, top_k=np.int32(3))
+    torch.manual_seed(1)
+    assert torch.equal(drawn, L.sample(logits, temperature=1.0, top_k=3))
+    with pytest.raises(ValueError, match="max_new_tokens must be a positive int"):
+        L.generate(model, ids, np.float64(4))
+    with pytest.raises(ValueError, match="top_k must be a positive int"):
+        L.sample(logits, top_k=3.0)
+
+
 def test_llama3_rope_scaling_matches_hf(tmp_path):
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 

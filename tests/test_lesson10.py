@@ -2587,7 +2587,7 @@ def test_checks_name_a_result_of_the_wrong_kind():
 
 
 def test_numpy_integers_are_taken_as_ints():
-    """(session 38) num_keys from a pandas column (df["key"].max() + 1 is a np.int64) and k from NumPy were
+    """(session 38) num_keys from a pandas column (df["key"].max() + 1 is a NumPy integer) and k from NumPy were
     refused ("must be a positive int, got np.int64(16)"): the public functions take them as the int they hold,
     with the same result, and still refuse a bool or a float."""
     df = L.random_table(300, 16, seed=5)

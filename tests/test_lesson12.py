@@ -83,6 +83,18 @@ def plain_int4(w: L.Int4Weight):
     return out
 
 
+def test_a_numpy_group_size_is_taken_as_an_int():
+    """(session 38) group_size as a NumPy integer was refused ("is not offered"): the same weight; a float still is."""
+    import numpy as np
+
+    w = weight(5, 150, seed=3)
+    got, want = L.quantize_int4_ref(w, np.int64(64)), L.quantize_int4_ref(w, 64)
+    assert got.group_size == 64 and isinstance(got.group_size, int)
+    assert torch.equal(got.packed, want.packed) and torch.equal(got.scale, want.scale)
+    with pytest.raises(ValueError, match="is not offered"):
+        L.quantize_int4_ref(w, 64.0)
+
+
 @pytest.mark.parametrize("group_size", L.GROUP_SIZES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_int4_spec_against_plain_dequantization(group_size, dtype):
