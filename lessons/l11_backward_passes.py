@@ -323,10 +323,11 @@ def cross_entropy_kernel(
 
 def require_labels(labels, M, V, ignore_index, name="labels"):
     """labels: M class indices in [0, V), or ignore_index. Checked on the host (one sync) before any launch: a label
-    past V would read past the row, silently."""
+    past V would read past the row, silently. Returns ignore_index as a Python int (a NumPy integer is taken)."""
     utils.require(labels, name, dtype=(torch.int64, torch.int32), ndim=1)
     if labels.shape[0] != M:
         raise ValueError(f"{name} has {labels.shape[0]} entries but there are {M} rows of logits: one label a row.")
+    ignore_index = utils.as_int(ignore_index)  # a NumPy integer as an int
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
         raise TypeError(f"ignore_index must be an int (PyTorch's default is -100), got {ignore_index!r}.")
     if not -(2**63) <= ignore_index < 2**63:
@@ -338,6 +339,7 @@ def require_labels(labels, M, V, ignore_index, name="labels"):
             f"{name}[{first}] = {int(labels[first])} is not a class of a vocabulary of {V} (0 ... {V - 1}) nor "
             f"ignore_index={ignore_index}: fix the labels (or pass the ignore_index they use)."
         )
+    return ignore_index
 
 
 def kept(labels, ignore_index):
@@ -363,7 +365,7 @@ class CrossEntropyFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, labels, ignore_index):
         utils.require(logits, "logits", dtype=FLOAT_DTYPES, ndim=2)  # here: CrossEntropyFunction.apply is public too
-        require_labels(labels, logits.shape[0], logits.shape[1], ignore_index)
+        ignore_index = require_labels(labels, logits.shape[0], logits.shape[1], ignore_index)
         M, V = logits.shape
         n_valid = int(kept(labels, ignore_index).sum())  # the mean's divisor (a host sync, as in PyTorch)
         make = new_output if M * V else torch.zeros  # (zeros: nothing is launched for an empty input)
@@ -400,8 +402,8 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
                 f"weight has shape {tuple(weight.shape)} but x has {H} columns: weight must be (V, {H}) (the LM "
                 f"head's weight, one row per token of the vocabulary), as in x @ weight.T."
             )
-        require_labels(labels, T, weight.shape[0], ignore_index)
-        chunk = default_chunk(T, H, weight.shape[0]) if chunk is None else chunk
+        ignore_index = require_labels(labels, T, weight.shape[0], ignore_index)
+        chunk = default_chunk(T, H, weight.shape[0]) if chunk is None else utils.as_int(chunk)
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
             raise ValueError(f"chunk must be a positive int (tokens per chunk), got {chunk!r}; None picks one.")
         n_valid = int(kept(labels, ignore_index).sum())

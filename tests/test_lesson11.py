@@ -111,6 +111,24 @@ def test_int32_labels_with_an_ignore_index_past_int32_count_as_pytorch_does():
         lesson.cross_entropy(logits[:, :1].contiguous(), one_class, ignore_index=2**32 + 1)
 
 
+def test_numpy_integers_are_taken_as_ints():
+    """(session 38) ignore_index and chunk as NumPy integers were refused ("must be an int ..., got np.int64(-100)"):
+    require_labels returns the int it holds, which the kernel is given; a float is still refused."""
+    import numpy as np
+
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(4, 6, generator=g, dtype=torch.float64).to(ENV.device)
+    x, w = torch.randn(4, 3, **F64), torch.randn(6, 3, **F64)
+    labels = torch.tensor([2, -100, 5, 0], device=ENV.device)
+    want = lesson.cross_entropy(logits, labels, ignore_index=-100)
+    torch.testing.assert_close(lesson.cross_entropy(logits, labels, ignore_index=np.int64(-100)), want)
+    want = lesson.fused_linear_cross_entropy(x, w, labels, ignore_index=-100, chunk=2)
+    got = lesson.fused_linear_cross_entropy(x, w, labels, ignore_index=np.int32(-100), chunk=np.int64(2))
+    torch.testing.assert_close(got, want)
+    with pytest.raises(TypeError, match="ignore_index must be an int"):
+        lesson.cross_entropy(logits, labels, ignore_index=np.float64(-100))
+
+
 # -- planted mistakes --------------------------------------------------------------------------------------------
 
 
