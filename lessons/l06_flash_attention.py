@@ -317,11 +317,12 @@ def large_scores_tolerance(dtype, s_max: float) -> dict:
 
 def nan_wherever_ref_is_not(wrong, ref) -> bool:
     """Whether wrong (a result, or a suspect's reference) is NaN wherever ref has a number: such a suspect fits
-    every mistake that makes each output NaN, and so names none of them. Compared on the CPU: a suspect built from
-    partial results there may be set against a reference on the GPU."""
-    wrong = wrong.ref if isinstance(wrong, utils.Scaled) else wrong
-    has_number = ~torch.isnan(torch.as_tensor(ref).cpu())
-    return bool(has_number.any()) and bool(torch.isnan(torch.as_tensor(wrong).cpu())[has_number].all())
+    every mistake that makes each output NaN, and so names none of them. Compared on ref's device: a suspect built
+    from partial results on the CPU may be set against a reference on the GPU (it is moved there; a reference is
+    not copied to the host once for each of a check's dozens of suspects)."""
+    wrong, ref = torch.as_tensor(wrong.ref if isinstance(wrong, utils.Scaled) else wrong), torch.as_tensor(ref)
+    has_number = ~torch.isnan(ref)
+    return bool(has_number.any()) and bool(torch.isnan(wrong.to(ref.device))[has_number].all())
 
 
 def computed_nan_wherever_ref_is_not(out, ref) -> bool:
