@@ -370,17 +370,26 @@ def raise_all_nan(all_nan, every_case):
 
 
 def _check_attention_out(out, ref, suspects, name, quiet, stray=None, tolerance=None):
-    """utils.check with the suspects; a NaN the kernel computed (0/0 in a row with no key) is matched first."""
+    """utils.check with the suspects (a dict, or a function that builds it: built only where out is wrong, since
+    at a GPU's shapes they cost far more than the comparison); a NaN the kernel computed (0/0 in a row with no key)
+    is matched first."""
     __tracebackhide__ = True
-    # a suspect that is NaN wherever the reference has a number (the strict causal mask at T = 1) fits every mistake
-    # that makes each output NaN (alpha = exp2(m_new - m_i), p with the old max, ...): it names none of them
-    suspects = {hint: wrong for hint, wrong in suspects.items() if not nan_wherever_ref_is_not(wrong, ref)}
+    built = {}
+
+    def named():
+        # a suspect that is NaN wherever the reference has a number (the strict causal mask at T = 1) fits every
+        # mistake that makes each output NaN (alpha = exp2(m_new - m_i), p with the old max, ...): it names none
+        if not built:
+            given = suspects() if callable(suspects) else suspects
+            built.update({hint: wrong for hint, wrong in given.items() if not nan_wherever_ref_is_not(wrong, ref)})
+        return built
+
     if isinstance(out, torch.Tensor) and out.shape == ref.shape and out.numel():
         tol = default_tolerance(out.dtype)
         o = out.detach().double().cpu()
         computed = ~utils.checking.never_written(out)  # NaN still from nan_empty: never written, check says so
         if not stray and bool((torch.isnan(o) & ~torch.isnan(ref.cpu()) & computed).any()):  # stray: told first
-            for hint, wrong in suspects.items():
+            for hint, wrong in named().items():
                 wrong = wrong.ref if isinstance(wrong, utils.Scaled) else wrong
                 if bool(torch.isclose(o, wrong.cpu(), rtol=tol.rtol, atol=tol.atol, equal_nan=True).all()):
                     raise AssertionError(
@@ -388,7 +397,7 @@ def _check_attention_out(out, ref, suspects, name, quiet, stray=None, tolerance=
                         f"puts them{wrong_heads_positions(out, ref)}.\nHint: {hint}"
                     )
         name += wrong_heads_positions(out, ref)
-    utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, stray=stray, **(tolerance or {}))
+    utils.check(out, ref, name=name, quiet=quiet, suspects=named, stray=stray, **(tolerance or {}))
 
 
 def _rows_apart(x, stride):
@@ -474,8 +483,11 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
                 out = fn(q, k, v, **kwargs, out=utils.nan_empty((T, D), dtype))
             args64 = (q4.double(), k4.double(), v4.double(), bool(c))
             ref = attention_ref(*args64)[0, :, 0]
-            suspects = {hint: _head_0(wrong) for hint, wrong in attention_suspects(*args64).items()}
-            suspects.update(_stride_suspects(q, k, v, c))
+
+            def suspects(args64=args64, q=q, k=k, v=v, c=c):  # built only where out is wrong
+                head_0 = {hint: _head_0(wrong) for hint, wrong in attention_suspects(*args64).items()}
+                return head_0 | _stride_suspects(q, k, v, c)
+
             name = f"attention of one head (T={T}, D={D}, {'causal' if c else 'not causal'}"
             name += f", q x {q_scale[0]:g}: subtract each row's max before exp" if q_scale else ""
             name += f", queries {T // 2} and {T - 1} with every score below -104)" if far_rows else ")"
@@ -548,7 +560,7 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
                 tolerance = large_scores_tolerance(out.dtype, float(s.abs().max()) / math.sqrt(D))
             ref = attention_ref(*args64)
             try:
-                _check_attention_out(out, ref, attention_suspects(*args64), name, quiet, stray, tolerance)
+                _check_attention_out(out, ref, lambda: attention_suspects(*args64), name, quiet, stray, tolerance)
             except AssertionError as failure:
                 all_nan = later_case_tells(all_nan, name, failure, out, ref)
                 every_case_nan = every_case_nan and not stray

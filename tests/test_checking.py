@@ -392,6 +392,23 @@ def test_of_suspects_this_input_cannot_tell_apart_the_first_listed_is_named_and_
     assert "Or: " not in str(error.value)
 
 
+def test_suspects_given_as_a_function_are_built_only_where_the_output_is_wrong():
+    """(session 38) Attention's suspects at a GPU's shapes cost far more than the comparison: given as a function,
+    a passing check never calls it, and a failing one calls it once and names its match."""
+    x = torch.randn(6, 8, dtype=torch.float64, device=current().device)
+    calls = []
+
+    def suspects():
+        calls.append(1)
+        return {"doubled": 2 * x, "halved": x / 2}
+
+    check(x.clone(), x, quiet=True, suspects=suspects)
+    assert not calls
+    with pytest.raises(AssertionError, match="Hint: halved"):
+        check(x / 2, x, quiet=True, suspects=suspects)
+    assert len(calls) == 1
+
+
 @triton.jit
 def _mask_off_by_one_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)

@@ -576,6 +576,8 @@ def _suspect(out64, suspects, rtol, atol, diagnose=None) -> str | None:
     the tolerance of each other everywhere: one mistake's result equals another's here, as alpha's base where no
     row's max moves) are equally close, whatever the output's own rounding favours: the first listed is named, and
     the others it cannot be told from follow it (at most two), since the input gives no ground to choose."""
+    if callable(suspects):  # built only now, where out is wrong
+        suspects = suspects()
     matched = []  # (hint, excess, want), in the order listed
     for hint, wrong_ref in (suspects or {}).items():
         scale = 1.0
@@ -677,7 +679,7 @@ def check(
     dtype: torch.dtype | None = None,
     name: str = "output",
     quiet: bool = False,
-    suspects: dict | None = None,
+    suspects=None,
     dims: tuple[str, ...] | None = None,
     kind: str = "kernel",
     empty_ok: bool = True,
@@ -693,9 +695,12 @@ def check(
     ``suspects`` names the lesson's classic mistakes: ``{hint: the reference computed as if that mistake were made}``
     (e.g. ``{"the 1/sqrt(D) scale is missing": attention_ref(q, k, v, scale=1.0)}``). When ``out`` is wrong but
     matches one of them within the tolerance, that hint is the one given (of several, the closest); a suspect given
-    as ``Scaled(wrong_ref, scale)`` is compared at the answer's scale (see Scaled). ``diagnose(out)`` (``out`` in
-    fp64 on the CPU) -> a hint or None names a mistake no whole reference can stand for (outputs that some programs
-    overwrite and others never write, say); it is asked when no suspect matches, before the general hints.
+    as ``Scaled(wrong_ref, scale)`` is compared at the answer's scale (see Scaled). ``suspects`` may also be a
+    function of no arguments that returns that dict: it is called only where ``out`` is wrong (suspects that cost
+    more than the comparison, as attention's at a GPU's shapes, then cost a passing check nothing).
+    ``diagnose(out)`` (``out`` in fp64 on the CPU) -> a hint or None names a mistake no whole reference can stand
+    for (outputs that some programs overwrite and others never write, say); it is asked when no suspect matches,
+    before the general hints.
 
     ``dims`` names the dimensions (``("batch", "position", "head", "dim")``) so that places are told as "heads 1
     and 2", "positions ≥ 1"; without it a 2-D result has rows and columns and others "dim d indices".
