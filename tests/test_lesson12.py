@@ -8,6 +8,7 @@ on a GPU the same tests run compiled, in bf16.
 """
 
 import dataclasses
+import functools
 import inspect
 import json
 import math
@@ -1762,21 +1763,33 @@ def _kernels_file(tmp_path):
     """Lesson 12's @triton.jit functions, lesson 05's grouped_tile and lesson 08's _rope_kv_epilogue (which they call)
     in one file, as
     utils.offline compiles kernels from a single module's source."""
+    path = tmp_path / "l12_kernels.py"
+    path.write_text(_kernels_source())
+    return path
+
+
+@functools.cache
+def _kernels_source() -> str:
+    """_kernels_file's text, built once a session: ast.get_source_segment splits the whole module at every call,
+    and asked for each decorator of a 3,000-line module in nine tests it took about 50 s of the CPU's time."""
     import ast
     from pathlib import Path
+
+    def is_jit(decorator):  # @triton.jit or @jit (not a call such as @triton.jit(...))
+        return (isinstance(decorator, ast.Attribute) and decorator.attr == "jit") or (
+            isinstance(decorator, ast.Name) and decorator.id == "jit"
+        )
 
     parts = ["import triton", "import triton.language as tl",
              "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait", ""]  # fmt: skip
     for module, keep in ((L5, {"grouped_tile"}), (L8, {"_rope_kv_epilogue"}), (L, None)):
         source = Path(module.__file__).read_text()
+        lines = source.splitlines()
         for node in ast.parse(source).body:
-            decorators = [ast.get_source_segment(source, d) for d in getattr(node, "decorator_list", [])]
-            jit = isinstance(node, ast.FunctionDef) and any(d.endswith("jit") for d in decorators)
-            if jit and (keep is None or node.name in keep):
-                parts.append("@triton.jit\n" + ast.get_source_segment(source, node) + "\n")
-    path = tmp_path / "l12_kernels.py"
-    path.write_text("\n".join(parts))
-    return path
+            jit = isinstance(node, ast.FunctionDef) and any(map(is_jit, node.decorator_list))
+            if jit and (keep is None or node.name in keep):  # its lines from def on (a top-level function)
+                parts.append("@triton.jit\n" + "\n".join(lines[node.lineno - 1 : node.end_lineno]) + "\n")
+    return "\n".join(parts)
 
 
 def test_kernels_compile_for_sm90_without_spills_at_the_schedules(tmp_path):

@@ -301,3 +301,28 @@ def test_the_group_by_loads_whole_steps_without_masks():
     assert len(unmasked) == 1 + 2 * 6, unmasked
     assert len(loads) - len(unmasked) >= 6, "the tail's loop (and the first step's loads) keep their masks"
     assert kernel.spill_bytes == 0 and kernel.registers * 128 * 5 <= 65536, kernel.registers
+
+
+def test_the_workers_source_segments_are_asts_own():
+    """(session 38) The compile worker cuts each kernel's source out of its module with a segment function that
+    splits the source once (ast.get_source_segment splits it at every call: about 2 s a lesson module); it must cut
+    exactly what ast.get_source_segment cuts: CRLF and lone CR line ends, and columns counted in UTF-8 bytes."""
+    import ast
+    import re
+
+    worker = offline._WORKER
+    namespace = {"re": re}
+    exec(worker[worker.index("def segments(source):") : worker.index("def module_for(path):")], namespace)
+    from pathlib import Path
+
+    lesson_05 = Path(__file__).resolve().parents[1] / "lessons" / "l05_matmul.py"
+    sources = ["x = 1\r\n@triton.jit\r\ndef f(a):  # é\r\n    return 'é≈' + a  # ü\r\n\ny = {'k': '—'}\r",
+               lesson_05.read_text()]  # fmt: skip
+    for source in sources:
+        segment = namespace["segments"](source)
+        nodes = [n for top in ast.parse(source).body for n in (top, *getattr(top, "decorator_list", []))]
+        assert len(nodes) >= 4
+        for node in nodes:
+            assert segment(node) == ast.get_source_segment(source, node), (node.lineno, type(node).__name__)
+    inner = [n for n in ast.walk(ast.parse(sources[0])) if isinstance(n, ast.Constant)]  # columns past é and ≈
+    assert inner and all(namespace["segments"](sources[0])(n) == ast.get_source_segment(sources[0], n) for n in inner)

@@ -48,6 +48,26 @@ def chain(e):
     return seen
 
 
+def segments(source):
+    # ast.get_source_segment(source, node) for many nodes of one source: it splits the whole source into lines at
+    # every call (about 2 s for a 3,000-line lesson's decorators and functions); here the lines are split once, as it
+    # splits them (at \r\n, \r and \n only), and a node's columns are UTF-8 byte offsets, as it reads them
+    lines, start = [], 0
+    for m in re.finditer(r"\r\n|\r|\n", source):
+        lines.append(source[start : m.end()].encode())
+        start = m.end()
+    lines.append(source[start:].encode())
+
+    def segment(node):
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            return lines[first][node.col_offset : node.end_col_offset].decode()
+        middle = [line.decode() for line in lines[first + 1 : last]]
+        return "".join([lines[first][node.col_offset :].decode(), *middle, lines[last][: node.end_col_offset].decode()])
+
+    return segment
+
+
 def module_for(path):
     # a copy of the module at `path` holding only its @triton.jit functions and constants, and the jit functions
     # it imports from other modules of its package (each in its own copy), so that names resolve as they do there
@@ -58,14 +78,15 @@ def module_for(path):
     written[path] = name
     source = open(path).read()
     tree = ast.parse(source)
+    segment = segments(source)
     keep = ["import math", "import triton", "import triton.language as tl", ""]
     known = {"math", "triton", "tl"}
     for node in tree.body:
-        decorators = [ast.get_source_segment(source, d) for d in getattr(node, "decorator_list", [])]
+        decorators = [segment(d) for d in getattr(node, "decorator_list", [])]
         jit = [d for d in decorators if re.fullmatch(r"(triton\.)?jit(\(.*\))?", d, flags=re.S)]
         if isinstance(node, ast.FunctionDef) and jit:  # @triton.jit, or @triton.jit(do_not_specialize=[...])
             decorator = "@triton." + jit[0].removeprefix("triton.")
-            keep.append(decorator + "\n" + ast.get_source_segment(source, node) + "\n")
+            keep.append(decorator + "\n" + segment(node) + "\n")
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             # constants the kernels may read: LOG2E = 1.44..., EMPTY = tl.constexpr(-(2**63)), X: tl.constexpr = 4,
             # made only of literals, math, triton and constants kept before
@@ -74,10 +95,10 @@ def module_for(path):
                 names |= {n.id for n in ast.walk(node.annotation) if isinstance(n, ast.Name)}
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if names <= known and all(isinstance(t, ast.Name) for t in targets):
-                keep.append(ast.get_source_segment(source, node))
+                keep.append(segment(node))
                 known.update(t.id for t in targets)
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "triton":
-            keep.insert(3, ast.get_source_segment(source, node))  # from triton.language.extra.cuda import gdc_wait
+            keep.insert(3, segment(node))  # from triton.language.extra.cuda import gdc_wait
             known.update(a.asname or a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             parts = node.module.split(".")
