@@ -19,6 +19,8 @@ def _passed_in(paths: str) -> set[str]:
     """The tests that the -v logs at paths (separated by os.pathsep, or spaces) report PASSED, SKIPPED or XFAIL."""
     done = set()
     for path in paths.replace(os.pathsep, " ").split():
+        if not os.path.isfile(path):
+            raise pytest.UsageError(f"TEST_PASSED_IN names {path!r}, which is not a file (paths from the repo's root)")
         with open(path, encoding="utf-8") as log:
             for line in log:
                 # pytest-xdist's "[gw0] [ 3%] PASSED tests/...", or one process's "tests/... PASSED [ 3%]"

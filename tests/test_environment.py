@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -65,3 +67,5 @@ def test_test_passed_in_deselects_what_a_log_reports_passed(tmp_path, request):
         "tests/test_lesson10.py::test_sort[19]",
     }
     assert passed_in("") == set()
+    with pytest.raises(pytest.UsageError, match="not a file"):
+        passed_in(f"{log}:{tmp_path / 'missing.log'}")
