@@ -602,8 +602,8 @@ def _suspect(out64, suspects, rtol, atol, diagnose=None) -> str | None:
             best = (hint, excess, want)
     if best is None:
         return diagnose(out64) if diagnose is not None else None
-    # the first listed of those the input cannot tell from the one found
-    first = next(m for m in matched if m[0] == best[0] or alike(m[2], best[2]))
+    # the first listed of those the input cannot tell from the one found (best itself, where none comes before it)
+    first = next(m for m in matched if alike(m[2], best[2]))
     tied = [hint for hint, _, want in matched if hint != first[0] and alike(want, first[2])]
     if not tied:
         return first[0]
@@ -1263,12 +1263,11 @@ def as_int(value):
 def require_int(value, name: str, least: int = 1) -> int:
     """A Python or NumPy integer (not a bool, not a float such as 10.5) of at least ``least``: returned as an int."""
     __tracebackhide__ = True
-    import numbers
-
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+    whole = as_int(value)
+    if isinstance(whole, bool) or not isinstance(whole, int) or whole < least:
         want = "a positive int" if least == 1 else f"an int >= {least}"
         _raise(ValueError(f"{name} must be {want}, got {value!r}"))
-    return int(value)
+    return whole
 
 
 def require_number(value, name: str, *, positive: bool = False) -> float:
