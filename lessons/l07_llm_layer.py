@@ -362,18 +362,7 @@ def rope_suspects(x, cos, sin):
     """{hint: x rotated as if that classic mistake were made}, x (B, T, heads, D) in fp64."""
     rotated, half = rope_ref(x, x, cos, sin)[0], x.shape[-1] // 2
     first, second = rotated[..., :half], rotated[..., half:]
-    suspects = {}
-    B, T = x.shape[:2]
-    if 1 < B <= T:  # t = token // T: every token of sequence b reads q and k at (b, b), the tables at position b
-        b = torch.arange(B, device=x.device)[:, None].expand(B, T)
-        tables = b if cos.shape[0] > 1 else torch.zeros_like(b)  # one table per sequence, or one for all
-        x_read = x[b, b]  # (B, T, heads, D)
-        suspects[
-            "the position is taken as t = token // T, the sequence's index: every token of sequence b is read from "
-            "position b and turned by its angles. Program token (one per row of the B * T) is position t = token "
-            "% T of sequence b = token // T, for its q and k rows and the tables' row alike"
-        ] = rope_ref(x_read, x_read, cos[tables, b], sin[tables, b])[0]
-    return suspects | {
+    return {
         "the second half has the first half's formula: store x1 cos - x2 sin at cols and x2 cos + x1 sin at "
         "cols + D/2": torch.cat([first, first], dim=-1),
         "the two halves are stored swapped: x1 cos - x2 sin goes to the first half (cols), x2 cos + x1 sin to the "
@@ -525,6 +514,8 @@ def rope_tokens_read(x, cos, sin, dtype):
     tol = utils.checking.default_tolerance(dtype)
     token = torch.arange(B * T).reshape(B, T)
     maps = {  # what the program of token reads as (b, t): its sequence and position
+        "the position is taken as t = token // T, the sequence's index (every token of sequence b read from "
+        "position b and turned by its angles)": (token // T, token // T),
         "b and t swapped: b = token % T, t = token // T": (token % T, token // T),
         "t = token // B, b = token % B: divided by the batch size, not by T": (token % B, token // B),
         "b = token, with t = token % T: b is token // T": (token, token % T),
