@@ -301,19 +301,31 @@ def rmsnorm_suspects(x, w, eps, residual=None):
     return suspects
 
 
+RMSNORM_CASES = dict(cpu=[(1, 7), (5, 64), (3, 100)], gpu=[(1, 7), (333, 2048), (97, 5000)])  # (M, N)
+RMSNORM_SHAPES = utils.mode.current().pick(**RMSNORM_CASES)
+
+
+def rmsnorm_inputs(M, N, dtype):
+    """x and a residual (M, N), the last row of tiny RMS (and the one before it tinier, M > 2), and a weight (N,)
+    between 0.5 and 2, as a trained model's are spread: with w = 1 +- 0.1 the weight applied before normalising
+    changes a row's RMS by about 0.5 %, which bf16's tolerance lets pass."""
+    device = utils.mode.current().device
+    x, r = (torch.randn(M, N, device=device, dtype=dtype) for _ in range(2))
+    x[-1] *= 0.003  # mean(x^2) ~ 1e-5 ~ eps: where eps outside the square root shows
+    r[-1] *= 0.003
+    if M > 2:  # mean(x^2) ~ 1e-8: eps missing (rstd 1e4) and eps outside the root (9e3) 10 % apart, in bf16 too
+        x[-2] *= 1e-4
+        r[-2] *= 1e-4
+    return x, r, (0.5 + 1.5 * torch.rand(N, device=device)).to(dtype)
+
+
 def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
     """fn(x, w, eps, [residual=r,] out=..., [sum_out=...]) against rmsnorm_ref; the last row has a tiny RMS."""
     __tracebackhide__ = True
-    env, dtype = utils.mode.current(), dtype or lesson_dtype()
+    dtype = dtype or lesson_dtype()
     all_nan = None  # (name, failure) of the first case whose every output is NaN: later_case_tells
-    for M, N in shapes or env.pick(cpu=[(1, 7), (5, 64), (3, 100)], gpu=[(1, 7), (333, 2048), (97, 5000)]):
-        x, r = (torch.randn(M, N, device=env.device, dtype=dtype) for _ in range(2))
-        x[-1] *= 0.003  # mean(x^2) ~ 1e-5 ~ eps: where eps outside the square root shows
-        r[-1] *= 0.003
-        if M > 2:  # mean(x^2) ~ 1e-8: eps missing (rstd 1e4) and eps outside the root (9e3) 10 % apart, in bf16 too
-            x[-2] *= 1e-4
-            r[-2] *= 1e-4
-        w = (1 + 0.1 * torch.randn(N, device=env.device)).to(dtype)
+    for M, N in shapes or RMSNORM_SHAPES:
+        x, r, w = rmsnorm_inputs(M, N, dtype)
         x64, w64, r64 = x.double(), w.double(), r.double()
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             out = fn(x, w, eps, out=utils.nan_empty((M, N), dtype))

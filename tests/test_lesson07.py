@@ -823,3 +823,29 @@ def test_checks_name_a_launcher_that_returns_one_result_of_two():
         L.check_rmsnorm(rmsnorm_out_only, quiet=True)
     with pytest.raises(AssertionError, match=re.escape("rope_q_only should return 2 results, (q_out, k_out)")):
         L.check_rope(rope_q_only, quiet=True)
+
+
+# -- session 39: the weight applied before normalising passed check_rmsnorm compiled: with w = 1 +- 0.1 it changes a
+# row's RMS by about 0.5 %, under bf16's tolerance -------------------------------------------------------------------
+
+
+def test_every_rmsnorm_suspect_differs_from_the_reference_past_bf16s_tolerance_in_some_gpu_case():
+    """A mistake check_rmsnorm names must fail the check where a GPU runs it in bf16: each suspect, built from
+    rmsnorm_inputs at the GPU's shapes and rounded to bf16 as a kernel's output is, is farther from the reference
+    than bf16's tolerance in at least one case, for each of ten draws of the inputs (with w = 1 +- 0.1, the weight
+    applied before normalising was told apart in about six draws of ten)."""
+    tol = utils.checking.default_tolerance(torch.bfloat16)
+    for seed in range(10):
+        torch.manual_seed(seed)
+        seen, told = set(), set()
+        for M, N in L.RMSNORM_CASES["gpu"]:
+            x, r, w = (t.double() for t in L.rmsnorm_inputs(M, N, torch.bfloat16))
+            for residual in (None, r):
+                ref = L.rmsnorm_ref(x, w, 1e-5, **({} if residual is None else {"residual": residual}))
+                ref = ref if residual is None else ref[0]
+                for hint, wrong in L.rmsnorm_suspects(x, w, 1e-5, residual).items():
+                    seen.add(hint)
+                    wrong = wrong.to(torch.bfloat16).double()
+                    if not torch.allclose(wrong, ref, rtol=tol.rtol, atol=tol.atol, equal_nan=True):
+                        told.add(hint)
+        assert seen - told == set(), f"seed {seed}"
