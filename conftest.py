@@ -8,11 +8,33 @@ of its notebook though nothing in the notebook is wrong. It happened once in CI.
 socket files (transport "ipc", named after the process and the kernel manager) and no port is chosen at all; the
 restart stays for any other start-up failure. (A different, rarer hang, nbclient waiting on an idle kernel after
 lesson 02's widget cells, is handled where nbclient runs: tests/test_participants.py.)
+
+A pytest-xdist worker takes its share of the cores for torch's (OpenMP's) threads, and so do the notebook kernels and
+mutant servers it starts: by default each process starts a thread a core, so n workers start n threads a core, and
+OpenMP's threads wait for each other by spinning. On the project's 2-core CI machine, lessons 06 and 11's tests took
+45 s on two workers that way and 22 s with a thread each (session 39). An OMP_NUM_THREADS given is kept.
 """
 
 import os
+import sys
 import tempfile
 import warnings
+
+
+def _share_the_cores():
+    """OMP_NUM_THREADS (and MKL's) for this xdist worker and the processes it starts: the cores over the workers."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)  # set in a worker before its conftests load
+    if workers < 2 or "OMP_NUM_THREADS" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    threads = max(1, cores // workers)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    os.environ.setdefault("MKL_NUM_THREADS", str(threads))
+    if "torch" in sys.modules:  # imported already (by a plugin), so it read the environment before this
+        sys.modules["torch"].set_num_threads(threads)
+
+
+_share_the_cores()
 
 try:
     import nbval.kernel

@@ -69,3 +69,26 @@ def test_test_passed_in_deselects_what_a_log_reports_passed(tmp_path, request):
     assert passed_in("") == set()
     with pytest.raises(pytest.UsageError, match="not a file"):
         passed_in(f"{log}:{tmp_path / 'missing.log'}")
+
+
+def test_an_xdist_worker_shares_the_cores_among_the_workers():
+    """The root conftest gives each of n xdist workers (and the kernels it starts) cores // n OpenMP threads, torch's
+    included; an OMP_NUM_THREADS given is kept, and one process alone keeps torch's default."""
+    import os
+    import subprocess
+    import sys
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    probe = "import os, conftest, torch; print(os.environ.get('OMP_NUM_THREADS'), torch.get_num_threads())"
+
+    def threads(**env):
+        clean = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "PYTEST_XDIST_WORKER_COUNT")}
+        done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=clean | env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    share = str(max(1, cores // 2))
+    assert threads(PYTEST_XDIST_WORKER_COUNT="2") == [share, share]
+    assert threads(PYTEST_XDIST_WORKER_COUNT=str(4 * cores)) == ["1", "1"]
+    assert threads(PYTEST_XDIST_WORKER_COUNT=str(4 * cores), OMP_NUM_THREADS=str(cores)) == [str(cores)] * 2
+    assert threads() == ["None", str(cores)]
