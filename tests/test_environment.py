@@ -82,7 +82,8 @@ def test_an_xdist_worker_shares_the_cores_among_the_workers():
     probe = "import os, conftest, torch; print(os.environ.get('OMP_NUM_THREADS'), torch.get_num_threads())"
 
     def threads(**env):
-        clean = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "PYTEST_XDIST_WORKER_COUNT")}
+        given = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTEST_XDIST_WORKER_COUNT")  # this test's own worker's
+        clean = {k: v for k, v in os.environ.items() if k not in given}
         done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=clean | env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         return done.stdout.split()
