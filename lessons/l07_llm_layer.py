@@ -305,10 +305,15 @@ RMSNORM_CASES = dict(cpu=[(1, 7), (5, 64), (3, 100)], gpu=[(1, 7), (333, 2048), 
 RMSNORM_SHAPES = utils.mode.current().pick(**RMSNORM_CASES)
 
 
+def norm_weight(N, dtype=torch.float32, device=None):
+    """An RMSNorm weight (N,) for a check, between 0.5 and 2 as a trained model's are spread: with w = 1 +- 0.1 the
+    weight applied before normalising changes a row's RMS by about 0.5 %, which bf16's tolerance lets pass."""
+    return (0.5 + 1.5 * torch.rand(N, device=device or utils.mode.current().device)).to(dtype)
+
+
 def rmsnorm_inputs(M, N, dtype):
-    """x and a residual (M, N), the last row of tiny RMS (and the one before it tinier, M > 2), and a weight (N,)
-    between 0.5 and 2, as a trained model's are spread: with w = 1 +- 0.1 the weight applied before normalising
-    changes a row's RMS by about 0.5 %, which bf16's tolerance lets pass."""
+    """x and a residual (M, N), the last row of tiny RMS (and the one before it tinier, M > 2), and a weight (N,):
+    norm_weight's."""
     device = utils.mode.current().device
     x, r = (torch.randn(M, N, device=device, dtype=dtype) for _ in range(2))
     x[-1] *= 0.003  # mean(x^2) ~ 1e-5 ~ eps: where eps outside the square root shows
@@ -316,7 +321,7 @@ def rmsnorm_inputs(M, N, dtype):
     if M > 2:  # mean(x^2) ~ 1e-8: eps missing (rstd 1e4) and eps outside the root (9e3) 10 % apart, in bf16 too
         x[-2] *= 1e-4
         r[-2] *= 1e-4
-    return x, r, (0.5 + 1.5 * torch.rand(N, device=device)).to(dtype)
+    return x, r, norm_weight(N, dtype, device)
 
 
 def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):

@@ -37,6 +37,7 @@ from lessons.l07_llm_layer import (
     attention_ref,
     halves_apart,
     llama_layer,
+    norm_weight,
     rmsnorm,
     rmsnorm_ref,
     rope_interleaved_ref,
@@ -1944,7 +1945,7 @@ def check_decode_gemv(fn, *, quiet=False):
     N, K = env.pick(cpu=(37, 70), gpu=(2500, 2100))
     x = torch.randn(1, K, device=env.device, dtype=dtype)
     w = (torch.randn(2 * N, K, device=env.device) / math.sqrt(K)).to(dtype)  # outputs of about 1
-    norm = (1 + 0.1 * torch.randn(K, device=env.device)).to(dtype)
+    norm = norm_weight(K, dtype)
     residual = torch.randn(1, N, device=env.device, dtype=dtype)
     x64, w64, res64 = x.double(), w.double(), residual.double()
     h64 = rmsnorm_ref(x64, norm.double(), 1e-5)
@@ -2209,7 +2210,7 @@ def check_decode_qkv_rope(fn, *, quiet=False):
         cos, sin = rope_cache(fake, max_len, dtype)
         x = torch.randn(1, C, device=env.device, dtype=dtype)
         w = (torch.randn((H + 2 * KV) * D, C, device=env.device) / math.sqrt(C)).to(dtype)
-        norm = (1 + 0.1 * torch.randn(C, device=env.device)).to(dtype)
+        norm = norm_weight(C, dtype)
         pos = torch.tensor([p], device=env.device, dtype=torch.int32)
         k_old, v_old = (torch.randn(1, max_len, KV, D, device=env.device, dtype=dtype) for _ in range(2))
         k_cache, v_cache = k_old.clone(), v_old.clone()

@@ -19,7 +19,7 @@ import utils.timing
 
 
 from lessons.l05_matmul import grouped_tile
-from lessons.l07_llm_layer import Weights, rmsnorm_ref, swiglu_ref
+from lessons.l07_llm_layer import Weights, norm_weight, rmsnorm_ref, swiglu_ref
 from lessons.l08_llama_model import (
     TRITON_DECODE,
     Decoder,
@@ -2878,7 +2878,7 @@ def check_quantized_decode_gemv(fn, *, quiet=False, **kwargs):
     for N, K in env.pick(cpu=((37, 70), (1, 200)), gpu=((2501, 2100), (1, 1000))):
         x = torch.randn(1, K, device=env.device, dtype=dtype)
         W = (torch.randn(2 * N, K, device=env.device) / math.sqrt(K)).to(dtype)  # outputs of about 1
-        norm = (1 + 0.1 * torch.randn(K, device=env.device)).to(dtype)
+        norm = norm_weight(K, dtype)
         residual = torch.randn(1, N, device=env.device, dtype=dtype)
         x64, res64 = x.double(), residual.double()
         h64 = rmsnorm_ref(x64, norm.double(), 1e-5)
@@ -3027,7 +3027,7 @@ def check_quantized_decode_qkv_rope(fn, *, quiet=False, **kwargs):
         cos, sin = rope_cache(fake, max_len, dtype)
         x = torch.randn(1, C, device=env.device, dtype=dtype)
         W = (torch.randn((H + 2 * KV) * D, C, device=env.device) / math.sqrt(C)).to(dtype)
-        norm = (1 + 0.1 * torch.randn(C, device=env.device)).to(dtype)
+        norm = norm_weight(C, dtype)
         pos = torch.tensor([p], device=env.device, dtype=torch.int32)
         k_old, v_old = (torch.randn(1, max_len, KV, D, device=env.device, dtype=dtype) for _ in range(2))
         x64, cos64, sin64, norm64 = x.double(), cos.double(), sin.double(), norm.double()

@@ -2059,3 +2059,25 @@ def test_a_combine_weighed_by_split_0s_max_is_named_where_its_weights_overflow(m
     ):
         torch.manual_seed(0)  # q x 300: some rows overflow at every seed tried (q x 100 left none at 3 seeds in 8)
         L.check_decode_attention(L.decode_attention, cases=[(1, 8, 1, 16, 300, [300], 300.0)], quiet=True)
+
+
+# -- session 39: with a norm weight of 1 +- 0.1, the weight applied before the RMS moved a row by about 0.5 %, which
+# bf16's tolerance let pass on a GPU (lesson 07's check_rmsnorm); the fused GEMVs' checks draw it as lesson 07 does --
+
+
+def test_a_norm_weight_applied_before_the_rms_fails_the_decode_gemv_check_at_the_gpus_shape_in_bf16():
+    """check_decode_gemv's GPU case (N = 2500, K = 2100) with the norm's weight drawn by norm_weight: rmsnorm(x * w)
+    @ W.T, rounded to bf16 as a kernel's output is, is farther from rmsnorm(x) * w @ W.T than bf16's tolerance,
+    in each of ten draws (with 1 +- 0.1 it is within it in every draw)."""
+    from lessons.l07_llm_layer import norm_weight, rmsnorm_ref
+
+    tol = utils.checking.default_tolerance(torch.bfloat16)
+    N, K = 2500, 2100
+    for seed in range(10):
+        torch.manual_seed(seed)
+        x = torch.randn(1, K, dtype=torch.float64)
+        w = torch.randn(N, K, dtype=torch.float64) / math.sqrt(K)
+        norm = norm_weight(K, torch.bfloat16).double()
+        ref = rmsnorm_ref(x, norm, 1e-5) @ w.T
+        wrong = (rmsnorm_ref(x * norm, torch.ones_like(norm), 1e-5) @ w.T).to(torch.bfloat16).double()
+        assert not torch.allclose(wrong, ref, rtol=tol.rtol, atol=tol.atol), f"seed {seed}"
