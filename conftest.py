@@ -12,7 +12,8 @@ lesson 02's widget cells, is handled where nbclient runs: tests/test_participant
 A pytest-xdist worker takes its share of the cores for torch's (OpenMP's) threads, and so do the notebook kernels and
 mutant servers it starts: by default each process starts a thread a core, so n workers start n threads a core, and
 OpenMP's threads wait for each other by spinning. On the project's 2-core CI machine, lessons 06 and 11's tests took
-45 s on two workers that way and 22 s with a thread each (session 39). An OMP_NUM_THREADS given is kept.
+45-50 s on two workers that way and 21-26 s with a thread each, and make test's unit tests 353-393 s against 301 s
+(session 39). An OMP_NUM_THREADS given is kept.
 """
 
 import os
