@@ -393,6 +393,9 @@ CHECK_SHAPES = env.pick(
     cpu=[(40, 40, 40), (37, 70, 45), (1, 29, 33), (20, 1, 17), (270, 20, 17)],
     gpu=[(1000, 1000, 1000), (1000, 1337, 999), (1, 4096, 4096), (777, 1, 1000), (2100, 300, 100)],
 )
+# the naive kernel's (a program an element: small under the interpreter), the last with K = 200, a whole step and a
+# partial one at its BLOCK_K = 128, where a step that overwrites the accumulator (acc = for acc +=) shows
+NAIVE_CHECK_SHAPES = env.pick(cpu=[(13, 13, 13), (19, 13, 70), (1, 7, 33), (2, 3, 200)], gpu=CHECK_SHAPES)
 
 
 MATMUL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)

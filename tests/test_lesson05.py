@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 #: fp16 is the interpreter's low-precision type (it has no bf16); fp32 goes through TF32 on the GPU
 DTYPES = ENV.pick(cpu=[torch.float16, torch.float32], gpu=[torch.float16, torch.bfloat16, torch.float32])
 AWKWARD = ENV.pick(cpu=[(37, 45, 70)], gpu=[(1000, 1337, 999)])
-NAIVE_SHAPES = ENV.pick(cpu=[(13, 13, 13), (19, 13, 70), (1, 7, 33)], gpu=None)
 # On the GPU every new shape, dtype or epilogue compiles each autotuning configuration: the cases are chosen so
 # that each launcher meets every dtype and every degenerate shape, without compiling every combination.
 
@@ -41,7 +40,7 @@ NAIVE_SHAPES = ENV.pick(cpu=[(13, 13, 13), (19, 13, 70), (1, 7, 33)], gpu=None)
 
 
 def test_naive():
-    L.check_matmul(L.matmul_naive, shapes=NAIVE_SHAPES, quiet=True)
+    L.check_matmul(L.matmul_naive, shapes=L.NAIVE_CHECK_SHAPES, quiet=True)
 
 
 def test_outer_add():
@@ -1307,3 +1306,15 @@ def test_persistent_hints_grouped_order_is_tile_order_ref(shape):
     """persistent_hint numbers the tiles itself (a check cell runs before tile_order_ref's cell: calling it there
     raised NameError in the participants' notebook); both must give the same order."""
     assert torch.equal(L._grouped_order(*shape), L.tile_order_ref(*shape))
+
+
+def test_a_naive_kernel_that_overwrites_its_accumulator_is_named(monkeypatch, tmp_path):
+    """(session 39) matmul_naive's K loop with acc = for acc +=: every K of the CPU's naive shapes fitted one step of
+    its BLOCK_K = 128, so the check passed it; NAIVE_CHECK_SHAPES's K = 200 takes a whole step and a partial one."""
+    from utils.mutants import plant
+
+    plant(monkeypatch, tmp_path, L, "matmul_naive_kernel", ("acc += a.to(", "acc = a.to("))
+    with pytest.raises(
+        AssertionError, match=re.escape("Only the last step of the K loop is in the result (BLOCK_K = 128)")
+    ):
+        L.check_matmul(L.matmul_naive, shapes=L.NAIVE_CHECK_SHAPES, quiet=True)
