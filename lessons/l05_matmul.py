@@ -87,7 +87,8 @@ def matmul_suspects(a, b, bias=None, activation=None):
             last = (steps - 1) * BK
             suspects[
                 f"Only the last step of the K loop is in the result (BLOCK_K = {BK}): each step overwrites the "
-                f"accumulator. Accumulate: acc = tl.dot(a, b, acc) (or acc += tl.dot(a, b))."
+                f"accumulator. Accumulate: acc = tl.dot(a, b, acc) (or acc += tl.dot(a, b)); in the naive kernel, "
+                f"acc += a * b."
             ] = spec(a[:, last:], b[last:])
             flat, cols = b.reshape(-1), torch.arange(N, device=a.device)
             rows = torch.arange(BK, device=a.device)[:, None]
