@@ -43,7 +43,7 @@ if [ -d .whl ] && [ ! -d /tmp/site/nbval ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
 elif [ ! -d .whl ] && [ ! -d /tmp/site/nbval ]; then  # .whl/ is ignored by git: it travels only when carried
-  echo "no .whl/ here (session 39 forgot it): the notebooks need nbval; pass carry: [\".whl\"] to the device tool" \
+  echo "no .whl/ here: the notebooks need its nbval, and it travels only with the device tool's carry: [\".whl\"]" \
     | tee -a "$out/steps.txt"
 fi
 export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
