@@ -20,7 +20,7 @@ import torch.nn.functional as F
 import utils
 import utils.checkpoints as ckpt
 from lessons import l08_llama_model as L
-from lessons.l07_llm_layer import rope_tables
+from lessons.l07_llm_layer import norm_weight, rmsnorm_ref, rope_tables
 from utils.bitwise import assert_bitwise_equal
 from utils.mode import current
 from utils.mutants import plant
@@ -2069,8 +2069,6 @@ def test_a_norm_weight_applied_before_the_rms_fails_the_decode_gemv_check_at_the
     """check_decode_gemv's GPU case (N = 2500, K = 2100) with the norm's weight drawn by norm_weight: rmsnorm(x * w)
     @ W.T, rounded to bf16 as a kernel's output is, is farther from rmsnorm(x) * w @ W.T than bf16's tolerance,
     in each of ten draws (with 1 +- 0.1 it is within it in every draw)."""
-    from lessons.l07_llm_layer import norm_weight, rmsnorm_ref
-
     tol = utils.checking.default_tolerance(torch.bfloat16)
     N, K = 2500, 2100
     for seed in range(10):
