@@ -301,7 +301,9 @@ def rmsnorm_suspects(x, w, eps, residual=None):
     return suspects
 
 
-RMSNORM_CASES = dict(cpu=[(1, 7), (5, 64), (3, 100)], gpu=[(1, 7), (333, 2048), (97, 5000)])  # (M, N)
+# (M, N). The last row has a tiny RMS (rmsnorm_inputs); on the GPU the short rows are 3, so that the first is of
+# normal RMS: there N - 1 for N moves the output 8 %, past bf16's tolerance (in one row of RMS ~ sqrt(eps), 1-4 %)
+RMSNORM_CASES = dict(cpu=[(1, 7), (5, 64), (3, 100)], gpu=[(3, 7), (333, 2048), (97, 5000)])
 RMSNORM_SHAPES = utils.mode.current().pick(**RMSNORM_CASES)
 
 

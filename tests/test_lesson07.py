@@ -833,7 +833,10 @@ def test_every_rmsnorm_suspect_differs_from_the_reference_past_bf16s_tolerance_i
     """A mistake check_rmsnorm names must fail the check where a GPU runs it in bf16: each suspect, built from
     rmsnorm_inputs at the GPU's shapes and rounded to bf16 as a kernel's output is, is farther from the reference
     than bf16's tolerance in at least one case, for each of ten draws of the inputs (with w = 1 +- 0.1, the weight
-    applied before normalising was told apart in about six draws of ten)."""
+    applied before normalising was told apart in about six draws of ten). Session 40's H200 failed at seed 9 (its
+    draws are CUDA's, and the message did not name the suspect): the weakest suspect here, the sum of squares
+    divided by N - 1, came within 1.22 times the tolerance over 100 draws on this CPU, in a single row of 7 of RMS
+    ~ sqrt(eps). The GPU's short rows are 3 now, the first of normal RMS: 3.22 times at worst."""
     tol = utils.checking.default_tolerance(torch.bfloat16)
     for seed in range(10):
         torch.manual_seed(seed)
@@ -848,4 +851,4 @@ def test_every_rmsnorm_suspect_differs_from_the_reference_past_bf16s_tolerance_i
                     wrong = wrong.to(torch.bfloat16).double()
                     if not torch.allclose(wrong, ref, rtol=tol.rtol, atol=tol.atol, equal_nan=True):
                         told.add(hint)
-        assert seen - told == set(), f"seed {seed}"
+        assert seen - told == set(), f"seed {seed}: not told apart: {sorted(seen - told)}"
