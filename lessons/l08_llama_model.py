@@ -1364,6 +1364,18 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
                 (w[..., None] * acc / l_[..., None]).nan_to_num(0.0).sum(2) / w.sum(2)[..., None]
             ),
         }
+        for what, unguarded in (  # the last two unguarded: 0 / 0 in a split with no key (a GPU's many splits)
+            ("averaged each split's own result (acc_i / l_i)",
+             (acc / l_[..., None]).sum(2) / (l_ > 0).sum(2, keepdim=True)),
+            ("weighed each split's own result (acc_i / l_i) by w_i = exp2(m_i - m) alone",
+             (w[..., None] * acc / l_[..., None]).sum(2) / w.sum(2)[..., None]),
+        ):  # fmt: skip
+            suspects[
+                f"The combine {what}, and in a split with no key, past the sequence's length, acc_i / l_i is 0 / 0 "
+                "= NaN, which its weight 0 leaves NaN: every row with such a split is NaN. A split's share of the "
+                "softmax is w_i l_i: o = sum_i w_i acc_i / sum_i w_i l_i, with w_i = exp2(m_i - m) and acc_i "
+                "unnormalised (an empty split adds 0 to both sums)."
+            ] = unguarded
         big = f", q x {q_scale[0]:g}: scores in the hundreds, subtract the max before exp2" if q_scale else ""
         tolerance = {}
         if q_scale and isinstance(out, torch.Tensor):  # the error of each rounded score grows through exp

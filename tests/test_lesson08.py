@@ -838,6 +838,26 @@ def test_partials_normalised_with_a_split_past_the_length_get_their_hint(monkeyp
     assert "Whole rows are NaN" in str(failure.value) and "divided its acc" not in str(failure.value)
 
 
+@pytest.mark.parametrize(
+    "combine, words",
+    [
+        ("o = tl.sum(acc / l_s[:, None] * scale[:, None], 0) / tl.sum(scale, 0)", "by w_i = exp2(m_i - m) alone, and"),
+        ("o = tl.sum(acc / l_s[:, None], 0) / tl.sum((l_s > 0).to(tl.float32), 0)", "averaged each split's own result"),
+    ],
+    ids=["weighed by w_i alone", "averaged"],
+)
+def test_a_combine_dividing_by_an_empty_splits_l_gets_its_hint(combine, words, monkeypatch, tmp_path):
+    """(session 40) The combine dividing each split's acc by its l_i: on the H200 the check's first case (one
+    sequence of 17 keys, many splits) was NaN everywhere, and the later case NaN in the three sequences with a split
+    past their length, which the all-NaN hint took: the suspect had put 0 for 0 / 0. Its unguarded twin keeps the
+    NaN. Here the first case leaves split 1 empty, the second only sequences 0 and 1 (as in the test above)."""
+    old = "o = tl.sum(acc * scale[:, None], 0) / tl.sum(l_s * scale, 0)"
+    plant(monkeypatch, tmp_path, L, "decode_combine_kernel", (old, combine))
+    cases = [(1, 8, 2, 16, 80, [37]), (3, 4, 1, 32, 70, [1, 50, 70])]  # (B, H, KV, D, max_len, lengths)
+    with pytest.raises(AssertionError, match=r"(?s)every output NaN.*a later case tells which.*" + re.escape(words)):
+        L.check_decode_attention(L.decode_attention, cases=cases, quiet=True)
+
+
 def test_an_output_nan_in_every_case_gets_the_first_cases_report():
     """A case that is NaN everywhere waits for a later one only to be told apart; NaN in every case is reported as the
     first case found it, not swallowed."""
@@ -2075,7 +2095,7 @@ def test_a_norm_weight_applied_before_the_rms_fails_the_decode_gemv_check_at_the
         torch.manual_seed(seed)
         x = torch.randn(1, K, dtype=torch.float64)
         w = torch.randn(N, K, dtype=torch.float64) / math.sqrt(K)
-        norm = norm_weight(K, torch.bfloat16).double()
+        norm = norm_weight(K, torch.bfloat16, "cpu").double()  # host math, on a GPU machine too
         ref = rmsnorm_ref(x, norm, 1e-5) @ w.T
         wrong = (rmsnorm_ref(x * norm, torch.ones_like(norm), 1e-5) @ w.T).to(torch.bfloat16).double()
         assert not torch.allclose(wrong, ref, rtol=tol.rtol, atol=tol.atol), f"seed {seed}"
