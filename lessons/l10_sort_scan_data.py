@@ -3095,10 +3095,11 @@ PARTIALS_VARIANT = {"nibbles": True, "fma": True, "prefetch": True, "l2_ahead": 
 # PARTIALS_VARIANT's "l2_ahead" (and "pairs", where a row has a third value) on that GPU (by a part of its name):
 # {name: (programs per SM, l2_ahead[, pairs])}. Run on such a GPU, bench/sweeps/l10zd.py --write (or l10ze.py,
 # l10zg.py) sets its row from the sweep's fastest. H200: the kernel 0.401 ms at (16, 2), 0.407 at (10, 2), 0.422
-# at the table's 6 programs an SM (results/h200-2026-12-05-s25/sweeps/l10ze.txt). H100: 0.425 ms at (16, 1,
-# pairs), 0.455 without pairs; the prepared query 0.452 ms against 0.551 with the table's settings, in the same run
-# (results/h100-2026-12-05-s27/sweeps/l10zg.txt)
-GROUPBY_PARTIALS_BY_GPU = {"H200": (16, 2), "H100": (16, 1, True)}
+# at the table's 6 programs an SM (results/h200-2026-12-05-s25/sweeps/l10ze.txt); with two steps a trip and pairs,
+# 0.380 ms at (16, 1, pairs), 0.397 at (16, 2), the prepared query 0.409 ms against 0.428 at (16, 2)
+# (results/h200-2026-12-06-s40/sweeps/l10zg.txt). H100: 0.425 ms at (16, 1, pairs), 0.455 without pairs; the
+# prepared query 0.452 ms against 0.551 with the table's settings (results/h100-2026-12-05-s27/sweeps/l10zg.txt)
+GROUPBY_PARTIALS_BY_GPU = {"H200": (16, 1, True), "H100": (16, 1, True)}
 
 
 def partials_defaults(gpu_name=None):
