@@ -29,7 +29,8 @@
 #                                              cover has changed since
 # A step may end in @SECONDS, its time limit (e.g. bench:05@300): a step that runs over is interrupted (SIGINT, so
 # that pytest still prints the failures it saw; killed 20 s later if it has not stopped), the next one runs.
-# A test step's log names each test as it ends (-v) and the 25 slowest (--durations): a step cut off by its limit
+# A test step's log names each test as it ends (-v) and the 25 slowest (--durations; a notebook step each cell and
+# the 15 slowest cells): a step cut off by its limit
 # shows which tests never ran. Tests and notebooks run in 8 processes (pytest-xdist; WORKERS=16 in the environment for more: session 28 saw no
 # clear gain on an H100, whose 16 cores also compile). TRITON_HARD_WAY_AS=7.5 (or 8.0) in the environment runs them
 # as the course behaves on a T4 (or an A100). Logs and results go to $OUT when it is set (the device tool),
@@ -78,8 +79,8 @@ for step in "$@"; do
         --durations=25 "${sel[@]}" > "$out/tests-$tag$mode${which:+-${which//,/_}}${shard:+-shard${shard/\//of}}.log" 2>&1 ;;
     notebooks)
       sel=(solutions); [ -n "$which" ] && mapfile -t sel < <(files "$which" notebooks)
-      "${run[@]}" python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --dist loadfile --tb=short -rfE --nbval-lax \
-        --nbval-current-env "${sel[@]}" > "$out/notebooks-$tag$mode${which:+-${which//,/_}}.log" 2>&1 ;;
+      "${run[@]}" python3 -m pytest -v -p no:cacheprovider -n "${WORKERS:-8}" --dist loadfile --tb=short -rfE --nbval-lax \
+        --nbval-current-env --durations=15 "${sel[@]}" > "$out/notebooks-$tag$mode${which:+-${which//,/_}}.log" 2>&1 ;;
     bench)
       dest=$out${which:+/bench-${which//,/_}}; mkdir -p "$dest"
       "${run[@]}" python3 -m bench ${which:+--only ${which//,/ }} --out "$dest" > "$dest/bench.log" 2>&1 ;;
