@@ -1,7 +1,7 @@
 """Triton, the hard way: the course's harness. One module per job:
 
 mode (GPU or interpreter), parity (the interpreter as strict as the compiler), checking (feedback that teaches),
-crashes (what an error of Triton's probably means),
+crashes (what an error of Triton's probably means), gpu_cases (would a check's suspects fail on a GPU, in bf16),
 memcheck (bounds checking under the interpreter),
 offline (compiling for a GPU that is not there), launch (a kernel launch prepared once, repeated without
 Triton's per-call work), timing, roofline, pictures, lessons (solutions as modules),
