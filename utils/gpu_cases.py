@@ -45,9 +45,9 @@ def out_of(*args, **kwargs):
 
 def untold(module: str, expression: str, seeds: int = 2, setup: str = "") -> tuple[dict[str, list[int]], int]:
     """({hint (numbers as #): the seeds where no case told it apart in bf16}, how many hints the check listed), for
-    expression run in module with the
-    GPU's cases (see the module's docstring). The first call patches utils for good, and a lesson picks some of its
-    cases when it is imported: module must not have been imported before that first call (a fresh process)."""
+    expression run in module with the GPU's cases (see the module's docstring). The first call patches utils for
+    good, and a lesson picks some of its cases when it is imported: module must not have been imported before that
+    first call (a fresh process)."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import importlib
 
@@ -67,7 +67,6 @@ def untold(module: str, expression: str, seeds: int = 2, setup: str = "") -> tup
     seen, told = set(), set()
 
     def spy(out, ref, *args, suspects=None, atol=None, rtol=None, **kwargs):
-        ref = ref.ref if isinstance(ref, checking.Scaled) else ref
         try:
             ref = checking._as64(ref)
         except (TypeError, ValueError, RuntimeError):
@@ -75,16 +74,14 @@ def untold(module: str, expression: str, seeds: int = 2, setup: str = "") -> tup
         exact = atol == 0 and rtol == 0  # integers, or sums exact by construction: bf16 would not change them
         atol, rtol = (0.0, 0.0) if exact else (max(atol or 0, floor.atol), max(rtol or 0, floor.rtol))
         for hint, wrong in (suspects() if callable(suspects) else suspects or {}).items():
-            scale = 1.0
-            if isinstance(wrong, checking.Scaled):
-                wrong, scale = wrong
-            wrong, scale = checking._as64(wrong), checking._as64(scale)
+            # a Scaled suspect's scale only helps name it; whether the mistake fails is check's out-against-ref test
+            wrong = checking._as64(wrong.ref if isinstance(wrong, checking.Scaled) else wrong)
             if wrong.shape != ref.shape:
                 continue  # a suspect of another shape always fails the comparison: told apart
             if not exact:
                 wrong = wrong.to(torch.bfloat16).double()  # the kernel's output rounding on a GPU
             seen.add(_key(hint))
-            if not torch.allclose(wrong / scale, ref / scale, rtol=rtol, atol=atol, equal_nan=True):
+            if not torch.allclose(wrong, ref, rtol=rtol, atol=atol, equal_nan=True):  # as utils.check compares
                 told.add(_key(hint))
 
     checking.check = utils.check = spy
