@@ -1269,6 +1269,7 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
         _, split_len, block = decode_split(B, KV, max_len, head_dim=D)
         w = (m - m.amax(2, keepdim=True)).exp().nan_to_num(0.0)  # each split's weight exp(m_i - m); empty: 0
         w_e = (LOG2E * (m - m.amax(2, keepdim=True))).exp().nan_to_num(0.0)  # tl.exp of base-2 maxima
+        own = acc / l_[..., None]  # each split's own result: 0 / 0 = NaN in a split with no key (past the length)
         rows_d = torch.arange(max_len, device=q.device)[:, None] + torch.arange(KV, device=q.device)  # (t, kv): t + kv
         rows_b = torch.arange(B, device=q.device)[:, None] + torch.arange(max_len, device=q.device)  # (b, t): b + t
         suspects = {
@@ -1357,18 +1358,17 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
             ),
             "The combine averaged each split's own result (acc_i / l_i): splits weigh by their share of the softmax, "
             "o = sum_i w_i acc_i / sum_i w_i l_i with w_i = exp2(m_i - m).": (
-                (acc / l_[..., None]).nan_to_num(0.0).sum(2) / (l_ > 0).sum(2, keepdim=True)
+                own.nan_to_num(0.0).sum(2) / (l_ > 0).sum(2, keepdim=True)
             ),
             "The combine weighed each split's own result (acc_i / l_i) by w_i = exp2(m_i - m) alone: a split's "
             "share of the softmax is w_i l_i, so o = sum_i w_i acc_i / sum_i w_i l_i (acc_i unnormalised).": (
-                (w[..., None] * acc / l_[..., None]).nan_to_num(0.0).sum(2) / w.sum(2)[..., None]
+                (w[..., None] * own).nan_to_num(0.0).sum(2) / w.sum(2)[..., None]
             ),
         }
         for what, unguarded in (  # the last two unguarded: 0 / 0 in a split with no key (a GPU's many splits)
-            ("averaged each split's own result (acc_i / l_i)",
-             (acc / l_[..., None]).sum(2) / (l_ > 0).sum(2, keepdim=True)),
+            ("averaged each split's own result (acc_i / l_i)", own.sum(2) / (l_ > 0).sum(2, keepdim=True)),
             ("weighed each split's own result (acc_i / l_i) by w_i = exp2(m_i - m) alone",
-             (w[..., None] * acc / l_[..., None]).sum(2) / w.sum(2)[..., None]),
+             (w[..., None] * own).sum(2) / w.sum(2)[..., None]),
         ):  # fmt: skip
             suspects[
                 f"The combine {what}, and in a split with no key, past the sequence's length, acc_i / l_i is 0 / 0 "
