@@ -1882,11 +1882,11 @@ def check_cumsum(fn, *, quiet=False):
 
             def undecided(seen, sums, also):
                 """None (unnamed), noting whether a wrong status word fits runs seen with some block wrong."""
-                odds = [_times(a, b) for a, b in zip(also, runs_odds(seen, sums))]
-                fits[:] = [any(0 < p < 1 for p in odds)]
+                nonlocal fits
+                fits = any(0 < _times(a, b) < 1 for a, b in zip(also, runs_odds(seen, sums)))
                 return None
 
-            fits = [False]
+            fits = False
             name = f"cumsum of {n} {utils.dtype_name(dtype)} (BLOCK_SIZE={BLOCK_SIZE}, {method})"
             try:
                 utils.check(
@@ -1903,7 +1903,7 @@ def check_cumsum(fn, *, quiet=False):
                     diagnose=status_words,
                 )
             except AssertionError as failure:
-                if fits[0]:  # unnamed, and a wrong status word fits: a later case may tell
+                if fits:  # unnamed, and a wrong status word fits: a later case may tell
                     waiting = waiting or (name, failure)
                     continue
                 if waiting is None:
