@@ -728,7 +728,22 @@ class RoPEFunction(torch.autograd.Function):
         return _rope_launch(dy.contiguous(), cos, sin, inverse=True), None, None
 
 
+def _require_positions_first(t, name):
+    """A 4-D view whose dimensions 1 and 2 are a contiguous tensor's swapped: the general message (call .contiguous())
+    is right only if its dimension 1 holds the positions; attention's (B, H, T, D) would then be turned head by head
+    as if the heads were positions, silently wrong. Both readings are named."""
+    if isinstance(t, torch.Tensor) and t.dim() == 4 and not t.is_contiguous() and t.transpose(1, 2).is_contiguous():
+        raise ValueError(
+            f"{name} {tuple(t.shape)} is a contiguous tensor with its dimensions 1 and 2 swapped (a transpose), and "
+            f"RoPE reads it as (B, T, H, D), positions in dimension 1. If its dimension 1 holds the positions, pass "
+            f"{name}.contiguous(); if it holds the heads, as attention lays q and k out (B, H, T, D), pass "
+            f"{name}.transpose(1, 2), which is contiguous, and transpose the result back: .contiguous() there would "
+            f"turn each head by the angle of a position, with no error."
+        )
+
+
 def _require_rope(t, name, cos, sin):
+    _require_positions_first(t, name)
     utils.require(t, name, dtype=FLOAT_DTYPES, ndim=4, grad=True)
     B, T, H, D = t.shape
     if D % 2:
@@ -748,8 +763,11 @@ def _require_rope(t, name, cos, sin):
 
 def rope_with_grad(q, k, cos, sin):
     """rope_ref(q, k, cos, sin) for q (B, T, H, D), k (B, T, KV, D) contiguous and tables (1, T, D) from
-    rope_tables: forward and backward in Triton."""
+    rope_tables: forward and backward in Triton. Positions come first: a transposed view is refused with both of its
+    readings named, but a contiguous (B, H, T, D) tensor has nothing that tells it apart when k has as many heads and
+    the tables cover H positions."""
     _require_rope(q, "q", cos, sin)
+    _require_positions_first(k, "k")
     utils.require(k, "k", dtype=q.dtype, ndim=4, grad=True)  # (before the tables: their message would blame them)
     if k.shape[:2] != q.shape[:2] or k.shape[3] != q.shape[3]:
         raise ValueError(

@@ -1105,3 +1105,27 @@ def test_compare_losses_step_by_step_then_by_window_means():
 def test_the_text_ships_with_the_course_and_is_small():
     tokens = lesson.byte_tokens()
     assert 5_000 < len(tokens) < 100_000 and int(tokens.max()) < 128  # plain ASCII English
+
+
+def test_rope_names_both_readings_of_a_transposed_view_and_the_transpose_back_is_right(monkeypatch):
+    """A (B, T, H, D) tensor transposed to attention's (B, H, T, D) is a non-contiguous view whose .contiguous() the
+    general message asked for: that turned each head by a position's angle, with no error when k has as many heads
+    and the tables cover H positions. The refusal names both readings, before any launch, for q and for k."""
+    B, T, H, D = 1, 6, 4, 8
+    q = torch.randn(B, T, H, D, device=ENV.device)
+    k = torch.randn(B, T, H, D, device=ENV.device)
+    cos, sin = lesson.rope_tables(16, D, device=ENV.device)  # covers H positions too: nothing else refuses it
+    ref_q, ref_k = lesson.rope_ref(q.double(), k.double(), cos[:, :T].double(), sin[:, :T].double())
+    as_attention = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, T, D) views
+    wrong_q, _ = lesson.rope_with_grad(*(t.contiguous() for t in as_attention), cos, sin)  # what the old hint led to
+    assert not torch.allclose(wrong_q.transpose(1, 2).double(), ref_q, atol=1e-3)  # silently wrong: why it is refused
+    with monkeypatch.context() as m:
+        m.setattr(lesson, "rope_fwd_bwd_kernel", None)  # a launch would fail with a TypeError, not the ValueError
+        for args, name in ((as_attention, "q"), ((q, as_attention[1]), "k")):
+            with pytest.raises(ValueError, match=rf"^{name} \(1, 4, 6, 8\) is a contiguous tensor .*"
+                               rf"pass {name}\.contiguous\(\); .* pass {name}\.transpose\(1, 2\)"):  # fmt: skip
+                lesson.rope_with_grad(*args, cos, sin)
+    got_q, got_k = lesson.rope_with_grad(*(t.transpose(1, 2) for t in as_attention), cos, sin)  # the fix it names
+    why = "fp32 inputs turned in fp32 against fp64: a few ulps"
+    utils.check(got_q.double(), ref_q, atol=1e-5, rtol=1e-5, reason=why, name="q turned after the transpose back")
+    utils.check(got_k.double(), ref_k, atol=1e-5, rtol=1e-5, reason=why, name="k turned after the transpose back")
