@@ -1,5 +1,6 @@
 """Every test process decides GPU or interpreter before any kernel is defined."""
 
+import contextlib
 import os
 import re
 import sys
@@ -13,6 +14,30 @@ import utils.mode  # noqa: E402
 from utils import setup  # noqa: E402
 
 ENV = setup(quiet=True)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--program-order",
+        default=None,
+        help="reversed, or shuffled:SEED: under the interpreter every launch runs its programs in that order, as a "
+        "GPU may (utils.order), e.g. to hold the planted-mistake batteries' diagnoses to another order",
+    )
+
+
+def pytest_configure(config):
+    spec = config.getoption("--program-order")
+    if spec:
+        from utils import order
+
+        try:
+            how, seed = order.parse(spec)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+        stack = contextlib.ExitStack()
+        if not stack.enter_context(order.programs_in(how, seed=seed)):
+            raise pytest.UsageError("--program-order needs the interpreter (TRITON_INTERPRET=1): a GPU picks its own")
+        config.add_cleanup(stack.close)
 
 
 def _passed_in(paths: str) -> set[str]:
