@@ -252,6 +252,28 @@ def landed(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n):
     return order
 
 
+def landings(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n):
+    """{tile (i, j): the ids of the programs landing on it} for such a mapping. On a GPU the programs run in no set
+    order, so any one of a tile's programs may be the one whose id stays there (landed keeps the interpreter's last)."""
+    num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
+    where = {}
+    for p, (i, j) in enumerate(zip(pid_m.tolist(), pid_n.tolist())):
+        if 0 <= i < num_m and 0 <= j < num_n:
+            where.setdefault((i, j), set()).add(p)
+    return where
+
+
+def fits_mapping(order, where):
+    """Whether an order (num_m, num_n) is one that a mapping landing as ``where`` can leave, whatever order its
+    programs ran in: NaN exactly on the tiles no program lands on, elsewhere the id of one that lands there."""
+    for i, row in enumerate(order.detach().cpu().tolist()):
+        for j, v in enumerate(row):
+            ids = where.get((i, j), ())
+            if (not ids and v == v) or (ids and not (v == v and v == int(v) and int(v) in ids)):
+                return False
+    return True
+
+
 def mapping_hint(out, BLOCK_M, BLOCK_N, GROUP_M):
     """The hint of the mapping mistake whose never-computed tiles are exactly the NaN of ``out``, if any."""
     M, N = out.shape
@@ -788,8 +810,6 @@ def check_tile_order(fn, *, quiet=False):
             "The order is still row-major: for GROUP_M > 1 each program's tile must come from its group, "
             "down a column of the group first.": pid.reshape(num_m, num_n)
         }
-        for hint, (pid_m, pid_n) in wrong_mappings(M, N, BLOCK_M, BLOCK_N, GROUP_M).items():
-            suspects[hint] = landed(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n)
         got = fn(M, N, BLOCK_M, BLOCK_N, GROUP_M)
         try:
             utils.check(
@@ -802,14 +822,18 @@ def check_tile_order(fn, *, quiet=False):
                 quiet=quiet,
                 suspects=suspects,
             )
-        except AssertionError as e:  # tiles no program landed on, with as many programs as tiles: a mapping mistake
-            hint = str(e).rpartition("Hint: ")[2]
+        except AssertionError as e:  # a classic mapping mistake, told by the tiles each of its programs lands on
+            head, said, hint = str(e).rpartition("Hint: ")
             if hint in suspects or not (isinstance(got, torch.Tensor) and got.shape == (num_m, num_n)):
                 raise
-            if not got.isnan().any():
+            head = head if said else str(e) + "\n"
+            for hint, (pid_m, pid_n) in wrong_mappings(M, N, BLOCK_M, BLOCK_N, GROUP_M).items():
+                if fits_mapping(got, landings(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n)):  # in whatever order they ran
+                    raise AssertionError(head + f"Hint: {hint}") from None
+            if not got.isnan().any():  # tiles no program landed on, with as many programs as tiles: the mapping
                 raise
             missed = f"{int(got.isnan().sum())} of the {num_m * num_n} tiles got no program"
-            raise AssertionError(str(e).rpartition("Hint: ")[0] + f"Hint: {missed}. {MAPPING}") from None
+            raise AssertionError(head + f"Hint: {missed}. {MAPPING}") from None
 
 
 @triton.jit
