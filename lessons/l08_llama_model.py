@@ -1182,14 +1182,48 @@ def _kv_heads_read(out, q64, k64, v64, lengths, tol) -> str | None:
         only_j = decode_attention_ref(q64, k64[:, :, [j] * H], v64[:, :, [j] * H], lengths).cpu()
         read[torch.isclose(got, only_j, atol=tol["atol"], rtol=tol["rtol"]).all(-1) & (read < 0)] = j
     wrong = [(b, h, int(read[b, h])) for b in range(B) for h in range(H) if int(read[b, h]) not in (-1, int(right[h]))]
-    if not wrong:
-        return None
-    told = ", ".join(f"head {h} of sequence {b} read kv head {j} (not {int(right[h])})" for b, h, j in wrong[:4])
+    if wrong:
+        told = ", ".join(f"head {h} of sequence {b} read kv head {j} (not {int(right[h])})" for b, h, j in wrong[:4])
+        told = f"{told}{', …' if len(wrong) > 4 else ''}"
+    else:  # a head two programs write may keep the right one's result (or, split by split, a mix): then only the
+        told = _heads_a_rule_leaves(read, KV, "kv_h * KV + r", lambda j, r: j * KV + r)  # heads written by none tell
+        if told is None:
+            return None
     return (
-        f"Query heads read another kv head than h // GROUP: {told}{', …' if len(wrong) > 4 else ''}. Grouped-query "
+        f"Query heads read another kv head than h // GROUP: {told}. Grouped-query "
         f"attention shares kv head h // GROUP (GROUP = H // KV = {H // KV}) between GROUP consecutive query heads: "
         f"the program of kv head kv_h serves query heads kv_h * GROUP + r, r < GROUP (row b * KV * GROUP + "
         f"kv_h * GROUP + r of q and the partials), not kv_h * KV + r, nor h % KV."
+    )
+
+
+def _heads_a_rule_leaves(read, KV, rule, head_of) -> str | None:
+    """What is told where the programs of a wrong head mapping (head_of(kv_h, r): the head within its sequence that
+    row r of kv head kv_h's program serves, which may run past H into the next sequence) leave read (B, H), the kv
+    head whose attention each query head's output is (-1: none), in whatever order they ran: no kv head where no
+    program writes, the kv head of the one program of its sequence that does, anything where several write (on a
+    GPU any may store last, and each split's partials apart). None where read does not fit, or every head has a
+    writer (then nothing here tells the mapping from a right one)."""
+    B, H = read.shape
+    writers = [[] for _ in range(B * H)]
+    for b in range(B):
+        for j in range(KV):
+            for r in range(H // KV):
+                row = b * H + head_of(j, r)
+                if row < B * H:
+                    writers[row].append((b, j))
+    flat = read.reshape(-1).tolist()
+    for row, who in enumerate(writers):
+        if (not who and flat[row] != -1) or (len(who) == 1 and who[0][0] == row // H and flat[row] != who[0][1]):
+            return None
+    unwritten = [divmod(row, H) for row, who in enumerate(writers) if not who]
+    if not unwritten:
+        return None
+    several = sum(len(who) > 1 for who in writers)
+    heads = ", ".join(f"head {h} of sequence {b}" for b, h in unwritten[:4]) + (", …" if len(unwritten) > 4 else "")
+    return (
+        f"{heads} match no kv head's attention, and {several} head(s) have two programs or more, as {rule} leaves "
+        f"them: no program writes those, and of these each run keeps whichever stores last"
     )
 
 
