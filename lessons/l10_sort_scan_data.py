@@ -2306,6 +2306,17 @@ def compact_misplaced(values, keep, segment):
         shared[wrong] = counts[inverse] > 1
         at_0 = wrong & (start == 0)  # segments that start again at out[0]: racing for the same places, compiled
         n_at_0 = int(at_0.sum())  # one is enough where a program keeps one value (17 elements, blocks of 16)
+        later = seg > 0
+        if bool(later.any()) and bool(found.any()) and not bool((found & later).any()) and not bool(wrong.any()):
+            return (  # program 0 stored last in every slot (as the interpreter's reversed order, a GPU at times)
+                f"Only program 0's kept values (values[0:{segment}]) are in out, in place; the {int(later.sum())} "
+                f"kept by the segments after it are nowhere in out. Most likely every segment starts again at "
+                f"out[0], as if nothing came before it (each program writes out[0:its count], and program 0 stored "
+                f"last; the note below names the programs that write one place, where it sees them), or the "
+                f"programs after 0 never stored (a grid too small). Each program's destinations begin at the "
+                f"running count of the values kept before its segment: before = block_cumsum[pid - 1] in "
+                f"reduce-then-scan (0 for program 0), the look-back's prefix in the one-pass methods."
+            )
         if n_at_0 and 2 * n_at_0 > int((shared | at_0).sum()):  # most claims say so (a segment may keep none)
             b, mode = int(seg[at_0][0]), 0
         else:

@@ -37,6 +37,7 @@ from utils.bitwise import assert_bitwise_equal
 from utils.memcheck import Watch
 from utils.mode import current
 from utils.mutants import plant
+from utils.order import programs_in_order
 
 ENV = current()
 DEV = ENV.device
@@ -2264,6 +2265,25 @@ def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     name, old, new, check, words = PLANTED[mistake]
     plant(monkeypatch, tmp_path, L, name, (old, new))
     with pytest.raises(AssertionError, match=re.escape(words)):
+        CHECKS[check]()
+
+
+RACING = [
+    "compaction without the block offset",
+    "compact offset * pid",
+    "look-back compaction without the block offset",
+]
+
+
+@pytest.mark.parametrize("order", ["reversed", "shuffled"])
+@pytest.mark.parametrize("mistake", RACING)
+def test_a_compaction_whose_programs_race_is_named_whatever_order_they_ran_in(mistake, order, monkeypatch, tmp_path):
+    """The compactions whose programs write over each other's places: in the interpreter's order the last program's
+    values stay, in another (as a GPU may run them, utils.order) program 0's may, each in its right place, the other
+    segments' values nowhere. The check named only the first."""
+    name, old, new, check, words = PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, name, (old, new))
+    with pytest.raises(AssertionError, match=re.escape(words)), programs_in_order(order):
         CHECKS[check]()
 
 
