@@ -947,8 +947,28 @@ def _label_vs_cols(labels, M, V):
     return ((c % BLOCK_V)[None, :] == labels[:, None]).double()
 
 
+LANES_PAST_V = (
+    "the lanes past V count in the logsumexp (they load 0.0, and exp(0 - m) each joins the sum): set them to "
+    "-inf, tl.where(c < V, x, float('-inf')), before the max and the sum"
+)
+LANE_V = (
+    "one lane past the vocabulary counts in the logsumexp: lane V loads 0.0 and exp(0 - m) joins the sum (c <= V "
+    "where c < V belongs): tl.where(c < V, x, float('-inf'))"
+)
+
+
+def _lse_with_lanes_past_v(x, BLOCK_V):
+    """{hint: each row's logsumexp} where lanes past V (loaded as 0.0) count: every lane of the last block, or lane V
+    alone (c <= V); none where V fills its blocks."""
+    V = x.shape[-1]
+    pads = {LANES_PAST_V: -V % BLOCK_V, LANE_V: 1 if V % BLOCK_V else 0}
+    return {hint: torch.logsumexp(F.pad(x, (0, pad)), -1) for hint, pad in pads.items() if pad}
+
+
 def _ce_suspects(logits64, labels, ref_grad, go):
-    """Gradients under the classic mistakes (for go * d(mean loss)/d(logits))."""
+    """Gradients under the classic mistakes (for go * d(mean loss)/d(logits)); those of pass 1 too, as the gradient
+    exp(x - lse) takes pass 1's lse: in a row whose max is far above 0 a lane past V that counts moves the loss by
+    about exp(-lse), within fp64's tolerance, and the gradient of its largest probabilities past it."""
     keep = labels != -100
     n = int(keep.sum())
     p = logits64.softmax(-1)
@@ -975,6 +995,8 @@ def _ce_suspects(logits64, labels, ref_grad, go):
             go * (torch.exp(x - e.sum(-1, keepdim=True).log()) - onehot) * keep[:, None] / n,
         "the gradient takes log-softmax, x - lse, where it needs the softmax: exp(x - lse), the probabilities":
             go * (x - torch.logsumexp(x, -1, keepdim=True) - onehot) * keep[:, None] / n,
+        **{hint: go * (torch.exp(x - lse[:, None]) - onehot) * keep[:, None] / n
+           for hint, lse in _lse_with_lanes_past_v(x, row_tile(*x.shape)[1]).items()},
     }  # fmt: skip
 
 
@@ -994,8 +1016,7 @@ def _ce_loss_suspects(x64, labels, dtype):
     lse = torch.logsumexp(x, -1)
     # picked overwritten by each block (picked = ...): the label's logit kept only where it lies in the last block
     picked_last = torch.where(labels >= (V - 1) // BLOCK_V * BLOCK_V, picked, 0.0)
-    padded = torch.logsumexp(F.pad(x, (0, -V % BLOCK_V)), -1)  # lanes past V loaded as 0.0 and counted
-    lane_v = torch.logsumexp(F.pad(x, (0, 1 if V % BLOCK_V else 0)), -1)  # lane V too (c <= V): it loads 0.0
+    lanes_past_v = _lse_with_lanes_past_v(x, BLOCK_V)  # loaded as 0.0 and counted: all, or lane V (c <= V)
 
     def mean(row_loss):
         return torch.where(keep, row_loss, 0).sum() / n
@@ -1023,10 +1044,7 @@ def _ce_loss_suspects(x64, labels, dtype):
         **started_at_0,
         "the running sum is not rescaled when the running max grows: d = d * exp(m - m_new) + sum(exp(x - m_new))":
             mean(m + torch.log(d) - picked),
-        "the lanes past V count in the logsumexp (they load 0.0, and exp(0 - m) each joins the sum): set them to "
-        "-inf, tl.where(c < V, x, float('-inf')), before the max and the sum": mean(padded - picked),
-        "one lane past the vocabulary counts in the logsumexp: lane V loads 0.0 and exp(0 - m) joins the sum (c <= V "
-        "where c < V belongs): tl.where(c < V, x, float('-inf'))": mean(lane_v - picked),
+        **{hint: mean(lse_v - picked) for hint, lse_v in lanes_past_v.items()},
         "the logsumexp misses the max: lse = m + log(d), since d sums exp(x - m)": mean(lse - m - picked),
         "the loss has the wrong sign: it is lse - picked (minus the label's log-probability, >= 0), not picked - lse":
             mean(picked - lse),

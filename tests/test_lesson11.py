@@ -1129,3 +1129,15 @@ def test_rope_names_both_readings_of_a_transposed_view_and_the_transpose_back_is
     why = "fp32 inputs turned in fp32 against fp64: a few ulps"
     utils.check(got_q.double(), ref_q, atol=1e-5, rtol=1e-5, reason=why, name="q turned after the transpose back")
     utils.check(got_k.double(), ref_k, atol=1e-5, rtol=1e-5, reason=why, name="k turned after the transpose back")
+
+
+@pytest.mark.parametrize("seed", [144, 146])
+def test_one_lane_past_v_is_named_where_only_the_gradient_shows_it(seed, monkeypatch, tmp_path):
+    """In the 1 x 300 case each row's max is near 20: lane V's exp(0 - m) moves the loss by about exp(-lse), within
+    fp64's tolerance at these draws (about a draw in four), and the gradient only at its largest probabilities,
+    which got the tail's hint ("the last 1 columns are wrong"). The gradient has pass 1's suspects too now."""
+    name, old, new, fn, words = PLANTED["ce one lane past V counted"]
+    plant(monkeypatch, tmp_path, lesson, name, (old, new))
+    torch.manual_seed(seed)
+    with pytest.raises(AssertionError, match=r"(?s)the gradient of cross_entropy .*" + re.escape(words)):
+        lesson.check_cross_entropy(lesson.cross_entropy, quiet=True)
