@@ -1135,9 +1135,11 @@ def test_rope_names_both_readings_of_a_transposed_view_and_the_transpose_back_is
 def test_one_lane_past_v_is_named_where_only_the_gradient_shows_it(seed, monkeypatch, tmp_path):
     """In the 1 x 300 case each row's max is near 20: lane V's exp(0 - m) moves the loss by about exp(-lse), within
     fp64's tolerance at these draws (about a draw in four), and the gradient only at its largest probabilities,
-    which got the tail's hint ("the last 1 columns are wrong"). The gradient has pass 1's suspects too now."""
+    which got the tail's hint ("the last 1 columns are wrong"). The gradient has pass 1's suspects too now. (The
+    GPU's cases have no 1 x 300 one: there its 7 x 1000 case's loss names the mistake, session 41's H100.)"""
     name, old, new, fn, words = PLANTED["ce one lane past V counted"]
     plant(monkeypatch, tmp_path, lesson, name, (old, new))
     torch.manual_seed(seed)
-    with pytest.raises(AssertionError, match=r"(?s)the gradient of cross_entropy .*" + re.escape(words)):
+    where = r"the gradient of cross_entropy of 1x300 float64" if ENV.interpret else r"cross_entropy of"
+    with pytest.raises(AssertionError, match=rf"(?s){where} .*" + re.escape(words)):
         lesson.check_cross_entropy(lesson.cross_entropy, quiet=True)
