@@ -23,6 +23,29 @@ def pytest_addoption(parser):
         help="reversed, or shuffled:SEED: under the interpreter every launch runs its programs in that order, as a "
         "GPU may (utils.order), e.g. to hold the planted-mistake batteries' diagnoses to another order",
     )
+    parser.addoption(
+        "--draws",
+        default=None,
+        type=int,
+        metavar="N",
+        help="seed torch's and Python's generators afresh before each test, from N and the test's id: other random "
+        "inputs than a plain run draws, to find checks that name a mistake in some draws only",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _draws(request):
+    base = request.config.getoption("--draws")
+    if base is not None:
+        import random
+        import zlib
+
+        import torch
+
+        seed = base * 1_000_003 + zlib.crc32(request.node.nodeid.encode())
+        torch.manual_seed(seed)
+        random.seed(seed)
+    yield
 
 
 def pytest_configure(config):
