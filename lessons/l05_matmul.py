@@ -269,7 +269,7 @@ def fits_mapping(order, where):
     for i, row in enumerate(order.detach().cpu().tolist()):
         for j, v in enumerate(row):
             ids = where.get((i, j), ())
-            if (not ids and v == v) or (ids and not (v == v and v == int(v) and int(v) in ids)):
+            if (not ids and v == v) or (ids and not (float(v).is_integer() and int(v) in ids)):  # NaN, inf: False
                 return False
     return True
 

@@ -1321,3 +1321,16 @@ def test_a_naive_kernel_that_overwrites_its_accumulator_is_named(monkeypatch, tm
     words = re.escape("Only the last step of the K loop is in the result (BLOCK_K = 128)")
     with pytest.raises(AssertionError, match=words + ".*" + re.escape("in the naive kernel, acc += a * b")):
         L.check_matmul(L.matmul_naive, shapes=L.NAIVE_CHECK_SHAPES, quiet=True)
+
+
+def test_an_order_with_inf_or_fractions_fails_its_check_with_a_message():
+    """fits_mapping reads each tile's id as a whole number: inf (int(inf) raises OverflowError) and 0.5 are told by
+    the check's message, not by an error of its own."""
+
+    def garbage(M, N, BLOCK_M, BLOCK_N, GROUP_M):
+        order = L.tile_order_ref(M, N, BLOCK_M, BLOCK_N, GROUP_M).clone()
+        order[0, 0], order[-1, -1] = float("inf"), 0.5
+        return order
+
+    with pytest.raises(AssertionError, match="tile order"):
+        L.check_tile_order(garbage, quiet=True)
