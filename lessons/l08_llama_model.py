@@ -1222,8 +1222,8 @@ def _heads_a_rule_leaves(read, KV, rule, head_of) -> str | None:
     several = sum(len(who) > 1 for who in writers)
     heads = ", ".join(f"head {h} of sequence {b}" for b, h in unwritten[:4]) + (", …" if len(unwritten) > 4 else "")
     return (
-        f"{heads} match no kv head's attention, and {several} head(s) have two programs or more, as {rule} leaves "
-        f"them: no program writes those, and of these each run keeps whichever stores last"
+        f"{heads} match no kv head's attention: with {rule} no program writes them, while {several} head(s) get two "
+        f"programs or more, of which a run keeps whichever stores last (on a GPU, either)"
     )
 
 

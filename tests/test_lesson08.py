@@ -631,8 +631,8 @@ HEADS = "heads = b * KV * GROUP + kv_h * GROUP + rows"
     [
         (
             (HEADS, "heads = b * KV * GROUP + kv_h * KV + rows"),
-            r"h // GROUP: head \d+ of sequence \d+( read kv head \d+ \(not \d+\)|.* match no kv head's attention, "
-            r"and \d+ head\(s\) have two programs or more, as kv_h \* KV \+ r leaves)",
+            r"h // GROUP: head \d+ of sequence \d+( read kv head \d+ \(not \d+\)|.* match no kv head's attention: "
+            r"with kv_h \* KV \+ r no program writes them, while \d+ head\(s\) get two programs or more)",
         ),
         ((HEADS, "heads = b * KV * GROUP + kv_h + rows * KV"), r"Query head h read kv head h % KV"),
         ((HEADS, "heads = b * KV + kv_h * GROUP + rows"), r"Sequence b > 0 read and wrote other sequences' rows"),
