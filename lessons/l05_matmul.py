@@ -242,19 +242,9 @@ def wrong_mappings(M, N, BLOCK_M, BLOCK_N, GROUP_M):
     }
 
 
-def landed(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n):
-    """The order such a mapping gives: the id of the last program landing on each tile (NaN where none does)."""
-    num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
-    order = torch.full((num_m, num_n), float("nan"))
-    for p, (i, j) in enumerate(zip(pid_m.tolist(), pid_n.tolist())):  # in program order: the last one stays
-        if 0 <= i < num_m and 0 <= j < num_n:
-            order[i, j] = p
-    return order
-
-
 def landings(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n):
-    """{tile (i, j): the ids of the programs landing on it} for such a mapping. On a GPU the programs run in no set
-    order, so any one of a tile's programs may be the one whose id stays there (landed keeps the interpreter's last)."""
+    """{tile (i, j): the ids of the programs landing on it} for such a mapping (no key: no program lands there). The
+    programs run in no set order on a GPU, so any one of a tile's programs may be the one whose id stays there."""
     num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
     where = {}
     for p, (i, j) in enumerate(zip(pid_m.tolist(), pid_n.tolist())):
@@ -278,9 +268,11 @@ def mapping_hint(out, BLOCK_M, BLOCK_N, GROUP_M):
     """The hint of the mapping mistake whose never-computed tiles are exactly the NaN of ``out``, if any."""
     M, N = out.shape
     nan = torch.isnan(out.detach().cpu())
+    num_m, num_n = triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)
     for hint, (pid_m, pid_n) in wrong_mappings(M, N, BLOCK_M, BLOCK_N, GROUP_M).items():
-        order = landed(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n)
-        missed = order.isnan().repeat_interleave(BLOCK_M, 0).repeat_interleave(BLOCK_N, 1)[:M, :N]
+        where = landings(M, N, BLOCK_M, BLOCK_N, pid_m, pid_n)
+        tiles = torch.tensor([[(i, j) not in where for j in range(num_n)] for i in range(num_m)])
+        missed = tiles.repeat_interleave(BLOCK_M, 0).repeat_interleave(BLOCK_N, 1)[:M, :N]
         if missed.any() and torch.equal(nan, missed):
             return hint
     return None
