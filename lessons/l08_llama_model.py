@@ -1186,7 +1186,7 @@ def _kv_heads_read(out, q64, k64, v64, lengths, tol) -> str | None:
         told = ", ".join(f"head {h} of sequence {b} read kv head {j} (not {int(right[h])})" for b, h, j in wrong[:4])
         told = f"{told}{', …' if len(wrong) > 4 else ''}"
     else:  # a head two programs write may keep the right one's result (or, split by split, a mix): then only the
-        told = _heads_a_rule_leaves(read, KV, "kv_h * KV + r", lambda j, r: j * KV + r)  # heads written by none tell
+        told = _heads_kv_for_group_leaves(read, KV)  # the heads no program writes tell
         if told is None:
             return None
     return (
@@ -1197,19 +1197,19 @@ def _kv_heads_read(out, q64, k64, v64, lengths, tol) -> str | None:
     )
 
 
-def _heads_a_rule_leaves(read, KV, rule, head_of) -> str | None:
-    """What is told where the programs of a wrong head mapping (head_of(kv_h, r): the head within its sequence that
-    row r of kv head kv_h's program serves, which may run past H into the next sequence) leave read (B, H), the kv
-    head whose attention each query head's output is (-1: none), in whatever order they ran: no kv head where no
-    program writes, the kv head of the one program of its sequence that does, anything where several write (on a
-    GPU any may store last, and each split's partials apart). None where read does not fit, or every head has a
-    writer (then nothing here tells the mapping from a right one)."""
+def _heads_kv_for_group_leaves(read, KV) -> str | None:
+    """What is told where the programs of the mapping kv_h * KV + r (row r of kv head kv_h's program serves that
+    head of its sequence, which may run past H into the next one) leave read (B, H), the kv head whose attention
+    each query head's output is (-1: none), in whatever order they ran: no kv head where no program writes, the kv
+    head of the one program of its sequence that does, anything where several write (on a GPU any may store last,
+    and each split's partials apart). None where read does not fit, or every head has a writer (then nothing here
+    tells the mapping from a right one)."""
     B, H = read.shape
     writers = [[] for _ in range(B * H)]
     for b in range(B):
         for j in range(KV):
             for r in range(H // KV):
-                row = b * H + head_of(j, r)
+                row = b * H + j * KV + r
                 if row < B * H:
                     writers[row].append((b, j))
     flat = read.reshape(-1).tolist()
@@ -1222,8 +1222,8 @@ def _heads_a_rule_leaves(read, KV, rule, head_of) -> str | None:
     several = sum(len(who) > 1 for who in writers)
     heads = ", ".join(f"head {h} of sequence {b}" for b, h in unwritten[:4]) + (", …" if len(unwritten) > 4 else "")
     return (
-        f"{heads} match no kv head's attention: with {rule} no program writes them, while {several} head(s) get two "
-        f"programs or more, of which a run keeps whichever stores last (on a GPU, either)"
+        f"{heads} match no kv head's attention: with kv_h * KV + r no program writes them, while {several} head(s) "
+        f"get two programs or more, of which a run keeps whichever stores last (on a GPU, either)"
     )
 
 
