@@ -2,7 +2,7 @@
 
 mode (GPU or interpreter), parity (the interpreter as strict as the compiler), checking (feedback that teaches),
 crashes (what an error of Triton's probably means), gpu_cases (would a check's suspects fail on a GPU, in bf16),
-memcheck (bounds checking under the interpreter),
+memcheck (bounds checking under the interpreter), order (its programs in another order, as a GPU may run them),
 offline (compiling for a GPU that is not there), launch (a kernel launch prepared once, repeated without
 Triton's per-call work), timing, roofline, pictures, lessons (solutions as modules),
 notebooks (participant copies), hints and explorers (widgets).
