@@ -1487,6 +1487,45 @@ def _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero):
 
 
 @triton.jit
+def _x_pairs(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr):
+    """x's BLOCK_K numbers as the bf16 pairs the packed dots take (INT4_DOTS_PTX): four (GROUPS, WORDS) int32,
+    pair s holding x[8 j + s] in its low half and x[8 j + 4 + s] in its high half, the two columns whose codes one
+    LOP3 lifts out of word j together (bits 4 s .. 4 s + 3 and 16 + 4 s ..)."""
+    b = xk.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    lo, hi = tl.split(tl.permute(tl.reshape(b, (GROUPS, WORDS, 2, 4)), (0, 1, 3, 2)))  # x[8j + s], x[8j + 4 + s]
+    p = lo | (hi << 16)  # (GROUPS, WORDS, 4)
+    e, o = tl.split(tl.reshape(p, (GROUPS, WORDS, 2, 2)))  # s = 2 u + v
+    p0, p2 = tl.split(e)
+    p1, p3 = tl.split(o)
+    return p0, p1, p2, p3
+
+
+@triton.jit
+def _x_for_dots(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr, DOTS: tl.constexpr):
+    """What a step's dots take from x: _x_by_code_and_sum's nine values (DOTS == ""), or _x_pairs's four bf16
+    pairs in the first four places (DOTS: the PTX of INT4_DOTS_PTX; the other five are not used)."""
+    if DOTS == "":
+        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
+    else:
+        x0, x1, x2, x3 = _x_pairs(xk, GROUPS, WORDS)
+        x4, x5, x6, x7, x_sum = x0, x1, x2, x3, x0
+    return x0, x1, x2, x3, x4, x5, x6, x7, x_sum
+
+
+@triton.jit
+def _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS: tl.constexpr):
+    """Σ (q - z) x s over each word of a (BLOCK_N, GROUPS, WORDS) tile: the fp32 dots of _stream_word_sums
+    (DOTS == ""), or the packed bf16 dots of INT4_DOTS_PTX (x0 .. x3: _x_pairs's pairs), times the group's scale."""
+    if DOTS == "":
+        return _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
+    else:
+        zb = (zero.to(tl.int32) * 65537) | 0x43004300  # (128 + z, 128 + z): a bf16 pair
+        t = tl.inline_asm_elementwise(DOTS, "=r,r,r,r,r,r,r", [word, x0[None], x1[None], x2[None], x3[None],
+                                      zb[:, :, None]], dtype=tl.float32, is_pure=True, pack=1)  # fmt: skip
+        return t * scale.to(tl.float32)[:, :, None]
+
+
+@triton.jit
 def w4a16_stream_kernel(
     x_ptr,
     packed_ptr,  # the packed codes as int32 words: 8 codes a word, code s of word j is k = 8 j + s
@@ -1511,6 +1550,7 @@ def w4a16_stream_kernel(
     SPLIT_K,  # a runtime argument: another split needs no new compile
     HAS_RESIDUAL: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines this deep (see below)
+    DOTS: tl.constexpr = "",  # "": the fp32 dots (_pick); INT4_DOTS_PTX: in bf16 pairs (int4_dots_ptx)
 ):
     # A step is a (BLOCK_N, GROUPS, WORDS) tile of words. Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: when BLOCK_K = 1024 x num_warps, every thread holds the same
@@ -1545,8 +1585,8 @@ def w4a16_stream_kernel(
             scale = tl.load(scale_ptr + s_tile + g0)  # 1-2 bytes a thread: too narrow for cp.async, loaded here
             zero = tl.load(zero_ptr + s_tile + g0)
             xk = tl.load(x_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
-            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
+            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
         first = full  # the step K cuts short, if any, goes through the loop below, masked
     mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
     word_next = tl.load(p_tile + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
@@ -1582,11 +1622,15 @@ def w4a16_stream_kernel(
             xk = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
         # (_stream_word_sums written out, with Σ x after the dots: in this order the sm_90 PTX of the loop has one
         # layout conversion through shared memory fewer, two barriers a step, than with the helper the PIPE loop calls)
-        x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
-        t = _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7)  # Σ q x a word
-        x_sum = x0 + x1 * 16.0 + x2 * 256.0 + x3 * 4096.0 + x4 * 65536.0 + x5 * 256.0 + x6 * 4096.0 + x7 * 65536.0
-        z = zero.to(tl.float32)[:, :, None]
-        acc += (t - z * x_sum[None]) * scale.to(tl.float32)[:, :, None]  # Σ (q - z) x s, a word at a time
+        if DOTS == "":
+            x0, x1, x2, x3, x4, x5, x6, x7 = _x_by_code(xk, GROUPS, WORDS)
+            t = _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7)  # Σ q x a word
+            x_sum = x0 + x1 * 16.0 + x2 * 256.0 + x3 * 4096.0 + x4 * 65536.0 + x5 * 256.0 + x6 * 4096.0 + x7 * 65536.0
+            z = zero.to(tl.float32)[:, :, None]
+            acc += (t - z * x_sum[None]) * scale.to(tl.float32)[:, :, None]  # Σ (q - z) x s, a word at a time
+        else:  # the packed bf16 dots (lo and hi unused: compiled away)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
+            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
     # -- write back: to the output, or (split-K) to this split's slice of the fp32 partial sums
     y = tl.sum(tl.sum(acc, axis=2), axis=1)
     if HAS_RESIDUAL:  # read and written by this program only, element by element: out may be the residual
@@ -2115,6 +2159,52 @@ PAIRS_PTX = {
 }
 
 
+# The stream kernels' dots in packed bf16 pairs (DOTS): for each word of eight codes (code s at bits 4 s .. 4 s + 3),
+# one LOP3 puts codes s and s + 4 under bf16's exponent of 128 (0x4300 | q is 128 + q, exact: 7 mantissa bits), one
+# sub.rn.bf16x2 takes (128 + z, 128 + z) away (q - z, exact), and mul / fma.rn.bf16x2 multiply by x's pair ($2 .. $5:
+# _x_pairs) and add, two chains of two products a half; the halves become fp32 by a shift and an AND (bf16 is fp32's
+# high half) and are added there: 22 instructions a word, and the probe loop of bench/sweeps/l12zd.py 3.9 SASS
+# instructions a code against the fp32 dots' 4.9 (offline, sm_90a, (8, 1024, 2 warps)). The products and two-term
+# sums are rounded to bf16 (chains of four were faster but left the check's tolerance in an
+# emulation: bench/sweeps/README.md, l12zd).
+INT4_DOTS_PTX = """{
+.reg .b32 t, d0, d1, d2, d3, s, a, b;
+lop3.b32 d0, $1, 0x000F000F, 0x43004300, 0xEA;
+shr.u32 t, $1, 4;
+lop3.b32 d1, t, 0x000F000F, 0x43004300, 0xEA;
+shr.u32 t, $1, 8;
+lop3.b32 d2, t, 0x000F000F, 0x43004300, 0xEA;
+shr.u32 t, $1, 12;
+lop3.b32 d3, t, 0x000F000F, 0x43004300, 0xEA;
+sub.rn.bf16x2 d0, d0, $6;
+sub.rn.bf16x2 d1, d1, $6;
+sub.rn.bf16x2 d2, d2, $6;
+sub.rn.bf16x2 d3, d3, $6;
+mul.rn.bf16x2 s, d0, $2;
+fma.rn.bf16x2 s, d1, $3, s;
+mul.rn.bf16x2 d2, d2, $4;
+fma.rn.bf16x2 d2, d3, $5, d2;
+shl.b32 a, s, 16;
+and.b32 b, s, 0xFFFF0000;
+add.f32 t, a, b;
+shl.b32 a, d2, 16;
+and.b32 b, d2, 0xFFFF0000;
+add.f32 t, t, a;
+add.f32 $0, t, b;
+}"""
+INT4_PACKED_DOTS = True  # the stream kernels take INT4_DOTS_PTX where int4_dots_ptx allows (False: the fp32 dots)
+
+
+def int4_dots_ptx(x) -> str:
+    """The PTX of the stream kernels' packed bf16 dots for x, or "" for the fp32 dots: bf16 x on a GPU of sm_90 or
+    later (bf16x2 subtraction; TRITON_HARD_WAY_AS counts) only; the interpreter runs no PTX, and fp16 or fp32 x keep
+    the exact fp32 dots."""
+    env = utils.mode.current()
+    if not (INT4_PACKED_DOTS and x.is_cuda and env.is_gpu and env.capability >= (9, 0)):
+        return ""
+    return INT4_DOTS_PTX if x.dtype == torch.bfloat16 else ""
+
+
 def int4_pairs_ptx(x) -> str:
     """The PTX with which the "mma" kernel builds its floats for x, or "" where plain operations do: under the
     interpreter (no PTX), on GPUs before sm_90 (no bf16x2 subtraction; TRITON_HARD_WAY_AS counts), for fp32 x."""
@@ -2138,9 +2228,10 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
     if s.kernel in GEMV_KERNELS:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = _int4_words(w)
         kernel = int4_gemv_kernel(s.kernel)
+        dots = {"DOTS": int4_dots_ptx(x)} if kernel is w4a16_stream_kernel else {}
         return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
                             (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
-                            BLOCK_K=s.BLOCK_K)  # fmt: skip
+                            BLOCK_K=s.BLOCK_K, **dots)  # fmt: skip
     magic, offset = MAGIC_BITS[x.dtype]
     grid_n = triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N)
     if s.kernel == "mma":
@@ -2425,6 +2516,7 @@ def w4a16_decode_stream_kernel(
     ROPE: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (w4a16_stream_kernel's)
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
+    DOTS: tl.constexpr = "",  # as w4a16_stream_kernel's
 ):
     # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: a warp covers 1024 columns, so with BLOCK_K = 1024 x num_warps
@@ -2490,13 +2582,13 @@ def w4a16_decode_stream_kernel(
             if NORM:
                 sq += xk * xk
                 xk = xk * tl.load(norm_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
-            acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
+            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
             if TWO:
                 up = tl.load(p_up + g0 * WORDS)
                 scale_up = tl.load(scale_ptr + s_up + g0)
                 zero_up = tl.load(zero_ptr + s_up + g0)
-                acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up)
+                acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS)
         g_start = g_full  # the step K cuts short, if any: the loop below, masked
     # -- K loop: the next step's loads on their way while this step's words are used
     for g0 in range(g_start, groups, GROUPS):
@@ -2537,10 +2629,10 @@ def w4a16_decode_stream_kernel(
         if NORM:  # x * norm now; 1/rms, one number for the whole row, multiplies the sums after the loop
             sq += xk * xk
             xk = xk * nk
-        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
-        acc += _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
+        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
+        acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
         if TWO:  # the up rows: their own codes, scales and zero points, the same x
-            acc_up += _stream_word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up)
+            acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS)
     if PDL == 3:
         gdc_launch_dependents()
     # -- write back: the one reduction across threads, then the groups kernel's epilogues
@@ -2709,8 +2801,10 @@ FUSED_INT8_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-2
     (8192, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # Llama-3.2-1B's gate/up
     (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=4),  # its down
 }
-FUSED_INT4_KERNEL = "stream"  # results/h100-2026-11-28-s12/sweeps/l12j*.txt: the step with "stream" 1.58x bf16 at
-# Llama-3.2-1B's shape against 1.51x with "groups" or "pipe"; at TinyLlama's the three within 0.7 %
+FUSED_INT4_KERNEL = "pipe"  # with the packed bf16 dots (INT4_DOTS_PTX), results/h100-2026-12-07-s42/sweeps/l12zd.txt:
+# Llama-3-8B's step 2.468 ms with "pipe" against 2.677 with "stream" (bf16 5.491); at TinyLlama's and Llama-3.2-1B's
+# the two within 3 %. With the fp32 dots (results/h100-2026-11-28-s12/sweeps/l12j*.txt) "stream" had been 1.58x bf16
+# at Llama-3.2-1B's shape against 1.51x with "groups" or "pipe"
 FUSED_INT4_KERNELS = ("groups", "stream", "pipe")
 FUSED_STREAM_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-27-s8/sweeps/l12h.txt, bench/sweeps/l12h.py)
     None: GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),
@@ -2777,12 +2871,15 @@ NO_ROPE = dict(
 )  # the decode kernels' RoPE arguments, for every other projection
 
 
-def _int4_decode_kernel(s, meta, kind=None):
-    """The int4 decode kernel of this kind (None: FUSED_INT4_KERNEL's), its loads ahead (gemv_prefetch) put into
-    ``meta`` ("pipe" is the stream kernel with PIPE)."""
+def _int4_decode_kernel(s, meta, x, kind=None):
+    """The int4 decode kernel of this kind (None: FUSED_INT4_KERNEL's), its loads ahead (gemv_prefetch) and, for the
+    stream kernel, its dots for x (int4_dots_ptx) put into ``meta`` ("pipe" is the stream kernel with PIPE)."""
     kind = kind or fused_int4_kernel()
     meta.update(gemv_prefetch(kind, s.num_stages))
-    return w4a16_decode_kernel if kind == "groups" else w4a16_decode_stream_kernel
+    if kind == "groups":
+        return w4a16_decode_kernel
+    meta["DOTS"] = int4_dots_ptx(x)
+    return w4a16_decode_stream_kernel
 
 
 def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=False):
@@ -2831,7 +2928,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
     grid = (triton.cdiv(N, s.BLOCK_N),)
     if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = _int4_words(w)
-        _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps,
+        _int4_decode_kernel(s, meta, x)[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps,
                                            words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:
         meta.update(gemv_loads(s, fused_int8_loop(N, K)))
@@ -2984,7 +3081,7 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     grid = (triton.cdiv(pairs, BLOCK_P),)
     if bits == 4:
         words = _int4_words(w)
-        _int4_decode_kernel(s, meta)[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps,
+        _int4_decode_kernel(s, meta, x)[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps,
                                            words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
     else:
         meta.update(gemv_loads(s, fused_int8_loop(rows, K)))

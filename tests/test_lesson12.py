@@ -1991,7 +1991,7 @@ def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=
     ints = dict(N=N, K=K, eps=1e-5, stride_pn=K // 8, stride_sn=K // 128, H=0, KV=0, stride_ct=0, max_len=0)
     meta = dict(GROUP_SIZE=128, NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
                 HEAD_DIM=2, ROPE=ROPE, PDL=PDL)  # fmt: skip
-    kernel = L._int4_decode_kernel(s, meta, kind).fn.__name__  # and its loads ahead, into meta
+    kernel = L._int4_decode_kernel(s, meta, torch.empty(1, K), kind).fn.__name__  # its loads ahead, into meta
     if ROPE:
         del pointers["res_ptr"]
         meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
@@ -2103,6 +2103,93 @@ def test_fused_decode_stream_kernel_compiles_for_sm90_with_fewer_instructions_a_
     for label in ("qkv", "gate/up", "down"):
         stream, groups = per_code[label, "stream, fewest"], per_code[label, "groups"]
         assert stream < 0.9 * groups, f"{label}: {stream:.2f} instructions a code in the stream kernel, {groups:.2f}"
+
+
+def test_the_packed_bf16_dots_compile_for_sm90_with_fewer_instructions_a_code(tmp_path):
+    """INT4_DOTS_PTX in the decode kernel as the int4 step launches it on an H100 (FUSED_INT4_KERNEL at its table's
+    rows, bf16): no spills, the PTX's bf16x2 multiply-adds in the loop, and fewer loop instructions a code than the
+    same kernel with the fp32 dots (sweep l12zd: 989 against 1,182 at the 8B gate/up's tile)."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    kind = L.FUSED_INT4_KERNEL
+    table = L.FUSED_PIPE_SCHEDULES if kind == "pipe" else L.FUSED_STREAM_SCHEDULES
+    pdl = 1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[4])
+    shapes = [("gate/up", 5632, 2048, dict(NORM=True, SWIGLU=True)), ("down", 2048, 5632, dict(RESIDUAL=True)),
+              ("8B gate/up", 14336, 4096, dict(NORM=True, SWIGLU=True))]  # fmt: skip
+    jobs = []
+    for _label, N, K, flags in shapes:
+        s = table.get((N, K), table[None])
+        for dots in ("", L.INT4_DOTS_PTX):
+            job = _int4_decode_job(offline, kind, N, K, s, PDL=pdl, **flags)
+            job["constexprs"]["DOTS"] = dots
+            jobs.append(job)
+    compiled = offline.compile_kernels(_kernels_file(tmp_path), jobs)
+    for i, (label, *_rest) in enumerate(shapes):
+        fp32, packed = compiled[2 * i], compiled[2 * i + 1]
+        where = f"{kind} decode kernel at {label}"
+        assert packed.spill_bytes == 0, f"{where}: the packed dots spill {packed.spill_bytes} bytes"
+        assert "fma.rn.bf16x2" in packed.ptx and "fma.rn.bf16x2" not in fp32.ptx, f"{where}: DOTS did not switch"
+        ratio = packed.loop_instructions / fp32.loop_instructions
+        assert ratio < 0.9, f"{where}: {packed.loop_instructions} loop instructions against {fp32.loop_instructions}"
+
+
+def test_the_packed_dots_are_taken_only_where_they_run():
+    """int4_dots_ptx: the PTX only for bf16 x on a GPU of sm_90 or later; "" (the exact fp32 dots) under the
+    interpreter, for fp16 and fp32 x, and with INT4_PACKED_DOTS off."""
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        assert L.int4_dots_ptx(torch.zeros(1, 8, dtype=dtype)) == "", f"{dtype} on the CPU took the PTX"
+    assert L.INT4_DOTS_PTX.count("fma.rn.bf16x2") == 2 and L.INT4_DOTS_PTX.count("mul.rn.bf16x2") == 2
+
+
+def _packed_dots_emulated(x, w):
+    """INT4_DOTS_PTX's arithmetic in fp64 on the CPU, rounding where the PTX rounds: each word's codes q - z (exact),
+    two chains of two bf16 products for each half of a pair (mul.rn, then fma.rn: one rounding each), the chains
+    added in fp32, times the group's scale, the words' sums in fp64 (the kernel's fp32 sums round far less)."""
+
+    def bf16(t):
+        return t.to(torch.bfloat16).to(torch.float64)
+
+    N, K = w.shape
+    G = w.group_size
+    zero = w.zero.to(torch.float64).repeat_interleave(G, dim=1)[:, :K]
+    d = L.unpack_int4(w.packed).to(torch.float64)[:, :K] - zero
+    Kp = -(-K // 8) * 8
+    D = torch.zeros(N, Kp, dtype=torch.float64)
+    D[:, :K] = d
+    D = D.view(N, -1, 8)
+    scale = w.scale.to(torch.float64).repeat_interleave(G // 8, dim=1)[:, : D.shape[1]]
+    out = torch.zeros(x.shape[0], N, dtype=torch.float64)
+    for m in range(x.shape[0]):
+        X = torch.zeros(Kp, dtype=torch.float64)
+        X[:K] = x[m].to(torch.float64)
+        X = X.view(-1, 8)
+        word = torch.zeros(N, D.shape[1], dtype=torch.float64)
+        for half in (0, 4):
+            for start in (0, 2):
+                a, b = half + start, half + start + 1
+                chain = bf16(D[:, :, b] * X[:, b] + bf16(D[:, :, a] * X[:, a]))
+                word = (word + chain).to(torch.float32).to(torch.float64)
+        out[m] = (word * scale).sum(1)
+    return out
+
+
+@pytest.mark.parametrize("group", [32, 128])
+def test_the_packed_dots_roundings_stay_within_the_checks_tolerance(group):
+    """What INT4_DOTS_PTX costs in precision, emulated on the CPU (the interpreter runs no PTX): with the output
+    rounded to bf16 it stays within wxa16_tolerance (check_w4a16's) at large and small x, and a chain of four
+    products would not always (sweep l12zd's emulation: up to 1.19x)."""
+    torch.manual_seed(0)
+    worst = 0.0
+    for M, N, K, x_scale in ((1, 301, 4096, 1.0), (3, 77, 1000, 50.0), (1, 512, 14336, 1.0)):
+        w = L.quantize_int4_ref(torch.randn(N, K) / K**0.5 * torch.rand(N, 1) * 10, group)
+        x = (torch.randn(M, K) * x_scale).to(torch.bfloat16)
+        ref = L.wxa16_ref(x.double(), w).double()
+        got = _packed_dots_emulated(x, w).to(torch.bfloat16).double()
+        tol = L.wxa16_tolerance(x, w, torch.bfloat16)
+        worst = max(worst, float(((got - ref).abs() / (tol["atol"] + tol["rtol"] * ref.abs())).max()))
+    assert 0.2 < worst < 1.0, f"the packed dots' worst error is {worst:.2f} of the check's tolerance"
 
 
 @pytest.mark.parametrize("capability", [80, 75], ids=["A100", "T4"])
