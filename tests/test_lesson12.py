@@ -2143,6 +2143,19 @@ def test_the_packed_dots_are_taken_only_where_they_run():
     assert L.INT4_DOTS_PTX.count("fma.rn.bf16x2") == 2 and L.INT4_DOTS_PTX.count("mul.rn.bf16x2") == 2
 
 
+def test_the_checks_widen_their_tolerance_only_for_the_packed_dots(monkeypatch):
+    """packed_dots_tolerance: {} (bf16's own) where the packed dots do not run (this CPU, an int8 weight); twice
+    bf16's, with its reason, where they would (int4_dots_ptx returning the PTX)."""
+    x = torch.zeros(1, 64, dtype=torch.bfloat16)
+    w4 = L.quantize_int4_ref(torch.randn(8, 64), 32)
+    assert L.packed_dots_tolerance(x, w4) == {}
+    monkeypatch.setattr(L, "int4_dots_ptx", lambda x: L.INT4_DOTS_PTX)
+    bf16 = utils.checking.default_tolerance(torch.bfloat16)
+    tol = L.packed_dots_tolerance(x, w4)
+    assert (tol["atol"], tol["rtol"]) == (2 * bf16.atol, 2 * bf16.rtol) and "packed bf16 dots" in tol["reason"]
+    assert L.packed_dots_tolerance(x, L.quantize_int8_ref(torch.randn(8, 64))) == {}
+
+
 def _packed_dots_emulated(x, w):
     """INT4_DOTS_PTX's arithmetic in fp64 on the CPU, rounding where the PTX rounds: each word's codes q - z (exact),
     two chains of two bf16 products for each half of a pair (mul.rn, then fma.rn: one rounding each), the chains
@@ -2180,6 +2193,8 @@ def test_the_packed_dots_roundings_stay_within_the_checks_tolerance(group):
     """What INT4_DOTS_PTX costs in precision, emulated on the CPU (the interpreter runs no PTX): with the output
     rounded to bf16 it stays within wxa16_tolerance (check_w4a16's) at large and small x, and a chain of four
     products would not always (sweep l12zd's emulation: up to 1.19x)."""
+    if utils.mode.current().is_gpu:
+        pytest.skip("an emulation on the CPU: on a GPU the checks run the PTX itself")
     torch.manual_seed(0)
     worst = 0.0
     for M, N, K, x_scale in ((1, 301, 4096, 1.0), (3, 77, 1000, 50.0), (1, 512, 14336, 1.0)):
