@@ -76,7 +76,7 @@ add.f32 $0, a, b;
 }"""
 # MATH 2: the same with two chains of two products a half (their sums added in fp32): one rounding fewer in each
 # chain, four instructions more a word (an emulation in fp64 on the CPU, with the output rounded to bf16, put the
-# four-product chains up to 1.19x the lesson's check's tolerance, chains of two 0.92x, the fp32 dots 0.77x)
+# four-product chains up to 1.19x the lesson's check's tolerance, chains of two 0.92x, single products rounded to bf16 and summed in fp32 0.77x)
 WORD_DOT2_PTX = WORD_DOT_PTX.replace(
     """fma.rn.bf16x2 s, d2, $4, s;
 fma.rn.bf16x2 s, d3, $5, s;
