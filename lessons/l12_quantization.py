@@ -2199,11 +2199,8 @@ INT4_PACKED_DOTS = True  # the stream kernels take INT4_DOTS_PTX where int4_dots
 def int4_dots_ptx(x) -> str:
     """The PTX of the stream kernels' packed bf16 dots for x, or "" for the fp32 dots: bf16 x on a GPU of sm_90 or
     later (bf16x2 subtraction; TRITON_HARD_WAY_AS counts) only; the interpreter runs no PTX, and fp16 or fp32 x keep
-    the exact fp32 dots."""
-    env = utils.mode.current()
-    if not (INT4_PACKED_DOTS and x.is_cuda and env.is_gpu and env.capability >= (9, 0)):
-        return ""
-    return INT4_DOTS_PTX if x.dtype == torch.bfloat16 else ""
+    the exact fp32 dots. Where the "mma" kernel's bf16 pairs run (int4_pairs_ptx), these do."""
+    return INT4_DOTS_PTX if INT4_PACKED_DOTS and x.dtype == torch.bfloat16 and int4_pairs_ptx(x) else ""
 
 
 def packed_dots_tolerance(x, w) -> dict:

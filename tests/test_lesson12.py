@@ -2166,8 +2166,8 @@ def _packed_dots_emulated(x, w):
 
     N, K = w.shape
     G = w.group_size
-    zero = w.zero.to(torch.float64).repeat_interleave(G, dim=1)[:, :K]
-    d = L.unpack_int4(w.packed).to(torch.float64)[:, :K] - zero
+    codes = L.unpack_int4(w.packed).to(torch.float64)
+    d = L._dequant_codes(codes, w.zero.to(torch.float64), torch.ones(w.scale.shape, dtype=torch.float64), K)  # q - z
     Kp = -(-K // 8) * 8
     D = torch.zeros(N, Kp, dtype=torch.float64)
     D[:, :K] = d
@@ -2191,8 +2191,8 @@ def _packed_dots_emulated(x, w):
 @pytest.mark.parametrize("group", [32, 128])
 def test_the_packed_dots_roundings_stay_within_the_checks_tolerance(group):
     """What INT4_DOTS_PTX costs in precision, emulated on the CPU (the interpreter runs no PTX): with the output
-    rounded to bf16 it stays within wxa16_tolerance (check_w4a16's) at large and small x, and a chain of four
-    products would not always (sweep l12zd's emulation: up to 1.19x)."""
+    rounded to bf16 it stays within wxa16_tolerance (check_w4a16's) at large and small x, and its error is not
+    negligible either (above a fifth of the tolerance: the emulation rounds)."""
     if utils.mode.current().is_gpu:
         pytest.skip("an emulation on the CPU: on a GPU the checks run the PTX itself")
     torch.manual_seed(0)
