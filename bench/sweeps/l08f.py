@@ -46,7 +46,8 @@ from lessons import l12_quantization as L12  # noqa: E402
 
 ENV = utils.mode.current()
 LINES = []
-BUDGET_S = 240
+BUDGET_S = int(os.environ.get("BUDGET_S", 240))  # seconds for the whole run (a device call allows at most 600)
+ONLY = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")]  # --only=Llama-3.2-1B: that shape alone
 
 
 def say(line=""):
@@ -113,6 +114,10 @@ else:
         + [GS(4, 1024, 1, 3), GS(8, 1024, 1, 3), GS(4, 4096, 4, 2), GS(8, 4096, 4, 2)],
         "pipe": [GS(bn, bk, w, st) for bn in (4, 8) for bk in (512, 1024) for w in (2, 4) for st in (3, 4)],
     }
+    if "--wide" in sys.argv:  # 2026-12-07, s43: the 1B shapes' K = 2048 is two steps of 1024 columns, so more rows a
+        # program, narrower steps and one warp too (l12ze: the int4 gate/up GEMV at Llama-3.2-1B reads 1.2 TB/s)
+        INT4_CANDIDATES["pipe"] = [GS(bn, bk, w, 3) for bn in (4, 8, 16) for bk in (256, 512, 1024) for w in (1, 2, 4)
+                                   if bn * bk <= 8192] + [GS(8, 512, 2, 2), GS(8, 512, 2, 4), GS(4, 1024, 2, 2)]  # fmt: skip
 
 
 def rows_of(args):
@@ -244,6 +249,8 @@ def run_shape(name, args):
 say(f"lesson 08 sweep f ({FORMAT + ' rows' if FORMAT != 'bf16' else 'DECODE_PIPE_SCHEDULES'} in the step) on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, "
     f"torch {torch.__version__}, triton {__import__('triton').__version__}")  # fmt: skip
 for name, args in SHAPES.items():
+    if ONLY and name not in ONLY:
+        continue
     if time.time() - T0 > BUDGET_S - 60:
         say(f"{name}: SKIPPED (time budget)")
         continue
