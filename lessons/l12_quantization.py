@@ -2203,15 +2203,18 @@ def int4_dots_ptx(x) -> str:
     return INT4_DOTS_PTX if INT4_PACKED_DOTS and x.dtype == torch.bfloat16 and int4_pairs_ptx(x) else ""
 
 
-def packed_dots_tolerance(x, w) -> dict:
+def packed_dots_tolerance(x, w, swiglu=False) -> dict:
     """utils.check's tolerance for a result the packed bf16 dots made (an int4 weight, int4_dots_ptx(x) not ""):
     twice bf16's, since each product and each two-term sum is rounded to bf16 before the fp32 sums (on an H100 the
-    fused decode checks' outputs came up to 1.25 times bf16's own tolerance); else {} (the dtype's own)."""
+    fused decode checks' outputs came up to 1.25 times bf16's own tolerance); four times behind SwiGLU (swiglu=True),
+    which multiplies the gate's error by up (an emulation of the roundings on the CPU reached 2.7 times bf16's
+    tolerance there in 120 draws); else {} (the dtype's own)."""
     if not (isinstance(w, Int4Weight) and int4_dots_ptx(x)):
         return {}
-    t = utils.checking.default_tolerance(x.dtype)
-    return dict(atol=2 * t.atol, rtol=2 * t.rtol, reason=f"{t.reason}; the packed bf16 dots (INT4_DOTS_PTX) round "
-                "each product and two-term sum to bf16 as well: twice that")  # fmt: skip
+    t, k = utils.checking.default_tolerance(x.dtype), 4 if swiglu else 2
+    why = "; SwiGLU multiplies the gate's error by up: four times" if swiglu else ": twice that"
+    return dict(atol=k * t.atol, rtol=k * t.rtol, reason=f"{t.reason}; the packed bf16 dots (INT4_DOTS_PTX) round "
+                f"each product and two-term sum to bf16 as well{why}")  # fmt: skip
 
 
 def int4_pairs_ptx(x) -> str:
@@ -3037,8 +3040,9 @@ def check_quantized_decode_gemv(fn, *, quiet=False, **kwargs):
                     out = utils.nan_empty((1, N), dtype)
                 with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
                     got = fn(x, w if kw.get("swiglu") else w_gate, eps=1e-5, out=out, **kw, **kwargs)
+                tol = packed_dots_tolerance(x, w, swiglu=kw.get("swiglu", False))
                 utils.check(got, ref, name=f"fused decode GEMV, {what}, {name} (N={N}, K={K})", quiet=quiet,
-                            suspects=suspects, stray=stray, **packed_dots_tolerance(x, w))  # fmt: skip
+                            suspects=suspects, stray=stray, **tol)  # fmt: skip
 
 
 def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out, schedule, pdl=False):

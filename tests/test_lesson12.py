@@ -2144,16 +2144,21 @@ def test_the_packed_dots_are_taken_only_where_they_run():
 
 
 def test_the_checks_widen_their_tolerance_only_for_the_packed_dots(monkeypatch):
-    """packed_dots_tolerance: {} (bf16's own) where the packed dots do not run (this CPU, an int8 weight); twice
-    bf16's, with its reason, where they would (int4_dots_ptx returning the PTX)."""
-    x = torch.zeros(1, 64, dtype=torch.bfloat16)
-    w4 = L.quantize_int4_ref(torch.randn(8, 64), 32)
-    assert L.packed_dots_tolerance(x, w4) == {}
+    """packed_dots_tolerance: {} (bf16's own) where the packed dots do not run (fp32 x, an int8 weight, this CPU);
+    twice bf16's, with its reason, where they would (int4_dots_ptx returning the PTX), four times behind SwiGLU."""
+    env = utils.mode.current()
+    x = torch.zeros(1, 64, dtype=env.pick(cpu=torch.bfloat16, gpu=env.dtype), device=env.device)
+    w4 = L.quantize_int4_ref(torch.randn(8, 64, device=env.device), 32)
+    assert L.packed_dots_tolerance(x.float(), w4) == {}
+    if not env.is_gpu:
+        assert L.packed_dots_tolerance(x, w4) == {}
     monkeypatch.setattr(L, "int4_dots_ptx", lambda x: L.INT4_DOTS_PTX)
     bf16 = utils.checking.default_tolerance(torch.bfloat16)
-    tol = L.packed_dots_tolerance(x, w4)
+    tol = L.packed_dots_tolerance(x.to(torch.bfloat16), w4)
     assert (tol["atol"], tol["rtol"]) == (2 * bf16.atol, 2 * bf16.rtol) and "packed bf16 dots" in tol["reason"]
-    assert L.packed_dots_tolerance(x, L.quantize_int8_ref(torch.randn(8, 64))) == {}
+    tol = L.packed_dots_tolerance(x.to(torch.bfloat16), w4, swiglu=True)
+    assert (tol["atol"], tol["rtol"]) == (4 * bf16.atol, 4 * bf16.rtol) and "SwiGLU" in tol["reason"]
+    assert L.packed_dots_tolerance(x, L.quantize_int8_ref(torch.randn(8, 64, device=env.device))) == {}
 
 
 def _packed_dots_emulated(x, w):
@@ -2205,6 +2210,33 @@ def test_the_packed_dots_roundings_stay_within_the_checks_tolerance(group):
         tol = L.wxa16_tolerance(x, w, torch.bfloat16)
         worst = max(worst, float(((got - ref).abs() / (tol["atol"] + tol["rtol"] * ref.abs())).max()))
     assert 0.2 < worst < 1.0, f"the packed dots' worst error is {worst:.2f} of the check's tolerance"
+
+
+def test_the_packed_dots_behind_swiglu_stay_within_four_times_bf16s_tolerance():
+    """check_quantized_decode_gemv's gate/up case as the packed dots compute it, emulated on the CPU: rmsnorm(x) in
+    fp32 rounded to bf16 (x's pairs), the dots' roundings, SwiGLU in fp32, the output in bf16. SwiGLU multiplies the
+    gate's error by up, so the error passes twice bf16's tolerance (what packed_dots_tolerance allows the dots alone)
+    but stays within the four times it allows behind SwiGLU; the exact fp32 dots stay far within bf16's own."""
+    if utils.mode.current().is_gpu:
+        pytest.skip("an emulation on the CPU: on a GPU the checks run the PTX itself")
+    bf16 = utils.checking.default_tolerance(torch.bfloat16)
+    N, K = 2501, 2100  # the check's shape on a GPU
+    packed, exact = [], []
+    for seed in range(6):
+        torch.manual_seed(seed)
+        x = torch.randn(1, K).to(torch.bfloat16).double()
+        W = (torch.randn(2 * N, K) / K**0.5).to(torch.bfloat16).float()
+        norm = L.norm_weight(K, torch.float32, "cpu").to(torch.bfloat16).double()
+        h = L.rmsnorm_ref(x, norm, 1e-5)  # fp64
+        for group in (32, 128):
+            w = L.quantize_int4_ref(W, group)
+            ref = L.swiglu_ref(h @ L.dequantize(w, torch.float64).T)
+            for worst, gate_up in ((packed, _packed_dots_emulated(h.to(torch.bfloat16), w)),
+                                   (exact, h @ L.dequantize(w, torch.float64).T)):  # fmt: skip
+                got = L.swiglu_ref(gate_up.float()).to(torch.bfloat16).double()
+                worst.append(float(((got - ref).abs() / (bf16.atol + bf16.rtol * ref.abs())).max()))
+    assert 2 < max(packed) < 4, f"the packed dots behind SwiGLU reach {max(packed):.2f} times bf16's tolerance"
+    assert max(exact) < 0.5, f"the fp32 dots behind SwiGLU reach {max(exact):.2f} times bf16's tolerance"
 
 
 @pytest.mark.parametrize("capability", [80, 75], ids=["A100", "T4"])
