@@ -117,7 +117,8 @@ else:
     if "--wide" in sys.argv:  # 2026-12-07, s43: the 1B shapes' K = 2048 is two steps of 1024 columns, so more rows a
         # program, narrower steps and one warp too (l12ze: the int4 gate/up GEMV at Llama-3.2-1B reads 1.2 TB/s)
         INT4_CANDIDATES["pipe"] = [GS(bn, bk, w, 3) for bn in (4, 8, 16) for bk in (256, 512, 1024) for w in (1, 2, 4)
-                                   if bn * bk <= 8192] + [GS(8, 512, 2, 2), GS(8, 512, 2, 4), GS(4, 1024, 2, 2)]  # fmt: skip
+                                   if bn * bk <= 8192] + [GS(8, 512, 2, 2), GS(8, 512, 2, 4), GS(4, 1024, 2, 2), GS(16, 1024, 2, 3),
+                                   GS(16, 1024, 4, 3), GS(32, 512, 4, 3), GS(32, 256, 2, 3)]  # fmt: skip
 
 
 def rows_of(args):
