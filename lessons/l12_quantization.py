@@ -2813,18 +2813,29 @@ FUSED_INT8_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-2
     (8192, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=3),  # Llama-3.2-1B's gate/up
     (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=4),  # its down
 }
-FUSED_INT4_KERNEL = "pipe"  # with the packed bf16 dots (INT4_DOTS_PTX), results/h100-2026-12-07-s42/sweeps/l12zd.txt:
-# Llama-3-8B's step 2.468 ms with "pipe" against 2.677 with "stream" (bf16 5.491); at TinyLlama's and Llama-3.2-1B's
-# the two within 3 %. With the fp32 dots (results/h100-2026-11-28-s12/sweeps/l12j*.txt) "stream" had been 1.58x bf16
-# at Llama-3.2-1B's shape against 1.51x with "groups" or "pipe"
+# FUSED_INT4_KERNEL: one kind for every shape, or a dict of them by (N, K) as the step calls them, None: every other
+# shape (fused_int4_kernel).
+FUSED_INT4_KERNEL = {
+    None: "pipe",  # with the packed bf16 dots (INT4_DOTS_PTX), results/h100-2026-12-07-s42/sweeps/l12zd.txt:
+    # Llama-3-8B's step 2.468 ms with "pipe" against 2.677 with "stream" (bf16 5.491); at TinyLlama's the two within 3 %
+    # Llama-3.2-1B's five shapes (wo's is TinyLlama's too): "stream" at their own rows, chosen in the step by
+    # bench/sweeps/l08f.py (results/h100-2026-12-07-s43/sweeps/l08f-int4.txt: 0.571 ms against 0.649) and paired in
+    # make bench's rows (results/h100-2026-12-07-s43/bench-12-1b-*: 1.78x bf16 against 1.61x as before, the same H100)
+    **dict.fromkeys([(8192, 2048), (2048, 8192), (3072, 2048), (2048, 2048), (128256, 2048)], "stream"),
+}
 FUSED_INT4_KERNELS = ("groups", "stream", "pipe")
 FUSED_STREAM_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-27-s8/sweeps/l12h.txt, bench/sweeps/l12h.py)
     None: GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),
     (5632, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=3),  # gate/up: and their up rows
     (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=2),  # down
     (2560, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),  # qkv
-    (2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=2),  # wo
+    (2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=3),  # wo (s43's sweep at Llama-3.2-1B)
     (32000, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),  # the LM head
+    # Llama-3.2-1B's (results/h100-2026-12-07-s43/sweeps/l08f-int4.txt, chosen in the step one row at a time)
+    (8192, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=2),  # gate/up
+    (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=3),  # down
+    (3072, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),  # qkv
+    (128256, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),  # the LM head
 }
 
 
@@ -2837,10 +2848,16 @@ FUSED_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s12
 }
 
 
-def fused_int4_kernel() -> str:
-    if FUSED_INT4_KERNEL not in FUSED_INT4_KERNELS:
-        raise ValueError(f"FUSED_INT4_KERNEL must be one of {FUSED_INT4_KERNELS}, got {FUSED_INT4_KERNEL!r}")
-    return FUSED_INT4_KERNEL
+def fused_int4_kernel(N=None, K=None) -> str:
+    """FUSED_INT4_KERNEL's kind for an (N, K) int4 weight: the string, or its row of the dict (None: every other
+    shape); one of FUSED_INT4_KERNELS, else a ValueError."""
+    kind = FUSED_INT4_KERNEL
+    if isinstance(kind, dict):
+        kind = kind.get((N, K), kind.get(None))
+    if kind not in FUSED_INT4_KERNELS:
+        raise ValueError(f"FUSED_INT4_KERNEL must be one of {FUSED_INT4_KERNELS} (or a dict of them by (N, K), None: "
+                         f"every other shape), got {kind!r} for ({N}, {K})")  # fmt: skip
+    return kind
 
 
 def fused_int8_loop(N, K) -> str:
@@ -2858,8 +2875,8 @@ def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
     instead."""
     if utils.mode.current().interpret:
         s = GemvSchedule(min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1)
-    elif bits == 4 and fused_int4_kernel() in ("stream", "pipe"):
-        table = FUSED_STREAM_SCHEDULES if fused_int4_kernel() == "stream" else FUSED_PIPE_SCHEDULES
+    elif bits == 4 and fused_int4_kernel(N, K) in ("stream", "pipe"):
+        table = FUSED_STREAM_SCHEDULES if fused_int4_kernel(N, K) == "stream" else FUSED_PIPE_SCHEDULES
         s = table.get((N, K), table[None])
     elif bits == 8 and fused_int8_loop(N, K) != "prefetch":
         s = FUSED_INT8_PIPE_SCHEDULES.get((N, K), FUSED_INT8_PIPE_SCHEDULES[None])
@@ -2883,10 +2900,11 @@ NO_ROPE = dict(
 )  # the decode kernels' RoPE arguments, for every other projection
 
 
-def _int4_decode_kernel(s, meta, x, kind=None):
-    """The int4 decode kernel of this kind (None: FUSED_INT4_KERNEL's), its loads ahead (gemv_prefetch) and, for the
-    stream kernel, its dots for x (int4_dots_ptx) put into ``meta`` ("pipe" is the stream kernel with PIPE)."""
-    kind = kind or fused_int4_kernel()
+def _int4_decode_kernel(s, meta, x, kind=None, shape=(None, None)):
+    """The int4 decode kernel of this kind (None: FUSED_INT4_KERNEL's for ``shape``, the weight's (N, K) as
+    fused_gemv_schedule takes it), its loads ahead (gemv_prefetch) and, for the stream kernel, its dots for x
+    (int4_dots_ptx) put into ``meta`` ("pipe" is the stream kernel with PIPE)."""
+    kind = kind or fused_int4_kernel(*shape)
     meta.update(gemv_prefetch(kind, s.num_stages))
     if kind == "groups":
         return w4a16_decode_kernel
@@ -2940,8 +2958,9 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
     grid = (triton.cdiv(N, s.BLOCK_N),)
     if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = _int4_words(w)
-        _int4_decode_kernel(s, meta, x)[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps,
-                                           words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
+        kernel = _int4_decode_kernel(s, meta, x, shape=(N, K))
+        kernel[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps, words.stride(0), w.scale.stride(0),
+                     GROUP_SIZE=G, **meta)  # fmt: skip
     else:
         meta.update(gemv_loads(s, fused_int8_loop(N, K)))
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, residual, out, N, K, eps, w.q.stride(0), **meta)
@@ -3094,8 +3113,9 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     grid = (triton.cdiv(pairs, BLOCK_P),)
     if bits == 4:
         words = _int4_words(w)
-        _int4_decode_kernel(s, meta, x)[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps,
-                                           words.stride(0), w.scale.stride(0), GROUP_SIZE=G, **meta)  # fmt: skip
+        kernel = _int4_decode_kernel(s, meta, x, shape=(rows, K))
+        kernel[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps, words.stride(0), w.scale.stride(0),
+                     GROUP_SIZE=G, **meta)  # fmt: skip
     else:
         meta.update(gemv_loads(s, fused_int8_loop(rows, K)))
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, None, out, pairs, K, eps, w.q.stride(0), **meta)

@@ -2113,22 +2113,22 @@ def test_the_packed_bf16_dots_compile_for_sm90_with_fewer_instructions_a_code(tm
 
     if not offline.available():
         pytest.skip("needs Triton's NVIDIA backend and its ptxas")
-    kind = L.FUSED_INT4_KERNEL
-    table = L.FUSED_PIPE_SCHEDULES if kind == "pipe" else L.FUSED_STREAM_SCHEDULES
     pdl = 1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[4])
     shapes = [("gate/up", 5632, 2048, dict(NORM=True, SWIGLU=True)), ("down", 2048, 5632, dict(RESIDUAL=True)),
               ("8B gate/up", 14336, 4096, dict(NORM=True, SWIGLU=True))]  # fmt: skip
     jobs = []
     for _label, N, K, flags in shapes:
+        kind = L.fused_int4_kernel(N, K)
+        table = L.FUSED_PIPE_SCHEDULES if kind == "pipe" else L.FUSED_STREAM_SCHEDULES
         s = table.get((N, K), table[None])
         for dots in ("", L.INT4_DOTS_PTX):
             job = _int4_decode_job(offline, kind, N, K, s, PDL=pdl, **flags)
             job["constexprs"]["DOTS"] = dots
             jobs.append(job)
     compiled = offline.compile_kernels(_kernels_file(tmp_path), jobs)
-    for i, (label, *_rest) in enumerate(shapes):
+    for i, (label, N, K, _flags) in enumerate(shapes):
         fp32, packed = compiled[2 * i], compiled[2 * i + 1]
-        where = f"{kind} decode kernel at {label}"
+        where = f"{L.fused_int4_kernel(N, K)} decode kernel at {label}"
         assert packed.spill_bytes == 0, f"{where}: the packed dots spill {packed.spill_bytes} bytes"
         assert "fma.rn.bf16x2" in packed.ptx and "fma.rn.bf16x2" not in fp32.ptx, f"{where}: DOTS did not switch"
         ratio = packed.loop_instructions / fp32.loop_instructions
@@ -2275,3 +2275,20 @@ def test_the_qkv_rope_decode_kernels_compile_for_an_a100_and_a_t4(tmp_path, capa
         where = f"{job['kernel']} with RoPE for sm_{capability}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
         assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
+
+
+def test_the_int4_decode_kernel_is_chosen_by_shape(monkeypatch):
+    """FUSED_INT4_KERNEL as a dict by (N, K): a shape's own kind, None's for every other shape, and the schedule
+    from that kind's table; a bad kind in the dict is refused, naming the shape."""
+    env = dataclasses.replace(utils.mode.current(), interpret=False)  # the tables, not the interpreter's tiles
+    monkeypatch.setattr(utils.mode, "current", lambda: env)
+    monkeypatch.setattr(L, "FUSED_INT4_KERNEL", {None: "pipe", (8192, 2048): "stream"})
+    assert L.fused_int4_kernel(8192, 2048) == "stream" and L.fused_int4_kernel(14336, 4096) == "pipe"
+    s = L.fused_gemv_schedule(4, 8192, 2048)
+    assert s == L.FUSED_STREAM_SCHEDULES.get((8192, 2048), L.FUSED_STREAM_SCHEDULES[None])
+    assert L.fused_gemv_schedule(4, 14336, 4096) == L.FUSED_PIPE_SCHEDULES.get((14336, 4096),
+                                                                            L.FUSED_PIPE_SCHEDULES[None])  # fmt: skip
+    monkeypatch.setattr(L, "FUSED_INT4_KERNEL", {None: "pipe", (8192, 2048): "streams"})
+    with pytest.raises(ValueError, match=r"FUSED_INT4_KERNEL must be one of .* for \(8192, 2048\)"):
+        L.fused_int4_kernel(8192, 2048)
+    assert L.fused_int4_kernel(1, 1) == "pipe"
