@@ -1493,12 +1493,6 @@ def _x_pairs(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr):
     pair s holding x[8 j + s] in its low half and x[8 j + 4 + s] in its high half, the two columns whose codes one
     LOP3 lifts out of word j together (bits 4 s .. 4 s + 3 and 16 + 4 s ..)."""
     b = xk.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    return _pairs_of_halves(b, GROUPS, WORDS)
-
-
-@triton.jit
-def _pairs_of_halves(b, GROUPS: tl.constexpr, WORDS: tl.constexpr):
-    """BLOCK_K 16-bit numbers (in int32) as _x_pairs's four (GROUPS, WORDS) pairs."""
     lo, hi = tl.split(tl.permute(tl.reshape(b, (GROUPS, WORDS, 2, 4)), (0, 1, 3, 2)))  # x[8j + s], x[8j + 4 + s]
     p = lo | (hi << 16)  # (GROUPS, WORDS, 4)
     e, o = tl.split(tl.reshape(p, (GROUPS, WORDS, 2, 2)))  # s = 2 u + v
@@ -1508,31 +1502,11 @@ def _pairs_of_halves(b, GROUPS: tl.constexpr, WORDS: tl.constexpr):
 
 
 @triton.jit
-def _x_pairs_f16(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr):
-    """_x_pairs in fp16 for INT4_DOTS_F16_PTX, each group's x scaled by a power of two that puts its largest
-    |x| in [256, 512): 4-term sums of 15 * x stay under fp16's 65504, and the scaling is exact. Returns the pairs
-    and each group's inverse power of two (GROUPS,), which the sums are multiplied by with the scale."""
-    xg = tl.reshape(xk, (GROUPS, WORDS * 8))
-    e = (tl.max(tl.abs(xg), axis=1).to(tl.int32, bitcast=True) >> 23) & 0xFF  # the largest's biased exponent
-    e = tl.maximum(e, 9)  # (0 or tiny: any power will do; inf or NaN: e = 255, which they stay)
-    up = ((262 - e) << 23).to(tl.float32, bitcast=True)  # 2**(135 - e)
-    down = ((e - 8) << 23).to(tl.float32, bitcast=True)  # 2**(e - 135)
-    xs = tl.reshape(xg * up[:, None], (GROUPS * WORDS * 8,))
-    b = xs.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    p0, p1, p2, p3 = _pairs_of_halves(b, GROUPS, WORDS)
-    return p0, p1, p2, p3, down
-
-
-@triton.jit
-def _x_for_dots(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr, DOTS: tl.constexpr, F16: tl.constexpr = False):
+def _x_for_dots(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr, DOTS: tl.constexpr):
     """What a step's dots take from x: _x_by_code_and_sum's nine values (DOTS == ""), or _x_pairs's four bf16
-    pairs in the first four places (DOTS: the PTX of INT4_DOTS_PTX; the other five are not used), or with F16
-    (INT4_DOTS_F16_PTX) _x_pairs_f16's four pairs and, in x_sum's place, each group's inverse power of two."""
+    pairs in the first four places (DOTS: the PTX of INT4_DOTS_PTX; the other five are not used)."""
     if DOTS == "":
         x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
-    elif F16:
-        x0, x1, x2, x3, x_sum = _x_pairs_f16(xk, GROUPS, WORDS)
-        x4, x5, x6, x7 = x0, x1, x2, x3
     else:
         x0, x1, x2, x3 = _x_pairs(xk, GROUPS, WORDS)
         x4, x5, x6, x7, x_sum = x0, x1, x2, x3, x0
@@ -1540,20 +1514,16 @@ def _x_for_dots(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr, DOTS: tl.constexp
 
 
 @triton.jit
-def _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS: tl.constexpr, F16: tl.constexpr = False):
+def _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS: tl.constexpr):
     """Σ (q - z) x s over each word of a (BLOCK_N, GROUPS, WORDS) tile: the fp32 dots of _stream_word_sums
-    (DOTS == ""), or the packed bf16 dots of INT4_DOTS_PTX (x0 .. x3: _x_pairs's pairs), times the group's scale;
-    with F16 the fp16 dots of INT4_DOTS_F16_PTX, times the scale and the group's power of two (x_sum)."""
+    (DOTS == ""), or the packed bf16 dots of INT4_DOTS_PTX (x0 .. x3: _x_pairs's pairs), times the group's scale."""
     if DOTS == "":
         return _stream_word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero)
     else:
-        zb = (zero.to(tl.int32) * 65537) | (0x64006400 if F16 else 0x43004300)  # (1024 + z) fp16, (128 + z) bf16
+        zb = (zero.to(tl.int32) * 65537) | 0x43004300  # (128 + z, 128 + z): a bf16 pair
         t = tl.inline_asm_elementwise(DOTS, "=r,r,r,r,r,r,r", [word, x0[None], x1[None], x2[None], x3[None],
                                       zb[:, :, None]], dtype=tl.float32, is_pure=True, pack=1)  # fmt: skip
-        s = scale.to(tl.float32)
-        if F16:
-            s = s * x_sum[None, :]
-        return t * s[:, :, None]
+        return t * scale.to(tl.float32)[:, :, None]
 
 
 @triton.jit
@@ -1582,7 +1552,6 @@ def w4a16_stream_kernel(
     HAS_RESIDUAL: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines this deep (see below)
     DOTS: tl.constexpr = "",  # "": the fp32 dots (_pick); INT4_DOTS_PTX: in bf16 pairs (int4_dots_ptx)
-    DOTS_F16: tl.constexpr = False,  # DOTS is INT4_DOTS_F16_PTX: x in scaled fp16 pairs (int4_dots_meta)
 ):
     # A step is a (BLOCK_N, GROUPS, WORDS) tile of words. Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: when BLOCK_K = 1024 x num_warps, every thread holds the same
@@ -1617,8 +1586,8 @@ def w4a16_stream_kernel(
             scale = tl.load(scale_ptr + s_tile + g0)  # 1-2 bytes a thread: too narrow for cp.async, loaded here
             zero = tl.load(zero_ptr + s_tile + g0)
             xk = tl.load(x_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS, DOTS_F16)
-            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS, DOTS_F16)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
+            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
         first = full  # the step K cuts short, if any, goes through the loop below, masked
     mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
     word_next = tl.load(p_tile + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
@@ -1661,8 +1630,8 @@ def w4a16_stream_kernel(
             z = zero.to(tl.float32)[:, :, None]
             acc += (t - z * x_sum[None]) * scale.to(tl.float32)[:, :, None]  # Σ (q - z) x s, a word at a time
         else:  # the packed bf16 dots (lo and hi unused: compiled away)
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS, DOTS_F16)
-            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS, DOTS_F16)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
+            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
     # -- write back: to the output, or (split-K) to this split's slice of the fp32 partial sums
     y = tl.sum(tl.sum(acc, axis=2), axis=1)
     if HAS_RESIDUAL:  # read and written by this program only, element by element: out may be the residual
@@ -2224,56 +2193,14 @@ and.b32 b, d2, 0xFFFF0000;
 add.f32 t, t, a;
 add.f32 $0, t, b;
 }"""
-# The same dots in fp16 pairs (INT4_DOTS = "f16"): 0x6400 | q is 1024 + q in fp16 (10 mantissa bits: exact), and fp16
-# rounds 8 times finer than bf16. Its range is the price: 4-term sums of 15 x overflow past 65504, so _x_pairs_f16
-# scales each group of x by a power of two (its largest |x| into [256, 512)), which the sums undo with the scale. The
-# two chains of a half are added in fp16 and the halves turned into fp32 by cvt: 4 instructions a word where the bf16
-# dots take 7. In an emulation on the CPU (tests/test_lesson12.py) the fused gate/up check's error is 0.4 times bf16's
-# tolerance (the bf16 dots: 2.7 times). Not yet timed on a GPU: INT4_DOTS stays "bf16" until a sweep says.
-INT4_DOTS_F16_PTX = """{
-.reg .b32 t, d0, d1, d2, d3, s;
-.reg .b16 lo, hi;
-.reg .f32 a, b;
-lop3.b32 d0, $1, 0x000F000F, 0x64006400, 0xEA;
-shr.u32 t, $1, 4;
-lop3.b32 d1, t, 0x000F000F, 0x64006400, 0xEA;
-shr.u32 t, $1, 8;
-lop3.b32 d2, t, 0x000F000F, 0x64006400, 0xEA;
-shr.u32 t, $1, 12;
-lop3.b32 d3, t, 0x000F000F, 0x64006400, 0xEA;
-sub.rn.f16x2 d0, d0, $6;
-sub.rn.f16x2 d1, d1, $6;
-sub.rn.f16x2 d2, d2, $6;
-sub.rn.f16x2 d3, d3, $6;
-mul.rn.f16x2 s, d0, $2;
-fma.rn.f16x2 s, d1, $3, s;
-mul.rn.f16x2 d2, d2, $4;
-fma.rn.f16x2 d2, d3, $5, d2;
-add.rn.f16x2 s, s, d2;
-mov.b32 {lo, hi}, s;
-cvt.f32.f16 a, lo;
-cvt.f32.f16 b, hi;
-add.f32 $0, a, b;
-}"""
 INT4_PACKED_DOTS = True  # the stream kernels take INT4_DOTS_PTX where int4_dots_ptx allows (False: the fp32 dots)
-INT4_DOTS = "bf16"  # the packed dots' pairs: "bf16" (INT4_DOTS_PTX) or "f16" (INT4_DOTS_F16_PTX)
 
 
 def int4_dots_ptx(x) -> str:
     """The PTX of the stream kernels' packed bf16 dots for x, or "" for the fp32 dots: bf16 x on a GPU of sm_90 or
     later (bf16x2 subtraction; TRITON_HARD_WAY_AS counts) only; the interpreter runs no PTX, and fp16 or fp32 x keep
     the exact fp32 dots. Where the "mma" kernel's bf16 pairs run (int4_pairs_ptx), these do."""
-    if not (INT4_PACKED_DOTS and x.dtype == torch.bfloat16 and int4_pairs_ptx(x)):
-        return ""
-    if INT4_DOTS not in ("bf16", "f16"):
-        raise ValueError(f'INT4_DOTS must be "bf16" or "f16", got {INT4_DOTS!r}')
-    return INT4_DOTS_F16_PTX if INT4_DOTS == "f16" else INT4_DOTS_PTX
-
-
-def int4_dots_meta(x) -> dict:
-    """The stream kernels' DOTS and DOTS_F16 for x (int4_dots_ptx)."""
-    ptx = int4_dots_ptx(x)
-    return dict(DOTS=ptx, DOTS_F16=ptx == INT4_DOTS_F16_PTX)
+    return INT4_DOTS_PTX if INT4_PACKED_DOTS and x.dtype == torch.bfloat16 and int4_pairs_ptx(x) else ""
 
 
 def packed_dots_tolerance(x, w, swiglu=False) -> dict:
@@ -2282,7 +2209,7 @@ def packed_dots_tolerance(x, w, swiglu=False) -> dict:
     fused decode checks' outputs came up to 1.25 times bf16's own tolerance); four times behind SwiGLU (swiglu=True),
     which multiplies the gate's error by up (an emulation of the roundings on the CPU reached 2.7 times bf16's
     tolerance there in 120 draws); else {} (the dtype's own)."""
-    if not (isinstance(w, Int4Weight) and int4_dots_ptx(x) == INT4_DOTS_PTX):  # the fp16 dots: bf16's own
+    if not (isinstance(w, Int4Weight) and int4_dots_ptx(x)):
         return {}
     t, k = utils.checking.default_tolerance(x.dtype), 4 if swiglu else 2
     why = "; SwiGLU multiplies the gate's error by up: four times" if swiglu else ": twice that"
@@ -2313,7 +2240,7 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
     if s.kernel in GEMV_KERNELS:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = _int4_words(w)
         kernel = int4_gemv_kernel(s.kernel)
-        dots = int4_dots_meta(x) if kernel is w4a16_stream_kernel else {}
+        dots = {"DOTS": int4_dots_ptx(x)} if kernel is w4a16_stream_kernel else {}
         return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
                             (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
                             BLOCK_K=s.BLOCK_K, **dots)  # fmt: skip
@@ -2602,7 +2529,6 @@ def w4a16_decode_stream_kernel(
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (w4a16_stream_kernel's)
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
     DOTS: tl.constexpr = "",  # as w4a16_stream_kernel's
-    DOTS_F16: tl.constexpr = False,
 ):
     # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: a warp covers 1024 columns, so with BLOCK_K = 1024 x num_warps
@@ -2668,13 +2594,13 @@ def w4a16_decode_stream_kernel(
             if NORM:
                 sq += xk * xk
                 xk = xk * tl.load(norm_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS, DOTS_F16)
-            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS, DOTS_F16)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
+            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
             if TWO:
                 up = tl.load(p_up + g0 * WORDS)
                 scale_up = tl.load(scale_ptr + s_up + g0)
                 zero_up = tl.load(zero_ptr + s_up + g0)
-                acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS, DOTS_F16)
+                acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS)
         g_start = g_full  # the step K cuts short, if any: the loop below, masked
     # -- K loop: the next step's loads on their way while this step's words are used
     for g0 in range(g_start, groups, GROUPS):
@@ -2715,10 +2641,10 @@ def w4a16_decode_stream_kernel(
         if NORM:  # x * norm now; 1/rms, one number for the whole row, multiplies the sums after the loop
             sq += xk * xk
             xk = xk * nk
-        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS, DOTS_F16)
-        acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS, DOTS_F16)
+        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
+        acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
         if TWO:  # the up rows: their own codes, scales and zero points, the same x
-            acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS, DOTS_F16)
+            acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS)
     if PDL == 3:
         gdc_launch_dependents()
     # -- write back: the one reduction across threads, then the groups kernel's epilogues
@@ -2982,7 +2908,7 @@ def _int4_decode_kernel(s, meta, x, kind=None, shape=(None, None)):
     meta.update(gemv_prefetch(kind, s.num_stages))
     if kind == "groups":
         return w4a16_decode_kernel
-    meta.update(int4_dots_meta(x))
+    meta["DOTS"] = int4_dots_ptx(x)
     return w4a16_decode_stream_kernel
 
 
