@@ -48,6 +48,8 @@ ENV = utils.mode.current()
 LINES = []
 BUDGET_S = int(os.environ.get("BUDGET_S", 240))  # seconds for the whole run (a device call allows at most 600)
 ONLY = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")]  # --only=Llama-3.2-1B: that shape alone
+KERNEL = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--kernel=")]  # --int4 --kernel=pipe: that kernel's
+# table swept at every shape, with no comparison of kernels first (s43's --wide "pipe" tiles never ran: "stream" won)
 
 
 def say(line=""):
@@ -178,9 +180,12 @@ def run_shape(name, args):
         if INT8:
             table, where = L12.FUSED_INT8_PIPE_SCHEDULES, "FUSED_INT8_PIPE_SCHEDULES"
         elif INT4:  # the kernel first, the whole step with each: the faster kept, its table swept
-            kernel = L12.FUSED_INT4_KERNEL
+            # the table's kind at this shape's gate/up (FUSED_INT4_KERNEL became a dict by shape in s43); the sweep
+            # then runs the whole step with one kind
+            as_set = L12.fused_int4_kernel(*next(iter(rows_of(args))))
+            kernel = KERNEL[0] if KERNEL else as_set
             for k in L12.FUSED_INT4_KERNELS:
-                if k not in INT4_CANDIDATES or k == saved[2]:
+                if k not in INT4_CANDIDATES or k == as_set or KERNEL:
                     continue
                 L12.FUSED_INT4_KERNEL = k
                 ms = timed(f"kernel {k}", step)
@@ -228,8 +233,8 @@ def run_shape(name, args):
             f"{base:.4f} as set (x{base / final:.3f})") + f"; logits {rel:.1e} from the step as set"
             + ("  <-- FAIL" if rel > 5e-2 else ""))  # fmt: skip
         if final is not None and final < base * 0.995:
-            if INT4 and kernel != saved[2]:
-                say(f"  -> EDIT: FUSED_INT4_KERNEL = {kernel!r}")
+            if INT4 and (kernel != saved[2] or isinstance(saved[2], dict)):
+                say(f"  -> EDIT: FUSED_INT4_KERNEL = {kernel!r}  # at this shape's rows (a dict by shape: their keys)")
             for key, (loop, c) in edits.items():
                 if INT8 and loop == "prefetch":
                     say(f"  -> EDIT: FUSED_INT8_LOOP[{key}] = 'prefetch'  # {rows_of(args)[key]}")
