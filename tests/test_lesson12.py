@@ -2292,3 +2292,30 @@ def test_the_int4_decode_kernel_is_chosen_by_shape(monkeypatch):
     with pytest.raises(ValueError, match=r"FUSED_INT4_KERNEL must be one of .* for \(8192, 2048\)"):
         L.fused_int4_kernel(8192, 2048)
     assert L.fused_int4_kernel(1, 1) == "pipe"
+
+
+@pytest.mark.parametrize("capability", [90, 80, 75], ids=["H100", "A100", "T4"])
+def test_the_stream_rows_for_llama_32_1b_compile_without_spills(tmp_path, capability):
+    """FUSED_INT4_KERNEL sends Llama-3.2-1B's five shapes to the stream kernel, at FUSED_STREAM_SCHEDULES's rows of
+    up to 16 rows a program: each compiles without spills as the step launches it, with the packed bf16 dots on an
+    H100 and the fp32 dots on an A100 and a T4 (fp16 there)."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    shapes = [((8192, 2048), dict(NORM=True, SWIGLU=True)), ((2048, 8192), dict(RESIDUAL=True)),
+              ((3072, 2048), dict(NORM=True, ROPE=True)), ((2048, 2048), dict(RESIDUAL=True)),
+              ((128256, 2048), dict(NORM=True))]  # fmt: skip
+    jobs = []
+    for (N, K), flags in shapes:
+        assert L.fused_int4_kernel(N, K) == "stream", f"({N}, {K}) no longer takes the stream kernel"
+        job = _int4_decode_job(offline, "stream", N, K, L.FUSED_STREAM_SCHEDULES[(N, K)], **flags)
+        if capability >= 90:
+            job["constexprs"]["DOTS"] = L.INT4_DOTS_PTX
+        else:
+            act = "bf16" if capability >= 80 else "fp16"
+            job = dict(job, capability=capability, pointers={k: act if t == "bf16" else t for k, t in
+                                                             job["pointers"].items()})  # fmt: skip
+        jobs.append(job)
+    for ((N, K), _), compiled in zip(shapes, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        assert compiled.spill_bytes == 0, f"the stream kernel at ({N}, {K}) spills {compiled.spill_bytes} bytes"
