@@ -1982,24 +1982,29 @@ def test_fused_int8_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_pa
             assert at["wait"] < at["trigger"] < at["first_store"], f"{where}: the next kernel let launch too early"
 
 
-def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, PDL=0):
+def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, PDL=0,
+                     capability=90, DOTS=""):  # fmt: skip
     """An utils.offline job for the int4 decode kernel of this kind (FUSED_INT4_KERNELS) as _fused_gemv /
-    _fused_qkv_rope launch it (bf16, groups of 128); with ROPE, N counts pairs of rows (TinyLlama's 32 query heads,
-    4 kv heads, D = 64)."""
-    pointers = dict(x_ptr="bf16", packed_ptr="i32", scale_ptr="bf16", zero_ptr="u8", norm_ptr="bf16", res_ptr="bf16",
-                    out_ptr="bf16")  # fmt: skip
+    _fused_qkv_rope launch it (bf16, groups of 128; fp16 for a T4's capability 75, which has no bf16 arithmetic),
+    the stream kernels with the dots DOTS ("": the fp32 dots); with ROPE, N counts pairs of rows (TinyLlama's 32
+    query heads, 4 kv heads, D = 64)."""
+    act = "bf16" if capability >= 80 else "fp16"
+    pointers = dict(x_ptr=act, packed_ptr="i32", scale_ptr=act, zero_ptr="u8", norm_ptr=act, res_ptr=act, out_ptr=act)
     ints = dict(N=N, K=K, eps=1e-5, stride_pn=K // 8, stride_sn=K // 128, H=0, KV=0, stride_ct=0, max_len=0)
     meta = dict(GROUP_SIZE=128, NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
                 HEAD_DIM=2, ROPE=ROPE, PDL=PDL)  # fmt: skip
     kernel = L._int4_decode_kernel(s, meta, torch.empty(1, K), kind).fn.__name__  # its loads ahead, into meta
+    if DOTS:
+        meta["DOTS"] = DOTS
     if ROPE:
         del pointers["res_ptr"]
         meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
-        pointers.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
+        pointers.update(cos_ptr=act, sin_ptr=act, pos_ptr="i32", k_cache_ptr=act, v_cache_ptr=act)
         ints.update(N=N // 2, H=32, KV=4, stride_ct=256, max_len=2048)
     else:
         meta.update(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None)
-    return offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps, num_stages=1)
+    return offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps, num_stages=1,
+                       capability=capability)  # fmt: skip
 
 
 def test_fused_decode_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_path):
@@ -2122,9 +2127,7 @@ def test_the_packed_bf16_dots_compile_for_sm90_with_fewer_instructions_a_code(tm
         table = L.FUSED_PIPE_SCHEDULES if kind == "pipe" else L.FUSED_STREAM_SCHEDULES
         s = table.get((N, K), table[None])
         for dots in ("", L.INT4_DOTS_PTX):
-            job = _int4_decode_job(offline, kind, N, K, s, PDL=pdl, **flags)
-            job["constexprs"]["DOTS"] = dots
-            jobs.append(job)
+            jobs.append(_int4_decode_job(offline, kind, N, K, s, PDL=pdl, DOTS=dots, **flags))
     compiled = offline.compile_kernels(_kernels_file(tmp_path), jobs)
     for i, (label, N, K, _flags) in enumerate(shapes):
         fp32, packed = compiled[2 * i], compiled[2 * i + 1]
@@ -2230,9 +2233,9 @@ def test_the_packed_dots_behind_swiglu_stay_within_four_times_bf16s_tolerance():
         h = L.rmsnorm_ref(x, norm, 1e-5)  # fp64
         for group in (32, 128):
             w = L.quantize_int4_ref(W, group)
-            ref = L.swiglu_ref(h @ L.dequantize(w, torch.float64).T)
-            for worst, gate_up in ((packed, _packed_dots_emulated(h.to(torch.bfloat16), w)),
-                                   (exact, h @ L.dequantize(w, torch.float64).T)):  # fmt: skip
+            gate_up_ref = h @ L.dequantize(w, torch.float64).T  # fp64: the exact dots
+            ref = L.swiglu_ref(gate_up_ref)
+            for worst, gate_up in ((packed, _packed_dots_emulated(h.to(torch.bfloat16), w)), (exact, gate_up_ref)):
                 got = L.swiglu_ref(gate_up.float()).to(torch.bfloat16).double()
                 worst.append(float(((got - ref).abs() / (bf16.atol + bf16.rtol * ref.abs())).max()))
     assert 2 < max(packed) < 4, f"the packed dots behind SwiGLU reach {max(packed):.2f} times bf16's tolerance"
@@ -2250,10 +2253,7 @@ def test_the_stream_decode_kernel_compiles_for_an_a100_and_a_t4(tmp_path, capabi
     jobs = []
     for N, K, flags in ((5632, 2048, dict(NORM=True, SWIGLU=True)), (2560, 2048, dict(NORM=True, ROPE=True))):
         s = L.FUSED_STREAM_SCHEDULES.get((N, K), L.FUSED_STREAM_SCHEDULES[None])
-        job = _int4_decode_job(offline, "stream", N, K, s, **flags)
-        act = "bf16" if capability >= 80 else "fp16"
-        jobs.append(dict(job, capability=capability, pointers={k: act if t == "bf16" else t for k, t in
-                                                                job["pointers"].items()}))  # fmt: skip
+        jobs.append(_int4_decode_job(offline, "stream", N, K, s, capability=capability, **flags))
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         where = f"{job['kernel']} at N={job['ints']['N']}, K={job['ints']['K']} for sm_{capability}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
@@ -2309,13 +2309,8 @@ def test_the_stream_rows_for_llama_32_1b_compile_without_spills(tmp_path, capabi
     jobs = []
     for (N, K), flags in shapes:
         assert L.fused_int4_kernel(N, K) == "stream", f"({N}, {K}) no longer takes the stream kernel"
-        job = _int4_decode_job(offline, "stream", N, K, L.FUSED_STREAM_SCHEDULES[(N, K)], **flags)
-        if capability >= 90:
-            job["constexprs"]["DOTS"] = L.INT4_DOTS_PTX
-        else:
-            act = "bf16" if capability >= 80 else "fp16"
-            job = dict(job, capability=capability, pointers={k: act if t == "bf16" else t for k, t in
-                                                             job["pointers"].items()})  # fmt: skip
-        jobs.append(job)
+        dots = L.INT4_DOTS_PTX if capability >= 90 else ""  # where int4_dots_ptx takes them (sm_90, bf16)
+        jobs.append(_int4_decode_job(offline, "stream", N, K, L.FUSED_STREAM_SCHEDULES[(N, K)], capability=capability,
+                                     DOTS=dots, **flags))  # fmt: skip
     for ((N, K), _), compiled in zip(shapes, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         assert compiled.spill_bytes == 0, f"the stream kernel at ({N}, {K}) spills {compiled.spill_bytes} bytes"
