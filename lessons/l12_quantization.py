@@ -2870,9 +2870,9 @@ def fused_int8_loop(N, K) -> str:
 
 
 def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
-    """FUSED_GEMV_SCHEDULES's row for a (bits, N, K) weight (int4 with FUSED_INT4_KERNEL = "stream":
-    FUSED_STREAM_SCHEDULES's); under the interpreter, which runs the programs one after another, a few large blocks
-    instead."""
+    """FUSED_GEMV_SCHEDULES's row for a (bits, N, K) weight (int4 where fused_int4_kernel(N, K) is "stream" or
+    "pipe": FUSED_STREAM_SCHEDULES's or FUSED_PIPE_SCHEDULES's); under the interpreter, which runs the programs one
+    after another, a few large blocks instead."""
     if utils.mode.current().interpret:
         s = GemvSchedule(min(64, triton.next_power_of_2(max(N, 1))), min(128, triton.next_power_of_2(max(K, 1))), 4, 1)
     elif bits == 4 and fused_int4_kernel(N, K) in ("stream", "pipe"):
