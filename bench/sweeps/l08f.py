@@ -184,8 +184,8 @@ def run_shape(name, args):
             # then runs the whole step with one kind
             as_set = L12.fused_int4_kernel(*next(iter(rows_of(args))))
             kernel = KERNEL[0] if KERNEL else as_set
-            for k in L12.FUSED_INT4_KERNELS:
-                if k not in INT4_CANDIDATES or k == as_set or KERNEL:
+            for k in [] if KERNEL else L12.FUSED_INT4_KERNELS:
+                if k not in INT4_CANDIDATES or k == as_set:
                     continue
                 L12.FUSED_INT4_KERNEL = k
                 ms = timed(f"kernel {k}", step)
@@ -233,8 +233,12 @@ def run_shape(name, args):
             f"{base:.4f} as set (x{base / final:.3f})") + f"; logits {rel:.1e} from the step as set"
             + ("  <-- FAIL" if rel > 5e-2 else ""))  # fmt: skip
         if final is not None and final < base * 0.995:
-            if INT4 and (kernel != saved[2] or isinstance(saved[2], dict)):
-                say(f"  -> EDIT: FUSED_INT4_KERNEL = {kernel!r}  # at this shape's rows (a dict by shape: their keys)")
+            if INT4 and isinstance(saved[2], dict):  # the kind at this shape's rows only (l12zf runs these lines)
+                for key in rows_of(args):
+                    if saved[2].get(key, saved[2].get(None)) != kernel:
+                        say(f"  -> EDIT: FUSED_INT4_KERNEL[{key}] = {kernel!r}  # {rows_of(args)[key]}")
+            elif INT4 and kernel != saved[2]:
+                say(f"  -> EDIT: FUSED_INT4_KERNEL = {kernel!r}")
             for key, (loop, c) in edits.items():
                 if INT8 and loop == "prefetch":
                     say(f"  -> EDIT: FUSED_INT8_LOOP[{key}] = 'prefetch'  # {rows_of(args)[key]}")

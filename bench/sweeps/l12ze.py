@@ -51,7 +51,7 @@ def decoder(model):
     return dec
 
 
-def profile(dec, tag):
+def profile(dec, tag, n_layers):
     from torch.profiler import ProfilerActivity, profile
 
     def step():
@@ -87,7 +87,7 @@ def profile(dec, tag):
         sums[short][0] += 1
         sums[short][1] += e["dur"]
         end = max(end or 0.0, e["ts"] + e["dur"])
-    per_layer = max(1, (len(last) - 8) // model_args.n_layers)
+    per_layer = max(1, (len(last) - 8) // n_layers)
     say(f"  the first {3 + 2 * per_layer} kernels (the fill, the embedding, two layers) and the last 7:")
     for line in lines[: 3 + 2 * per_layer] + ["    ..."] + lines[-7:]:
         say(line)
@@ -127,7 +127,7 @@ for shape in shapes:
         say(f"-- {shape} {fmt}: the step {ms:.4f} ms ({bf16_ms / ms:.2f}x bf16); {nbytes / 1e6:.0f} MB of weights "
             f"and cache, a copy of them {copy:.4f} ms ({100 * copy / ms:.1f}% of the step)")  # fmt: skip
         if GPU:
-            profile(dec, f"{shape}_{fmt}")
+            profile(dec, f"{shape}_{fmt}", model_args.n_layers)
         if fmt != "bf16":
             model.decoders.clear()
             del model

@@ -46,27 +46,14 @@ else:
 
 
 def variants():
-    """(label, a function that sets the switch and returns a function that puts it back)."""
-
-    def setting(module, name, value):
-        def apply():
-            was = getattr(module, name)
-            setattr(module, name, value)
-            return lambda: setattr(module, name, was)
-
-        return apply
-
-    def pdl(trigger):
-        return setting(L12, "QUANTIZED_PDL", {**L12.QUANTIZED_PDL, 4: trigger})
-
-    def fusions(**changes):
-        return setting(L8, "DECODE_FUSIONS", L8.DECODE_FUSIONS._replace(**changes))
-
-    out = [(f"QUANTIZED_PDL[4] = {t!r}", pdl(t)) for t in (*L8.PDL_TRIGGERS, False) if t != L12.QUANTIZED_PDL[4]]
-    out += [(f'attention "ticket", n_splits {n}', fusions(attention="ticket", n_splits=n)) for n in (None, 4, 8, 16)]
-    out += [("attention_pdl False", fusions(attention_pdl=False))]
-    out += [(f"USE_TMA_DECODE_ATTENTION = {not L8.USE_TMA_DECODE_ATTENTION}",
-             setting(L8, "USE_TMA_DECODE_ATTENTION", not L8.USE_TMA_DECODE_ATTENTION))]  # fmt: skip
+    """(label, module, name, value): each variant is one module-level switch set to value."""
+    out = [(f"QUANTIZED_PDL[4] = {t!r}", L12, "QUANTIZED_PDL", {**L12.QUANTIZED_PDL, 4: t})
+           for t in (*L8.PDL_TRIGGERS, False) if t != L12.QUANTIZED_PDL[4]]  # fmt: skip
+    out += [(f'attention "ticket", n_splits {n}', L8, "DECODE_FUSIONS",
+             L8.DECODE_FUSIONS._replace(attention="ticket", n_splits=n)) for n in (None, 4, 8, 16)]  # fmt: skip
+    out += [("attention_pdl False", L8, "DECODE_FUSIONS", L8.DECODE_FUSIONS._replace(attention_pdl=False))]
+    tma = not L8.USE_TMA_DECODE_ATTENTION
+    out += [(f"USE_TMA_DECODE_ATTENTION = {tma}", L8, "USE_TMA_DECODE_ATTENTION", tma)]
     return out
 
 
@@ -87,24 +74,23 @@ def run_shape(name, shape):
     ref = step().float().clone()
     say(f"== {name}: the int4 step as set (FUSED_INT4_KERNEL at its shapes, QUANTIZED_PDL[4] "
         f"{L12.QUANTIZED_PDL[4]!r}, {L8.DECODE_FUSIONS})")  # fmt: skip
-    for label, apply in variants():
-        undo = apply()
+    for label, module, name, value in variants():
+        was = getattr(module, name)
         try:
+            setattr(module, name, value)
             got = step().float()
             rel = float((got - ref).norm() / ref.norm())
             if rel > 5e-2:
                 say(f"  {label:44s} | FAIL: logits {rel:.1e} from the step as set")
                 continue
             times = []
-            for _ in range(ROUNDS):
-                undo()
+            for _ in range(ROUNDS):  # the step as set, the variant, the step as set again
+                setattr(module, name, was)
                 before = gtime(step)
-                undo = apply()
+                setattr(module, name, value)
                 ms = gtime(step)
-                undo()
-                after = gtime(step)
-                undo = apply()
-                times.append((before, ms, after))
+                setattr(module, name, was)
+                times.append((before, ms, gtime(step)))
             if CPU:
                 say(f"  {label:44s} | ran; logits {rel:.1e}")
             else:
@@ -112,11 +98,10 @@ def run_shape(name, shape):
                                  for b, ms, a in times)  # fmt: skip
                 say(f"  {label:44s} | {line}; logits {rel:.1e}")
         except Exception as e:  # noqa: BLE001
-            say(
-                f"  {label:44s} | ERROR {type(e).__name__}: {str(e).strip().splitlines()[0][:150] if str(e).strip() else ''}"
-            )
+            first = str(e).strip().splitlines()[0][:150] if str(e).strip() else ""
+            say(f"  {label:44s} | ERROR {type(e).__name__}: {first}")
         finally:
-            undo()
+            setattr(module, name, was)
     say(f"  ({time.time() - T0:.0f} s)")
     if not CPU:
         torch.cuda.empty_cache()
