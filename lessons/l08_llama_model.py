@@ -2325,7 +2325,12 @@ def decode_attention_fused_kernel(
     CHUNK_S: tl.constexpr,
     ONE_PASS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    PDL: tl.constexpr = 0,  # launched early, as decode_attention_kernel: the next kernel may launch at once
 ):
+    if PDL == 1:
+        gdc_launch_dependents()
+    if PDL > 0:  # q, the caches, the lengths and the tickets belong to the kernels before
+        gdc_wait()
     # -- decode_attention_kernel, line for line, up to its partial result
     b = tl.program_id(0) // KV
     kv_h = tl.program_id(0) % KV
@@ -2425,11 +2430,12 @@ def decode_attention_fused(
     """decode_attention in one launch. variant "ticket": the splits of decode_split (or n_splits), the last split
     of each (sequence, kv head) to finish combines the partials; "one-pass": one split a (sequence, kv head),
     normalised where it is computed (few programs: for short caches). "split+combine": decode_attention's two
-    launches."""
+    launches. pdl: launched early, the next kernel let launch at once (as decode_attention's kernels)."""
     if variant not in ATTENTION_VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(ATTENTION_VARIANTS)}, got {variant!r}")
-    if variant == "split+combine":  # pdl: launched early (the one-launch variants are launched in order)
+    if variant == "split+combine":
         return decode_attention(q, k_cache, v_cache, lengths, out=out, n_splits=n_splits, schedule=schedule, pdl=pdl)
+    early = _attention_pdl(pdl)
     utils.require(q, "q", dtype=FLOATS, ndim=3)
     B, H, D = q.shape
     _require_cache(k_cache, v_cache, B, D, q.dtype)
@@ -2489,6 +2495,7 @@ def decode_attention_fused(
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=s.num_warps,
         num_stages=1 if q.dtype == torch.float32 else s.num_stages,
+        **early,
     )
     return out
 
@@ -2501,7 +2508,7 @@ class DecodeFusions(NamedTuple):
     n_splits: int | None = None  # "ticket": splits per (sequence, kv head); None: decode_split's
     pdl: bool | str = False  # batch 1: the GEMVs launched early (Hopper and newer), the next let launch at pdl
     # (one of PDL_TRIGGERS; True: "start")
-    attention_pdl: bool = False  # "split+combine": both attention kernels launched early too (every batch size)
+    attention_pdl: bool = False  # the attention kernels (one or two) launched early too (every batch size)
 
 
 # ---- the decode step's fusions: the sweep (bench/sweeps/l08b.py) prints the winner to put here. On an H100

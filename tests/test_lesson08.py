@@ -1620,6 +1620,7 @@ FUSIONS = [
     L.DecodeFusions(rope_in_qkv=True, attention="one-pass"),
     L.DecodeFusions(rope_in_qkv=True, attention="split+combine", pdl=True),  # the GEMVs launched early (a GPU's)
     L.DecodeFusions(rope_in_qkv=True, attention="split+combine", pdl="after loop", attention_pdl=True),
+    L.DecodeFusions(rope_in_qkv=True, attention="ticket", pdl="after loop", attention_pdl=True),
 ]
 
 
@@ -1674,6 +1675,10 @@ def test_fused_decode_refusals():
         "an unknown variant": (lambda: L.decode_attention_fused(q, k, v, lengths, variant="fast"), "variant"),
         "zero splits": (lambda: L.decode_attention_fused(q, k, v, lengths, n_splits=0), "n_splits"),
         "int64 lengths": (lambda: L.decode_attention_fused(q, k, v, lengths.long()), "lengths"),
+        "the ticket let the next launch after its loop": (
+            lambda: L.decode_attention_fused(q, k, v, lengths, pdl="after loop"),
+            "pdl",
+        ),
     }
     for _what, (call, message) in cases.items():
         with pytest.raises((ValueError, TypeError), match=message):
@@ -1891,11 +1896,12 @@ def test_pdl_launch_asks_only_where_the_gpu_has_it(monkeypatch):
 
 
 @pytest.mark.skipif(not ENV.is_gpu, reason="programmatic dependent launch needs a GPU")
-def test_launching_early_changes_no_bit():
+@pytest.mark.parametrize("attention", ["split+combine", "ticket"])
+def test_launching_early_changes_no_bit(attention):
     """A TinyLlama-like model (2 layers, random bf16 weights; fp16 without bf16), batch 1, 24 decode steps replayed
-    from a CUDA graph with the GEMVs and the attention kernels launched early (each of PDL_TRIGGERS) and in order:
-    the same logits and caches, bit for bit. A GEMV that read x before its wait would read the layer before's x
-    half written."""
+    from a CUDA graph with the GEMVs and the attention kernels (two launches, or the ticket's one) launched early
+    (each of PDL_TRIGGERS) and in order: the same logits and caches, bit for bit. A GEMV that read x before its wait
+    would read the layer before's x half written; a ticket kernel that read q before its wait, the layer before's q."""
     cfg = dict(model_type="llama", vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=2,
                num_attention_heads=32, num_key_value_heads=4, rms_norm_eps=1e-5, rope_theta=10000.0,
                max_position_embeddings=2048, tie_word_embeddings=False)  # fmt: skip
@@ -1906,7 +1912,7 @@ def test_launching_early_changes_no_bit():
     saved = L.DECODE_FUSIONS
     try:
         for pdl in (False, *L.PDL_TRIGGERS):
-            L.DECODE_FUSIONS = saved._replace(pdl=pdl, attention_pdl=bool(pdl))
+            L.DECODE_FUSIONS = saved._replace(pdl=pdl, attention=attention, attention_pdl=bool(pdl))
             cache = L.new_cache(model, 1, 40)
             L.prefill(model, ids[:, :16], cache)
             pos = torch.full((1,), 16, dtype=torch.int32, device=ENV.device)

@@ -10,7 +10,10 @@ below changes one switch of the int4 step; the step is replayed from a CUDA grap
 repetition) in rounds, the step as set timed before and after each variant, so that a drift of the machine shows as
 the two as-set timings apart. Variants:
   - QUANTIZED_PDL[4]: each of lesson 08's PDL_TRIGGERS, and False (no early launch);
-  - DECODE_FUSIONS.attention "ticket" (one launch: the last split of a head combines) at n_splits None, 4, 8, 16;
+  - DECODE_FUSIONS.attention "ticket" (one launch: the last split of a head combines) at n_splits None, 4, 8, 16,
+    launched early as the step's attention_pdl says (session 44: the ticket kernel takes PDL too; session 6's
+    l08b timed it launched in order, 3-20 % slower than two launches), and "one-pass" (one split a kv head);
+  - "split+combine" at n_splits 4, 8, 16 (None: decode_split's);
   - DECODE_FUSIONS.attention_pdl False;
   - USE_TMA_DECODE_ATTENTION flipped.
 Every variant's logits against the step as set (the same math: a change past 5e-2 is a FAIL, not a timing).
@@ -51,6 +54,9 @@ def variants():
            for t in (*L8.PDL_TRIGGERS, False) if t != L12.QUANTIZED_PDL[4]]  # fmt: skip
     out += [(f'attention "ticket", n_splits {n}', L8, "DECODE_FUSIONS",
              L8.DECODE_FUSIONS._replace(attention="ticket", n_splits=n)) for n in (None, 4, 8, 16)]  # fmt: skip
+    out += [('attention "one-pass"', L8, "DECODE_FUSIONS", L8.DECODE_FUSIONS._replace(attention="one-pass"))]
+    out += [(f'attention "split+combine", n_splits {n}', L8, "DECODE_FUSIONS",
+             L8.DECODE_FUSIONS._replace(attention="split+combine", n_splits=n)) for n in (4, 8, 16)]  # fmt: skip
     out += [("attention_pdl False", L8, "DECODE_FUSIONS", L8.DECODE_FUSIONS._replace(attention_pdl=False))]
     tma = not L8.USE_TMA_DECODE_ATTENTION
     out += [(f"USE_TMA_DECODE_ATTENTION = {tma}", L8, "USE_TMA_DECODE_ATTENTION", tma)]
