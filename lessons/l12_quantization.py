@@ -1502,15 +1502,61 @@ def _x_pairs(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr):
 
 
 @triton.jit
-def _x_for_dots(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr, DOTS: tl.constexpr):
+def _pair_sum(p):
+    """The sum of a bf16 pair's two numbers, in fp32 (bf16 is fp32's high half: exact)."""
+    return (p << 16).to(tl.float32, bitcast=True) + (p & -65536).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _x_for_dots(xk, GROUPS: tl.constexpr, WORDS: tl.constexpr, DOTS: tl.constexpr, MMA: tl.constexpr = False):
     """What a step's dots take from x: _x_by_code_and_sum's nine values (DOTS == ""), or _x_pairs's four bf16
-    pairs in the first four places (DOTS: the PTX of INT4_DOTS_PTX; the other five are not used)."""
+    pairs in the first four places (DOTS: the PTX of INT4_DOTS_PTX; the other five are not used), with MMA
+    (INT4_MMA_PTX) and Σ x over each word's eight columns, of x rounded to bf16 as the MMAs take it, last."""
     if DOTS == "":
         x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_by_code_and_sum(xk, GROUPS, WORDS)
     else:
         x0, x1, x2, x3 = _x_pairs(xk, GROUPS, WORDS)
         x4, x5, x6, x7, x_sum = x0, x1, x2, x3, x0
+        if MMA:
+            x_sum = _pair_sum(x0) + _pair_sum(x1) + _pair_sum(x2) + _pair_sum(x3)
     return x0, x1, x2, x3, x4, x5, x6, x7, x_sum
+
+
+@triton.jit
+def _quarters(t):
+    """A (ROWS, GROUPS, WORDS) tile as four (ROWS, GROUPS, WORDS // 4): each thread's four words along K, one in
+    each (the stream kernel's threads hold four words, 16 bytes, of a row: a reshape and two splits in the thread)."""
+    a, b = tl.split(tl.reshape(t, (t.shape[0], t.shape[1], t.shape[2] // 4, 2, 2)))
+    t0, t2 = tl.split(a)
+    t1, t3 = tl.split(b)
+    return t0, t1, t2, t3
+
+
+@triton.jit
+def _mma_word_sums(word, other, x0, x1, x2, x3, x_sum, scale, zero, scale_o, zero_o, DOTS: tl.constexpr):
+    """INT4_MMA_PTX over two (HALF, GROUPS, WORDS) tiles of words that share x (two sets of rows): each tile's
+    Σ (q - z) x s, (HALF, GROUPS, WORDS // 4), a sum a thread. The MMAs give Σ (128 + q) x over the four threads
+    that hold a group's words, in one thread of the four (the other three give 0); each thread then takes
+    (128 + z) Σ x over its own words away, so that the sums over the group's threads come out right."""
+    w0, w1, w2, w3 = _quarters(word)
+    o0, o1, o2, o3 = _quarters(other)
+    b01 = (x0.to(tl.uint32).to(tl.uint64) | (x1.to(tl.uint32).to(tl.uint64) << 32)).to(tl.int64, bitcast=True)
+    b23 = (x2.to(tl.uint32).to(tl.uint64) | (x3.to(tl.uint32).to(tl.uint64) << 32)).to(tl.int64, bitcast=True)
+    p0, p1, p2, p3 = _quarters(b01[None])  # pairs 0 and 1 (codes 0, 4 and 1, 5) of each of the four words
+    q0, q1, q2, q3 = _quarters(b23[None])  # pairs 2 and 3
+    t, t_o = tl.inline_asm_elementwise(
+        DOTS,
+        "=r,=r,r,r,r,r,r,r,r,r,l,l,l,l,l,l,l,l",  # two sums; 4 + 4 words, 8 x 2 pairs of x
+        [w0, w1, w2, w3, o0, o1, o2, o3, p0, q0, p1, q1, p2, q2, p3, q3],
+        dtype=(tl.float32, tl.float32),
+        is_pure=True,
+        pack=1,
+    )  # fmt: skip
+    s0, s1, s2, s3 = _quarters(x_sum[None])
+    xs = s0 + s1 + s2 + s3
+    z = zero.to(tl.float32)[:, :, None] + 128.0
+    z_o = zero_o.to(tl.float32)[:, :, None] + 128.0
+    return (t - z * xs) * scale.to(tl.float32)[:, :, None], (t_o - z_o * xs) * scale_o.to(tl.float32)[:, :, None]
 
 
 @triton.jit
@@ -2196,6 +2242,46 @@ add.f32 $0, t, b;
 INT4_PACKED_DOTS = True  # the stream kernels take INT4_DOTS_PTX where int4_dots_ptx allows (False: the fp32 dots)
 
 
+# The decode kernel's dots on the tensor cores (MMA), for bf16 x. An m16n8k16 MMA takes from each thread (lane
+# 4 m + c) four pairs of A: two at row m, two at row m + 8, in the columns of k that lane c of every group of four
+# holds, and two pairs of B's column m in the same columns of k. So D[m, m] pairs each thread of group m with
+# itself, summed over the four. Each thread puts the pairs of its word of row a at A's row m, the same word of row
+# b (a second row, which shares x) at row m + 8, and its x at B's column m: D[m, m] is then row a's sum over the
+# four threads' words, D[m + 8, m] row b's. The other 112 numbers of D pair one group of threads' codes with another
+# group's x and are thrown away: the MMA costs one instruction either way. A word's four pairs (codes s and s + 4,
+# lifted by one LOP3 each as INT4_DOTS_PTX lifts them: 128 + q in bf16, exact) and x's pairs (_x_pairs) take two
+# MMAs; the products are exact and the sums fp32 (no bf16 rounding), the 128 comes off outside as (128 + z) Σ x.
+# D[m, m] sits in lane 4 m + m // 2, in d0 (m even) or d1; D[m + 8, m] in d2 or d3: that thread returns them, the
+# others 0. A group of four threads must hold the same rows and one group's words (tests/test_lesson12.py looks).
+def int4_mma_ptx(words: int) -> str:
+    """The PTX of the MMA dots over ``words`` words a thread of two rows: operands $0, $1 the two rows' sums (fp32,
+    in one thread of four); $2 .. the words of row a, then of row b, then each word's x pairs two by two (64 bits:
+    B's two registers side by side, as the MMA takes them)."""
+    a, b, x = 2, 2 + words, 2 + 2 * words
+    lines = ["{", ".reg .b32 t, a0, a1, a2, a3, l, s, b0, b1;", ".reg .f32 z, d0, d1, d2, d3;",
+             ".reg .pred mine, odd;", "mov.f32 z, 0f00000000;"]  # fmt: skip
+    for i in range(words):
+        for step, (lo, hi) in enumerate(((0, 4), (8, 12))):  # codes (s, s + 4) for s = 0, 1, then s = 2, 3
+            for reg, word, shift in (("a0", a + i, lo), ("a1", b + i, lo), ("a2", a + i, hi), ("a3", b + i, hi)):
+                if shift:
+                    lines.append(f"shr.u32 t, ${word}, {shift};")
+                lines.append(f"lop3.b32 {reg}, {'t' if shift else f'${word}'}, 0x000F000F, 0x43004300, 0xEA;")
+            c = "z, z, z, z" if i == 0 and step == 0 else "d0, d1, d2, d3"
+            lines.append(f"mov.b64 {{b0, b1}}, ${x + 2 * i + step};")
+            lines.append(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{d0, d1, d2, d3}}, {{a0, a1, a2, a3}}, "
+                         f"{{b0, b1}}, {{{c}}};")  # fmt: skip
+    lines += [  # lane 4 m + c keeps D[m, m] and D[m + 8, m] where c == m // 2
+        "mov.u32 l, %laneid;", "shr.u32 t, l, 3;", "and.b32 s, l, 3;", "setp.eq.u32 mine, t, s;",
+        "and.b32 s, l, 4;", "setp.ne.u32 odd, s, 0;", "selp.f32 d0, d1, d0, odd;", "selp.f32 d2, d3, d2, odd;",
+        "selp.f32 $0, d0, z, mine;", "selp.f32 $1, d2, z, mine;", "}",
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
+INT4_MMA_PTX = int4_mma_ptx(4)  # a thread's four words (16 bytes) of each row, as the stream kernel loads them
+INT4_DOTS = "mma"  # the decode kernels' dots on an H100 with bf16: "mma" (INT4_MMA_PTX, where it applies), "pairs"
+
+
 def int4_dots_ptx(x) -> str:
     """The PTX of the stream kernels' packed bf16 dots for x, or "" for the fp32 dots: bf16 x on a GPU of sm_90 or
     later (bf16x2 subtraction; TRITON_HARD_WAY_AS counts) only; the interpreter runs no PTX, and fp16 or fp32 x keep
@@ -2528,7 +2614,8 @@ def w4a16_decode_stream_kernel(
     ROPE: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (w4a16_stream_kernel's)
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
-    DOTS: tl.constexpr = "",  # as w4a16_stream_kernel's
+    DOTS: tl.constexpr = "",  # as w4a16_stream_kernel's, or INT4_MMA_PTX (with MMA)
+    MMA: tl.constexpr = False,  # DOTS is INT4_MMA_PTX: the dots on the tensor cores, two sets of rows at a time
 ):
     # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: a warp covers 1024 columns, so with BLOCK_K = 1024 x num_warps
@@ -2542,9 +2629,11 @@ def w4a16_decode_stream_kernel(
         gdc_launch_dependents()
     GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
     TWO: tl.constexpr = SWIGLU or ROPE  # a second set of rows: SwiGLU's up rows, RoPE's partners
+    PAIRED: tl.constexpr = TWO or MMA  # MMA without TWO: the block's rows in two halves, the second half "up"
+    HALF: tl.constexpr = BLOCK_N // 2 if MMA and not TWO else BLOCK_N  # rows in each set
     WORDS: tl.constexpr = GROUP_SIZE // 8
     # -- map program id to BLOCK_N rows of W (and their up rows or RoPE partners), as w4a16_decode_kernel
-    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, HALF)
     keep = offs_n < N
     offs_g = tl.arange(0, GROUPS)
     offs_k = tl.arange(0, BLOCK_K)
@@ -2555,15 +2644,18 @@ def w4a16_decode_stream_kernel(
         i = offs_n % (HEAD_DIM // 2)
         gate = ((rows // (HEAD_DIM // 2)) * HEAD_DIM + rows % (HEAD_DIM // 2)).to(tl.int64)
         up_rows = gate + HEAD_DIM // 2
-    else:
+    elif TWO:
         gate, up_rows = rows.to(tl.int64), (rows + N).to(tl.int64)
+    else:  # (MMA) the second half's rows; a row past N reads row N - 1 under the first half's masks, never stored
+        gate, up_rows = rows.to(tl.int64), tl.minimum(offs_n + HALF, N - 1).to(tl.int64)
     words = offs_g[None, :, None] * WORDS + tl.arange(0, WORDS)[None, None, :]
-    p_gate = packed_ptr + gate[:, None, None] * stride_pn + words  # (BLOCK_N, GROUPS, WORDS) words a step
+    p_gate = packed_ptr + gate[:, None, None] * stride_pn + words  # (HALF, GROUPS, WORDS) words a step
     p_up = packed_ptr + up_rows[:, None, None] * stride_pn + words
-    s_gate = gate[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
+    s_gate = gate[:, None] * stride_sn + offs_g[None, :]  # (HALF, GROUPS): a scale and zero point a group
     s_up = up_rows[:, None] * stride_sn + offs_g[None, :]
-    acc = tl.zeros((BLOCK_N, GROUPS, WORDS), tl.float32)  # a sum a word: reduced once, after the loop
-    acc_up = tl.zeros((BLOCK_N, GROUPS, WORDS), tl.float32)  # SWIGLU or ROPE only (compiled away otherwise)
+    SUMS: tl.constexpr = WORDS // 4 if MMA else WORDS  # MMA: a sum a thread (its four words), else a sum a word
+    acc = tl.zeros((HALF, GROUPS, SUMS), tl.float32)  # reduced once, after the loop
+    acc_up = tl.zeros((HALF, GROUPS, SUMS), tl.float32)  # PAIRED only (compiled away otherwise)
     sq = tl.zeros((BLOCK_K,), tl.float32)
     # -- the first step's words, scales and zero points: W is constant, so they may load before the wait
     if PREFETCH:
@@ -2571,7 +2663,7 @@ def w4a16_decode_stream_kernel(
         word_next = tl.load(p_gate, mask=first[:, :, None], other=0)
         scale_next = tl.load(scale_ptr + s_gate, mask=first, other=0.0)
         zero_next = tl.load(zero_ptr + s_gate, mask=first, other=0)
-        if TWO:
+        if PAIRED:
             up_next = tl.load(p_up, mask=first[:, :, None], other=0)
             scale_up_next = tl.load(scale_ptr + s_up, mask=first, other=0.0)
             zero_up_next = tl.load(zero_ptr + s_up, mask=first, other=0)
@@ -2594,13 +2686,19 @@ def w4a16_decode_stream_kernel(
             if NORM:
                 sq += xk * xk
                 xk = xk * tl.load(norm_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
-            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
-            if TWO:
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS, MMA)
+            if PAIRED:
                 up = tl.load(p_up + g0 * WORDS)
                 scale_up = tl.load(scale_ptr + s_up + g0)
                 zero_up = tl.load(zero_ptr + s_up + g0)
-                acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS)
+            if MMA:
+                d_gate, d_up = _mma_word_sums(word, up, x0, x1, x2, x3, x_sum, scale, zero, scale_up, zero_up, DOTS)
+                acc += d_gate
+                acc_up += d_up
+            else:
+                acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
+                if TWO:
+                    acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS)
         g_start = g_full  # the step K cuts short, if any: the loop below, masked
     # -- K loop: the next step's loads on their way while this step's words are used
     for g0 in range(g_start, groups, GROUPS):
@@ -2610,7 +2708,7 @@ def w4a16_decode_stream_kernel(
             word_next = tl.load(p_gate + (g0 + GROUPS) * WORDS, mask=nxt[:, :, None], other=0)
             scale_next = tl.load(scale_ptr + s_gate + g0 + GROUPS, mask=nxt, other=0.0)
             zero_next = tl.load(zero_ptr + s_gate + g0 + GROUPS, mask=nxt, other=0)
-            if TWO:
+            if PAIRED:
                 up, scale_up, zero_up = up_next, scale_up_next, zero_up_next
                 up_next = tl.load(p_up + (g0 + GROUPS) * WORDS, mask=nxt[:, :, None], other=0)
                 scale_up_next = tl.load(scale_ptr + s_up + g0 + GROUPS, mask=nxt, other=0.0)
@@ -2620,7 +2718,7 @@ def w4a16_decode_stream_kernel(
             word = tl.load(p_gate + g0 * WORDS, mask=mask_g[:, :, None], other=0)
             scale = tl.load(scale_ptr + s_gate + g0, mask=mask_g, other=0.0)
             zero = tl.load(zero_ptr + s_gate + g0, mask=mask_g, other=0)
-            if TWO:
+            if PAIRED:
                 up = tl.load(p_up + g0 * WORDS, mask=mask_g[:, :, None], other=0)
                 scale_up = tl.load(scale_ptr + s_up + g0, mask=mask_g, other=0.0)
                 zero_up = tl.load(zero_ptr + s_up + g0, mask=mask_g, other=0)
@@ -2641,10 +2739,15 @@ def w4a16_decode_stream_kernel(
         if NORM:  # x * norm now; 1/rms, one number for the whole row, multiplies the sums after the loop
             sq += xk * xk
             xk = xk * nk
-        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
-        acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
-        if TWO:  # the up rows: their own codes, scales and zero points, the same x
-            acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS)
+        x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS, MMA)
+        if MMA:  # both sets of rows in the same MMAs
+            d_gate, d_up = _mma_word_sums(word, up, x0, x1, x2, x3, x_sum, scale, zero, scale_up, zero_up, DOTS)
+            acc += d_gate
+            acc_up += d_up
+        else:
+            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
+            if TWO:  # the up rows: their own codes, scales and zero points, the same x
+                acc_up += _word_sums(up, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale_up, zero_up, DOTS)
     if PDL == 3:
         gdc_launch_dependents()
     # -- write back: the one reduction across threads, then the groups kernel's epilogues
@@ -2653,6 +2756,10 @@ def w4a16_decode_stream_kernel(
     if ROPE:
         _rope_epilogue(y, u, sq, K, eps, x_ptr, head, i, keep, H, KV, cos_ptr, sin_ptr, pos_ptr, out_ptr, k_cache_ptr,
                        v_cache_ptr, stride_ct, max_len, NORM, HEAD_DIM)  # fmt: skip
+    elif PAIRED and not TWO:  # (MMA) each half of the block's rows
+        _decode_epilogue(y, y, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
+        _decode_epilogue(u, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n + HALF, offs_n + HALF < N, NORM, SWIGLU,
+                         RESIDUAL)  # fmt: skip
     else:
         _decode_epilogue(y, u, sq, K, eps, x_ptr, res_ptr, out_ptr, offs_n, keep, NORM, SWIGLU, RESIDUAL)
 
@@ -2900,16 +3007,30 @@ NO_ROPE = dict(
 )  # the decode kernels' RoPE arguments, for every other projection
 
 
-def _int4_decode_kernel(s, meta, x, kind=None, shape=(None, None)):
+def _int4_decode_kernel(s, meta, x, kind=None, shape=(None, None), group_size=128):
     """The int4 decode kernel of this kind (None: FUSED_INT4_KERNEL's for ``shape``, the weight's (N, K) as
     fused_gemv_schedule takes it), its loads ahead (gemv_prefetch) and, for the stream kernel, its dots for x
-    (int4_dots_ptx) put into ``meta`` ("pipe" is the stream kernel with PIPE)."""
+    (int4_decode_dots) put into ``meta`` ("pipe" is the stream kernel with PIPE)."""
     kind = kind or fused_int4_kernel(*shape)
     meta.update(gemv_prefetch(kind, s.num_stages))
     if kind == "groups":
         return w4a16_decode_kernel
-    meta["DOTS"] = int4_dots_ptx(x)
+    paired = meta.get("SWIGLU", False) or meta.get("ROPE", False)
+    meta["DOTS"], meta["MMA"] = int4_decode_dots(x, group_size, meta["BLOCK_N"], paired)
     return w4a16_decode_stream_kernel
+
+
+def int4_decode_dots(x, group_size, rows, paired) -> tuple[str, bool]:
+    """The stream decode kernel's dots for x, (DOTS, MMA): INT4_MMA_PTX on the tensor cores where INT4_DOTS is
+    "mma" and they apply (bf16 x on a GPU of sm_80 or later, groups of a multiple of 128 codes, and two sets of
+    rows: SwiGLU's gate and up, RoPE's pairs, or a block of ``rows`` >= 2 cut in halves); else int4_dots_ptx's."""
+    env = utils.mode.current()
+    if INT4_DOTS not in ("mma", "pairs"):
+        raise ValueError(f'INT4_DOTS must be "mma" or "pairs", got {INT4_DOTS!r}')
+    gpu = x.is_cuda and env.is_gpu and env.capability >= (8, 0)
+    if INT4_DOTS == "mma" and gpu and x.dtype == torch.bfloat16 and group_size % 128 == 0 and (paired or rows >= 2):
+        return INT4_MMA_PTX, True
+    return int4_dots_ptx(x), False
 
 
 def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=False):
@@ -2958,7 +3079,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
     grid = (triton.cdiv(N, s.BLOCK_N),)
     if bits == 4:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = _int4_words(w)
-        kernel = _int4_decode_kernel(s, meta, x, shape=(N, K))
+        kernel = _int4_decode_kernel(s, meta, x, shape=(N, K), group_size=G)
         kernel[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps, words.stride(0), w.scale.stride(0),
                      GROUP_SIZE=G, **meta)  # fmt: skip
     else:
@@ -3113,7 +3234,7 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
     grid = (triton.cdiv(pairs, BLOCK_P),)
     if bits == 4:
         words = _int4_words(w)
-        kernel = _int4_decode_kernel(s, meta, x, shape=(rows, K))
+        kernel = _int4_decode_kernel(s, meta, x, shape=(rows, K), group_size=G)
         kernel[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps, words.stride(0), w.scale.stride(0),
                      GROUP_SIZE=G, **meta)  # fmt: skip
     else:

@@ -1986,8 +1986,8 @@ def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=
                      capability=90, DOTS=""):  # fmt: skip
     """An utils.offline job for the int4 decode kernel of this kind (FUSED_INT4_KERNELS) as _fused_gemv /
     _fused_qkv_rope launch it (bf16, groups of 128; fp16 for a T4's capability 75, which has no bf16 arithmetic),
-    the stream kernels with the dots DOTS ("": the fp32 dots); with ROPE, N counts pairs of rows (TinyLlama's 32
-    query heads, 4 kv heads, D = 64)."""
+    the stream kernels with the dots DOTS ("": the fp32 dots; INT4_MMA_PTX with MMA on); with ROPE, N counts pairs
+    of rows (TinyLlama's 32 query heads, 4 kv heads, D = 64)."""
     act = "bf16" if capability >= 80 else "fp16"
     pointers = dict(x_ptr=act, packed_ptr="i32", scale_ptr=act, zero_ptr="u8", norm_ptr=act, res_ptr=act, out_ptr=act)
     ints = dict(N=N, K=K, eps=1e-5, stride_pn=K // 8, stride_sn=K // 128, H=0, KV=0, stride_ct=0, max_len=0)
@@ -1995,7 +1995,7 @@ def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=
                 HEAD_DIM=2, ROPE=ROPE, PDL=PDL)  # fmt: skip
     kernel = L._int4_decode_kernel(s, meta, torch.empty(1, K), kind).fn.__name__  # its loads ahead, into meta
     if DOTS:
-        meta["DOTS"] = DOTS
+        meta["DOTS"], meta["MMA"] = DOTS, DOTS == L.INT4_MMA_PTX
     if ROPE:
         del pointers["res_ptr"]
         meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
@@ -2297,8 +2297,8 @@ def test_the_int4_decode_kernel_is_chosen_by_shape(monkeypatch):
 @pytest.mark.parametrize("capability", [90, 80, 75], ids=["H100", "A100", "T4"])
 def test_the_stream_rows_for_llama_32_1b_compile_without_spills(tmp_path, capability):
     """FUSED_INT4_KERNEL sends Llama-3.2-1B's five shapes to the stream kernel, at FUSED_STREAM_SCHEDULES's rows of
-    up to 16 rows a program: each compiles without spills as the step launches it, with the packed bf16 dots on an
-    H100 and the fp32 dots on an A100 and a T4 (fp16 there)."""
+    up to 16 rows a program: each compiles without spills as the step launches it, with the MMA dots on an H100 and
+    an A100 (and the packed bf16 dots on an H100), the fp32 dots on a T4 (fp16 there)."""
     from utils import offline
 
     if not offline.available():
@@ -2309,8 +2309,121 @@ def test_the_stream_rows_for_llama_32_1b_compile_without_spills(tmp_path, capabi
     jobs = []
     for (N, K), flags in shapes:
         assert L.fused_int4_kernel(N, K) == "stream", f"({N}, {K}) no longer takes the stream kernel"
-        dots = L.INT4_DOTS_PTX if capability >= 90 else ""  # where int4_dots_ptx takes them (sm_90, bf16)
-        jobs.append(_int4_decode_job(offline, "stream", N, K, L.FUSED_STREAM_SCHEDULES[(N, K)], capability=capability,
-                                     DOTS=dots, **flags))  # fmt: skip
-    for ((N, K), _), compiled in zip(shapes, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
-        assert compiled.spill_bytes == 0, f"the stream kernel at ({N}, {K}) spills {compiled.spill_bytes} bytes"
+        # the dots int4_decode_dots takes there (bf16, groups of 128): the MMAs from sm_80 on, and on an H100 the
+        # packed dots too (INT4_DOTS = "pairs"); a T4 the fp32 dots
+        for dots in {90: (L.INT4_MMA_PTX, L.INT4_DOTS_PTX), 80: (L.INT4_MMA_PTX,), 75: ("",)}[capability]:
+            jobs.append(_int4_decode_job(offline, "stream", N, K, L.FUSED_STREAM_SCHEDULES[(N, K)],
+                                         capability=capability, DOTS=dots, **flags))  # fmt: skip
+    for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = f"the stream kernel at ({job['ints']['N']}, {job['ints']['K']}), MMA {job['constexprs']['MMA']}"
+        assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
+
+
+# -- the MMA dots (INT4_MMA_PTX): the decode kernel's int4 dots on the tensor cores ------------------------------------
+
+
+def test_the_mma_dots_are_taken_where_they_apply(monkeypatch):
+    """int4_decode_dots: the MMA dots for bf16 x on a GPU of sm_80 or later, at groups of a multiple of 128 codes,
+    with two sets of rows (SwiGLU, RoPE, or a block of two rows or more); int4_dots_ptx's dots everywhere else and
+    with INT4_DOTS = "pairs"; a bad INT4_DOTS is refused, naming it."""
+    import types
+
+    bf16 = types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16)  # x as the launcher sees it, without a GPU here
+    fp16 = types.SimpleNamespace(is_cuda=True, dtype=torch.float16)
+    for capability, want in (((9, 0), True), ((8, 0), True), ((7, 5), False)):
+        env = utils.mode.Env(device="cuda", interpret=False, capability=capability, dtype=torch.bfloat16)
+        monkeypatch.setattr(utils.mode, "current", lambda env=env: env)
+        dots, mma = L.int4_decode_dots(bf16, 128, 8, paired=False)
+        assert mma == want and (dots == L.INT4_MMA_PTX) == want, capability
+        if want:
+            assert L.int4_decode_dots(bf16, 256, 1, paired=True) == (L.INT4_MMA_PTX, True)
+            for x, G, rows, paired in ((fp16, 128, 8, True), (bf16, 64, 8, True), (bf16, 32, 8, False),
+                                       (bf16, 128, 1, False)):  # fmt: skip
+                got = L.int4_decode_dots(x, G, rows, paired)
+                assert got == (L.int4_dots_ptx(x), False), (capability, x.dtype, G, rows, paired)
+            monkeypatch.setattr(L, "INT4_DOTS", "pairs")
+            assert L.int4_decode_dots(bf16, 128, 8, paired=True) == (L.int4_dots_ptx(bf16), False)
+            monkeypatch.setattr(L, "INT4_DOTS", "tensor cores")
+            with pytest.raises(ValueError, match="INT4_DOTS"):
+                L.int4_decode_dots(bf16, 128, 8, paired=True)
+            monkeypatch.setattr(L, "INT4_DOTS", "mma")
+    monkeypatch.undo()
+    assert L.int4_decode_dots(torch.zeros(1, 8, dtype=torch.bfloat16), 128, 8, paired=True)[1] is False, "on the CPU"
+
+
+def test_the_mma_ptx_pairs_each_word_with_its_x():
+    """INT4_MMA_PTX read back: eight MMAs, the first from zero and each later one adding to the one before; word i
+    of row a and row b lifted into A's four registers, LOP3'd at shifts 0 and 4 for the first MMA of the word and 8
+    and 12 for the second, with x's pairs i (64-bit operands, pairs 0-1 then 2-3) as B."""
+    import re
+
+    ptx = L.INT4_MMA_PTX
+    mmas = re.findall(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32 \{d0, d1, d2, d3\}, "
+                      r"\{a0, a1, a2, a3\}, \{b0, b1\}, \{([^}]*)\};", ptx)  # fmt: skip
+    assert mmas == ["z, z, z, z"] + ["d0, d1, d2, d3"] * 7
+    blocks = ptx.split("mma.sync")[:-1]
+    for n, block in enumerate(blocks):
+        i, second = divmod(n, 2)
+        b = re.findall(r"mov\.b64 \{b0, b1\}, \$(\d+);", block)
+        assert b[-1] == str(10 + 2 * i + second), f"MMA {n}: B from ${b[-1]}"
+        lo, hi = (8, 12) if second else (0, 4)
+        for reg, word, shift in (("a0", 2 + i, lo), ("a1", 6 + i, lo), ("a2", 2 + i, hi), ("a3", 6 + i, hi)):
+            source = f"\\${word}" if shift == 0 else "t"
+            assert re.search(rf"lop3\.b32 {reg}, {source}, 0x000F000F, 0x43004300, 0xEA;", block), (n, reg)
+            if shift:
+                assert re.search(rf"shr\.u32 t, \${word}, {shift};\nlop3\.b32 {reg}, t,", block), (n, reg, shift)
+    assert "selp.f32 $0, d0, z, mine;" in ptx and "selp.f32 $1, d2, z, mine;" in ptx
+
+
+def _mma_operand_layout(ttgir: str) -> dict:
+    """The blocked layout of the first operand of the MMA dots' inline assembly in a kernel's TTGIR:
+    {"sizePerThread": [...], "threadsPerWarp": [...], "order": [...]}."""
+    import re
+
+    line = next(line for line in ttgir.splitlines() if "elementwise_inline_asm" in line and "mma.sync" in line)
+    name = re.search(r": tensor<[^,>]*, (#[A-Za-z0-9_]+)>", line.split("} ", 1)[1]).group(1)
+    body = re.search(rf"^{re.escape(name)} = #ttg\.blocked<\{{(.*)\}}>", ttgir, re.M).group(1)
+    return {key: [int(v) for v in re.search(rf"{key} = \[([^\]]*)\]", body).group(1).split(",")]
+            for key in ("sizePerThread", "threadsPerWarp", "order")}  # fmt: skip
+
+
+@pytest.mark.parametrize("capability", [90, 80], ids=["H100", "A100"])
+def test_the_mma_dots_compile_with_fewer_instructions_and_four_threads_a_group(tmp_path, capability):
+    """The stream decode kernel with the MMA dots at FUSED_STREAM_SCHEDULES's rows (Llama-3.2-1B's, the default's)
+    and at Llama-3-8B's "pipe" rows, every epilogue: no spills, the MMAs in the loop, and what the PTX counts on,
+    that the four threads of each group of lanes hold the same rows and words of one group of codes (the inline
+    assembly's operands: lanes along the words first, four or more of them). On an H100, fewer loop instructions
+    than the packed bf16 dots (offline, triton 3.7: 2.7-4.2 against 4.2-5.2 PTX instructions a code)."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    shapes = [("gate/up", 8192, 2048, dict(NORM=True, SWIGLU=True)), ("down", 2048, 8192, dict(RESIDUAL=True)),
+              ("qkv + RoPE", 3072, 2048, dict(NORM=True, ROPE=True)), ("head", 128256, 2048, dict(NORM=True)),
+              ("2560 x 2048 + residual", 2560, 2048, dict(RESIDUAL=True)),
+              ("8B gate/up", 14336, 4096, dict(NORM=True, SWIGLU=True))]  # fmt: skip
+    jobs, labels = [], []
+    for label, N, K, flags in shapes:
+        kind = L.fused_int4_kernel(N, K)
+        table = L.FUSED_PIPE_SCHEDULES if kind == "pipe" else L.FUSED_STREAM_SCHEDULES
+        s = table.get((N, K), table[None])
+        for dots in (L.INT4_MMA_PTX, L.INT4_DOTS_PTX) if capability >= 90 else (L.INT4_MMA_PTX,):
+            jobs.append(_int4_decode_job(offline, kind, N, K, s, capability=capability, DOTS=dots, **flags))
+            labels.append((label, dots == L.INT4_MMA_PTX))
+    compiled = offline.compile_kernels(_kernels_file(tmp_path), jobs)
+    loops = {}
+    for (label, mma), job, c in zip(labels, jobs, compiled):
+        where = f"{job['kernel']} at {label} for sm_{capability}" + (", MMA" if mma else ", packed dots")
+        assert c.spill_bytes == 0, f"{where} spills {c.spill_bytes} bytes"
+        loops[label, mma] = c.loop_instructions
+        if not mma:
+            continue
+        assert "mma.sync.aligned.m16n8k16" in c.ptx, f"{where}: no MMA"
+        layout = _mma_operand_layout(c.ttgir)
+        assert layout["order"][0] == 2, f"{where}: lanes run along {layout} first, not along the words"
+        lanes = layout["threadsPerWarp"][2]
+        assert lanes >= 4 and lanes & (lanes - 1) == 0, f"{where}: {lanes} lanes along the words, not 4 or more"
+    if capability >= 90:
+        for label, *_ in shapes:
+            mma, packed = loops[label, True], loops[label, False]
+            assert mma < 0.9 * packed, f"{label}: {mma} loop instructions with the MMA dots against {packed}"

@@ -179,6 +179,7 @@ for job in request["jobs"]:
         spills = re.search(r"(\d+) bytes spill stores", report.stderr)
         results.append({
             "ptx": ptx,
+            "ttgir": compiled.asm.get("ttgir", ""),
             "sass": sass,
             "shared": int(compiled.metadata.shared),
             "registers": int(regs.group(1)) if regs else None,
@@ -205,6 +206,7 @@ class Compiled:
     ptxas: str
     error: str | None = None  # why this one did not compile (the others in the same call still did)
     sass: str = ""  # the machine code (cuobjdump -sass), for a job made with sass=True
+    ttgir: str = ""  # Triton's GPU dialect: each tensor's layout (which thread holds which element)
 
     def sass_loops(self) -> list[tuple[int, int]]:
         """The SASS loops (a backward branch and its target), in order: (instructions in the loop, instructions

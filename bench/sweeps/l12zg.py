@@ -14,6 +14,8 @@ the two as-set timings apart. Variants:
     launched early as the step's attention_pdl says (session 44: the ticket kernel takes PDL too; session 6's
     l08b timed it launched in order, 3-20 % slower than two launches), and "one-pass" (one split a kv head);
   - "split+combine" at n_splits 4, 8, 16 (None: decode_split's);
+  - INT4_DOTS flipped (session 44: the decode kernels' int4 dots on the tensor cores, "mma", or the packed bf16
+    pairs);
   - DECODE_FUSIONS.attention_pdl False;
   - USE_TMA_DECODE_ATTENTION flipped.
 Every variant's logits against the step as set (the same math: a change past 5e-2 is a FAIL, not a timing).
@@ -57,6 +59,7 @@ def variants():
     out += [('attention "one-pass"', L8, "DECODE_FUSIONS", L8.DECODE_FUSIONS._replace(attention="one-pass"))]
     out += [(f'attention "split+combine", n_splits {n}', L8, "DECODE_FUSIONS",
              L8.DECODE_FUSIONS._replace(attention="split+combine", n_splits=n)) for n in (4, 8, 16)]  # fmt: skip
+    out += [(f'INT4_DOTS = "{d}"', L12, "INT4_DOTS", d) for d in ("mma", "pairs") if d != L12.INT4_DOTS]
     out += [("attention_pdl False", L8, "DECODE_FUSIONS", L8.DECODE_FUSIONS._replace(attention_pdl=False))]
     tma = not L8.USE_TMA_DECODE_ATTENTION
     out += [(f"USE_TMA_DECODE_ATTENTION = {tma}", L8, "USE_TMA_DECODE_ATTENTION", tma)]
