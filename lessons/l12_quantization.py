@@ -1598,6 +1598,7 @@ def w4a16_stream_kernel(
     HAS_RESIDUAL: tl.constexpr,
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines this deep (see below)
     DOTS: tl.constexpr = "",  # "": the fp32 dots (_pick); INT4_DOTS_PTX: in bf16 pairs (int4_dots_ptx)
+    MMA: tl.constexpr = False,  # DOTS is INT4_MMA_PTX: on the tensor cores, the block's rows in two halves
 ):
     # A step is a (BLOCK_N, GROUPS, WORDS) tile of words. Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: when BLOCK_K = 1024 x num_warps, every thread holds the same
@@ -1607,21 +1608,27 @@ def w4a16_stream_kernel(
     tl.static_assert(PIPE == 1 or not (PREFETCH or X_AHEAD), "PIPE > 1: the compiler prefetches, not the code")
     GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
     WORDS: tl.constexpr = GROUP_SIZE // 8  # 32-bit words of a group
+    HALF: tl.constexpr = BLOCK_N // 2 if MMA else BLOCK_N  # MMA: two sets of rows, each half the block's
+    SUMS: tl.constexpr = WORDS // 4 if MMA else WORDS  # MMA: a sum a thread (its four words), else a sum a word
     # -- this program: BLOCK_N rows of W, and its slice of the K steps
     groups = tl.cdiv(K, GROUP_SIZE)
     steps = tl.cdiv(groups, GROUPS)
     per_split = tl.cdiv(steps, SPLIT_K)
     first = tl.program_id(1) * per_split
     last = tl.minimum(first + per_split, steps)
-    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, HALF)
     offs_g = tl.arange(0, GROUPS)
     offs_k = tl.arange(0, BLOCK_K)
     mask_n = offs_n < N
     rows_n = tl.minimum(offs_n, N - 1).to(tl.int64)  # rows past N read row N - 1, never stored: PIPE needs no mask
     cols = offs_g[:, None] * WORDS + tl.arange(0, WORDS)[None, :]  # (GROUPS, WORDS): the words of a step
     p_tile = packed_ptr + rows_n[:, None, None] * stride_pn + cols[None, :, :]  # 16-byte loads along a row
-    s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]  # (BLOCK_N, GROUPS): a scale and zero point a group
-    acc = tl.zeros((BLOCK_N, GROUPS, WORDS), dtype=tl.float32)  # a sum a word: reduced once, after the loop
+    s_tile = rows_n[:, None] * stride_sn + offs_g[None, :]  # (HALF, GROUPS): a scale and zero point a group
+    rows_2 = tl.minimum(offs_n + HALF, N - 1).to(tl.int64)  # MMA: the second half (under the first half's masks)
+    p_tile2 = packed_ptr + rows_2[:, None, None] * stride_pn + cols[None, :, :]
+    s_tile2 = rows_2[:, None] * stride_sn + offs_g[None, :]
+    acc = tl.zeros((HALF, GROUPS, SUMS), dtype=tl.float32)  # reduced once, after the loop
+    acc2 = tl.zeros((HALF, GROUPS, SUMS), dtype=tl.float32)  # MMA only (compiled away otherwise)
     if PIPE > 1:  # -- the steps every column of which exists, with no mask: Triton's pipeliner takes their loads
         # (a loop written tl.range(..., num_stages=...) pipelines loads that feed no tl.dot too): each travels by
         # cp.async into shared memory PIPE - 1 steps ahead, with no registers held for it
@@ -1632,13 +1639,25 @@ def w4a16_stream_kernel(
             scale = tl.load(scale_ptr + s_tile + g0)  # 1-2 bytes a thread: too narrow for cp.async, loaded here
             zero = tl.load(zero_ptr + s_tile + g0)
             xk = tl.load(x_ptr + g0 * GROUP_SIZE + offs_k).to(tl.float32)
-            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
-            acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS, MMA)
+            if MMA:
+                word2 = tl.load(p_tile2 + g0 * WORDS)
+                scale2 = tl.load(scale_ptr + s_tile2 + g0)
+                zero2 = tl.load(zero_ptr + s_tile2 + g0)
+                d1, d2 = _mma_word_sums(word, word2, x0, x1, x2, x3, x_sum, scale, zero, scale2, zero2, DOTS)
+                acc += d1
+                acc2 += d2
+            else:
+                acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
         first = full  # the step K cuts short, if any, goes through the loop below, masked
     mask_next = mask_n[:, None] & ((first * GROUPS + offs_g < groups) & (first < last))[None, :]
     word_next = tl.load(p_tile + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
     scale_next = tl.load(scale_ptr + s_tile + first * GROUPS, mask=mask_next, other=0.0)
     zero_next = tl.load(zero_ptr + s_tile + first * GROUPS, mask=mask_next, other=0)
+    if MMA:
+        word_next2 = tl.load(p_tile2 + first * GROUPS * WORDS, mask=mask_next[:, :, None], other=0)
+        scale_next2 = tl.load(scale_ptr + s_tile2 + first * GROUPS, mask=mask_next, other=0.0)
+        zero_next2 = tl.load(zero_ptr + s_tile2 + first * GROUPS, mask=mask_next, other=0)
     k_next = first * BLOCK_K + offs_k
     x_next = tl.load(x_ptr + k_next, mask=k_next < K, other=0.0)  # X_AHEAD only (compiled away otherwise)
     # -- K loop: the next step's words (and scales and zero points: HBM too) on their way while this step's are used
@@ -1650,11 +1669,20 @@ def w4a16_stream_kernel(
             word_next = tl.load(p_tile + (g0 + GROUPS) * WORDS, mask=mask_next[:, :, None], other=0)
             scale_next = tl.load(scale_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0.0)
             zero_next = tl.load(zero_ptr + s_tile + g0 + GROUPS, mask=mask_next, other=0)
+            if MMA:
+                word2, scale2, zero2 = word_next2, scale_next2, zero_next2
+                word_next2 = tl.load(p_tile2 + (g0 + GROUPS) * WORDS, mask=mask_next[:, :, None], other=0)
+                scale_next2 = tl.load(scale_ptr + s_tile2 + g0 + GROUPS, mask=mask_next, other=0.0)
+                zero_next2 = tl.load(zero_ptr + s_tile2 + g0 + GROUPS, mask=mask_next, other=0)
         else:
             mask_g = mask_n[:, None] & (g0 + offs_g < groups)[None, :]
             word = tl.load(p_tile + g0 * WORDS, mask=mask_g[:, :, None], other=0)
             scale = tl.load(scale_ptr + s_tile + g0, mask=mask_g, other=0.0)
             zero = tl.load(zero_ptr + s_tile + g0, mask=mask_g, other=0)
+            if MMA:
+                word2 = tl.load(p_tile2 + g0 * WORDS, mask=mask_g[:, :, None], other=0)
+                scale2 = tl.load(scale_ptr + s_tile2 + g0, mask=mask_g, other=0.0)
+                zero2 = tl.load(zero_ptr + s_tile2 + g0, mask=mask_g, other=0)
         # -- the exponent of 2**23 put in once a word: codes 0-4 where they sit, codes 5-7 shifted to bits 8-19
         lo = (word & 0xFFFFF) | 0x4B000000
         hi = ((word >> 12) & 0xFFF00) | 0x4B000000
@@ -1675,6 +1703,11 @@ def w4a16_stream_kernel(
             x_sum = x0 + x1 * 16.0 + x2 * 256.0 + x3 * 4096.0 + x4 * 65536.0 + x5 * 256.0 + x6 * 4096.0 + x7 * 65536.0
             z = zero.to(tl.float32)[:, :, None]
             acc += (t - z * x_sum[None]) * scale.to(tl.float32)[:, :, None]  # Σ (q - z) x s, a word at a time
+        elif MMA:  # the dots on the tensor cores, both halves of the rows at once (lo and hi compiled away)
+            x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS, MMA)
+            d1, d2 = _mma_word_sums(word, word2, x0, x1, x2, x3, x_sum, scale, zero, scale2, zero2, DOTS)
+            acc += d1
+            acc2 += d2
         else:  # the packed bf16 dots (lo and hi unused: compiled away)
             x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS)
             acc += _word_sums(word, x0, x1, x2, x3, x4, x5, x6, x7, x_sum, scale, zero, DOTS)
@@ -1683,6 +1716,12 @@ def w4a16_stream_kernel(
     if HAS_RESIDUAL:  # read and written by this program only, element by element: out may be the residual
         y += tl.load(res_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
     tl.store(out_ptr + tl.program_id(1) * stride_os + offs_n, y.to(out_ptr.dtype.element_ty), mask=mask_n)
+    if MMA:  # the second half of the rows
+        offs_2 = offs_n + HALF
+        y2 = tl.sum(tl.sum(acc2, axis=2), axis=1)
+        if HAS_RESIDUAL:
+            y2 += tl.load(res_ptr + offs_2, mask=offs_2 < N, other=0.0).to(tl.float32)
+        tl.store(out_ptr + tl.program_id(1) * stride_os + offs_2, y2.to(out_ptr.dtype.element_ty), mask=offs_2 < N)
 
 
 @triton.jit
@@ -2326,7 +2365,9 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
     if s.kernel in GEMV_KERNELS:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
         words = _int4_words(w)
         kernel = int4_gemv_kernel(s.kernel)
-        dots = {"DOTS": int4_dots_ptx(x)} if kernel is w4a16_stream_kernel else {}
+        dots = {}
+        if kernel is w4a16_stream_kernel:
+            dots["DOTS"], dots["MMA"] = int4_stream_dots(x, w.group_size, s.BLOCK_N, paired=False)
         return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
                             (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
                             BLOCK_K=s.BLOCK_K, **dots)  # fmt: skip
@@ -3010,20 +3051,21 @@ NO_ROPE = dict(
 def _int4_decode_kernel(s, meta, x, kind=None, shape=(None, None), group_size=128):
     """The int4 decode kernel of this kind (None: FUSED_INT4_KERNEL's for ``shape``, the weight's (N, K) as
     fused_gemv_schedule takes it), its loads ahead (gemv_prefetch) and, for the stream kernel, its dots for x
-    (int4_decode_dots) put into ``meta`` ("pipe" is the stream kernel with PIPE)."""
+    (int4_stream_dots) put into ``meta`` ("pipe" is the stream kernel with PIPE)."""
     kind = kind or fused_int4_kernel(*shape)
     meta.update(gemv_prefetch(kind, s.num_stages))
     if kind == "groups":
         return w4a16_decode_kernel
     paired = meta.get("SWIGLU", False) or meta.get("ROPE", False)
-    meta["DOTS"], meta["MMA"] = int4_decode_dots(x, group_size, meta["BLOCK_N"], paired)
+    meta["DOTS"], meta["MMA"] = int4_stream_dots(x, group_size, meta["BLOCK_N"], paired)
     return w4a16_decode_stream_kernel
 
 
-def int4_decode_dots(x, group_size, rows, paired) -> tuple[str, bool]:
-    """The stream decode kernel's dots for x, (DOTS, MMA): INT4_MMA_PTX on the tensor cores where INT4_DOTS is
-    "mma" and they apply (bf16 x on a GPU of sm_80 or later, groups of a multiple of 128 codes, and two sets of
-    rows: SwiGLU's gate and up, RoPE's pairs, or a block of ``rows`` >= 2 cut in halves); else int4_dots_ptx's."""
+def int4_stream_dots(x, group_size, rows, paired) -> tuple[str, bool]:
+    """The stream kernels' dots for x (the GEMV's and the decode kernel's), (DOTS, MMA): INT4_MMA_PTX on the tensor
+    cores where INT4_DOTS is "mma" and they apply (bf16 x on a GPU of sm_80 or later, groups of a multiple of 128
+    codes, and two sets of rows: SwiGLU's gate and up, RoPE's pairs, or a block of ``rows`` >= 2 cut in halves);
+    else int4_dots_ptx's."""
     env = utils.mode.current()
     if INT4_DOTS not in ("mma", "pairs"):
         raise ValueError(f'INT4_DOTS must be "mma" or "pairs", got {INT4_DOTS!r}')

@@ -2309,7 +2309,7 @@ def test_the_stream_rows_for_llama_32_1b_compile_without_spills(tmp_path, capabi
     jobs = []
     for (N, K), flags in shapes:
         assert L.fused_int4_kernel(N, K) == "stream", f"({N}, {K}) no longer takes the stream kernel"
-        # the dots int4_decode_dots takes there (bf16, groups of 128): the MMAs from sm_80 on, and on an H100 the
+        # the dots int4_stream_dots takes there (bf16, groups of 128): the MMAs from sm_80 on, and on an H100 the
         # packed dots too (INT4_DOTS = "pairs"); a T4 the fp32 dots
         for dots in {90: (L.INT4_MMA_PTX, L.INT4_DOTS_PTX), 80: (L.INT4_MMA_PTX,), 75: ("",)}[capability]:
             jobs.append(_int4_decode_job(offline, "stream", N, K, L.FUSED_STREAM_SCHEDULES[(N, K)],
@@ -2323,7 +2323,7 @@ def test_the_stream_rows_for_llama_32_1b_compile_without_spills(tmp_path, capabi
 
 
 def test_the_mma_dots_are_taken_where_they_apply(monkeypatch):
-    """int4_decode_dots: the MMA dots for bf16 x on a GPU of sm_80 or later, at groups of a multiple of 128 codes,
+    """int4_stream_dots: the MMA dots for bf16 x on a GPU of sm_80 or later, at groups of a multiple of 128 codes,
     with two sets of rows (SwiGLU, RoPE, or a block of two rows or more); int4_dots_ptx's dots everywhere else and
     with INT4_DOTS = "pairs"; a bad INT4_DOTS is refused, naming it."""
     import types
@@ -2333,22 +2333,22 @@ def test_the_mma_dots_are_taken_where_they_apply(monkeypatch):
     for capability, want in (((9, 0), True), ((8, 0), True), ((7, 5), False)):
         env = utils.mode.Env(device="cuda", interpret=False, capability=capability, dtype=torch.bfloat16)
         monkeypatch.setattr(utils.mode, "current", lambda env=env: env)
-        dots, mma = L.int4_decode_dots(bf16, 128, 8, paired=False)
+        dots, mma = L.int4_stream_dots(bf16, 128, 8, paired=False)
         assert mma == want and (dots == L.INT4_MMA_PTX) == want, capability
         if want:
-            assert L.int4_decode_dots(bf16, 256, 1, paired=True) == (L.INT4_MMA_PTX, True)
+            assert L.int4_stream_dots(bf16, 256, 1, paired=True) == (L.INT4_MMA_PTX, True)
             for x, G, rows, paired in ((fp16, 128, 8, True), (bf16, 64, 8, True), (bf16, 32, 8, False),
                                        (bf16, 128, 1, False)):  # fmt: skip
-                got = L.int4_decode_dots(x, G, rows, paired)
+                got = L.int4_stream_dots(x, G, rows, paired)
                 assert got == (L.int4_dots_ptx(x), False), (capability, x.dtype, G, rows, paired)
             monkeypatch.setattr(L, "INT4_DOTS", "pairs")
-            assert L.int4_decode_dots(bf16, 128, 8, paired=True) == (L.int4_dots_ptx(bf16), False)
+            assert L.int4_stream_dots(bf16, 128, 8, paired=True) == (L.int4_dots_ptx(bf16), False)
             monkeypatch.setattr(L, "INT4_DOTS", "tensor cores")
             with pytest.raises(ValueError, match="INT4_DOTS"):
-                L.int4_decode_dots(bf16, 128, 8, paired=True)
+                L.int4_stream_dots(bf16, 128, 8, paired=True)
             monkeypatch.setattr(L, "INT4_DOTS", "mma")
     monkeypatch.undo()
-    assert L.int4_decode_dots(torch.zeros(1, 8, dtype=torch.bfloat16), 128, 8, paired=True)[1] is False, "on the CPU"
+    assert L.int4_stream_dots(torch.zeros(1, 8, dtype=torch.bfloat16), 128, 8, paired=True)[1] is False, "on the CPU"
 
 
 def test_the_mma_ptx_pairs_each_word_with_its_x():
