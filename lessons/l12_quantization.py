@@ -2318,7 +2318,10 @@ def int4_mma_ptx(words: int) -> str:
 
 
 INT4_MMA_PTX = int4_mma_ptx(4)  # a thread's four words (16 bytes) of each row, as the stream kernel loads them
-INT4_DOTS = "mma"  # the decode kernels' dots on an H100 with bf16: "mma" (INT4_MMA_PTX, where it applies), "pairs"
+
+# the stream kernels' int4 dots for bf16 x (int4_stream_dots): "mma" (INT4_MMA_PTX, where it applies) or "pairs"
+# (INT4_DOTS_PTX on sm_90, else the fp32 dots). "pairs" until the MMA dots have run on a GPU (written in session 44)
+INT4_DOTS = "pairs"
 
 
 def int4_dots_ptx(x) -> str:

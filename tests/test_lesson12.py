@@ -2330,6 +2330,7 @@ def test_the_mma_dots_are_taken_where_they_apply(monkeypatch):
 
     bf16 = types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16)  # x as the launcher sees it, without a GPU here
     fp16 = types.SimpleNamespace(is_cuda=True, dtype=torch.float16)
+    monkeypatch.setattr(L, "INT4_DOTS", "mma")
     for capability, want in (((9, 0), True), ((8, 0), True), ((7, 5), False)):
         env = utils.mode.Env(device="cuda", interpret=False, capability=capability, dtype=torch.bfloat16)
         monkeypatch.setattr(utils.mode, "current", lambda env=env: env)
@@ -2348,7 +2349,9 @@ def test_the_mma_dots_are_taken_where_they_apply(monkeypatch):
                 L.int4_stream_dots(bf16, 128, 8, paired=True)
             monkeypatch.setattr(L, "INT4_DOTS", "mma")
     monkeypatch.undo()
-    assert L.int4_stream_dots(torch.zeros(1, 8, dtype=torch.bfloat16), 128, 8, paired=True)[1] is False, "on the CPU"
+    monkeypatch.setattr(L, "INT4_DOTS", "mma")
+    x = torch.zeros(1, 8, dtype=torch.bfloat16)
+    assert L.int4_stream_dots(x, 128, 8, paired=True) == (L.int4_dots_ptx(x), False), "the CPU took the MMA dots"
 
 
 def test_the_mma_ptx_pairs_each_word_with_its_x():
@@ -2427,3 +2430,53 @@ def test_the_mma_dots_compile_with_fewer_instructions_and_four_threads_a_group(t
         for label, *_ in shapes:
             mma, packed = loops[label, True], loops[label, False]
             assert mma < 0.9 * packed, f"{label}: {mma} loop instructions with the MMA dots against {packed}"
+
+
+@pytest.mark.skipif(not ENV.is_gpu, reason="the MMA dots are PTX: only a GPU runs them (the interpreter runs none)")
+@pytest.mark.parametrize("G", [128, 256])
+def test_the_mma_dots_match_the_reference_within_bf16s_own_tolerance(monkeypatch, G):
+    """INT4_DOTS = "mma" on a GPU (bf16): the M = 1 GEMV (stream and pipe, split-K, N odd and under the block, K not
+    a multiple of the group, a residual) and the fused decode kernel (norm, SwiGLU, a residual in place, RoPE with
+    the cache write) against the fp64 spec within bf16's own tolerance, not the packed dots' widened one: the MMAs'
+    products are exact and their sums fp32. Then the lesson's own checks, as a learner's GPU runs them."""
+    if not (ENV.capability >= (8, 0) and ENV.dtype == torch.bfloat16):
+        pytest.skip("the MMA dots take bf16 on sm_80 or later")
+    monkeypatch.setattr(L, "INT4_DOTS", "mma")
+    dt = torch.bfloat16
+    gemvs = [(2501, 2100, _fs("stream", 1, 16, 1024, 1, 2, 2)), (37, 1000, _fs("pipe", 1, 8, 512, 2, 2, 3)),
+             (5, 4096, _fs("pipe", 1, 16, 1024, 1, 4, 3)), (300, 640, _fs("stream", 1, 4, 256, 1, 1, 3))]  # fmt: skip
+    for N, K, s in gemvs:
+        assert L.int4_stream_dots(torch.zeros(1, K, dtype=dt, device=DEV), G, s.BLOCK_N, False)[1], "MMA not taken"
+        x = torch.randn(1, K, device=DEV, dtype=dt)
+        w = L.quantize_int4_ref(weight(N, K, dtype=torch.float32), G)
+        r = torch.randn(1, N, device=DEV, dtype=dt)
+        for res in (None, r):
+            out = L.w4a16_fast(x, w, out=utils.nan_empty((1, N), dt), residual=res, schedule=s)
+            want = L.wxa16_ref(x.double(), w) + (0 if res is None else res.double())
+            utils.check(out, want, name=f"MMA dots, GEMV {N}x{K} G={G} {s}", quiet=True)
+    for N, K, sched in ((2501, 2100, L8.GemvSchedule(8, 1024, 2, 2)), (13, 640, L8.GemvSchedule(16, 256, 2, 3))):
+        W = weight(2 * N, K, seed=3, dtype=torch.float32)
+        w, gate = L.quantize_int4_ref(W, G), L.quantize_int4_ref(W[:N].contiguous(), G)
+        x, norm, res = (torch.randn(*shape, device=DEV, dtype=dt) for shape in ((1, K), (K,), (1, N)))
+        for kind in ("stream", "pipe"):
+            monkeypatch.setattr(L, "FUSED_INT4_KERNEL", kind)
+            for kw, wt in (({"norm": norm}, gate), ({"norm": norm, "swiglu": True}, w), ({"residual": res}, gate)):
+                call = dict(kw, residual=res.clone()) if "residual" in kw else kw
+                got = L.quantized_decode_gemv(x, wt, eps=1e-5, out=call.get("residual"), schedule=sched, **call)
+                kw64 = {k: v.double() if torch.is_tensor(v) else v for k, v in kw.items()}
+                want = L.quantized_decode_gemv_ref(x.double(), wt, eps=1e-5, **kw64)
+                utils.check(got, want, name=f"MMA dots, fused {kind} {sorted(kw)} {N}x{K} G={G} {sched}", quiet=True)
+            H, KV, D = 4, 1, 64  # RoPE: the qkv rows in pairs, the cache row written
+            xq, Wq, cos, sin, pos, normq, (k0, v0) = _qkv_rope_case(H, KV, D, K, 8, 7, seed=G)
+            wq = L.quantize_int4_ref(Wq, G)
+            xq, normq, cos, sin, k, v = (t.to(dt) for t in (xq, normq, cos, sin, k0, v0))
+            q = L.quantized_decode_qkv_rope(xq, wq, cos, sin, pos, k, v, norm=normq, schedule=sched)
+            k_ref, v_ref = k0.to(dt).double(), v0.to(dt).double()
+            W64 = L.dequantize(wq, torch.float64)
+            q_ref = L8.decode_qkv_rope_ref(xq.double(), W64, cos.double(), sin.double(), pos, k_ref, v_ref,
+                                           norm=normq.double(), eps=1e-5)  # fmt: skip
+            utils.check(q, q_ref, name=f"MMA dots, RoPE q {kind} G={G}", quiet=True)
+            utils.check(k, k_ref, name=f"MMA dots, RoPE k cache {kind} G={G}", quiet=True)
+            utils.check(v, v_ref, name=f"MMA dots, RoPE v cache {kind} G={G}", quiet=True)
+    L.check_quantized_decode_gemv(L.quantized_decode_gemv, quiet=True)
+    L.check_quantized_decode_qkv_rope(L.quantized_decode_qkv_rope, quiet=True)
