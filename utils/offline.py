@@ -296,6 +296,25 @@ def available() -> bool:
     return ptxas_path().exists()
 
 
+def pinned_triton() -> str | None:
+    """The Triton version the course pins (requirements.txt's ``triton==``), or None where that file is not found."""
+    path = Path(__file__).resolve().parent.parent / "requirements.txt"
+    if not path.exists():
+        return None
+    pin = re.search(r"^triton==(\S+)", path.read_text(), re.M)
+    return pin.group(1) if pin else None
+
+
+def compiles_as_pinned() -> bool:
+    """True when the Triton installed here is the pinned one. Register allocation changes between versions: a tile
+    chosen to fit the registers under the pinned Triton can spill under another (triton 3.6 spills 184 bytes in
+    lesson 12's 1B gate/up stream row, where 3.7.1 spills none), so checks of a kernel at the edge of its
+    registers hold for the pinned version only."""
+    import triton
+
+    return triton.__version__ == pinned_triton()
+
+
 def job(
     kernel: str,
     *,
