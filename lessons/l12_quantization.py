@@ -2354,6 +2354,20 @@ def int4_pairs_ptx(x) -> str:
     return PAIRS_PTX.get(x.dtype, "")
 
 
+def int4_stream_dots(x, group_size, rows, paired) -> tuple[str, bool]:
+    """The stream kernels' dots for x (the GEMV's and the decode kernel's), (DOTS, MMA): INT4_MMA_PTX on the tensor
+    cores where INT4_DOTS is "mma" and they apply (bf16 x on a GPU of sm_80 or later, groups of a multiple of 128
+    codes, and two sets of rows: SwiGLU's gate and up, RoPE's pairs, or a block of ``rows`` >= 2 cut in halves);
+    else int4_dots_ptx's."""
+    env = utils.mode.current()
+    if INT4_DOTS not in ("mma", "pairs"):
+        raise ValueError(f'INT4_DOTS must be "mma" or "pairs", got {INT4_DOTS!r}')
+    gpu = x.is_cuda and env.is_gpu and env.capability >= (8, 0)
+    if INT4_DOTS == "mma" and gpu and x.dtype == torch.bfloat16 and group_size % 128 == 0 and (paired or rows >= 2):
+        return INT4_MMA_PTX, True
+    return int4_dots_ptx(x), False
+
+
 def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **overrides):
     """y (M, N) = x (M, K) @ dequant(w).T (+ residual), the fast way: the GEMV kernel for a few rows of x, the
     tensor-core tile kernel for more. ``schedule`` (a FastSchedule) or single fields (``SPLIT_K=2``) override
@@ -3062,20 +3076,6 @@ def _int4_decode_kernel(s, meta, x, kind=None, shape=(None, None), group_size=12
     paired = meta.get("SWIGLU", False) or meta.get("ROPE", False)
     meta["DOTS"], meta["MMA"] = int4_stream_dots(x, group_size, meta["BLOCK_N"], paired)
     return w4a16_decode_stream_kernel
-
-
-def int4_stream_dots(x, group_size, rows, paired) -> tuple[str, bool]:
-    """The stream kernels' dots for x (the GEMV's and the decode kernel's), (DOTS, MMA): INT4_MMA_PTX on the tensor
-    cores where INT4_DOTS is "mma" and they apply (bf16 x on a GPU of sm_80 or later, groups of a multiple of 128
-    codes, and two sets of rows: SwiGLU's gate and up, RoPE's pairs, or a block of ``rows`` >= 2 cut in halves);
-    else int4_dots_ptx's."""
-    env = utils.mode.current()
-    if INT4_DOTS not in ("mma", "pairs"):
-        raise ValueError(f'INT4_DOTS must be "mma" or "pairs", got {INT4_DOTS!r}')
-    gpu = x.is_cuda and env.is_gpu and env.capability >= (8, 0)
-    if INT4_DOTS == "mma" and gpu and x.dtype == torch.bfloat16 and group_size % 128 == 0 and (paired or rows >= 2):
-        return INT4_MMA_PTX, True
-    return int4_dots_ptx(x), False
 
 
 def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=False):
