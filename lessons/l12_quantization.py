@@ -2320,8 +2320,20 @@ def int4_mma_ptx(words: int) -> str:
 INT4_MMA_PTX = int4_mma_ptx(4)  # a thread's four words (16 bytes) of each row, as the stream kernel loads them
 
 # the stream kernels' int4 dots for bf16 x (int4_stream_dots): "mma" (INT4_MMA_PTX, where it applies) or "pairs"
-# (INT4_DOTS_PTX on sm_90, else the fp32 dots). "pairs" until the MMA dots have run on a GPU (written in session 44)
+# (INT4_DOTS_PTX on sm_90, else the fp32 dots); or a dict of them by the weight's (N, K), None: every other shape.
+# "pairs": on an H100 the MMA dots were exact but slower in the 1B steps (results/h100-2026-12-07-s45/sweeps/l12zg.txt)
 INT4_DOTS = "pairs"
+INT4_DOTS_KINDS = ("mma", "pairs")
+
+
+def int4_dots_kind(N=None, K=None) -> str:
+    """INT4_DOTS's kind for an (N, K) int4 weight: the string, or its row of the dict (None: every other shape); one
+    of INT4_DOTS_KINDS, else a ValueError naming INT4_DOTS."""
+    kind = INT4_DOTS.get((N, K), INT4_DOTS.get(None)) if isinstance(INT4_DOTS, dict) else INT4_DOTS
+    if kind not in INT4_DOTS_KINDS:
+        raise ValueError(f"INT4_DOTS must be one of {INT4_DOTS_KINDS} (or a dict of them by (N, K), None: every "
+                         f"other shape), got {kind!r} for ({N}, {K})")  # fmt: skip
+    return kind
 
 
 def int4_dots_ptx(x) -> str:
@@ -2354,16 +2366,15 @@ def int4_pairs_ptx(x) -> str:
     return PAIRS_PTX.get(x.dtype, "")
 
 
-def int4_stream_dots(x, group_size, rows, paired) -> tuple[str, bool]:
+def int4_stream_dots(x, group_size, rows, paired, shape=(None, None)) -> tuple[str, bool]:
     """The stream kernels' dots for x (the GEMV's and the decode kernel's), (DOTS, MMA): INT4_MMA_PTX on the tensor
-    cores where INT4_DOTS is "mma" and they apply (bf16 x on a GPU of sm_80 or later, groups of a multiple of 128
-    codes, and two sets of rows: SwiGLU's gate and up, RoPE's pairs, or a block of ``rows`` >= 2 cut in halves);
-    else int4_dots_ptx's."""
+    cores where INT4_DOTS says "mma" for the weight's ``shape`` (N, K) and they apply (bf16 x on a GPU of sm_80 or
+    later, groups of a multiple of 128 codes, and two sets of rows: SwiGLU's gate and up, RoPE's pairs, or a block
+    of ``rows`` >= 2 cut in halves); else int4_dots_ptx's."""
     env = utils.mode.current()
-    if INT4_DOTS not in ("mma", "pairs"):
-        raise ValueError(f'INT4_DOTS must be "mma" or "pairs", got {INT4_DOTS!r}')
+    mma = int4_dots_kind(*shape) == "mma"
     gpu = x.is_cuda and env.is_gpu and env.capability >= (8, 0)
-    if INT4_DOTS == "mma" and gpu and x.dtype == torch.bfloat16 and group_size % 128 == 0 and (paired or rows >= 2):
+    if mma and gpu and x.dtype == torch.bfloat16 and group_size % 128 == 0 and (paired or rows >= 2):
         return INT4_MMA_PTX, True
     return int4_dots_ptx(x), False
 
@@ -2384,7 +2395,7 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
         kernel = int4_gemv_kernel(s.kernel)
         dots = {}
         if kernel is w4a16_stream_kernel:
-            dots["DOTS"], dots["MMA"] = int4_stream_dots(x, w.group_size, s.BLOCK_N, paired=False)
+            dots["DOTS"], dots["MMA"] = int4_stream_dots(x, w.group_size, s.BLOCK_N, paired=False, shape=(N, K))
         return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
                             (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
                             BLOCK_K=s.BLOCK_K, **dots)  # fmt: skip
@@ -3074,7 +3085,7 @@ def _int4_decode_kernel(s, meta, x, kind=None, shape=(None, None), group_size=12
     if kind == "groups":
         return w4a16_decode_kernel
     paired = meta.get("SWIGLU", False) or meta.get("ROPE", False)
-    meta["DOTS"], meta["MMA"] = int4_stream_dots(x, group_size, meta["BLOCK_N"], paired)
+    meta["DOTS"], meta["MMA"] = int4_stream_dots(x, group_size, meta["BLOCK_N"], paired, shape)
     return w4a16_decode_stream_kernel
 
 

@@ -2326,7 +2326,7 @@ def test_the_stream_rows_for_llama_32_1b_compile_without_spills(tmp_path, capabi
 def test_the_mma_dots_are_taken_where_they_apply(monkeypatch):
     """int4_stream_dots: the MMA dots for bf16 x on a GPU of sm_80 or later, at groups of a multiple of 128 codes,
     with two sets of rows (SwiGLU, RoPE, or a block of two rows or more); int4_dots_ptx's dots everywhere else and
-    with INT4_DOTS = "pairs"; a bad INT4_DOTS is refused, naming it."""
+    with INT4_DOTS = "pairs"; INT4_DOTS by the weight's shape; a bad INT4_DOTS is refused, naming it."""
     import types
 
     bf16 = types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16)  # x as the launcher sees it, without a GPU here
@@ -2349,6 +2349,22 @@ def test_the_mma_dots_are_taken_where_they_apply(monkeypatch):
             with pytest.raises(ValueError, match="INT4_DOTS"):
                 L.int4_stream_dots(bf16, 128, 8, paired=True)
             monkeypatch.setattr(L, "INT4_DOTS", "mma")
+    # by shape: a dict's row for the weight's (N, K), None for every other shape; the decode kernel's launcher
+    # passes its weight's shape down (gate/up's N is its gate rows, as FUSED_INT4_KERNEL's keys count them)
+    env = utils.mode.Env(device="cuda", interpret=False, capability=(9, 0), dtype=torch.bfloat16)
+    monkeypatch.setattr(utils.mode, "current", lambda: env)
+    monkeypatch.setattr(L, "INT4_DOTS", {(8192, 2048): "mma", None: "pairs"})
+    assert L.int4_dots_kind(8192, 2048) == "mma" and L.int4_dots_kind(2048, 8192) == "pairs"
+    assert L.int4_stream_dots(bf16, 128, 8, paired=True, shape=(8192, 2048)) == (L.INT4_MMA_PTX, True)
+    assert L.int4_stream_dots(bf16, 128, 8, paired=True, shape=(2048, 8192)) == (L.int4_dots_ptx(bf16), False)
+    assert L.int4_stream_dots(bf16, 128, 8, paired=True) == (L.int4_dots_ptx(bf16), False), "no shape: None's row"
+    for shape, want in (((8192, 2048), True), ((3072, 2048), False)):
+        meta = dict(BLOCK_N=8, SWIGLU=True)
+        L._int4_decode_kernel(L8.GemvSchedule(8, 1024, 2, 2), meta, bf16, "stream", shape=shape)
+        assert meta["MMA"] == want, (shape, meta["MMA"])
+    monkeypatch.setattr(L, "INT4_DOTS", {(8192, 2048): "wmma", None: "pairs"})
+    with pytest.raises(ValueError, match=r"INT4_DOTS.*'wmma' for \(8192, 2048\)"):
+        L.int4_stream_dots(bf16, 128, 8, paired=True, shape=(8192, 2048))
     monkeypatch.undo()
     monkeypatch.setattr(L, "INT4_DOTS", "mma")
     x = torch.zeros(1, 8, dtype=torch.bfloat16)

@@ -1,4 +1,5 @@
-"""Lesson 12 sweep zi, issue 15: the LM head's row in the 1B int4 decode steps, paired in the step.
+"""Lesson 12 sweep zi, issue 15: the LM head's row in the 1B int4 decode steps, and the MMA dots at one shape,
+paired in the step.
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l12zi.py`` on the GPU (< 150 s; BUDGET_S in the
 environment stops it earlier); ``--cpu`` runs a tiny model's steps under the interpreter (nothing timed: a smoke test
@@ -17,7 +18,10 @@ no step sweep has tried for the fused kernel (l08f's tiles have BLOCK_K 1024 or 
 Each variant sets the head's kernel (FUSED_INT4_KERNEL) and its row (FUSED_PIPE_SCHEDULES or
 FUSED_STREAM_SCHEDULES) and nothing else; the step is replayed from a CUDA graph (L2 cleared before each repetition)
 between two timings of the step as set, in two rounds, as in l12zg; logits against the step as set (past 5e-2: a
-FAIL). EDIT lines for a variant faster in both rounds by more than 1 %: make bench's paired rows decide.
+FAIL). Then INT4_DOTS = "mma" at one shape each (a dict by shape, session 45), where l12zh
+(results/h100-2026-12-07-s45/sweeps/l12zh.txt) timed the MMA dots faster than the packed ones alone: Llama-3.2-1B's
+gate/up (x1.07) and TinyLlama's down (x1.01); in the whole step, everywhere, they had been 14-18 % slower. EDIT lines
+for a variant faster in both rounds by more than 1 %: make bench's paired rows decide.
 """
 
 import os
@@ -57,7 +61,7 @@ def kernel_table():
     return dict(kind) if isinstance(kind, dict) else {None: kind}
 
 
-def variants(head):
+def variants(head, args):
     """(label, {name: value}): the head's kernel and row, every other row as set."""
     table = kernel_table()
     now = L12.fused_int4_kernel(*head)
@@ -73,6 +77,10 @@ def variants(head):
             out.append(
                 (f'head "{kind}" {t}', {"FUSED_INT4_KERNEL": {**table, head: kind}, name: {**rows[kind], head: s}})
             )
+    # the MMA dots at one shape each, where l12zh timed them faster alone (1B gate/up x1.07, TinyLlama's down x1.01):
+    # this model's gate/up (N counts the gate rows) and down
+    for shape in ((args.ffn_dim, args.dim), (args.dim, args.ffn_dim)):
+        out.append((f'INT4_DOTS "mma" at {shape} only', {"INT4_DOTS": {shape: "mma", None: "pairs"}}))
     return out
 
 
@@ -95,7 +103,7 @@ def run_shape(label, shape):
     table = L12.FUSED_PIPE_SCHEDULES if kind == "pipe" else L12.FUSED_STREAM_SCHEDULES
     ref = step().float().clone()
     say(f'== {label}: the head {head} as set: "{kind}" {tuple(table.get(head, table[None]))}')
-    for name_, switches in variants(head):
+    for name_, switches in variants(head, qmodel.args):
         if time.time() - T0 > BUDGET_S:
             say(f"  (budget of {BUDGET_S} s spent: the rest not timed)")
             break
@@ -128,7 +136,9 @@ def run_shape(label, shape):
                 f"{ms:.4f} ms between {b:.4f} and {a:.4f} (x{r:.3f})" for (b, ms, a), r in zip(times, ratios)
             )
             say(f"  {name_:32s} | {line}; logits {rel:.1e}")
-            if min(ratios) > 1.01:
+            if min(ratios) > 1.01 and "INT4_DOTS" in switches:
+                say(f"  -> EDIT: INT4_DOTS = {switches['INT4_DOTS']!r}")
+            elif min(ratios) > 1.01:
                 table_name = [k for k in switches if k != "FUSED_INT4_KERNEL"][0]
                 t = switches[table_name][head]
                 say(f"  -> EDIT: FUSED_INT4_KERNEL[{head}] = \"{switches['FUSED_INT4_KERNEL'][head]}\"; "
