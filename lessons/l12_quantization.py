@@ -2292,12 +2292,17 @@ INT4_PACKED_DOTS = True  # the stream kernels take INT4_DOTS_PTX where int4_dots
 # MMAs; the products are exact and the sums fp32 (no bf16 rounding), the 128 comes off outside as (128 + z) Σ x.
 # D[m, m] sits in lane 4 m + m // 2, in d0 (m even) or d1; D[m + 8, m] in d2 or d3: that thread returns them, the
 # others 0. A group of four threads must hold the same rows and one group's words (tests/test_lesson12.py looks).
-def int4_mma_ptx(words: int) -> str:
+def int4_mma_ptx(words: int, chains: int = 1) -> str:
     """The PTX of the MMA dots over ``words`` words a thread of two rows: operands $0, $1 the two rows' sums (fp32,
     in one thread of four); $2 .. the words of row a, then of row b, then each word's x pairs two by two (64 bits:
-    B's two registers side by side, as the MMA takes them)."""
+    B's two registers side by side, as the MMA takes them). ``chains``: the MMAs take turns adding to that many
+    accumulators (d, e, f, g), added together at the end, so that an MMA need not wait for the one just before it."""
+    if chains not in (1, 2, 4) or 2 * words % chains:
+        raise ValueError(f"chains must be 1, 2 or 4 and divide the {2 * words} MMAs, got {chains}")
     a, b, x = 2, 2 + words, 2 + 2 * words
-    lines = ["{", ".reg .b32 t, a0, a1, a2, a3, l, s, b0, b1;", ".reg .f32 z, d0, d1, d2, d3;",
+    accs = "defg"[:chains]
+    lines = ["{", ".reg .b32 t, a0, a1, a2, a3, l, s, b0, b1;",
+             ".reg .f32 z, " + ", ".join(f"{c}{j}" for c in accs for j in range(4)) + ";",
              ".reg .pred mine, odd;", "mov.f32 z, 0f00000000;"]  # fmt: skip
     for i in range(words):
         for step, (lo, hi) in enumerate(((0, 4), (8, 12))):  # codes (s, s + 4) for s = 0, 1, then s = 2, 3
@@ -2305,10 +2310,13 @@ def int4_mma_ptx(words: int) -> str:
                 if shift:
                     lines.append(f"shr.u32 t, ${word}, {shift};")
                 lines.append(f"lop3.b32 {reg}, {'t' if shift else f'${word}'}, 0x000F000F, 0x43004300, 0xEA;")
-            c = "z, z, z, z" if i == 0 and step == 0 else "d0, d1, d2, d3"
+            n = 2 * i + step
+            d = ", ".join(f"{accs[n % chains]}{j}" for j in range(4))
+            c = "z, z, z, z" if n < chains else d
             lines.append(f"mov.b64 {{b0, b1}}, ${x + 2 * i + step};")
-            lines.append(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{d0, d1, d2, d3}}, {{a0, a1, a2, a3}}, "
+            lines.append(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d}}}, {{a0, a1, a2, a3}}, "
                          f"{{b0, b1}}, {{{c}}};")  # fmt: skip
+    lines += [f"add.f32 d{j}, d{j}, {acc}{j};" for acc in accs[1:] for j in range(4)]
     lines += [  # lane 4 m + c keeps D[m, m] and D[m + 8, m] where c == m // 2
         "mov.u32 l, %laneid;", "shr.u32 t, l, 3;", "and.b32 s, l, 3;", "setp.eq.u32 mine, t, s;",
         "and.b32 s, l, 4;", "setp.ne.u32 odd, s, 0;", "selp.f32 d0, d1, d0, odd;", "selp.f32 d2, d3, d2, odd;",

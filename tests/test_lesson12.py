@@ -1986,8 +1986,8 @@ def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=
                      capability=90, DOTS=""):  # fmt: skip
     """An utils.offline job for the int4 decode kernel of this kind (FUSED_INT4_KERNELS) as _fused_gemv /
     _fused_qkv_rope launch it (bf16, groups of 128; fp16 for a T4's capability 75, which has no bf16 arithmetic),
-    the stream kernels with the dots DOTS ("": the fp32 dots; INT4_MMA_PTX with MMA on); with ROPE, N counts pairs
-    of rows (TinyLlama's 32 query heads, 4 kv heads, D = 64)."""
+    the stream kernels with the dots DOTS ("": the fp32 dots; an MMA PTX, INT4_MMA_PTX or another, with MMA on);
+    with ROPE, N counts pairs of rows (TinyLlama's 32 query heads, 4 kv heads, D = 64)."""
     act = "bf16" if capability >= 80 else "fp16"
     pointers = dict(x_ptr=act, packed_ptr="i32", scale_ptr=act, zero_ptr="u8", norm_ptr=act, res_ptr=act, out_ptr=act)
     ints = dict(N=N, K=K, eps=1e-5, stride_pn=K // 8, stride_sn=K // 128, H=0, KV=0, stride_ct=0, max_len=0)
@@ -1995,7 +1995,7 @@ def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=
                 HEAD_DIM=2, ROPE=ROPE, PDL=PDL)  # fmt: skip
     kernel = L._int4_decode_kernel(s, meta, torch.empty(1, K), kind).fn.__name__  # its loads ahead, into meta
     if DOTS:
-        meta["DOTS"], meta["MMA"] = DOTS, DOTS == L.INT4_MMA_PTX
+        meta["DOTS"], meta["MMA"] = DOTS, "mma.sync" in DOTS  # INT4_MMA_PTX, or int4_mma_ptx(words, chains)
     if ROPE:
         del pointers["res_ptr"]
         meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
@@ -2393,6 +2393,49 @@ def test_the_mma_ptx_pairs_each_word_with_its_x():
             if shift:
                 assert re.search(rf"shr\.u32 t, \${word}, {shift};\nlop3\.b32 {reg}, t,", block), (n, reg, shift)
     assert "selp.f32 $0, d0, z, mine;" in ptx and "selp.f32 $1, d2, z, mine;" in ptx
+
+
+def test_the_mma_ptx_in_chains_takes_turns_and_adds_them_up():
+    """int4_mma_ptx(words, chains): MMA n adds to accumulator n % chains (each one's first MMA from zero), the same
+    operands in the same order as one chain; the accumulators are added into d before the selection; a number of
+    chains that does not divide the MMAs is refused, naming chains."""
+    import re
+
+    pattern = (r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32 \{(\w)0, \w1, \w2, \w3\}, "
+               r"\{a0, a1, a2, a3\}, \{b0, b1\}, \{([^}]*)\};")  # fmt: skip
+    one = L.int4_mma_ptx(4)
+    for chains in (2, 4):
+        ptx = L.int4_mma_ptx(4, chains)
+        mmas = re.findall(pattern, ptx)
+        assert [d for d, _ in mmas] == ["defg"[n % chains] for n in range(8)], chains
+        assert [c for _, c in mmas] == ["z, z, z, z"] * chains + [f"{d}0, {d}1, {d}2, {d}3" for d, _ in mmas[chains:]]
+        strip = lambda p: [line for line in p.splitlines() if "mma.sync" not in line and not line.startswith(".reg")]  # noqa: E731
+        adds = [f"add.f32 d{j}, d{j}, {acc}{j};" for acc in "defg"[1:chains] for j in range(4)]
+        body = strip(ptx)
+        assert all(a in body for a in adds) and body.index(adds[-1]) < body.index("mov.u32 l, %laneid;"), chains
+        assert [line for line in body if line not in adds] == strip(one), chains  # the operands as one chain's
+    with pytest.raises(ValueError, match="chains"):
+        L.int4_mma_ptx(4, 3)
+
+
+def test_the_mma_ptx_in_two_and_four_chains_compiles_without_spills(tmp_path):
+    """int4_mma_ptx(4, chains) in the stream decode kernel at Llama-3.2-1B's gate/up and head rows, for sm_90: the
+    MMAs in the loop, no spills (offline, triton 3.7.1: 174 and 246 registers against one chain's 168)."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    _at_the_edge_of_the_registers(offline)
+    jobs = []
+    for N, K, flags in ((8192, 2048, dict(NORM=True, SWIGLU=True)), (128256, 2048, dict(NORM=True))):
+        s = L.FUSED_STREAM_SCHEDULES[(N, K)]
+        for chains in (2, 4):
+            jobs.append(_int4_decode_job(offline, "stream", N, K, s, DOTS=L.int4_mma_ptx(4, chains), **flags))
+    for job, c in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        where = (
+            f"({job['ints']['N']}, {job['ints']['K']}), {job['constexprs']['DOTS'].count('add.f32') // 4 + 1} chains"
+        )
+        assert "mma.sync.aligned.m16n8k16" in c.ptx and c.spill_bytes == 0, f"{where}: spills {c.spill_bytes} bytes"
 
 
 def _mma_operand_layout(ttgir: str) -> dict:

@@ -20,7 +20,9 @@ FUSED_STREAM_SCHEDULES) and nothing else; the step is replayed from a CUDA graph
 between two timings of the step as set, in two rounds, as in l12zg; logits against the step as set (past 5e-2: a
 FAIL). Then INT4_DOTS = "mma" at one shape each (a dict by shape, session 45), where l12zh
 (results/h100-2026-12-07-s45/sweeps/l12zh.txt) timed the MMA dots faster than the packed ones alone: Llama-3.2-1B's
-gate/up (x1.07) and TinyLlama's down (x1.01); in the whole step, everywhere, they had been 14-18 % slower. EDIT lines
+gate/up (x1.07) and TinyLlama's down (x1.01); in the whole step, everywhere, they had been 14-18 % slower. Then the
+MMA dots with their eight MMAs a call in two or four chains (int4_mma_ptx(4, chains): INT4_MMA_PTX makes each MMA
+wait for the one before), everywhere and at gate/up only. EDIT lines
 for a variant faster in both rounds by more than 1 %: make bench's paired rows decide.
 """
 
@@ -81,6 +83,12 @@ def variants(head, args):
     # this model's gate/up (N counts the gate rows) and down
     for shape in ((args.ffn_dim, args.dim), (args.dim, args.ffn_dim)):
         out.append((f'INT4_DOTS "mma" at {shape} only', {"INT4_DOTS": {shape: "mma", None: "pairs"}}))
+    # the MMAs in two or four chains (int4_mma_ptx(4, chains)): one chain waits on each MMA before the next
+    for chains in (2, 4):
+        ptx = L12.int4_mma_ptx(4, chains)
+        gate_up = {(args.ffn_dim, args.dim): "mma", None: "pairs"}
+        out.append((f'INT4_DOTS "mma", {chains} chains', {"INT4_DOTS": "mma", "INT4_MMA_PTX": ptx}))
+        out.append((f'"mma", {chains} chains, gate/up only', {"INT4_DOTS": gate_up, "INT4_MMA_PTX": ptx}))
     return out
 
 
@@ -137,7 +145,8 @@ def run_shape(label, shape):
             )
             say(f"  {name_:32s} | {line}; logits {rel:.1e}")
             if min(ratios) > 1.01 and "INT4_DOTS" in switches:
-                say(f"  -> EDIT: INT4_DOTS = {switches['INT4_DOTS']!r}")
+                chains = switches.get("INT4_MMA_PTX", L12.INT4_MMA_PTX).count("add.f32") // 4 + 1
+                say(f"  -> EDIT: INT4_DOTS = {switches['INT4_DOTS']!r}; INT4_MMA_PTX = int4_mma_ptx(4, {chains})")
             elif min(ratios) > 1.01:
                 table_name = [k for k in switches if k != "FUSED_INT4_KERNEL"][0]
                 t = switches[table_name][head]
