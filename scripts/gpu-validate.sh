@@ -16,6 +16,9 @@
 #                                              the same warm machine, `pinned` alone uses the installed one again).
 #                                              A call carries at most 64 MiB with the tree (17 MB in 2026-12): split
 #                                              the wheel in parts of 44 MB (`split -b 44M`), not the script's 52
+#   scripts/gpu-validate.sh sweep:l12zi@150   a sweep, bench/sweeps/l12zi.py, its output in l12zi.out (the sweep writes
+#                                              sweep_l12zi.txt itself); with @SECONDS its BUDGET_S is 20 s less; its
+#                                              arguments after "+": sweep:l08f+--int4+--only=Llama-3.2-1B@300
 #   PYTEST_ADDOPTS='-k "planted or gqa"' scripts/gpu-validate.sh tests:08,13    only the tests -k selects (pytest reads
 #                                              PYTEST_ADDOPTS; log names stay those of the step)
 #   TEST_SHARD=1/2 scripts/gpu-validate.sh tests:06,07@560    every second test from the first (then TEST_SHARD=2/2 in
@@ -84,6 +87,11 @@ for step in "$@"; do
     bench)
       dest=$out${which:+/bench-${which//,/_}}; mkdir -p "$dest"
       "${run[@]}" python3 -m bench ${which:+--only ${which//,/ }} --out "$dest" > "$dest/bench.log" 2>&1 ;;
+    sweep)
+      name=${which%%+*}; args=(); [[ $which == *+* ]] && IFS=+ read -r -a args <<< "${which#*+}"
+      [ -f "bench/sweeps/$name.py" ] || { echo "no bench/sweeps/$name.py" | tee -a "$out/steps.txt"; status=1; continue; }
+      budget=(); [ "$limit" != 0 ] && budget=(BUDGET_S=$((limit > 40 ? limit - 20 : limit)))
+      env "${budget[@]}" OUT="$out" "${run[@]}" python3 "bench/sweeps/$name.py" "${args[@]}" > "$out/$name.out" 2>&1 ;;
     big) mkdir -p /tmp/big && cp ".big$which"/* /tmp/big/ ;;
     pinned)
       if [ -d /tmp/site-big/triton ] && ! ls /tmp/big/part* >/dev/null 2>&1; then  # installed by an earlier call
@@ -107,7 +115,8 @@ PY
         && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-big "$wheel" \
         && export PYTHONPATH=/tmp/site-big:$PYTHONPATH && versions && tag=$(python3 -c 'import triton; print(triton.__version__)')
       fi ;;
-    *) echo "unknown step: $step (tests[:NN,..], notebooks[:NN,..], bench[:NN], big:N, pinned; @SECONDS)"; exit 2 ;;
+    *) echo "unknown step: $step (tests[:NN,..], notebooks[:NN,..], bench[:NN], sweep:NAME[+ARG...], big:N, pinned;"\
+         "@SECONDS)"; exit 2 ;;
   esac
   rc=$?; [ $rc -ne 0 ] && status=1
   [ "$limit" = 0 ] && limit=""
