@@ -76,3 +76,24 @@ def test_every_measured_figure_in_the_course_matches_its_results():
     """README, docs/ and every solution notebook: each marked figure equals its committed result, and no two-decimal
     ratio is quoted without a marker."""
     assert figures.problems() == [], "run `python -m utils.figures` for the list"
+
+
+def test_stale_lists_lesson_figures_a_later_run_on_the_same_gpu_measured_again(root):
+    """stale(): a lesson's figure whose row a later run on the same GPU has too is listed, naming the later run; a
+    later run on another GPU, an earlier run, and a figure outside the lessons (README, docs/) are not."""
+    head = "gpu,date,lesson,op,shape,dtype,impl,baseline,ratio\n"
+    row = "05,matmul,4096,fp16,triton,cuBLAS,{}\n"
+    (root / "results" / "bench.csv").write_text(head + "H200,2026-11-21 06:08 UTC," + row.format(0.94))
+    for folder, gpu, date, ratio in (("h200-late", "H200", "2026-11-28 12:57 UTC", 0.97),
+                                     ("h100-later", "H100", "2026-12-01 00:00 UTC", 0.90),
+                                     ("h200-early", "H200", "2026-11-20 00:00 UTC", 0.80)):  # fmt: skip
+        (root / "results" / folder).mkdir()
+        (root / "results" / folder / "bench.csv").write_text(head + f"{gpu},{date}," + row.format(ratio))
+    marker = "<!-- fig lesson=05 shape=4096 col=ratio -->0.94×"
+    _notebook(root, marker)
+    (root / "README.md").write_text(marker + "\n")
+    (found,) = figures.stale(root)
+    assert found.startswith("solutions/05_x.ipynb, cell 0: 0.94 from results/bench.csv")
+    assert "results/h200-late/bench.csv (2026-11-28 12:57 UTC, 1 later run)" in found
+    _notebook(root, marker.replace("lesson=05", "file=h200-late/bench.csv lesson=05").replace("0.94", "0.97"))
+    assert figures.stale(root) == []

@@ -12,6 +12,7 @@ value rounded to the decimals it is written with.
 
     python -m utils.figures           # exit 1 and list every figure that no longer matches its results
     python -m utils.figures --update  # rewrite the figures from the results (after a new `make bench`)
+    python -m utils.figures --stale   # the lessons' figures that a later run on the same GPU measured again
 
 A two-decimal ratio such as ``0.94×`` (or ``0.94x``) written without a marker is reported too: a measured figure
 must say where it comes from (predictions and rough figures are written without decimals: "about 4×").
@@ -135,6 +136,56 @@ def problems(root: Path = ROOT) -> list[str]:
     return found
 
 
+def stale(root: Path = ROOT) -> list[str]:
+    """Figures in the lessons (solutions/) whose row a later run on the same GPU measured again: a lesson quotes
+    where its kernels stand now (history goes in docs/), so each is a place to look at after a new `make bench`.
+    A later run may have measured another setting on purpose (a sweep's paired runs): the list is for a reader,
+    not a test."""
+    found, tables = [], {}
+    runs = sorted(p.relative_to(RESULTS).as_posix() for p in RESULTS.rglob("bench.csv"))
+    for where, text, _ in _texts(root):
+        if not where.startswith("solutions"):
+            continue
+        for fig in figures(text, where):
+            keys = {k: v for k, v in fig.keys.items() if k not in ("file", "col", "agg")}
+            name = fig.keys.get("file", "bench.csv")
+            try:
+                rows = _rows(name, keys, tables)
+            except (ValueError, KeyError, FileNotFoundError):
+                continue  # problems() reports it
+            if rows is None or rows.empty or "date" not in rows.columns or "gpu" not in rows.columns:
+                continue
+            gpus, date = set(rows["gpu"].astype(str)), max(rows["date"].astype(str))
+            newer = []
+            for other in runs:
+                if other == name:
+                    continue
+                later = _rows(other, keys, tables)
+                if later is None or later.empty or "date" not in later.columns or "gpu" not in later.columns:
+                    continue
+                later = later[later["gpu"].astype(str).isin(gpus)]
+                if not later.empty and max(later["date"].astype(str)) > date:
+                    newer.append((max(later["date"].astype(str)), other))
+            if newer:
+                when, last = max(newer)
+                found.append(f"{where}: {fig.text} from results/{name} ({date}); measured again in results/{last} "
+                             f"({when}, {len(newer)} later run{'s' * (len(newer) > 1)}): {fig.describe()}")  # fmt: skip
+    return found
+
+
+def _rows(name: str, keys: dict, tables: dict):
+    """The rows of results/<name> that keys select, or None where it lacks one of their columns."""
+    if name not in tables:
+        tables[name] = _table(name)
+    frame = tables[name]
+    if any(key not in frame.columns for key in keys):
+        return None
+    rows = frame
+    for key, want in keys.items():
+        rows = rows[rows[key].astype(str) == want]
+    return rows
+
+
 def update(root: Path = ROOT) -> list[str]:
     """Rewrites every marked figure from the results; returns what changed."""
     import nbformat
@@ -163,7 +214,11 @@ def update(root: Path = ROOT) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Check (or rewrite) the measured figures quoted in prose.")
     parser.add_argument("--update", action="store_true", help="rewrite the figures from results/")
+    parser.add_argument("--stale", action="store_true", help="list the lessons' figures a later run measured again")
     args = parser.parse_args(argv)
+    if args.stale:
+        for line in stale():
+            print(line)
     if args.update:
         for line in update():
             print(line)
