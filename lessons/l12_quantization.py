@@ -2334,14 +2334,20 @@ INT4_DOTS = "pairs"
 INT4_DOTS_KINDS = ("mma", "pairs")
 
 
+def by_shape(setting, N=None, K=None, *, name=None, allowed=None):
+    """A setting that is one value for every weight, or a dict of them by the weight's (N, K) with None for every
+    other shape (INT4_DOTS, FUSED_INT4_KERNEL, FUSED_INT8_LOOP): its value for an (N, K) weight; with ``allowed``,
+    one of those, else a ValueError naming the setting."""
+    value = setting.get((N, K), setting.get(None)) if isinstance(setting, dict) else setting
+    if allowed is not None and value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed} (or a dict of them by (N, K), None: every other shape), "
+                         f"got {value!r} for ({N}, {K})")  # fmt: skip
+    return value
+
+
 def int4_dots_kind(N=None, K=None) -> str:
-    """INT4_DOTS's kind for an (N, K) int4 weight: the string, or its row of the dict (None: every other shape); one
-    of INT4_DOTS_KINDS, else a ValueError naming INT4_DOTS."""
-    kind = INT4_DOTS.get((N, K), INT4_DOTS.get(None)) if isinstance(INT4_DOTS, dict) else INT4_DOTS
-    if kind not in INT4_DOTS_KINDS:
-        raise ValueError(f"INT4_DOTS must be one of {INT4_DOTS_KINDS} (or a dict of them by (N, K), None: every "
-                         f"other shape), got {kind!r} for ({N}, {K})")  # fmt: skip
-    return kind
+    """INT4_DOTS's kind for an (N, K) int4 weight (by_shape): one of INT4_DOTS_KINDS."""
+    return by_shape(INT4_DOTS, N, K, name="INT4_DOTS", allowed=INT4_DOTS_KINDS)
 
 
 def int4_dots_ptx(x) -> str:
@@ -3033,24 +3039,14 @@ FUSED_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s12
 
 
 def fused_int4_kernel(N=None, K=None) -> str:
-    """FUSED_INT4_KERNEL's kind for an (N, K) int4 weight: the string, or its row of the dict (None: every other
-    shape); one of FUSED_INT4_KERNELS, else a ValueError."""
-    kind = FUSED_INT4_KERNEL
-    if isinstance(kind, dict):
-        kind = kind.get((N, K), kind.get(None))
-    if kind not in FUSED_INT4_KERNELS:
-        raise ValueError(f"FUSED_INT4_KERNEL must be one of {FUSED_INT4_KERNELS} (or a dict of them by (N, K), None: "
-                         f"every other shape), got {kind!r} for ({N}, {K})")  # fmt: skip
-    return kind
+    """FUSED_INT4_KERNEL's kind for an (N, K) int4 weight (by_shape): one of FUSED_INT4_KERNELS."""
+    return by_shape(FUSED_INT4_KERNEL, N, K, name="FUSED_INT4_KERNEL", allowed=FUSED_INT4_KERNELS)
 
 
 def fused_int8_loop(N, K) -> str:
-    """FUSED_INT8_LOOP's loop for an (N, K) int8 weight: the string, or its row of the dict (None: every other
-    shape); one of lesson 08's DECODE_GEMV_LOOPS, else a ValueError."""
-    loop = FUSED_INT8_LOOP
-    if isinstance(loop, dict):
-        loop = loop.get((N, K), loop.get(None))
-    return gemv_loop(loop)
+    """FUSED_INT8_LOOP's loop for an (N, K) int8 weight (by_shape): one of lesson 08's DECODE_GEMV_LOOPS, else a
+    ValueError (gemv_loop)."""
+    return gemv_loop(by_shape(FUSED_INT8_LOOP, N, K))
 
 
 def fused_gemv_schedule(bits, N, K, group_size=128) -> GemvSchedule:
