@@ -93,3 +93,15 @@ def test_an_xdist_worker_shares_the_cores_among_the_workers():
     assert threads(PYTEST_XDIST_WORKER_COUNT=str(4 * cores)) == ["1", "1"]
     assert threads(PYTEST_XDIST_WORKER_COUNT=str(4 * cores), OMP_NUM_THREADS=str(cores)) == [str(cores)] * 2
     assert threads() == ["None", str(cores)]
+
+
+def test_offline_compiles_know_the_pinned_triton():
+    """utils.offline.pinned_triton() is requirements.txt's triton pin; compiles_as_pinned says whether the installed
+    Triton is it (spill checks at the edge of the registers hold for that one only)."""
+    import triton
+
+    from utils import offline
+
+    pin = pins((ROOT / "requirements.txt").read_text().splitlines())["triton"]
+    assert offline.pinned_triton() == pin
+    assert offline.compiles_as_pinned() == (triton.__version__ == pin)

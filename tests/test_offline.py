@@ -326,16 +326,3 @@ def test_the_workers_source_segments_are_asts_own():
             assert segment(node) == ast.get_source_segment(source, node), (node.lineno, type(node).__name__)
     inner = [n for n in ast.walk(ast.parse(sources[0])) if isinstance(n, ast.Constant)]  # columns past é and ≈
     assert inner and all(namespace["segments"](sources[0])(n) == ast.get_source_segment(sources[0], n) for n in inner)
-
-
-def test_the_pinned_triton_is_the_one_both_installs_pin():
-    """pinned_triton() reads requirements.txt's pin, and environment.yml pins the same version; compiles_as_pinned
-    says whether the installed Triton is it (spill checks at the edge of the registers hold for that one only)."""
-    import triton
-
-    from utils.lessons import ROOT
-
-    pin = offline.pinned_triton()
-    assert pin and re.fullmatch(r"\d+\.\d+\.\d+", pin), pin
-    assert f"triton=={pin}" in (ROOT / "environment.yml").read_text(), "environment.yml pins another triton"
-    assert offline.compiles_as_pinned() == (triton.__version__ == pin)
