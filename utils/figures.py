@@ -66,16 +66,7 @@ def value_of(keys: dict, tables: dict | None = None) -> float:
     name, col, agg = keys.pop("file", "bench.csv"), keys.pop("col", None), keys.pop("agg", None)
     if col is None:
         raise ValueError("a figure marker needs col=<column>")
-    if name not in tables:
-        tables[name] = _table(name)
-    frame = tables[name]
-    if col not in frame.columns:
-        raise ValueError(f"results/{name} has no column {col!r}")
-    rows = frame
-    for key, want in keys.items():
-        if key not in frame.columns:
-            raise ValueError(f"results/{name} has no column {key!r}")
-        rows = rows[rows[key].astype(str) == want]
+    rows = _rows(name, keys, tables, col)
     values = [float(v) for v in rows[col]]
     if not values:
         raise ValueError(f"no row of results/{name} has {keys}")
@@ -149,22 +140,23 @@ def stale(root: Path = ROOT) -> list[str]:
         for fig in figures(text, where):
             keys = {k: v for k, v in fig.keys.items() if k not in ("file", "col", "agg")}
             name = fig.keys.get("file", "bench.csv")
-            try:
-                rows = _rows(name, keys, tables)
-            except (ValueError, KeyError, FileNotFoundError):
-                continue  # problems() reports it
-            if rows is None or rows.empty or "date" not in rows.columns or "gpu" not in rows.columns:
+
+            def dated(run, keys=keys):  # the rows keys select in a run that records its GPU and date, or None
+                try:
+                    rows = _rows(run, keys, tables, "gpu", "date")
+                except (ValueError, FileNotFoundError):
+                    return None  # a marker problems() reports, or a run without those columns
+                return rows if not rows.empty else None
+
+            rows = dated(name)
+            if rows is None:
                 continue
             gpus, date = set(rows["gpu"].astype(str)), max(rows["date"].astype(str))
             newer = []
             for other in runs:
-                if other == name:
-                    continue
-                later = _rows(other, keys, tables)
-                if later is None or later.empty or "date" not in later.columns or "gpu" not in later.columns:
-                    continue
-                later = later[later["gpu"].astype(str).isin(gpus)]
-                if not later.empty and max(later["date"].astype(str)) > date:
+                later = dated(other) if other != name else None
+                later = None if later is None else later[later["gpu"].astype(str).isin(gpus)]
+                if later is not None and not later.empty and max(later["date"].astype(str)) > date:
                     newer.append((max(later["date"].astype(str)), other))
             if newer:
                 when, last = max(newer)
@@ -173,13 +165,15 @@ def stale(root: Path = ROOT) -> list[str]:
     return found
 
 
-def _rows(name: str, keys: dict, tables: dict):
-    """The rows of results/<name> that keys select, or None where it lacks one of their columns."""
+def _rows(name: str, keys: dict, tables: dict, *columns: str):
+    """The rows of results/<name> (read once into tables) that keys select; a ValueError naming a key or one of
+    ``columns`` that the file does not have."""
     if name not in tables:
         tables[name] = _table(name)
     frame = tables[name]
-    if any(key not in frame.columns for key in keys):
-        return None
+    for key in (*columns, *keys):
+        if key not in frame.columns:
+            raise ValueError(f"results/{name} has no column {key!r}")
     rows = frame
     for key, want in keys.items():
         rows = rows[rows[key].astype(str) == want]
