@@ -6,6 +6,8 @@ nothing under the interpreter. Import it after the script has set TRITON_INTERPR
     ms = bench_ms(graphed(fn))       # the same replay, timed as make bench times a row
     ms = bench_ms(fn)                # fn called as make bench calls it (utils.timing)
     gbs = copy_gbs(say)              # a copy of 2**28 int32, the '% copy' ceiling, said and returned
+    for label, model, step in int4_decode_steps():    # lesson 12's int4 decode step at the 1B shapes
+        ratios = paired_in_step(say, label, step, ref, {(L12, "INT4_DOTS"): "mma"}, rounds=2)  # a switch, paired
 
 Under the interpreter each timing calls fn once (a smoke test of the path) and returns None (gtime) or NaN
 (bench_ms, copy_gbs), so a script's arithmetic on them still runs.
@@ -79,3 +81,75 @@ def copy_gbs(say, n: int = 2**28) -> float:
     gbs = 2 * n * 4 / ms / 1e6
     say(f"copy 2^28 int32: {ms:.4f} ms, {gbs:.1f} GB/s (the '% copy' below)")
     return gbs
+
+
+def int4_decode_steps():
+    """Lesson 12's int4 decode step at the 1B shapes (Llama-3.2-1B's and TinyLlama's: random bf16 weights in groups
+    of 128, the cache filled at random, one token at make bench's mean context of 640), or at a tiny fp32 model under
+    the interpreter: yields (label, model, step), step() -> the logits; the GPU's cache emptied after each."""
+    import torch
+
+    from bench.common import random_llama
+    from lessons import l08_llama_model as L8
+    from lessons import l12_quantization as L12
+
+    env = utils.mode.current()
+    if on_gpu():
+        dt, group, max_len, context = torch.bfloat16, 128, 768, 640  # make bench's decode rows: 512 + 256
+        shapes = {"Llama-3.2-1B": "Llama-3.2-1B", "TinyLlama-1.1B": "TinyLlama-1.1B"}
+    else:
+        dt, group, max_len, context = torch.float32, 32, 24, 16
+        shapes = {"tiny": L8.ModelArgs(vocab_size=100, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn_dim=48,
+                                       tie_embeddings=False)}  # fmt: skip
+    for label, shape in shapes.items():
+        torch.manual_seed(0)
+        model = L12.quantize_model(random_llama(shape, dt, env.device), 4, group_size=group)
+        cache = L8.new_cache(model, 1, max_len)
+        cache.k.normal_()
+        cache.v.normal_()
+        token = torch.tensor([7], device=env.device)
+        pos = torch.tensor([context], dtype=torch.int32, device=env.device)
+        yield label, model, lambda model=model, cache=cache: L12.quantized_decode_step(model, token, pos, cache)
+        del model, cache
+        if on_gpu():
+            torch.cuda.empty_cache()
+
+
+def paired_in_step(say, label, step, ref, switches: dict, rounds: int):
+    """One variant of a step: switches {(module, name): value} set, its output checked against ref (the step as set;
+    past 5e-2 relative, a FAIL, not timed), then timed between two timings of the step as set, `rounds` times, so
+    that a drift of the machine shows as the two apart. Says a line; returns the ratios (as set / variant: above 1,
+    the variant is faster), [] under the interpreter, None on a FAIL or an error. The switches are put back."""
+    was = {key: getattr(*key) for key in switches}
+
+    def put(values):
+        for (module, name), value in values.items():
+            setattr(module, name, value)
+
+    try:
+        put(switches)
+        rel = float((step().float() - ref).norm() / ref.norm())
+        if rel > 5e-2:
+            say(f"  {label:44s} | FAIL: logits {rel:.1e} from the step as set")
+            return None
+        times = []
+        for _ in range(rounds):
+            put(was)
+            before = gtime(step)
+            put(switches)
+            ms = gtime(step)
+            put(was)
+            times.append((before, ms, gtime(step)))
+        if not on_gpu():
+            say(f"  {label:44s} | ran; logits {rel:.1e}")
+            return []
+        ratios = [(b + a) / 2 / ms for b, ms, a in times]
+        line = "; ".join(f"{ms:.4f} ms between {b:.4f} and {a:.4f} (x{r:.3f})" for (b, ms, a), r in zip(times, ratios))
+        say(f"  {label:44s} | {line}; logits {rel:.1e}")
+        return ratios
+    except Exception as e:  # noqa: BLE001
+        first = str(e).strip().splitlines()[0][:150] if str(e).strip() else ""
+        say(f"  {label:44s} | ERROR {type(e).__name__}: {first}")
+        return None
+    finally:
+        put(was)

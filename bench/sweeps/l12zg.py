@@ -30,94 +30,38 @@ CPU = "--cpu" in sys.argv
 if CPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import torch  # noqa: E402
-
 import utils  # noqa: E402
-from bench.common import random_llama  # noqa: E402
-from bench.sweeps.kit import Log, gtime  # noqa: E402
+from bench.sweeps.kit import Log, int4_decode_steps, on_gpu, paired_in_step  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 
 say = Log("l12zg")
-ENV = utils.mode.current()
-ROUNDS = 1 if CPU else 2
-if CPU:
-    DT, G, MAX_LEN, CONTEXT = torch.float32, 32, 24, 16
-    SHAPES = {"tiny": L8.ModelArgs(vocab_size=100, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn_dim=48,
-                                   tie_embeddings=False)}  # fmt: skip
-else:
-    DT, G, MAX_LEN, CONTEXT = torch.bfloat16, 128, 768, 640  # make bench's decode rows: 512 + 256, the mean context
-    SHAPES = {"Llama-3.2-1B": "Llama-3.2-1B", "TinyLlama-1.1B": "TinyLlama-1.1B"}
+ROUNDS = 2 if on_gpu() else 1
 
 
 def variants():
-    """(label, module, name, value): each variant is one module-level switch set to value."""
-    out = [(f"QUANTIZED_PDL[4] = {t!r}", L12, "QUANTIZED_PDL", {**L12.QUANTIZED_PDL, 4: t})
+    """(label, {(module, name): value}): each variant is one module-level switch set to value."""
+    out = [(f"QUANTIZED_PDL[4] = {t!r}", {(L12, "QUANTIZED_PDL"): {**L12.QUANTIZED_PDL, 4: t}})
            for t in (*L8.PDL_TRIGGERS, False) if t != L12.QUANTIZED_PDL[4]]  # fmt: skip
-    out += [(f'attention "ticket", n_splits {n}', L8, "DECODE_FUSIONS",
-             L8.DECODE_FUSIONS._replace(attention="ticket", n_splits=n)) for n in (None, 4, 8, 16)]  # fmt: skip
-    out += [('attention "one-pass"', L8, "DECODE_FUSIONS", L8.DECODE_FUSIONS._replace(attention="one-pass"))]
-    out += [(f'attention "split+combine", n_splits {n}', L8, "DECODE_FUSIONS",
-             L8.DECODE_FUSIONS._replace(attention="split+combine", n_splits=n)) for n in (4, 8, 16)]  # fmt: skip
-    out += [(f'INT4_DOTS = "{d}"', L12, "INT4_DOTS", d) for d in ("mma", "pairs") if d != L12.INT4_DOTS]
-    out += [("attention_pdl False", L8, "DECODE_FUSIONS", L8.DECODE_FUSIONS._replace(attention_pdl=False))]
+    fusions = lambda **kw: {(L8, "DECODE_FUSIONS"): L8.DECODE_FUSIONS._replace(**kw)}  # noqa: E731
+    out += [(f'attention "ticket", n_splits {n}', fusions(attention="ticket", n_splits=n)) for n in (None, 4, 8, 16)]
+    out += [('attention "one-pass"', fusions(attention="one-pass"))]
+    out += [(f'attention "split+combine", n_splits {n}', fusions(attention="split+combine", n_splits=n))
+            for n in (4, 8, 16)]  # fmt: skip
+    out += [(f'INT4_DOTS = "{d}"', {(L12, "INT4_DOTS"): d}) for d in ("mma", "pairs") if d != L12.INT4_DOTS]
+    out += [("attention_pdl False", fusions(attention_pdl=False))]
     tma = not L8.USE_TMA_DECODE_ATTENTION
-    out += [(f"USE_TMA_DECODE_ATTENTION = {tma}", L8, "USE_TMA_DECODE_ATTENTION", tma)]
+    out += [(f"USE_TMA_DECODE_ATTENTION = {tma}", {(L8, "USE_TMA_DECODE_ATTENTION"): tma})]
     return out
 
 
-def run_shape(name, shape):
-    torch.manual_seed(0)
-    model = random_llama(shape, DT, ENV.device)
-    qmodel = L12.quantize_model(model, 4, group_size=G)
-    del model
-    cache = L8.new_cache(qmodel, 1, MAX_LEN)
-    cache.k.normal_()
-    cache.v.normal_()
-    token = torch.tensor([7], device=ENV.device)
-    pos = torch.tensor([CONTEXT], dtype=torch.int32, device=ENV.device)
-
-    def step():
-        return L12.quantized_decode_step(qmodel, token, pos, cache)
-
+say(f"lesson 12 sweep zg on {utils.mode.current().gpu_name if on_gpu() else 'CPU (interpreter)'}, "
+    f"torch {__import__('torch').__version__}, triton {__import__('triton').__version__}")  # fmt: skip
+for name, _, step in int4_decode_steps():
     ref = step().float().clone()
     say(f"== {name}: the int4 step as set (FUSED_INT4_KERNEL at its shapes, QUANTIZED_PDL[4] "
         f"{L12.QUANTIZED_PDL[4]!r}, {L8.DECODE_FUSIONS})")  # fmt: skip
-    for label, module, name, value in variants():
-        was = getattr(module, name)
-        try:
-            setattr(module, name, value)
-            got = step().float()
-            rel = float((got - ref).norm() / ref.norm())
-            if rel > 5e-2:
-                say(f"  {label:44s} | FAIL: logits {rel:.1e} from the step as set")
-                continue
-            times = []
-            for _ in range(ROUNDS):  # the step as set, the variant, the step as set again
-                setattr(module, name, was)
-                before = gtime(step)
-                setattr(module, name, value)
-                ms = gtime(step)
-                setattr(module, name, was)
-                times.append((before, ms, gtime(step)))
-            if CPU:
-                say(f"  {label:44s} | ran; logits {rel:.1e}")
-            else:
-                line = "; ".join(f"{ms:.4f} ms between {b:.4f} and {a:.4f} (x{(b + a) / 2 / ms:.3f})"
-                                 for b, ms, a in times)  # fmt: skip
-                say(f"  {label:44s} | {line}; logits {rel:.1e}")
-        except Exception as e:  # noqa: BLE001
-            first = str(e).strip().splitlines()[0][:150] if str(e).strip() else ""
-            say(f"  {label:44s} | ERROR {type(e).__name__}: {first}")
-        finally:
-            setattr(module, name, was)
+    for label, switches in variants():
+        paired_in_step(say, label, step, ref, switches, ROUNDS)
     say(f"  ({time.time() - T0:.0f} s)")
-    if not CPU:
-        torch.cuda.empty_cache()
-
-
-say(f"lesson 12 sweep zg on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, "
-    f"triton {__import__('triton').__version__}")  # fmt: skip
-for name, shape in SHAPES.items():
-    run_shape(name, shape)
 say(f"total {time.time() - T0:.0f} s")

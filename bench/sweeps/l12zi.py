@@ -35,135 +35,67 @@ CPU = "--cpu" in sys.argv
 if CPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import torch  # noqa: E402
-
 import utils  # noqa: E402
-from bench.common import random_llama  # noqa: E402
-from bench.sweeps.kit import Log, gtime  # noqa: E402
+from bench.sweeps.kit import Log, int4_decode_steps, on_gpu, paired_in_step  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 
 say = Log("l12zi")
-ENV = utils.mode.current()
-ROUNDS = 1 if CPU else 2
+ROUNDS = 2 if on_gpu() else 1
 BUDGET_S = int(os.environ.get("BUDGET_S", 150))
 PIPE = [(16, 512, 2, 3), (8, 512, 2, 3), (16, 512, 2, 4), (16, 1024, 2, 3), (8, 1024, 2, 3), (16, 512, 4, 3)]
 STREAM = [(16, 1024, 2, 2), (16, 512, 2, 3), (8, 512, 2, 3), (16, 512, 4, 3), (32, 512, 2, 3)]
-if CPU:
-    DT, G, MAX_LEN, CONTEXT = torch.float32, 32, 24, 16
-    SHAPES = {"tiny": L8.ModelArgs(vocab_size=100, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn_dim=48,
-                                   tie_embeddings=False)}  # fmt: skip
-else:
-    DT, G, MAX_LEN, CONTEXT = torch.bfloat16, 128, 768, 640  # make bench's decode rows: 512 + 256, the mean context
-    SHAPES = {"Llama-3.2-1B": "Llama-3.2-1B", "TinyLlama-1.1B": "TinyLlama-1.1B"}
-
-
-def kernel_table():
-    kind = L12.FUSED_INT4_KERNEL
-    return dict(kind) if isinstance(kind, dict) else {None: kind}
 
 
 def variants(head, args):
-    """(label, {name: value}): the head's kernel and row, every other row as set."""
-    table = kernel_table()
+    """(label, {(L12, name): value}, the EDIT line if it wins): the head's kernel and row, every other row as set;
+    then the MMA dots at one shape, and in chains."""
+    kinds = L12.FUSED_INT4_KERNEL
+    kinds = dict(kinds) if isinstance(kinds, dict) else {None: kinds}
     now = L12.fused_int4_kernel(*head)
-    rows = {"pipe": L12.FUSED_PIPE_SCHEDULES, "stream": L12.FUSED_STREAM_SCHEDULES}
     out = []
     for kind, tiles in (("pipe", PIPE), ("stream", STREAM)):
         name = "FUSED_PIPE_SCHEDULES" if kind == "pipe" else "FUSED_STREAM_SCHEDULES"
-        current = rows[kind].get(head, rows[kind][None])
+        rows = getattr(L12, name)
         for t in tiles:
             s = L8.GemvSchedule(*t)
-            if kind == now and s == current:
+            if kind == now and s == rows.get(head, rows[None]):
                 continue  # the step as set
+            switches = {(L12, "FUSED_INT4_KERNEL"): {**kinds, head: kind}, (L12, name): {**rows, head: s}}
             out.append(
-                (f'head "{kind}" {t}', {"FUSED_INT4_KERNEL": {**table, head: kind}, name: {**rows[kind], head: s}})
+                (f'head "{kind}" {t}', switches, f'FUSED_INT4_KERNEL[{head}] = "{kind}"; {name}[{head}] = {s!r}')
             )
     # the MMA dots at one shape each, where l12zh timed them faster alone (1B gate/up x1.07, TinyLlama's down x1.01):
     # this model's gate/up (N counts the gate rows) and down
     for shape in ((args.ffn_dim, args.dim), (args.dim, args.ffn_dim)):
-        out.append((f'INT4_DOTS "mma" at {shape} only', {"INT4_DOTS": {shape: "mma", None: "pairs"}}))
+        dots = {shape: "mma", None: "pairs"}
+        out.append((f'INT4_DOTS "mma" at {shape} only', {(L12, "INT4_DOTS"): dots}, f"INT4_DOTS = {dots!r}"))
     # the MMAs in two or four chains (int4_mma_ptx(4, chains)): one chain waits on each MMA before the next
     for chains in (2, 4):
-        ptx = L12.int4_mma_ptx(4, chains)
+        ptx = {(L12, "INT4_MMA_PTX"): L12.int4_mma_ptx(4, chains)}
         gate_up = {(args.ffn_dim, args.dim): "mma", None: "pairs"}
-        out.append((f'INT4_DOTS "mma", {chains} chains', {"INT4_DOTS": "mma", "INT4_MMA_PTX": ptx}))
-        out.append((f'"mma", {chains} chains, gate/up only', {"INT4_DOTS": gate_up, "INT4_MMA_PTX": ptx}))
+        edit = f"INT4_MMA_PTX = int4_mma_ptx(4, {chains}); INT4_DOTS = "
+        out.append((f'INT4_DOTS "mma", {chains} chains', {(L12, "INT4_DOTS"): "mma", **ptx}, edit + '"mma"'))
+        out.append(
+            (f'"mma", {chains} chains, gate/up only', {(L12, "INT4_DOTS"): gate_up, **ptx}, edit + repr(gate_up))
+        )
     return out
 
 
-def run_shape(label, shape):
-    torch.manual_seed(0)
-    model = random_llama(shape, DT, ENV.device)
-    qmodel = L12.quantize_model(model, 4, group_size=G)
-    del model
-    head = (qmodel.args.vocab_size, qmodel.args.dim)
-    cache = L8.new_cache(qmodel, 1, MAX_LEN)
-    cache.k.normal_()
-    cache.v.normal_()
-    token = torch.tensor([7], device=ENV.device)
-    pos = torch.tensor([CONTEXT], dtype=torch.int32, device=ENV.device)
-
-    def step():
-        return L12.quantized_decode_step(qmodel, token, pos, cache)
-
+say(f"lesson 12 sweep zi on {utils.mode.current().gpu_name if on_gpu() else 'CPU (interpreter)'}, "
+    f"torch {__import__('torch').__version__}, triton {__import__('triton').__version__}")  # fmt: skip
+for label, model, step in int4_decode_steps():
+    head = (model.args.vocab_size, model.args.dim)
     kind = L12.fused_int4_kernel(*head)
     table = L12.FUSED_PIPE_SCHEDULES if kind == "pipe" else L12.FUSED_STREAM_SCHEDULES
     ref = step().float().clone()
     say(f'== {label}: the head {head} as set: "{kind}" {tuple(table.get(head, table[None]))}')
-    for name_, switches in variants(head, qmodel.args):
+    for name, switches, edit in variants(head, model.args):
         if time.time() - T0 > BUDGET_S:
             say(f"  (budget of {BUDGET_S} s spent: the rest not timed)")
             break
-        was = {k: getattr(L12, k) for k in switches}
-
-        def put(values):
-            for k, v in values.items():
-                setattr(L12, k, v)
-
-        try:
-            put(switches)
-            got = step().float()
-            rel = float((got - ref).norm() / ref.norm())
-            if rel > 5e-2:
-                say(f"  {name_:32s} | FAIL: logits {rel:.1e} from the step as set")
-                continue
-            times = []
-            for _ in range(ROUNDS):  # the step as set, the variant, the step as set again
-                put(was)
-                before = gtime(step)
-                put(switches)
-                ms = gtime(step)
-                put(was)
-                times.append((before, ms, gtime(step)))
-            if CPU:
-                say(f"  {name_:32s} | ran; logits {rel:.1e}")
-                continue
-            ratios = [(b + a) / 2 / ms for b, ms, a in times]
-            line = "; ".join(
-                f"{ms:.4f} ms between {b:.4f} and {a:.4f} (x{r:.3f})" for (b, ms, a), r in zip(times, ratios)
-            )
-            say(f"  {name_:32s} | {line}; logits {rel:.1e}")
-            if min(ratios) > 1.01 and "INT4_DOTS" in switches:
-                chains = switches.get("INT4_MMA_PTX", L12.INT4_MMA_PTX).count("add.f32") // 4 + 1
-                say(f"  -> EDIT: INT4_DOTS = {switches['INT4_DOTS']!r}; INT4_MMA_PTX = int4_mma_ptx(4, {chains})")
-            elif min(ratios) > 1.01:
-                table_name = [k for k in switches if k != "FUSED_INT4_KERNEL"][0]
-                t = switches[table_name][head]
-                say(f"  -> EDIT: FUSED_INT4_KERNEL[{head}] = \"{switches['FUSED_INT4_KERNEL'][head]}\"; "
-                    f"{table_name}[{head}] = {t!r}")  # fmt: skip
-        except Exception as e:  # noqa: BLE001
-            first = str(e).strip().splitlines()[0][:150] if str(e).strip() else ""
-            say(f"  {name_:32s} | ERROR {type(e).__name__}: {first}")
-        finally:
-            put(was)
+        ratios = paired_in_step(say, name, step, ref, switches, ROUNDS)
+        if ratios and min(ratios) > 1.01:
+            say(f"  -> EDIT: {edit}")
     say(f"  ({time.time() - T0:.0f} s)")
-    if not CPU:
-        torch.cuda.empty_cache()
-
-
-say(f"lesson 12 sweep zi on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, "
-    f"triton {__import__('triton').__version__}")  # fmt: skip
-for label, shape in SHAPES.items():
-    run_shape(label, shape)
 say(f"total {time.time() - T0:.0f} s")
