@@ -90,6 +90,33 @@ def report(label, rows, base):
     return None
 
 
+def time_tiles(label, tiles, call, want, nbytes, gbs, tolerance=1):
+    """Each (name, schedule) of tiles, with both dots at the table's tile and the MMA dots at the others: call(schedule)
+    checked against want (its error over ``tolerance`` times bf16's: above 1 a FAIL, not timed), then timed ->
+    report's best line."""
+    rows, base = [], None
+    for name, sched in tiles:
+        for dots in DOTS if name == "table" else DOTS[-1:]:  # the packed dots at the table's tile only
+            if time.time() - T0 > BUDGET_S:
+                say(f"  (budget: {name} {dots} and after not run)")
+                return report(label, rows, base)
+            try:
+                fn = lambda sched=sched: call(sched)  # noqa: E731
+                got = with_dots(dots, fn).clone()
+                err = error(got, want) / tolerance
+                us = with_dots(dots, lambda: gtime(fn))
+                us = us * 1e3 if us is not None else None
+                if err > 1:
+                    us = None
+                if name == "table" and dots == "pairs" and us:
+                    base = us
+                roof = nbytes / (us * 1e-6) / (gbs * 1e9) * 100 if us else 0
+                rows.append((name, dots, us, roof, err))
+            except Exception as e:  # noqa: BLE001
+                say(f"  {label} | {name} | {dots} | ERROR {type(e).__name__}: {str(e).strip()[:120]}")
+    return report(label, rows, base)
+
+
 def gemv_shape(N, K, s, gbs):
     torch.manual_seed(0)
     w = L.quantize_int4_ref(torch.randn(N, K, device=ENV.device) / K**0.5, G)
@@ -101,27 +128,8 @@ def gemv_shape(N, K, s, gbs):
     if s is not None:
         tiles += [(f"pipe {t}", s._replace(kernel="pipe", BLOCK_N=t[0], BLOCK_K=t[1], num_warps=t[2], num_stages=t[3]))
                   for t in WIDE if (t[0], t[1], t[2], t[3]) != (s.BLOCK_N, s.BLOCK_K, s.num_warps, s.num_stages)]  # fmt: skip
-    rows, base = [], None
-    for name, sched in tiles:
-        for dots in DOTS if name == "table" else DOTS[-1:]:  # the packed dots at the table's tile only
-            if time.time() - T0 > BUDGET_S:
-                say(f"  (budget: {name} {dots} and after not run)")
-                return report(f"GEMV {N}x{K}", rows, base)
-            try:
-                fn = lambda: L.w4a16_fast(x, w, out=out, schedule=sched)  # noqa: E731
-                got = with_dots(dots, fn).clone()
-                err = error(got, want)
-                us = with_dots(dots, lambda: gtime(fn))
-                us = us * 1e3 if us is not None else None
-                if err > 1:
-                    us = None
-                if name == "table" and dots == "pairs" and us:
-                    base = us
-                roof = nbytes / (us * 1e-6) / (gbs * 1e9) * 100 if us else 0
-                rows.append((name, dots, us, roof, err))
-            except Exception as e:  # noqa: BLE001
-                say(f"  GEMV {N}x{K} | {name} | {dots} | ERROR {type(e).__name__}: {str(e).strip()[:120]}")
-    return report(f"GEMV {N}x{K}", rows, base)
+    return time_tiles(f"GEMV {N}x{K}", tiles, lambda sched: L.w4a16_fast(x, w, out=out, schedule=sched), want, nbytes,
+                      gbs)  # fmt: skip
 
 
 def fused_shape(label, N, K, epi, gbs):
@@ -138,32 +146,14 @@ def fused_shape(label, N, K, epi, gbs):
     s = L.fused_gemv_schedule(4, N, K, G)
     kind = L.fused_int4_kernel(N, K)
     tiles = [("table", s)] + [(f"{kind} {t}", L.GemvSchedule(*t)) for t in WIDE if tuple(s) != t]
-    rows, base = [], None
-    for name, sched in tiles:
-        for dots in DOTS if name == "table" else DOTS[-1:]:  # the packed dots at the table's tile only
-            if time.time() - T0 > BUDGET_S:
-                say(f"  (budget: {name} {dots} and after not run)")
-                return report(label, rows, base)
-            try:
 
-                def fn(sched=sched):
-                    r = None if res is None else out.copy_(res)  # in place, as the step adds it
-                    return L.quantized_decode_gemv(x, w, norm=norm, residual=r, swiglu=epi.get("swiglu", False),
-                                                   out=out, schedule=sched)  # fmt: skip
+    def call(sched):
+        r = None if res is None else out.copy_(res)  # in place, as the step adds it
+        return L.quantized_decode_gemv(x, w, norm=norm, residual=r, swiglu=epi.get("swiglu", False), out=out,
+                                       schedule=sched)  # fmt: skip
 
-                got = with_dots(dots, fn).clone()
-                err = error(got, want) / (4 if epi.get("swiglu") else 1)  # behind SwiGLU: the checks' four times
-                us = with_dots(dots, lambda: gtime(fn))
-                us = us * 1e3 if us is not None else None
-                if err > 1:
-                    us = None
-                if name == "table" and dots == "pairs" and us:
-                    base = us
-                roof = nbytes / (us * 1e-6) / (gbs * 1e9) * 100 if us else 0
-                rows.append((name, dots, us, roof, err))
-            except Exception as e:  # noqa: BLE001
-                say(f"  {label} | {name} | {dots} | ERROR {type(e).__name__}: {str(e).strip()[:120]}")
-    best = report(f"{label} ({kind})", rows, base)
+    # behind SwiGLU the checks allow four times bf16's tolerance
+    best = time_tiles(f"{label} ({kind})", tiles, call, want, nbytes, gbs, 4 if epi.get("swiglu") else 1)
     if best and best[0] != "table":
         table = "FUSED_PIPE_SCHEDULES" if kind == "pipe" else "FUSED_STREAM_SCHEDULES"
         t = best[0].split(" ", 1)[1]
