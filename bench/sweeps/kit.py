@@ -8,6 +8,7 @@ nothing under the interpreter. Import it after the script has set TRITON_INTERPR
     gbs = copy_gbs(say)              # a copy of 2**28 int32, the '% copy' ceiling, said and returned
     for label, model, step in int4_decode_steps():    # lesson 12's int4 decode step at the 1B shapes
         ratios = paired_in_step(say, label, step, ref, {(L12, "INT4_DOTS"): "mma"}, rounds=2)  # a switch, paired
+    compare_matmuls(say, shape, dtype, candidates, deadline)  # lesson 05's: checked, then timed between cuBLAS
 
 Under the interpreter each timing calls fn once (a smoke test of the path) and returns None (gtime) or NaN
 (bench_ms, copy_gbs), so a script's arithmetic on them still runs.
@@ -153,3 +154,73 @@ def paired_in_step(say, label, step, ref, switches: dict, rounds: int):
         return None
     finally:
         put(was)
+
+
+def compare_matmuls(say, shape, dtype, candidates, deadline: float, same_bits: bool = False):
+    """Lesson 05's sweeps: each (label, fn(a, b, c) -> c) of candidates checked against an fp32 product of the same
+    random a (M, K) and b (K, N) (out pre-filled with NaN; with same_bits, a second call must give the same bits), a
+    FAIL never timed; then replayed from a CUDA graph between two cuBLAS timings (graphed too). Says a line each;
+    returns [(x cuBLAS, label, fn)]. Past the time.time() ``deadline`` the rest is skipped."""
+    import time
+
+    import torch
+
+    M, N, K = shape
+    device = utils.mode.current().device
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(M, K, device=device, dtype=dtype, generator=gen)
+    b = torch.randn(K, N, device=device, dtype=dtype, generator=gen)
+    c = torch.empty(M, N, device=device, dtype=dtype)
+    truth = a.float() @ b.float()
+    tol = 0.02 * K**0.5
+    say(f"== {M}x{N}x{K} {str(dtype).replace('torch.', '')}")
+    base = gtime(lambda: torch.matmul(a, b), rep=25)
+    results = []
+    for label, fn in candidates:
+        if time.time() > deadline:
+            say(f"   {label}: SKIPPED (time budget)")
+            continue
+        try:
+            c.fill_(float("nan"))
+            first = fn(a, b, c).clone()
+            err = (first.float() - truth).abs().max().item()
+            if not err <= tol:  # NaN too: a block never stored
+                say(f"   {label}: FAIL (max error {err:.3g})")
+                continue
+            if same_bits:
+                c.fill_(float("nan"))
+                if not torch.equal(fn(a, b, c), first):
+                    say(f"   {label}: FAIL (a second call gave other bits)")
+                    continue
+            ms = gtime(lambda fn=fn: fn(a, b, c), rep=25)
+        except Exception as e:  # noqa: BLE001
+            say(f"   {label}: ERROR {type(e).__name__}: {str(e).splitlines()[0][:140] if str(e) else ''}")
+            continue
+        if ms is None:
+            say(f"   {label}: checked{', the same bits twice' if same_bits else ''} (max error {err:.2g})")
+            continue
+        after = gtime(lambda: torch.matmul(a, b), rep=25)
+        ratio = (base + after) / 2 / ms
+        base = after
+        results.append((ratio, label, fn))
+        say(f"   {label:58s} {ms * 1e3:8.1f} us  x cuBLAS {ratio:.3f}")
+    return results
+
+
+def matmul_tma_at(a, b, c, tile):
+    """Lesson 05's matmul_tma_kernel (no bias, no activation) at one tile (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages,
+    GROUP_M), one program an SM (at most one a tile), its descriptors built on the host as matmul_persistent_tma
+    builds them: c = a @ b."""
+    import triton
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from lessons import l05_matmul as L05
+
+    (M, K), N = a.shape, b.shape[1]
+    BM, BN, BK, warps, stages, G = tile
+    n = min(L05.NUM_SMS, triton.cdiv(M, BM) * triton.cdiv(N, BN))
+    descs = (TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(b, [BK, BN]),
+             TensorDescriptor.from_tensor(c, [BM, BN]))  # fmt: skip
+    L05.matmul_tma_kernel.fn[(n,)](*descs, a, M, N, K, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=G, NUM_SMS=n,
+                                   HAS_BIAS=False, ACTIVATION=None, num_warps=warps, num_stages=stages)  # fmt: skip
+    return c

@@ -41,13 +41,14 @@ import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, gtime  # noqa: E402
+from bench.sweeps.kit import Log, compare_matmuls, matmul_tma_at  # noqa: E402
 from lessons import l05_matmul as L  # noqa: E402
 from lessons.l05_matmul import grouped_tile  # noqa: E402
 
 ENV = utils.mode.current()
 BUDGET_S = int(os.environ.get("BUDGET_S", 200))
 say = Log("l05z")
+DEADLINE = T0 + BUDGET_S - 15  # the candidates past it are skipped
 
 
 @triton.jit
@@ -144,63 +145,6 @@ def streamk(a, b, c, tile, sk_waves, programs=None):
     return c
 
 
-def lesson(a, b, c, tile):
-    """The lesson's TMA kernel at this tile, one program an SM, descriptors from the host (as matmul_persistent_tma)."""
-    (M, K), N = a.shape, b.shape[1]
-    BM, BN, BK, warps, stages, G = tile
-    n = min(L.NUM_SMS, triton.cdiv(M, BM) * triton.cdiv(N, BN))
-    descs = (TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(b, [BK, BN]),
-             TensorDescriptor.from_tensor(c, [BM, BN]))  # fmt: skip
-    L.matmul_tma_kernel.fn[(n,)](*descs, a, M, N, K, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=G, NUM_SMS=n,
-                                 HAS_BIAS=False, ACTIVATION=None, num_warps=warps, num_stages=stages)  # fmt: skip
-    return c
-
-
-DEVICE = "cpu" if CPU else "cuda"
-
-
-def compare(shape, dtype, candidates):
-    """Each (label, fn) checked against fp32 and for the same bits twice, then timed between two cuBLAS timings."""
-    M, N, K = shape
-    gen = torch.Generator(device=DEVICE).manual_seed(0)
-    a = torch.randn(M, K, device=DEVICE, dtype=dtype, generator=gen)
-    b = torch.randn(K, N, device=DEVICE, dtype=dtype, generator=gen)
-    c = torch.empty(M, N, device=DEVICE, dtype=dtype)
-    truth = a.float() @ b.float()
-    tol = 0.02 * K**0.5
-    say(f"== {M}x{N}x{K} {str(dtype).replace('torch.', '')}")
-    base = gtime(lambda: torch.matmul(a, b), rep=25)
-    results = []
-    for label, fn in candidates:
-        if time.time() - T0 > BUDGET_S - 15:
-            say(f"   {label}: SKIPPED (time budget)")
-            continue
-        try:
-            c.fill_(float("nan"))
-            first = fn(a, b, c).clone()
-            err = (first.float() - truth).abs().max().item()
-            if not err <= tol:  # NaN too: a block never stored
-                say(f"   {label}: FAIL (max error {err:.3g})")
-                continue
-            c.fill_(float("nan"))
-            if not torch.equal(fn(a, b, c), first):
-                say(f"   {label}: FAIL (a second call gave other bits)")
-                continue
-            ms = gtime(lambda fn=fn: fn(a, b, c), rep=25)
-        except Exception as e:  # noqa: BLE001
-            say(f"   {label}: ERROR {type(e).__name__}: {str(e).splitlines()[0][:140] if str(e) else ''}")
-            continue
-        if ms is None:
-            say(f"   {label}: checked, the same bits twice (max error {err:.2g})")
-            continue
-        after = gtime(lambda: torch.matmul(a, b), rep=25)
-        ratio = (base + after) / 2 / ms
-        base = after
-        results.append((ratio, label, fn))
-        say(f"   {label:48s} {ms * 1e3:8.1f} us  x cuBLAS {ratio:.3f}")
-    return results
-
-
 LESSON_TILE = (128, 256, 64, 8, 3, 8)  # TMA_CONFIGS' first, what the lesson runs at these shapes
 
 
@@ -212,26 +156,28 @@ def main():
     tiles = [(16, 32, 16, 4, 1, 2)] if CPU else [LESSON_TILE, (128, 128, 64, 4, 4, 8)]
     candidates = []
     for tile in tiles:
-        candidates.append((f"{tile} the lesson's kernel", lambda a, b, c, t=tile: lesson(a, b, c, t)))
+        candidates.append((f"{tile} the lesson's kernel", lambda a, b, c, t=tile: matmul_tma_at(a, b, c, t)))
         for waves in (0, 1):
             candidates.append((f"{tile} stream-K, SK_WAVES {waves}",
                                lambda a, b, c, t=tile, w=waves: streamk(a, b, c, t, w)))  # fmt: skip
     if CPU:  # tiles of 16 x 32, 4 programs: partial waves, runs that start and end inside tiles, K not a multiple
         shapes = [((40, 72, 48), torch.float16), ((33, 100, 92), torch.float32), ((64, 64, 16), torch.float16)]
         for shape, dtype in shapes:
-            compare(shape, dtype, candidates)
+            compare_matmuls(say, shape, dtype, candidates, DEADLINE, same_bits=True)
         say(f"total {time.time() - T0:.0f} s")
         return
     best = []
     for dtype in (torch.float16, torch.bfloat16):
-        results = sorted(compare((3000, 5000, 1000), dtype, candidates), key=lambda r: -r[0])
+        results = sorted(
+            compare_matmuls(say, (3000, 5000, 1000), dtype, candidates, DEADLINE, same_bits=True), key=lambda r: -r[0]
+        )
         for ratio, label, _ in results[:3]:
             say(f"  best: {label}: x cuBLAS {ratio:.3f}")
         best += [r for r in results[:2] if r[1] not in {b[1] for b in best}]
     if best:
         controls = [candidates[0]] + [(label, fn) for _, label, fn in best if label != candidates[0][0]]
         for shape in ((4096, 4096, 4096), (8192, 8192, 1024)):
-            compare(shape, torch.float16, controls)
+            compare_matmuls(say, shape, torch.float16, controls, DEADLINE, same_bits=True)
     say(f"total {time.time() - T0:.0f} s")
 
 
