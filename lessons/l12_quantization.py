@@ -3011,7 +3011,12 @@ FUSED_INT4_KERNEL = {
     # Llama-3.2-1B's five shapes (wo's is TinyLlama's too): "stream" at their own rows, chosen in the step by
     # bench/sweeps/l08f.py (results/h100-2026-12-07-s43/sweeps/l08f-int4.txt: 0.571 ms against 0.649) and paired in
     # make bench's rows (results/h100-2026-12-07-s43/bench-12-1b-*: 1.78x bf16 against 1.61x as before, the same H100)
-    **dict.fromkeys([(8192, 2048), (2048, 8192), (3072, 2048), (2048, 2048), (128256, 2048)], "stream"),
+    **dict.fromkeys([(8192, 2048), (2048, 8192), (3072, 2048), (2048, 2048)], "stream"),
+    # the LM heads, paired in the step (results/h100-2026-12-07-s46/sweeps/l12zi.txt): Llama-3.2-1B's "pipe"
+    # x1.012-1.020 against "stream" (16, 1024, 2, 2); TinyLlama's "stream" (32, 512, 2, 3) x1.019-1.020 against
+    # "pipe" (4, 1024, 4, 3)
+    (128256, 2048): "pipe",
+    (32000, 2048): "stream",
 }
 FUSED_INT4_KERNELS = ("groups", "stream", "pipe")
 FUSED_STREAM_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-27-s8/sweeps/l12h.txt, bench/sweeps/l12h.py)
@@ -3020,12 +3025,12 @@ FUSED_STREAM_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-27-s
     (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=2),  # down
     (2560, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),  # qkv
     (2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=3),  # wo (s43's sweep at Llama-3.2-1B)
-    (32000, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),  # the LM head
+    (32000, 2048): GemvSchedule(BLOCK_N=32, BLOCK_K=512, num_warps=2, num_stages=3),  # the LM head (l12zi)
     # Llama-3.2-1B's (results/h100-2026-12-07-s43/sweeps/l08f-int4.txt, chosen in the step one row at a time)
     (8192, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=2),  # gate/up
     (2048, 8192): GemvSchedule(BLOCK_N=4, BLOCK_K=2048, num_warps=2, num_stages=3),  # down
     (3072, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=1024, num_warps=2, num_stages=3),  # qkv
-    (128256, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),  # the LM head
+    (128256, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=1024, num_warps=2, num_stages=2),  # the LM head, if "stream"
 }
 
 
@@ -3035,6 +3040,7 @@ FUSED_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s12
     (2048, 5632): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=3),  # down
     (2560, 2048): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=2, num_stages=3),  # qkv
     (2048, 2048): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=2, num_stages=3),  # wo
+    (128256, 2048): GemvSchedule(BLOCK_N=16, BLOCK_K=512, num_warps=2, num_stages=3),  # Llama-3.2-1B's head (l12zi)
 }
 
 

@@ -14,8 +14,9 @@
 #                                              back to back); `pinned` joins the parts in /tmp/big, installs the wheel
 #                                              and runs the steps after it with that triton (in a later call to
 #                                              the same warm machine, `pinned` alone uses the installed one again).
-#                                              A call carries at most 64 MiB with the tree (17 MB in 2026-12): split
-#                                              the wheel in parts of 44 MB (`split -b 44M`), not the script's 52
+#                                              A call carries at most 64 MiB with the tree (20.7 MB on 2026-12-07,
+#                                              growing with results/): split the wheel in parts of 38 MB (`split -b
+#                                              38M`: five parts), not the script's 52 (44 MB parts stopped fitting)
 #   scripts/gpu-validate.sh sweep:l12zi@150   a sweep, bench/sweeps/l12zi.py, its output in l12zi.out (the sweep writes
 #                                              sweep_l12zi.txt itself); with @SECONDS its BUDGET_S is 20 s less; its
 #                                              arguments after "+": sweep:l08f+--int4+--only=Llama-3.2-1B@300

@@ -2008,7 +2008,9 @@ def _int4_decode_job(offline, kind, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=
 
 
 def test_fused_decode_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_path):
-    """FUSED_INT4_KERNEL = "pipe" at FUSED_PIPE_SCHEDULES's rows, as TinyLlama's int4 step launches it: no spills,
+    """The "pipe" decode kernel at TinyLlama's five shapes with FUSED_PIPE_SCHEDULES's rows (the default row where a
+    shape has none), as the int4 step launches it where FUSED_INT4_KERNEL says "pipe" (its wo and head take "stream"
+    now; they stay here as checks of the default row): no spills,
     the words of the steps K does not cut short copied by 16-byte cp.async (Triton's pipeliner took them: a loop
     written tl.range(..., num_stages=...) pipelines loads that feed no tl.dot), the wait before every store and the
     next kernel let launch after the loop. Unlike the other two kernels it loads no weight before the wait: the
@@ -2295,10 +2297,11 @@ def test_the_int4_decode_kernel_is_chosen_by_shape(monkeypatch):
 
 
 @pytest.mark.parametrize("capability", [90, 80, 75], ids=["H100", "A100", "T4"])
-def test_the_stream_rows_for_llama_32_1b_compile_without_spills(tmp_path, capability):
-    """FUSED_INT4_KERNEL sends Llama-3.2-1B's five shapes to the stream kernel, at FUSED_STREAM_SCHEDULES's rows of
-    up to 16 rows a program: each compiles without spills as the step launches it, with the MMA dots on an H100 and
-    an A100 (and the packed bf16 dots on an H100), the fp32 dots on a T4 (fp16 there)."""
+def test_the_1b_int4_rows_compile_without_spills(tmp_path, capability):
+    """FUSED_INT4_KERNEL sends Llama-3.2-1B's five shapes and TinyLlama's LM head to the stream kernel or its
+    pipelined form ("pipe"), each at its own row of that kernel's table (up to 32 rows a program): each compiles
+    without spills as the step launches it, with the MMA dots on an H100 and an A100 (and the packed bf16 dots on an
+    H100), the fp32 dots on a T4 (fp16 there)."""
     from utils import offline
 
     if not offline.available():
@@ -2306,17 +2309,20 @@ def test_the_stream_rows_for_llama_32_1b_compile_without_spills(tmp_path, capabi
     _at_the_edge_of_the_registers(offline)
     shapes = [((8192, 2048), dict(NORM=True, SWIGLU=True)), ((2048, 8192), dict(RESIDUAL=True)),
               ((3072, 2048), dict(NORM=True, ROPE=True)), ((2048, 2048), dict(RESIDUAL=True)),
-              ((128256, 2048), dict(NORM=True))]  # fmt: skip
+              ((128256, 2048), dict(NORM=True)), ((32000, 2048), dict(NORM=True))]  # fmt: skip
+    tables = {"stream": L.FUSED_STREAM_SCHEDULES, "pipe": L.FUSED_PIPE_SCHEDULES}
     jobs = []
     for (N, K), flags in shapes:
-        assert L.fused_int4_kernel(N, K) == "stream", f"({N}, {K}) no longer takes the stream kernel"
+        kind = L.fused_int4_kernel(N, K)
+        assert kind in tables, f"({N}, {K}) takes the {kind!r} kernel, not the stream kernel or its pipelined form"
+        assert (N, K) in tables[kind], f"({N}, {K}) takes {kind!r} without a row of its own in that kernel's table"
         # the dots int4_stream_dots takes there (bf16, groups of 128): the MMAs from sm_80 on, and on an H100 the
         # packed dots too (INT4_DOTS = "pairs"); a T4 the fp32 dots
         for dots in {90: (L.INT4_MMA_PTX, L.INT4_DOTS_PTX), 80: (L.INT4_MMA_PTX,), 75: ("",)}[capability]:
-            jobs.append(_int4_decode_job(offline, "stream", N, K, L.FUSED_STREAM_SCHEDULES[(N, K)],
-                                         capability=capability, DOTS=dots, **flags))  # fmt: skip
+            jobs.append(_int4_decode_job(offline, kind, N, K, tables[kind][(N, K)], capability=capability,
+                                         DOTS=dots, **flags))  # fmt: skip
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
-        where = f"the stream kernel at ({job['ints']['N']}, {job['ints']['K']}), MMA {job['constexprs']['MMA']}"
+        where = f"the decode kernel at ({job['ints']['N']}, {job['ints']['K']}), MMA {job['constexprs']['MMA']}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
 
 
