@@ -15,8 +15,9 @@ may no longer be the best: the course's learners get 3.7.1.
 Each shape of FAST_SCHEDULES's int4 M = 1 rows: the row as set, then "pipe" tiles around it (BLOCK_N 4, 8, 16;
 BLOCK_K 512, 1024; 2 or 4 warps; 3 stages, and 2 and 4 at the row's own tile), each checked against the fp64
 reference first (FAIL: its error over twice bf16's tolerance, the packed dots' allowance in the lesson's checks;
-never chosen), then timed replayed from a CUDA graph with L2 cleared before each repetition (kit.gtime). The best, if faster than the row by 2 % or more, is timed
-again between two timings of the row (paired); an EDIT line where it still wins by 2 % in both.
+never chosen), then timed replayed from a CUDA graph with L2 cleared before each repetition (kit.gtime). The best,
+if faster than the row by 2 % or more, is timed again between two timings of the row (paired); an EDIT line where it
+still wins by 2 % in both.
 """
 
 import os
