@@ -9,6 +9,9 @@ nothing under the interpreter. Import it after the script has set TRITON_INTERPR
     for label, model, step in int4_decode_steps():    # lesson 12's int4 decode step at the 1B shapes
         ratios = paired_in_step(say, label, step, ref, {(L12, "INT4_DOTS"): "mma"}, rounds=2)  # a switch, paired
     compare_matmuls(say, shape, dtype, candidates, deadline)  # lesson 05's: checked, then timed between cuBLAS
+    w, x, want, out, nbytes = int4_gemv_case(N, K, group, dtype)  # lesson 12's M = 1 GEMV problem, its fp64 answer
+    err = in_bf16_tolerances(got, want)  # the worst error, in bf16's tolerances (above 1: outside)
+    say_profile(say, profile, "matmul(out=), 100 calls")  # a cProfile's 12 costliest functions, by own time
 
 Under the interpreter each timing calls fn once (a smoke test of the path) and returns None (gtime) or NaN
 (bench_ms, copy_gbs), so a script's arithmetic on them still runs.
@@ -224,3 +227,42 @@ def matmul_tma_at(a, b, c, tile):
     L05.matmul_tma_kernel.fn[(n,)](*descs, a, M, N, K, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=G, NUM_SMS=n,
                                    HAS_BIAS=False, ACTIVATION=None, num_warps=warps, num_stages=stages)  # fmt: skip
     return c
+
+
+def int4_gemv_case(N: int, K: int, group: int, dtype):
+    """Lesson 12's M = 1 problem at (N, K): an int4 weight of N(0, 1 / K) values in groups of ``group`` (seed 0), a
+    row of x, x @ W.T in fp64 (the answer), an out of x's dtype, and the bytes the GEMV moves (w4a16_bytes: the
+    weight as stored, x and out). Returns (w, x, want, out, nbytes)."""
+    import torch
+
+    from lessons import l12_quantization as L12
+
+    device = utils.mode.current().device
+    torch.manual_seed(0)
+    w = L12.quantize_int4_ref(torch.randn(N, K, device=device) / K**0.5, group)
+    x = torch.randn(1, K, device=device, dtype=dtype)
+    want = x.double() @ L12.dequantize(w, torch.float64).T
+    out = torch.empty(1, N, device=device, dtype=dtype)
+    return w, x, want, out, L12.w4a16_bytes(1, N, K, group)
+
+
+def in_bf16_tolerances(got, want) -> float:
+    """The worst error of got against want as a multiple of bf16's tolerance (atol + rtol |want|): above 1, outside
+    it."""
+    import torch
+
+    t = utils.checking.default_tolerance(torch.bfloat16)
+    return float(((got.double() - want).abs() / (t.atol + t.rtol * want.abs())).max())
+
+
+def say_profile(say, profile, what: str, indent: str = "    ") -> None:
+    """A cProfile.Profile's 12 costliest functions by own time (tottime), said line by line under a title."""
+    import io
+    import pstats
+
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
+    say(f"{indent[:-2]}{what}, by own time:")
+    for line in text.getvalue().splitlines():
+        if line.strip() and ("{" in line or "/" in line or "ncalls" in line):
+            say(indent + line.strip()[:150])

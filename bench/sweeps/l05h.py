@@ -16,9 +16,7 @@ but out's overlap); its rows measure that, and the two "nothing prepared" rows t
 """
 
 import cProfile
-import io
 import os
-import pstats
 import sys
 import time
 
@@ -30,6 +28,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import utils  # noqa: E402
+from bench.sweeps.kit import say_profile  # noqa: E402
 from lessons import l05_matmul as L  # noqa: E402
 from utils import launch  # noqa: E402
 
@@ -118,12 +117,7 @@ for dtype in (torch.float16, torch.bfloat16) if not CPU else (torch.float16,):
         L.matmul(a, b, out=out)
     sync()
     profile.disable()
-    text = io.StringIO()
-    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
-    say(f"   profile of matmul(out=), {calls} calls, by own time:")
-    for line in text.getvalue().splitlines():
-        if line.strip() and ("{" in line or "/" in line or "ncalls" in line):
-            say("     " + line.strip()[:150])
+    say_profile(say, profile, f"profile of matmul(out=), {calls} calls", indent="     ")
 out_dir = os.environ.get("OUT")
 if out_dir:
     with open(os.path.join(out_dir, "sweep_l05h.txt"), "w") as f:

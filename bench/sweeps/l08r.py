@@ -21,9 +21,7 @@ Nothing to edit: the figures say whether the pinned triton's launch costs more, 
 """
 
 import cProfile
-import io
 import os
-import pstats
 import sys
 import time
 
@@ -36,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from bench.sweeps.kit import Log, bench_ms, graphed, on_gpu
+from bench.sweeps.kit import Log, bench_ms, graphed, on_gpu, say_profile
 
 say = Log(f"l08r-triton{triton.__version__}")
 DEV = "cuda" if on_gpu() else "cpu"
@@ -99,12 +97,7 @@ def part_a():
         launch()
     prof.disable()
     sync()
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(12)
-    say(f"  cProfile of {N_LAUNCH} launches of the 16-argument kernel, by own time (tottime):")
-    for line in text.getvalue().splitlines():
-        if line.strip() and ("{" in line or "/" in line or "ncalls" in line):
-            say("    " + line.strip()[:150])
+    say_profile(say, prof, f"cProfile of {N_LAUNCH} launches of the 16-argument kernel")
 
 
 def part_b():

@@ -30,7 +30,7 @@ if CPU:
 import torch  # noqa: E402
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, copy_gbs, gtime  # noqa: E402
+from bench.sweeps.kit import Log, copy_gbs, gtime, in_bf16_tolerances, int4_gemv_case  # noqa: E402
 from lessons import l12_quantization as L  # noqa: E402
 
 say = Log("l12zh")
@@ -70,8 +70,7 @@ def with_dots(dots, fn):
 
 def error(got, want):
     """The worst error as a fraction of bf16's tolerance (atol + rtol |want|)."""
-    t = utils.checking.default_tolerance(torch.bfloat16)
-    return float(((got.double() - want).abs() / (t.atol + t.rtol * want.abs())).max())
+    return in_bf16_tolerances(got, want)
 
 
 def report(label, rows, base):
@@ -118,12 +117,7 @@ def time_tiles(label, tiles, call, want, nbytes, gbs, tolerance=1):
 
 
 def gemv_shape(N, K, s, gbs):
-    torch.manual_seed(0)
-    w = L.quantize_int4_ref(torch.randn(N, K, device=ENV.device) / K**0.5, G)
-    x = torch.randn(1, K, device=ENV.device, dtype=DT)
-    want = x.double() @ L.dequantize(w, torch.float64).T
-    out = torch.empty(1, N, device=ENV.device, dtype=DT)
-    nbytes = L.w4a16_bytes(1, N, K, G)  # the weight as stored, x and out
+    w, x, want, out, nbytes = int4_gemv_case(N, K, G, DT)  # the weight as stored, x and out
     tiles = [("table", s)] if s is not None else [("default", None)]
     if s is not None:
         tiles += [(f"pipe {t}", s._replace(kernel="pipe", BLOCK_N=t[0], BLOCK_K=t[1], num_warps=t[2], num_stages=t[3]))

@@ -33,7 +33,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, copy_gbs, gtime  # noqa: E402
+from bench.sweeps.kit import Log, copy_gbs, gtime, in_bf16_tolerances, int4_gemv_case  # noqa: E402
 from lessons import l12_quantization as L  # noqa: E402
 
 say = Log(f"l12zj-triton{triton.__version__}")
@@ -50,10 +50,9 @@ else:
 
 
 def error(got, want):
-    """The worst error as a fraction of the tolerance the lesson's checks give the packed bf16 dots: twice bf16's
-    (packed_dots_tolerance; atol + rtol |want|)."""
-    t = utils.checking.default_tolerance(torch.bfloat16)
-    return float(((got.double() - want).abs() / (2 * (t.atol + t.rtol * want.abs()))).max())
+    """The worst error over the tolerance the lesson's checks give the packed bf16 dots: twice bf16's
+    (packed_dots_tolerance)."""
+    return in_bf16_tolerances(got, want) / 2
 
 
 def us_of(fn):
@@ -62,12 +61,7 @@ def us_of(fn):
 
 
 def shape(N, K, row, gbs):
-    torch.manual_seed(0)
-    w = L.quantize_int4_ref(torch.randn(N, K, device=ENV.device) / K**0.5, G)
-    x = torch.randn(1, K, device=ENV.device, dtype=DT)
-    want = x.double() @ L.dequantize(w, torch.float64).T
-    out = torch.empty(1, N, device=ENV.device, dtype=DT)
-    nbytes = L.w4a16_bytes(1, N, K, G)
+    w, x, want, out, nbytes = int4_gemv_case(N, K, G, DT)
     own = (row.BLOCK_N, row.BLOCK_K, row.num_warps)
     tiles = [t for t in AROUND if t != (*own, row.num_stages)]
     tiles += [(*own, s) for s in (2, 3, 4) if s != row.num_stages and (*own, s) not in tiles]
