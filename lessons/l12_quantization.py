@@ -13,6 +13,7 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 import utils
 import utils.checkpoints
 import utils.hints
+import utils.launch
 import utils.quantization
 import utils.roofline
 import utils.timing
@@ -2117,9 +2118,11 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
 
 
 def clear_schedule_cache():
-    """Forget the schedules fast_schedule has cached per shape: call it after editing FAST_SCHEDULES or the GEMV_*
-    constants, or the launchers keep using what they chose before."""
+    """Forget the schedules fast_schedule has cached per shape, and the launches the fast launchers prepared with
+    them (FAST_PREPARED): call it after editing FAST_SCHEDULES or the GEMV_* constants, or the launchers keep using
+    what they chose before."""
     _fast_schedule.cache_clear()
+    FAST_PREPARED.launches.clear()
 
 
 FAST_KERNELS = ("gemv", "slab", "stream", "pipe", "tile", "tile_swap", "scaled", "scaled_swap", "mma")
@@ -2171,9 +2174,10 @@ def int4_gemv_kernel(kind):
             "pipe": w4a16_stream_kernel}[kind]  # fmt: skip
 
 
-def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, **meta):
+def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, signature=None, **meta):
     """``kernel`` with schedule ``s``: straight into ``out`` (adding the residual itself), or (split-K) into fp32
-    partial sums (SPLIT_K, M, N) that split_k_combine_kernel adds up (with the residual) into ``out``."""
+    partial sums (SPLIT_K, M, N) that split_k_combine_kernel adds up (with the residual) into ``out``. With a
+    ``signature`` (fast_signature's), both launches are kept in FAST_PREPARED for the calls that repeat it."""
     direct = s.SPLIT_K == 1
     target = out if direct else torch.empty(s.SPLIT_K, M, N, device=x.device)
     has_residual = direct and residual is not None
@@ -2181,19 +2185,88 @@ def _fast_launch(kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, *
     if s.kernel in GEMV_KERNELS:  # their stages are their own (gemv_prefetch): compiled with num_stages=1
         meta.update(gemv_prefetch(s.kernel, s.num_stages))
         stages = 1
-    kernel[(grid_n, s.SPLIT_K)](
-        x, *parts, residual if has_residual else target, target, M, N, K, *strides,
-        N, 0 if direct else M * N,  # stride_om, stride_os: contiguous (M, N), one slice per split
-        BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, SPLIT_K=s.SPLIT_K, HAS_RESIDUAL=has_residual,
-        num_warps=s.num_warps, num_stages=stages, **meta,
-    )  # fmt: skip
+    grid = (grid_n, s.SPLIT_K)
+    args = (x, *parts, residual if has_residual else target, target, M, N, K, *strides,
+            N, 0 if direct else M * N)  # stride_om, stride_os: contiguous (M, N), one slice per split  # fmt: skip
+    meta.update(BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, SPLIT_K=s.SPLIT_K, HAS_RESIDUAL=has_residual,
+                num_warps=s.num_warps, num_stages=stages)  # fmt: skip
+    kernel[grid](*args, **meta)
+    combine = None
     if not direct:
         BLOCK_SIZE = 1024
-        split_k_combine_kernel[(triton.cdiv(M * N, BLOCK_SIZE),)](
-            target, target if residual is None else residual, out, M * N, s.SPLIT_K,
-            HAS_RESIDUAL=residual is not None, BLOCK_SIZE=BLOCK_SIZE,
-        )  # fmt: skip
+        combine = ((triton.cdiv(M * N, BLOCK_SIZE),), (target, target if residual is None else residual, out, M * N,
+                   s.SPLIT_K), dict(HAS_RESIDUAL=residual is not None, BLOCK_SIZE=BLOCK_SIZE))  # fmt: skip
+        split_k_combine_kernel[combine[0]](*combine[1], **combine[2])
+    FAST_PREPARED.keep(signature, FastLaunch.prepare, kernel, grid, args, meta, combine, s.SPLIT_K)
     return out
+
+
+#: the fast launchers' launches by call signature (fast_signature), kept for the calls that repeat one: lesson 05's
+#: matmul does the same (utils.launch). l08r (results/h100-2026-12-07-s46/sweeps) timed w4a16_fast at 39-57 us of
+#: the host's time a call, one or two launches of about 13 us and the rest Python, against 11-19 us of the GPU's.
+FAST_PREPARED = utils.launch.Table()
+
+
+class FastLaunch(NamedTuple):
+    """A fast launcher's call made ready to repeat (utils.launch.Prepared): the kernel's launch and, with split-K,
+    the combine's, with the fp32 partial sums' shape."""
+
+    main: utils.launch.Prepared
+    combine: utils.launch.Prepared | None
+    split: int
+
+    @staticmethod
+    def prepare(kernel, grid, args, meta, combine, split):
+        main = utils.launch.prepare(kernel, grid, *args, **meta)
+        added = None if combine is None else utils.launch.prepare(split_k_combine_kernel, combine[0], *combine[1],
+                                                                  **combine[2])  # fmt: skip
+        return None if main is None or (combine is not None and added is None) else FastLaunch(main, added, split)
+
+    def __call__(self, x, parts, out, residual) -> bool:
+        """Launches as prepared into out (M, N), or launches nothing and returns False (the caller then takes the
+        full path): the tensors are the call's, whose signature matched the prepared call's."""
+        M, N = out.shape
+        target = out if self.split == 1 else torch.empty(self.split, M, N, device=x.device)
+        if self.combine is None:
+            return self.main(x, *parts, out if residual is None else residual, out)
+        # the partial sums, then their sum (+ the residual) into out; a combine that declines has left out as it
+        # was (only the fresh partial sums were written), so the full path can still run
+        return self.main(x, *parts, target, target) and self.combine(target, target if residual is None else residual,
+                                                                     out)  # fmt: skip
+
+
+def fast_signature(bits, x, w, out, residual, schedule, overrides):
+    """What decides a fast launcher's checks and launches besides the tensors' addresses (utils.launch.signature):
+    the tensors' shapes, strides, dtypes and alignment, the schedule asked for, the kernels (a cell run again makes
+    new ones) and the switches read at launch; the tables fast_schedule reads are cached with its choice and cleared
+    with it (clear_schedule_cache). None (no prepared launch) for what it cannot describe."""
+    if not isinstance(w, (Int4Weight, Int8Weight)) or not isinstance(x, torch.Tensor):
+        return None
+    kernels = (w4a16_gemv_kernel, w4a16_slab_kernel, w4a16_stream_kernel, w4a16_mma_kernel, w4a16_tile_kernel,
+               w4a16_scaled_tile_kernel, w8a16_gemv_kernel, split_k_combine_kernel)  # fmt: skip
+    extra = tuple(sorted(overrides.items())) if overrides else ()
+    return utils.launch.signature(bits, x, *_weight_tensors(w).values(), getattr(w, "group_size", 0), out, residual,
+                                  schedule, extra, kernels, INT4_DOTS, INT4_PACKED_DOTS, INT4_DOTS_PTX, INT4_MMA_PTX,
+                                  DECODE_M)  # fmt: skip
+
+
+def _fast_prepared(signature, x, w, out, residual):
+    """The call's prepared launch, if one was kept for its signature and its out shares no memory with its inputs
+    (out may be the residual itself): -> out, or None (the caller takes the full path)."""
+    prepared = FAST_PREPARED.get(signature)
+    if prepared is None:
+        return None
+    inputs = [x, *_weight_tensors(w).values()]
+    if out is not None and not utils.launch.disjoint([out], inputs + ([] if residual is out else [residual])):
+        return None
+    M, N = x.shape[0], w.shape[0]
+    result = torch.empty(M, N, device=x.device, dtype=x.dtype) if out is None else out
+    parts = (_int4_words(w), w.scale, w.zero) if prepared.main.compiled.name in _INT4_WORD_KERNELS else (
+        (w.packed, w.scale, w.zero) if isinstance(w, Int4Weight) else (w.q, w.scale))  # fmt: skip
+    return result if prepared(x, parts, result, residual) else None
+
+
+_INT4_WORD_KERNELS = ("w4a16_gemv_kernel", "w4a16_slab_kernel", "w4a16_stream_kernel")  # they read w.packed as int32
 
 
 def _fast_prologue(x, w, kind, bits, out, residual, schedule, overrides):
@@ -2396,7 +2469,11 @@ def int4_stream_dots(x, group_size, rows, paired, shape=(None, None)) -> tuple[s
 def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **overrides):
     """y (M, N) = x (M, K) @ dequant(w).T (+ residual), the fast way: the GEMV kernel for a few rows of x, the
     tensor-core tile kernel for more. ``schedule`` (a FastSchedule) or single fields (``SPLIT_K=2``) override
-    fast_schedule's choice."""
+    fast_schedule's choice. A call that repeats another's signature launches as FAST_PREPARED kept it."""
+    signature = fast_signature(4, x, w, out, residual, schedule, overrides)
+    done = _fast_prepared(signature, x, w, out, residual)
+    if done is not None:
+        return done
     out, s, M, N, K = _fast_prologue(x, w, Int4Weight, 4, out, residual, schedule, overrides)
     if M == 0 or N == 0:
         return out
@@ -2411,27 +2488,32 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
         if kernel is w4a16_stream_kernel:
             dots["DOTS"], dots["MMA"] = int4_stream_dots(x, w.group_size, s.BLOCK_N, paired=False, shape=(N, K))
         return _fast_launch(kernel, triton.cdiv(N, s.BLOCK_N), x, (words, w.scale, w.zero), out, M, N, K,
-                            (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, GROUP_SIZE=w.group_size,
-                            BLOCK_K=s.BLOCK_K, **dots)  # fmt: skip
+                            (x.stride(0), words.stride(0), w.scale.stride(0)), s, residual, signature,
+                            GROUP_SIZE=w.group_size, BLOCK_K=s.BLOCK_K, **dots)  # fmt: skip
     magic, offset = MAGIC_BITS[x.dtype]
     grid_n = triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N)
     if s.kernel == "mma":
-        return _fast_launch(w4a16_mma_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,
+        return _fast_launch(w4a16_mma_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, signature,
                             GROUP_SIZE=w.group_size, OFFSET=offset, PTX=int4_pairs_ptx(x), PIPE=s.num_stages,
                             DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")  # fmt: skip
     if s.kernel in ("scaled", "scaled_swap"):
         return _fast_launch(w4a16_scaled_tile_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,
-                            GROUP_SIZE=w.group_size, BLOCK_K=s.BLOCK_K, GROUP_M=8, MAGIC=magic, OFFSET=offset,
-                            SWAP_AB=s.kernel == "scaled_swap",
+                            signature, GROUP_SIZE=w.group_size, BLOCK_K=s.BLOCK_K, GROUP_M=8, MAGIC=magic,
+                            OFFSET=offset, SWAP_AB=s.kernel == "scaled_swap",
                             DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")  # fmt: skip
-    return _fast_launch(w4a16_tile_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual,
+    return _fast_launch(w4a16_tile_kernel, grid_n, x, parts, out, M, N, K, strides, s, residual, signature,
                         GROUP_SIZE=w.group_size, GROUP_M=8, MAGIC=magic, OFFSET=offset, SCALE_IN_TILE=M > DECODE_M,
                         SWAP_AB=s.kernel == "tile_swap",
                         DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")  # fmt: skip
 
 
 def w8a16_fast(x, w: Int8Weight, *, out=None, residual=None, schedule=None, **overrides):
-    """w8a16 the fast way: the GEMV kernel for a few rows of x, lesson's tile kernel (w8a16) for more."""
+    """w8a16 the fast way: the GEMV kernel for a few rows of x, lesson's tile kernel (w8a16) for more. A call that
+    repeats another's signature (a GEMV's) launches as FAST_PREPARED kept it."""
+    signature = fast_signature(8, x, w, out, residual, schedule, overrides)
+    done = _fast_prepared(signature, x, w, out, residual)
+    if done is not None:
+        return done
     out, s, M, N, K = _fast_prologue(x, w, Int8Weight, 8, out, residual, schedule, overrides)
     if M == 0 or N == 0:
         return out
@@ -2440,7 +2522,7 @@ def w8a16_fast(x, w: Int8Weight, *, out=None, residual=None, schedule=None, **ov
     if s.kernel != "gemv":
         return w8a16(x, w, out=out, residual=residual, BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, SPLIT_K=s.SPLIT_K)
     return _fast_launch(w8a16_gemv_kernel, triton.cdiv(N, s.BLOCK_N), x, (w.q, w.scale), out, M, N, K,
-                        (x.stride(0), w.q.stride(0)), s, residual, BLOCK_K=s.BLOCK_K)  # fmt: skip
+                        (x.stride(0), w.q.stride(0)), s, residual, signature, BLOCK_K=s.BLOCK_K)  # fmt: skip
 
 
 class Transposed:

@@ -597,6 +597,116 @@ def test_the_scaled_tile_only_where_its_shared_memory_fits(monkeypatch):
         L.clear_schedule_cache()
 
 
+def _fast_calls():
+    """The fast launchers' paths at awkward sizes, each call(*inputs) -> out (its inputs all tensors, for
+    launch.same_kind): the M = 1 GEMV (int4 and int8), a few rows split along K (the combine's second launch), a
+    prefill's tile, and an in-place residual (out is the residual)."""
+    dt = ENV.dtype
+    g = 32 if ENV.interpret else 128
+    K = 3 * g
+    w4, w8 = L.quantize_int4_ref(weight(47, K), g), L.quantize_int8_ref(weight(47, K))
+    x1, x5, x40 = (torch.randn(m, K, device=DEV, dtype=dt) for m in (1, 5, 40))
+    res = torch.randn(40, 47, device=DEV, dtype=dt)
+    return {
+        "int4 M=1": (lambda x: L.w4a16_fast(x, w4), (x1,)),
+        "int8 M=1": (lambda x: L.w8a16_fast(x, w8), (x1,)),
+        "int4 M=5, split": (lambda x: L.w4a16_fast(x, w4, SPLIT_K=2), (x5,)),
+        "int4 M=40, residual in place": (lambda x, r: L.w4a16_fast(x, w4, out=r, residual=r), (x40, res)),
+    }
+
+
+@pytest.mark.parametrize("name", ["int4 M=1", "int8 M=1", "int4 M=5, split", "int4 M=40, residual in place"])
+def test_a_repeated_fast_call_launches_the_prepared_kernels(monkeypatch, name):
+    """On a GPU the second call of one signature must skip the checks and the schedule (_fast_prologue raises here)
+    and give bit for bit the first call's result, split-K's combine and an in-place residual included; a kernel
+    defined again (a cell run again) must not reuse the old kernel's
+    launch. Under the interpreter nothing is prepared."""
+    from utils import launch
+
+    monkeypatch.setattr(L, "FAST_PREPARED", launch.Table())
+    call, inputs = _fast_calls()[name]
+    fresh = [t.clone() for t in inputs]  # the in-place case writes its residual
+    first = call(*inputs).clone()
+    if ENV.interpret:
+        assert len(L.FAST_PREPARED) == 0, "under the interpreter there is no compiled kernel to prepare"
+        return
+    assert len(L.FAST_PREPARED) == 1, "the first call's launches should have been kept"
+
+    def checked_again(*args, **kwargs):
+        raise AssertionError(f"a repeated {name} call went through its checks: the prepared launch was not used")
+
+    with monkeypatch.context() as m:
+        m.setattr(L, "_fast_prologue", checked_again)
+        again = call(*(launch.same_kind(t) for t in fresh))
+    assert torch.equal(first, again), "the prepared launches must run the very kernels the first call ran"
+    monkeypatch.setattr(L, "split_k_combine_kernel", triton.jit(L.split_k_combine_kernel.fn))  # a cell run again
+    call(*(t.clone() for t in fresh))
+    assert len(L.FAST_PREPARED) == 2, "a kernel defined again must get its own launch, not the old kernel's"
+
+
+def test_a_prepared_fast_call_still_refuses_an_out_that_overlaps_x(monkeypatch):
+    """The address checks are the ones a repeated call cannot skip: a second call whose out lies inside its x, with
+    the same signature as a first call whose did not (the same shapes, strides and alignment), must be refused as
+    the first call's checks refuse it, not launched."""
+    from utils import launch
+
+    monkeypatch.setattr(L, "FAST_PREPARED", launch.Table())
+    g = 32 if ENV.interpret else 128
+    K = 3 * g
+    w = L.quantize_int4_ref(weight(47, K), g)
+    apart_x, apart_out = (torch.randn(1, K, device=DEV, dtype=ENV.dtype) for _ in range(2))
+    L.w4a16_fast(apart_x, w, out=apart_out[:, :47])  # out: a (1, 47) view of rows K long, as below
+    shared = torch.randn(1, K, device=DEV, dtype=ENV.dtype)
+    with pytest.raises(ValueError, match="out"):
+        L.w4a16_fast(shared, w, out=shared[:, :47])
+
+
+def test_clear_schedule_cache_forgets_the_prepared_launches(monkeypatch):
+    """Editing FAST_SCHEDULES and calling clear_schedule_cache() must reach the launches kept with the old choice."""
+    from utils import launch
+
+    table = launch.Table()
+    table.launches["a signature"] = "a prepared launch"
+    monkeypatch.setattr(L, "FAST_PREPARED", table)
+    L.clear_schedule_cache()
+    assert len(L.FAST_PREPARED) == 0, "clear_schedule_cache left the prepared launches of the old schedules"
+
+
+def test_the_fast_signature_tells_apart_what_changes_the_launch(monkeypatch):
+    """fast_signature: the same for a repeated call (new tensors of the same kind), different for another shape, an
+    out given, a residual, a schedule asked for, INT4_DOTS and the dots' PTX; None where it cannot describe the call
+    (INT4_DOTS as a dict by shape: the full path then runs every time)."""
+    from utils import launch
+
+    g = 32
+    w = L.quantize_int4_ref(weight(40, 3 * g), g)
+    x = torch.randn(1, 3 * g, device=DEV, dtype=ENV.dtype)
+    out = torch.empty(1, 40, device=DEV, dtype=ENV.dtype)
+
+    def sig(x=x, w=w, out=None, residual=None, schedule=None, overrides=None):
+        return L.fast_signature(4, x, w, out, residual, schedule, overrides or {})
+
+    base = sig()
+    assert base is not None and base == sig(x=launch.same_kind(x)), "a repeated call must find its launch"
+    others = {
+        "x of two rows": sig(x=torch.randn(2, 3 * g, device=DEV, dtype=ENV.dtype)),
+        "an out": sig(out=out),
+        "a residual": sig(residual=out),
+        "a schedule": sig(schedule=L.FastSchedule("pipe", 1, 8, 64, 1, 2, 3)),
+        "an override": sig(overrides={"SPLIT_K": 2}),
+        "another weight's shape": sig(w=L.quantize_int4_ref(weight(41, 3 * g), g)),
+    }
+    for what, other in others.items():
+        assert other != base, f"{what} must not take the launch prepared without it"
+    monkeypatch.setattr(L, "INT4_DOTS", "mma")
+    mma = sig()
+    assert mma != base, "INT4_DOTS changes the dots the stream kernels launch with"
+    monkeypatch.setattr(L, "INT4_MMA_PTX", L.int4_mma_ptx(4, 2))
+    assert sig() != mma, "INT4_MMA_PTX is the dots' code the stream kernels compile with"
+    monkeypatch.setattr(L, "INT4_DOTS", {None: "pairs"})
+    assert sig() is None, "a dict cannot key a table: no prepared launch, the full path"
+
+
 def test_fast_launchers_refuse_bad_schedules():
     x = torch.randn(3, 100, device=DEV, dtype=ENV.dtype)
     q4, q8 = L.quantize_int4_ref(weight(6, 100), 32), L.quantize_int8_ref(weight(6, 100))
