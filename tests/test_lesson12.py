@@ -597,25 +597,31 @@ def test_the_scaled_tile_only_where_its_shared_memory_fits(monkeypatch):
         L.clear_schedule_cache()
 
 
+FAST_CALLS = ["int4 M=1", "int8 M=1", "int4 M=1, residual", "int4 M=5, split", "int4 M=5, split, residual",
+              "int4 M=40, residual in place"]  # _fast_calls' keys  # fmt: skip
+
+
 def _fast_calls():
     """The fast launchers' paths at awkward sizes, each call(*inputs) -> out (its inputs all tensors, for
-    launch.same_kind): the M = 1 GEMV (int4 and int8), a few rows split along K (the combine's second launch), a
-    prefill's tile, and an in-place residual (out is the residual)."""
+    launch.same_kind): the M = 1 GEMV (int4 and int8), a few rows split along K (the combine's second launch), each
+    with a residual too, and a prefill's tile with an in-place residual (out is the residual)."""
     dt = ENV.dtype
     g = 32 if ENV.interpret else 128
     K = 3 * g
     w4, w8 = L.quantize_int4_ref(weight(47, K), g), L.quantize_int8_ref(weight(47, K))
     x1, x5, x40 = (torch.randn(m, K, device=DEV, dtype=dt) for m in (1, 5, 40))
-    res = torch.randn(40, 47, device=DEV, dtype=dt)
+    res, res1, res5 = (torch.randn(m, 47, device=DEV, dtype=dt) for m in (40, 1, 5))
     return {
         "int4 M=1": (lambda x: L.w4a16_fast(x, w4), (x1,)),
         "int8 M=1": (lambda x: L.w8a16_fast(x, w8), (x1,)),
+        "int4 M=1, residual": (lambda x, r: L.w4a16_fast(x, w4, residual=r), (x1, res1)),
         "int4 M=5, split": (lambda x: L.w4a16_fast(x, w4, SPLIT_K=2), (x5,)),
+        "int4 M=5, split, residual": (lambda x, r: L.w4a16_fast(x, w4, residual=r, SPLIT_K=2), (x5, res5)),
         "int4 M=40, residual in place": (lambda x, r: L.w4a16_fast(x, w4, out=r, residual=r), (x40, res)),
     }
 
 
-@pytest.mark.parametrize("name", ["int4 M=1", "int8 M=1", "int4 M=5, split", "int4 M=40, residual in place"])
+@pytest.mark.parametrize("name", FAST_CALLS)
 def test_a_repeated_fast_call_launches_the_prepared_kernels(monkeypatch, name):
     """On a GPU the second call of one signature must skip the checks and the schedule (_fast_prologue raises here)
     and give bit for bit the first call's result, split-K's combine and an in-place residual included; a kernel
@@ -642,6 +648,57 @@ def test_a_repeated_fast_call_launches_the_prepared_kernels(monkeypatch, name):
     monkeypatch.setattr(L, "split_k_combine_kernel", triton.jit(L.split_k_combine_kernel.fn))  # a cell run again
     call(*(t.clone() for t in fresh))
     assert len(L.FAST_PREPARED) == 2, "a kernel defined again must get its own launch, not the old kernel's"
+
+
+class _InterpretedPrepared:
+    """A stand-in for utils.launch.Prepared under the interpreter (which prepares nothing): keeps the launch's
+    arguments but its tensors, and launches the interpreted kernel with the tensors a call passes in their place,
+    so that the fast launchers' prepared path runs here, as it runs on a GPU."""
+
+    def __init__(self, kernel, grid, args, kwargs):
+        self.kernel, self.grid, self.kwargs = kernel, grid, kwargs
+        self.slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        self.args = [None if i in self.slots else a for i, a in enumerate(args)]
+        self.compiled = type("Compiled", (), {"name": kernel.fn.__name__})()
+        self.calls = 0
+
+    def __call__(self, *tensors):
+        assert len(tensors) == len(self.slots), f"{self.compiled.name}: {len(tensors)} tensors for {len(self.slots)}"
+        args = list(self.args)
+        for i, t in zip(self.slots, tensors):
+            args[i] = t
+        self.kernel[self.grid](*args, **self.kwargs)
+        self.calls += 1
+        return True
+
+
+@pytest.mark.parametrize("name", FAST_CALLS)
+def test_the_prepared_fast_path_passes_each_launch_its_tensors(monkeypatch, name):
+    """The fast launchers' prepared path, run under the interpreter with a stand-in for utils.launch.prepare: the
+    second call of a signature launches through the kept launches only (_fast_prologue raises), each given the
+    call's tensors in the kernel's order (x, the weight's parts, the residual or the partial sums, the output; the
+    combine's partial sums, residual and out), and gives the full path's result bit for bit, on fresh tensors."""
+    from utils import launch
+
+    if not ENV.interpret:
+        pytest.skip("the GPU prepares real launches: test_a_repeated_fast_call_launches_the_prepared_kernels")
+    kept = []
+
+    def prepare(kernel, grid, *args, **kwargs):
+        kept.append(_InterpretedPrepared(kernel, grid, args, kwargs))
+        return kept[-1]
+
+    monkeypatch.setattr(L, "FAST_PREPARED", launch.Table())
+    monkeypatch.setattr(utils.launch, "prepare", prepare)
+    call, inputs = _fast_calls()[name]
+    fresh = [t.clone() for t in inputs]
+    full = call(*inputs).clone()
+    assert len(L.FAST_PREPARED) == 1 and kept, "the first call's launches should have been kept"
+    with monkeypatch.context() as m:
+        m.setattr(L, "_fast_prologue", lambda *a, **k: pytest.fail("the repeated call ran the checks"))
+        again = call(*(launch.same_kind(t) for t in fresh))
+    assert all(p.calls == 1 for p in kept), "each kept launch runs once for the repeated call"
+    assert torch.equal(full, again), "the prepared path must give the full path's result"
 
 
 def test_a_prepared_fast_call_still_refuses_an_out_that_overlaps_x(monkeypatch):
