@@ -2209,18 +2209,22 @@ FAST_PREPARED = utils.launch.Table()
 
 class FastLaunch(NamedTuple):
     """A fast launcher's call made ready to repeat (utils.launch.Prepared): the kernel's launch and, with split-K,
-    the combine's, with the fp32 partial sums' shape."""
+    the combine's, with the fp32 partial sums' shape; words: whether the kernel reads w.packed as int32 words (the
+    GEMV kernels: _int4_words)."""
 
     main: utils.launch.Prepared
     combine: utils.launch.Prepared | None
     split: int
+    words: bool
 
     @staticmethod
     def prepare(kernel, grid, args, meta, combine, split):
         main = utils.launch.prepare(kernel, grid, *args, **meta)
         added = None if combine is None else utils.launch.prepare(split_k_combine_kernel, combine[0], *combine[1],
                                                                   **combine[2])  # fmt: skip
-        return None if main is None or (combine is not None and added is None) else FastLaunch(main, added, split)
+        if main is None or (combine is not None and added is None):
+            return None
+        return FastLaunch(main, added, split, words=args[1].dtype == torch.int32)  # args: x, the weight's parts...
 
     def __call__(self, x, parts, out, residual) -> bool:
         """Launches as prepared into out (M, N), or launches nothing and returns False (the caller then takes the
@@ -2261,12 +2265,11 @@ def _fast_prepared(signature, x, w, out, residual):
         return None
     M, N = x.shape[0], w.shape[0]
     result = torch.empty(M, N, device=x.device, dtype=x.dtype) if out is None else out
-    parts = (_int4_words(w), w.scale, w.zero) if prepared.main.compiled.name in _INT4_WORD_KERNELS else (
-        (w.packed, w.scale, w.zero) if isinstance(w, Int4Weight) else (w.q, w.scale))  # fmt: skip
+    if isinstance(w, Int8Weight):
+        parts = (w.q, w.scale)
+    else:
+        parts = (_int4_words(w) if prepared.words else w.packed, w.scale, w.zero)
     return result if prepared(x, parts, result, residual) else None
-
-
-_INT4_WORD_KERNELS = ("w4a16_gemv_kernel", "w4a16_slab_kernel", "w4a16_stream_kernel")  # they read w.packed as int32
 
 
 def _fast_prologue(x, w, kind, bits, out, residual, schedule, overrides):

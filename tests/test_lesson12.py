@@ -659,11 +659,11 @@ class _InterpretedPrepared:
         self.kernel, self.grid, self.kwargs = kernel, grid, kwargs
         self.slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         self.args = [None if i in self.slots else a for i, a in enumerate(args)]
-        self.compiled = type("Compiled", (), {"name": kernel.fn.__name__})()
+        self.name = kernel.fn.__name__
         self.calls = 0
 
     def __call__(self, *tensors):
-        assert len(tensors) == len(self.slots), f"{self.compiled.name}: {len(tensors)} tensors for {len(self.slots)}"
+        assert len(tensors) == len(self.slots), f"{self.name}: {len(tensors)} tensors for {len(self.slots)}"
         args = list(self.args)
         for i, t in zip(self.slots, tensors):
             args[i] = t

@@ -12,6 +12,7 @@ nothing under the interpreter. Import it after the script has set TRITON_INTERPR
     w, x, want, out, nbytes = int4_gemv_case(N, K, group, dtype)  # lesson 12's M = 1 GEMV problem, its fp64 answer
     err = in_bf16_tolerances(got, want)  # the worst error, in bf16's tolerances (above 1: outside)
     say_profile(say, profile, "matmul(out=), 100 calls")  # a cProfile's 12 costliest functions, by own time
+    n = count_launches(fn)           # the Triton launches of one call of fn
 
 Under the interpreter each timing calls fn once (a smoke test of the path) and returns None (gtime) or NaN
 (bench_ms, copy_gbs), so a script's arithmetic on them still runs.
@@ -266,3 +267,25 @@ def say_profile(say, profile, what: str, indent: str = "    ") -> None:
     for line in text.getvalue().splitlines():
         if line.strip() and ("{" in line or "/" in line or "ncalls" in line):
             say(indent + line.strip()[:150])
+
+
+def count_launches(fn) -> int:
+    """The Triton launches of one call of fn, counted by triton.knobs.runtime.launch_enter_hook (put back after;
+    none under the interpreter, which calls no launch hook)."""
+    import torch
+    import triton
+
+    count = [0]
+
+    def counted(*_args, **_kwargs):
+        count[0] += 1
+
+    runtime = triton.knobs.runtime
+    was, runtime.launch_enter_hook = runtime.launch_enter_hook, counted
+    try:
+        fn()
+        if on_gpu():
+            torch.cuda.synchronize()
+    finally:
+        runtime.launch_enter_hook = was
+    return count[0]

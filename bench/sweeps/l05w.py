@@ -40,7 +40,7 @@ import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, gtime  # noqa: E402
+from bench.sweeps.kit import Log, compare_matmuls  # noqa: E402
 from lessons import l05_matmul as L  # noqa: E402
 from lessons.l05_matmul import grouped_tile  # noqa: E402
 
@@ -134,42 +134,7 @@ def name(tile, variant):
 
 def compare(shape, dtype, candidates):
     """Each (label, fn) checked against fp32, then timed between two cuBLAS timings; [(ratio, label, fn)]."""
-    M, N, K = shape
-    gen = torch.Generator(device=DEVICE).manual_seed(0)
-    a = torch.randn(M, K, device=DEVICE, dtype=dtype, generator=gen)
-    b = torch.randn(K, N, device=DEVICE, dtype=dtype, generator=gen)
-    c = torch.empty(M, N, device=DEVICE, dtype=dtype)
-    truth = a.float() @ b.float()
-    tol = 0.02 * K**0.5
-    say(f"== {M}x{N}x{K} {str(dtype).replace('torch.', '')}")
-    base = gtime(lambda: torch.matmul(a, b), rep=25)
-    results = []
-    for label, fn in candidates:
-        if time.time() - T0 > BUDGET_S - 15:
-            say(f"   {label}: SKIPPED (time budget)")
-            continue
-        try:
-            c.fill_(float("nan"))
-            err = (fn(a, b, c).float() - truth).abs().max().item()
-            if not err <= tol:  # NaN too: a block never stored
-                say(f"   {label}: FAIL (max error {err:.3g})")
-                continue
-            ms = gtime(lambda fn=fn: fn(a, b, c), rep=25)
-        except Exception as e:  # noqa: BLE001
-            say(f"   {label}: ERROR {type(e).__name__}: {str(e).splitlines()[0][:140] if str(e) else ''}")
-            continue
-        if ms is None:
-            say(f"   {label}: checked (max error {err:.2g})")
-            continue
-        after = gtime(lambda: torch.matmul(a, b), rep=25)
-        ratio = (base + after) / 2 / ms
-        base = after
-        results.append((ratio, label, fn))
-        say(f"   {label:58s} {ms * 1e3:8.1f} us  x cuBLAS {ratio:.3f}")
-    return results
-
-
-DEVICE = "cpu" if CPU else "cuda"
+    return compare_matmuls(say, shape, dtype, candidates, T0 + BUDGET_S - 15)
 
 
 def main():

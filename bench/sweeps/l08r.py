@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from bench.sweeps.kit import Log, bench_ms, graphed, on_gpu, say_profile
+from bench.sweeps.kit import Log, bench_ms, count_launches, graphed, on_gpu, say_profile
 
 say = Log(f"l08r-triton{triton.__version__}")
 DEV = "cuda" if on_gpu() else "cpu"
@@ -134,22 +134,11 @@ def part_c():
         return L8.generate(model, ids, 1, max_len=prompt + 256)
 
     first_token()
-    count = [0]
-    hooks = triton.knobs.runtime
-
-    def counted(*_args, **_kwargs):
-        count[0] += 1
-
-    hooks.launch_enter_hook = counted
-    try:
-        first_token()
-        sync()
-    finally:
-        hooks.launch_enter_hook = None
+    launches = count_launches(first_token)
     ms = bench_ms(first_token)
     host, done = per_launch(first_token, n=20 if on_gpu() else 1)
-    say(f"  {count[0]} Triton launches; make bench's timing {ms:.2f} ms; back to back: host {host / 1e3:.2f} ms a "
-        f"call, GPU done {done / 1e3:.2f} ms a call ({done / max(count[0], 1):.1f} us a launch)")  # fmt: skip
+    say(f"  {launches} Triton launches; make bench's timing {ms:.2f} ms; back to back: host {host / 1e3:.2f} ms a "
+        f"call, GPU done {done / 1e3:.2f} ms a call ({done / max(launches, 1):.1f} us a launch)")  # fmt: skip
 
 
 def main():

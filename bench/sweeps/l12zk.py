@@ -31,30 +31,12 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, bench_ms, graphed  # noqa: E402
+from bench.sweeps.kit import Log, bench_ms, count_launches, graphed  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 
 say = Log(f"l12zk-triton{triton.__version__}")
 ENV = utils.mode.current()
-
-
-def launches(fn) -> int:
-    """The Triton launches of one call of fn (none counted under the interpreter, which calls no launch hook)."""
-    count = [0]
-
-    def counted(*_args, **_kwargs):
-        count[0] += 1
-
-    runtime = triton.knobs.runtime
-    was, runtime.launch_enter_hook = runtime.launch_enter_hook, counted
-    try:
-        fn()
-        if ENV.is_gpu:
-            torch.cuda.synchronize()
-    finally:
-        runtime.launch_enter_hook = was
-    return count[0]
 
 
 def main():
@@ -83,7 +65,7 @@ def main():
 
         try:
             run()  # compiled, autotuned, its launches prepared where a launcher prepares them
-            n = launches(run)
+            n = count_launches(run)
             python_ms = bench_ms(run)
         except Exception as e:  # noqa: BLE001 - a model that does not run is a finding, the others still run
             say(f"  {label:18s} ERROR {type(e).__name__}: {str(e).strip()[:160]}")
