@@ -2723,3 +2723,92 @@ def test_the_mma_dots_match_the_reference_within_bf16s_own_tolerance(monkeypatch
             utils.check(v, v_ref, name=f"MMA dots, RoPE v cache {kind} G={G}", quiet=True)
     L.check_quantized_decode_gemv(L.quantized_decode_gemv, quiet=True)
     L.check_quantized_decode_qkv_rope(L.quantized_decode_qkv_rope, quiet=True)
+
+
+# -- DECODE_L2_AHEAD: the decode kernels ask L2 for their rows before they wait --------------------------------------
+
+
+@pytest.mark.skipif(not ENV.is_gpu, reason="the prefetch is PTX: only a compiled GPU runs it (the interpreter none)")
+@pytest.mark.parametrize("kind", ["stream", "pipe", "int8"])
+def test_asking_l2_ahead_changes_no_bit(monkeypatch, kind):
+    """DECODE_L2_AHEAD only asks L2 for lines the kernel reads anyway: every epilogue, the qkv GEMV with RoPE (q and
+    both caches) and a split of odd rows give the same bits with it as without, launched early (PDL) and in order."""
+    bits = 8 if kind == "int8" else 4
+    if bits == 4:
+        monkeypatch.setattr(L, "FUSED_INT4_KERNEL", kind)
+    asked = []
+    real = L.decode_l2_ahead
+    monkeypatch.setattr(L, "decode_l2_ahead", lambda: asked.append(L.DECODE_L2_AHEAD) or real())
+    N, K = 37, 640  # odd rows; K five groups of 128, not a whole number of 256- or 1024-column steps
+    W = weight(2 * N, K, seed=7, dtype=torch.bfloat16)
+    quantize = (lambda t: L.quantize_int8_ref(t)) if bits == 8 else (lambda t: L.quantize_int4_ref(t, 128))
+    w, gate = quantize(W), quantize(W[:N].contiguous())
+    x, norm, res = (torch.randn(*shape, device=DEV, dtype=torch.bfloat16) for shape in ((1, K), (K,), (1, N)))
+    s = L8.GemvSchedule(BLOCK_N=4, BLOCK_K=256, num_warps=2, num_stages=3)
+    calls = (({"norm": norm}, gate), ({"norm": norm, "swiglu": True}, w), ({"residual": res}, gate))
+    xq, Wq, cos, sin, pos, nq, caches = _qkv_rope_case(4, 2, 64, K, 16, 5)
+    wq = quantize(Wq.to(torch.bfloat16))
+    xq, nq, cos, sin = (t.to(torch.bfloat16) for t in (xq, nq, cos, sin))
+    got = {}
+    for ahead in (False, True):
+        monkeypatch.setattr(L, "DECODE_L2_AHEAD", ahead)
+        for pdl in (False, "after loop"):
+            outs = [L.quantized_decode_gemv(x, wt, schedule=s, pdl=pdl, **kw) for kw, wt in calls]
+            k, v = (c.to(torch.bfloat16) for c in caches)
+            outs += [L.quantized_decode_qkv_rope(xq, wq, cos, sin, pos, k, v, norm=nq, schedule=s, pdl=pdl), k, v]
+            got[ahead, pdl] = outs
+    assert True in asked, "DECODE_L2_AHEAD was never read: the switch reaches no launch"
+    names = ("norm", "swiglu", "residual", "qkv + RoPE: q", "the k cache", "the v cache")
+    for pdl in (False, "after loop"):
+        for a, b, name in zip(got[True, pdl], got[False, pdl], names):
+            assert_bitwise_equal(a, b, name=f"{kind} decode GEMV, {name}, pdl={pdl}: L2 ahead against not")
+
+
+def test_decode_kernels_ask_l2_ahead_before_their_wait(tmp_path):
+    """Offline for sm_90, at Llama-3.2-1B's four layer shapes as the step launches them early (QUANTIZED_PDL): with
+    L2_AHEAD each decode kernel (int4 stream and pipe, int8) issues its L2 prefetches before griddepcontrol.wait,
+    where the kernel before may still run (after it, they would only delay its own loads), without spilling; without
+    L2_AHEAD none."""
+    from utils import offline
+
+    if not offline.available():
+        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    shapes = [("qkv + RoPE", 3072, 2048, dict(NORM=True, ROPE=True)), ("wo", 2048, 2048, dict(RESIDUAL=True)),
+              ("gate/up", 8192, 2048, dict(NORM=True, SWIGLU=True)),
+              ("down", 2048, 8192, dict(RESIDUAL=True))]  # fmt: skip
+    jobs, names = [], []
+    for label, N, K, flags in shapes:
+        for kind in ("stream", "pipe"):
+            table = L.FUSED_STREAM_SCHEDULES if kind == "stream" else L.FUSED_PIPE_SCHEDULES
+            s = table.get((N, K), table[None])
+            job = _int4_decode_job(offline, kind, N, K, s, PDL=1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[4]), **flags)
+            for ahead in (False, True):
+                jobs.append(dict(job, constexprs=dict(job["constexprs"], L2_AHEAD=ahead)))
+                names.append((f"int4 {kind} at {label}", ahead))
+        s = L.FUSED_INT8_PIPE_SCHEDULES.get((N, K), L.FUSED_INT8_PIPE_SCHEDULES[None])
+        meta = dict(NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
+                    PDL=1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[8]), **L8.gemv_loads(s, "pipe"))  # fmt: skip
+        meta.update(flags)
+        ptrs = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
+        ints = dict(N=N, K=K, eps=1e-5, stride_qn=K, H=0, KV=0, stride_ct=0, max_len=0)
+        if meta["ROPE"]:
+            del ptrs["res_ptr"]
+            ptrs.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
+            meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
+            ints.update(N=N // 2, H=32, KV=8, stride_ct=512, max_len=2048)
+        else:
+            meta.update(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None, HEAD_DIM=2)
+        for ahead in (False, True):
+            job = offline.job("w8a16_decode_kernel", pointers=ptrs, ints=ints, constexprs=dict(meta, L2_AHEAD=ahead),
+                              num_warps=s.num_warps, num_stages=1)  # fmt: skip
+            jobs.append(job)
+            names.append((f"int8 at {label}", ahead))
+    for (where, ahead), compiled in zip(names, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
+        prefetches = [m.start() for m in re.finditer(r"\bprefetch\.global\.L2\b", compiled.ptx)]
+        assert compiled.spill_bytes == 0, f"{where}, L2_AHEAD={ahead}: spills {compiled.spill_bytes} bytes"
+        if not ahead:
+            assert not prefetches, f"{where}: L2 prefetches without L2_AHEAD"
+            continue
+        wait = offline.griddepcontrol_order(compiled.ptx)["wait"]
+        assert prefetches, f"{where}: L2_AHEAD on, yet no prefetch.global.L2 in the PTX"
+        assert 0 <= wait and max(prefetches) < wait, f"{where}: an L2 prefetch after the wait (it should go before)"

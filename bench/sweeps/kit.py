@@ -88,10 +88,11 @@ def copy_gbs(say, n: int = 2**28) -> float:
     return gbs
 
 
-def int4_decode_steps():
-    """Lesson 12's int4 decode step at the 1B shapes (Llama-3.2-1B's and TinyLlama's: random bf16 weights in groups
-    of 128, the cache filled at random, one token at make bench's mean context of 640), or at a tiny fp32 model under
-    the interpreter: yields (label, model, step), step() -> the logits; the GPU's cache emptied after each."""
+def int4_decode_steps(bits: int = 4, names=("Llama-3.2-1B", "TinyLlama-1.1B")):
+    """Lesson 12's decode step with int4 weights (``bits`` 8: int8) at the 1B shapes (Llama-3.2-1B's and TinyLlama's,
+    or ``names``: bench.common.LLAMA_SHAPES's names or (label, lesson 08's ModelArgs) pairs: random bf16 weights, int4 in groups of 128, the cache filled at random,
+    one token at make bench's mean context of 640), or at a tiny fp32 model under the interpreter: yields (label,
+    model, step), step() -> the logits; the GPU's cache emptied after each."""
     import torch
 
     from bench.common import random_llama
@@ -101,14 +102,14 @@ def int4_decode_steps():
     env = utils.mode.current()
     if on_gpu():
         dt, group, max_len, context = torch.bfloat16, 128, 768, 640  # make bench's decode rows: 512 + 256
-        shapes = {"Llama-3.2-1B": "Llama-3.2-1B", "TinyLlama-1.1B": "TinyLlama-1.1B"}
+        shapes = dict((name, name) if isinstance(name, str) else name for name in names)
     else:
         dt, group, max_len, context = torch.float32, 32, 24, 16
         shapes = {"tiny": L8.ModelArgs(vocab_size=100, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn_dim=48,
                                        tie_embeddings=False)}  # fmt: skip
     for label, shape in shapes.items():
         torch.manual_seed(0)
-        model = L12.quantize_model(random_llama(shape, dt, env.device), 4, group_size=group)
+        model = L12.quantize_model(random_llama(shape, dt, env.device), bits, group_size=group)
         cache = L8.new_cache(model, 1, max_len)
         cache.k.normal_()
         cache.v.normal_()
