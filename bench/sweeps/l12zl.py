@@ -14,6 +14,12 @@ one prefetch.global.L2 for every 128-byte line of its rows of W (and their scale
 while the kernel before still runs, and its loads after the wait find them in L2. The earlier a kernel is let launch,
 the longer that window, so each PDL trigger is timed again with it (l08e chose "after loop" without it).
 
+A re-test: l12l (results/h100-2026-11-28-s13/sweeps/l12l.txt, at commit 7f083e3) asked L2 for the rows with lesson
+10's bulk prefetch, in the groups and int8 kernels of that day, and lost 0-14 % at every trigger (its reading: the
+prefetches compete with the running kernel's loads). Since then the 1B layers run the stream kernel with the packed
+dots, their first step's words already loaded before the wait, and the step is 0.55 ms, not 0.71: this asks again,
+with one line prefetch a 128-byte line (no bulk copies), and at the new kernels.
+
 Each variant is timed in the whole step replayed from a CUDA graph (L2 cleared before each repetition), between two
 timings of the step as set, two rounds (kit.paired_in_step); its logits must be the step's as set bit for bit (the
 prefetch changes when bytes arrive, not the sums: a difference is reported as a FAIL).
