@@ -2734,27 +2734,28 @@ def test_asking_l2_ahead_changes_no_bit(monkeypatch, kind):
     """DECODE_L2_AHEAD only asks L2 for lines the kernel reads anyway: every epilogue, the qkv GEMV with RoPE (q and
     both caches) and a split of odd rows give the same bits with it as without, launched early (PDL) and in order."""
     bits = 8 if kind == "int8" else 4
+    dt = torch.bfloat16 if ENV.is_gpu else torch.float32  # bf16: the packed dots' path (the interpreter has no bf16)
     if bits == 4:
         monkeypatch.setattr(L, "FUSED_INT4_KERNEL", kind)
     asked = []
     real = L.decode_l2_ahead
     monkeypatch.setattr(L, "decode_l2_ahead", lambda: asked.append(L.DECODE_L2_AHEAD) or real())
     N, K = 37, 640  # odd rows; K five groups of 128, not a whole number of 256- or 1024-column steps
-    W = weight(2 * N, K, seed=7, dtype=torch.bfloat16)
+    W = weight(2 * N, K, seed=7, dtype=dt)
     quantize = (lambda t: L.quantize_int8_ref(t)) if bits == 8 else (lambda t: L.quantize_int4_ref(t, 128))
     w, gate = quantize(W), quantize(W[:N].contiguous())
-    x, norm, res = (torch.randn(*shape, device=DEV, dtype=torch.bfloat16) for shape in ((1, K), (K,), (1, N)))
+    x, norm, res = (torch.randn(*shape, device=DEV, dtype=dt) for shape in ((1, K), (K,), (1, N)))
     s = L8.GemvSchedule(BLOCK_N=4, BLOCK_K=256, num_warps=2, num_stages=3)
     calls = (({"norm": norm}, gate), ({"norm": norm, "swiglu": True}, w), ({"residual": res}, gate))
     xq, Wq, cos, sin, pos, nq, caches = _qkv_rope_case(4, 2, 64, K, 16, 5)
-    wq = quantize(Wq.to(torch.bfloat16))
-    xq, nq, cos, sin = (t.to(torch.bfloat16) for t in (xq, nq, cos, sin))
+    wq = quantize(Wq.to(dt))
+    xq, nq, cos, sin = (t.to(dt) for t in (xq, nq, cos, sin))
     got = {}
     for ahead in (False, True):
         monkeypatch.setattr(L, "DECODE_L2_AHEAD", ahead)
         for pdl in (False, "after loop"):
             outs = [L.quantized_decode_gemv(x, wt, schedule=s, pdl=pdl, **kw) for kw, wt in calls]
-            k, v = (c.to(torch.bfloat16) for c in caches)
+            k, v = (c.to(dt) for c in caches)
             outs += [L.quantized_decode_qkv_rope(xq, wq, cos, sin, pos, k, v, norm=nq, schedule=s, pdl=pdl), k, v]
             got[ahead, pdl] = outs
     assert True in asked, "DECODE_L2_AHEAD was never read: the switch reaches no launch"
