@@ -10,7 +10,10 @@ int4 GEMV at M = 1, replayed from a CUDA graph, 5-9 % slower than session 45's u
 (the 8B up projection 27.8 against 25.7 us), while the decode steps were 1-6 % faster. Offline, 3.7.1 compiles the
 GEMV's loop to fewer instructions than 3.6 (1,215 against 1,686 at 16 rows a program), so its pipeline, not its
 arithmetic, is the suspect, and the rows (chosen under 3.6 in session 12, results/h100-2026-11-28-s12/sweeps/l12i.txt)
-may no longer be the best: the course's learners get 3.7.1.
+may no longer be the best: the course's learners get 3.7.1. Offline (session 47: utils.offline, sm_90, bf16 x with
+the packed dots, SASS of the pipelined loop at the table's rows) the 8B up projection's loop is alike under both (189
+against 186 instructions, 3 BAR.SYNC each), so its loss there is not in the loop's code; at the down projections
+(K = 8192 and 14336) 3.7.1's loop has 9 barriers a step against 3.6's 5 (and 289 against 300 instructions at 8B down).
 
 Each shape of FAST_SCHEDULES's int4 M = 1 rows: the row as set, then "pipe" tiles around it (BLOCK_N 4, 8, 16;
 BLOCK_K 512, 1024; 2 or 4 warps; 3 stages, and 2 and 4 at the row's own tile), each checked against the fp64
