@@ -15,6 +15,11 @@ offline the loop keeps 3 barriers a step at every row under both trions (the cp.
 same instructions (180-291 against 165-289 under 3.7.1; at the 1B up row under 3.6, 586 against 479 and more
 registers, 168 against 128).
 
+The decode step's kernel has the same conversion: offline, w4a16_decode_stream_kernel at Llama-3.2-1B's layer rows
+(FUSED_STREAM_SCHEDULES, launched early, the packed dots) runs 8 (qkv, wo), 16 (gate/up) and 12 (down) barriers a
+step under 3.7.1, and 3, 3, 32 and 7 under 3.6. If the GEMV gains here, the decode kernel's steps are next: wo and
+down (no norm) as here; qkv and gate/up with x times the norm's weights rounded to bf16 in the thread.
+
 Each FAST_SCHEDULES int4 M = 1 row: the lesson's kernel and the patched one, the patched output the lesson's bit for
 bit (the same pairs, the same PTX dots: anything else is a FAIL), then replayed from a CUDA graph (L2 cleared before
 each repetition) between two timings of the lesson's kernel, two rounds.
