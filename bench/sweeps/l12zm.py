@@ -17,8 +17,10 @@ registers, 168 against 128).
 
 The decode step's kernel has the same conversion: offline, w4a16_decode_stream_kernel at Llama-3.2-1B's layer rows
 (FUSED_STREAM_SCHEDULES, launched early, the packed dots) runs 8 (qkv, wo), 16 (gate/up) and 12 (down) barriers a
-step under 3.7.1, and 3, 3, 32 and 7 under 3.6. If the GEMV gains here, the decode kernel's steps are next: wo and
-down (no norm) as here; qkv and gate/up with x times the norm's weights rounded to bf16 in the thread.
+step under 3.7.1, and 3, 3, 32 and 7 under 3.6. But there the pairs are not the cause: a copy of it with the pairs in
+place at wo and down (no norm) kept 8 and 12 barriers a step under 3.7.1 offline (and under 3.6 went from 3 to 8 at
+wo), so this sweep does not time it. (Offline under 3.6 the lesson's decode kernel spills 16 bytes at Llama-3.2-1B's
+down and gate/up rows; none under 3.7.1.)
 
 Each FAST_SCHEDULES int4 M = 1 row: the lesson's kernel and the patched one, the patched output the lesson's bit for
 bit (the same pairs, the same PTX dots: anything else is a FAIL), then replayed from a CUDA graph (L2 cleared before
