@@ -1468,7 +1468,10 @@ def _l2_ahead(rows, count, LINES: tl.constexpr = 8):
     element), LINES lines of every row a round: one PTX ``prefetch.global.L2`` a line, nothing loaded into registers
     and nothing waited for. A decode kernel's weights do not depend on the kernel before it, so one launched early
     (lesson 08's PDL) may ask for its rows before its gdc_wait, while that kernel still runs: its loads after the
-    wait then come from L2, not HBM. Compiled GPUs only (the interpreter runs no PTX): DECODE_L2_AHEAD."""
+    wait then come from L2, not HBM. Compiled GPUs only (the interpreter runs no PTX): DECODE_L2_AHEAD.
+    Not lesson 10's prefetch_l2: that is one bulk prefetch of one range, issued by thread 0 (a block's rows are
+    spread over its threads), for sm_90 and newer, of a whole number of 16-byte pieces (a row of zero points at
+    K = 640 is 5 bytes); a line prefetch takes any row, on any NVIDIA GPU."""
     n = count * (rows.dtype.element_ty.primitive_bitwidth // 8)  # bytes a row
     first = rows.to(tl.pointer_type(tl.int8))
     lines = tl.arange(0, LINES) * 128

@@ -2107,6 +2107,25 @@ def test_fused_decode_kernels_compile_for_sm90_without_spills_at_their_schedules
         offline.check_pdl_order(compiled.ptx, L8.PDL_TRIGGERS[pdl - 1] if pdl else None, where)
 
 
+def _int8_decode_job(offline, N, K, s, NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, PDL=0, **meta):
+    """An utils.offline job for the int8 decode kernel as _fused_gemv / _fused_qkv_rope launch it with the "pipe"
+    loop at schedule s (bf16; with ROPE, N counts pairs of rows: TinyLlama's 32 query heads, 4 kv heads, D = 64);
+    ``meta``: more constexprs."""
+    ptrs = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
+    ints = dict(N=N, K=K, eps=1e-5, stride_qn=K, H=0, KV=0, stride_ct=0, max_len=0)
+    meta = dict(NORM=NORM, SWIGLU=SWIGLU, RESIDUAL=RESIDUAL, ROPE=ROPE, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K, PDL=PDL,
+                **L8.gemv_loads(s, "pipe"), **meta)  # fmt: skip
+    if ROPE:
+        del ptrs["res_ptr"]
+        ptrs.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
+        meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
+        ints.update(N=N // 2, H=32, KV=4, stride_ct=256, max_len=2048)
+    else:
+        meta.update(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None, HEAD_DIM=2)
+    return offline.job("w8a16_decode_kernel", pointers=ptrs, ints=ints, constexprs=meta, num_warps=s.num_warps,
+                       num_stages=1)  # fmt: skip
+
+
 def test_fused_int8_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_path):
     """FUSED_INT8_LOOP = "pipe" at FUSED_INT8_PIPE_SCHEDULES's rows, as TinyLlama's int8 step launches the kernel
     (QUANTIZED_PDL[8]): the codes of the steps K does not cut short copied by cp.async, no spills, the wait
@@ -2116,26 +2135,14 @@ def test_fused_int8_pipe_kernel_compiles_for_sm90_with_its_loop_pipelined(tmp_pa
     if not offline.available():
         pytest.skip("needs Triton's NVIDIA backend and its ptxas")
     trigger = L.QUANTIZED_PDL[8]
-    pointers = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
-    no_rope = dict(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None, HEAD_DIM=2, ROPE=False)
     jobs, names = [], []
-    for label, N, K, flags in (("qkv + RoPE", 2560, 2048, (1, 0, 0)), ("wo", 2048, 2048, (0, 0, 1)),
-                               ("gate/up", 5632, 2048, (1, 1, 0)), ("down", 2048, 5632, (0, 0, 1)),
-                               ("head", 32000, 2048, (1, 0, 0))):  # fmt: skip
+    for label, N, K, flags in (("qkv + RoPE", 2560, 2048, dict(NORM=True, ROPE=True)),
+                               ("wo", 2048, 2048, dict(RESIDUAL=True)),
+                               ("gate/up", 5632, 2048, dict(NORM=True, SWIGLU=True)),
+                               ("down", 2048, 5632, dict(RESIDUAL=True)),
+                               ("head", 32000, 2048, dict(NORM=True))):  # fmt: skip
         s = L.FUSED_INT8_PIPE_SCHEDULES.get((N, K), L.FUSED_INT8_PIPE_SCHEDULES[None])
-        meta = dict(NORM=bool(flags[0]), SWIGLU=bool(flags[1]), RESIDUAL=bool(flags[2]), BLOCK_N=s.BLOCK_N,
-                    BLOCK_K=s.BLOCK_K, PDL=1 + L8.PDL_TRIGGERS.index(trigger), **L8.gemv_loads(s, "pipe"))  # fmt: skip
-        ints = dict(N=N, K=K, eps=1e-5, stride_qn=K, H=0, KV=0, stride_ct=0, max_len=0)
-        ptrs = dict(pointers)
-        if label.startswith("qkv"):
-            del ptrs["res_ptr"]
-            ptrs.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
-            meta.update(res_ptr=None, HEAD_DIM=64, ROPE=True, BLOCK_N=max(1, s.BLOCK_N // 2))
-            ints.update(N=N // 2, H=32, KV=4, stride_ct=256, max_len=2048)
-        else:
-            meta.update(no_rope)
-        jobs.append(offline.job("w8a16_decode_kernel", pointers=ptrs, ints=ints, constexprs=meta,
-                                num_warps=s.num_warps, num_stages=1))  # fmt: skip
+        jobs.append(_int8_decode_job(offline, N, K, s, PDL=1 + L8.PDL_TRIGGERS.index(trigger), **flags))
         names.append(label)
     for label, job, compiled in zip(names, jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         where = f"the int8 decode kernel at {label}, PIPE={job['constexprs']['PIPE']}"
@@ -2742,7 +2749,7 @@ def test_asking_l2_ahead_changes_no_bit(monkeypatch, kind):
     monkeypatch.setattr(L, "decode_l2_ahead", lambda: asked.append(L.DECODE_L2_AHEAD) or real())
     N, K = 37, 640  # odd rows; K five groups of 128, not a whole number of 256- or 1024-column steps
     W = weight(2 * N, K, seed=7, dtype=dt)
-    quantize = (lambda t: L.quantize_int8_ref(t)) if bits == 8 else (lambda t: L.quantize_int4_ref(t, 128))
+    quantize = lambda t: L.quantize(t, bits, 128)  # noqa: E731
     w, gate = quantize(W), quantize(W[:N].contiguous())
     x, norm, res = (torch.randn(*shape, device=DEV, dtype=dt) for shape in ((1, K), (K,), (1, N)))
     s = L8.GemvSchedule(BLOCK_N=4, BLOCK_K=256, num_warps=2, num_stages=3)
@@ -2787,22 +2794,9 @@ def test_decode_kernels_ask_l2_ahead_before_their_wait(tmp_path):
                 jobs.append(dict(job, constexprs=dict(job["constexprs"], L2_AHEAD=ahead)))
                 names.append((f"int4 {kind} at {label}", ahead))
         s = L.FUSED_INT8_PIPE_SCHEDULES.get((N, K), L.FUSED_INT8_PIPE_SCHEDULES[None])
-        meta = dict(NORM=False, SWIGLU=False, RESIDUAL=False, ROPE=False, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
-                    PDL=1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[8]), **L8.gemv_loads(s, "pipe"))  # fmt: skip
-        meta.update(flags)
-        ptrs = dict(x_ptr="bf16", q_ptr="i8", scale_ptr="bf16", norm_ptr="bf16", res_ptr="bf16", out_ptr="bf16")
-        ints = dict(N=N, K=K, eps=1e-5, stride_qn=K, H=0, KV=0, stride_ct=0, max_len=0)
-        if meta["ROPE"]:
-            del ptrs["res_ptr"]
-            ptrs.update(cos_ptr="bf16", sin_ptr="bf16", pos_ptr="i32", k_cache_ptr="bf16", v_cache_ptr="bf16")
-            meta.update(res_ptr=None, HEAD_DIM=64, BLOCK_N=max(1, s.BLOCK_N // 2))
-            ints.update(N=N // 2, H=32, KV=8, stride_ct=512, max_len=2048)
-        else:
-            meta.update(cos_ptr=None, sin_ptr=None, pos_ptr=None, k_cache_ptr=None, v_cache_ptr=None, HEAD_DIM=2)
         for ahead in (False, True):
-            job = offline.job("w8a16_decode_kernel", pointers=ptrs, ints=ints, constexprs=dict(meta, L2_AHEAD=ahead),
-                              num_warps=s.num_warps, num_stages=1)  # fmt: skip
-            jobs.append(job)
+            pdl = 1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[8])
+            jobs.append(_int8_decode_job(offline, N, K, s, PDL=pdl, L2_AHEAD=ahead, **flags))
             names.append((f"int8 at {label}", ahead))
     for (where, ahead), compiled in zip(names, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
         prefetches = [m.start() for m in re.finditer(r"\bprefetch\.global\.L2\b", compiled.ptx)]
