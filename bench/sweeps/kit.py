@@ -6,7 +6,7 @@ nothing under the interpreter. Import it after the script has set TRITON_INTERPR
     ms = bench_ms(graphed(fn))       # the same replay, timed as make bench times a row
     ms = bench_ms(fn)                # fn called as make bench calls it (utils.timing)
     gbs = copy_gbs(say)              # a copy of 2**28 int32, the '% copy' ceiling, said and returned
-    for label, model, step in int4_decode_steps():    # lesson 12's int4 decode step at the 1B shapes
+    for label, model, step in quantized_decode_steps():    # lesson 12's int4 decode step at the 1B shapes
         ratios = paired_in_step(say, label, step, ref, {(L12, "INT4_DOTS"): "mma"}, rounds=2)  # a switch, paired
     compare_matmuls(say, shape, dtype, candidates, deadline)  # lesson 05's: checked, then timed between cuBLAS
     w, x, want, out, nbytes = int4_gemv_case(N, K, group, dtype)  # lesson 12's M = 1 GEMV problem, its fp64 answer
@@ -88,7 +88,7 @@ def copy_gbs(say, n: int = 2**28) -> float:
     return gbs
 
 
-def int4_decode_steps(bits: int = 4, names=("Llama-3.2-1B", "TinyLlama-1.1B")):
+def quantized_decode_steps(bits: int = 4, names=("Llama-3.2-1B", "TinyLlama-1.1B")):
     """Lesson 12's decode step with int4 weights (``bits`` 8: int8) at the 1B shapes (Llama-3.2-1B's and TinyLlama's,
     or ``names``: bench.common.LLAMA_SHAPES's names or (label, lesson 08's ModelArgs) pairs: random bf16 weights, int4 in groups of 128, the cache filled at random,
     one token at make bench's mean context of 640), or at a tiny fp32 model under the interpreter: yields (label,
@@ -121,11 +121,13 @@ def int4_decode_steps(bits: int = 4, names=("Llama-3.2-1B", "TinyLlama-1.1B")):
             torch.cuda.empty_cache()
 
 
-def paired_in_step(say, label, step, ref, switches: dict, rounds: int):
+def paired_in_step(say, label, step, ref, switches: dict, rounds: int, exact: bool = False):
     """One variant of a step: switches {(module, name): value} set, its output checked against ref (the step as set;
-    past 5e-2 relative, a FAIL, not timed), then timed between two timings of the step as set, `rounds` times, so
+    past 5e-2 relative, or with ``exact`` any bit apart, a FAIL, not timed), then timed between two timings of the step as set, `rounds` times, so
     that a drift of the machine shows as the two apart. Says a line; returns the ratios (as set / variant: above 1,
     the variant is faster), [] under the interpreter, None on a FAIL or an error. The switches are put back."""
+    import torch
+
     was = {key: getattr(*key) for key in switches}
 
     def put(values):
@@ -134,9 +136,13 @@ def paired_in_step(say, label, step, ref, switches: dict, rounds: int):
 
     try:
         put(switches)
-        rel = float((step().float() - ref).norm() / ref.norm())
+        got = step().float()
+        rel = float((got - ref).norm() / ref.norm())
         if rel > 5e-2:
             say(f"  {label:44s} | FAIL: logits {rel:.1e} from the step as set")
+            return None
+        if exact and not torch.equal(got, ref):
+            say(f"  {label:44s} | FAIL: the logits are not the step's as set bit for bit ({rel:.1e} apart)")
             return None
         times = []
         for _ in range(rounds):

@@ -31,7 +31,7 @@ if CPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, int4_decode_steps, on_gpu, paired_in_step  # noqa: E402
+from bench.sweeps.kit import Log, on_gpu, paired_in_step, quantized_decode_steps  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 
@@ -57,7 +57,7 @@ def variants():
 
 say(f"lesson 12 sweep zg on {utils.mode.current().gpu_name if on_gpu() else 'CPU (interpreter)'}, "
     f"torch {__import__('torch').__version__}, triton {__import__('triton').__version__}")  # fmt: skip
-for name, _, step in int4_decode_steps():
+for name, _, step in quantized_decode_steps():
     ref = step().float().clone()
     say(f"== {name}: the int4 step as set (FUSED_INT4_KERNEL at its shapes, QUANTIZED_PDL[4] "
         f"{L12.QUANTIZED_PDL[4]!r}, {L8.DECODE_FUSIONS})")  # fmt: skip

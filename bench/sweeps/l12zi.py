@@ -36,7 +36,7 @@ if CPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, int4_decode_steps, on_gpu, paired_in_step  # noqa: E402
+from bench.sweeps.kit import Log, on_gpu, paired_in_step, quantized_decode_steps  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 
@@ -84,7 +84,7 @@ def variants(head, args):
 
 say(f"lesson 12 sweep zi on {utils.mode.current().gpu_name if on_gpu() else 'CPU (interpreter)'}, "
     f"torch {__import__('torch').__version__}, triton {__import__('triton').__version__}")  # fmt: skip
-for label, model, step in int4_decode_steps():
+for label, model, step in quantized_decode_steps():
     head = (model.args.vocab_size, model.args.dim)
     kind = L12.fused_int4_kernel(*head)
     table = L12.FUSED_PIPE_SCHEDULES if kind == "pipe" else L12.FUSED_STREAM_SCHEDULES
