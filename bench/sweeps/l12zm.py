@@ -17,9 +17,13 @@ registers, 168 against 128).
 
 The decode step's kernel has the same conversion: offline, w4a16_decode_stream_kernel at Llama-3.2-1B's layer rows
 (FUSED_STREAM_SCHEDULES, launched early, the packed dots) runs 8 (qkv, wo), 16 (gate/up) and 12 (down) barriers a
-step under 3.7.1, and 3, 3, 32 and 7 under 3.6. But there the pairs are not the cause: a copy of it with the pairs in
-place at wo and down (no norm) kept 8 and 12 barriers a step under 3.7.1 offline (and under 3.6 went from 3 to 8 at
-wo), so this sweep does not time it. (Offline under 3.6 the lesson's decode kernel spills 16 bytes at Llama-3.2-1B's
+step under 3.7.1, and 3, 3, 32 and 7 under 3.6. There a copy with the pairs in place at wo and down (no norm) kept
+8 and 12 barriers a step under 3.7.1 offline (and under 3.6 went from 3 to 8 at wo), so this sweep does not time it.
+Why (session 48, its TTGIR): that loop loads x into registers, and Triton gives a load a layout of its own (here 4
+words a thread, threads 2 x 16 over groups and words) whatever its use wants (4 threads along a group's words, each
+holding the 4 words under its own codes, both warps the same), so the four pairs still cross threads through
+shared memory; in the GEMV's pipelined loop x comes through shared memory anyway (cp.async), and its read from
+there takes the dots' layout, which is why the barriers go there and not here. (Offline under 3.6 the lesson's decode kernel spills 16 bytes at Llama-3.2-1B's
 down and gate/up rows; none under 3.7.1.)
 
 Each FAST_SCHEDULES int4 M = 1 row: the lesson's kernel and the patched one, the patched output the lesson's bit for
