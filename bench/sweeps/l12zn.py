@@ -310,7 +310,7 @@ def check_helpers() -> bool:
         want = torch.stack([code[..., s] | (code[..., 4 + s] << 16) for s in range(4)])
         same = torch.equal(out.cpu(), want.cpu())
         line = f"pairs {'the same' if same else 'FAIL: different'}"
-        if x_bits is not None:
+        if x_bits is not None and norm:  # Σ x² is kept only where a norm needs it
             want_sq = float((x_bits.float()[:K] ** 2).sum())
             close = abs(float(sq) - want_sq) <= 1e-5 * want_sq
             line += f"; sum of x^2 {float(sq):.6g} against {want_sq:.6g} ({'close' if close else 'FAIL'})"
