@@ -846,7 +846,13 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
     byte = w.packed.double().repeat_interleave(2, 1)  # the whole byte where the low nibble should be
     unmasked = torch.where(torch.arange(q.shape[1], device=q.device) % 2 == 0, byte, q)
     g_of_byte = (torch.arange(w.groups * G, device=q.device) // 2) // G  # the group of byte k // 2, not of k
-    y = lambda W: x64 @ W.T  # noqa: E731
+    size = float(_dequant_codes(q, z, s, K).pow(2).mean().sqrt())  # what wxa16_tolerance's atol is in proportion to
+
+    def y(W):  # x @ W.T as the mistake makes it; from larger weights (no zero point: codes 0-15), utils.Scaled, since
+        # the kernel's rounding errors grow with them (the packed bf16 dots' products): the tolerance they would get
+        grown = float(W.pow(2).mean().sqrt()) / size if size > 0 else 1.0
+        return utils.Scaled(x64 @ W.T, grown) if grown > 1 else x64 @ W.T
+
     # -- which x each nibble's dot takes: byte j's low nibble is column 2j (x_even), its high nibble 2j + 1 (x_odd)
     Wp = _dequant_codes(q, z, s, q.shape[1])  # (N, groups * G): the padded tail's codes are its zero point, so 0
     xp = F.pad(x64, (0, Wp.shape[1] - K))  # x past K as the masked loads read it, 0: a mask mistake changes nothing
@@ -1463,25 +1469,6 @@ def w4a16_tile_kernel(
 
 
 @triton.jit
-def _l2_ahead(rows, count, LINES: tl.constexpr = 8):
-    """Asks L2 for every 128-byte line of ``count`` elements from each of ``rows`` (R,) pointers (each row's first
-    element), LINES lines of every row a round: one PTX ``prefetch.global.L2`` a line, nothing loaded into registers
-    and nothing waited for. A decode kernel's weights do not depend on the kernel before it, so one launched early
-    (lesson 08's PDL) may ask for its rows before its gdc_wait, while that kernel still runs: its loads after the
-    wait then come from L2, not HBM. Compiled GPUs only (the interpreter runs no PTX): DECODE_L2_AHEAD.
-    Not lesson 10's prefetch_l2: that is one bulk prefetch of one range, issued by thread 0 (a block's rows are
-    spread over its threads), for sm_90 and newer, of a whole number of 16-byte pieces (a row of zero points at
-    K = 640 is 5 bytes); a line prefetch takes any row, on any NVIDIA GPU."""
-    n = count * (rows.dtype.element_ty.primitive_bitwidth // 8)  # bytes a row
-    first = rows.to(tl.pointer_type(tl.int8))
-    lines = tl.arange(0, LINES) * 128
-    for c in range(0, n, LINES * 128):
-        line = first[:, None] + tl.minimum(c + lines, n - 1)[None, :]  # the last round's spare lanes: the last line
-        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [line], dtype=tl.int32,
-                                  is_pure=False, pack=1)  # fmt: skip
-
-
-@triton.jit
 def _stream_dots(lo, hi, x0, x1, x2, x3, x4, x5, x6, x7):
     """Σ over each word's 8 codes of q x, word by word: (BLOCK_N, GROUPS, WORDS) fp32, no reduction across threads
     (see _pick, here with z = 0: one AND, one subtraction of 2**23, one multiply-add a code). The zero point is
@@ -2031,11 +2018,12 @@ GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
 FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA graphs unless said
     # (results/h100-2026-11-23-late/sweeps/l12-gemv-schedules.txt; the rest: results/h100-2026-11-23/sweeps/)
-    # M = 1, int4 (results/h100-2026-11-28-s12/sweeps/l12i.txt): the pipelined stream kernel everywhere
-    (4, 1, 8192, 2048): FastSchedule("pipe", 1, 16, 512, 1, 2, 3),
+    # M = 1, int4 (results/h100-2026-11-28-s12/sweeps/l12i.txt): the pipelined stream kernel everywhere; three rows
+    # chosen again under triton 3.7.1 (results/h100-2026-12-07-s48/sweeps/l12zj-triton3.7.1.txt, each paired)
+    (4, 1, 8192, 2048): FastSchedule("pipe", 1, 8, 512, 1, 2, 3),  # x1.05
     (4, 1, 2048, 8192): FastSchedule("pipe", 1, 4, 1024, 1, 4, 3),
-    (4, 1, 14336, 4096): FastSchedule("pipe", 1, 8, 512, 1, 4, 3),
-    (4, 1, 4096, 14336): FastSchedule("pipe", 1, 4, 1024, 1, 2, 3),
+    (4, 1, 14336, 4096): FastSchedule("pipe", 1, 4, 512, 1, 2, 3),  # x1.27
+    (4, 1, 4096, 14336): FastSchedule("pipe", 1, 4, 1024, 1, 4, 3),  # x1.06
     (4, 1, 128256, 2048): FastSchedule("pipe", 1, 16, 512, 1, 2, 3),  # Llama-3.2-1B's LM head
     (4, 1, 2048, 5632): FastSchedule("pipe", 1, 4, 1024, 1, 4, 3),  # TinyLlama's down projection
     # M = 1, int8
@@ -2803,7 +2791,6 @@ def w4a16_decode_stream_kernel(
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
     DOTS: tl.constexpr = "",  # as w4a16_stream_kernel's, or INT4_MMA_PTX (with MMA)
     MMA: tl.constexpr = False,  # DOTS is INT4_MMA_PTX: the dots on the tensor cores, two sets of rows at a time
-    L2_AHEAD: tl.constexpr = False,  # this program's words, scales and zero points asked of L2 first (_l2_ahead)
 ):
     # w4a16_decode_kernel with w4a16_stream_kernel's loop: Triton gives each thread 4 words (16 bytes) along a row
     # and spreads threads and warps along K first: a warp covers 1024 columns, so with BLOCK_K = 1024 x num_warps
@@ -2845,14 +2832,6 @@ def w4a16_decode_stream_kernel(
     acc = tl.zeros((HALF, GROUPS, SUMS), tl.float32)  # reduced once, after the loop
     acc_up = tl.zeros((HALF, GROUPS, SUMS), tl.float32)  # PAIRED only (compiled away otherwise)
     sq = tl.zeros((BLOCK_K,), tl.float32)
-    if L2_AHEAD:  # -- all of this program's rows of W asked of L2 (W is constant: before the wait, as below)
-        _l2_ahead(packed_ptr + gate * stride_pn, tl.cdiv(K, 8))
-        _l2_ahead(scale_ptr + gate * stride_sn, groups, 1)
-        _l2_ahead(zero_ptr + gate * stride_sn, groups, 1)
-        if PAIRED:
-            _l2_ahead(packed_ptr + up_rows * stride_pn, tl.cdiv(K, 8))
-            _l2_ahead(scale_ptr + up_rows * stride_sn, groups, 1)
-            _l2_ahead(zero_ptr + up_rows * stride_sn, groups, 1)
     # -- the first step's words, scales and zero points: W is constant, so they may load before the wait
     if PREFETCH:
         first = keep[:, None] & (offs_g < groups)[None, :]
@@ -2991,7 +2970,6 @@ def w8a16_decode_kernel(
     ROPE: tl.constexpr,  # N counts pairs of rows (head * D + i, + D/2); RoPE and the cache write in the epilogue
     PDL: tl.constexpr = 0,  # as w4a16_decode_kernel's
     PIPE: tl.constexpr = 1,  # > 1: the steps K does not cut short in a loop Triton pipelines (lesson 08's "pipe")
-    L2_AHEAD: tl.constexpr = False,  # this program's rows of codes asked of L2 first (_l2_ahead)
 ):
     tl.static_assert(PIPE == 1 or not PREFETCH, "PIPE > 1: the compiler loads ahead, not the code")
     if PDL == 1:
@@ -3015,10 +2993,6 @@ def w8a16_decode_kernel(
     acc = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
     acc_up = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)  # SWIGLU or ROPE only
     sq = tl.zeros((BLOCK_K,), tl.float32)
-    if L2_AHEAD:  # -- all of this program's rows of codes asked of L2 (W is constant: before the wait)
-        _l2_ahead(q_ptr + gate * stride_qn, K)
-        if TWO:
-            _l2_ahead(q_ptr + up_rows * stride_qn, K)
     if PREFETCH:
         first = keep[:, None] & (cols < K)[None, :]
         q_next = tl.load(q_gate, mask=first, other=0)
@@ -3095,9 +3069,6 @@ def w8a16_decode_kernel(
 USE_FUSED_DECODE = True
 QUANTIZED_ROPE_IN_QKV = True
 QUANTIZED_PDL = {4: "after loop", 8: "after loop", None: "start"}  # results/h100-2026-11-23-s7/sweeps/l08c.txt
-# DECODE_L2_AHEAD: the int4 stream / pipe and int8 decode kernels ask L2 for all of their program's rows of W before
-# they wait on the kernel before (_l2_ahead), compiled GPUs only. bench/sweeps/l12zl.py times it with each trigger.
-DECODE_L2_AHEAD = False
 FUSED_GEMV_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-23-s6/sweeps/l12b.txt, bench/sweeps/l12b.py)
     (4, None): GemvSchedule(BLOCK_N=4, BLOCK_K=1024, num_warps=4, num_stages=2),  # 4 rows x 512 bytes a step
     (8, None): GemvSchedule(BLOCK_N=8, BLOCK_K=512, num_warps=4, num_stages=2),  # 8 rows x 512 bytes a step
@@ -3165,12 +3136,6 @@ FUSED_PIPE_SCHEDULES = {  # an H100 sweep's winners (results/h100-2026-11-28-s12
 }
 
 
-def decode_l2_ahead() -> dict:
-    """The decode kernels' L2_AHEAD as DECODE_L2_AHEAD says (read at each call), on a compiled GPU; {} elsewhere (the
-    kernels' default, False: the interpreter runs no PTX)."""
-    return {"L2_AHEAD": True} if DECODE_L2_AHEAD and utils.mode.current().is_gpu else {}
-
-
 def fused_int4_kernel(N=None, K=None) -> str:
     """FUSED_INT4_KERNEL's kind for an (N, K) int4 weight (by_shape): one of FUSED_INT4_KERNELS."""
     return by_shape(FUSED_INT4_KERNEL, N, K, name="FUSED_INT4_KERNEL", allowed=FUSED_INT4_KERNELS)
@@ -3221,7 +3186,6 @@ def _int4_decode_kernel(s, meta, x, kind=None, shape=(None, None), group_size=12
     meta.update(gemv_prefetch(kind, s.num_stages))
     if kind == "groups":
         return w4a16_decode_kernel
-    meta.update(decode_l2_ahead())
     paired = meta.get("SWIGLU", False) or meta.get("ROPE", False)
     meta["DOTS"], meta["MMA"] = int4_stream_dots(x, group_size, meta["BLOCK_N"], paired, shape)
     return w4a16_decode_stream_kernel
@@ -3277,7 +3241,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
         kernel[grid](x, words, w.scale, w.zero, norm, residual, out, N, K, eps, words.stride(0), w.scale.stride(0),
                      GROUP_SIZE=G, **meta)  # fmt: skip
     else:
-        meta.update(gemv_loads(s, fused_int8_loop(N, K)), **decode_l2_ahead())
+        meta.update(gemv_loads(s, fused_int8_loop(N, K)))
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, residual, out, N, K, eps, w.q.stride(0), **meta)
     return out
 
@@ -3432,7 +3396,7 @@ def _fused_qkv_rope(x, w, bits, cos, sin, pos, k_cache, v_cache, norm, eps, out,
         kernel[grid](x, words, w.scale, w.zero, norm, None, out, pairs, K, eps, words.stride(0), w.scale.stride(0),
                      GROUP_SIZE=G, **meta)  # fmt: skip
     else:
-        meta.update(gemv_loads(s, fused_int8_loop(rows, K)), **decode_l2_ahead())
+        meta.update(gemv_loads(s, fused_int8_loop(rows, K)))
         w8a16_decode_kernel[grid](x, w.q, w.scale, norm, None, out, pairs, K, eps, w.q.stride(0), **meta)
     return out
 

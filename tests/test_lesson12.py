@@ -2391,6 +2391,24 @@ def test_the_packed_dots_roundings_stay_within_the_checks_tolerance(group):
     assert 0.2 < worst < 1.0, f"the packed dots' worst error is {worst:.2f} of the check's tolerance"
 
 
+def test_a_lost_zero_point_is_named_through_the_packed_dots_roundings():
+    """check_w4a16's hint for the zero points lost on the way to the kernel, with the output the packed bf16 dots
+    would give (emulated on the CPU: the interpreter runs no PTX): without a zero point the codes are 0-15, so the
+    dots' rounding errors grow with them, and w4a16_suspects widens that suspect's tolerance as much (utils.Scaled).
+    With the check's own tolerance, one draw in five missed the hint (session 48: once on an H100)."""
+    if utils.mode.current().is_gpu:
+        pytest.skip("an emulation on the CPU: on a GPU test_fast_path_planted_mistake_gets_its_hint runs the PTX")
+    torch.manual_seed(0)
+    for draw in range(40):
+        x = torch.randn(1, 100).to(torch.bfloat16)
+        w = L.quantize_int4_ref((torch.randn(17, 100) / 10).to(torch.bfloat16).float(), 128)
+        lost = L.Int4Weight(w.packed, w.scale, torch.zeros_like(w.zero), w.K, w.group_size)
+        got = _packed_dots_emulated(x, lost).to(torch.bfloat16)
+        with pytest.raises(AssertionError, match="zero point is not subtracted"):
+            utils.check(got, L.wxa16_ref(x.double(), w), **L.wxa16_tolerance(x, w, torch.bfloat16),
+                        name=f"draw {draw}", quiet=True, suspects=L.w4a16_suspects(x, w))  # fmt: skip
+
+
 def test_the_packed_dots_behind_swiglu_stay_within_four_times_bf16s_tolerance():
     """check_quantized_decode_gemv's gate/up case as the packed dots compute it, emulated on the CPU: rmsnorm(x) in
     fp32 rounded to bf16 (x's pairs), the dots' roundings, SwiGLU in fp32, the output in bf16. SwiGLU multiplies the
@@ -2683,12 +2701,22 @@ def test_the_mma_dots_compile_with_fewer_instructions_and_four_threads_a_group(t
             assert mma < 0.9 * packed, f"{label}: {mma} loop instructions with the MMA dots against {packed}"
 
 
+def _behind_swiglu(dtype) -> dict:
+    """Twice the dtype's tolerance, for an output behind SwiGLU made by dots that take x times the norm rounded to
+    the dtype (the MMAs take bf16, as a bf16 model's linear takes its norm's output): SwiGLU multiplies the gate's
+    error by up. Seen on an H100 (session 48): one output of 2501 at 1.12 times bf16's own tolerance."""
+    t = utils.checking.default_tolerance(dtype)
+    return dict(atol=2 * t.atol, rtol=2 * t.rtol, reason=f"{t.reason}; x times the norm rounded to {dtype} before "
+                "the dots, its error multiplied by up behind SwiGLU: twice that")  # fmt: skip
+
+
 @pytest.mark.skipif(not ENV.is_gpu, reason="the MMA dots are PTX: only a GPU runs them (the interpreter runs none)")
 def test_the_mma_dots_match_the_reference_within_bf16s_own_tolerance(monkeypatch):
     """INT4_DOTS = "mma" on a GPU (bf16): the M = 1 GEMV (stream and pipe, split-K, N odd and under the block, K not
     a multiple of the group, a residual) and the fused decode kernel (norm, SwiGLU, a residual in place, RoPE with
     the cache write) against the fp64 spec within bf16's own tolerance, not the packed dots' widened one: the MMAs'
-    products are exact and their sums fp32. Then the lesson's own checks, as a learner's GPU runs them."""
+    products are exact and their sums fp32 (behind SwiGLU twice it: _behind_swiglu). Then the lesson's own checks,
+    as a learner's GPU runs them."""
     if not (ENV.capability >= (8, 0) and ENV.dtype == torch.bfloat16):
         pytest.skip("the MMA dots take bf16 on sm_80 or later")
     monkeypatch.setattr(L, "INT4_DOTS", "mma")
@@ -2715,7 +2743,8 @@ def test_the_mma_dots_match_the_reference_within_bf16s_own_tolerance(monkeypatch
                 got = L.quantized_decode_gemv(x, wt, eps=1e-5, out=call.get("residual"), schedule=sched, **call)
                 kw64 = {k: v.double() if torch.is_tensor(v) else v for k, v in kw.items()}
                 want = L.quantized_decode_gemv_ref(x.double(), wt, eps=1e-5, **kw64)
-                utils.check(got, want, name=f"MMA dots, fused {kind} {sorted(kw)} {N}x{K} G={G} {sched}", quiet=True)
+                utils.check(got, want, name=f"MMA dots, fused {kind} {sorted(kw)} {N}x{K} G={G} {sched}", quiet=True,
+                            **(_behind_swiglu(dt) if "swiglu" in kw else {}))  # fmt: skip
             H, KV, D = 4, 1, 64  # RoPE: the qkv rows in pairs, the cache row written
             xq, Wq, cos, sin, pos, normq, (k0, v0) = _qkv_rope_case(H, KV, D, K, 8, 7, seed=G)
             wq = L.quantize_int4_ref(Wq, G)
@@ -2730,80 +2759,3 @@ def test_the_mma_dots_match_the_reference_within_bf16s_own_tolerance(monkeypatch
             utils.check(v, v_ref, name=f"MMA dots, RoPE v cache {kind} G={G}", quiet=True)
     L.check_quantized_decode_gemv(L.quantized_decode_gemv, quiet=True)
     L.check_quantized_decode_qkv_rope(L.quantized_decode_qkv_rope, quiet=True)
-
-
-# -- DECODE_L2_AHEAD: the decode kernels ask L2 for their rows before they wait --------------------------------------
-
-
-@pytest.mark.skipif(not ENV.is_gpu, reason="the prefetch is PTX: only a compiled GPU runs it (the interpreter none)")
-@pytest.mark.parametrize("kind", ["stream", "pipe", "int8"])
-def test_asking_l2_ahead_changes_no_bit(monkeypatch, kind):
-    """DECODE_L2_AHEAD only asks L2 for lines the kernel reads anyway: every epilogue, the qkv GEMV with RoPE (q and
-    both caches) and a split of odd rows give the same bits with it as without, launched early (PDL) and in order."""
-    bits = 8 if kind == "int8" else 4
-    dt = torch.bfloat16 if ENV.is_gpu else torch.float32  # bf16: the packed dots' path (the interpreter has no bf16)
-    if bits == 4:
-        monkeypatch.setattr(L, "FUSED_INT4_KERNEL", kind)
-    asked = []
-    real = L.decode_l2_ahead
-    monkeypatch.setattr(L, "decode_l2_ahead", lambda: asked.append(L.DECODE_L2_AHEAD) or real())
-    N, K = 37, 640  # odd rows; K five groups of 128, not a whole number of 256- or 1024-column steps
-    W = weight(2 * N, K, seed=7, dtype=dt)
-    quantize = lambda t: L.quantize(t, bits, 128)  # noqa: E731
-    w, gate = quantize(W), quantize(W[:N].contiguous())
-    x, norm, res = (torch.randn(*shape, device=DEV, dtype=dt) for shape in ((1, K), (K,), (1, N)))
-    s = L8.GemvSchedule(BLOCK_N=4, BLOCK_K=256, num_warps=2, num_stages=3)
-    calls = (({"norm": norm}, gate), ({"norm": norm, "swiglu": True}, w), ({"residual": res}, gate))
-    xq, Wq, cos, sin, pos, nq, caches = _qkv_rope_case(4, 2, 64, K, 16, 5)
-    wq = quantize(Wq.to(dt))
-    xq, nq, cos, sin = (t.to(dt) for t in (xq, nq, cos, sin))
-    got = {}
-    for ahead in (False, True):
-        monkeypatch.setattr(L, "DECODE_L2_AHEAD", ahead)
-        for pdl in (False, "after loop"):
-            outs = [L.quantized_decode_gemv(x, wt, schedule=s, pdl=pdl, **kw) for kw, wt in calls]
-            k, v = (c.to(dt) for c in caches)
-            outs += [L.quantized_decode_qkv_rope(xq, wq, cos, sin, pos, k, v, norm=nq, schedule=s, pdl=pdl), k, v]
-            got[ahead, pdl] = outs
-    assert True in asked, "DECODE_L2_AHEAD was never read: the switch reaches no launch"
-    names = ("norm", "swiglu", "residual", "qkv + RoPE: q", "the k cache", "the v cache")
-    for pdl in (False, "after loop"):
-        for a, b, name in zip(got[True, pdl], got[False, pdl], names):
-            assert_bitwise_equal(a, b, name=f"{kind} decode GEMV, {name}, pdl={pdl}: L2 ahead against not")
-
-
-def test_decode_kernels_ask_l2_ahead_before_their_wait(tmp_path):
-    """Offline for sm_90, at Llama-3.2-1B's four layer shapes as the step launches them early (QUANTIZED_PDL): with
-    L2_AHEAD each decode kernel (int4 stream and pipe, int8) issues its L2 prefetches before griddepcontrol.wait,
-    where the kernel before may still run (after it, they would only delay its own loads), without spilling; without
-    L2_AHEAD none."""
-    from utils import offline
-
-    if not offline.available():
-        pytest.skip("needs Triton's NVIDIA backend and its ptxas")
-    shapes = [("qkv + RoPE", 3072, 2048, dict(NORM=True, ROPE=True)), ("wo", 2048, 2048, dict(RESIDUAL=True)),
-              ("gate/up", 8192, 2048, dict(NORM=True, SWIGLU=True)),
-              ("down", 2048, 8192, dict(RESIDUAL=True))]  # fmt: skip
-    jobs, names = [], []
-    for label, N, K, flags in shapes:
-        for kind in ("stream", "pipe"):
-            table = L.FUSED_STREAM_SCHEDULES if kind == "stream" else L.FUSED_PIPE_SCHEDULES
-            s = table.get((N, K), table[None])
-            job = _int4_decode_job(offline, kind, N, K, s, PDL=1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[4]), **flags)
-            for ahead in (False, True):
-                jobs.append(dict(job, constexprs=dict(job["constexprs"], L2_AHEAD=ahead)))
-                names.append((f"int4 {kind} at {label}", ahead))
-        s = L.FUSED_INT8_PIPE_SCHEDULES.get((N, K), L.FUSED_INT8_PIPE_SCHEDULES[None])
-        for ahead in (False, True):
-            pdl = 1 + L8.PDL_TRIGGERS.index(L.QUANTIZED_PDL[8])
-            jobs.append(_int8_decode_job(offline, N, K, s, PDL=pdl, L2_AHEAD=ahead, **flags))
-            names.append((f"int8 at {label}", ahead))
-    for (where, ahead), compiled in zip(names, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
-        prefetches = [m.start() for m in re.finditer(r"\bprefetch\.global\.L2\b", compiled.ptx)]
-        assert compiled.spill_bytes == 0, f"{where}, L2_AHEAD={ahead}: spills {compiled.spill_bytes} bytes"
-        if not ahead:
-            assert not prefetches, f"{where}: L2 prefetches without L2_AHEAD"
-            continue
-        wait = offline.griddepcontrol_order(compiled.ptx)["wait"]
-        assert prefetches, f"{where}: L2_AHEAD on, yet no prefetch.global.L2 in the PTX"
-        assert 0 <= wait and max(prefetches) < wait, f"{where}: an L2 prefetch after the wait (it should go before)"

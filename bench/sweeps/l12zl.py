@@ -1,5 +1,9 @@
 """Lesson 12 sweep zl, issue 15: the decode kernels ask L2 for their weights before they wait (DECODE_L2_AHEAD).
 
+Ran once (session 48, an H100, triton 3.7.1: results/h100-2026-12-07-s48/sweeps/l12zl-triton3.7.1.txt): slower at
+every trigger, so DECODE_L2_AHEAD and the kernels' L2_AHEAD came out of the lesson; the script runs at commit
+9ca2731.
+
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l12zl.py`` on the GPU (< 200 s; ``--big`` adds
 Llama-3-8B's int4 step, about 90 s more); ``--cpu`` runs a tiny model's steps under the interpreter (nothing timed,
 and the interpreter runs no PTX: a smoke test of the script). Prints EDIT lines for DECODE_L2_AHEAD and

@@ -2,8 +2,9 @@
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l12zn.py`` on the GPU (< 150 s); ``--cpu`` runs a
 tiny model's steps under the interpreter (nothing timed; the interpreter runs no PTX, so there the patched kernels
-take the lesson's path: a smoke test of the script and of the patch). Nothing to edit yet: a win here is a change to
-w4a16_decode_stream_kernel for a later session.
+take the lesson's path: a smoke test of the script and of the patch). Nothing to edit: on an H100 (session 48,
+triton 3.7.1, results/h100-2026-12-07-s48/sweeps/l12zn-triton3.7.1.txt) both patched kernels were slower in the
+step, x0.90-0.94 at Llama-3.2-1B's shape and x0.65 at TinyLlama's, with the same logits.
 
 Why (session 48, offline: utils.offline, sm_90, triton 3.7.1, FUSED_STREAM_SCHEDULES's rows at Llama-3.2-1B's
 shape, launched early, the packed dots): the decode kernel's loop (no PIPE) runs 8 BAR.SYNC a step at wo, 12 at
@@ -130,8 +131,8 @@ def _groups_at(ptr, offs, ok, BYTES: tl.constexpr):
 # fmt: off
 EDITS = [  # (old, new, count) in w4a16_decode_stream_kernel's source
     ("def w4a16_decode_stream_kernel(", "def w4a16_decode_stream_kernel(", 1),
-    ("    L2_AHEAD: tl.constexpr = False,  # this program's words, scales and zero points asked of L2 first (_l2_ahead)\n):",
-     "    L2_AHEAD: tl.constexpr = False,  # this program's words, scales and zero points asked of L2 first (_l2_ahead)\n"
+    ("    MMA: tl.constexpr = False,  # DOTS is INT4_MMA_PTX: the dots on the tensor cores, two sets of rows at a time\n):",
+     "    MMA: tl.constexpr = False,  # DOTS is INT4_MMA_PTX: the dots on the tensor cores, two sets of rows at a time\n"
      "    XW: tl.constexpr = XW_DEFAULT,\n):", 1),
     ("    sq = tl.zeros((BLOCK_K,), tl.float32)\n",
      "    sq = tl.zeros((BLOCK_K,), tl.float32)\n"
