@@ -13,6 +13,8 @@ nothing under the interpreter. Import it after the script has set TRITON_INTERPR
     err = in_bf16_tolerances(got, want)  # the worst error, in bf16's tolerances (above 1: outside)
     say_profile(say, profile, "matmul(out=), 100 calls")  # a cProfile's 12 costliest functions, by own time
     n = count_launches(fn)           # the Triton launches of one call of fn
+    src = edited(inspect.getsource(L12.w4a16_stream_kernel.fn), [(old, new, 1)])   # a lesson kernel, patched
+    module = module_from(LESSON12_GLOBALS + helpers + src, "l12zz_patched")  # ... in a module of its own, imported
 
 Under the interpreter each timing calls fn once (a smoke test of the path) and returns None (gtime) or NaN
 (bench_ms, copy_gbs), so a script's arithmetic on them still runs.
@@ -296,3 +298,35 @@ def count_launches(fn) -> int:
     finally:
         runtime.launch_enter_hook = was
     return count[0]
+
+
+# A patched kernel's module starts with this: the lesson's names, so that its copy calls the lesson's helpers.
+LESSON12_GLOBALS = (
+    "import triton\nimport triton.language as tl\n"
+    "import lessons.l12_quantization as _lesson\n"
+    "globals().update({k: v for k, v in vars(_lesson).items() if not k.startswith('__')})\n\n"
+)
+
+
+def edited(src: str, edits, what: str = "the lesson's kernel") -> str:
+    """src with each (old, new, count) of edits replaced, each old found exactly count times: else a RuntimeError
+    (the lesson changed under the patch, which would otherwise time the lesson's own code)."""
+    for old, new, count in edits:
+        if src.count(old) != count:
+            raise RuntimeError(f"{what} changed: {old[:70]!r} found {src.count(old)} times, not {count}")
+        src = src.replace(old, new)
+    return src
+
+
+def module_from(text: str, name: str):
+    """text written as module ``name`` in a folder of its own and imported: a patched copy of a kernel must live in
+    a file, since Triton reads a kernel's source from its file."""
+    import importlib
+    import sys
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix=f"{name}_")
+    with open(os.path.join(folder, f"{name}.py"), "w") as f:
+        f.write(text)
+    sys.path.insert(0, folder)
+    return importlib.import_module(name)

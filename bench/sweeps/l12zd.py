@@ -24,11 +24,9 @@ Run from the repo root: ``PYTHONPATH=$PWD OUT=$OUT python3 bench/sweeps/l12zd.py
 (tiny shapes, the fp32 dots only: no PTX there; a smoke test of the script, no timings).
 """
 
-import importlib
 import inspect
 import os
 import sys
-import tempfile
 import time
 
 T0 = time.time()
@@ -41,7 +39,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, gtime  # noqa: E402
+from bench.sweeps.kit import Log, edited, gtime, module_from  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L  # noqa: E402
 from lessons.l12_quantization import _stream_word_sums, _x_by_code_and_sum  # noqa: E402
@@ -268,10 +266,7 @@ def ptx_decode_kernel(math_):
         ("= _x_by_code_and_sum(xk, GROUPS, WORDS)", "= _x_math(xk, GROUPS, WORDS, MATH)", 2),
         ("_stream_word_sums(", "_sums_math(MATH, ", 4),
     ]  # fmt: skip
-    for old, new, count in edits:
-        if src.count(old) != count:
-            raise RuntimeError(f"the lesson's kernel changed: {old!r} found {src.count(old)} times, not {count}")
-        src = src.replace(old, new)
+    src = edited(src, edits)
     helpers = "\n\n".join(inspect.getsource(f.fn) for f in (_x_pairs, _ptx_word_sums, _x_math, _sums_math))
     text = (
         "import triton\nimport triton.language as tl\n"
@@ -280,11 +275,7 @@ def ptx_decode_kernel(math_):
         "_x_by_code_and_sum\n\n"
         f"_PTX = tl.constexpr({WORD_DOT_PTX!r})\n_PTX2 = tl.constexpr({WORD_DOT2_PTX!r})\n\n\n{helpers}\n\n\n{src}"
     )
-    folder = tempfile.mkdtemp(prefix="l12zd_")
-    with open(os.path.join(folder, f"l12zd_decode{math_}.py"), "w") as f:
-        f.write(text)
-    sys.path.insert(0, folder)
-    return importlib.import_module(f"l12zd_decode{math_}").w4a16_decode_stream_ptx_kernel
+    return module_from(text, f"l12zd_decode{math_}").w4a16_decode_stream_ptx_kernel
 
 
 def model_args(name):

@@ -35,7 +35,6 @@ each repetition) between two timings of the lesson's kernel, two rounds.
 import inspect
 import os
 import sys
-import tempfile
 import time
 
 T0 = time.time()
@@ -43,14 +42,20 @@ CPU = "--cpu" in sys.argv
 if CPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import importlib  # noqa: E402
-
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, gtime, int4_gemv_case, on_gpu  # noqa: E402
+from bench.sweeps.kit import (  # noqa: E402
+    LESSON12_GLOBALS,
+    Log,
+    edited,
+    gtime,
+    int4_gemv_case,
+    module_from,
+    on_gpu,
+)
 from lessons import l12_quantization as L  # noqa: E402
 
 say = Log(f"l12zm-triton{triton.__version__}")
@@ -91,21 +96,7 @@ def patched_kernel():
                 x0, x1, x2, x3, x4, x5, x6, x7, x_sum = _x_for_dots(xk, GROUPS, WORDS, DOTS, MMA)
 """, 1),
     ]  # fmt: skip
-    for old, new, count in edits:
-        if src.count(old) != count:
-            raise RuntimeError(f"the lesson's kernel changed: {old[:60]!r} found {src.count(old)} times, not {count}")
-        src = src.replace(old, new)
-    text = (
-        "import triton\nimport triton.language as tl\n"
-        "import lessons.l12_quantization as _lesson\n"
-        "globals().update({k: v for k, v in vars(_lesson).items() if not k.startswith('__')})\n\n"
-        f"{PAIRS_AT}\n\n{src}"
-    )
-    folder = tempfile.mkdtemp(prefix="l12zm_")
-    with open(os.path.join(folder, "l12zm_pairs.py"), "w") as f:
-        f.write(text)
-    sys.path.insert(0, folder)
-    return importlib.import_module("l12zm_pairs")
+    return module_from(f"{LESSON12_GLOBALS}{PAIRS_AT}\n\n{edited(src, edits)}", "l12zm_pairs")
 
 
 def check_pairs(module):

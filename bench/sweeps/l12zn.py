@@ -30,11 +30,9 @@ Each variant is timed in the whole int4 step replayed from a CUDA graph (L2 clea
 two timings of the step as set, two rounds (kit.paired_in_step), at Llama-3.2-1B's and TinyLlama's shapes.
 """
 
-import importlib
 import inspect
 import os
 import sys
-import tempfile
 import time
 
 T0 = time.time()
@@ -46,7 +44,15 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, on_gpu, paired_in_step, quantized_decode_steps  # noqa: E402
+from bench.sweeps.kit import (  # noqa: E402
+    LESSON12_GLOBALS,
+    Log,
+    edited,
+    module_from,
+    on_gpu,
+    paired_in_step,
+    quantized_decode_steps,
+)
 from lessons import l12_quantization as L  # noqa: E402
 
 say = Log(f"l12zn-triton{triton.__version__}")
@@ -241,22 +247,8 @@ EDITS = [  # (old, new, count) in w4a16_decode_stream_kernel's source
 def patched_module(xw: int, name: str):
     """A copy of the lesson's w4a16_decode_stream_kernel (same name) with XW's default ``xw``, in a module of its own
     (Triton reads a kernel's source from its file); the lesson's other functions come from the lesson's module."""
-    src = inspect.getsource(L.w4a16_decode_stream_kernel.fn)
-    for old, new, count in EDITS:
-        if src.count(old) != count:
-            raise RuntimeError(f"the lesson's kernel changed: {old[:70]!r} found {src.count(old)} times, not {count}")
-        src = src.replace(old, new)
-    text = (
-        "import triton\nimport triton.language as tl\n"
-        "import lessons.l12_quantization as _lesson\n"
-        "globals().update({k: v for k, v in vars(_lesson).items() if not k.startswith('__')})\n"
-        f"XW_DEFAULT = {xw}\n\n{HELPERS}\n\n{src}"
-    )
-    folder = tempfile.mkdtemp(prefix="l12zn_")
-    with open(os.path.join(folder, f"{name}.py"), "w") as f:
-        f.write(text)
-    sys.path.insert(0, folder)
-    return importlib.import_module(name)
+    src = edited(inspect.getsource(L.w4a16_decode_stream_kernel.fn), EDITS)
+    return module_from(f"{LESSON12_GLOBALS}XW_DEFAULT = {xw}\n\n{HELPERS}\n\n{src}", name)
 
 
 def check_helpers() -> bool:
