@@ -1,7 +1,8 @@
 """Lesson 12 sweep zk (lessons 08 and 12): is the 1B prefill, the time to first token, the host's time or the GPU's?
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l12zk.py`` on the GPU (< 90 s); ``--cpu`` under the
-interpreter (a tiny model, no timings: a smoke test of the script). Nothing to edit: it says whether launching with
+interpreter (a tiny model, no timings: a smoke test of the script); ``--profile`` adds, for each model, one prefill
+under cProfile (the host's costliest functions by own time). Nothing to edit: it says whether launching with
 less host work (utils.launch's prepared launches, as lesson 05's matmul does) could shorten the first token, and by
 how much at most.
 
@@ -18,6 +19,7 @@ CUDA graph (the same kernels without the host: what the GPU needs), with the Tri
 the launches, is what each launch's host work costs beyond its kernel.
 """
 
+import cProfile
 import os
 import sys
 import time
@@ -31,7 +33,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import utils  # noqa: E402
-from bench.sweeps.kit import Log, bench_ms, count_launches, graphed  # noqa: E402
+from bench.sweeps.kit import Log, bench_ms, count_launches, graphed, say_profile  # noqa: E402
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 
@@ -83,6 +85,10 @@ def main():
         gap = (python_ms - graph_ms) * 1e3 / max(n, 1)
         say(f"  {label:18s} {n:4d} launches | from Python {python_ms:7.3f} ms | replayed from a graph {graph_ms:7.3f} ms "
             f"| x{python_ms / graph_ms:.2f} | {gap:5.1f} us a launch beyond the GPU's time")  # fmt: skip
+        if "--profile" in sys.argv:  # where the host's time goes: one prefill under cProfile, by own time
+            profile = cProfile.Profile()
+            profile.runcall(run)
+            say_profile(say, profile, f"  {label}: one prefill's host work")
     say(f"total {time.time() - T0:.0f} s")
 
 
