@@ -92,8 +92,8 @@ def copy_gbs(say, n: int = 2**28) -> float:
 
 def quantized_decode_steps(bits: int = 4, names=("Llama-3.2-1B", "TinyLlama-1.1B")):
     """Lesson 12's decode step with int4 weights (``bits`` 8: int8) at the 1B shapes (Llama-3.2-1B's and TinyLlama's,
-    or ``names``: bench.common.LLAMA_SHAPES's names or (label, lesson 08's ModelArgs) pairs: random bf16 weights, int4 in groups of 128, the cache filled at random,
-    one token at make bench's mean context of 640), or at a tiny fp32 model under the interpreter: yields (label,
+    or ``names``: bench.common.LLAMA_SHAPES's names or (label, lesson 08's ModelArgs) pairs: random bf16 weights,
+    int4 in groups of 128, the cache filled at random, one token at make bench's mean context of 640), or at a tiny fp32 model under the interpreter: yields (label,
     model, step), step() -> the logits; the GPU's cache emptied after each."""
     import torch
 
@@ -125,8 +125,8 @@ def quantized_decode_steps(bits: int = 4, names=("Llama-3.2-1B", "TinyLlama-1.1B
 
 def paired_in_step(say, label, step, ref, switches: dict, rounds: int, exact: bool = False):
     """One variant of a step: switches {(module, name): value} set, its output checked against ref (the step as set;
-    past 5e-2 relative, or with ``exact`` any bit apart, a FAIL, not timed), then timed between two timings of the step as set, `rounds` times, so
-    that a drift of the machine shows as the two apart. Says a line; returns the ratios (as set / variant: above 1,
+    past 5e-2 relative, or with ``exact`` any bit apart, a FAIL, not timed), then timed between two timings of the
+    step as set, `rounds` times, so that a drift of the machine shows as the two apart. Says a line; returns the ratios (as set / variant: above 1,
     the variant is faster), [] under the interpreter, None on a FAIL or an error. The switches are put back."""
     import torch
 
@@ -306,6 +306,35 @@ LESSON12_GLOBALS = (
     "import lessons.l12_quantization as _lesson\n"
     "globals().update({k: v for k, v in vars(_lesson).items() if not k.startswith('__')})\n\n"
 )
+
+
+# Triton source of x's bf16 pairs (lesson 12's _x_pairs) made in each thread from x read as int32 words, for the sweeps
+# that patch it into a copy of a lesson kernel (l12zm, l12zn).
+X_WORDS = '''
+@triton.jit
+def _words_loaded(ptr, k0, GROUPS: tl.constexpr, WORDS: tl.constexpr):
+    """x's 8 numbers (bf16, from column k0) under each code word of a step as 4 int32 words, (GROUPS, WORDS) each:
+    word t holds x[8 j + 2 t] low, x[8 j + 2 t + 1] high. Unmasked: whole steps only."""
+    offs = (tl.arange(0, GROUPS)[:, None, None] * WORDS + tl.arange(0, WORDS)[None, :, None]) * 4
+    u = tl.load(ptr.to(tl.pointer_type(tl.int32)) + k0 // 2 + offs + tl.arange(0, 4)[None, None, :])
+    a, b = tl.split(tl.reshape(u, (GROUPS, WORDS, 2, 2)))
+    u0, u2 = tl.split(a)
+    u1, u3 = tl.split(b)
+    return u0, u1, u2, u3
+
+
+@triton.jit
+def _pairs_of(u0, u1, u2, u3):
+    """x's words (word t: x[8 j + 2 t] low, x[8 j + 2 t + 1] high) as the dots' pairs (pair s: x[8 j + s] low,
+    x[8 j + 4 + s] high): two bit operations each, in the thread."""
+    p0 = (u0 & 0xFFFF) | (u2 << 16)
+    p1 = ((u0 >> 16) & 0xFFFF) | (u2 & -65536)
+    p2 = (u1 & 0xFFFF) | (u3 << 16)
+    p3 = ((u1 >> 16) & 0xFFFF) | (u3 & -65536)
+    return p0, p1, p2, p3
+
+
+'''
 
 
 def edited(src: str, edits, what: str = "the lesson's kernel") -> str:

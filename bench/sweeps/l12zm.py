@@ -24,8 +24,9 @@ Why (session 48, its TTGIR): that loop loads x into registers, and Triton gives 
 words a thread, threads 2 x 16 over groups and words) whatever its use wants (4 threads along a group's words, each
 holding the 4 words under its own codes, both warps the same), so the four pairs still cross threads through
 shared memory; in the GEMV's pipelined loop x comes through shared memory anyway (cp.async), and its read from
-there takes the dots' layout, which is why the barriers go there and not here. (Offline under 3.6 the lesson's decode kernel spills 16 bytes at Llama-3.2-1B's
-down and gate/up rows; none under 3.7.1.)
+there takes the dots' layout, which is why the barriers go there and not here (l12zn loads x in the dots' layout
+in the decode kernel). Offline under 3.6 the lesson's decode kernel spills 16 bytes at Llama-3.2-1B's down and
+gate/up rows; none under 3.7.1.
 
 Each FAST_SCHEDULES int4 M = 1 row: the lesson's kernel and the patched one, the patched output the lesson's bit for
 bit (the same pairs, the same PTX dots: anything else is a FAIL), then replayed from a CUDA graph (L2 cleared before
@@ -49,6 +50,7 @@ import triton.language as tl  # noqa: E402
 import utils  # noqa: E402
 from bench.sweeps.kit import (  # noqa: E402
     LESSON12_GLOBALS,
+    X_WORDS,
     Log,
     edited,
     gtime,
@@ -61,23 +63,17 @@ from lessons import l12_quantization as L  # noqa: E402
 say = Log(f"l12zm-triton{triton.__version__}")
 ROUNDS = 2
 
-PAIRS_AT = '''
+PAIRS_AT = (
+    X_WORDS
+    + '''
 @triton.jit
 def _x_pairs_at(x_ptr, GROUPS: tl.constexpr, WORDS: tl.constexpr):
-    """_x_pairs's four bf16 pairs of a step, (GROUPS, WORDS) int32 each, from x's numbers read as int32 words (word
-    t of code word j holds x[8 j + 2 t] low, x[8 j + 2 t + 1] high): pair s is x[8 j + s] low, x[8 j + 4 + s] high."""
-    words = x_ptr.to(tl.pointer_type(tl.int32))
-    offs = (tl.arange(0, GROUPS)[:, None, None] * WORDS + tl.arange(0, WORDS)[None, :, None]) * 4
-    u = tl.load(words + offs + tl.arange(0, 4)[None, None, :])  # (GROUPS, WORDS, 4): 16 bytes a code word
-    a, b = tl.split(tl.reshape(u, (GROUPS, WORDS, 2, 2)))  # words 0, 2 and 1, 3
-    u0, u2 = tl.split(a)
-    u1, u3 = tl.split(b)
-    p0 = (u0 & 0xFFFF) | (u2 << 16)
-    p1 = ((u0 >> 16) & 0xFFFF) | (u2 & -65536)
-    p2 = (u1 & 0xFFFF) | (u3 << 16)
-    p3 = ((u1 >> 16) & 0xFFFF) | (u3 & -65536)
-    return p0, p1, p2, p3
+    """_x_pairs's four bf16 pairs of a step, (GROUPS, WORDS) int32 each, from x's numbers read as int32 words: the
+    four words under each code word (16 bytes), the pairs made from them in the thread."""
+    u0, u1, u2, u3 = _words_loaded(x_ptr, 0, GROUPS, WORDS)
+    return _pairs_of(u0, u1, u2, u3)
 '''
+)
 
 
 def patched_kernel():

@@ -46,6 +46,7 @@ import triton  # noqa: E402
 import utils  # noqa: E402
 from bench.sweeps.kit import (  # noqa: E402
     LESSON12_GLOBALS,
+    X_WORDS,
     Log,
     edited,
     module_from,
@@ -58,7 +59,9 @@ from lessons import l12_quantization as L  # noqa: E402
 say = Log(f"l12zn-triton{triton.__version__}")
 ROUNDS = 2 if on_gpu() else 1
 
-HELPERS = '''
+HELPERS = (
+    X_WORDS
+    + '''
 @triton.jit
 def _words_at(ptr, k0, K, GROUPS: tl.constexpr, WORDS: tl.constexpr):
     """The 8 numbers of ptr (bf16) under each code word of a step (k0 its first column), as 4 int32 words, each
@@ -68,31 +71,9 @@ def _words_at(ptr, k0, K, GROUPS: tl.constexpr, WORDS: tl.constexpr):
     k = k0 + 8 * j
     ok = k < K
     u0, u1, u2, u3 = tl.inline_asm_elementwise("ld.global.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l",
-                                               [ptr + tl.where(ok, k, 0)], dtype=(tl.int32, tl.int32, tl.int32, tl.int32),
-                                               is_pure=False, pack=1)
+                                               [ptr + tl.where(ok, k, 0)], dtype=(tl.int32,) * 4, is_pure=False,
+                                               pack=1)
     return tl.where(ok, u0, 0), tl.where(ok, u1, 0), tl.where(ok, u2, 0), tl.where(ok, u3, 0)
-
-
-@triton.jit
-def _words_loaded(ptr, k0, GROUPS: tl.constexpr, WORDS: tl.constexpr):
-    """_words_at's 4 words with tl.load, unmasked (the pipelined loop's steps are whole: through shared memory)."""
-    offs = (tl.arange(0, GROUPS)[:, None, None] * WORDS + tl.arange(0, WORDS)[None, :, None]) * 4
-    u = tl.load(ptr.to(tl.pointer_type(tl.int32)) + k0 // 2 + offs + tl.arange(0, 4)[None, None, :])
-    a, b = tl.split(tl.reshape(u, (GROUPS, WORDS, 2, 2)))
-    u0, u2 = tl.split(a)
-    u1, u3 = tl.split(b)
-    return u0, u1, u2, u3
-
-
-@triton.jit
-def _pairs_of(u0, u1, u2, u3):
-    """x's words (word t: x[8 j + 2 t] low, x[8 j + 2 t + 1] high) as the dots' pairs (pair s: x[8 j + s] low,
-    x[8 j + 4 + s] high): two bit operations each, in the thread."""
-    p0 = (u0 & 0xFFFF) | (u2 << 16)
-    p1 = ((u0 >> 16) & 0xFFFF) | (u2 & -65536)
-    p2 = (u1 & 0xFFFF) | (u3 << 16)
-    p3 = ((u1 >> 16) & 0xFFFF) | (u3 & -65536)
-    return p0, p1, p2, p3
 
 
 @triton.jit
@@ -133,6 +114,7 @@ def _groups_at(ptr, offs, ok, BYTES: tl.constexpr):
         v = v.to(ptr.dtype.element_ty)
     return tl.where(ok, v, 0)
 '''
+)
 
 # fmt: off
 EDITS = [  # (old, new, count) in w4a16_decode_stream_kernel's source
@@ -155,7 +137,7 @@ EDITS = [  # (old, new, count) in w4a16_decode_stream_kernel's source
      "            zero_next = tl.load(zero_ptr + s_gate, mask=first, other=0)\n", 1),
     ("            scale_up_next = tl.load(scale_ptr + s_up, mask=first, other=0.0)\n"
      "            zero_up_next = tl.load(zero_ptr + s_up, mask=first, other=0)\n",
-     "            if XWON and XW == 2 and PIPE == 1:\n"
+     "            if XWON and XW == 2:\n"
      "                scale_up_next = _groups_at(scale_ptr, s_up, first, 2)\n"
      "                zero_up_next = _groups_at(zero_ptr, s_up, first, 1)\n"
      "            else:\n"
@@ -255,7 +237,8 @@ def check_helpers() -> bool:
     """The patch's x words against torch: the pairs (bits) and Σ x² of x, or of x times a norm rounded to bf16, with
     tl.load's words and (on a GPU: inline PTX) the 16-byte loads, the latter with K short of the step (0 past K).
     The interpreter has no bf16 arithmetic, so there only the pairs of x alone (its 16-bit patterns as int16). The
-    helpers are the patched module's (HELPERS_MODULE, a global: a jitted function reads globals, not a closure's names)."""
+    helpers are the patched module's (HELPERS_MODULE, a global: a jitted function reads globals, not a closure's
+    names)."""
     import triton.language as tl
 
     @triton.jit
