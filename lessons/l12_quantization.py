@@ -1966,6 +1966,57 @@ def w8a16_gemv_kernel(
              mask=mask)  # fmt: skip
 
 
+@triton.jit
+def w8a16_tile_kernel(
+    x_ptr,
+    q_ptr,
+    scale_ptr,
+    res_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_qn,
+    stride_om,
+    stride_os,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+):
+    """w8a16_kernel for the fast launcher (more than GEMV_M rows of x): the same tiles and K loop, with the residual
+    added in the epilogue (w8a16 writes fp32 partial sums and adds it in a second launch), and the fast launchers'
+    arguments (FAST_PREPARED keeps its launch)."""
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    steps = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(steps, SPLIT_K)
+    first = tl.program_id(1) * per_split
+    last = tl.minimum(first + per_split, steps)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_m, mask_n = offs_m < M, offs_n < N
+    x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    q_rows = q_ptr + offs_n.to(tl.int64)[:, None] * stride_qn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for step in range(first, last):
+        k = step * BLOCK_K + offs_k
+        x = tl.load(x_rows + k[None, :], mask=mask_m[:, None] & (k[None, :] < K), other=0.0)
+        q = tl.load(q_rows + k[None, :], mask=mask_n[:, None] & (k[None, :] < K), other=0)
+        acc += tl.dot(x, tl.trans(q.to(x.dtype)), input_precision=DOT_PRECISION)
+    acc *= tl.load(scale_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+    mask = mask_m[:, None] & mask_n[None, :]
+    rows_m = offs_m.to(tl.int64)[:, None] * stride_om
+    if HAS_RESIDUAL:  # only without split-K (_fast_launch): one program reads and writes each element of out
+        acc += tl.load(res_ptr + rows_m + offs_n[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + tl.program_id(1) * stride_os + rows_m + offs_n[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=mask)  # fmt: skip
+
+
 # == THE schedules of the fast launchers, in one place (the sweep bench/sweeps/l12.py prints which line to change) =====
 GEMV_M = 4  # up to this many rows of x: the GEMV kernels (CUDA cores); more: tensor-core tiles
 
@@ -2254,7 +2305,7 @@ def fast_signature(bits, x, w, out, residual, schedule, overrides):
     if not isinstance(w, (Int4Weight, Int8Weight)) or not isinstance(x, torch.Tensor):
         return None
     kernels = (w4a16_gemv_kernel, w4a16_slab_kernel, w4a16_stream_kernel, w4a16_mma_kernel, w4a16_tile_kernel,
-               w4a16_scaled_tile_kernel, w8a16_gemv_kernel, split_k_combine_kernel)  # fmt: skip
+               w4a16_scaled_tile_kernel, w8a16_gemv_kernel, w8a16_tile_kernel, split_k_combine_kernel)  # fmt: skip
     extra = tuple(sorted(overrides.items())) if overrides else ()
     return utils.launch.signature(bits, x, *_weight_tensors(w).values(), getattr(w, "group_size", 0), out, residual,
                                   schedule, extra, kernels, INT4_DOTS, INT4_PACKED_DOTS, INT4_DOTS_PTX, INT4_MMA_PTX,
@@ -2518,8 +2569,8 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
 
 
 def w8a16_fast(x, w: Int8Weight, *, out=None, residual=None, schedule=None, **overrides):
-    """w8a16 the fast way: the GEMV kernel for a few rows of x, lesson's tile kernel (w8a16) for more. A call that
-    repeats another's signature (a GEMV's) launches as FAST_PREPARED kept it."""
+    """w8a16 the fast way: the GEMV kernel for a few rows of x, the lesson's tile kernel for more (w8a16_tile_kernel,
+    the residual added in its epilogue). A call that repeats another's signature launches as FAST_PREPARED kept it."""
     signature = fast_signature(8, x, w, out, residual, schedule, overrides)
     done = _fast_prepared(signature, x, w, out, residual)
     if done is not None:
@@ -2529,8 +2580,11 @@ def w8a16_fast(x, w: Int8Weight, *, out=None, residual=None, schedule=None, **ov
         return out
     if K == 0:
         return out.zero_() if residual is None else out.copy_(residual)
-    if s.kernel != "gemv":
-        return w8a16(x, w, out=out, residual=residual, BLOCK_M=s.BLOCK_M, BLOCK_N=s.BLOCK_N, SPLIT_K=s.SPLIT_K)
+    if s.kernel != "gemv":  # tensor cores: the residual in the tile's epilogue, one launch without split-K
+        return _fast_launch(w8a16_tile_kernel, triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N), x,
+                            (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)), s, residual, signature,
+                            BLOCK_K=s.BLOCK_K, GROUP_M=8,
+                            DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")  # fmt: skip
     return _fast_launch(w8a16_gemv_kernel, triton.cdiv(N, s.BLOCK_N), x, (w.q, w.scale), out, M, N, K,
                         (x.stride(0), w.q.stride(0)), s, residual, signature, BLOCK_K=s.BLOCK_K)  # fmt: skip
 

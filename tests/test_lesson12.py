@@ -272,13 +272,13 @@ def test_other_tiles_and_fp32_activations():
     L.check_w4a16(L.w4a16_fast, shapes=((3, 40, 100),), dtype=torch.float32, quiet=True)
 
 
-@pytest.mark.parametrize("launcher", ["w8a16", "w4a16", "w4a16_fast"])
+@pytest.mark.parametrize("launcher", ["w8a16", "w4a16", "w4a16_fast", "w8a16_fast"])
 @pytest.mark.parametrize("SPLIT_K", [1, 2])
 def test_residual_is_added_in_the_combine_and_may_be_the_output(launcher, SPLIT_K):
     fn = getattr(L, launcher)
     M, N, K = 5, 47, 200
     x = torch.randn(M, K, device=DEV, dtype=ENV.dtype)
-    w = L.quantize_int8_ref(weight(N, K)) if launcher == "w8a16" else L.quantize_int4_ref(weight(N, K), 64)
+    w = L.quantize_int8_ref(weight(N, K)) if launcher.startswith("w8a16") else L.quantize_int4_ref(weight(N, K), 64)
     r = torch.randn(M, N, device=DEV, dtype=ENV.dtype)
     ref = L.wxa16_ref(x.double(), w) + r.double()
     tol = L.wxa16_tolerance(x, w, ENV.dtype)
@@ -375,6 +375,29 @@ def test_int8_gemv_schedules(dtype, M, N, K, s):
     out = L.w8a16_fast(x, w, out=utils.nan_empty((M, N), dtype), schedule=s)
     utils.check(out, L.wxa16_ref(x.double(), w), name=f"int8 GEMV {s}", quiet=True, **L.wxa16_tolerance(x, w, dtype),
                 suspects=L.w8a16_suspects(x, w))  # fmt: skip
+
+
+# int8's tile (w8a16_tile_kernel): a prefill's rows past one tile and N odd, K not a multiple of the step, more
+# splits than steps, fp32 x (exact products), each with the residual added in the epilogue or by the combine
+INT8_TILE_CASES = [
+    (40, 47, 200, _fs("tile", 32, 16, 64, 1, 4, 2), torch.float16),
+    (20, 33, 300, _fs("tile", 16, 32, 32, 2, 4, 2), torch.float32),
+    (5, 9, 100, _fs("tile", 16, 16, 32, 8, 4, 3), torch.float16),
+    (17, 64, 128, _fs("tile", 16, 64, 128, 1, 8, 2), torch.float32),
+]
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["", "residual"])
+@pytest.mark.parametrize("M, N, K, s, dtype", INT8_TILE_CASES)
+def test_int8_tile_schedules(M, N, K, s, dtype, residual):
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
+    w = L.quantize_int8_ref(weight(N, K, dtype=dtype))
+    r = torch.randn(M, N, device=DEV, dtype=dtype) if residual else None
+    with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
+        out = L.w8a16_fast(x, w, out=utils.nan_empty((M, N), dtype), residual=r, schedule=s)
+    want = L.wxa16_ref(x.double(), w) + (0 if r is None else r.double())
+    utils.check(out, want, name=f"int8 tile {s}" + (" + residual" if residual else ""), quiet=True, stray=stray,
+                **L.wxa16_tolerance(x, w, dtype), suspects=L.w8a16_suspects(x, w) if r is None else None)  # fmt: skip
 
 
 TILE_CASES = [(16, _fs("tile", 16, 32, 32, 2, 4, 2)), (20, _fs("tile", 16, 16, 32, 1, 4, 2)),
@@ -598,7 +621,7 @@ def test_the_scaled_tile_only_where_its_shared_memory_fits(monkeypatch):
 
 
 FAST_CALLS = ["int4 M=1", "int8 M=1", "int4 M=1, residual", "int4 M=5, split", "int4 M=5, split, residual",
-              "int4 M=40, residual in place"]  # _fast_calls' keys  # fmt: skip
+              "int4 M=40, residual in place", "int8 M=5, split, residual", "int8 M=40, residual in place"]  # fmt: skip
 
 
 def _fast_calls():
@@ -618,6 +641,8 @@ def _fast_calls():
         "int4 M=5, split": (lambda x: L.w4a16_fast(x, w4, SPLIT_K=2), (x5,)),
         "int4 M=5, split, residual": (lambda x, r: L.w4a16_fast(x, w4, residual=r, SPLIT_K=2), (x5, res5)),
         "int4 M=40, residual in place": (lambda x, r: L.w4a16_fast(x, w4, out=r, residual=r), (x40, res)),
+        "int8 M=5, split, residual": (lambda x, r: L.w8a16_fast(x, w8, residual=r, SPLIT_K=2), (x5, res5)),
+        "int8 M=40, residual in place": (lambda x, r: L.w8a16_fast(x, w8, out=r, residual=r), (x40, res)),
     }
 
 
