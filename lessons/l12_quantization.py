@@ -2017,6 +2017,49 @@ def w8a16_tile_kernel(
              mask=mask)  # fmt: skip
 
 
+@triton.jit
+def dequantize_rows_kernel(
+    q_ptr,  # int8 codes (N, K), or int4 codes two a byte (N, groups * GROUP_SIZE / 2)
+    scale_ptr,
+    zero_ptr,  # int4 only
+    out_ptr,  # (rows, K) in the matmul's dtype
+    first_row,
+    rows,
+    K,
+    stride_qn,
+    stride_sn,
+    BITS: tl.constexpr,
+    GROUP_SIZE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # int4: whole groups
+):
+    """Rows first_row .. first_row + rows - 1 of a quantized weight as plain numbers in out's dtype: int8 q * s,
+    int4 (q - z) * s, each product rounded once (fp32, exact for these operands, then out's dtype), as the tile
+    kernel rounds its scaled tile. The prefill path's first half (_dequantized_matmul)."""
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    mask_n = offs_n < rows
+    rows_n = (first_row + offs_n).to(tl.int64)
+    if BITS == 8:
+        q = tl.load(q_ptr + rows_n[:, None] * stride_qn + offs_k[None, :], mask=mask_n[:, None] & (offs_k < K)[None, :],
+                    other=0)  # fmt: skip
+        w = q.to(tl.float32) * tl.load(scale_ptr + rows_n, mask=mask_n, other=0.0).to(tl.float32)[:, None]
+    else:
+        GROUPS: tl.constexpr = BLOCK_K // GROUP_SIZE
+        half = tl.program_id(1) * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
+        inside = mask_n[:, None] & (half < stride_qn)[None, :]  # the padded row: whole groups (16 bytes or more)
+        byte = tl.load(q_ptr + rows_n[:, None] * stride_qn + half[None, :], mask=inside, other=0)
+        q = tl.reshape(tl.join(byte & 0xF, byte >> 4), (BLOCK_N, GROUPS, GROUP_SIZE))  # k = 2j, 2j + 1 side by side
+        g = tl.program_id(1) * GROUPS + tl.arange(0, GROUPS)
+        at = rows_n[:, None] * stride_sn + g[None, :]
+        ok = mask_n[:, None] & (g * GROUP_SIZE < K)[None, :]
+        z = tl.load(zero_ptr + at, mask=ok, other=0).to(tl.float32)
+        s = tl.load(scale_ptr + at, mask=ok, other=0.0).to(tl.float32)
+        w = tl.reshape((q.to(tl.float32) - z[:, :, None]) * s[:, :, None], (BLOCK_N, BLOCK_K))
+    out = out_ptr + offs_n.to(tl.int64)[:, None] * K + offs_k[None, :]
+    tl.store(out, w.to(out_ptr.dtype.element_ty), mask=mask_n[:, None] & (offs_k < K)[None, :])
+
+
 # == THE schedules of the fast launchers, in one place (the sweep bench/sweeps/l12.py prints which line to change) =====
 GEMV_M = 4  # up to this many rows of x: the GEMV kernels (CUDA cores); more: tensor-core tiles
 
@@ -2024,9 +2067,10 @@ GEMV_M = 4  # up to this many rows of x: the GEMV kernels (CUDA cores); more: te
 class FastSchedule(NamedTuple):
     kernel: str  # CUDA cores: "gemv", int4's "slab", "stream" and "pipe" (M = 1); tensor cores: "tile", int4's
     # "tile_swap" (W @ x.T), "scaled" and "scaled_swap" (several groups a step, the scale in the tile) and "mma"
-    # (W @ x.T in thin tiles, the floats by inline PTX, no interleaving: w4a16_mma_kernel)
+    # (W @ x.T in thin tiles, the floats by inline PTX, no interleaving: w4a16_mma_kernel); prefill's "dequant" (W
+    # dequantized a chunk of rows at a time, then cuBLAS's matmul: _dequantized_matmul)
     BLOCK_M: int  # slab/gemv/stream: the rows of x (M rounded up to a power of two); tile: rows of x a program
-    BLOCK_N: int
+    BLOCK_N: int  # dequant: BLOCK_N x BLOCK_K, the dequantizing kernel's tile (BLOCK_M unused)
     BLOCK_K: int  # slab/gemv/stream/scaled: columns of W a step (int4: whole groups); int4 tile: the group size
     SPLIT_K: int
     num_warps: int
@@ -2065,6 +2109,13 @@ MMA_ROWS, MMA_WARPS = 32, 2  # rows of W a program, and its warps (l12zc: 16 row
 MMA_PROGRAMS_PER_SM, MMA_MAX_SPLIT = 4, 4  # split K in two while the programs are fewer than this many an SM, up to
 # this many splits (the sweep tried 1, 2 and 4)
 SCALED_BLOCK_K = 256
+# prefill: from PREFILL_DEQUANT_M rows of x (None: never), W is dequantized a chunk of rows at a time (at most
+# DEQUANT_CHUNK_BYTES) and multiplied by cuBLAS's tensor-core matmul. The tile kernels ran at 0.42x (int4) and 0.56x
+# (int8) cuBLAS's speed at M = 2048 (results/h100-2026-12-07-s48/bench-12-pinned); writing W in bf16 costs about a
+# picosecond a weight, so the matmul's 2 M flops a weight pay for it from a few hundred rows
+PREFILL_DEQUANT_M = 256
+DEQUANT_CHUNK_BYTES = 64 << 20
+DEQUANT_TILE = (32, 256, 4)  # (BLOCK_N, BLOCK_K, num_warps) of dequantize_rows_kernel
 GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
 # (bits, M, N, K) -> a FastSchedule that wins over the heuristic below (measured ones go here)
 FAST_SCHEDULES: dict = {  # winners of the H100 sweeps, every candidate in CUDA graphs unless said
@@ -2123,15 +2174,16 @@ def gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) -> int:
     return split
 
 
-def fast_schedule(bits, M, N, K, group_size=128, sm_count=None, smem=None) -> FastSchedule:
-    """The fast launchers' schedule for y (M, N) = x (M, K) @ W.T with W in ``bits`` (4 or 8)."""
+def fast_schedule(bits, M, N, K, group_size=128, sm_count=None, smem=None, *, dequant=True) -> FastSchedule:
+    """The fast launchers' schedule for y (M, N) = x (M, K) @ W.T with W in ``bits`` (4 or 8); dequant=False: never
+    prefill's dequantized matmul (the tile kernels' schedule at any M)."""
     env = utils.mode.current()
-    return _fast_schedule(bits, M, N, K, group_size, sm_count or env.sm_count or 4,
-                          smem or env.shared_memory_bytes)  # fmt: skip
+    return _fast_schedule(bits, M, N, K, group_size, sm_count or env.sm_count or 4, smem or env.shared_memory_bytes,
+                          PREFILL_DEQUANT_M if dequant else None)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1024)
-def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
+def _fast_schedule(bits, M, N, K, group_size, sm_count, smem, dequant_m) -> FastSchedule:
     # the scaled tile's wide steps want shared memory (and registers): a T4 (64 KB) takes the one-group tile;
     # the interpreter (no shared memory to know) takes the scaled tile, and the others' tiles fitted to 64 KB
     scaled = TILE_KERNEL.startswith("scaled") and (smem is None or smem >= 100 * 1024)
@@ -2161,6 +2213,9 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem) -> FastSchedule:
             BLOCK_N *= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
         return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, warps, stages)
+    if dequant_m is not None and M >= dequant_m:
+        BLOCK_N, BLOCK_K, warps = DEQUANT_TILE
+        return FastSchedule("dequant", 16, BLOCK_N, max(BLOCK_K, group_size) if bits == 4 else BLOCK_K, 1, warps, 1)
     if bits == 4 and M <= DECODE_M and TILE_KERNEL == "mma":
         mma = mma_schedule(N, K, group_size, sm_count)
         if pipeline_bytes(Schedule(*mma[1:]), 2, bits) <= smem:
@@ -2183,7 +2238,7 @@ def clear_schedule_cache():
     FAST_PREPARED.launches.clear()
 
 
-FAST_KERNELS = ("gemv", "slab", "stream", "pipe", "tile", "tile_swap", "scaled", "scaled_swap", "mma")
+FAST_KERNELS = ("gemv", "slab", "stream", "pipe", "tile", "tile_swap", "scaled", "scaled_swap", "mma", "dequant")
 GEMV_KERNELS = ("gemv", "slab", "stream", "pipe")  # CUDA cores, one program a BLOCK_N rows of W, all rows of x
 
 
@@ -2203,7 +2258,7 @@ def _require_fast_schedule(s, bits, M, group_size):
         raise ValueError(f"BLOCK_M={s.BLOCK_M}: the GEMV kernel takes every row of x at once, M={M} (at most 16)")
     if s.kernel in ("stream", "pipe") and s.BLOCK_M != 1:
         raise ValueError(f"BLOCK_M={s.BLOCK_M}: the {s.kernel} kernel reads one row of x (M = 1): take 'gemv' for more")
-    if s.kernel in GEMV_KERNELS + ("scaled", "scaled_swap") and bits == 4 and s.BLOCK_K % group_size:
+    if s.kernel in GEMV_KERNELS + ("scaled", "scaled_swap", "dequant") and bits == 4 and s.BLOCK_K % group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {group_size}")
     if s.kernel not in GEMV_KERNELS and min(s.BLOCK_M, s.BLOCK_N) < 16:
         raise ValueError("BLOCK_M and BLOCK_N must be at least 16 (the smallest tile tl.dot takes)")
@@ -2309,7 +2364,7 @@ def fast_signature(bits, x, w, out, residual, schedule, overrides):
     extra = tuple(sorted(overrides.items())) if overrides else ()
     return utils.launch.signature(bits, x, *_weight_tensors(w).values(), getattr(w, "group_size", 0), out, residual,
                                   schedule, extra, kernels, INT4_DOTS, INT4_PACKED_DOTS, INT4_DOTS_PTX, INT4_MMA_PTX,
-                                  DECODE_M)  # fmt: skip
+                                  DECODE_M, PREFILL_DEQUANT_M)  # fmt: skip
 
 
 def _fast_prepared(signature, x, w, out, residual):
@@ -2540,6 +2595,8 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
         return out
     if K == 0:
         return out.zero_() if residual is None else out.copy_(residual)
+    if s.kernel == "dequant":
+        return _dequantized_matmul(x, w, out, residual, s)
     strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
     parts = (w.packed, w.scale, w.zero)
     if s.kernel in GEMV_KERNELS:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
@@ -2580,6 +2637,8 @@ def w8a16_fast(x, w: Int8Weight, *, out=None, residual=None, schedule=None, **ov
         return out
     if K == 0:
         return out.zero_() if residual is None else out.copy_(residual)
+    if s.kernel == "dequant":
+        return _dequantized_matmul(x, w, out, residual, s)
     if s.kernel != "gemv":  # tensor cores: the residual in the tile's epilogue, one launch without split-K
         return _fast_launch(w8a16_tile_kernel, triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N), x,
                             (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)), s, residual, signature,
@@ -2587,6 +2646,31 @@ def w8a16_fast(x, w: Int8Weight, *, out=None, residual=None, schedule=None, **ov
                             DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")  # fmt: skip
     return _fast_launch(w8a16_gemv_kernel, triton.cdiv(N, s.BLOCK_N), x, (w.q, w.scale), out, M, N, K,
                         (x.stride(0), w.q.stride(0)), s, residual, signature, BLOCK_K=s.BLOCK_K)  # fmt: skip
+
+
+def _dequantized_matmul(x, w, out, residual, s):
+    """Prefill's many rows: W dequantized a chunk of rows at a time into x's dtype (dequantize_rows_kernel, a chunk
+    of at most DEQUANT_CHUNK_BYTES, reused), each chunk multiplied by cuBLAS's tensor-core matmul straight into its
+    columns of out, the residual added there (out may be the residual: each element is read, then written, by the
+    same matmul)."""
+    N, K = w.shape
+    int8 = isinstance(w, Int8Weight)
+    q, zero = (w.q, w.scale) if int8 else (w.packed, w.zero)  # int8 has no zero points: any pointer, never read
+    step = max(s.BLOCK_N, DEQUANT_CHUNK_BYTES // (K * x.element_size()) // s.BLOCK_N * s.BLOCK_N)
+    chunk = torch.empty(min(N, step), K, device=x.device, dtype=x.dtype)
+    for first in range(0, N, step):
+        rows = min(step, N - first)
+        wd = chunk[:rows]
+        dequantize_rows_kernel[(triton.cdiv(rows, s.BLOCK_N), triton.cdiv(K, s.BLOCK_K))](
+            q, w.scale, zero, wd, first, rows, K, q.stride(0), 0 if int8 else w.scale.stride(0), BITS=8 if int8 else 4,
+            GROUP_SIZE=128 if int8 else w.group_size, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K, num_warps=s.num_warps,
+        )  # fmt: skip
+        cols = out[:, first : first + rows]
+        if residual is None:
+            torch.mm(x, wd.T, out=cols)
+        else:
+            torch.addmm(residual[:, first : first + rows], x, wd.T, out=cols)
+    return out
 
 
 class Transposed:

@@ -400,6 +400,47 @@ def test_int8_tile_schedules(M, N, K, s, dtype, residual):
                 **L.wxa16_tolerance(x, w, dtype), suspects=L.w8a16_suspects(x, w) if r is None else None)  # fmt: skip
 
 
+# prefill's dequantize-then-matmul path: int4 at every group size and int8, K not a multiple of the tile or the
+# group, N cut into chunks of 16 rows (DEQUANT_CHUNK_BYTES made small) with a shorter last one, a residual apart or
+# as the output itself (lesson 08's x.addmm_)
+DEQUANT_CASES = [(4, 32, 37, 47, 300), (4, 64, 20, 33, 200), (4, 128, 9, 40, 130), (8, None, 37, 47, 300),
+                 (8, None, 5, 16, 64)]  # fmt: skip
+
+
+@pytest.mark.parametrize("residual", ["", "residual", "in place"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("bits, G, M, N, K", DEQUANT_CASES)
+def test_dequantized_prefill_matches_the_spec(monkeypatch, bits, G, M, N, K, dtype, residual):
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
+    W = weight(N, K, dtype=dtype)
+    w = L.quantize_int4_ref(W, G) if bits == 4 else L.quantize_int8_ref(W)
+    monkeypatch.setattr(L, "DEQUANT_CHUNK_BYTES", 16 * K * x.element_size())  # chunks of 16 rows
+    s = _fs("dequant", 16, 16, 2 * (G or 64), 1, 4, 1)
+    fn = L.w4a16_fast if bits == 4 else L.w8a16_fast
+    r = torch.randn(M, N, device=DEV, dtype=dtype) if residual else None
+    want = L.wxa16_ref(x.double(), w) + (0 if r is None else r.double())
+    out = r if residual == "in place" else utils.nan_empty((M, N), dtype)
+    with utils.watch_memory() as stray:  # under the interpreter: every address the dequantizing kernel touches
+        got = fn(x, w, out=out, residual=r, schedule=s)
+    assert got is out
+    suspects = (L.w4a16_suspects(x, w) if bits == 4 else L.w8a16_suspects(x, w)) if r is None else None
+    utils.check(got, want, name=f"int{bits} dequant + matmul {residual}", quiet=True, stray=stray, suspects=suspects,
+                **L.wxa16_tolerance(x, w, dtype))  # fmt: skip
+
+
+def test_prefill_takes_the_dequantized_matmul_from_PREFILL_DEQUANT_M(monkeypatch):
+    """From PREFILL_DEQUANT_M rows of x the fast launchers dequantize, below it they keep their tile kernels; None
+    (or dequant=False) turns the path off, with no stale choice cached."""
+    for bits in (4, 8):
+        at, below = (L.fast_schedule(bits, M, 4096, 4096, 128, 132, 227 * 1024) for M in (L.PREFILL_DEQUANT_M, 255))
+        assert at.kernel == "dequant" and below.kernel != "dequant", (bits, at, below)
+        assert at.BLOCK_K % 128 == 0 and triton.next_power_of_2(at.BLOCK_N) == at.BLOCK_N, at
+        tile = L.fast_schedule(bits, 4096, 4096, 4096, 128, 132, 227 * 1024, dequant=False)
+        assert tile.kernel == "tile", tile
+    monkeypatch.setattr(L, "PREFILL_DEQUANT_M", None)
+    assert L.fast_schedule(4, 4096, 4096, 4096, 128, 132, 227 * 1024).kernel != "dequant"
+
+
 TILE_CASES = [(16, _fs("tile", 16, 32, 32, 2, 4, 2)), (20, _fs("tile", 16, 16, 32, 1, 4, 2)),
               (1, _fs("tile", 16, 16, 32, 4, 4, 2)), (5, _fs("tile_swap", 16, 32, 32, 2, 4, 2))]  # fmt: skip
 
@@ -556,9 +597,9 @@ def _heuristic_schedules():
     s = L.fast_schedule(4, 16, 4096, 14336, 128, sm_count=132, smem=227 * 1024)
     assert s.kernel == L.TILE_KERNEL and s.BLOCK_K % 128 == 0 and s.BLOCK_M == 16, s
     assert triton.cdiv(4096, s.BLOCK_N) * s.SPLIT_K >= 132, "a tall K is split until the programs fill the GPU"
-    prefill = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=132, smem=227 * 1024)
+    prefill = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=132, smem=227 * 1024, dequant=False)
     assert (prefill.kernel, prefill.BLOCK_K, prefill.SPLIT_K) == ("tile", 128, 1) and prefill.BLOCK_M >= 64
-    small = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=40, smem=64 * 1024)  # a T4's shared memory
+    small = L.fast_schedule(4, 2048, 14336, 4096, 128, sm_count=40, smem=64 * 1024, dequant=False)  # a T4's smem
     assert L.pipeline_bytes(L.Schedule(*small[1:]), 2, 4) <= 64 * 1024, small
 
 
@@ -2016,13 +2057,16 @@ def test_kernels_compile_for_sm90_without_spills_at_the_schedules(tmp_path):
         assert 16 in compiled.cp_async_bytes, f"{where}: the weights are not copied in 16-byte vectors"
 
 
-def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_path):
+def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_path, monkeypatch):
+    """Each fast kernel at the schedule its launcher picks (prefill's tile kernel as it runs with the dequantizing
+    path off, PREFILL_DEQUANT_M None) and the dequantizing kernel for both formats: no spills, 16-byte loads."""
     import re
 
     from utils import offline
 
     if not offline.available():
         pytest.skip("needs Triton's NVIDIA backend and its ptxas")
+    monkeypatch.setattr(L, "PREFILL_DEQUANT_M", None)
     jobs = []
     for bits, M, N, K in ((4, 1, 8192, 2048), (4, 4, 2048, 8192), (4, 16, 4096, 14336), (4, 2048, 14336, 4096),
                           (8, 1, 14336, 4096), (4, 4, 8192, 2048), (4, 1, 2048, 2048), (4, 1, 4096, 14336),
@@ -2061,10 +2105,19 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
         stages = 1 if s.kernel in L.GEMV_KERNELS else s.num_stages  # as _fast_launch compiles them
         jobs.append(offline.job(kernel, pointers=pointers, ints=ints, constexprs=meta, num_warps=s.num_warps,
                                 num_stages=stages))  # fmt: skip
+    BLOCK_N, BLOCK_K, warps = L.DEQUANT_TILE
+    for bits, q in ((4, "u8"), (8, "i8")):  # prefill's first half, as _dequantized_matmul launches it
+        jobs.append(offline.job("dequantize_rows_kernel", pointers=dict(q_ptr=q, scale_ptr="bf16", zero_ptr="u8",
+                                out_ptr="bf16"), ints=dict(first_row=0, rows=8192, K=4096, stride_qn=4096 * bits // 8,
+                                stride_sn=32), constexprs=dict(BITS=bits, GROUP_SIZE=128, BLOCK_N=BLOCK_N,
+                                BLOCK_K=BLOCK_K), num_warps=warps, num_stages=1))  # fmt: skip
     for job, compiled in zip(jobs, offline.compile_kernels(_kernels_file(tmp_path), jobs)):
-        where = f"{job['kernel']} at M={job['ints']['M']}"
+        where = f"{job['kernel']} at M={job['ints'].get('M', 'any')}"
         assert compiled.spill_bytes == 0, f"{where} spills {compiled.spill_bytes} bytes"
-        if job["constexprs"].get("PIPE", 1) > 1:  # the full steps' words by cp.async, PIPE - 1 steps ahead
+        if job["kernel"] == "dequantize_rows_kernel":
+            assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte code loads"
+            assert re.search(r"st\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte stores"
+        elif job["constexprs"].get("PIPE", 1) > 1:  # the full steps' words by cp.async, PIPE - 1 steps ahead
             assert 16 in compiled.cp_async_bytes, f"{where}: the pipelined loop's words are not copied by cp.async"
         elif job["kernel"].endswith(("gemv_kernel", "slab_kernel", "stream_kernel")):
             assert re.search(r"ld\.global(\.[a-z0-9:]+)*\.v4\.b32", compiled.ptx), f"{where}: no 16-byte weight loads"
