@@ -17,9 +17,10 @@ Every row is timed against cuBLAS's bf16 `x @ w.T` (or the bf16 model) at the sa
   replayed from a CUDA graph against cuBLAS replayed the same way ("(CUDA graph)" rows: the GPU's time alone,
   L2 flushed before every replay); at M = 1 a torch copy of the same bytes (half read, half written), replayed the
   same way, shows what one launch moving that many bytes reaches (its roof % is the ceiling the GEMV's is held to);
-- prefill, M = 2048, at the 8B-class up projection (compute-bound: flops = 2 M N K): the fast launchers, which from
-  PREFILL_DEQUANT_M rows dequantize W a chunk of rows at a time and hand each chunk to cuBLAS, and as reference rows
-  `w4a16_fast`'s tile kernel (one group a step, the scale in the tile, one chained dot) and the lesson's `w8a16`;
+- prefill, M = 2048, at the 8B-class up projection (compute-bound: flops = 2 M N K): the fast launchers (their tile
+  kernels: one group a step, the scale in the tile, one chained dot; from PREFILL_DEQUANT_M rows, where it is set,
+  the dequantized path), the dequantized path itself (W dequantized a chunk of rows at a time, each chunk handed to
+  cuBLAS: schedule "dequant") and, as a reference row, the lesson's `w8a16`;
 - end to end: decode tokens/s at batch 1 with bf16 (lesson 08's model and its fused batch-1 step), int8 and int4
   weights (every projection and the LM head quantized; lesson 08's generate runs lesson 12's fused batch-1 step,
   quantized_decode_step, for a quantize_model model, with RoPE and the cache write in its qkv GEMV as
@@ -182,13 +183,15 @@ def prefill() -> list[Row]:
     x = torch.randn(M, K, device="cuda", dtype=DTYPE)
     w8, w4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, GROUP)
     baseline = ("cuBLAS bf16 x @ w.T", lambda: x @ w.T)
-    tile4 = L.fast_schedule(4, M, N, K, GROUP, dequant=False)  # the tile kernel w4a16_fast took before
+    d4, d8 = L.dequant_schedule(4, GROUP), L.dequant_schedule(8)
     rows = []
     for op, impls, nbytes in (
         ("W4A16 prefill", {f"triton int4 g{GROUP}": lambda: L.w4a16_fast(x, w4),
-                           f"triton int4 g{GROUP} (tile kernel)": lambda: L.w4a16_fast(x, w4, schedule=tile4)},
+                           f"triton int4 g{GROUP} (dequantized, then cuBLAS)":
+                               lambda: L.w4a16_fast(x, w4, schedule=d4)},
          L.w4a16_bytes(M, N, K, GROUP)),
         ("W8A16 prefill", {"triton int8": lambda: L.w8a16_fast(x, w8),
+                           "triton int8 (dequantized, then cuBLAS)": lambda: L.w8a16_fast(x, w8, schedule=d8),
                            "triton int8 (lesson's tile kernel)": lambda: L.w8a16(x, w8)}, L.w8a16_bytes(M, N, K)),
     ):  # fmt: skip
         rows += paired(impls, baseline, lesson="12", op=op, shape=f"8B {K}->{N} M={M}", dtype="bf16", bytes=nbytes,

@@ -2109,11 +2109,17 @@ MMA_ROWS, MMA_WARPS = 32, 2  # rows of W a program, and its warps (l12zc: 16 row
 MMA_PROGRAMS_PER_SM, MMA_MAX_SPLIT = 4, 4  # split K in two while the programs are fewer than this many an SM, up to
 # this many splits (the sweep tried 1, 2 and 4)
 SCALED_BLOCK_K = 256
-# prefill: from PREFILL_DEQUANT_M rows of x (None: never), W is dequantized a chunk of rows at a time (at most
-# DEQUANT_CHUNK_BYTES) and multiplied by cuBLAS's tensor-core matmul. The tile kernels ran at 0.42x (int4) and 0.56x
-# (int8) cuBLAS's speed at M = 2048 (results/h100-2026-12-07-s48/bench-12-pinned); writing W in bf16 costs about a
-# picosecond a weight, so the matmul's 2 M flops a weight pay for it from a few hundred rows
-PREFILL_DEQUANT_M = 256
+# prefill: from PREFILL_DEQUANT_M rows of x (None: never), or from DEQUANT_MIN_M where the tile kernel's programs
+# would fill less than half the SMs, W is dequantized a chunk of rows at a time (at most DEQUANT_CHUNK_BYTES) and
+# multiplied by cuBLAS's tensor-core matmul. The sweep l12zo on an H100 (results/h100-2026-12-07-s49/sweeps/l12zo.txt,
+# the 1B and 8B projections at M = 64 .. 2048): 1.46-2.60x the tile kernels from 512 rows for int4, 0.98-1.85x for
+# int8 (0.83-0.86x cuBLAS at M = 2048, against the tiles' 0.32-0.62x); below that 1.5-3.7x where the tiles' grid is
+# small (N of 2048-4096: 16-64 programs), 0.52-0.94x where it fills the GPU (N of 14336-16384). Off (None) for now:
+# the same run's time to first token, from Python, was longer with it (int8 at Llama-3.2-1B's shape 24.9 ms against
+# 7.38 in the run before, its bf16 baseline 10.2 against 5.93): 512 once sweep l12zk --dequant=512 has timed the first
+# token both ways in one process
+PREFILL_DEQUANT_M = None
+DEQUANT_MIN_M = 64
 DEQUANT_CHUNK_BYTES = 64 << 20
 DEQUANT_TILE = (32, 256, 4)  # (BLOCK_N, BLOCK_K, num_warps) of dequantize_rows_kernel
 GEMV_SPLIT_MIN_BYTES = 8 << 20  # smaller weights are never split: the combine's launch costs about as much as them
@@ -2165,6 +2171,12 @@ def mma_schedule(N, K, group_size, sm_count) -> FastSchedule:
     return FastSchedule("mma", 16, MMA_ROWS, group_size, split, MMA_WARPS, 4 if K > N else 3)
 
 
+def dequant_schedule(bits, group_size=128) -> FastSchedule:
+    """Prefill's dequantized matmul: dequantize_rows_kernel's tile (DEQUANT_TILE; int4: whole groups a step)."""
+    BLOCK_N, BLOCK_K, warps = DEQUANT_TILE
+    return FastSchedule("dequant", 16, BLOCK_N, max(BLOCK_K, group_size) if bits == 4 else BLOCK_K, 1, warps, 1)
+
+
 def gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) -> int:
     """Split K in two until about GEMV_PROGRAMS_PER_SM programs an SM, keeping GEMV_MIN_STEPS steps a split."""
     tiles, steps = triton.cdiv(N, BLOCK_N), triton.cdiv(K, BLOCK_K)
@@ -2213,9 +2225,6 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem, dequant_m) -> Fast
             BLOCK_N *= 2
         split = gemv_split(N, K, BLOCK_N, BLOCK_K, sm_count) if N * K * bits // 8 >= GEMV_SPLIT_MIN_BYTES else 1
         return FastSchedule(kernel, triton.next_power_of_2(M), BLOCK_N, BLOCK_K, split, warps, stages)
-    if dequant_m is not None and M >= dequant_m:
-        BLOCK_N, BLOCK_K, warps = DEQUANT_TILE
-        return FastSchedule("dequant", 16, BLOCK_N, max(BLOCK_K, group_size) if bits == 4 else BLOCK_K, 1, warps, 1)
     if bits == 4 and M <= DECODE_M and TILE_KERNEL == "mma":
         mma = mma_schedule(N, K, group_size, sm_count)
         if pipeline_bytes(Schedule(*mma[1:]), 2, bits) <= smem:
@@ -2225,7 +2234,12 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem, dequant_m) -> Fast
     s = schedule(M, N, K, BLOCK_K if bits == 4 else (128 if M <= DECODE_M else 64), sm_count, bits=bits,
                  smem=smem)  # fmt: skip
     if bits == 4 and M > DECODE_M:  # prefill: one group a step, the dequantized tile in shared memory once
-        return FastSchedule("tile", *fit(Schedule(128, 128, group_size, 1, 8, 3), 2, 4, smem))
+        s = fit(Schedule(128, 128, group_size, 1, 8, 3), 2, 4, smem)
+    programs = triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N)
+    if dequant_m is not None and (M >= dequant_m or (M >= DEQUANT_MIN_M and programs * 2 < sm_count)):
+        return dequant_schedule(bits, group_size)
+    if bits == 4 and M > DECODE_M:
+        return FastSchedule("tile", *s)
     kernel = TILE_KERNEL if TILE_KERNEL in ("tile", "tile_swap") or scaled else "tile_swap"  # a T4, or no room
     return FastSchedule(kernel if bits == 4 else "tile", *s)  # a few rows: W's rows on the dot's M side
 

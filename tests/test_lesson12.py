@@ -416,6 +416,7 @@ def test_dequantized_prefill_matches_the_spec(monkeypatch, bits, G, M, N, K, dty
     w = L.quantize_int4_ref(W, G) if bits == 4 else L.quantize_int8_ref(W)
     monkeypatch.setattr(L, "DEQUANT_CHUNK_BYTES", 16 * K * x.element_size())  # chunks of 16 rows
     s = _fs("dequant", 16, 16, 2 * (G or 64), 1, 4, 1)
+    assert L.dequant_schedule(bits, G or 128).kernel == "dequant"
     fn = L.w4a16_fast if bits == 4 else L.w8a16_fast
     r = torch.randn(M, N, device=DEV, dtype=dtype) if residual else None
     want = L.wxa16_ref(x.double(), w) + (0 if r is None else r.double())
@@ -431,14 +432,21 @@ def test_dequantized_prefill_matches_the_spec(monkeypatch, bits, G, M, N, K, dty
 def test_prefill_takes_the_dequantized_matmul_from_PREFILL_DEQUANT_M(monkeypatch):
     """From PREFILL_DEQUANT_M rows of x the fast launchers dequantize, below it they keep their tile kernels; None
     (or dequant=False) turns the path off, with no stale choice cached."""
+    monkeypatch.setattr(L, "PREFILL_DEQUANT_M", 512)  # the value measured (off in the lesson until the first token is)
+    M0 = L.PREFILL_DEQUANT_M
     for bits in (4, 8):
-        at, below = (L.fast_schedule(bits, M, 4096, 4096, 128, 132, 227 * 1024) for M in (L.PREFILL_DEQUANT_M, 255))
+        at, below = (L.fast_schedule(bits, M, 14336, 4096, 128, 132, 227 * 1024) for M in (M0, M0 - 1))
         assert at.kernel == "dequant" and below.kernel != "dequant", (bits, at, below)
         assert at.BLOCK_K % 128 == 0 and triton.next_power_of_2(at.BLOCK_N) == at.BLOCK_N, at
         tile = L.fast_schedule(bits, 4096, 4096, 4096, 128, 132, 227 * 1024, dequant=False)
         assert tile.kernel == "tile", tile
+        # below M0: where the tiles would leave most SMs idle (N = 2048: 16 programs a 128 rows), from DEQUANT_MIN_M
+        small_n = [L.fast_schedule(bits, M, 2048, 2048, 128, 132, 227 * 1024).kernel
+                   for M in (L.DEQUANT_MIN_M - 1, L.DEQUANT_MIN_M)]  # fmt: skip
+        assert small_n[0] != "dequant" and small_n[1] == "dequant", (bits, small_n)
     monkeypatch.setattr(L, "PREFILL_DEQUANT_M", None)
     assert L.fast_schedule(4, 4096, 4096, 4096, 128, 132, 227 * 1024).kernel != "dequant"
+    assert L.fast_schedule(4, 256, 2048, 2048, 128, 132, 227 * 1024).kernel != "dequant"
 
 
 TILE_CASES = [(16, _fs("tile", 16, 32, 32, 2, 4, 2)), (20, _fs("tile", 16, 16, 32, 1, 4, 2)),

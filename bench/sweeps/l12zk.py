@@ -2,7 +2,8 @@
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l12zk.py`` on the GPU (< 90 s); ``--cpu`` under the
 interpreter (a tiny model, no timings: a smoke test of the script); ``--profile`` adds, for each model, one prefill
-under cProfile (the host's costliest functions by own time). Nothing to edit: it says whether launching with
+under cProfile (the host's costliest functions by own time); ``--dequant=512`` adds the int8 and int4 models with
+lesson 12's PREFILL_DEQUANT_M at 512 (prefill's dequantized matmul), timed in the same process. Nothing to edit: it says whether launching with
 less host work (utils.launch's prepared launches, as lesson 05's matmul does) could shorten the first token, and by
 how much at most.
 
@@ -37,7 +38,10 @@ from bench.sweeps.kit import Log, bench_ms, count_launches, graphed, say_profile
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 
-say = Log(f"l12zk-triton{triton.__version__}")
+# --dequant=512: lesson 12's PREFILL_DEQUANT_M for this run (prefill's dequantized matmul from that many rows), each
+# quantized model timed with it beside the lesson's setting, in the same process
+DEQUANT = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--dequant=")]
+say = Log(f"l12zk-triton{triton.__version__}" + (f"-dequant{DEQUANT[0]}" if DEQUANT else ""))
 ENV = utils.mode.current()
 
 
@@ -58,9 +62,16 @@ def main():
         "int8": L12.quantize_model(model, 8),
         "int4 g128": L12.quantize_model(model, 4, 128),
     }
-    say(f"== {name}, batch 1, prompt {prompt}: lesson 08's prefill (the forward that fills the cache)")
+    setting = {label: L12.PREFILL_DEQUANT_M for label in models}
+    if DEQUANT:
+        for label in ("int8", "int4 g128"):
+            models[f"{label}, dequant from {DEQUANT[0]}"] = models[label]
+            setting[f"{label}, dequant from {DEQUANT[0]}"] = DEQUANT[0]
+    say(f"== {name}, batch 1, prompt {prompt}: lesson 08's prefill (the forward that fills the cache); "
+        f"PREFILL_DEQUANT_M {L12.PREFILL_DEQUANT_M}")  # fmt: skip
     for label, m in models.items():
         cache = L8.new_cache(m, 1, prompt + 256)
+        L12.PREFILL_DEQUANT_M = setting[label]  # read by fast_schedule at each call
 
         def run(m=m, cache=cache):
             return L8.prefill(m, ids, cache)

@@ -74,8 +74,7 @@ def main():
                 fn = L.w4a16_fast if bits == 4 else L.w8a16_fast
                 want = x.double() @ L.dequantize(w, torch.float64).T
                 cells, times = [], []
-                BLOCK_N, BLOCK_K, warps = L.DEQUANT_TILE
-                dequant = L.FastSchedule("dequant", 16, BLOCK_N, max(BLOCK_K, G) if bits == 4 else BLOCK_K, 1, warps, 1)
+                dequant = L.dequant_schedule(bits, G)
                 for s in (tile_schedule(bits, M, N, K), dequant):
                     got = fn(x, w, out=out, schedule=s).clone()
                     err = in_bf16_tolerances(got, want)
