@@ -2374,7 +2374,8 @@ def fast_signature(bits, x, w, out, residual, schedule, overrides):
     if not isinstance(w, (Int4Weight, Int8Weight)) or not isinstance(x, torch.Tensor):
         return None
     kernels = (w4a16_gemv_kernel, w4a16_slab_kernel, w4a16_stream_kernel, w4a16_mma_kernel, w4a16_tile_kernel,
-               w4a16_scaled_tile_kernel, w8a16_gemv_kernel, w8a16_tile_kernel, split_k_combine_kernel)  # fmt: skip
+               w4a16_scaled_tile_kernel, w8a16_gemv_kernel, w8a16_tile_kernel, split_k_combine_kernel,
+               dequantize_rows_kernel)  # fmt: skip
     extra = tuple(sorted(overrides.items())) if overrides else ()
     return utils.launch.signature(bits, x, *_weight_tensors(w).values(), getattr(w, "group_size", 0), out, residual,
                                   schedule, extra, kernels, INT4_DOTS, INT4_PACKED_DOTS, INT4_DOTS_PTX, INT4_MMA_PTX,
@@ -2610,7 +2611,7 @@ def w4a16_fast(x, w: Int4Weight, *, out=None, residual=None, schedule=None, **ov
     if K == 0:
         return out.zero_() if residual is None else out.copy_(residual)
     if s.kernel == "dequant":
-        return _dequantized_matmul(x, w, out, residual, s)
+        return _dequantized_matmul(x, w, out, residual, s, signature)
     strides = (x.stride(0), w.packed.stride(0), w.scale.stride(0))
     parts = (w.packed, w.scale, w.zero)
     if s.kernel in GEMV_KERNELS:  # the codes as 32-bit words (a row is whole groups of >= 32 codes: 16 bytes)
@@ -2652,7 +2653,7 @@ def w8a16_fast(x, w: Int8Weight, *, out=None, residual=None, schedule=None, **ov
     if K == 0:
         return out.zero_() if residual is None else out.copy_(residual)
     if s.kernel == "dequant":
-        return _dequantized_matmul(x, w, out, residual, s)
+        return _dequantized_matmul(x, w, out, residual, s, signature)
     if s.kernel != "gemv":  # tensor cores: the residual in the tile's epilogue, one launch without split-K
         return _fast_launch(w8a16_tile_kernel, triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N), x,
                             (w.q, w.scale), out, M, N, K, (x.stride(0), w.q.stride(0)), s, residual, signature,
@@ -2662,29 +2663,64 @@ def w8a16_fast(x, w: Int8Weight, *, out=None, residual=None, schedule=None, **ov
                         (x.stride(0), w.q.stride(0)), s, residual, signature, BLOCK_K=s.BLOCK_K)  # fmt: skip
 
 
-def _dequantized_matmul(x, w, out, residual, s):
+def _dequantized_matmul(x, w, out, residual, s, signature=None):
     """Prefill's many rows: W dequantized a chunk of rows at a time into x's dtype (dequantize_rows_kernel, a chunk
     of at most DEQUANT_CHUNK_BYTES, reused), each chunk multiplied by cuBLAS's tensor-core matmul straight into its
     columns of out, the residual added there (out may be the residual: each element is read, then written, by the
-    same matmul)."""
+    same matmul). With a ``signature`` the chunks' launches are kept in FAST_PREPARED (DequantLaunch)."""
     N, K = w.shape
     int8 = isinstance(w, Int8Weight)
     q, zero = (w.q, w.scale) if int8 else (w.packed, w.zero)  # int8 has no zero points: any pointer, never read
     step = max(s.BLOCK_N, DEQUANT_CHUNK_BYTES // (K * x.element_size()) // s.BLOCK_N * s.BLOCK_N)
     chunk = torch.empty(min(N, step), K, device=x.device, dtype=x.dtype)
+    meta = dict(BITS=8 if int8 else 4, GROUP_SIZE=128 if int8 else w.group_size, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K,
+                num_warps=s.num_warps)  # fmt: skip
+    launches = []
     for first in range(0, N, step):
         rows = min(step, N - first)
-        wd = chunk[:rows]
-        dequantize_rows_kernel[(triton.cdiv(rows, s.BLOCK_N), triton.cdiv(K, s.BLOCK_K))](
-            q, w.scale, zero, wd, first, rows, K, q.stride(0), 0 if int8 else w.scale.stride(0), BITS=8 if int8 else 4,
-            GROUP_SIZE=128 if int8 else w.group_size, BLOCK_N=s.BLOCK_N, BLOCK_K=s.BLOCK_K, num_warps=s.num_warps,
-        )  # fmt: skip
-        cols = out[:, first : first + rows]
-        if residual is None:
-            torch.mm(x, wd.T, out=cols)
-        else:
-            torch.addmm(residual[:, first : first + rows], x, wd.T, out=cols)
+        grid = (triton.cdiv(rows, s.BLOCK_N), triton.cdiv(K, s.BLOCK_K))
+        args = (q, w.scale, zero, chunk[:rows], first, rows, K, q.stride(0), 0 if int8 else w.scale.stride(0))
+        dequantize_rows_kernel[grid](*args, **meta)
+        _chunk_matmul(x, chunk[:rows], out, residual, first)
+        launches.append((grid, args, meta))
+    FAST_PREPARED.keep(signature, DequantLaunch.prepare, launches, step)
     return out
+
+
+def _chunk_matmul(x, wd, out, residual, first):
+    """out[:, first : first + rows] = x @ wd.T (+ the residual's same columns), by cuBLAS, in place."""
+    cols = out[:, first : first + wd.shape[0]]
+    if residual is None:
+        torch.mm(x, wd.T, out=cols)
+    else:
+        torch.addmm(residual[:, first : first + wd.shape[0]], x, wd.T, out=cols)
+
+
+class DequantLaunch(NamedTuple):
+    """_dequantized_matmul made ready to repeat: each chunk's prepared dequantize_rows_kernel launch (its first row
+    and rows fixed with it), and the chunk's rows; words False: the launch reads w.packed as bytes."""
+
+    chunks: tuple  # ((first row, rows, utils.launch.Prepared), ...)
+    step: int
+    words: bool = False
+
+    @staticmethod
+    def prepare(launches, step):
+        chunks = tuple((args[4], args[5], utils.launch.prepare(dequantize_rows_kernel, grid, *args, **meta))
+                       for grid, args, meta in launches)  # fmt: skip
+        return None if any(p is None for *_, p in chunks) else DequantLaunch(chunks, step)
+
+    def __call__(self, x, parts, out, residual) -> bool:
+        """As _dequantized_matmul, from the kept launches; False (nothing written) where the first chunk's launch
+        declines its tensors. The later chunks' tensors are the first's (the weight's, and views at the start of
+        the same chunk), so they take them too."""
+        q, scale, zero = parts if len(parts) == 3 else (*parts, parts[1])  # int8: no zero points
+        chunk = torch.empty(min(out.shape[1], self.step), x.shape[1], device=x.device, dtype=x.dtype)
+        for first, rows, launch in self.chunks:
+            if not launch(q, scale, zero, chunk[:rows]):
+                return False
+            _chunk_matmul(x, chunk[:rows], out, residual, first)
+        return True
 
 
 class Transposed:

@@ -670,7 +670,9 @@ def test_the_scaled_tile_only_where_its_shared_memory_fits(monkeypatch):
 
 
 FAST_CALLS = ["int4 M=1", "int8 M=1", "int4 M=1, residual", "int4 M=5, split", "int4 M=5, split, residual",
-              "int4 M=40, residual in place", "int8 M=5, split, residual", "int8 M=40, residual in place"]  # fmt: skip
+              "int4 M=40, residual in place", "int8 M=5, split, residual", "int8 M=40, residual in place",
+              "int4 M=40, dequant, residual in place", "int8 M=40, dequant, residual"]  # fmt: skip
+DEQUANT_CHUNK = 4096  # DEQUANT_CHUNK_BYTES in the prepared-path tests: chunks of 32 rows, N = 47 in two
 
 
 def _fast_calls():
@@ -692,6 +694,14 @@ def _fast_calls():
         "int4 M=40, residual in place": (lambda x, r: L.w4a16_fast(x, w4, out=r, residual=r), (x40, res)),
         "int8 M=5, split, residual": (lambda x, r: L.w8a16_fast(x, w8, residual=r, SPLIT_K=2), (x5, res5)),
         "int8 M=40, residual in place": (lambda x, r: L.w8a16_fast(x, w8, out=r, residual=r), (x40, res)),
+        "int4 M=40, dequant, residual in place": (
+            lambda x, r: L.w4a16_fast(x, w4, out=r, residual=r, schedule=L.dequant_schedule(4, g)),
+            (x40, res),
+        ),
+        "int8 M=40, dequant, residual": (
+            lambda x, r: L.w8a16_fast(x, w8, residual=r, schedule=L.dequant_schedule(8)),
+            (x40, res),
+        ),
     }
 
 
@@ -704,6 +714,7 @@ def test_a_repeated_fast_call_launches_the_prepared_kernels(monkeypatch, name):
     from utils import launch
 
     monkeypatch.setattr(L, "FAST_PREPARED", launch.Table())
+    monkeypatch.setattr(L, "DEQUANT_CHUNK_BYTES", DEQUANT_CHUNK)
     call, inputs = _fast_calls()[name]
     fresh = [t.clone() for t in inputs]  # the in-place case writes its residual
     first = call(*inputs).clone()
@@ -763,6 +774,7 @@ def test_the_prepared_fast_path_passes_each_launch_its_tensors(monkeypatch, name
         return kept[-1]
 
     monkeypatch.setattr(L, "FAST_PREPARED", launch.Table())
+    monkeypatch.setattr(L, "DEQUANT_CHUNK_BYTES", DEQUANT_CHUNK)
     monkeypatch.setattr(utils.launch, "prepare", prepare)
     call, inputs = _fast_calls()[name]
     fresh = [t.clone() for t in inputs]
