@@ -2116,8 +2116,9 @@ SCALED_BLOCK_K = 256
 # int8 (0.83-0.86x cuBLAS at M = 2048, against the tiles' 0.32-0.62x); below that 1.5-3.7x where the tiles' grid is
 # small (N of 2048-4096: 16-64 programs), 0.52-0.94x where it fills the GPU (N of 14336-16384). Off (None) for now:
 # the same run's time to first token, from Python, was longer with it (int8 at Llama-3.2-1B's shape 24.9 ms against
-# 7.38 in the run before, its bf16 baseline 10.2 against 5.93): 512 once sweep l12zk --dequant=512 has timed the first
-# token both ways in one process
+# 7.38 in the run before, its bf16 baseline 10.2 against 5.93). That first token is mostly the host's (sweep l12zk),
+# and the path's launches were not prepared then (DequantLaunch since): 512 once l12zk --dequant=512 has timed the
+# first token both ways in one process
 PREFILL_DEQUANT_M = None
 DEQUANT_MIN_M = 64
 DEQUANT_CHUNK_BYTES = 64 << 20
