@@ -2247,8 +2247,8 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem, dequant_m) -> Fast
 
 def clear_schedule_cache():
     """Forget the schedules fast_schedule has cached per shape, and the launches the fast launchers prepared with
-    them (FAST_PREPARED): call it after editing FAST_SCHEDULES or the GEMV_* constants, or the launchers keep using
-    what they chose before."""
+    them (FAST_PREPARED): call it after editing FAST_SCHEDULES, the GEMV_* or the DEQUANT_* constants, or the launchers
+    keep using what they chose before (PREFILL_DEQUANT_M is read at every call)."""
     _fast_schedule.cache_clear()
     FAST_PREPARED.launches.clear()
 
