@@ -2090,7 +2090,8 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
     jobs = []
     for bits, M, N, K in ((4, 1, 8192, 2048), (4, 4, 2048, 8192), (4, 16, 4096, 14336), (4, 2048, 14336, 4096),
                           (8, 1, 14336, 4096), (4, 4, 8192, 2048), (4, 1, 2048, 2048), (4, 1, 4096, 14336),
-                          (4, 16, 8192, 2048), (4, 5, 14336, 4096), (4, 8, 2048, 8192)):  # fmt: skip
+                          (4, 16, 8192, 2048), (4, 5, 14336, 4096), (4, 8, 2048, 8192), (8, 16, 2048, 8192),
+                          (8, 2048, 14336, 4096)):  # fmt: skip
         s = L.fast_schedule(bits, M, N, K, 128, sm_count=132, smem=227 * 1024)
         out = "fp32" if s.SPLIT_K > 1 else "bf16"
         ints = dict(M=M, N=N, K=K, stride_xm=K, stride_om=N, stride_os=M * N if s.SPLIT_K > 1 else 0)
@@ -2102,6 +2103,8 @@ def test_fast_kernels_compile_for_sm90_without_spills_at_their_schedules(tmp_pat
             ints["SPLIT_K"] = s.SPLIT_K  # a runtime argument of the scaled tile too
             meta.update(BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32", MAGIC=0x4300, OFFSET=128.0,
                         SWAP_AB=s.kernel == "scaled_swap")  # fmt: skip
+        elif bits == 8:  # w8a16_tile_kernel: the lesson's tile, the residual in its epilogue
+            meta.update(SPLIT_K=s.SPLIT_K, BLOCK_K=s.BLOCK_K, GROUP_M=8, DOT_PRECISION="tf32")
         elif s.kernel == "mma":  # as w4a16_fast launches it on an sm_90 GPU: the floats by inline PTX
             meta.update(SPLIT_K=s.SPLIT_K, DOT_PRECISION="tf32", OFFSET=128.0, PTX=L.PAIRS_PTX[torch.bfloat16],
                         PIPE=s.num_stages)  # fmt: skip
