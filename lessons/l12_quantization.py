@@ -2277,6 +2277,8 @@ def _require_fast_schedule(s, bits, M, group_size):
         raise ValueError(f"BLOCK_K={s.BLOCK_K} must be a whole number of groups of {group_size}")
     if s.kernel not in GEMV_KERNELS and min(s.BLOCK_M, s.BLOCK_N) < 16:
         raise ValueError("BLOCK_M and BLOCK_N must be at least 16 (the smallest tile tl.dot takes)")
+    if s.kernel == "dequant" and s.SPLIT_K != 1:
+        raise ValueError(f"SPLIT_K={s.SPLIT_K}: the dequantized path hands all of K to cuBLAS; give SPLIT_K=1")
     if s.kernel in ("tile", "tile_swap", "mma") and bits == 4 and s.BLOCK_K != group_size:
         raise ValueError(f"BLOCK_K={s.BLOCK_K}: the int4 tile kernel steps one group at a time ({group_size})")
 

@@ -877,6 +877,10 @@ def test_fast_launchers_refuse_bad_schedules():
                                          "at least 16"),
         "a slab step that is not whole groups": (lambda: L.w4a16_fast(x, q4, schedule=_fs("slab", 4, 16, 16, 1)),
                                                  "whole number of groups"),
+        "a dequant step that is not whole groups": (
+            lambda: L.w4a16_fast(x, q4, schedule=_fs("dequant", 16, 16, 16, 1)), "whole number of groups"),
+        "a dequant split along K": (lambda: L.w8a16_fast(x, q8, schedule=_fs("dequant", 16, 16, 64, 2)),
+                                    "all of K to cuBLAS"),
         "SPLIT_K of 3": (lambda: L.w8a16_fast(x, q8, SPLIT_K=3), "power of two"),
         "SPLIT_K past grid axis 1": (lambda: L.w8a16_fast(x, q8, SPLIT_K=2**16), "at most 65535"),
         "a W tile past one block": (lambda: L.w4a16_fast(x[:1], q4, schedule=_fs("stream", 1, 2**20, 64, 1)),
