@@ -22,7 +22,12 @@ their commits (C), waits (W, with how many groups may stay in flight) and expone
 the first block's scores: Triton waits for the next block's scores (wait 0) right after issuing them, before the
 exponentials, since it keeps a warp-group MMA in flight across a loop's iterations only where its result is the
 next one's accumulator. So no overlap is expected, and the variant holds 253 registers a thread against 192: a loss,
-unless the GPU says otherwise.
+unless the GPU says otherwise. The other road to that overlap, Triton's warp specialization of the loop
+(``tl.range(..., warp_specialize=True)``, which sweep l06b timed as no better), compiles for sm_90 to the very same
+code as without it (the lesson's loop through descriptors made on the GPU: the same MMAs, waits and mbarriers, no
+``setmaxnreg``): under 3.7.1 it does nothing on Hopper. For Blackwell (sm_100) the same kernel with the flag comes out
+warp-specialized (12 ``setmaxnreg`` and 90 mbarrier operations in its PTX, against none and 42 without), so the flag
+itself works there.
 
 At make bench's attention shapes, causal and not: the lesson's attention_tma and the variant (the lesson's
 attention_kernel with the range function swapped, launched by attention_tma itself), each replayed from a CUDA
@@ -125,6 +130,32 @@ def model_kernel(q_ptr, k_ptr, v_ptr, o_ptr, T, qk_scale, HEAD_DIM: tl.constexpr
         m_i = m_new
         s = s_next
     tl.store(o_ptr + offs_m[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty))
+
+
+@triton.jit
+def model_ws_kernel(q_ptr, k_ptr, v_ptr, o_ptr, T, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr, WS: tl.constexpr):
+    # the lesson's loop through descriptors (made on the GPU, so that it compiles offline), with Triton's warp
+    # specialization of the loop asked for or not
+    q_desc = tl.make_tensor_descriptor(q_ptr, [T, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    k_desc = tl.make_tensor_descriptor(k_ptr, [T, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    v_desc = tl.make_tensor_descriptor(v_ptr, [T, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = q_desc.load([tl.program_id(0) * BLOCK_M, 0])
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    for n in tl.range(0, T, BLOCK_N, warp_specialize=WS):
+        s = tl.dot(q, tl.trans(k_desc.load([n, 0])))
+        v = v_desc.load([n, 0])
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s * qk_scale - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    tl.store(o_ptr + offs_m[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty))
 """
 
 
@@ -141,12 +172,16 @@ def offline_order():
     path = os.path.join(tempfile.mkdtemp(prefix="l06e_"), "model.py")
     with open(path, "w") as f:
         f.write(MODEL)
-    jobs = [offline.job("model_kernel", pointers=dict(q_ptr="bf16", k_ptr="bf16", v_ptr="bf16", o_ptr="bf16"),
-                        ints=dict(T=4096, qk_scale=0.1), constexprs=dict(HEAD_DIM=128, BLOCK_M=128, BLOCK_N=128,
-                        AHEAD=ahead), num_warps=8, num_stages=3) for ahead in (False, True)]  # fmt: skip
-    for ahead, c in zip((False, True), offline.compile_kernels(path, jobs, raise_errors=False)):
+    pointers, ints = dict(q_ptr="bf16", k_ptr="bf16", v_ptr="bf16", o_ptr="bf16"), dict(T=4096, qk_scale=0.1)
+    tile = dict(HEAD_DIM=128, BLOCK_M=128, BLOCK_N=128)
+    variants = {"lesson": ("model_kernel", dict(AHEAD=False)), "ahead": ("model_kernel", dict(AHEAD=True)),
+                "descriptors": ("model_ws_kernel", dict(WS=False)),
+                "descriptors, warp_specialize": ("model_ws_kernel", dict(WS=True))}  # fmt: skip
+    jobs = [offline.job(kernel, pointers=pointers, ints=ints, constexprs={**tile, **flag}, num_warps=8, num_stages=3)
+            for kernel, flag in variants.values()]  # fmt: skip
+    for name, c in zip(variants, offline.compile_kernels(path, jobs, raise_errors=False)):
         if c.error:
-            say(f"{'ahead' if ahead else 'lesson'}: ERROR {c.error[-300:]}")
+            say(f"{name}: ERROR {c.error[-300:]}")
             continue
         marks = []
         for line in (raw.strip() for raw in c.ptx.splitlines()):
@@ -162,8 +197,8 @@ def offline_order():
             elif re.match(r"(@%p\d+\s+)?bra", line):
                 marks.append("| ")
         order = re.sub(r"(e|M)\1+", lambda m: f"{m.group(1)}{len(m.group(0))} ", "".join(marks))
-        say(f"{'ahead ' if ahead else 'lesson'}: {' '.join(order.split())} ({c.registers} registers, {c.spill_bytes} "
-            f"bytes spilled)")  # fmt: skip
+        say(f"{name:29s}: {' '.join(order.split())} ({c.registers} registers, {c.spill_bytes} bytes spilled, "
+            f"{c.ptx.count('setmaxnreg')} setmaxnreg, {c.ptx.count('mbarrier.')} mbarrier operations)")  # fmt: skip
 
 
 def main():
