@@ -2109,16 +2109,16 @@ MMA_ROWS, MMA_WARPS = 32, 2  # rows of W a program, and its warps (l12zc: 16 row
 MMA_PROGRAMS_PER_SM, MMA_MAX_SPLIT = 4, 4  # split K in two while the programs are fewer than this many an SM, up to
 # this many splits (the sweep tried 1, 2 and 4)
 SCALED_BLOCK_K = 256
-# prefill: from PREFILL_DEQUANT_M rows of x (None: never), or from DEQUANT_MIN_M where the tile kernel's programs
-# would fill less than half the SMs, W is dequantized a chunk of rows at a time (at most DEQUANT_CHUNK_BYTES) and
+# prefill (more than DECODE_M rows): from PREFILL_DEQUANT_M rows of x (None: never), or from DEQUANT_MIN_M where the
+# tiles would fill less than half the SMs, W is dequantized a chunk of rows at a time (at most DEQUANT_CHUNK_BYTES) and
 # multiplied by cuBLAS's tensor-core matmul. The sweep l12zo on an H100 (results/h100-2026-12-07-s49/sweeps/l12zo.txt,
-# the 1B and 8B projections at M = 64 .. 2048): 1.46-2.60x the tile kernels from 512 rows for int4, 0.98-1.85x for
-# int8 (0.83-0.86x cuBLAS at M = 2048, against the tiles' 0.32-0.62x); below that 1.5-3.7x where the tiles' grid is
-# small (N of 2048-4096: 16-64 programs), 0.52-0.94x where it fills the GPU (N of 14336-16384). Off (None) for now:
-# the same run's time to first token, from Python, was longer with it (int8 at Llama-3.2-1B's shape 24.9 ms against
-# 7.38 in the run before, its bf16 baseline 10.2 against 5.93). That first token is mostly the host's (sweep l12zk),
-# and the path's launches were not prepared then (DequantLaunch since): 512 once l12zk --dequant=512 has timed the
-# first token both ways in one process
+# the 1B and 8B projections at M = 64 .. 2048): 1.46-2.60x the tile kernels from 512 rows for int4, 0.98-1.85x for int8
+# (0.83-0.86x cuBLAS at M = 2048, against the tiles' 0.32-0.62x); below that 1.5-3.7x where the tiles' grid is small (N
+# of 2048-4096: 16-64 programs), 0.52-0.94x where it fills the GPU (N of 14336-16384). Off (None) for now: the same
+# run's time to first token, from Python, was longer with it (int8 at Llama-3.2-1B's shape 24.9 ms against 7.38 in the
+# run before, its bf16 baseline 10.2 against 5.93). That first token is mostly the host's (sweep l12zk), and the path's
+# launches were not prepared then (DequantLaunch since): 512 once l12zk --dequant=512 has timed the first token both
+# ways in one process
 PREFILL_DEQUANT_M = None
 DEQUANT_MIN_M = 64
 DEQUANT_CHUNK_BYTES = 64 << 20
@@ -2237,7 +2237,8 @@ def _fast_schedule(bits, M, N, K, group_size, sm_count, smem, dequant_m) -> Fast
     if bits == 4 and M > DECODE_M:  # prefill: one group a step, the dequantized tile in shared memory once
         s = fit(Schedule(128, 128, group_size, 1, 8, 3), 2, 4, smem)
     programs = triton.cdiv(M, s.BLOCK_M) * triton.cdiv(N, s.BLOCK_N)
-    if dequant_m is not None and (M >= dequant_m or (M >= DEQUANT_MIN_M and programs * 2 < sm_count)):
+    prefill = dequant_m is not None and M > DECODE_M  # decode's rows keep their kernels
+    if prefill and (M >= dequant_m or (M >= DEQUANT_MIN_M and programs * 2 < sm_count)):
         return dequant_schedule(bits, group_size)
     if bits == 4 and M > DECODE_M:
         return FastSchedule("tile", *s)

@@ -1489,6 +1489,28 @@ def test_quantized_model_matches_its_dequantized_reference(tiny, bits, group_siz
     L.check_quantized_model(model, quiet=True)
 
 
+@pytest.mark.parametrize("bits", [8, 4])
+def test_a_prefill_through_the_dequantized_path_matches_the_tiles(monkeypatch, tiny, bits):
+    """Lesson 08's prefill of a quantized model with prefill's dequantized matmul on (PREFILL_DEQUANT_M at the
+    first prefill size, so every projection takes it: the in-place residual of x.addmm_ included) gives the logits
+    of the tile kernels' prefill, to fp32's rounding; its decode rows keep their kernels."""
+    model = L.quantize_model(tiny[0], bits, 32)
+    T = L.DECODE_M + 3
+    ids = torch.randint(0, model.args.vocab_size, (1, T), device=DEV)
+    calls = []
+    real = L._dequantized_matmul
+    monkeypatch.setattr(L, "_dequantized_matmul", lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k))
+    tiles = L8.prefill(model, ids, L8.new_cache(model, 1, T), all_logits=True)
+    assert not calls, "PREFILL_DEQUANT_M None: no projection should take the dequantized path"
+    monkeypatch.setattr(L, "PREFILL_DEQUANT_M", T)
+    dequantized = L8.prefill(model, ids, L8.new_cache(model, 1, T), all_logits=True)
+    assert calls and set(calls) == {T}, f"every projection at M = {T} should take the dequantized path: {calls}"
+    utils.check(dequantized, tiles.double(), name=f"int{bits} prefill, dequantized", quiet=True, atol=1e-4, rtol=1e-4,
+                reason="fp32 sums of the same products in another order (cuBLAS against tl.dot), through the layers")
+    monkeypatch.setattr(L, "PREFILL_DEQUANT_M", 1)
+    assert all(L.fast_schedule(b, M, 2048, 2048).kernel != "dequant" for b in (4, 8) for M in (1, L.DECODE_M))
+
+
 @pytest.mark.parametrize("head_dim", [32, 24])
 def test_a_model_whose_heads_are_wider_than_hidden_over_heads(tmp_path, head_dim):
     """head_dim set apart (32, where hidden 64 over 4 heads is 16; 24, which the loader pads to 32 with zero rows):
