@@ -1505,8 +1505,9 @@ def test_a_prefill_through_the_dequantized_path_matches_the_tiles(monkeypatch, t
     monkeypatch.setattr(L, "PREFILL_DEQUANT_M", T)
     dequantized = L8.prefill(model, ids, L8.new_cache(model, 1, T), all_logits=True)
     assert calls and set(calls) == {T}, f"every projection at M = {T} should take the dequantized path: {calls}"
+    why = "fp32 sums of the same products in another order (cuBLAS against tl.dot), through the layers"
     utils.check(dequantized, tiles.double(), name=f"int{bits} prefill, dequantized", quiet=True, atol=1e-4, rtol=1e-4,
-                reason="fp32 sums of the same products in another order (cuBLAS against tl.dot), through the layers")
+                reason=why)  # fmt: skip
     monkeypatch.setattr(L, "PREFILL_DEQUANT_M", 1)
     assert all(L.fast_schedule(b, M, 2048, 2048).kernel != "dequant" for b in (4, 8) for M in (1, L.DECODE_M))
 
