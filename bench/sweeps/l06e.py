@@ -15,19 +15,19 @@ its scores issued first (past the range's end the descriptor reads zeros, and th
 Triton keeps that MMA in flight across the softmax (it waits on a warp-group MMA only where its result is used) is
 what this measures.
 
-Predicted offline first (``--offline``, no GPU: utils.offline compiles for sm_90 a pointer-load model of the loop
-both ways, BLOCK_M = BLOCK_N = HEAD_DIM = 128, 8 warps, 3 stages, and prints the order of the warp-group MMAs (M),
-their commits (C), waits (W, with how many groups may stay in flight) and exponentials (e) in the PTX). Under triton
-3.7.1 (2026-12-07): the lesson's loop is ``M8 C W0 e66 M8 C | W0``, and the variant's ``M8 C W0 e66 M8 C | W0`` after
-the first block's scores: Triton waits for the next block's scores (wait 0) right after issuing them, before the
-exponentials, since it keeps a warp-group MMA in flight across a loop's iterations only where its result is the
-next one's accumulator. So no overlap is expected, and the variant holds 253 registers a thread against 192: a loss,
-unless the GPU says otherwise. The other road to that overlap, Triton's warp specialization of the loop
-(``tl.range(..., warp_specialize=True)``, which sweep l06b timed as no better), compiles for sm_90 to the very same
-code as without it (the lesson's loop through descriptors made on the GPU: the same MMAs, waits and mbarriers, no
-``setmaxnreg``): under 3.7.1 it does nothing on Hopper. For Blackwell (sm_100) the same kernel with the flag comes out
-warp-specialized (12 ``setmaxnreg`` and 90 mbarrier operations in its PTX, against none and 42 without), so the flag
-itself works there.
+Predicted offline first (``--offline``, no GPU: utils.offline compiles for sm_90 a model of the lesson's loop,
+through descriptors made on the GPU so that it compiles without one, BLOCK_M = BLOCK_N = HEAD_DIM = 128, 8 warps, 3
+stages, and prints the order of the warp-group MMAs (M), their commits (C), waits (W, with how many groups may stay
+in flight) and exponentials (e) in the PTX). Under triton 3.7.1 (2026-12-07): the lesson's loop is
+``M8 C W0 e66 M8 C | W0``, and the variant's ``M8 C W0 e66 M8 C | W0`` after the first block's scores: Triton waits
+for the next block's scores (wait 0) right after issuing them, before the exponentials, since it keeps a warp-group
+MMA in flight across a loop's iterations only where its result is the next one's accumulator. So no overlap is
+expected, and the variant holds 255 registers a thread against 188: a loss, unless the GPU says otherwise. The other
+road to that overlap, Triton's warp specialization of the loop (``tl.range(..., warp_specialize=True)``, which sweep
+l06b timed as no better), compiles for sm_90 to the very same code as without it (the same MMAs, waits and
+mbarriers, no ``setmaxnreg``): under 3.7.1 it does nothing on Hopper. For Blackwell (sm_100) the same kernel with
+the flag comes out warp-specialized (12 ``setmaxnreg`` and 90 mbarrier operations in its PTX, against none and 42
+without), so the flag itself works there.
 
 At make bench's attention shapes, causal and not: the lesson's attention_tma and the variant (the lesson's
 attention_kernel with the range function swapped, launched by attention_tma itself), each replayed from a CUDA
@@ -58,33 +58,6 @@ say = Log("l06e")
 ENV = utils.mode.current()
 BUDGET_S = float(os.environ.get("BUDGET_S", "90"))
 
-AHEAD = '''
-@triton.jit
-def _range_ahead(acc, l_i, m_i, q, k_desc, v_desc, b, kv_col, start, end, offs_m, T, qk_scale, BLOCK_N: tl.constexpr,
-                 HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr):
-    """_attention_range_tma with the next block's scores issued before this block's softmax."""
-    k = k_desc.load([b, start, kv_col]).reshape([BLOCK_N, HEAD_DIM])
-    s = tl.dot(q, tl.trans(k))
-    for n in range(start, end, BLOCK_N):
-        v = v_desc.load([b, n, kv_col]).reshape([BLOCK_N, HEAD_DIM])
-        k_next = k_desc.load([b, n + BLOCK_N, kv_col]).reshape([BLOCK_N, HEAD_DIM])  # past T: zeros
-        s_next = tl.dot(q, tl.trans(k_next))  # in flight while this block's softmax runs
-        if MASKED:
-            offs_n = n + tl.arange(0, BLOCK_N)
-            keep = offs_n[None, :] < T
-            if IS_CAUSAL:
-                keep = keep & (offs_n[None, :] <= offs_m[:, None])
-            s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s * qk_scale - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
-        s = s_next
-    return acc, l_i, m_i
-
-'''
 PREAMBLE = (
     "import triton\nimport triton.language as tl\n"
     "import lessons.l06_flash_attention as _lesson\n"
@@ -93,10 +66,25 @@ PREAMBLE = (
 
 
 def variant_kernel():
-    src = inspect.getsource(L.attention_kernel.fn)
-    src = edited(src, [("    acc, l_i, m_i = _attention_range_tma(\n", "    acc, l_i, m_i = _range_ahead(\n", 2)],
+    """The lesson's attention_kernel calling _range_ahead: the lesson's _attention_range_tma with the first block's
+    scores before the loop and, in the loop, the next block's issued before this block's softmax (past T the
+    descriptor reads zeros, and the last scores are never used)."""
+    what = "lesson 06's _attention_range_tma"
+    k_line = "        k = k_desc.load([b, n, kv_col]).reshape([BLOCK_N, HEAD_DIM])  # keys n .. n + BLOCK_N (past T: zeros)\n"
+    s_line = "        s = tl.dot(q, tl.trans(k))  # unscaled: the scale goes into the exponent below\n"
+    ahead = edited(inspect.getsource(L._attention_range_tma.fn), [
+        ("def _attention_range_tma(", "def _range_ahead(", 1),
+        ("    for n in range(start, end, BLOCK_N):\n" + k_line,
+         "    s = tl.dot(q, tl.trans(k_desc.load([b, start, kv_col]).reshape([BLOCK_N, HEAD_DIM])))\n"
+         "    for n in range(start, end, BLOCK_N):\n"
+         "        k = k_desc.load([b, n + BLOCK_N, kv_col]).reshape([BLOCK_N, HEAD_DIM])  # the next keys\n", 1),
+        (s_line, "        s_next = tl.dot(q, tl.trans(k))  # in flight during this block's softmax\n", 1),
+        ("        m_i = m_new\n", "        m_i = m_new\n        s = s_next\n", 1),
+    ], what)  # fmt: skip
+    src = edited(inspect.getsource(L.attention_kernel.fn),
+                 [("    acc, l_i, m_i = _attention_range_tma(\n", "    acc, l_i, m_i = _range_ahead(\n", 2)],
                  "lesson 06's attention_kernel")  # fmt: skip
-    return module_from(PREAMBLE + AHEAD + src, "l06e_ahead").attention_kernel  # src has its @triton.jit
+    return module_from(PREAMBLE + ahead + "\n\n" + src, "l06e_ahead").attention_kernel  # both have their @triton.jit
 
 
 MODEL = """
@@ -106,37 +94,9 @@ import triton.language as tl
 
 @triton.jit
 def model_kernel(q_ptr, k_ptr, v_ptr, o_ptr, T, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, AHEAD: tl.constexpr):
-    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    s = tl.dot(q, tl.trans(tl.load(k_ptr + tl.arange(0, BLOCK_N)[:, None] * HEAD_DIM + offs_d[None, :])))
-    for n in range(0, T, BLOCK_N):
-        offs_n = n + tl.arange(0, BLOCK_N)
-        v = tl.load(v_ptr + offs_n[:, None] * HEAD_DIM + offs_d[None, :])
-        if AHEAD:
-            s_next = tl.dot(q, tl.trans(tl.load(k_ptr + (offs_n + BLOCK_N)[:, None] * HEAD_DIM + offs_d[None, :])))
-        else:
-            s = tl.dot(q, tl.trans(tl.load(k_ptr + offs_n[:, None] * HEAD_DIM + offs_d[None, :])))
-            s_next = s
-        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s * qk_scale - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
-        s = s_next
-    tl.store(o_ptr + offs_m[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty))
-
-
-@triton.jit
-def model_ws_kernel(q_ptr, k_ptr, v_ptr, o_ptr, T, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                    BLOCK_N: tl.constexpr, WS: tl.constexpr):
-    # the lesson's loop through descriptors (made on the GPU, so that it compiles offline), with Triton's warp
-    # specialization of the loop asked for or not
+                 BLOCK_N: tl.constexpr, AHEAD: tl.constexpr, WS: tl.constexpr):
+    # the lesson's loop through descriptors (made on the GPU, so that it compiles offline): with AHEAD the next
+    # block's scores issued before this block's softmax, with WS Triton's warp specialization of the loop asked for
     q_desc = tl.make_tensor_descriptor(q_ptr, [T, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
     k_desc = tl.make_tensor_descriptor(k_ptr, [T, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
     v_desc = tl.make_tensor_descriptor(v_ptr, [T, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
@@ -146,8 +106,13 @@ def model_ws_kernel(q_ptr, k_ptr, v_ptr, o_ptr, T, qk_scale, HEAD_DIM: tl.conste
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    s = tl.dot(q, tl.trans(k_desc.load([0, 0])))
     for n in tl.range(0, T, BLOCK_N, warp_specialize=WS):
-        s = tl.dot(q, tl.trans(k_desc.load([n, 0])))
+        if AHEAD:
+            s_next = tl.dot(q, tl.trans(k_desc.load([n + BLOCK_N, 0])))
+        else:
+            s = tl.dot(q, tl.trans(k_desc.load([n, 0])))
+            s_next = s
         v = v_desc.load([n, 0])
         m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
         alpha = tl.exp2(m_i - m_new)
@@ -155,6 +120,7 @@ def model_ws_kernel(q_ptr, k_ptr, v_ptr, o_ptr, T, qk_scale, HEAD_DIM: tl.conste
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
+        s = s_next
     tl.store(o_ptr + offs_m[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty))
 """
 
@@ -174,11 +140,10 @@ def offline_order():
         f.write(MODEL)
     pointers, ints = dict(q_ptr="bf16", k_ptr="bf16", v_ptr="bf16", o_ptr="bf16"), dict(T=4096, qk_scale=0.1)
     tile = dict(HEAD_DIM=128, BLOCK_M=128, BLOCK_N=128)
-    variants = {"lesson": ("model_kernel", dict(AHEAD=False)), "ahead": ("model_kernel", dict(AHEAD=True)),
-                "descriptors": ("model_ws_kernel", dict(WS=False)),
-                "descriptors, warp_specialize": ("model_ws_kernel", dict(WS=True))}  # fmt: skip
-    jobs = [offline.job(kernel, pointers=pointers, ints=ints, constexprs={**tile, **flag}, num_warps=8, num_stages=3)
-            for kernel, flag in variants.values()]  # fmt: skip
+    variants = {"lesson": dict(AHEAD=False, WS=False), "ahead": dict(AHEAD=True, WS=False),
+                "lesson, warp_specialize": dict(AHEAD=False, WS=True)}  # fmt: skip
+    jobs = [offline.job("model_kernel", pointers=pointers, ints=ints, constexprs={**tile, **flags}, num_warps=8,
+                        num_stages=3) for flags in variants.values()]  # fmt: skip
     for name, c in zip(variants, offline.compile_kernels(path, jobs, raise_errors=False)):
         if c.error:
             say(f"{name}: ERROR {c.error[-300:]}")
@@ -197,7 +162,7 @@ def offline_order():
             elif re.match(r"(@%p\d+\s+)?bra", line):
                 marks.append("| ")
         order = re.sub(r"(e|M)\1+", lambda m: f"{m.group(1)}{len(m.group(0))} ", "".join(marks))
-        say(f"{name:29s}: {' '.join(order.split())} ({c.registers} registers, {c.spill_bytes} bytes spilled, "
+        say(f"{name:23s}: {' '.join(order.split())} ({c.registers} registers, {c.spill_bytes} bytes spilled, "
             f"{c.ptx.count('setmaxnreg')} setmaxnreg, {c.ptx.count('mbarrier.')} mbarrier operations)")  # fmt: skip
 
 
