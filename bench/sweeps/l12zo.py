@@ -46,11 +46,6 @@ else:
     MS = (64, 128, 256, 512, 1024, 2048)
 
 
-def tile_schedule(bits, M, N, K):
-    """The schedule the launcher takes at this shape with the dequantized path off."""
-    return L.fast_schedule(bits, M, N, K, G, dequant=False)
-
-
 def main():
     dev = ENV.device
     say(f"lesson 12 sweep zo on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, triton {triton.__version__}; PREFILL_DEQUANT_M "
@@ -75,7 +70,7 @@ def main():
                 want = x.double() @ L.dequantize(w, torch.float64).T
                 cells, times = [], []
                 dequant = L.dequant_schedule(bits, G)
-                for s in (tile_schedule(bits, M, N, K), dequant):
+                for s in (L.fast_schedule(bits, M, N, K, G, dequant=False), dequant):
                     got = fn(x, w, out=out, schedule=s).clone()
                     err = in_bf16_tolerances(got, want)
                     ms = gtime(lambda: fn(x, w, out=out, schedule=s))  # noqa: B023
