@@ -595,9 +595,10 @@ def fit(s: Schedule, itemsize, bits, smem) -> Schedule:
 
 
 def _require_x(x, K):
-    utils.require(x, "x", dtype=WEIGHT_DTYPES, ndim=2)
-    if x.shape[1] != K:
+    # the width first: a slice of the wrong width is told its width, not only that it is a view
+    if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[1] != K:
         raise ValueError(f"x has {x.shape[1]} features per row but the weight has K={K}: x must be (M, {K})")
+    utils.require(x, "x", dtype=WEIGHT_DTYPES, ndim=2)
 
 
 @triton.jit

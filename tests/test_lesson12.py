@@ -1366,6 +1366,8 @@ def test_launchers_refuse_bad_inputs():
     misaligned = L.Int4Weight(buf[1:].view(q4.packed.shape).copy_(q4.packed), q4.scale, q4.zero, 100, 32)
     cases = {
         "x with the wrong K": (lambda: L.w4a16(x[:, :64].contiguous(), q4), "K=100"),
+        # a slice of the wrong width was told only that it is a view; made contiguous, it then failed on its width
+        "a view of the wrong K": (lambda: L.w4a16_fast(x[:, :64], q4), "64 features per row"),
         "a plain tensor as the weight": (lambda: L.w4a16(x, w), "must be an Int4Weight"),
         "an Int4Weight to w8a16": (lambda: L.w8a16(x, q4), "must be an Int8Weight"),
         "int activations": (lambda: L.w8a16(x.long(), q8), "dtype int64"),
