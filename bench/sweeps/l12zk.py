@@ -2,8 +2,9 @@
 
 Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l12zk.py`` on the GPU (< 90 s); ``--cpu`` under the
 interpreter (a tiny model, no timings: a smoke test of the script); ``--profile`` adds, for each model, one prefill
-under cProfile (the host's costliest functions by own time); ``--dequant=512`` adds the int8 and int4 models with
-lesson 12's PREFILL_DEQUANT_M at 512 (prefill's dequantized matmul), timed in the same process. Nothing to edit: it says whether launching with
+under cProfile (the host's costliest functions by own time); ``--dequant=512`` times the int8 and int4 models with
+lesson 12's PREFILL_DEQUANT_M at None (the path off) and at 512 (prefill's dequantized matmul), whatever the lesson's
+setting, in the same process. Nothing to edit: it says whether launching with
 less host work (utils.launch's prepared launches, as lesson 05's matmul does) could shorten the first token, and by
 how much at most.
 
@@ -38,8 +39,8 @@ from bench.sweeps.kit import Log, bench_ms, count_launches, graphed, say_profile
 from lessons import l08_llama_model as L8  # noqa: E402
 from lessons import l12_quantization as L12  # noqa: E402
 
-# --dequant=512: lesson 12's PREFILL_DEQUANT_M for this run (prefill's dequantized matmul from that many rows), each
-# quantized model timed with it beside the lesson's setting, in the same process
+# --dequant=512: each quantized model timed with lesson 12's PREFILL_DEQUANT_M at None (off) and at 512 (prefill's
+# dequantized matmul from that many rows), in the same process, whatever the lesson's own setting
 DEQUANT = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--dequant=")]
 say = Log(f"l12zk-triton{triton.__version__}" + (f"-dequant{DEQUANT[0]}" if DEQUANT else ""))
 ENV = utils.mode.current()
@@ -65,11 +66,13 @@ def main():
     setting = {label: L12.PREFILL_DEQUANT_M for label in models}
     if DEQUANT:
         for label in ("int8", "int4 g128"):
+            setting[label] = None  # the tiles, the path off
             models[f"{label}, dequant from {DEQUANT[0]}"] = models[label]
             setting[f"{label}, dequant from {DEQUANT[0]}"] = DEQUANT[0]
     say(f"== {name}, batch 1, prompt {prompt}: lesson 08's prefill (the forward that fills the cache); "
         f"PREFILL_DEQUANT_M {L12.PREFILL_DEQUANT_M}")  # fmt: skip
-    for label, m in models.items():
+    rounds = 2 if DEQUANT else 1  # both settings twice, interleaved: a drift of the machine shows as a change
+    for label, m in [item for _ in range(rounds) for item in models.items()]:
         cache = L8.new_cache(m, 1, prompt + 256)
         L12.PREFILL_DEQUANT_M = setting[label]  # read by fast_schedule at each call
 
@@ -81,20 +84,20 @@ def main():
             n = count_launches(run)
             python_ms = bench_ms(run)
         except Exception as e:  # noqa: BLE001 - a model that does not run is a finding, the others still run
-            say(f"  {label:18s} ERROR {type(e).__name__}: {str(e).strip()[:160]}")
+            say(f"  {label:26s} ERROR {type(e).__name__}: {str(e).strip()[:160]}")
             continue
         checked = L8._require_prompt  # its token range check reads tokens.min() and max() on the host: a sync, which
         L8._require_prompt = lambda tokens, model, cache: tuple(tokens.shape)  # a capture refuses (session 48)
         try:
             graph_ms = bench_ms(graphed(run))
         except Exception as e:  # noqa: BLE001 - a prefill that cannot be captured: say why
-            say(f"  {label:18s} {n:4d} launches | from Python {python_ms:7.3f} ms | not captured: {type(e).__name__}: "
+            say(f"  {label:26s} {n:4d} launches | from Python {python_ms:7.3f} ms | not captured: {type(e).__name__}: "
                 f"{' '.join(str(e).split())[:400]}")  # fmt: skip
             continue
         finally:
             L8._require_prompt = checked
         gap = (python_ms - graph_ms) * 1e3 / max(n, 1)
-        say(f"  {label:18s} {n:4d} launches | from Python {python_ms:7.3f} ms | replayed from a graph {graph_ms:7.3f} ms "
+        say(f"  {label:26s} {n:4d} launches | from Python {python_ms:7.3f} ms | replayed from a graph {graph_ms:7.3f} ms "
             f"| x{python_ms / graph_ms:.2f} | {gap:5.1f} us a launch beyond the GPU's time")  # fmt: skip
         if "--profile" in sys.argv:  # where the host's time goes: one prefill under cProfile, by own time
             profile = cProfile.Profile()
