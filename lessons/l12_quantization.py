@@ -2115,11 +2115,13 @@ SCALED_BLOCK_K = 256
 # multiplied by cuBLAS's tensor-core matmul. The sweep l12zo on an H100 (results/h100-2026-12-07-s49/sweeps/l12zo.txt,
 # the 1B and 8B projections at M = 64 .. 2048): 1.46-2.60x the tile kernels from 512 rows for int4, 0.98-1.85x for int8
 # (0.83-0.86x cuBLAS at M = 2048, against the tiles' 0.32-0.62x); below that 1.5-3.7x where the tiles' grid is small (N
-# of 2048-4096: 16-64 programs), 0.52-0.94x where it fills the GPU (N of 14336-16384). Off (None) for now: the same
-# run's time to first token, from Python, was longer with it (int8 at Llama-3.2-1B's shape 24.9 ms against 7.38 in the
-# run before, its bf16 baseline 10.2 against 5.93). That first token is mostly the host's (sweep l12zk), and the path's
-# launches were not prepared then (DequantLaunch since): 512 once l12zk --dequant=512 has timed the first token both
-# ways in one process
+# of 2048-4096: 16-64 programs), 0.52-0.94x where it fills the GPU (N of 14336-16384). Off (None): a prefill's GPU
+# time is shorter with it, the first token from Python is not. With its launches prepared (DequantLaunch), l12zk
+# --dequant=512 on an H100 (triton 3.6, results/h100-2026-12-07-s50/sweeps/): Llama-3.2-1B's prefill of 512 tokens
+# replayed from a CUDA graph in 3.31 ms against the tiles' 4.66 (int8), 3.16 against 5.28-5.45 (int4); from Python, two
+# rounds, 13.7 and 12.1 ms against 15.7 and 10.4 (int8), 14.4 and 12.6 against 14.6 and 9.5 (int4): the host's time,
+# no shorter. make bench the same hour, the path on (bench-12-dequant512): the first token at 0.39-0.57x the bf16
+# model's speed, against 0.80-1.03x with it off in session 49's run (triton 3.7.1)
 PREFILL_DEQUANT_M = None
 DEQUANT_MIN_M = 64
 DEQUANT_CHUNK_BYTES = 64 << 20

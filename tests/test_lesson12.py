@@ -1508,7 +1508,12 @@ def test_a_prefill_through_the_dequantized_path_matches_the_tiles(monkeypatch, t
     dequantized = L8.prefill(model, ids, L8.new_cache(model, 1, T), all_logits=True)
     assert calls and set(calls) == {T}, f"every projection at M = {T} should take the dequantized path: {calls}"
     why = "fp32 sums of the same products in another order (cuBLAS against tl.dot), through the layers"
-    utils.check(dequantized, tiles.double(), name=f"int{bits} prefill, dequantized", quiet=True, atol=1e-4, rtol=1e-4,
+    tol = 1e-4
+    if ENV.is_gpu:  # session 50, an H100: 4e-3 apart at positions past the second, where attention mixes rows
+        why += (", and lesson 06's attention multiplies fp32 in TF32 on a GPU (tl.dot's default): a last-bit "
+                "difference in q or k can round an input the other way, 2^-11 of it")  # fmt: skip
+        tol = 1e-2  # check_quantized_model's on a GPU, for the same reason
+    utils.check(dequantized, tiles.double(), name=f"int{bits} prefill, dequantized", quiet=True, atol=tol, rtol=tol,
                 reason=why)  # fmt: skip
     monkeypatch.setattr(L, "PREFILL_DEQUANT_M", 1)
     assert all(L.fast_schedule(b, M, 2048, 2048).kernel != "dequant" for b in (4, 8) for M in (1, L.DECODE_M))
