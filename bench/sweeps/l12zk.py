@@ -4,7 +4,10 @@ Run from the repo root: ``PYTHONPATH=$PWD python3 bench/sweeps/l12zk.py`` on the
 interpreter (a tiny model, no timings: a smoke test of the script); ``--profile`` adds, for each model, one prefill
 under cProfile (the host's costliest functions by own time); ``--dequant=512`` times the int8 and int4 models with
 lesson 12's PREFILL_DEQUANT_M at None (the path off) and at 512 (prefill's dequantized matmul), whatever the lesson's
-setting, in the same process. Nothing to edit: it says whether launching with
+setting, in the same process; ``--generate`` also times lesson 08's ``generate(model, ids, 1)``, make bench's time to
+first token, beside the prefill (session 50's make bench found the first token with the path on twice as long as
+without, where this sweep's prefill was as long either way); ``--8b`` takes Llama-3-8B's shape (make bench's) instead
+of Llama-3.2-1B's. Nothing to edit: it says whether launching with
 less host work (utils.launch's prepared launches, as lesson 05's matmul does) could shorten the first token, and by
 how much at most.
 
@@ -51,7 +54,11 @@ def main():
 
     say(f"lesson 12 sweep zk on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, "
         f"triton {triton.__version__}")  # fmt: skip
-    if ENV.is_gpu:
+    if ENV.is_gpu and "--8b" in sys.argv:
+        from bench.lesson12 import LLAMA3_8B
+
+        model, prompt, name = random_llama(LLAMA3_8B, torch.bfloat16), 512, "Llama-3-8B"
+    elif ENV.is_gpu:
         model, prompt, name = random_llama("Llama-3.2-1B", torch.bfloat16), 512, "Llama-3.2-1B"
     else:
         args = L8.ModelArgs(vocab_size=100, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn_dim=48,
@@ -99,6 +106,10 @@ def main():
         gap = (python_ms - graph_ms) * 1e3 / max(n, 1)
         say(f"  {label:26s} {n:4d} launches | from Python {python_ms:7.3f} ms | replayed from a graph {graph_ms:7.3f} ms "
             f"| x{python_ms / graph_ms:.2f} | {gap:5.1f} us a launch beyond the GPU's time")  # fmt: skip
+        if "--generate" in sys.argv:  # make bench's first token: prefill, then the sample, through generate
+            first_ms = bench_ms(lambda m=m: L8.generate(m, ids, 1, max_len=prompt + 256))
+            say(f"  {label:26s} generate's first token from Python {first_ms:7.3f} ms "
+                f"(x{first_ms / python_ms:.2f} the prefill's)")  # fmt: skip
         if "--profile" in sys.argv:  # where the host's time goes: one prefill under cProfile, by own time
             profile = cProfile.Profile()
             profile.runcall(run)
