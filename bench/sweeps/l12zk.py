@@ -45,7 +45,8 @@ from lessons import l12_quantization as L12  # noqa: E402
 # --dequant=512: each quantized model timed with lesson 12's PREFILL_DEQUANT_M at None (off) and at 512 (prefill's
 # dequantized matmul from that many rows), in the same process, whatever the lesson's own setting
 DEQUANT = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--dequant=")]
-say = Log(f"l12zk-triton{triton.__version__}" + (f"-dequant{DEQUANT[0]}" if DEQUANT else ""))
+say = Log(f"l12zk-triton{triton.__version__}" + (f"-dequant{DEQUANT[0]}" if DEQUANT else "")
+          + ("-8b" if "--8b" in sys.argv else ""))  # fmt: skip
 ENV = utils.mode.current()
 
 
