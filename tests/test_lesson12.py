@@ -432,7 +432,7 @@ def test_dequantized_prefill_matches_the_spec(monkeypatch, bits, G, M, N, K, dty
 def test_prefill_takes_the_dequantized_matmul_from_PREFILL_DEQUANT_M(monkeypatch):
     """From PREFILL_DEQUANT_M rows of x the fast launchers dequantize, below it they keep their tile kernels; None
     (or dequant=False) turns the path off, with no stale choice cached."""
-    monkeypatch.setattr(L, "PREFILL_DEQUANT_M", 512)  # the value measured (off in the lesson until the first token is)
+    monkeypatch.setattr(L, "PREFILL_DEQUANT_M", 512)  # l12zo's, for the GPU's time (off in the lesson: session 50)
     M0 = L.PREFILL_DEQUANT_M
     for bits in (4, 8):
         at, below = (L.fast_schedule(bits, M, 14336, 4096, 128, 132, 227 * 1024) for M in (M0, M0 - 1))
@@ -1495,7 +1495,8 @@ def test_quantized_model_matches_its_dequantized_reference(tiny, bits, group_siz
 def test_a_prefill_through_the_dequantized_path_matches_the_tiles(monkeypatch, tiny, bits):
     """Lesson 08's prefill of a quantized model with prefill's dequantized matmul on (PREFILL_DEQUANT_M at the
     first prefill size, so every projection takes it: the in-place residual of x.addmm_ included) gives the logits
-    of the tile kernels' prefill, to fp32's rounding; its decode rows keep their kernels."""
+    of the tile kernels' prefill, to fp32's rounding (on a GPU, TF32's in lesson 06's attention); its decode rows keep
+    their kernels."""
     model = L.quantize_model(tiny[0], bits, 32)
     T = L.DECODE_M + 3
     ids = torch.randint(0, model.args.vocab_size, (1, T), device=DEV)

@@ -93,8 +93,9 @@ def copy_gbs(say, n: int = 2**28) -> float:
 def quantized_decode_steps(bits: int = 4, names=("Llama-3.2-1B", "TinyLlama-1.1B")):
     """Lesson 12's decode step with int4 weights (``bits`` 8: int8) at the 1B shapes (Llama-3.2-1B's and TinyLlama's,
     or ``names``: bench.common.LLAMA_SHAPES's names or (label, lesson 08's ModelArgs) pairs: random bf16 weights,
-    int4 in groups of 128, the cache filled at random, one token at make bench's mean context of 640), or at a tiny fp32 model under the interpreter: yields (label,
-    model, step), step() -> the logits; the GPU's cache emptied after each."""
+    int4 in groups of 128, the cache filled at random, one token at make bench's mean context of 640), or at a tiny
+    fp32 model under the interpreter: yields (label, model, step), step() -> the logits; the GPU's cache emptied after
+    each."""
     import torch
 
     from bench.common import random_llama
@@ -126,8 +127,9 @@ def quantized_decode_steps(bits: int = 4, names=("Llama-3.2-1B", "TinyLlama-1.1B
 def paired_in_step(say, label, step, ref, switches: dict, rounds: int, exact: bool = False):
     """One variant of a step: switches {(module, name): value} set, its output checked against ref (the step as set;
     past 5e-2 relative, or with ``exact`` any bit apart, a FAIL, not timed), then timed between two timings of the
-    step as set, `rounds` times, so that a drift of the machine shows as the two apart. Says a line; returns the ratios (as set / variant: above 1,
-    the variant is faster), [] under the interpreter, None on a FAIL or an error. The switches are put back."""
+    step as set, `rounds` times, so that a drift of the machine shows as the two apart. Says a line; returns the
+    ratios (as set / variant: above 1, the variant is faster), [] under the interpreter, None on a FAIL or an error.
+    The switches are put back."""
     import torch
 
     was = {key: getattr(*key) for key in switches}

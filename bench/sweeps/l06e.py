@@ -70,7 +70,10 @@ def variant_kernel():
     scores before the loop and, in the loop, the next block's issued before this block's softmax (past T the
     descriptor reads zeros, and the last scores are never used)."""
     what = "lesson 06's _attention_range_tma"
-    k_line = "        k = k_desc.load([b, n, kv_col]).reshape([BLOCK_N, HEAD_DIM])  # keys n .. n + BLOCK_N (past T: zeros)\n"
+    k_line = (
+        "        k = k_desc.load([b, n, kv_col]).reshape([BLOCK_N, HEAD_DIM])"
+        "  # keys n .. n + BLOCK_N (past T: zeros)\n"
+    )
     s_line = "        s = tl.dot(q, tl.trans(k))  # unscaled: the scale goes into the exponent below\n"
     ahead = edited(inspect.getsource(L._attention_range_tma.fn), [
         ("def _attention_range_tma(", "def _range_ahead(", 1),
@@ -208,7 +211,8 @@ def main():
                 say(f"{label:36s} | FAIL: the variant's output is {rel:.1e} from the lesson's")
                 continue
             qs, ks, vs = (t.transpose(1, 2) for t in (q, k, v))
-            sdpa = gtime(lambda: F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, enable_gqa=KV != H))  # noqa: B023
+            sdpa = gtime(lambda: F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal,  # noqa: B023
+                                                                 enable_gqa=KV != H))  # fmt: skip
             times = []
             for _ in range(2):
                 before = gtime(lambda: run(lesson))  # noqa: B023

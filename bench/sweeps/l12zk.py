@@ -105,8 +105,8 @@ def main():
         finally:
             L8._require_prompt = checked
         gap = (python_ms - graph_ms) * 1e3 / max(n, 1)
-        say(f"  {label:26s} {n:4d} launches | from Python {python_ms:7.3f} ms | replayed from a graph {graph_ms:7.3f} ms "
-            f"| x{python_ms / graph_ms:.2f} | {gap:5.1f} us a launch beyond the GPU's time")  # fmt: skip
+        say(f"  {label:26s} {n:4d} launches | from Python {python_ms:7.3f} ms | replayed from a graph "
+            f"{graph_ms:7.3f} ms | x{python_ms / graph_ms:.2f} | {gap:5.1f} us a launch beyond the GPU's time")  # fmt: skip
         if "--generate" in sys.argv:  # make bench's first token: prefill, then the sample, through generate
             first_ms = bench_ms(lambda m=m: L8.generate(m, ids, 1, max_len=prompt + 256))
             say(f"  {label:26s} generate's first token from Python {first_ms:7.3f} ms "

@@ -48,8 +48,9 @@ else:
 
 def main():
     dev = ENV.device
-    say(f"lesson 12 sweep zo on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, triton {triton.__version__}; PREFILL_DEQUANT_M "
-        f"{L.PREFILL_DEQUANT_M}, DEQUANT_TILE {L.DEQUANT_TILE}, DEQUANT_CHUNK_BYTES {L.DEQUANT_CHUNK_BYTES}")  # fmt: skip
+    say(f"lesson 12 sweep zo on {ENV.gpu_name if ENV.is_gpu else 'CPU (interpreter)'}, torch {torch.__version__}, "
+        f"triton {triton.__version__}; PREFILL_DEQUANT_M {L.PREFILL_DEQUANT_M}, DEQUANT_TILE {L.DEQUANT_TILE}, "
+        f"DEQUANT_CHUNK_BYTES {L.DEQUANT_CHUNK_BYTES}")  # fmt: skip
     say(
         "shape          bits     M | tile ms (err)  kernel | dequant ms (err) kernel | cuBLAS ms | x cuBLAS: tile, "
         "dequant | dequant / tile"
@@ -78,7 +79,8 @@ def main():
                     cells.append(f"{ms if ms is not None else float('nan'):8.4f} ({err:5.2f}) {s.kernel:>7s}")
                 ratio = lambda a, b: (a / b) if a and b else float("nan")  # noqa: E731
                 say(f"{label:12s} int{bits} {M:5d} | {cells[0]} | {cells[1]} | {base or float('nan'):9.4f} | "
-                    f"{ratio(base, times[0]):6.3f} {ratio(base, times[1]):8.3f} | {ratio(times[0], times[1]):6.3f}")  # fmt: skip
+                    f"{ratio(base, times[0]):6.3f} {ratio(base, times[1]):8.3f} | "
+                    f"{ratio(times[0], times[1]):6.3f}")  # fmt: skip
     say(f"total {time.time() - T0:.0f} s")
 
 
