@@ -1064,6 +1064,35 @@ def test_needs_input_grad_skips_the_unneeded_gradient():
     assert x.grad is not None and w.grad is None
 
 
+def test_a_second_derivative_through_the_kernels_is_refused_not_silently_short():
+    """The kernels' gradients have no graph: with create_graph=True a second derivative (here through the op and
+    x**3 beside it, which keeps the graph alive) silently lacked the op's share, even with @once_differentiable
+    (it refuses only where grad_output requires grad and the path runs through it). Refused now, by name."""
+    dev = ENV.device
+    labels = torch.tensor([1, -100, 4], device=dev)
+    cos, sin = lesson.rope_tables(3, 4, device=dev)
+    ops = {
+        "KLDivFunction": (lambda x: lesson.kl_div(x, torch.rand(3, 5, device=dev), reduction="none").pow(2), (3, 5)),
+        "CrossEntropyFunction": (lambda x: lesson.cross_entropy(x, labels), (3, 5)),
+        "FusedLinearCrossEntropyFunction": (
+            lambda x: lesson.fused_linear_cross_entropy(x, torch.randn(5, 4, device=dev), labels, chunk=2),
+            (3, 4),
+        ),
+        "RMSNormFunction": (lambda x: lesson.rmsnorm_with_grad(x, torch.ones(4, device=dev)).pow(2), (3, 4)),
+        "SwiGLUFunction": (lambda x: lesson.swiglu_with_grad(x).pow(2), (3, 4)),
+        "RoPEFunction": (lambda x: lesson.rope_with_grad(x, x, cos, sin)[0].pow(2), (1, 3, 1, 4)),
+    }
+    for name, (op, shape) in ops.items():
+        x = torch.randn(*shape, device=dev, requires_grad=True)
+        loss = op(x).sum() + x.pow(3).sum()
+        with pytest.raises(RuntimeError, match=f"^{name}.backward .* no second derivative"):
+            (g,) = torch.autograd.grad(loss, x, create_graph=True)
+            torch.autograd.grad(g.sum(), x)
+            raise AssertionError(f"{name}: a second derivative through its kernels came back without an error")
+        (g,) = torch.autograd.grad(op(x).sum(), x)  # without create_graph: as before
+        assert g.shape == x.shape
+
+
 # -- the training comparison -------------------------------------------------------------------------------------
 
 TINY = lesson.LlamaArgs(dim=16, n_heads=2, n_kv_heads=1, ffn_dim=32)
