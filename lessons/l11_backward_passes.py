@@ -879,6 +879,33 @@ def _kl_inputs(M, V, dtype, log_target, device):
     return y.to(dtype).requires_grad_(), t.to(dtype)
 
 
+def _kl_reduced(loss, reduction):
+    """A pointwise KL loss (M, V) reduced as `reduction` asks, as kl_div_ref reduces it."""
+    total = loss.sum()
+    return {"none": loss, "sum": total, "mean": total / loss.numel(), "batchmean": total / loss.shape[0]}[reduction]
+
+
+def _kl_pointwise_suspects(y64, t64, log_target):
+    """(hint, the pointwise loss) of kl_div_kernel's classic mistakes in the formula."""
+    y, t = y64.detach(), t64
+    p = t.exp() if log_target else t
+    yield (
+        "the loss misses p log p, the target's own term: KL = p log p - p log q; without it, it is the "
+        "cross-entropy, whose gradient is the same (-p), so only the loss tells them apart",
+        -p * y,
+    )
+    yield (
+        "the loss has the wrong sign: KL = p (log p - log q), not p (log q - log p)",
+        -kl_div_ref(y, t, "none", log_target),
+    )
+    if log_target:
+        yield (
+            "with log_target the target holds log p: the loss is exp(target) (target - input), not target (target "
+            "- input)",
+            t * (t - y),
+        )
+
+
 def check_kl_div(fn, *, quiet=False):
     """fn(input, target, *, reduction, log_target) against kl_div_ref in fp64: values and gradients (with a random
     upstream gradient) for every reduction, log_target both ways, awkward shapes, fp64 / fp32 / low precision."""
@@ -908,6 +935,7 @@ def check_kl_div(fn, *, quiet=False):
                 / {"sum": 1, "mean": M * V, "batchmean": M}.get(reduction, float("nan")),
                 "input already holds log-probabilities (log q): the loss is p log p - p * input, not p * log(input) "
                 "(the log of a negative number is NaN)": kl_div_ref(y64.detach().log(), t64, reduction, log_target),
+                **{hint: _kl_reduced(loss, reduction) for hint, loss in _kl_pointwise_suspects(y64, t64, log_target)},
             }, dtype, stray=stray)  # fmt: skip
             # a random upstream gradient (backward must multiply by it), drawn in the output's dtype: the kernel
             # and the reference see the same numbers

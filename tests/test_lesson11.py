@@ -470,6 +470,28 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "kl_div",
         "already holds log-probabilities",
     ),  # fmt: skip
+    # (session 51) the three below got "Wrong values in many places" or the -1 factor's generic hint
+    "kl loss without p log p (the cross-entropy)": (
+        "kl_div_kernel",
+        "loss = t * tl.log(tl.where(t == 0, 1.0, t)) - t * y",
+        "loss = -t * y",
+        "kl_div",
+        "the loss misses p log p",
+    ),  # fmt: skip
+    "kl loss of the wrong sign": (
+        "kl_div_kernel",
+        "loss = t * tl.log(tl.where(t == 0, 1.0, t)) - t * y",
+        "loss = t * y - t * tl.log(tl.where(t == 0, 1.0, t))",
+        "kl_div",
+        "the loss has the wrong sign",
+    ),  # fmt: skip
+    "kl log_target loss without exp": (
+        "kl_div_kernel",
+        "loss = tl.exp(t) * (t - y)",
+        "loss = t * (t - y)",
+        "kl_div",
+        "the loss is exp(target) (target - input)",
+    ),  # fmt: skip
     "kl backward rows without ROWS": (
         "kl_div_backward_kernel",
         "tl.program_id(0).to(tl.int64) * ROWS +",
