@@ -1033,6 +1033,7 @@ def _ce_suspects(logits64, labels, ref_grad, go):
     return {
         "the gradient misses the mean's 1/N: scale (softmax - onehot) by 1/(number of non-ignored labels)":
             ref_grad * n,
+        "the gradient is scaled by the mean's 1/N twice: (softmax - onehot) * scale, once": ref_grad / n,
         "the gradient is not multiplied by grad_output, the upstream gradient backward receives (return grad * "
         "grad_output): it is 1 only when the loss is used as is": ref_grad / go,
         "rows whose label is ignore_index (-100) got a gradient: they must get 0 (and no loss)":

@@ -471,6 +471,13 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "already holds log-probabilities",
     ),  # fmt: skip
     # (session 51) the three below got "Wrong values in many places" or the -1 factor's generic hint
+    "ce gradient scaled by 1/N twice": (  # (probe11) got "Only rows 0 and 2 are wrong ... the offset along the rows"
+        "cross_entropy_kernel",
+        "grad = tl.where(keep[:, None], grad * scale, 0.0)",
+        "grad = tl.where(keep[:, None], grad * scale * scale, 0.0)",
+        "cross_entropy",
+        "scaled by the mean's 1/N twice",
+    ),  # fmt: skip
     "kl loss without p log p (the cross-entropy)": (
         "kl_div_kernel",
         "loss = t * tl.log(tl.where(t == 0, 1.0, t)) - t * y",
