@@ -458,7 +458,10 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
 
 def fused_linear_cross_entropy(x, weight, labels, *, ignore_index=-100, chunk=None):
     """cross_entropy(x @ weight.T, labels) for hidden states x (T, H) and an LM head weight (V, H), chunk tokens at
-    a time (default: default_chunk(T, H, V)); gradients for x and weight are computed in the forward pass."""
+    a time (default: default_chunk(T, H, V)); gradients for x and weight are computed in the forward pass, unless
+    under torch.no_grad() (an evaluation: one matmul a chunk, not three, and no grad_W)."""
+    if not torch.is_grad_enabled():  # forward sees needs_input_grad True under no_grad: detached, it computes none
+        x, weight = (t.detach() if isinstance(t, torch.Tensor) else t for t in (x, weight))
     return FusedLinearCrossEntropyFunction.apply(x, weight, labels, ignore_index, chunk)
 
 

@@ -1093,6 +1093,26 @@ def test_needs_input_grad_skips_the_unneeded_gradient():
     assert x.grad is not None and w.grad is None
 
 
+def test_fused_ce_under_no_grad_computes_no_gradient(monkeypatch):
+    """Under torch.no_grad() (an evaluation) forward still saw needs_input_grad True for inputs that require grad, and
+    computed grad_x and grad_W: three matmuls a chunk for one, and a (V, H) grad_W allocated, all thrown away."""
+    seen, forward = [], lesson.FusedLinearCrossEntropyFunction.forward
+
+    def spy(ctx, *args):
+        seen.append(tuple(ctx.needs_input_grad[:2]))
+        return forward(ctx, *args)
+
+    monkeypatch.setattr(lesson.FusedLinearCrossEntropyFunction, "forward", staticmethod(spy))
+    x = torch.randn(5, 4, device=ENV.device, requires_grad=True)
+    w = torch.randn(7, 4, device=ENV.device, requires_grad=True)
+    labels = torch.tensor([1, -100, 6, 0, 3], device=ENV.device)
+    with torch.no_grad():
+        evaluated = lesson.fused_linear_cross_entropy(x, w, labels, chunk=2)
+    assert seen == [(False, False)]
+    trained = lesson.fused_linear_cross_entropy(x, w, labels, chunk=2)
+    assert seen[1] == (True, True) and torch.equal(evaluated, trained.detach())
+
+
 def test_a_second_derivative_through_the_kernels_is_refused_not_silently_short():
     """The kernels' gradients have no graph: with create_graph=True a second derivative (here through the op and
     x**3 beside it, which keeps the graph alive) silently lacked the op's share, even with @once_differentiable
