@@ -342,12 +342,12 @@ def cross_entropy_kernel(
         tl.store(grad_ptr + rows[:, None] * stride_gm + c[None, :], grad.to(grad_ptr.dtype.element_ty), mask=mask)
 
 
-def require_labels(labels, M, V, ignore_index, name="labels"):
+def require_labels(labels, M, V, ignore_index, name="labels", rows="rows of logits"):
     """labels: M class indices in [0, V), or ignore_index. Checked on the host (one sync) before any launch: a label
     past V would read past the row, silently. Returns ignore_index as a Python int (a NumPy integer is taken)."""
     utils.require(labels, name, dtype=(torch.int64, torch.int32), ndim=1)
     if labels.shape[0] != M:
-        raise ValueError(f"{name} has {labels.shape[0]} entries but there are {M} rows of logits: one label a row.")
+        raise ValueError(f"{name} has {labels.shape[0]} entries but there are {M} {rows}: one label each.")
     ignore_index = utils.as_int(ignore_index)  # a NumPy integer as an int
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
         raise TypeError(f"ignore_index must be an int (PyTorch's default is -100), got {ignore_index!r}.")
@@ -424,7 +424,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
                 f"weight has shape {tuple(weight.shape)} but x has {H} columns: weight must be (V, {H}) (the LM "
                 f"head's weight, one row per token of the vocabulary), as in x @ weight.T."
             )
-        ignore_index = require_labels(labels, T, weight.shape[0], ignore_index)
+        ignore_index = require_labels(labels, T, weight.shape[0], ignore_index, rows="tokens in x (its rows)")
         chunk = default_chunk(T, H, weight.shape[0]) if chunk is None else utils.as_int(chunk)
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
             raise ValueError(f"chunk must be a positive int (tokens per chunk), got {chunk!r}; None picks one.")

@@ -999,6 +999,15 @@ def test_bad_inputs_are_refused_before_any_launch(monkeypatch):
     )
 
 
+def test_too_few_labels_are_counted_against_what_was_passed():
+    """fused_linear_cross_entropy takes x, not logits: its message said "rows of logits" about a tensor never passed."""
+    x, w, labels = torch.randn(3, 4, device=ENV.device), torch.randn(5, 4, device=ENV.device), torch.zeros(4).long()
+    with pytest.raises(ValueError, match=r"^labels has 4 entries but there are 3 tokens in x \(its rows\)"):
+        lesson.fused_linear_cross_entropy(x, w, labels.to(ENV.device))
+    with pytest.raises(ValueError, match="^labels has 4 entries but there are 3 rows of logits"):
+        lesson.cross_entropy(torch.randn(3, 5, device=ENV.device), labels.to(ENV.device))
+
+
 def test_rope_blames_k_not_the_tables_when_k_differs_from_q():
     """k's dtype and head size are checked against q's before the tables: the tables' message would blame them."""
     q = torch.randn(1, 5, 2, 8, device=ENV.device)
