@@ -1013,6 +1013,8 @@ class PagedCache(NamedTuple):
 
 
 def new_paged_cache(model: Model, n_blocks: int, block_size: int, max_len: int) -> PagedCache:
+    n_blocks, max_len = utils.require_int(n_blocks, "n_blocks"), utils.require_int(max_len, "max_len")
+    utils.require_power_of_two(block_size, "block_size")  # paged_attention's pages: refused now, not at a step
     a, dtype, device = model.args, model.embed.dtype, model.embed.device
     shape = (a.n_layers, n_blocks, block_size, a.n_kv_heads, a.head_dim)
     cos, sin = rope_cache(a, max_len, dtype, device)
@@ -1482,7 +1484,9 @@ class SingleSequence:
     """One sequence's paged cache (an identity block table) that can be extended by a chunk and rolled back."""
 
     def __init__(self, model: Model, max_len: int, block_size: int = 16, kernels: bool = True):
-        self.model, self.block_size, self.n_cached = model, block_size, 0
+        max_len = utils.require_int(max_len, "max_len")
+        utils.require_power_of_two(block_size, "block_size")
+        self.model, self.block_size, self.max_len, self.n_cached = model, block_size, max_len, 0
         self.blocks = list(range(-(-max_len // block_size)))
         self.cache = new_paged_cache(model, len(self.blocks), block_size, max_len)
         self.ops, self.attend = (TRITON_OPS, None) if kernels else (REF_OPS, paged_attention_ref)
@@ -1490,7 +1494,12 @@ class SingleSequence:
     @torch.no_grad()
     def extend(self, tokens: list) -> torch.Tensor:
         """Runs tokens at positions n_cached .. and returns their logits (len(tokens), V)."""
-        batch = make_batch([(list(tokens), self.n_cached, self.blocks)], self.block_size, self.model.embed.device)
+        tokens = require_token_ids(tokens, self.model.args.vocab_size, "the tokens to extend by")
+        if self.n_cached + len(tokens) > self.max_len:  # past the RoPE tables: an IndexError, on a GPU a device assert
+            raise ValueError(f"{len(tokens)} tokens after the {self.n_cached} cached reach position "
+                             f"{self.n_cached + len(tokens) - 1}, past max_len={self.max_len}: make the "
+                             f"SingleSequence with a larger max_len, or roll n_cached back")  # fmt: skip
+        batch = make_batch([(tokens, self.n_cached, self.blocks)], self.block_size, self.model.embed.device)
         logits = forward_batch(self.model, batch, self.cache, self.ops, self.attend, all_logits=True)
         self.n_cached += len(tokens)
         return logits

@@ -616,6 +616,31 @@ def test_draft_refusals(model):
         L.first_layers(model, 1.5)
 
 
+def test_single_sequence_refuses_what_would_fail_inside_a_step(model):
+    """A SingleSequence extended past its max_len indexed past its RoPE tables (an IndexError mid-forward; on a GPU a
+    device-side assert that breaks the CUDA context), an id past the vocabulary failed in the embedding the same way,
+    and new_paged_cache took a block size paged attention refuses, or failed with torch's own words on a float or
+    negative count of blocks: each is refused up front, naming the argument."""
+    seq = L.SingleSequence(model, 10)
+    with pytest.raises(ValueError, match="reach position 11, past max_len=10"):
+        seq.extend(list(range(3, 15)))
+    with pytest.raises(ValueError, match=rf"token ids must be in \[0, {model.args.vocab_size}\)"):
+        seq.extend([3, 999])
+    assert seq.n_cached == 0 and seq.extend([3, 4]).shape == (2, model.args.vocab_size)  # a refusal changes nothing
+    utils.refuses(
+        {
+            "a SingleSequence of max_len 0": lambda: L.SingleSequence(model, 0),
+            "a SingleSequence of block size 3": lambda: L.SingleSequence(model, 16, 3),
+            "a SingleSequence of a float max_len": lambda: L.SingleSequence(model, 2.5),
+            "a cache of -1 blocks": lambda: L.new_paged_cache(model, -1, 4, 16),
+            "a cache of 2.5 blocks": lambda: L.new_paged_cache(model, 2.5, 4, 16),
+            "a cache of block size 3": lambda: L.new_paged_cache(model, 4, 3, 16),
+            "a cache of max_len 0": lambda: L.new_paged_cache(model, 4, 4, 0),
+        },
+        quiet=True,
+    )
+
+
 # -- a learner's mistakes, planted in the solution's own source ------------------------------------------------------
 
 
