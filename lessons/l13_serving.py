@@ -1252,9 +1252,11 @@ class Engine:
         return plan
 
     def step(self) -> StepInfo:
+        if not self.has_work():
+            raise RuntimeError("step() on an engine with no request waiting or running: add one first, "
+                               "engine.add(request) (engine.has_work() says whether any is left)")  # fmt: skip
         plan = self._schedule_static() if self.policy == "static" else self._schedule_inflight()
-        if not plan:
-            raise RuntimeError("the scheduler planned nothing although requests wait: a bug in the scheduler")
+        self._require_plan(plan)
         kv_read, chunks = 0, []
         for seq, n in plan:
             toks = seq.tokens[seq.n_cached : seq.n_cached + n]
@@ -1286,6 +1288,30 @@ class Engine:
                 self.pool.free_all(seq)
             self.running = []
         return info
+
+    def _require_plan(self, plan):
+        """A plan the step can run: at least one request, each computing 1 .. seq.remaining tokens (a finished
+        request of a static batch: padding rows)."""
+        if not plan:
+            raise RuntimeError(
+                f"the scheduler planned nothing although {len(self.waiting)} request(s) wait and "
+                f"{len(self.running)} run ({len(self.pool.free)} of {self.pool.n_blocks} blocks free): a bug in the "
+                f"scheduler. A request admitted (taken from waiting into running) joins that step's plan with its "
+                f"chunk, plan.append((seq, n)), and the head of the queue is admitted when its blocks can be had"
+            )
+        for seq, n in plan:
+            if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 or n > max(seq.remaining, 1):
+                why = (
+                    "its whole prompt was found cached: admit it with n_cached = min(pool.share_prefix(seq), "
+                    "len(seq.tokens) - 1), so that it recomputes the last token, whose logits pick its first new one"
+                    if seq.n_cached >= len(seq.tokens) and not seq.done
+                    else "take n = min(seq.remaining, budget), and admit only while budget > 0"
+                )
+                raise ValueError(
+                    f"the scheduler planned {n!r} token(s) for request {seq.request.id}, which has "
+                    f"{seq.remaining} to compute ({len(seq.tokens)} tokens, {seq.n_cached} cached): a planned request "
+                    f"computes 1 .. seq.remaining tokens; {why}"
+                )
 
 
 def _require_all_given_back(pool, what):

@@ -437,6 +437,13 @@ def test_in_flight_at_least_doubles_static_throughput_on_an_overloading_trace():
     assert out["in-flight"]["KV peak MB"] <= out["static"]["KV peak MB"]
 
 
+def test_a_step_with_no_request_says_so():
+    """Session 51: step() on an engine with nothing to do was told as "the scheduler planned nothing although
+    requests wait: a bug in the scheduler"."""
+    with pytest.raises(RuntimeError, match=r"no request waiting or running: add one first, engine\.add\(request\)"):
+        L.Engine(serving.EchoModel(), L.BlockPool(4, 4)).step()
+
+
 def test_eos_ends_a_request():
     class StopsAt(serving.EchoModel):
         def __call__(self, chunks, copies):
@@ -910,7 +917,7 @@ def test_check_names_an_engine_that_never_registers_its_blocks(model, monkeypatc
 def test_an_admission_that_takes_the_whole_cached_prompt_is_refused(model, monkeypatch, tmp_path):
     """Without the len(tokens) - 1 cap a request whose prompt is all cached plans a chunk of no tokens, and the
     runner would read its next token from another request's row (right by luck when the prompts are the same, as
-    in check_engine's trace): make_batch refuses an empty chunk, naming the cap."""
+    in check_engine's trace): the step refuses a plan of no token for it, naming the cap."""
     cap = "seq.n_cached = min(self.pool.share_prefix(seq), len(seq.tokens) - 1)"
     plant(monkeypatch, tmp_path, L, "Engine._schedule_inflight", (cap, "seq.n_cached = self.pool.share_prefix(seq)"))
     with pytest.raises(ValueError, match=re.escape("len(seq.tokens) - 1")):
@@ -960,6 +967,27 @@ ENGINE_PLANTED = {  # mistake: (Engine's method, its text, the mistake's, words 
         "victim = self.running[0]",
         "preempted after it was planned",
     ),  # fmt: skip
+    # session 51: a plan entry of no token was told by make_batch as a whole prompt found cached (ids 0 .. 7, none
+    # cached), one longer than the request ran its tokens into padding until "the scheduler planned nothing", and a
+    # request admitted but left out of the plan got "planned nothing ... a bug in the scheduler" and no more
+    "admission after the budget is spent": (
+        "Engine._schedule_inflight",
+        "while self.waiting and budget > 0 and",
+        "while self.waiting and",
+        "admit only while budget > 0",
+    ),  # fmt: skip
+    "a first chunk of the whole budget": (
+        "Engine._schedule_inflight",
+        "        n = min(seq.remaining, budget)\n        if not self.pool.allocate",
+        "        n = budget\n        if not self.pool.allocate",
+        "take n = min(seq.remaining, budget)",
+    ),  # fmt: skip
+    "an admitted request left out of the plan": (
+        "Engine._schedule_inflight",
+        "        plan.append((seq, n))\n        budget -= n\n    return plan",
+        "        budget -= n\n    return plan",
+        "joins that step's plan with its chunk, plan.append((seq, n))",
+    ),  # fmt: skip
 }
 
 
@@ -968,7 +996,7 @@ def test_check_names_a_planted_engine_mistake(mistake, model, monkeypatch, tmp_p
     name, *edits, words = ENGINE_PLANTED[mistake]
     edits = edits if isinstance(edits[0], tuple) else [tuple(edits)]
     plant(monkeypatch, tmp_path, L, name, *edits)
-    with pytest.raises((AssertionError, ValueError), match=re.escape(words)):
+    with pytest.raises((AssertionError, ValueError, RuntimeError), match=re.escape(words)):
         L.check_engine(model, quiet=True)
 
 
