@@ -1442,8 +1442,25 @@ def check_engine(model: Model, *, quiet=False):
     engine2 = Engine(ModelRunner(model, 5, P, max_len=32), BlockPool(n_blocks=5, block_size=P), max_seqs=3,
                      max_step_tokens=8)  # fmt: skip
     _watch_limits(engine2)
-    found, share = [], engine2.pool.share_prefix  # what each admission found cached
-    engine2.pool.share_prefix = lambda seq: found.append(share(seq)) or found[-1]
+    found, share, allocate, pending = [], engine2.pool.share_prefix, engine2.pool.allocate, {}
+
+    def share_prefix(seq):  # what each admission found cached
+        found.append(share(seq))
+        pending[id(seq)] = found[-1]
+        return found[-1]
+
+    def allocate_after_sharing(seq, n_tokens):  # the allocation that follows: from the tokens found cached
+        f = pending.pop(id(seq), None)
+        if f is not None and seq.n_cached < min(f, len(seq.tokens) - 1):  # more: the step says what is wrong
+            raise AssertionError(
+                f"request {seq.request.id} found {f} of its {len(seq.tokens)} tokens cached (pool.share_prefix), yet "
+                f"it is allocated from seq.n_cached = {seq.n_cached}: set seq.n_cached = min(pool.share_prefix(seq), "
+                f"len(seq.tokens) - 1) before allocate, or the cached tokens are computed again and their shared "
+                f"blocks copied on write: the right tokens, and nothing gained from the cache"
+            )
+        return allocate(seq, n_tokens)
+
+    engine2.pool.share_prefix, engine2.pool.allocate = share_prefix, allocate_after_sharing
     rec2 = utils.serving.replay(engine2, same, max_steps=500)
     if rec2 is not None:
         _require_complete(rec2, same, "requests 100 .. 103")

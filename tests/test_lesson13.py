@@ -988,6 +988,13 @@ ENGINE_PLANTED = {  # mistake: (Engine's method, its text, the mistake's, words 
         "        budget -= n\n    return plan",
         "joins that step's plan with its chunk, plan.append((seq, n))",
     ),  # fmt: skip
+    # session 51: passed (the right tokens: each shared block copied on write and computed again, nothing gained)
+    "the tokens found cached not counted as cached": (
+        "Engine._schedule_inflight",
+        "seq.n_cached = min(self.pool.share_prefix(seq), len(seq.tokens) - 1)",
+        "self.pool.share_prefix(seq)",
+        "yet it is allocated from seq.n_cached = 0",
+    ),  # fmt: skip
 }
 
 
