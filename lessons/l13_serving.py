@@ -1184,6 +1184,9 @@ class Engine:
             raise ValueError(f"request {request.id}: {len(prompt)} prompt tokens + {n_new} new ones pass the "
                              f"runner's max_len={max_len}: it could never finish; a ModelRunner with max_len >= "
                              f"{len(prompt) + n_new}, or a shorter max_new_tokens")  # fmt: skip
+        if any(s.request.id == request.id for s in (*self.waiting, *self.running)):  # its tokens would mix
+            raise ValueError(f"request {request.id!r} is already in the engine (waiting or running): each request in "
+                             f"flight needs an id of its own, the steps report its tokens under it")  # fmt: skip
         need = -(-(len(prompt) + n_new) // self.pool.block_size)
         if need > self.pool.n_blocks:
             raise ValueError(f"request {request.id} needs {need} blocks, the pool has {self.pool.n_blocks}: it "

@@ -444,6 +444,22 @@ def test_a_step_with_no_request_says_so():
         L.Engine(serving.EchoModel(), L.BlockPool(4, 4)).step()
 
 
+def test_a_request_id_already_in_flight_is_refused():
+    """Session 51: a second request under the id of one still waiting or running was taken, and the steps reported
+    the tokens of both under that one id (replay kept them in one list: six tokens for a request of three). Once the
+    first is done, its id may be used again."""
+    engine = L.Engine(serving.EchoModel(), L.BlockPool(8, 4))
+    engine.add(serving.Request(0, 0.0, (5, 6, 7), 3))
+    with pytest.raises(ValueError, match="request 0 is already in the engine"):
+        engine.add(serving.Request(0, 0.0, (9, 10), 3))
+    engine.step()  # request 0 runs
+    with pytest.raises(ValueError, match="request 0 is already in the engine"):
+        engine.add(serving.Request(0, 0.0, (9, 10), 3))
+    while engine.has_work():
+        engine.step()
+    engine.add(serving.Request(0, 0.0, (9, 10), 3))
+
+
 def test_eos_ends_a_request():
     class StopsAt(serving.EchoModel):
         def __call__(self, chunks, copies):
