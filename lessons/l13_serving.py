@@ -1078,10 +1078,46 @@ def make_batch(chunks, block_size: int, device) -> Batch:
     )
 
 
+def _require_batch(model: Model, batch: Batch, cache: PagedCache):
+    """What forward_batch would otherwise meet mid-step (an IndexError; on a GPU a device-side assert, or a kernel
+    reading past the block table), refused on the host first: a cache of another model, ids past the vocabulary,
+    positions past the RoPE tables, blocks outside the cache, slots not where the block tables put the tokens (a
+    batch built for another block size)."""
+    a, (n_layers, _, P, KV, D) = model.args, cache.k.shape
+    if (n_layers, KV, D, cache.k.dtype) != (a.n_layers, a.n_kv_heads, a.head_dim, model.embed.dtype):
+        raise ValueError(f"the cache holds {n_layers} layers of {KV} kv heads x {D} in {cache.k.dtype}, the model "
+                         f"{a.n_layers} of {a.n_kv_heads} x {a.head_dim} in {model.embed.dtype}: make the cache "
+                         f"for this model, new_paged_cache(model, ...)")  # fmt: skip
+    tokens, positions, slots, lengths = (t.cpu() for t in (batch.tokens, batch.positions, batch.slots, batch.lengths))
+    if len(tokens) and (int(tokens.min()) < 0 or int(tokens.max()) >= a.vocab_size):
+        raise ValueError(f"the batch's token ids must be in [0, {a.vocab_size}), got {int(tokens.min())} .. "
+                         f"{int(tokens.max())}: wrong tokenizer?")  # fmt: skip
+    if len(positions) and int(positions.max()) >= cache.cos.shape[0]:
+        raise ValueError(f"the batch reaches position {int(positions.max())}, past the cache's RoPE tables of "
+                         f"max_len={cache.cos.shape[0]}: make the cache with a larger max_len")  # fmt: skip
+    W = batch.block_table.shape[1]
+    if len(lengths) and int(lengths.max()) > W * P:
+        raise ValueError(f"a request of the batch reaches {int(lengths.max())} tokens, but the block tables hold {W} "
+                         f"blocks of the cache's block_size {P}: build the batch with make_batch(chunks, {P}, ...), "
+                         f"blocks allocated for every token of each chunk")  # fmt: skip
+    _require_table_contents(batch.tokens, cache.k[0], batch.block_table, batch.lengths, batch.q_start)
+    q_len = batch.q_start.cpu().diff().long()
+    table = batch.block_table.cpu().long().repeat_interleave(q_len, 0)  # each token's request's table
+    want = table.gather(1, (positions // P)[:, None])[:, 0] * P + positions % P
+    if not torch.equal(slots, want):  # (so within the cache: the table's entries in use are)
+        raise ValueError(f"the batch's slots {slots.tolist()[:8]} are not where its block tables put its tokens with "
+                         f"the cache's block_size {P} ({want.tolist()[:8]}): build the batch with make_batch(chunks, "
+                         f"{P}, ...)")  # fmt: skip
+
+
 def forward_batch(model: Model, batch: Batch, cache: PagedCache, ops: Ops = TRITON_OPS, attend=None,
-                  all_logits=False):  # fmt: skip
+                  all_logits=False, trusted=False):  # fmt: skip
     """The model on a mixed batch: writes each token's k, v into its slot, returns the logits (B, V) of each
-    request's last new token (every token's, (N, V), with all_logits). attend: paged_attention by default."""
+    request's last new token (every token's, (N, V), with all_logits). attend: paged_attention by default.
+    trusted=True skips the checks of the batch against the model and the cache (a host synchronisation each): for
+    callers that built it from what they checked, as ModelRunner and SingleSequence do."""
+    if not trusted:
+        _require_batch(model, batch, cache)
     a = model.args
     N, H, KV, D = batch.tokens.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
     attend = attend or (lambda *x: paged_attention(*x, max_q_len=batch.max_q_len, trusted=True))
@@ -1143,7 +1179,7 @@ class ModelRunner:
             self.cache.k[:, dst] = self.cache.k[:, src]
             self.cache.v[:, dst] = self.cache.v[:, src]
         batch = make_batch(chunks, self.block_size, self.model.embed.device)
-        return sample(forward_batch(self.model, batch, self.cache, self.ops, self.attend)).tolist()
+        return sample(forward_batch(self.model, batch, self.cache, self.ops, self.attend, trusted=True)).tolist()
 
 
 class Engine:
@@ -1546,7 +1582,7 @@ class SingleSequence:
                              f"{self.n_cached + len(tokens) - 1}, past max_len={self.max_len}: make the "
                              f"SingleSequence with a larger max_len, or roll n_cached back")  # fmt: skip
         batch = make_batch([(tokens, self.n_cached, self.blocks)], self.block_size, self.model.embed.device)
-        logits = forward_batch(self.model, batch, self.cache, self.ops, self.attend, all_logits=True)
+        logits = forward_batch(self.model, batch, self.cache, self.ops, self.attend, all_logits=True, trusted=True)
         self.n_cached += len(tokens)
         return logits
 

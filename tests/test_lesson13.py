@@ -1129,6 +1129,34 @@ def test_make_batch_refuses_a_chunk_past_its_table():
         L.make_batch([([1, 2, 3], 3, [0])], 4, ENV.device)
 
 
+def test_forward_batch_refuses_a_batch_its_cache_cannot_take(model):
+    """Session 51: forward_batch took any batch into its trusted paged attention. One built by make_batch for another
+    block size crashed the interpreter (a segfault: the kernel read past the block table; on a GPU an illegal
+    address) or, where the lengths fit the table, read unwritten rows without a word; a block past the cache, a
+    position past its RoPE tables or an id past the vocabulary was an IndexError (a device-side assert on a GPU).
+    Each is refused before the first layer, on the host."""
+    cache = L.new_paged_cache(model, 8, 4, 32)
+    toks = list(range(3, 12))
+    for chunks, block_size, message in (
+        ([(toks, 0, [1, 2])], 8, "hold 2 blocks of the cache's block_size 4"),
+        ([([5, 6, 7], 0, [1, 2])], 2, "not where its block tables put its tokens with the cache's block_size 4"),
+        ([(toks, 0, [1, 2, 9])], 4, "must name blocks 0 .. 7"),
+        ([([5], 8, [9, 2, 3])], 4, "must name blocks 0 .. 7"),
+        ([([5, 6], 31, [0] * 9)], 4, "past the cache's RoPE tables of max_len=32"),
+        ([([5, model.args.vocab_size], 0, [1])], 4, "token ids must be in"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            L.forward_batch(model, L.make_batch(chunks, block_size, ENV.device), cache)
+    with pytest.raises(ValueError, match="make the cache for this model"):
+        L.forward_batch(
+            model,
+            L.make_batch([([5], 0, [1])], 4, ENV.device),
+            L.new_paged_cache(model, 8, 4, 32)._replace(
+                k=torch.zeros(1, 8, 4, model.args.n_kv_heads, model.args.head_dim, device=ENV.device)
+            ),
+        )
+
+
 def test_static_batching_through_the_model_equals_each_request_alone(model):
     trace = [serving.Request(i, 0.0, tuple(range(10 + i, 10 + i + n)), m) for i, (n, m) in enumerate([(9, 2), (3, 5)])]
     engine = L.Engine(L.ModelRunner(model, 12, 4, 32), L.BlockPool(12, 4), policy="static", max_seqs=2)
