@@ -299,8 +299,14 @@ def check_block_pool(pool_cls=None, *, quiet=False):
     expect(b.blocks[:2] == a.blocks[:2] and b.blocks[2] != a.blocks[2],
            f"b must keep a's first two blocks and get its own copy of the third (copy-on-write: b writes into it, a "
            f"must not see that): a {a.blocks}, b {b.blocks}")  # fmt: skip
-    expect(pool.copies == [(a.blocks[2], b.blocks[2])], f"the copy to make must be recorded, got {pool.copies}")
-    expect(pool.refs[a.blocks[2]] == 1 and pool.refs[b.blocks[2]] == 1, "after the copy each third block has 1 ref")
+    expect(pool.copies == [(a.blocks[2], b.blocks[2])],
+           f"the copy to make must be recorded as one (source, destination) pair, [{(a.blocks[2], b.blocks[2])}], got "
+           f"{pool.copies}: copy only a block that another sequence holds too (self.refs[block] > 1) and that this "
+           f"one writes into (its blocks from seq.n_cached // block_size on)")  # fmt: skip
+    expect(pool.refs[a.blocks[2]] == 1 and pool.refs[b.blocks[2]] == 1,
+           f"after the copy each third block has 1 reference, got {pool.refs[a.blocks[2]]} (a's) and "
+           f"{pool.refs[b.blocks[2]]} (b's copy): the writer gives its reference to the shared block back, "
+           f"self.release(seq.blocks[j]), before pointing at its copy")  # fmt: skip
     expect(b.hashes == a.hashes[:2],
            f"after the copy b's hashes must describe b's own blocks: its first two, shared with a, and not the third, "
            f"a new copy b is about to write into (got {len(b.hashes)} hashes): drop them from the copied block on, "

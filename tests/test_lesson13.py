@@ -894,6 +894,19 @@ POOL_PLANTED = {  # mistake: (BlockPool's method, its text, the mistake's, words
         "allocate(a sequence of 12 tokens (11 cached) with blocks [0, 1, 2], 12) raised IndexError: pop from empty "
         "list (0 block(s) were free). A block was taken from an empty free list",
     ),  # fmt: skip
+    # session 51: told as "the copy to make must be recorded" and "after the copy each third block has 1 ref"
+    "every block copied on write, shared or not": (
+        "BlockPool.allocate",
+        "if self.refs[seq.blocks[j]] > 1]",
+        "if self.refs[seq.blocks[j]] >= 1]",
+        "copy only a block that another sequence holds too (self.refs[block] > 1)",
+    ),  # fmt: skip
+    "the shared block kept after its copy": (
+        "BlockPool.allocate",
+        "        self.release(seq.blocks[j])\n",
+        "",
+        "self.release(seq.blocks[j]), before pointing at its copy",
+    ),  # fmt: skip
 }
 
 
