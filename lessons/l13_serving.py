@@ -1215,6 +1215,9 @@ class Engine:
         self.waiting, self.running, self.preemptions = deque(), [], 0
 
     def add(self, request: Request):
+        if not isinstance(request, Request):  # a (prompt, n) tuple has none of a request's fields
+            raise TypeError(f"add takes a utils.serving.Request(id, arrival, prompt, max_new_tokens), got "
+                            f"{type(request).__name__}: wrap the prompt in one")  # fmt: skip
         n_new = request.max_new_tokens
         prompt = require_token_ids(request.prompt, getattr(self.runner, "vocab_size", None),
                                    f"request {request.id}'s prompt")  # fmt: skip

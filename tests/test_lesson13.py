@@ -503,6 +503,8 @@ def test_engine_refusals():
     for block in (1.5, None):
         with pytest.raises(TypeError, match="block must be a block id"):
             L.BlockPool(4, 4).release(block)
+    with pytest.raises(TypeError, match="utils.serving.Request"):  # probe13: an AttributeError before
+        engine.add(((1, 2), 3))
     pool = L.BlockPool(np.int64(4), np.int64(4))  # NumPy ints, as ModelRunner takes them (a float is refused above)
     assert (pool.n_blocks, pool.block_size) == (4, 4) and type(pool.n_blocks) is int
 
