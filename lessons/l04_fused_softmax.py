@@ -290,10 +290,18 @@ def _softmax_check_one(fn, x, BLOCK_SIZE, name, wide=None):
     if x.is_contiguous():  # a copy with one random element after its end, so the suspects know what lies there
         buf = torch.randn(x.numel() + 1, device=x.device).to(x.dtype)
         x = buf[:-1].view(x.shape).copy_(x)
-    out = utils.nan_empty(x.shape, x.dtype, x.device)
+    out, before = utils.nan_empty(x.shape, x.dtype, x.device), x.clone()
     with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
         got = fn(x, out=out, BLOCK_SIZE=BLOCK_SIZE)
-    utils.launched_into(got, out, f"{name}: softmax(x, out=out)")
+    utils.launched_into(got, out, f"{name}: softmax(x, out=out)", x=(x, before))
+    used = stray.launched_with("BLOCK_SIZE")  # (under the interpreter; none seen on a GPU)
+    if BLOCK_SIZE is not None and BLOCK_SIZE < x.shape[1] and used and BLOCK_SIZE not in used:  # online unchecked
+        raise AssertionError(
+            f"{name}: softmax(x, out=out, BLOCK_SIZE={BLOCK_SIZE}) launched its kernel with BLOCK_SIZE={used[0]}: "
+            f"the launcher must use the BLOCK_SIZE it is given, and choose one only when it is None. The check "
+            f"passes small ones so that rows of several blocks go through softmax_online_kernel, which it never "
+            f"runs otherwise."
+        )
     suspects, ref = _softmax_suspects(x, BLOCK_SIZE, wide), softmax_ref(x.double())
     tolerance = softmax_tolerance(x.dtype, x.shape[1])
     utils.check(out, ref, name=name, quiet=True, suspects=suspects, stray=stray, **tolerance)

@@ -218,6 +218,20 @@ PLANTED = {
         "softmax_kernel", ("num = tl.exp(x - tl.max(x, axis=0))", "num = x - tl.max(x, axis=0)"),
         r"tl.exp is missing: num = x - max",
     ),
+    # (probe0304) a kernel that stores into x left out NaN, told "Nothing was written ... the grid is empty"; a
+    # launcher that ignores the BLOCK_SIZE given (the Triton tutorial's next_power_of_2(N) always) passed, its
+    # online kernel never run on the CPU
+    "the one-block kernel stores into x": (
+        "softmax_kernel", ("tl.store(out_ptr + row * stride_om", "tl.store(x_ptr + row * stride_xm"),
+        r"changed its input x",
+    ),
+    "the online kernel stores into x": (
+        "softmax_online_kernel", ("tl.store(out_row", "tl.store(x_row"), r"changed its input x",
+    ),
+    "the launcher ignores the BLOCK_SIZE given": (
+        "softmax", ("if BLOCK_SIZE is None:\n        BLOCK_SIZE =", "if True:\n        BLOCK_SIZE ="),
+        r"must use the BLOCK_SIZE it is given",
+    ),
 }  # fmt: skip
 
 
