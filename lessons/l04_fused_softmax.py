@@ -189,9 +189,44 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
         only_row_0 = ref.clone()
         only_row_0[1:] = float("nan")
         suspects[
-            "only row 0 was written: every program works on row 0. The row is tl.program_id(axis=0) (the "
-            "launcher's grid is (M,): one program per row, on axis 0)."
+            "only row 0 was written: every program works on row 0 (the row is tl.program_id(axis=0); axis 1 of "
+            "the grid (M,) is 0 in every program), or only one program ran (the launcher's grid must be (M,), one "
+            "program per row: not (1,), nor triton.cdiv(M, BLOCK_SIZE)), or the later rows' lanes are all masked "
+            "off (cols = tl.arange(0, BLOCK_SIZE) alone: the row starts at row * stride_xm, and row * BLOCK_SIZE "
+            "added to cols puts every column of row 1 on past N)."
         ] = only_row_0
+    if block < N:  # a row of several blocks, only some of them written (the rest still NaN)
+        first_block, one_block, stacked = (torch.full_like(ref, float("nan")) for _ in range(3))
+        first_block[:, :block] = ref[:, :block]
+        one_block[:, :block] = softmax_ref(x64[:, :block])  # softmax_kernel's: the columns its one block holds
+        for start in range(0, N, block):  # pass 2 storing every block at out_row + cols: the last one over each lane
+            stacked[:, : min(block, N - start)] = ref[:, start : start + block]
+        only = f"only the first BLOCK_SIZE = {block} columns of each row were written"
+        suspects[
+            only + ": pass 2 of softmax_online_kernel stops after one block (range(0, N, BLOCK_SIZE) visits all)."
+        ] = first_block
+        suspects[
+            only + ", as the softmax of those columns alone: the launcher ran softmax_kernel, which holds one block "
+            "of a row, where BLOCK_SIZE < N takes softmax_online_kernel (kernel = softmax_kernel if BLOCK_SIZE >= N "
+            "else softmax_online_kernel)."
+        ] = one_block
+        suspects[
+            only + ", with later blocks' values: pass 2 stores every block at out_row + cols, the first block's "
+            "place. Store at out_row + start + cols, as the load reads x_row + start + cols."
+        ] = stacked
+        whole = N // block * block  # columns in whole blocks
+        if block < whole < N:
+            hint = (
+                f"the last, partial block of each row (columns {whole} ... {N - 1}) was never written: a loop over "
+                "range(0, N // BLOCK_SIZE * BLOCK_SIZE, BLOCK_SIZE) or range(0, N - BLOCK_SIZE, BLOCK_SIZE) stops "
+                "before it. range(0, N, BLOCK_SIZE) visits it, and the mask start + cols < N keeps its lanes in the row"
+            )
+            pass_2_only = ref.clone()
+            pass_2_only[:, whole:] = float("nan")
+            suspects[hint + " (pass 2's loop)."] = pass_2_only
+            both = torch.full_like(ref, float("nan"))
+            both[:, :whole] = softmax_ref(x64[:, :whole])  # pass 1 never saw the partial block either
+            suspects[hint + " (both loops: pass 1 leaves it out of m and d too)."] = both
     if block < N:  # the online kernel: pass 1 run with d updated three wrong ways (no rescale, the guard on the
         # old m, d replaced by each block's terms), next to the right running max m
         m = torch.full((M, 1), float("-inf"), dtype=torch.float64, device=x.device)

@@ -232,6 +232,28 @@ PLANTED = {
         "softmax", ("if BLOCK_SIZE is None:\n        BLOCK_SIZE =", "if True:\n        BLOCK_SIZE ="),
         r"must use the BLOCK_SIZE it is given",
     ),
+    # (probe0304) rows of several blocks written in part: each got "Whole columns were never written ... Use
+    # triton.cdiv(N, BLOCK_N) column blocks", a grid of column blocks that softmax has not
+    "pass 2 stops after one block": (
+        "softmax_online_kernel", ("for start in range(0, N, BLOCK_SIZE):\n        mask", "for start in range(0, "
+        "BLOCK_SIZE, BLOCK_SIZE):\n        mask"), r"stops after one block",
+    ),
+    "pass 2 stores without + start": (
+        "softmax_online_kernel", ("tl.store(out_row + start + cols", "tl.store(out_row + cols"),
+        r"with later blocks' values",
+    ),
+    "the launcher runs softmax_kernel on rows longer than BLOCK_SIZE": (
+        "softmax", ("kernel = softmax_kernel if BLOCK_SIZE >= N else softmax_online_kernel", "kernel = softmax_kernel"),
+        r"the launcher ran softmax_kernel",
+    ),
+    "pass 2 skips the partial block": (
+        "softmax_online_kernel", ("for start in range(0, N, BLOCK_SIZE):\n        mask", "for start in range(0, N "
+        "- BLOCK_SIZE, BLOCK_SIZE):\n        mask"), r"last, partial block of each row.*\(pass 2's loop\)",
+    ),
+    "both loops skip the partial block": (
+        "softmax_online_kernel", ("range(0, N, BLOCK_SIZE)", "range(0, N // BLOCK_SIZE * BLOCK_SIZE, BLOCK_SIZE)"),
+        r"last, partial block of each row.*\(both loops",
+    ),
 }  # fmt: skip
 
 
@@ -247,6 +269,23 @@ def test_check_softmax_names_each_planted_mistake(mistake, monkeypatch, tmp_path
     for other, (_, _, other_hint) in PLANTED.items():  # and no other mistake's hint, which would mislead
         if other_hint != hint:  # (one mistake made in both kernels shares its hint)
             assert not re.search(other_hint, str(failure.value)), f"{mistake} also got the hint for {other}"
+
+
+@pytest.mark.parametrize(
+    "name, edit, words",
+    [
+        ("softmax", ("kernel[(M,)]", "kernel[(1,)]"), "only one program ran"),
+        ("softmax", ("kernel[(M,)]", "kernel[(triton.cdiv(M, BLOCK_SIZE),)]"), "only one program ran"),
+        ("softmax_kernel", ("cols = tl.arange(0, BLOCK_SIZE)", "cols = row * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)"),
+         "the later rows' lanes are all masked off"),
+    ],
+)  # fmt: skip
+def test_only_row_0_written_names_the_grid_and_the_columns_too(name, edit, words, monkeypatch, tmp_path):
+    """(probe0304) A grid of one program, and columns offset by row * BLOCK_SIZE (lesson 03's offsets), leave row 0
+    alone written, as tl.program_id(axis=1) does: the hint blamed the axis only ("the launcher's grid is (M,)")."""
+    plant(monkeypatch, tmp_path, lesson, name, edit)
+    with pytest.raises(AssertionError, match=f"(?s)only row 0 was written.*{re.escape(words)}"):
+        lesson.check_softmax(lesson.softmax, quiet=True)
 
 
 @pytest.mark.parametrize("mistake", ["fp16 arithmetic on fp32 data", "load mask off by one"])
