@@ -385,7 +385,13 @@ def check_softmax(fn, *, online=True, quiet=False):
         what += f" with BLOCK_SIZE={BLOCK_SIZE}" if BLOCK_SIZE else ""
         _softmax_check_one(fn, x, BLOCK_SIZE, what, wide)
     for shape in ((0, 5), (5, 0)):
-        got = fn(torch.randn(shape, device=env.device))
+        try:
+            got = fn(torch.randn(shape, device=env.device))
+        except Exception as error:  # Triton's words ("arange's end argument must be greater ...") name neither size
+            raise AssertionError(
+                f"softmax of an empty {shape} input raised {type(error).__name__}: {error}. Return out before "
+                f"launching when M == 0 or N == 0: a grid of 0 programs, or a block of 0 columns, cannot launch."
+            ) from error
         if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
             raise AssertionError(
                 f"softmax of an empty {shape} input should return an empty {shape} tensor (return "

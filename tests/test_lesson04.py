@@ -320,6 +320,14 @@ def test_check_softmax_wants_empty_inputs_back_empty():
         lesson.check_softmax(launches_on_empty, quiet=True)
 
 
+def test_check_softmax_tells_a_crash_on_an_empty_input(monkeypatch, tmp_path):
+    """(probe0304) A launcher that returns early only when M == 0 launched a block of 0 columns for (5, 0): Triton's
+    "arange's end argument must be greater than the start argument" came out of the check, naming neither size."""
+    plant(monkeypatch, tmp_path, lesson, "softmax", ("if M == 0 or N == 0:", "if M == 0:"))
+    with pytest.raises(AssertionError, match=r"empty \(5, 0\) input raised .*M == 0 or N == 0"):
+        lesson.check_softmax(lesson.softmax, quiet=True)
+
+
 # -- refusals, all before any launch -----------------------------------------------------------------------------
 
 
