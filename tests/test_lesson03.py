@@ -127,6 +127,17 @@ PLANTED = {  # mistake: (the fixed kernel's text, the mistake's, words of the hi
         "tl.program_id(1) is 0 in every program",
     ),
     "the mask offsets <= n": ("mask = offsets < n", "mask = offsets <= n", "a mask off by one (offsets <= n"),
+    # (probe0304) add's default BLOCK_SIZE written as a number: both passed, check_add ran only BLOCK_SIZE=1024
+    "1024 for BLOCK_SIZE in pid * BLOCK_SIZE": (
+        _START,
+        "offsets = pid * 1024 + tl.arange(0, BLOCK_SIZE)",
+        "has the number 1024 where BLOCK_SIZE belongs (pid * 1024)",
+    ),
+    "1024 for BLOCK_SIZE in tl.arange": (
+        _START,
+        "offsets = pid * BLOCK_SIZE + tl.arange(0, 1024)",
+        "has the number 1024 where BLOCK_SIZE belongs (tl.arange(0, 1024))",
+    ),
 }
 
 
