@@ -272,6 +272,10 @@ def rmsnorm_suspects(x, w, eps, residual=None):
         "the weight is applied before normalising: the RMS is of x itself, then x * rstd is multiplied by w": (
             rmsnorm_ref(x * w, torch.ones_like(w), eps)
         ),
+        "eps is divided by N with the sum of squares: rstd = rsqrt(sum(x^2) / N + eps), eps added after dividing, "
+        "not rsqrt((sum(x^2) + eps) / N) (it shows in rows with a small RMS)": (
+            x * torch.rsqrt((x.pow(2).sum(-1, keepdim=True) + eps) / N) * w
+        ),
     }
     if N > 1:
         suspects["the sum of squares is divided by N - 1: RMSNorm's mean divides by N"] = (
@@ -298,6 +302,10 @@ def rmsnorm_suspects(x, w, eps, residual=None):
             "the RMS is taken of x before the residual is added: compute the sum of squares of x + residual (after "
             "x += the residual), then normalise x + residual with it"
         ] = x * torch.rsqrt((x - residual).pow(2).mean(-1, keepdim=True) + eps) * w
+        suspects[
+            "x alone (before the residual is added) is multiplied by rstd: the RMS of x + residual is right, but the "
+            "output is (x + residual) * rstd * w, the sum that sum_out holds, not x * rstd * w"
+        ] = (x - residual) * torch.rsqrt(ms + eps) * w
     return suspects
 
 
@@ -346,6 +354,8 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
         before = {
             "sum_out holds x alone: store x + residual, after the residual is added to x": x64,
             "sum_out holds the normalised output: store x + residual itself, before it is normalised": ref,
+            "sum_out holds the residual alone: add the residual to x (x += tl.load(res_ptr ...)), do not replace x "
+            "with it": r64,
         }
         name = f"x + residual ({M}, {N})" + _rows_named(x_sum, ref_sum)
         utils.check(x_sum, ref_sum, name=name, quiet=quiet, suspects=before)
