@@ -580,6 +580,51 @@ def rope_tokens_read(x, cos, sin, dtype):
     return diagnose
 
 
+def rope_heads_half_apart(x, cos, sin, dtype):
+    """diagnose= for check_rope: names the output's heads stored HALF apart (out_ptr + heads * HALF, where a head of
+    the contiguous output is 2 * HALF wide): each head's second half lands on the next head's first half (either
+    store may land last where two meet), and the last heads' places are never written. x (B, T, heads, D), in fp64."""
+    B, T, heads, D = x.shape
+    half = D // 2
+    ref = rope_ref(*(t.cpu() for t in (x, x, cos, sin)))[0]
+    first, second = ref[..., :half], ref[..., half:]  # (B, T, heads, D/2) each
+    tol = utils.checking.default_tolerance(dtype)
+
+    def near(got, want):  # (B, T, n): each block of D/2 close
+        return torch.isclose(got, want, rtol=tol.rtol, atol=tol.atol).all(-1)
+
+    def diagnose(out):
+        if heads < 2:
+            return None  # one head: HALF apart is where its second half belongs
+        blocks = out.reshape(B, T, 2 * heads, half)  # a token's row in blocks of D/2
+        middle = blocks[:, :, 1:heads]  # head h's first half, or head h - 1's second
+        if not (
+            bool(near(blocks[:, :, 0], first[:, :, 0]).all())
+            and bool((near(middle, first[:, :, 1:]) | near(middle, second[:, :, :-1])).all())
+            and bool(near(blocks[:, :, heads], second[:, :, -1]).all())
+            and bool(torch.isnan(blocks[:, :, heads + 1 :]).all())
+        ):
+            return None
+        return (
+            "the heads are stored HALF apart (out_ptr + heads * HALF): a head of the output is 2 * HALF wide, so "
+            "each head's second half lands on the next head's first and the last heads' places are never written. "
+            "The output is contiguous (B, T, heads, D): head h starts at out_ptr + h * (2 * HALF)"
+        )
+
+    return diagnose
+
+
+def read_at_strides_of(t, like):
+    """t's memory read with like's shape and strides from t's first element, in fp64, as a kernel given t's pointer and
+    like's strides reads it; None where that reaches past t's last element (the memory watch tells that)."""
+    if like.numel() == 0 or t.numel() == 0:
+        return None
+    reach = sum((n - 1) * s for n, s in zip(like.shape, like.stride()))
+    if reach > sum((n - 1) * s for n, s in zip(t.shape, t.stride())):
+        return None
+    return torch.as_strided(t, like.shape, like.stride(), t.storage_offset()).double()
+
+
 def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
     """fn(q, k, cos, sin, q_out=..., k_out=...) against rope_ref, q and k views into one qkv buffer."""
     __tracebackhide__ = True
@@ -608,12 +653,19 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
         for what, out, ref, x64 in (("q", q_out, q_ref, q64), ("k", k_out, k_ref, k64)):
             name = f"rotated {what} (B={B}, T={T}, heads={x64.shape[2]}, D={D})" + wrong_heads_positions(out, ref)
             rows, columns = rope_rows_read(x64, c64, s64, dtype), rope_columns_read(x64, c64, s64, dtype)
-            tokens = rope_tokens_read(x64, c64, s64, dtype)
+            tokens, heads = rope_tokens_read(x64, c64, s64, dtype), rope_heads_half_apart(x64, c64, s64, dtype)
 
-            def diagnose(got, rows=rows, columns=columns, tokens=tokens):  # the tables' rows, columns, then the token
-                return rows(got) or columns(got) or tokens(got)
+            def diagnose(got, rows=rows, columns=columns, tokens=tokens, heads=heads):
+                # where the output's heads landed, then the tables' rows and columns, then the token
+                return heads(got) or rows(got) or columns(got) or tokens(got)
 
             suspects = rope_suspects(x64, c64, s64)
+            k_from_q = read_at_strides_of(q, k) if what == "k" else None  # inside q where q and k share strides
+            if k_from_q is not None:
+                suspects[
+                    "k is read from q's pointer (k_src = q_ptr + ...): k's rows start at k_ptr + b * stride_kb + "
+                    "t * stride_kt"
+                ] = rope_ref(k_from_q, k_from_q, c64, s64)[0]
             utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, diagnose=diagnose, stray=stray)
 
 

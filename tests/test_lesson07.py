@@ -872,6 +872,13 @@ PROBE07_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words
     ),
     "eps divided by N": ("rmsnorm_kernel", [("tl.sum(x * x, axis=0) / N + eps", "(tl.sum(x * x, axis=0) + eps) / N")],
                          "rmsnorm", "eps is divided by N"),
+    # _rope_heads knows HALF, not the head's width: the output's heads overlap, the last ones never written
+    "RoPE's output heads HALF apart": ("_rope_heads", [("dst = out_ptr + heads * (2 * HALF)",
+                                                        "dst = out_ptr + heads * HALF")], "rope",
+                                       "the heads are stored HALF apart"),
+    # a copied line with one pointer left: in check_rope's first case q and k are views of one qkv buffer
+    "k read from q's pointer": ("rope_kernel", [("k_src = k_ptr +", "k_src = q_ptr +")], "rope",
+                                "k is read from q's pointer"),
 }  # fmt: skip
 
 
