@@ -173,6 +173,14 @@ REF_OPS = Ops(rmsnorm_ref, rope_ref, attention_ref, swiglu_ref)
 
 def _require_layer(x, w, args, cos, sin):
     utils.require(x, "x", dtype=(*DTYPES, torch.float64), ndim=3)  # fp64: the reference layer (REF_OPS) as truth
+    # by its fields, not isinstance: a LlamaArgs made before its cell was run again is a LlamaArgs still
+    if not all(hasattr(args, f) for f in ("dim", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "norm_eps")):
+        raise TypeError(
+            f"args must be a LlamaArgs, got {type(args).__name__}: for a transformers LlamaConfig c, pass "
+            f"LlamaArgs(dim=c.hidden_size, n_heads=c.num_attention_heads, n_kv_heads=c.num_key_value_heads, "
+            f"ffn_dim=c.intermediate_size, norm_eps=c.rms_norm_eps, head_dim=c.head_dim) (the tables cos and sin "
+            f"carry the rotation's theta and scaling)"
+        )
     B, T, C = x.shape
     H, KV, D, Fd = args.n_heads, args.n_kv_heads, args.head_dim, args.ffn_dim
     if C != args.dim:

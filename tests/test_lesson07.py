@@ -890,3 +890,18 @@ def test_probe07_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, L, name, *edits)
     with pytest.raises(AssertionError, match=re.escape(words)):
         SECOND_CHECKS[check]()
+
+
+def test_layer_refuses_args_that_are_not_a_llama_args():
+    """(probe07) transformers' LlamaConfig (or None) for args raised Python's AttributeError ("'LlamaConfig' object has
+    no attribute 'n_heads'") from inside the layer: now a TypeError naming args and the LlamaArgs to build."""
+    from utils.hf import hf_config
+
+    dtype = L.lesson_dtype()
+    args = L.TINY
+    w = L.random_weights(args, dtype)
+    x = torch.randn(1, 5, args.dim, device=ENV.device, dtype=dtype)
+    cos, sin = L.rope_tables(5, args.head_dim, dtype=dtype)
+    for bad in (hf_config(args), None):
+        with pytest.raises(TypeError, match=r"args must be a LlamaArgs.*hidden_size"):
+            L.llama_layer(x, w, bad, cos, sin, L.TRITON_OPS)
