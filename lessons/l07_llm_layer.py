@@ -674,6 +674,14 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
                     "k is read from q's pointer (k_src = q_ptr + ...): k's rows start at k_ptr + b * stride_kb + "
                     "t * stride_kt"
                 ] = rope_ref(k_from_q, k_from_q, c64, s64)[0]
+            if what == "q" and k_ref.numel() <= q_ref.numel():  # token's k rows at q_out + token * KV * D: together
+                # the first B T KV D elements of q_out (KV > H: past q_out, the memory watch's)
+                k_in_q = q_ref.clone()
+                k_in_q.view(-1)[: k_ref.numel()] = k_ref.reshape(-1)
+                suspects[
+                    "k is written into q_out: the second _rope_heads call stores k's heads at q_out_ptr + token * KV * "
+                    "HEAD_DIM; give it k_out_ptr"
+                ] = k_in_q
             utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, diagnose=diagnose, stray=stray)
 
 

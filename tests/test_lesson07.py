@@ -879,6 +879,9 @@ PROBE07_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words
     # a copied line with one pointer left: in check_rope's first case q and k are views of one qkv buffer
     "k read from q's pointer": ("rope_kernel", [("k_src = k_ptr +", "k_src = q_ptr +")], "rope",
                                 "k is read from q's pointer"),
+    # the q line copied for k with its output pointer left: k's rows land at the start of q_out (it got the GQA hint)
+    "k written into q_out": ("rope_kernel", [("_rope_heads(k_src, k_out_ptr", "_rope_heads(k_src, q_out_ptr")], "rope",
+                             "k is written into q_out"),
 }  # fmt: skip
 
 
