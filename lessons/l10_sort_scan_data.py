@@ -2470,9 +2470,12 @@ def _groupby_inputs(table, threshold, num_keys):
 
 
 def threshold_value(threshold, dtype):
-    """The filter's threshold as the float the kernel compares in x's dtype, rounded as NumPy rounds it for pandas'
-    df.x > threshold: to the nearest fp32 for an fp32 column, past fp32's range to inf (so 1e39 keeps no row, as in
-    pandas); -inf keeps every row that is not NaN. NaN is refused: it would keep no row, which is never meant."""
+    """The filter's threshold as the float the kernel compares in x's dtype, chosen so that x > it keeps the rows
+    pandas' df.x > threshold keeps. NumPy compares an fp32 column with a Python number in fp32: the number rounded
+    to the nearest fp32, past fp32's range to inf (so 1e39 keeps no row, as in pandas). With a NumPy float64 or
+    int64 scalar (df.x.quantile(0.5) returns one) it compares in float64: x > t there is x > the largest fp32 not
+    above t, which the kernel compares in fp32. -inf keeps every row that is not NaN. NaN is refused: it would keep
+    no row, which is never meant."""
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
         raise TypeError(f"threshold must be a real number, got {type(threshold).__name__} {threshold!r}.")
     value = float(threshold)
@@ -2481,7 +2484,11 @@ def threshold_value(threshold, dtype):
                          "or -inf to keep every row.")  # fmt: skip
     if dtype == torch.float32:
         with np.errstate(over="ignore"):
-            value = float(np.float32(value))
+            nearest = np.float32(value)
+        if isinstance(threshold, np.generic) and np.result_type(np.float32, threshold) != np.float32:
+            # compared in float64: round down, not to the nearest (0.1 rounds up to the fp32 0.1, which is above it)
+            return float(np.nextafter(nearest, np.float32(-np.inf)) if float(nearest) > value else nearest)
+        value = float(nearest)
     return value
 
 

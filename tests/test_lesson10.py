@@ -2627,6 +2627,38 @@ def test_thresholds_past_the_columns_range_or_infinite_filter_as_pandas():
             pd.testing.assert_frame_equal(L.to_frame(got), want, check_exact=True, check_names=False)
 
 
+def test_numpy_float64_thresholds_filter_an_fp32_column_as_pandas():
+    """(probe10) NumPy compares an fp32 column with a NumPy float64 or int64 scalar in float64 (a Python number in
+    fp32): df.x > np.float64(0.1) keeps the x that is the fp32 0.1 (above 0.1 in float64), and df.x.quantile(0.5)
+    is such a scalar. The threshold was rounded to the nearest fp32 whatever its type, which dropped those rows."""
+    df = L.random_table(40, 3, seed=5)
+    df["x"] = df["x"].astype(np.float32)
+    df.loc[[0, 5, 9], "x"] = np.float32(0.1)  # the fp32 nearest 0.1: above 0.1, below 0.1 + 2**-27
+    df.loc[[1, 6], "x"] = np.float32(16777216)
+    df.loc[[2, 7], "x"] = np.float32(3.4028235e38)
+    table = L.table_from_pandas(df, DEV)
+    prepared = L.prepare_query(table, 3)
+    thresholds = [
+        np.float64(0.1),
+        np.float64(0.1 + 2**-27),
+        np.float32(0.1),
+        0.1,
+        np.int64(16777215),
+        np.int64(2**24 + 1),
+        np.float64(1e39),
+        np.float64(-1e39),
+        np.float64(3.4e38),
+        df["x"].quantile(0.5),
+    ]
+    for threshold in thresholds:
+        want = L.query_ref(df, threshold)
+        for got in (L.query(table, threshold, 3), prepared(threshold)):
+            pd.testing.assert_frame_equal(
+                L.to_frame(got), want, check_exact=True, check_names=False, obj=repr(threshold)
+            )
+    assert len(L.query_ref(df, np.float64(0.1))) and not L.query_ref(df, np.float64(0.1)).equals(L.query_ref(df, 0.1))
+
+
 def test_persistent_partials_need_no_more_than_2_16_steps_a_program():
     """The 16-bit row counters: the launcher adds programs where n would give a program 2**16 steps or more."""
     for n_steps in (1, 5, 2**16 + 5, 10**9):
