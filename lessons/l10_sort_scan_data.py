@@ -2399,7 +2399,15 @@ def table_from_pandas(df, device=None):
                 f"column {name!r} has dtype {dtype}: a table takes numbers only. Encode it as integer "
                 f"codes first, e.g. df[{name!r}].astype('category').cat.codes."
             )
-        table[name] = torch.tensor(df[name].to_numpy(), device=device)
+        values = df[name].to_numpy()
+        if dtype.kind in "iu" and values.dtype.kind not in "iu":  # a nullable integer column (Int64) holding <NA>
+            raise ValueError(
+                f"column {name!r} ({dtype}) has {int(df[name].isna().sum())} missing value(s), which an integer "
+                f"tensor cannot hold (to_numpy makes them float NaN): drop those rows first, "
+                f"df.dropna(subset=[{name!r}]) (pandas' groupby leaves a missing key out too), or, for a column of "
+                f"values, convert it with df[{name!r}].astype('float64') (NaN, which the query skips)."
+            )
+        table[name] = torch.tensor(values, device=device)
     require_table(table)
     return table
 
