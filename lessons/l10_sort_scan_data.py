@@ -2561,28 +2561,37 @@ def check_groupby_atomic(fn, *, quiet=False):
     0..num_keys-1: refused where such a row passes the filter, ignored where it does not."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
-    cases = env.pick(cpu=[(1, 1), (100, 3), (2500, 700)], gpu=[(1, 1), (100, 3), (10**6 + 3, 16), (10**6, 10**5)])
-    for n, num_keys in cases:
+    # (rows, keys, threshold): a negative threshold last, which the masked loads' other=0 of the lanes past n passes
+    cases = env.pick(
+        cpu=[(1, 1, 0.3), (100, 3, 0.3), (2500, 700, 0.3), (100, 3, -0.5)],
+        gpu=[(1, 1, 0.3), (100, 3, 0.3), (10**6 + 3, 16, 0.3), (10**6, 10**5, 0.3), (10**5 + 3, 5, -0.5)],
+    )
+    for n, num_keys, threshold in cases:
         g = torch.Generator().manual_seed(n)
         key = torch.randint(0, num_keys, (n,), generator=g, dtype=torch.int32)
         value = torch.randint(-400, 400, (n,), generator=g) / 4.0
         value[::5] = float("nan")
-        x = torch.rand(n, generator=g, dtype=torch.float64)
-        x[3::7] = 0.3  # exactly the threshold: not kept
+        x = torch.rand(n, generator=g, dtype=torch.float64) + (threshold - 0.3)  # 70 % of the rows pass
+        x[3::7] = threshold  # exactly the threshold: not kept
         table = {"key": key.to(env.device), "value": value.to(env.device), "x": x.to(env.device)}
-        where = f"group-by of {n} rows, {num_keys} keys"
+        where = f"group-by of {n} rows, {num_keys} keys" + (f", threshold {threshold}" if threshold < 0 else "")
+        refused = None
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             try:
-                got = fn(table, 0.3, num_keys)
+                got = fn(table, threshold, num_keys)
             except ValueError as error:  # every key here is in 0..num_keys-1: nothing may be refused
-                _refused_good_keys(error, where, num_keys, key[x > 0.3])
+                refused = error
+        if refused is not None:
+            _lanes_past_n_passed(None, None, where, threshold, stray)  # the keys past the column it read
+            _refused_good_keys(refused, where, num_keys, key[x > threshold], threshold)
         sums, counts, rows = utils.returned(got, ("sums", "counts", "rows"), fn)
-        ref_s, ref_c, ref_r = groupby_dense_ref(key, value, x, 0.3, num_keys)
+        ref_s, ref_c, ref_r = groupby_dense_ref(key, value, x, threshold, num_keys)
+        _lanes_past_n_passed(rows, ref_r, where, threshold, stray)
         every_row = groupby_dense_ref(key, value, x, -1.0, num_keys)
-        at_threshold = groupby_dense_ref(key, value, x, float(np.nextafter(0.3, -1.0)), num_keys)  # x >= 0.3
+        at_threshold = groupby_dense_ref(key, value, x, float(np.nextafter(threshold, -1.0)), num_keys)  # x >= it
         kept_equal = "Rows with x exactly at the threshold were kept: the filter is x > threshold, as in pandas."
         first = value[:num_keys].double()  # sums indexed by the row: sums[i] gets row i's value, if it is added
-        by_row = torch.where((x[:num_keys] > 0.3) & (first == first), first, 0.0)
+        by_row = torch.where((x[:num_keys] > threshold) & (first == first), first, 0.0)
         if bool((torch.isnan(sums.cpu()) & ~torch.isnan(ref_s)).any()):  # utils.check would call these unwritten
             raise AssertionError(
                 f"sums of {where} hold NaN where pandas has a number.\nHint: NaN values were "
@@ -2632,10 +2641,30 @@ def check_groupby_atomic(fn, *, quiet=False):
         print(f"✓ groupby_atomic matches the dense reference exactly at {sizes}, and refuses keys out of range")
 
 
-def _refused_good_keys(error, where, num_keys, passed_keys=None):
+def _lanes_past_n_passed(rows, ref_r, where, threshold, stray):
+    """Under a negative threshold, a kernel whose filter lets the lanes past n through (passed without in_range: their
+    masked load of x gives other=0, above the threshold) reads key and value past the columns' end, which the memory
+    watch sees (interp.), and adds to the key it reads there (rows[0] alone too large where it read 0), or is
+    refused for the keys it read (rows None)."""
+    __tracebackhide__ = True
+    if threshold >= 0:
+        return
+    past = [s for s in stray if getattr(s, "access", "") == "reads" and s.after and s.near in ("key_ptr", "value_ptr")]
+    extra = rows.cpu().long() - ref_r if isinstance(rows, torch.Tensor) and rows.shape == ref_r.shape else None
+    # rows None: the table was refused (the keys read past the column were out of range)
+    if past or (extra is not None and bool(extra[0] > 0) and not bool(extra[1:].any())):
+        seen = f" (the kernel {past[0]})" if past else f": rows[0] is {int(rows[0])}, pandas counts {int(ref_r[0])}"
+        raise AssertionError(
+            f"{where}: lanes past the last row passed the filter{seen}.\nHint: passed = in_range & (x > threshold): "
+            f"the masked load gives the lanes past n other=0, which is above a negative threshold, so without "
+            f"in_range they load key and value past the columns and add them in."
+        )
+
+
+def _refused_good_keys(error, where, num_keys, passed_keys=None, threshold=None):
     """The group-by refused a table whose keys are all in range: rows[num_keys] (the bad-key count) was wrong.
     passed_keys: the keys of the rows that pass the filter (a count equal to how many of them are 0, or num_keys - 1,
-    is a range check off by one at that end)."""
+    is a range check off by one at that end). A negative threshold: the lanes past n may have passed the filter."""
     __tracebackhide__ = True
     count = re.match(r"-?\d+", str(error))
     bad = int(count.group()) if count else None
@@ -2660,6 +2689,11 @@ def _refused_good_keys(error, where, num_keys, passed_keys=None):
             f"have a bad key, mask=passed & ~good: ~good alone also holds for every row that failed the filter and "
             f"every lane past n."
         )
+        if threshold is not None and threshold < 0:  # other=0 passes it: the lanes past n read keys past the column
+            hint += (
+                f" And the threshold is {threshold}: the lanes past n pass it with their masked load's other=0 "
+                f"unless passed = in_range & (x > threshold), and then read keys past the column."
+            )
     else:
         hint = (
             "rows[num_keys] holds a number no count of rows can be: an atomic add landed there. sums, counts and "
@@ -2750,6 +2784,37 @@ def _check_bad_keys(fn, env):
             f"rows[num_keys] (the launcher refuses the table when that count is not zero): key {bad} would address "
             f"memory outside sums, counts and rows."
         )
+    _check_bad_keys_in_blocks(fn, env)
+
+
+def _check_bad_keys_in_blocks(fn, env):
+    """Key -1 in rows 5 and 1100 of 2,500 that pass the filter (two programs for any BLOCK_SIZE up to 1024, and
+    none in the last program): the refusal must count both. rows[num_keys] is one counter for every program, so a
+    kernel that stores its program's count there (tl.store) leaves the last program's, 0 here (the table goes
+    through), and one that stores 1 a lane counts 1 whatever the number."""
+    __tracebackhide__ = True
+    n, rows_with_bad_key = 2500, [5, 1100]
+    key = torch.arange(n, dtype=torch.int32) % 4
+    key[rows_with_bad_key] = -1
+    table = {"key": key, "value": torch.ones(n), "x": torch.full((n,), 0.9)}
+    try:
+        with utils.watch_memory() as stray:  # under the interpreter: two programs storing into one element, a race
+            fn({k: v.to(env.device) for k, v in table.items()}, 0.5, 4)
+    except ValueError as error:
+        count = re.match(r"-?\d+", str(error))
+        if count is None or int(count.group()) == len(rows_with_bad_key):  # None: a message of the learner's own
+            return
+        what = f"was refused, but the refusal counted {count.group()} rows with a bad key ({error})"
+    else:
+        what = "was not refused"
+    raise AssertionError(
+        f"a table of {n} rows whose rows {rows_with_bad_key} (in two blocks) have key -1 and pass the filter {what}, "
+        f"where a table of one block with one such row was refused rightly"
+        + (f" (and the kernel {stray.lines()[0]})" if stray else "")
+        + ".\nHint: rows[num_keys] is one counter for every program: each adds its rows with a bad key with "
+        "tl.atomic_add(rows_ptr + num_keys + 0 * key, (passed & ~good).to(tl.int64), mask=passed & ~good). A "
+        "tl.store writes over what the other programs counted (and a store of 1 a lane counts one row, however many)."
+    )
 
 
 @triton.jit

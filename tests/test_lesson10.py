@@ -2094,6 +2094,30 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "groupby_atomic",
         "range check is missing",
     ),  # fmt: skip
+    # probe10: each passed check_groupby_atomic (its tables with a bad key were one block of one such row, and its
+    # thresholds positive, which the lanes past n, x = other = 0, never pass); the first left a table of several
+    # blocks with a bad key unrefused, the third read past the columns and added what it read there
+    "group-by stores each program's bad-key count": (
+        "groupby_atomic_kernel",
+        _BAD_COUNT,
+        "tl.store(rows_ptr + num_keys, tl.sum((passed & ~good).to(tl.int64), axis=0))",
+        "groupby_atomic",
+        "A tl.store writes over what the other programs counted",
+    ),  # fmt: skip
+    "group-by stores 1 for each bad row": (
+        "groupby_atomic_kernel",
+        _BAD_COUNT,
+        "tl.store(rows_ptr + num_keys + 0 * key, (passed & ~good).to(tl.int64), mask=passed & ~good)",
+        "groupby_atomic",
+        "the refusal counted 1 rows with a bad key",
+    ),  # fmt: skip
+    "group-by filter without in_range": (
+        "groupby_atomic_kernel",
+        "passed = in_range & (x > tl.load(threshold_ptr))",
+        "passed = x > tl.load(threshold_ptr)",
+        "groupby_atomic",
+        "passed = in_range & (x > threshold): the masked load gives the lanes past n other=0",
+    ),  # fmt: skip
     # session 29: mistakes that passed their check, or crashed it
     "sorted group-by without the block's last lane": (
         "groupby_sorted_kernel",
@@ -2282,6 +2306,16 @@ def test_a_compaction_whose_programs_race_is_named_whatever_order_they_ran_in(mi
     values stay, in another (as a GPU may run them, utils.order) program 0's may, each in its right place, the other
     segments' values nowhere. The check named only the first."""
     name, old, new, check, words = PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, name, (old, new))
+    with pytest.raises(AssertionError, match=re.escape(words)), programs_in_order(order):
+        CHECKS[check]()
+
+
+@pytest.mark.parametrize("order", ["reversed", "shuffled"])
+def test_a_bad_key_count_stored_per_program_is_named_whatever_order_they_ran_in(order, monkeypatch, tmp_path):
+    """(probe10) A GPU may run the programs in any order: whichever stores the bad-key count last, the refusal's
+    count (0, the table not refused, or 1 of 2) is named."""
+    name, old, new, check, words = PLANTED["group-by stores each program's bad-key count"]
     plant(monkeypatch, tmp_path, L, name, (old, new))
     with pytest.raises(AssertionError, match=re.escape(words)), programs_in_order(order):
         CHECKS[check]()
