@@ -1087,6 +1087,28 @@ def _top_k_padded(x, k, B, value):
     return top_k_ref(torch.nn.functional.pad(x.double(), (0, -x.shape[1] % B), value=value), k)[0]
 
 
+def _rows_of_padding(values, ref_v, padding_first, where):
+    """Rows of top_k's values all NaN where the reference has none: NaN is what the padding's key (-2**63) unpacks
+    to, so every candidate of those rows was padding (blocks that read past the row, or candidates stored in another
+    row's place). padding_first: the values where the padding sorts first, which check_top_k names itself."""
+    __tracebackhide__ = True
+    if not isinstance(values, torch.Tensor) or values.shape != ref_v.shape or values.numel() == 0:
+        return
+    got = values.detach().cpu().double()
+    if torch.allclose(got, padding_first.double(), rtol=0, atol=0, equal_nan=True):
+        return
+    rows = torch.nonzero(got.isnan().all(-1) & ~ref_v.cpu().isnan().any(-1)).flatten().tolist()
+    if rows:
+        raise AssertionError(
+            f"values of {where}: {len(rows)} row(s), {rows[:8]}{' ...' if len(rows) > 8 else ''}, came out all NaN, "
+            f"what the padding's key (-2**63) unpacks to: every candidate of those rows was padding.\nHint: "
+            f"program (row, blk) = (tl.program_id(0), tl.program_id(1)) takes block blk of its row, cols = blk * "
+            f"BLOCK_SIZE + tl.arange(0, BLOCK_SIZE), and stores its K candidates at cand_ptr + (row * n_blocks + "
+            f"blk) * K, n_blocks = tl.num_programs(1): with the two program ids swapped a block lies past the row's "
+            f"end, and candidates stored in another row's place leave a row its padding alone."
+        )
+
+
 def check_top_k(fn, *, quiet=False):
     """Checks fn(x, k, out=..., out_indices=..., BLOCK_SIZE=..., method=...) against top_k_ref: values and indices
     exactly, on rows with ties (many equal values), -inf and NaN, at several k and block sizes (rows over several
@@ -1109,7 +1131,8 @@ def check_top_k(fn, *, quiet=False):
     scheduled = {top_k_schedule(M)[0] for M in (1, 8, 64)} - {"sort"}
     methods = ["sort"] + (sorted(scheduled) if env.is_gpu else ["bitonic", "filter"])
     for (M, N, k, BLOCK_SIZE), method in ((case, method) for method in methods for case in cases):
-        x = torch.randn(M, N, device=env.device)
+        gap = 3 if (M, N, k, BLOCK_SIZE) == cases[-1] else 0  # the last case's x is a view: rows N + 3 apart
+        x = torch.randn(M, N + gap, device=env.device)[:, :N]
         if M > 1:
             x[1] = torch.randint(0, 4, (N,), device=env.device).float()  # many ties at the top
         if M > 2:
@@ -1117,20 +1140,32 @@ def check_top_k(fn, *, quiet=False):
             x[2, 5::7] = float("nan")
         if M > 3:
             x[3] = torch.log_softmax(x[3], dim=-1)  # log-probabilities: all negative, the padding must stay below
+        where = f"top_k of {M}x{N}, k={k}, BLOCK_SIZE={BLOCK_SIZE}, method={method}"
+        where += f" (x a view, rows {N + gap} apart)" if gap else ""
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
-            got = fn(
-                x,
-                k,
-                out=utils.nan_empty((M, k), device=env.device),
-                out_indices=torch.full((M, k), -1, dtype=torch.int64, device=env.device),
-                BLOCK_SIZE=BLOCK_SIZE,
-                method=method,
-            )
+            try:
+                got = fn(
+                    x,
+                    k,
+                    out=utils.nan_empty((M, k), device=env.device),
+                    out_indices=torch.full((M, k), -1, dtype=torch.int64, device=env.device),
+                    BLOCK_SIZE=BLOCK_SIZE,
+                    method=method,
+                )
+            except Exception as error:  # the interpreter's: a Python int of 32 bits that meets an int32 tensor
+                if "out of range for type int32" not in str(error):
+                    raise
+                raise AssertionError(
+                    f"{where}: the kernel failed, a constant does not fit int32 ({error}).\nHint: (0xFFFFFFFF - "
+                    f"cols) with cols still int32 makes 0xFFFFFFFF an int32, which it is too large for. Widen the "
+                    f"column first, (0xFFFFFFFF - cols.to(tl.int64)): the packed key is int64, and so must be both "
+                    f"its halves, float_sort_key(x).to(tl.int64) << 32 and the inverted column."
+                ) from None
             values, indices = utils.returned(got, ("values", "indices"), fn)
         ref_v, ref_i = top_k_ref(x.double(), k)
-        where = f"top_k of {M}x{N}, k={k}, BLOCK_SIZE={BLOCK_SIZE}, method={method}"
         K = triton.next_power_of_2(k)
         B = max(min(BLOCK_SIZE, triton.next_power_of_2(N)), K)  # the block top_k uses
+        _rows_of_padding(values, ref_v, _top_k_padded(x, k, B, float("nan")), where)
         raw_bits = torch.sort(x.view(torch.int32), dim=-1, descending=True, stable=True).values[:, :k]
         raw_bits = (raw_bits ^ ((raw_bits >> 31) & 0x7FFFFFFF)).view(torch.float32)  # as the merge unpacks them
         utils.check(

@@ -1923,6 +1923,29 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "top_k",
         "Widen it first",
     ),  # fmt: skip
+    # probe10: the first passed check_top_k (every x was contiguous), the second crashed it under the interpreter
+    # ("Scalar 4294967295 is out of range for type int32"), the third got a softmax's hint (rows of NaN)
+    "top-k row offset with N for x's stride": (
+        "top_k_block_kernel",
+        "x_ptr + row * stride_xm + cols",
+        "x_ptr + row * N + cols",
+        "top_k",
+        "the row offset probably uses the wrong stride",
+    ),  # fmt: skip
+    "top-k column inverted before it is widened": (
+        "top_k_block_kernel",
+        "(0xFFFFFFFF - cols.to(tl.int64))",
+        "(0xFFFFFFFF - cols)",
+        "top_k",
+        "Widen the column first, (0xFFFFFFFF - cols.to(tl.int64))",
+    ),  # fmt: skip
+    "top-k program ids swapped": (
+        "top_k_block_kernel",
+        "row = tl.program_id(0).to(tl.int64)\n    blk = tl.program_id(1)",
+        "row = tl.program_id(1).to(tl.int64)\n    blk = tl.program_id(0)",
+        "top_k",
+        "with the two program ids swapped a block lies past the row's end",
+    ),  # fmt: skip
     "top-k reshape on the wrong axis": (
         "top_k_block_kernel",
         "(BLOCK_SIZE // K, K)), axis=0)",
