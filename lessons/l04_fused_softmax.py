@@ -79,6 +79,9 @@ def softmax(x, *, out=None, BLOCK_SIZE=None, num_warps=None):
     longer rows, or a BLOCK_SIZE smaller than N, take softmax_online_kernel (two reads, one write)."""
     # -- validate everything before any launch
     utils.require(x, "x", dtype=(torch.float32, torch.float16, torch.bfloat16), contiguous=False)
+    if x.dim() == 0:  # (its reshape below would fail: a number has no last dimension)
+        raise ValueError("x is 0-D, a single number: softmax normalises along a dimension, and x has none; "
+                         "x.reshape(1, 1) is one row of one column (whose softmax is 1)")  # fmt: skip
     if x.dim() != 2:
         raise ValueError(
             f"x must be 2-D (rows, columns) but has shape {tuple(x.shape)}: for the last dimension of any tensor, "

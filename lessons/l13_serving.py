@@ -1639,7 +1639,8 @@ def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=Fal
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     target, draft = cast(target, torch.float32), cast(draft, torch.float32)  # exact comparison: no bf16 near ties
-    n_new = n_new or env.pick(cpu=10, gpu=64)
+    # (0 was taken as None: the default length, without a word)
+    n_new = env.pick(cpu=10, gpu=64) if n_new is None else utils.require_int(n_new, "n_new")
     for proposed, choice, want in (([5, 6, 7], [5, 6, 8, 9], [5, 6, 8]), ([5, 6], [5, 6, 4], [5, 6, 4]),
                                    ([5, 6], [3, 6, 4], [3])):  # fmt: skip
         try:

@@ -389,6 +389,8 @@ def _bad_calls():
             "shares memory with the input x",
         ),
         "out is a NumPy array": (lambda: lesson.softmax(x, out=x.cpu().numpy()), TypeError, "torch.Tensor"),
+        # probe0304: the 2-D message's own advice, x.reshape(-1, x.shape[-1]), fails on a 0-D x
+        "a 0-D x": (lambda: lesson.softmax(torch.tensor(1.0, device=ENV.device)), ValueError, "reshape\\(1, 1\\)"),
         "out given by position": (lambda: lesson.softmax(x, torch.empty_like(x)), TypeError, "positional"),
         "BLOCK_SIZE 100": (lambda: lesson.softmax(x, BLOCK_SIZE=100), ValueError, "power of two"),
         "BLOCK_SIZE 0": (lambda: lesson.softmax(x, BLOCK_SIZE=0), ValueError, "power of two"),

@@ -603,6 +603,8 @@ def test_speculative_check_runs_on_any_vocabulary(model, V):
     args = L.ModelArgs(**{**vars(model.args), "vocab_size": V})
     small = L.Model(args, model.embed[:V], model.layers, model.norm, model.lm_head[:V])
     L.check_speculative(small, L.first_layers(small, 1), n_new=4, quiet=True)
+    with pytest.raises(ValueError, match="n_new must be a positive int"):  # it ran the default length instead
+        L.check_speculative(small, L.first_layers(small, 1), n_new=0, quiet=True)
 
 
 def test_speculative_with_the_target_as_draft_accepts_everything(model):
