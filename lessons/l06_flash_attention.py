@@ -96,6 +96,18 @@ def _attention_keeping(q, k, v, keep):
     return torch.einsum("bhij,bjhd->bihd", p, v)
 
 
+def _last_key_block(T, causal, BLOCK_M, BLOCK_N, device):
+    """(T, T) keep[i, j]: whether key j is in the last key block that query i's program visits, and j <= i when
+    causal: not causal, the block that holds key T - 1; causal, the last block of the masked range, which runs from
+    the query block's start to its end (or T)."""
+    i, j = torch.arange(T, device=device)[:, None], torch.arange(T, device=device)[None, :]
+    if not causal:
+        return (j >= (T - 1) // BLOCK_N * BLOCK_N).expand(T, T)
+    start = i // BLOCK_M * BLOCK_M
+    end = (start + BLOCK_M).clamp_max(T)
+    return (j >= start + (end - start - 1) // BLOCK_N * BLOCK_N) & (j <= i)
+
+
 def _attention_shifted(q, k, v, shift):
     """attention_ref with query i seeing the keys j <= i + shift (shift = 0 is causal attention)."""
     T = q.shape[1]
@@ -275,6 +287,35 @@ def attention_suspects(q, k, v, causal):
                     f"{BLOCK_N}): a query block's later queries never see their own keys past it. The masked "
                     f"range runs to the end of the query block: masked_end = tl.minimum(start_m + BLOCK_M, T)"
                 ] = _attention_keeping(q, k, v, keep)
+    # m_i = m_new left out: m_i stays -inf, so alpha = exp(-inf - m_new) is 0 on every key block, and each block's p
+    # replaces what the blocks before it summed into l_i and acc: only the last block a program visits counts
+    tiles = [(None, n) for n in PLAUSIBLE_BLOCK_N]
+    if causal:  # the masked range starts at a query block, and BLOCK_M >= BLOCK_N
+        tiles = [(m, n) for m in PLAUSIBLE_BLOCK_N for n in PLAUSIBLE_BLOCK_N if n <= m]
+    every_key = torch.ones(T, T, dtype=torch.bool, device=q.device)
+    seen = [every_key.tril() if causal else every_key]  # the right keys (all in one block): no mistake shows
+    for BLOCK_M, BLOCK_N in tiles:
+        keep = _last_key_block(T, causal, BLOCK_M, BLOCK_N, q.device)
+        if any(torch.equal(keep, other) for other in seen):
+            continue  # one suspect per distinct set of keys
+        seen.append(keep)
+        tile = f"BLOCK_M = {BLOCK_M}, BLOCK_N = {BLOCK_N}" if causal else f"BLOCK_N = {BLOCK_N}"
+        nan = " (NaN in a row whose last block is all masked: -inf - (-inf))" if causal else ""
+        suspects[
+            f"the running max is not carried from one key block to the next ({tile}): without m_i = m_new at the "
+            f"end of each step, m_i stays -inf, alpha = exp(m_i - m_new) is 0 on every block, and each block's p "
+            f"replaces what the blocks before it added to l_i and acc: only the last key block counts{nan}. End "
+            f"each step with m_i = m_new"
+        ] = _attention_keeping(q, k, v, keep)
+    if causal:
+        i, j = torch.arange(T, device=q.device)[:, None], torch.arange(T, device=q.device)[None, :]
+        for BLOCK_M in PLAUSIBLE_BLOCK_N:
+            if BLOCK_M < T:  # one query block: attention_ref(causal=False), whose suspect says "not causal"
+                suspects[
+                    f"the diagonal's key blocks are not masked causally (BLOCK_M = {BLOCK_M}): query i sees every "
+                    f"key up to its query block's end, those after i too. In the masked range, when IS_CAUSAL, keep "
+                    f"only keys <= i: keep = keep & (offs_n[None, :] <= offs_m[:, None])"
+                ] = _attention_keeping(q, k, v, j < (i // BLOCK_M * BLOCK_M + BLOCK_M).clamp_max(T))
     suspects[
         "the result is not divided by the softmax's sum: o = acc / l_i[:, None] (acc holds exp(s - m) v summed, "
         "l_i the sum of exp(s - m))"
