@@ -501,8 +501,9 @@ def _head_0(wrong):
 def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=False):
     """fn(q, k, v, [causal=c,] out=...) for one head, q, k, v (T, D) with rows further apart than D (each its own
     distance: a stride of one used for another shows), against attention_ref. causal=None: fn takes no causal
-    argument and must compute non-causal attention."""
+    argument and must compute non-causal attention; causal=True stands for (True,)."""
     __tracebackhide__ = True
+    causal = (causal,) if isinstance(causal, bool) else causal
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
     far = [] if shapes else [env.pick(cpu=(40, 16), gpu=(300, 64))]  # two rows of scores below -104: _far_below
     shapes = shapes or env.pick(
@@ -571,8 +572,9 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
     """fn(q, k, v, causal=c, out=...) for q (B, T, H, D), a view into a qkv buffer, and k, v (B, T, KV, D) in
     buffers of their own (every tensor its own strides); unless shapes are given, one more case with q x 60 (scores
     far past exp's range: a softmax must subtract its max), and one with two query rows whose every score is below
-    -104 (_far_below: a running max must start at -inf)."""
+    -104 (_far_below: a running max must start at -inf). causal: the values to check, a tuple or one bool."""
     __tracebackhide__ = True
+    causal = (causal,) if isinstance(causal, bool) else causal
     dtype = dtype or lesson_dtype()
     big = [] if shapes else [utils.mode.current().pick(cpu=(1, 40, 2, 1, 16, 60.0), gpu=(1, 300, 4, 2, 64, 60.0))]
     far = [] if shapes else [utils.mode.current().pick(cpu=(1, 40, 2, 1, 16), gpu=(1, 300, 4, 2, 64))]

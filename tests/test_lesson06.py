@@ -893,3 +893,12 @@ def test_a_running_max_not_carried_and_a_diagonal_left_unmasked_are_named(mistak
     plant(monkeypatch, tmp_path, L, name, edit)
     with pytest.raises(AssertionError, match=re.escape(words)):
         PROBE06_CHECKS[check]()
+
+
+def test_the_checks_take_causal_as_one_bool():
+    """check_attention_head(fn, causal=True) as a learner writes it (probe06: "'bool' object is not iterable")."""
+    L.check_attention_head(L.attention_head_causal, causal=True, shapes=[ONE_HEAD], quiet=True)
+    L.check_attention(L.attention_pointers, causal=False, shapes=[GQA], quiet=True)
+    with pytest.raises(AssertionError, match="not causal"):  # the one value asked for is the one checked
+        L.check_attention(lambda q, k, v, causal, out: L.attention_pointers(q, k, v, False, out=out), causal=True,
+                          shapes=[GQA], quiet=True)  # fmt: skip
