@@ -605,6 +605,7 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
             try:
                 _check_attention_out(out, ref, lambda: attention_suspects(*args64), name, quiet, stray, tolerance)
             except AssertionError as failure:
+                failure = _kv_heads_past_the_end(failure, out, ref, stray, H, KV)
                 all_nan = later_case_tells(all_nan, name, failure, out, ref)
                 every_case_nan = every_case_nan and not stray
             else:
@@ -613,6 +614,27 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
         raise_all_nan(all_nan, every_case_nan)
     if _takes_scale(fn):
         _check_attention_scale(fn, causal[0], dtype, quiet)
+
+
+def _kv_heads_past_the_end(failure, out, ref, stray, H, KV):
+    """failure with a paragraph in front where, in a GQA case, the kernel read past k and v (and nothing else) and
+    head 0 is right but other heads are wrong: a kv head index past KV - 1 (h, h % GROUP, h // KV), which the
+    memory watch would otherwise blame on a missing mask."""
+    if not (stray and KV < H and isinstance(out, torch.Tensor) and out.shape == ref.shape and out.numel()):
+        return failure
+    if any(getattr(s, "access", "") != "reads" or getattr(s, "near", "") not in ("k_ptr", "v_ptr") for s in stray):
+        return failure
+    tol = default_tolerance(out.dtype)
+    bad = ~torch.isclose(out.detach().double().cpu(), ref.cpu(), rtol=tol.rtol, atol=tol.atol, equal_nan=True)
+    heads = bad.any(dim=3).any(dim=1).any(dim=0)  # (H,)
+    if bool(heads[0]) or not bool(heads.any()):
+        return failure
+    return AssertionError(
+        f"Query heads {_spots(bad, 2)} are wrong, head 0 is right, and the kernel reads past k and v (below): the "
+        f"likely cause is the key/value head index, not a mask.\nHint: query head h reads kv head h // GROUP "
+        f"(GROUP = H // KV = {H // KV}), which stays below KV = {KV}; h itself, h % GROUP or h // KV reach kv heads "
+        f"that do not exist.\n{failure}"
+    )
 
 
 def _takes_scale(fn) -> bool:

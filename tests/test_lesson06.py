@@ -902,3 +902,21 @@ def test_the_checks_take_causal_as_one_bool():
     with pytest.raises(AssertionError, match="not causal"):  # the one value asked for is the one checked
         L.check_attention(lambda q, k, v, causal, out: L.attention_pointers(q, k, v, False, out=out), causal=True,
                           shapes=[GQA], quiet=True)  # fmt: skip
+
+
+KV_HEAD_PAST_KV = {  # a kv head index that reaches past KV - 1 at the checks' first case (H = 2, KV = 1)
+    "kv_h = h": ("kv_h = h // GROUP", "kv_h = h"),
+    "kv_h = h % GROUP": ("kv_h = h // GROUP", "kv_h = h % GROUP"),
+    "kv_h = h // KV": ("kv_h = h // GROUP", "kv_h = h // (H // GROUP)"),
+}
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="reads past k and v: only safe where the interpreter watches them")
+@pytest.mark.parametrize("mistake", list(KV_HEAD_PAST_KV))
+def test_a_kv_head_index_past_kv_is_named_before_the_mask_hint(mistake, monkeypatch, tmp_path):
+    """The reads past k and v that such an index makes got only the memory watch's "mask every tl.load" (probe06)."""
+    from utils.mutants import plant
+
+    plant(monkeypatch, tmp_path, L, "attention_pointers_kernel", KV_HEAD_PAST_KV[mistake])
+    with pytest.raises(AssertionError, match=r"(?s)^Query heads 1 .*key/value head index.*h // GROUP"):
+        L.check_attention(L.attention_pointers, causal=(True,), quiet=True)
