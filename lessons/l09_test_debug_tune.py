@@ -360,36 +360,64 @@ def check_bitwise_config_test(test, *, quiet=False):
                 f"additions rounds differently. Build the inputs with exact_matmul_inputs and compare with "
                 f"matmul_ref(a.double(), b.double()).to(dtype), the exact result rounded once."
             ) from None
+    runs = []
+
+    def fp16_accumulation(a, b, **config):  # matmul_fp16acc, its runs counted
+        runs.append(config)
+        return matmul_fp16acc(a, b, **config)
+
+    fp16_accumulation.__name__ = "matmul_fp16acc"
     try:
-        returned = test(matmul_fp16acc, [{}])
+        returned = test(fp16_accumulation, [{}])
     except AssertionError:
         pass
     else:
-        raise AssertionError(
-            "your test passed matmul_fp16acc, which accumulates in fp16 and loses bits on exact inputs.\nHint: "
-            + (
+        if returned is not None:
+            hint = (
                 f"your test returned {returned!r}: a test fails by raising AssertionError (assert_bitwise_equal "
                 f"raises; a False returned is ignored)."
-                if returned is not None
-                else "compare each configuration's bits with the exact product, matmul_ref(a.double(), "
+            )
+        elif not runs:  # configs[1:], or a loop that never reaches the launcher
+            hint = (
+                "your test never ran the launcher: it was given one configuration, configs = [{}], and every "
+                "configuration of `configs` must run, the first one too."
+            )
+        else:
+            hint = (
+                "compare each configuration's bits with the exact product, matmul_ref(a.double(), "
                 "b.double()).to(dtype), with assert_bitwise_equal: not with a tolerance (allclose lets this kernel "
                 "through), and not only the configurations with each other (a kernel wrong in every configuration "
                 "agrees with itself)."
             )
+        raise AssertionError(
+            f"your test passed matmul_fp16acc, which accumulates in fp16 and loses bits on exact inputs.\nHint: {hint}"
         )
 
-    def matmul_splitk_fp16_in_last(a, b, **config):  # right in every configuration but the last one
-        return matmul_fp16acc(a, b) if config == CHECK_SPLITS[-1] else matmul_splitk(a, b, **config)
+    # a launcher wrong in one configuration only, each in turn (the last first): a test that checks only some of
+    # them, or that asserts once after its loop (on the last result alone), passes one of these
+    for bad in reversed(range(len(CHECK_SPLITS))):
+        calls = []
 
-    try:
-        test(matmul_splitk_fp16_in_last, CHECK_SPLITS)
-    except AssertionError:
-        pass
-    else:
+        def matmul_splitk_fp16_in_one(a, b, **config):  # right in every configuration but CHECK_SPLITS[bad]
+            calls.append(config)
+            return matmul_fp16acc(a, b) if config == CHECK_SPLITS[bad] else matmul_splitk(a, b, **config)
+
+        try:
+            test(matmul_splitk_fp16_in_one, CHECK_SPLITS)
+        except AssertionError:
+            continue
+        if not any(calls):
+            hint = "your test never passed a configuration to the launcher: call launcher(a, b, **config)."
+        elif CHECK_SPLITS[bad] not in calls:
+            hint = "run the launcher and compare its bits in every configuration of `configs`, not only some."
+        else:
+            hint = (
+                f"your test ran the launcher with {CHECK_SPLITS[bad]} but never compared that result: compare each "
+                f"configuration's result inside the loop (an assert after the loop sees only the last one)."
+            )
         raise AssertionError(
-            f"your test passed a launcher that is right with {CHECK_SPLITS[0]} but accumulates in fp16 with "
-            f"{CHECK_SPLITS[-1]}, the last configuration it was given.\n"
-            "Hint: run the launcher and compare its bits in every configuration of `configs`, not only the first."
+            f"your test passed a launcher that accumulates in fp16 with {CHECK_SPLITS[bad]} (configuration "
+            f"{bad + 1} of the {len(CHECK_SPLITS)} it was given) and is right in every other one.\nHint: {hint}"
         )
     if not quiet:
         print("✓ bitwise_config_test passes correct kernels in every configuration and catches fp16 accumulation")

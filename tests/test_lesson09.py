@@ -191,6 +191,42 @@ def test_a_test_of_the_first_configuration_only_is_caught():
         L.check_bitwise_config_test(first_config_only, quiet=True)
 
 
+def _bitwise_test_with(edit):
+    """The solution's bitwise_config_test with one learner's mistake: (the solution's text, the mistake's)."""
+    source = """
+def planted(launcher, configs, M=37, N=45, K=70, dtype=torch.float16):
+    a, b = L.exact_matmul_inputs(M, N, K, dtype, device=DEVICE)
+    want = L.matmul_ref(a.double(), b.double()).to(dtype)
+    for config in configs:
+        L.assert_bitwise_equal(launcher(a, b, **config), want)
+"""
+    assert edit[0] in source
+    scope = dict(L=L, torch=torch, DEVICE=DEVICE)
+    exec(source.replace(*edit), scope)
+    return scope["planted"]
+
+
+@pytest.mark.parametrize(
+    "edit, hint",
+    [
+        (
+            ("        L.assert_bitwise_equal(launcher(a, b, **config), want)",
+             "        got = launcher(a, b, **config)\n    L.assert_bitwise_equal(got, want)"),
+            r"(?s)fp16 with \{'SPLIT_K': 2\}.*never compared that result.*an assert after the loop",
+        ),
+        (("launcher(a, b, **config)", "launcher(a, b)"), r"never passed a configuration.*launcher\(a, b, \*\*config\)"),
+        (("for config in configs:", "for config in configs[1:]:"), r"never ran the launcher.*the first one too"),
+    ],
+    ids=["assert after the loop", "configuration not passed", "first configuration skipped"],
+)  # fmt: skip
+def test_a_test_that_checks_some_configurations_only_is_named(edit, hint):
+    """Probe09: a test whose assert sat after its loop (only the last result compared) passed the check, since the
+    one launcher it planted was wrong only in the last configuration; one that never passed the configuration, or
+    skipped the first, was told to use exact inputs or not to compare only configurations with each other."""
+    with pytest.raises(AssertionError, match=hint):
+        L.check_bitwise_config_test(_bitwise_test_with(edit), quiet=True)
+
+
 # -- exercise 3: spot the bug ------------------------------------------------------------------------------------
 
 
