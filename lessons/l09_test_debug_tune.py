@@ -754,11 +754,12 @@ def check_prune_for_shape(fn, *, quiet=False):
             rule = (
                 f"BLOCK_M <= max(16, next_power_of_2(M)) = {tall} and BLOCK_N <= max(16, next_power_of_2(N)) = {wide}"
             )
-            if not ruled and len(got) == 1:  # the rules keep nothing here: a fallback, the wrong one
+            if not ruled and (len(got) == 1 or got == list(configs)):  # the rules keep nothing: a wrong fallback
+                every = f" (not all {len(got)} configs given: the autotuner would then try those the rules refuse)"
                 hint = (
                     f"no config passes both rules for this shape ({rule}, and the budget), so the answer is the "
                     f"fallback: [{want[0]}], the one config that needs the least shared memory, "
-                    f"[min(configs, key=lambda c: config_smem_bytes(c, itemsize))]"
+                    f"[min(configs, key=lambda c: config_smem_bytes(c, itemsize))]" + (every if len(got) > 1 else "")
                 )
             elif any(config_smem_bytes(c, itemsize) > budget for c in extra):
                 c = next(c for c in extra if config_smem_bytes(c, itemsize) > budget)

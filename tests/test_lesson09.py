@@ -503,6 +503,8 @@ PRUNE_PLANTED = {  # session 29's battery: (the solution's text, the mistake's, 
         "147456 B: kept 8 configs, expected 10. Hint: BLOCK_M: 128, BLOCK_N: 256",
     ),  # fmt: skip
     "the last config as the fallback": (_FALLBACK, "configs[-1:]", "the answer is the fallback"),
+    # probe09: told "over the budget: count num_stages copies" before
+    "every config as the fallback": (_FALLBACK, "configs", "the answer is the fallback"),
     "the largest config as the fallback": (
         _FALLBACK,
         "[max(configs, key=lambda c: config_smem_bytes(c, itemsize))]",
