@@ -633,6 +633,27 @@ def test_bad_inputs_are_refused_before_any_launch():
         L.matmul_fp16acc(a, b[:5])
 
 
+class _Exploding:
+    """A kernel that fails if launched: a refusal must come before any launch."""
+
+    def __getitem__(self, grid):
+        raise RuntimeError("launched")
+
+
+def test_tiles_larger_than_a_block_are_refused_before_any_launch(monkeypatch):
+    """Probe09: BLOCK_M = 2**20 passed launch_config; under the interpreter the accumulator alone took gigabytes
+    (on a GPU the compiler refuses the tile)."""
+    for kernel in ("matmul_splitk_kernel", "matmul_fp16acc_kernel", "matmul_flushed_kernel"):
+        monkeypatch.setattr(L, kernel, _Exploding())
+    a = torch.randn(8, 32, device=DEVICE, dtype=torch.float16)
+    b = torch.randn(32, 16, device=DEVICE, dtype=torch.float16)
+    for launcher in (L.matmul_splitk, L.matmul_fp16acc, L.matmul_flushed):
+        with pytest.raises(ValueError, match=r"the accumulator \(BLOCK_M x BLOCK_N\).*more than one block takes"):
+            launcher(a, b, BLOCK_M=2**20)
+        with pytest.raises(ValueError, match=r"B's block \(BLOCK_K x BLOCK_N\)"):
+            launcher(a, b, BLOCK_K=2**12, BLOCK_N=2**10)
+
+
 def test_empty_inputs_return_empty_results():
     e = torch.empty(0, 32, device=DEVICE, dtype=torch.float16)
     b = torch.randn(32, 16, device=DEVICE, dtype=torch.float16)
