@@ -197,6 +197,11 @@ def matmul_splitk(a, b, *, out=None, SPLIT_K=2, BLOCK_M=None, BLOCK_N=None, BLOC
         return out
     if K == 0:
         return out.zero_()
+    if SPLIT_K * M * N > 2**31:  # the kernel's s * stride_ps is a 32-bit product
+        raise ValueError(
+            f"SPLIT_K={SPLIT_K} slices of a {M}x{N} result are {SPLIT_K * M * N} partial sums, more than the 2**31 "
+            f"that the kernel's 32-bit offsets reach: pass SPLIT_K <= {2**31 // (M * N)}."
+        )
     partials = utils.nan_empty((SPLIT_K, M, N), torch.float32, a.device)  # NaN: a slice never written shows
     grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]), SPLIT_K)
     matmul_splitk_kernel[grid](

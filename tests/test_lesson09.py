@@ -654,6 +654,21 @@ def test_tiles_larger_than_a_block_are_refused_before_any_launch(monkeypatch):
             launcher(a, b, BLOCK_K=2**12, BLOCK_N=2**10)
 
 
+def test_splitk_refuses_partials_past_32_bit_offsets(monkeypatch):
+    """Probe09: the kernel stores slice s at s * stride_ps, a 32-bit product; SPLIT_K * M * N over 2**31 wrapped
+    it (on a GPU: a store before the partials, or an illegal address). Refused before the partials are made."""
+
+    def no_partials(*args, **kwargs):
+        raise RuntimeError("allocated")
+
+    monkeypatch.setattr(L, "matmul_splitk_kernel", _Exploding())
+    monkeypatch.setattr(L.utils, "nan_empty", no_partials)
+    a = torch.randn(256, 1, device=DEVICE, dtype=torch.float16)
+    b = torch.randn(1, 256, device=DEVICE, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"SPLIT_K=32769 .*32-bit offsets.*SPLIT_K <= 32768"):
+        L.matmul_splitk(a, b, SPLIT_K=32769)
+
+
 def test_empty_inputs_return_empty_results():
     e = torch.empty(0, 32, device=DEVICE, dtype=torch.float16)
     b = torch.randn(32, 16, device=DEVICE, dtype=torch.float16)
