@@ -669,6 +669,26 @@ def test_splitk_refuses_partials_past_32_bit_offsets(monkeypatch):
         L.matmul_splitk(a, b, SPLIT_K=32769)
 
 
+def test_debug_demo_refuses_a_print_flag_that_is_not_a_bool(monkeypatch):
+    """Probe09: PRINT="no" printed (a constexpr is taken for its truth)."""
+    monkeypatch.setattr(L, "debug_demo_kernel", _Exploding())
+    with pytest.raises(TypeError, match="PRINT must be True or False, got 'no'"):
+        L.debug_demo(torch.ones(20, device=DEVICE), PRINT="no")
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="a file mapped into CPU memory")
+def test_debug_demo_refuses_x_past_32_bit_offsets(monkeypatch, tmp_path):
+    """Probe09: x of 2**31 + 1 elements went to a kernel whose offsets are 32-bit (on a GPU: reads and writes before
+    x and out). x is a sparse file mapped into memory: no memory or disk taken."""
+    monkeypatch.setattr(L, "debug_demo_kernel", _Exploding())
+    path = tmp_path / "x.bin"
+    with open(path, "wb") as f:
+        f.truncate((2**31 + 1) * 2)
+    x = torch.from_file(str(path), shared=True, size=2**31 + 1, dtype=torch.float16)  # one past the last offset
+    with pytest.raises(ValueError, match="x spans 2147483649 elements.*32-bit offsets"):
+        L.debug_demo(x)
+
+
 def test_empty_inputs_return_empty_results():
     e = torch.empty(0, 32, device=DEVICE, dtype=torch.float16)
     b = torch.randn(32, 16, device=DEVICE, dtype=torch.float16)
