@@ -550,6 +550,12 @@ def interpreter_memcheck(**tensors):
     `tensors` (name=tensor). Yields a list that receives one line per access that does not (interpreter only)."""
     if not env.interpret:
         raise RuntimeError("interpreter_memcheck watches Triton's interpreter; on a GPU use compute-sanitizer")
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+        given = ", ".join(f"{name}={type(t).__name__}" for name, t in tensors.items()) or "nothing"
+        raise TypeError(
+            "interpreter_memcheck needs, by name, every tensor the launches inside may touch: "
+            f"interpreter_memcheck(x=x, w=w, out=out); got {given}."
+        )
     from triton.runtime import interpreter
 
     builder = interpreter.interpreter_builder

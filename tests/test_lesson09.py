@@ -417,6 +417,17 @@ def test_interpreter_memcheck_does_not_make_a_write_outside_every_tensors_memory
         vars(builder).pop("create_masked_store", None)  # the class's own store again
 
 
+@interpreter_only
+def test_interpreter_memcheck_refuses_to_watch_no_tensors():
+    """Probe09: with no tensors named, the first access failed inside the interpreter (min() of an empty sequence)."""
+    with pytest.raises(TypeError, match=r"needs, by name, every tensor.*got nothing"):
+        with L.interpreter_memcheck():
+            pass
+    with pytest.raises(TypeError, match=r"got x=Tensor, out=list"):
+        with L.interpreter_memcheck(x=torch.ones(2), out=[0.0, 0.0]):
+            pass
+
+
 @pytest.mark.skipif(ENV.interpret, reason="on a GPU the interpreter's memory check is refused")
 def test_interpreter_memcheck_refuses_to_run_on_a_gpu():
     with pytest.raises(RuntimeError, match="compute-sanitizer"):
