@@ -2672,7 +2672,7 @@ def check_groupby_atomic(fn, *, quiet=False):
         )
     _check_bad_keys(fn, env)
     if not quiet:
-        sizes = ", ".join(f"{n} rows/{k} keys" for n, k in cases)
+        sizes = ", ".join(f"{n} rows/{k} keys (threshold {t})" for n, k, t in cases)
         print(f"✓ groupby_atomic matches the dense reference exactly at {sizes}, and refuses keys out of range")
 
 
