@@ -439,6 +439,10 @@ def sample(logits, temperature=0.0, top_k=None, top_p=None, *, argmax=None):
     likely tokens and to the smallest set whose probability reaches top_p (nucleus sampling). argmax: the function
     that picks each row's first maximum (default torch's; the decode step passes its kernel, DecodeOps.argmax)."""
     argmax = argmax or (lambda x: x.argmax(dim=-1))
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[1] == 0:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be (B, V), a row of V > 0 scores per sequence, got {got}: one sequence's "
+                         f"(V,) as logits[None], prefill's all_logits (B, T, V) as logits[:, -1]")  # fmt: skip
     utils.require_number(temperature, "temperature")
     if temperature < 0:
         raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
@@ -449,9 +453,13 @@ def sample(logits, temperature=0.0, top_k=None, top_p=None, *, argmax=None):
         raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
     if temperature == 0:
         return argmax(logits)
-    scale = min(1 / temperature, torch.finfo(torch.float32).max)  # past fp32 (T = 1e-300): its largest number
+    fp32 = torch.finfo(torch.float32)  # 1 / T past fp32's largest number (T = 1e-300), or rounded to 0 (T = 1e300):
+    scale = min(max(1 / temperature, fp32.tiny), fp32.max)  # its largest or smallest (-inf * 0 would be NaN)
     logits = logits.float()
-    logits = (logits - logits.amax(-1, keepdim=True)) * scale  # the max at 0 first: a tiny temperature gives -inf
+    top = logits.amax(-1, keepdim=True)
+    # the max at 0 first: a tiny temperature gives -inf, not inf. A +inf logit goes to 0 too (inf - inf is NaN,
+    # which made every probability NaN and drew token 0): the +inf tokens share all the probability
+    logits = torch.where(logits == top, 0.0, logits - top) * scale
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
         logits = logits.masked_fill(logits < kth, float("-inf"))

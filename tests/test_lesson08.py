@@ -1010,6 +1010,39 @@ def test_a_tiny_temperature_samples_the_argmax():
             assert L.sample(logits, temperature=temperature, argmax=argmax).tolist() == [1, 2, 1]
 
 
+def test_infinite_logits_are_sampled_as_the_argmax_picks_them():
+    """(probe08) A +inf logit (a token forced on, or fp16 logits that overflowed) is the argmax, and at any temperature
+    every draw: inf - max was NaN, every probability NaN, and the draw gave token 0 whatever the logits. A temperature
+    so large that 1 / T rounds to 0 in fp32 turned the -inf of a token masked off into NaN (-inf * 0) the same way."""
+    inf = float("inf")
+    rows = torch.tensor([[0.0, inf, 1.0, 2.0], [inf, 3.0, 1.0, inf], [-inf, 0.0, -inf, 1.0]], device=ENV.device)
+    logits = rows.repeat_interleave(200, dim=0)  # 200 draws of each row
+    for argmax in (None, L.argmax):
+        for settings in ({"temperature": 1.0}, {"temperature": 1.0, "top_k": 2}, {"temperature": 1.0, "top_p": 0.9},
+                         {"temperature": 1e300}):  # fmt: skip
+            drawn = L.sample(logits, **settings, argmax=argmax).view(3, 200).cpu()
+            assert set(drawn[0].tolist()) == {1}, f"{settings}: the +inf token must be drawn, got {drawn[0, :8]}"
+            assert set(drawn[1].tolist()) == {0, 3}, f"{settings}: two +inf tokens share the draws: {drawn[1, :8]}"
+            assert set(drawn[2].tolist()) == {1, 3}, f"{settings}: -inf tokens are never drawn: {drawn[2, :8]}"
+
+
+def test_sample_refuses_logits_that_are_not_one_row_per_sequence():
+    """(probe08) logits (V,) drew a 0-d token (greedy) or failed inside topk; (B, T, V) failed on a broadcast;
+    (B, 0) inside amax: each is told as a shape, with the fix."""
+    d = ENV.device
+    utils.refuses(
+        {
+            "one sequence's (V,)": lambda: L.sample(torch.randn(5, device=d), temperature=1.0, top_k=2),
+            "a greedy (V,)": lambda: L.sample(torch.randn(5, device=d)),
+            "all_logits (B, T, V)": lambda: L.sample(torch.randn(2, 3, 5, device=d), temperature=1.0),
+            "no column": lambda: L.sample(torch.empty(2, 0, device=d), temperature=1.0),
+        },
+        quiet=True,
+    )
+    with pytest.raises(ValueError, match=r"logits must be \(B, V\).*logits\[None\]"):
+        L.sample(torch.randn(5, device=d))
+
+
 # -- refusals -----------------------------------------------------------------------------------------------------
 
 
