@@ -1929,6 +1929,14 @@ def decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
     return y if residual is None else y + residual
 
 
+def _require_eps(eps) -> float:
+    """RMSNorm's eps as lesson 07's rmsnorm takes it: a finite number >= 0 (a negative one makes rsqrt NaN)."""
+    eps = utils.require_number(eps, "eps")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0 (it keeps the square root away from 0), got {eps}")
+    return eps
+
+
 def decode_gemv(
     x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None, pdl=False, loop=None
 ):
@@ -1947,7 +1955,7 @@ def decode_gemv(
     if swiglu and w.shape[0] % 2:
         raise ValueError(f"swiglu: w has {w.shape[0]} rows, it must stack gate and up (an even number)")
     N = w.shape[0] // 2 if swiglu else w.shape[0]
-    eps = utils.require_number(eps, "eps")
+    eps = _require_eps(eps)
     if norm is not None:
         utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
     if residual is not None:
@@ -2205,7 +2213,7 @@ def decode_qkv_rope(
             f"H a multiple of KV={KV} (q, k and v stacked)"
         )
     H = w.shape[0] // D - 2 * KV
-    eps = utils.require_number(eps, "eps")
+    eps = _require_eps(eps)
     if norm is not None:
         utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
     for name, table in (("cos", cos), ("sin", sin)):

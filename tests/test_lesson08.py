@@ -1537,6 +1537,22 @@ def test_decode_gemv_refusals():
     assert L.decode_gemv(x, w[:0]).shape == (1, 0)  # no outputs: no launch
 
 
+def test_the_fused_norms_refuse_a_negative_eps():
+    """(probe08) decode_gemv and decode_qkv_rope with norm= took eps = -1, which lesson 07's rmsnorm refuses: rsqrt of
+    a negative mean square made every output NaN, silently (x of RMS 0.3 here)."""
+    x, w, cos, sin, pos, norm, (k, v) = _qkv_case(4, 2, 16, 24, 8, 3)
+    x = x * 0.3
+    utils.refuses(
+        {
+            "decode_gemv": lambda: L.decode_gemv(x, w, norm=norm, eps=-1.0),
+            "decode_qkv_rope": lambda: L.decode_qkv_rope(x, w, cos, sin, pos, k, v, norm=norm, eps=-1.0),
+        },
+        quiet=True,
+    )
+    with pytest.raises(ValueError, match="eps must be >= 0"):
+        L.decode_gemv(x, w, norm=norm, eps=-1.0)
+
+
 # -- fewer launches a layer: RoPE in the qkv GEMV, flash-decoding in one launch (DECODE_FUSIONS) -------------------
 
 
