@@ -673,6 +673,9 @@ def _require_cache(k_cache, v_cache, B, D, dtype):
         raise ValueError("v_cache shares memory with k_cache: v would overwrite k. Pass two separate caches.")
     if k_cache.shape[0] != B or k_cache.shape[3] != D:
         raise ValueError(f"k_cache has shape {tuple(k_cache.shape)} but must be (B, max_len, KV, D) = ({B}, *, *, {D})")
+    if k_cache.shape[1] == 0 or k_cache.shape[2] == 0:  # (the grid and the splits divide by them)
+        raise ValueError(f"k_cache has shape {tuple(k_cache.shape)}: a cache of no position or no kv head holds "
+                         f"nothing; max_len and KV must be at least 1 (new_cache(model, B, max_len))")  # fmt: skip
 
 
 def rope_kv_write(qkv, cos, sin, pos, k_cache, v_cache, *, out=None):
@@ -1073,6 +1076,7 @@ def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=Non
     utils.require_int32_offsets(q, "q")
     s = schedule or decode_schedule(D)
     n_default, split_len, BLOCK_N = decode_split(B, KV, max_len, head_dim=D, schedule=s)
+    n_splits = utils.as_int(n_splits)  # a NumPy integer as an int
     if n_splits is None:
         n_splits = n_default
     else:
@@ -2468,6 +2472,7 @@ def decode_attention_fused(
     n_default, split_len, BLOCK_N = decode_split(B, KV, max_len, head_dim=D, schedule=s)
     if variant == "one-pass":
         n_splits = 1
+    n_splits = utils.as_int(n_splits)  # a NumPy integer as an int
     if n_splits is None:
         n_splits = n_default
     else:

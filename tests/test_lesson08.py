@@ -1375,6 +1375,31 @@ def test_kernel_refusals():
     )
 
 
+def test_caches_of_no_position_or_no_kv_head_are_refused_and_numpy_splits_taken():
+    """(probe08) A cache of max_len 0 or of KV 0 heads failed with a ZeroDivisionError in decode_split or in the
+    launchers' head check (rope_kv_write, decode_attention, decode_attention_fused); n_splits=np.int64(2) was refused
+    as "must be a positive int, got np.int64(2)"."""
+    import numpy as np
+
+    d = ENV.device
+    q, qkv, cos = torch.randn(1, 4, 16, device=d), torch.randn(1, 8, 16, device=d), torch.ones(8, 16, device=d)
+    lengths = torch.ones(1, dtype=torch.int32, device=d)
+    no_row, no_head = torch.zeros(1, 0, 2, 16, device=d), torch.zeros(1, 8, 0, 16, device=d)
+    calls = {}
+    for what, c in (("max_len 0", no_row), ("KV 0", no_head)):
+        calls[f"decode_attention, {what}"] = lambda c=c: L.decode_attention(q, c, c.clone(), lengths)
+        calls[f"decode_attention_fused, {what}"] = lambda c=c: L.decode_attention_fused(q, c, c.clone(), lengths)
+        calls[f"rope_kv_write, {what}"] = lambda c=c: L.rope_kv_write(
+            qkv, cos[: c.shape[1]], cos[: c.shape[1]], lengths, c, c.clone()
+        )
+    utils.refuses(calls, quiet=True)
+    k, v = torch.randn(1, 40, 2, 16, device=d), torch.randn(1, 40, 2, 16, device=d)
+    lengths = torch.tensor([37], dtype=torch.int32, device=d)
+    want = L.decode_attention(q, k, v, lengths, n_splits=2)
+    for fn in (L.decode_attention, L.decode_attention_fused):
+        assert torch.equal(fn(q, k, v, lengths, n_splits=np.int64(2)), want)
+
+
 def test_no_launcher_writes_over_its_inputs():
     """An out (or a cache) sharing memory with something the kernel reads was accepted where the launcher's list of
     inputs left it out: decode_attention's out over v_cache overwrote the cache, rope_kv_write's out over v_cache
