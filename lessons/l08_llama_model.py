@@ -1446,6 +1446,33 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
     if all_nan is not None:
         raise all_nan[1]
     _check_far_scores(fn, dtype, quiet)
+    _check_lengths_past_the_cache(fn, dtype, quiet)
+
+
+def _check_lengths_past_the_cache(fn, dtype, quiet):
+    """Lengths past max_len (a step past the cache's end: the launcher cannot look at lengths, on the GPU) attend to
+    the max_len rows there are, as decode_attention_ref does. The caches are views into a larger buffer, so a kernel
+    that reads on reads the next sequence's rows (and, past the last sequence, the buffer's: the watch sees those)."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    B, H, KV, D, max_len, extra = 2, 4, 2, env.pick(cpu=16, gpu=64), 20, 6
+    q = torch.randn(B, H, D, device=env.device, dtype=dtype)
+    buffer = torch.randn(2, B + 1, max_len, KV, D, device=env.device, dtype=dtype)  # k and v: a sequence more
+    lengths = torch.tensor([max_len + extra, max_len + extra - 1], device=env.device, dtype=torch.int32)
+    with utils.watch_memory() as stray:
+        out = fn(q, buffer[0, :B], buffer[1, :B], lengths, out=utils.nan_empty((B, H, D), dtype))
+    q64, kv64 = q.double(), buffer.double().flatten(1, 2)  # (2, (B + 1) max_len, KV, D): the rows one after another
+    ref = decode_attention_ref(q64, kv64[0, : B * max_len].unflatten(0, (B, max_len)),
+                               kv64[1, : B * max_len].unflatten(0, (B, max_len)), lengths)  # fmt: skip
+    rows = torch.arange(B, device=q.device)[:, None] * max_len + torch.arange(max_len + extra, device=q.device)
+    read_on = decode_attention_ref(q64, kv64[0, rows], kv64[1, rows], lengths)  # each length read unclamped
+    hint = (
+        "A length past max_len read on past the sequence's cache, into the next sequence's rows: the launcher "
+        "cannot look at lengths (on the GPU), so the kernel clamps the one it loads, length = "
+        "tl.minimum(tl.load(lengths_ptr + b), max_len), and attends to the max_len rows there are."
+    )
+    name = f"decode attention (B={B}, H={H}, KV={KV}, D={D}, max_len={max_len}, lengths past it: {lengths.tolist()})"
+    utils.check(out, ref, name=name, quiet=quiet, suspects={hint: read_on}, stray=stray)
 
 
 def _untransposed_ref(q, k_cache, v_cache, lengths, block):

@@ -604,6 +604,16 @@ def test_check_names_keys_read_past_the_length():
         L.check_decode_attention(whole_cache, quiet=True)
 
 
+def test_check_names_a_length_past_the_cache_read_unclamped(monkeypatch, tmp_path):
+    """(probe08) decode_attention's kernel without tl.minimum(..., max_len) passed: every length of the check lay
+    within the cache, yet the launcher promises that a length past max_len reads the max_len rows there are (lengths
+    live on the GPU, unread). Unclamped, a sequence read on into the next one's rows, and the last past its caches."""
+    edit = ("length = tl.minimum(tl.load(lengths_ptr + b), max_len)", "length = tl.load(lengths_ptr + b)")
+    plant(monkeypatch, tmp_path, L, "decode_attention_kernel", edit)
+    with pytest.raises(AssertionError, match="A length past max_len read on past the sequence's cache"):
+        L.check_decode_attention(L.decode_attention, quiet=True)
+
+
 def test_check_names_the_new_tokens_key_missing():
     def one_short(q, k_cache, v_cache, lengths, *, out=None):
         return L.decode_attention(q, k_cache, v_cache, (lengths - 1).clamp_min(1), out=out)
