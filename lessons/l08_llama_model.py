@@ -2732,6 +2732,10 @@ def capture(fn, state):
     return graph
 
 
+MAX_DECODERS = 4  # decode loops kept on a model: each new max_len (by default each prompt length, as a chat's
+# complete() gives) builds one, with its KV cache and, on a GPU, a CUDA graph
+
+
 class Decoder:
     """A decode loop's state in fixed buffers: its cache, and the last token and its position of each sequence."""
 
@@ -2772,7 +2776,8 @@ def generate(
     """prompt (B, T) token ids -> (B, T + max_new_tokens): prefill, then one decode step per new token.
 
     kernels=False runs the PyTorch references instead of the Triton kernels. cuda_graph (default: on a GPU, with
-    the kernels) replays the decode step from a CUDA graph; graphs and caches are kept on the model, one per shape."""
+    the kernels) replays the decode step from a CUDA graph; graphs and caches are kept on the model, one per shape,
+    the MAX_DECODERS used last."""
     env = utils.mode.current()
     if not isinstance(kernels, bool):
         raise TypeError(f"kernels must be True or False (False runs the PyTorch references), got {kernels!r}")
@@ -2803,9 +2808,13 @@ def generate(
     sample(torch.zeros(1, 2, device=prompt.device), **sampling)  # refuses bad settings now, not inside a graph
     ops, prefill_ops = (TRITON_DECODE, TRITON_OPS) if kernels else (REF_DECODE, REF_OPS)
     key = (B, max_len, tuple(sampling.items()), kernels, cuda_graph)
-    if key not in model.decoders:
-        model.decoders[key] = Decoder(model, B, max_len, sampling, ops, cuda_graph)
-    dec = model.decoders[key]
+    dec = model.decoders.pop(key, None)  # put back last: the most recently used
+    if dec is None:
+        while len(model.decoders) >= MAX_DECODERS:  # the least recently used loop goes, its cache and graph freed
+            model.decoders.pop(next(iter(model.decoders)))
+        dec = Decoder(model, B, max_len, sampling, ops, cuda_graph)
+    model.decoders[key] = dec
+    dec = model.decoders[key]  # (a quantized model keeps its own kind of loop: lesson 12)
     out = torch.empty(B, T + max_new_tokens, dtype=torch.int64, device=prompt.device)
     out[:, :T] = prompt
     dec.token.copy_(sample(prefill(model, prompt, dec.cache, prefill_ops), **sampling, argmax=ops.argmax))

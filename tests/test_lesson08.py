@@ -2197,3 +2197,19 @@ def test_a_norm_weight_applied_before_the_rms_fails_the_decode_gemv_check_at_the
         ref = rmsnorm_ref(x, norm, 1e-5) @ w.T
         wrong = (rmsnorm_ref(x * norm, torch.ones_like(norm), 1e-5) @ w.T).to(torch.bfloat16).double()
         assert not torch.allclose(wrong, ref, rtol=tol.rtol, atol=tol.atol), f"seed {seed}"
+
+
+def test_generate_keeps_only_the_decode_loops_used_last(tied, monkeypatch):
+    """Each new max_len builds a decode loop (its KV cache, on a GPU its CUDA graph), and by default max_len follows
+    the prompt's length: a chat's complete() calls built one more each, kept for the model's lifetime. At most
+    MAX_DECODERS stay, the least recently used going first; a loop built again gives the same tokens."""
+    model, _ = tied
+    monkeypatch.setattr(model, "decoders", {})
+    first = L.generate(model, prompt(B=1, T=3), 2)
+    for T in range(4, 4 + L.MAX_DECODERS + 2):
+        L.generate(model, prompt(B=1, T=T), 2)
+        assert len(model.decoders) <= L.MAX_DECODERS
+    recent = L.generate(model, prompt(B=1, T=T), 2, max_len=T + 2)  # the last key: used again, kept
+    assert len(model.decoders) == L.MAX_DECODERS and list(model.decoders)[-1][1] == T + 2
+    assert torch.equal(L.generate(model, prompt(B=1, T=3), 2), first)  # its loop went, and is built again
+    assert torch.equal(L.generate(model, prompt(B=1, T=T), 2), recent)
