@@ -248,6 +248,12 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                     [lo, (want >> s) & 0xF], -1
                 ).reshape(q.shape[0], -1)
         packed = pack(q)
+        if isinstance(packed, torch.Tensor) and (packed.dtype != torch.uint8 or packed.shape != want.shape):
+            raise AssertionError(
+                f"pack_int4 of {what} (codes of shape {tuple(q.shape)}) returned {utils.dtype_name(packed.dtype)} of "
+                f"shape {tuple(packed.shape)}: it must return uint8 of shape {tuple(want.shape)}, one byte for each "
+                f"pair of neighbours along K (dim 1), as Int4Weight stores them (cast back with .to(torch.uint8))"
+            )
         utils.check(
             packed.long() if isinstance(packed, torch.Tensor) else packed,
             want,
@@ -278,6 +284,8 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                 ),
                 "the codes come back as [all low nibbles, all high nibbles]: interleave them with "
                 "torch.stack([lo, hi], dim=-1) before reshaping": torch.cat([q[:, 0::2], q[:, 1::2]], 1).long(),
+                "the low nibble is not masked: lo = packed & 0xF (without the mask it keeps the high nibble's bits "
+                "4-7)": torch.stack([want, q[:, 1::2].long()], -1).reshape(q.shape[0], -1),
                 "the high nibble comes back 16 times too large: shift it down, hi = packed >> 4 (packed & 0xF0 "
                 "keeps it in bits 4-7)": torch.stack([q[:, 0::2], 16 * q[:, 1::2].long()], -1)
                 .reshape(q.shape[0], -1)

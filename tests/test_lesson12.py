@@ -65,6 +65,17 @@ def test_planted_packing_mistakes_get_their_hints():
     halves = lambda p: torch.cat([p & 0xF, p >> 4], 1)  # noqa: E731
     with pytest.raises(AssertionError, match="interleave them"):
         L.check_pack_int4(L.pack_int4, halves, quiet=True)
+    # (probe12) the low nibble not masked got the generic hint; a pack that returns int32 passed, and then
+    # quantize_int4_ref refused its bytes with "use pack_int4"
+    unmasked = lambda p: torch.stack([p, p >> 4], -1).reshape(p.shape[0], -1)  # noqa: E731
+    with pytest.raises(AssertionError, match="the low nibble is not masked"):
+        L.check_pack_int4(L.pack_int4, unmasked, quiet=True)
+    wide = lambda q: q[:, 0::2].int() | (q[:, 1::2].int() << 4)  # noqa: E731
+    with pytest.raises(AssertionError, match=r"returned int32 .* must return uint8 of shape \(1, 256\)"):
+        L.check_pack_int4(wide, L.unpack_int4, quiet=True)
+    rows = lambda q: q[0::2] | (q[1::2] << 4)  # noqa: E731  (pairs rows, not neighbours along K)
+    with pytest.raises(AssertionError, match="neighbours along K"):
+        L.check_pack_int4(rows, L.unpack_int4, quiet=True)
 
 
 # -- the specs against a plain fp64 dequantization ------------------------------------------------------------------
