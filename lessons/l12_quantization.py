@@ -403,6 +403,9 @@ def quantize_suspects(w, G):
         "the zero point is rounded down: zero = round(-min / scale), the nearest code to the weight 0": _int4_variant(
             w, G, zero_point=lambda lo, s: torch.floor(-lo / s)
         ),
+        "the zero point is rounded up: zero = round(-min / scale), the nearest code to the weight 0": _int4_variant(
+            w, G, zero_point=lambda lo, s: torch.ceil(-lo / s)
+        ),
         "the zero point has the wrong sign: zero = round(-min / scale) (min <= 0, so the zero point is >= 0)": (
             _int4_variant(w, G, zero_point=lambda lo, s: torch.round(lo / s))
         ),
@@ -913,6 +916,16 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
             shifted = torch.stack([q[:, 0::2], hi], -1).reshape(N, -1)
             hint = f"the high nibble is shifted down by {sh}, not 4{masked}: it sits in bits 4-7, so hi = byte >> 4"
             suspects[hint] = y(_dequant_codes(shifted, z, s, K))
+    wrapped = ((q.view(N, -1, G) - z[..., None]) % 256 * s[..., None]).view(N, -1)[:, :K]  # uint8 - uint8
+    suspects[
+        "q - zero wrapped around below 0 (a code under its zero point came out near 256): the nibbles and the zero "
+        "point are uint8, whose difference stays uint8; convert both to float first, q.to(tl.float32) - zero"
+    ] = y(wrapped)
+    sixteen = torch.stack([q[:, 0::2], 16 * q[:, 1::2]], -1).reshape(N, -1)
+    suspects[
+        "the high nibble comes back 16 times too large: shift it down, hi = byte >> 4 (byte & 0xF0 keeps it in bits "
+        "4-7)"
+    ] = y(_dequant_codes(sixteen, z, s, K))
     codes, scales, zeros = unpack_int4(w.packed).float(), w.scale.float(), w.zero.float()
     after = (codes.view(N, -1, G) * scales[..., None] - zeros[..., None]).to(x.dtype)  # as the kernel rounds it
     suspects[

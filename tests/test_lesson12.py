@@ -1315,6 +1315,29 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         _check_w8a16,
         "every split stops at step per_split",
     ),  # fmt: skip
+    # (probe12) mistakes that got the generic hint
+    "zero point rounded up": (
+        "int4_codes_ref",
+        [("torch.round(-lo / s)", "torch.ceil(-lo / s)")],
+        _check_codes,
+        "zero point is rounded up",
+    ),  # fmt: skip
+    "w4a16 q - zero in uint8": (
+        "w4a16_kernel",
+        [
+            ("mask=mask_n, other=0).to(tl.float32)", "mask=mask_n, other=0)"),
+            ("((byte & 0xF).to(tl.float32) - zero[:, None])", "((byte & 0xF) - zero[:, None])"),
+            ("((byte >> 4).to(tl.float32) - zero[:, None])", "((byte >> 4) - zero[:, None])"),
+        ],
+        _check_w4a16,
+        "q - zero wrapped around below 0",
+    ),  # fmt: skip
+    "w4a16 high nibble not shifted down": (
+        "w4a16_kernel",
+        [("(byte >> 4)", "(byte & 0xF0)")],
+        _check_w4a16,
+        "the high nibble comes back 16 times too large",
+    ),  # fmt: skip
 }
 
 
