@@ -382,6 +382,25 @@ def test_planted_store_stride_mix_up_gets_its_hint(mistake, monkeypatch, tmp_pat
             L.check_matmul(L.matmul_tiled, shapes=[(37, 70, 45)], quiet=True)
 
 
+
+@pytest.mark.skipif(not ENV.interpret, reason="TILE is square on the GPU (128 x 128); the interpreter's is not")
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "offs_m = pid_m * BLOCK_N + tl.arange(0, BLOCK_M)"),
+        ("offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", "offs_n = pid_n * BLOCK_M + tl.arange(0, BLOCK_N)"),
+    ],
+    ids=["rows offset with BLOCK_N", "columns offset with BLOCK_M"],
+)
+def test_tile_offsets_with_the_other_block_size_fail(edit, monkeypatch, tmp_path):
+    """tile_dot's rows offset with BLOCK_N (or its columns with BLOCK_M): right with square tiles, which TILE was
+    under the interpreter (16 x 16), so matmul_tiled's and matmul_grouped's checks passed it (probe05)."""
+    plant(monkeypatch, tmp_path, L, "tile_dot", edit)
+    assert L.TILE["BLOCK_M"] != L.TILE["BLOCK_N"]
+    for launcher in (L.matmul_tiled, L.matmul_grouped):
+        with pytest.raises(AssertionError, match="differs from the reference|never written"):
+            L.check_matmul(launcher, quiet=True)
+
 @triton.jit
 def _planted_order_kernel(
     order_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, MISTAKE: tl.constexpr
