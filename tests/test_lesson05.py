@@ -382,7 +382,6 @@ def test_planted_store_stride_mix_up_gets_its_hint(mistake, monkeypatch, tmp_pat
             L.check_matmul(L.matmul_tiled, shapes=[(37, 70, 45)], quiet=True)
 
 
-
 @pytest.mark.skipif(not ENV.interpret, reason="TILE is square on the GPU (128 x 128); the interpreter's is not")
 @pytest.mark.parametrize(
     "edit",
@@ -400,6 +399,7 @@ def test_tile_offsets_with_the_other_block_size_fail(edit, monkeypatch, tmp_path
     for launcher in (L.matmul_tiled, L.matmul_grouped):
         with pytest.raises(AssertionError, match="differs from the reference|never written"):
             L.check_matmul(launcher, quiet=True)
+
 
 @triton.jit
 def _planted_order_kernel(
