@@ -305,6 +305,43 @@ def store_stride_hint(out, ptr="c_ptr", row_stride="stride_cm", col_stride="stri
     return None
 
 
+def other_size_hint(out, ref, offs_m="offs_m", offs_n="offs_n", naive=False):
+    """The hint for an ``out`` (M, N) whose values written are right and whose NaN (never written) are exactly the
+    columns from M on (M < N), or the rows from N on (M > N): the store's mask compares an offset with the other size.
+    With ``naive``, also the naive kernel's m and n read from each other's program id (a grid of (M, N)), which leaves
+    the same columns unwritten, or, M > N, every element from (N - 1) * N + M on (most of the others right): without
+    this, both got store_stride_hint's "the two strides are swapped", whose unwritten elements are the same."""
+    M, N = out.shape
+    out, ref = out.detach().cpu(), ref.detach().to("cpu", torch.float64)
+    nan = torch.isnan(out)
+    if M == N or not bool(nan.any()) or bool(nan.all()):
+        return None
+    typical = ref.pow(2).mean().sqrt().item()
+    right = torch.isclose(out, ref, rtol=1e-2, atol=1e-2 * typical)[~nan].double().mean().item()
+    swapped = (
+        " Or, in the naive kernel (one program per element of C): m and n come from each other's program id. The "
+        "grid is (M, N): m = tl.program_id(0), n = tl.program_id(1)."
+    )
+    cols, rows = torch.arange(N) >= M, torch.arange(M)[:, None] >= N
+    if M < N and torch.equal(nan, cols.expand(M, N)) and right == 1:
+        return (
+            f"Columns from {M} on were never written, and the rest is right: the store's mask compares {offs_n} "
+            f"with M. Use {offs_n} < N." + (swapped if naive else "")
+        )
+    if M > N and torch.equal(nan, rows.expand(M, N)) and right == 1:
+        return (
+            f"Rows from {N} on were never written, and the rest is right: the store's mask compares {offs_m} with N. "
+            f"Use {offs_m} < M."
+        )
+    if naive and M > N and torch.equal(nan.reshape(-1), torch.arange(M * N) >= (N - 1) * N + M) and right >= 0.5:
+        return (
+            f"m and n come from each other's program id: the grid is (M, N), so m = tl.program_id(0) and n = "
+            f"tl.program_id(1). Swapped, the programs cover only N = {N} rows, and those with n >= N write into the "
+            f"next row of C and read B's next row."
+        )
+    return None
+
+
 def _grouped_order(M, N, BM, BN, G):
     """Each tile's number in the grouped order (tile_order_ref's, below in the lesson, computed at once): groups of G
     tile rows, then columns, then rows inside a group. Here because a check cell runs before tile_order_ref's."""
@@ -386,7 +423,9 @@ def check_matmul(fn, *, shapes=None, epilogue=False, activation="gelu", dtype=No
                 quiet=quiet,
                 suspects=matmul_suspects(a, b, bias, act),
                 stray=stray,
-                diagnose=lambda out: store_stride_hint(out) or rounding_hint(out, ref, dtype),
+                diagnose=lambda out: (
+                    other_size_hint(out, ref, naive=True) or store_stride_hint(out) or rounding_hint(out, ref, dtype)
+                ),
             )
         except AssertionError as e:  # never-written tiles come before the suspects: try the mapping mistakes
             if not isinstance(c, torch.Tensor) or c.shape != (M, N) or not c.isnan().any():
@@ -579,7 +618,10 @@ def check_outer_add(fn, *, quiet=False):
             name=f"{fn.__name__} out[{M}x{N}]",
             quiet=quiet,
             stray=stray,
-            diagnose=lambda out: store_stride_hint(out, "out_ptr", "stride_om", "stride_on"),
+            diagnose=lambda out: (
+                other_size_hint(out, outer_add_ref(x64, y64))
+                or store_stride_hint(out, "out_ptr", "stride_om", "stride_on")
+            ),
             suspects={
                 "out is written transposed (out[j, i] = x[i] + y[j]): offs_m goes with the row stride stride_om, "
                 "offs_n with the column stride stride_on.": outer_add_ref(y64, x64),

@@ -401,6 +401,44 @@ def test_tile_offsets_with_the_other_block_size_fail(edit, monkeypatch, tmp_path
             L.check_matmul(launcher, quiet=True)
 
 
+OTHER_SIZE = {  # mistake: (the kernel, its edit, the check, words of the hint)
+    "outer_add: column mask with M": (
+        "outer_add_kernel", ("(offs_n[None, :] < N)", "(offs_n[None, :] < M)"), "outer_add",
+        "Columns from 37 on were never written, and the rest is right: the store's mask compares offs_n with M",
+    ),
+    "matmul_tiled: column mask with M": (
+        "matmul_tiled_kernel", ("(offs_n[None, :] < N)", "(offs_n[None, :] < M)"), "matmul_tiled",
+        "Columns from 37 on were never written, and the rest is right: the store's mask compares offs_n with M",
+    ),
+    "matmul_tiled: row mask with N": (
+        "matmul_tiled_kernel", ("(offs_m[:, None] < M)", "(offs_m[:, None] < N)"), "matmul_tiled, M > N",
+        "Rows from 20 on were never written, and the rest is right: the store's mask compares offs_m with N",
+    ),
+    "matmul_naive: m and n from each other's program id": (
+        "matmul_naive_kernel",
+        ("m = tl.program_id(0)\n    n = tl.program_id(1)", "m = tl.program_id(1)\n    n = tl.program_id(0)"),
+        "matmul_naive", "m and n come from each other's program id: the grid is (M, N)",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", list(OTHER_SIZE))
+def test_store_mask_with_the_other_size_is_not_called_a_stride_mix_up(mistake, monkeypatch, tmp_path):
+    """A store mask compared with the other size (offs_n < M), or the naive kernel's program ids swapped, leaves
+    unwritten the elements that swapped strides would: store_stride_hint called each "the two strides are swapped",
+    though the strides were right and every value written was too (probe05)."""
+    kernel, edit, check, words = OTHER_SIZE[mistake]
+    plant(monkeypatch, tmp_path, L, kernel, edit)
+    with pytest.raises(AssertionError, match=re.escape(words)) as caught:
+        if check == "outer_add":
+            L.check_outer_add(L.outer_add, quiet=True)
+        elif check == "matmul_naive":
+            L.check_matmul(L.matmul_naive, shapes=[(19, 13, 70)], quiet=True)
+        else:
+            L.check_matmul(L.matmul_tiled, shapes=[(270, 20, 17) if "M > N" in check else (37, 70, 45)], quiet=True)
+    assert "strides are swapped" not in str(caught.value)
+
+
 @triton.jit
 def _planted_order_kernel(
     order_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, MISTAKE: tl.constexpr
