@@ -139,6 +139,18 @@ def matmul_suspects(a, b, bias=None, activation=None):
             f"The activation is applied before the bias is added: {activation}(acc) + bias. The epilogue adds the "
             f"bias first, then applies the activation to acc + bias."
         ] = epilogue_ref(a @ b, None, activation) + bias
+    for other in ACTIVATIONS:  # the epilogue's branches: one left out, or taken for the other name
+        if other != activation:
+            suspects[
+                f"The epilogue applies {other or 'no activation'} where ACTIVATION is {activation!r}: each branch "
+                f"tests ACTIVATION == its own name, and with ACTIVATION None acc is left as it is (bias added)."
+            ] = epilogue_ref(a @ b, bias, other)
+    if bias is None and 0 < N <= a.numel() and a.is_contiguous():  # bias_ptr is A's pointer when there is no bias
+        suspects[
+            "A bias is added though none was given: the epilogue loads bias_ptr whatever HAS_BIAS says (without a "
+            "bias the launcher passes A's pointer there, so A's first N elements were added). Load and add the bias "
+            "only under if HAS_BIAS:."
+        ] = epilogue_ref(a @ b + a.reshape(-1)[:N], None, activation)
     if activation == "silu":
         x = a @ b + (0 if bias is None else bias)
         suspects["SiLU is x * sigmoid(x), not sigmoid(x): multiply by acc."] = torch.sigmoid(x)
