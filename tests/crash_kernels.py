@@ -216,6 +216,16 @@ def dot_acc_shape_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
+def dot_acc_fp16_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tile = offsets[:, None] * BLOCK_SIZE + offsets[None, :]
+    a = tl.load(x_ptr + tile).to(tl.float16)
+    acc = tl.zeros((BLOCK_SIZE, BLOCK_SIZE), dtype=tl.float16)  # the product is fp32 unless out_dtype says otherwise
+    acc = tl.dot(a, a, acc)
+    tl.store(out_ptr + tile, acc)
+
+
+@triton.jit
 def zeros_int_shape_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     acc = tl.zeros(BLOCK_SIZE, dtype=tl.float32)
     offsets = tl.arange(0, BLOCK_SIZE)

@@ -51,6 +51,7 @@ BODY = {
     "tl.store(..., other=0.0)": ("store_other_kernel", {}, "passes `other=`", "both"),
     "tl.dot of 1-D blocks": ("dot_1d_kernel", dict(BLOCK_SIZE=16), "multiplies 2-D tiles", "both"),
     "tl.dot into a 1-D accumulator": ("dot_acc_shape_kernel", dict(BLOCK_SIZE=16), "the product's shape", "both"),
+    "tl.dot into an fp16 accumulator": ("dot_acc_fp16_kernel", dict(BLOCK_SIZE=16), "out_dtype", "both"),
     "tl.zeros(BLOCK_SIZE)": ("zeros_int_shape_kernel", {}, "`tl.zeros((BLOCK_SIZE,)", "both"),
     "a list appended to": ("list_append_kernel", {}, "A kernel has no Python lists", "both"),
     "a kernel that returns a value": (

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 import utils
-from utils import launch, offline, setup
+from utils import crashes, launch, offline, setup
 from utils.lessons import load
 from utils.mutants import plant
 from utils.order import programs_in_order
@@ -467,6 +467,16 @@ def test_the_notebook_checks_the_epilogue_without_a_bias():
     nb = nbformat.read(ROOT / "solutions" / "05_matmul.ipynb", as_version=4)
     checks = ["".join(c.source) for c in nb.cells if "check" in c.metadata.get("tags", [])]
     assert any(re.match(r"check_matmul\(matmul,(?![^\n]*epilogue=True)", c) for c in checks)
+
+
+def test_an_fp16_accumulator_passed_to_tl_dot_is_explained(monkeypatch, tmp_path):
+    """tl.dot(a, b, acc) with acc = tl.zeros(..., dtype=tl.float16): Triton asserts the accumulator's dtype without a
+    message (a bare AssertionError, interpreted or compiled); utils.crashes now names the mistake (probe05)."""
+    plant(monkeypatch, tmp_path, L, "tile_dot", ("dtype=tl.float32", "dtype=tl.float16"))
+    with pytest.raises(Exception) as caught:
+        L.check_matmul(L.matmul_tiled, shapes=[(37, 70, 45)], quiet=True)
+    hint = crashes.explain(caught.value)
+    assert hint is not None and "out_dtype" in hint, f"{caught.value!r} -> {hint}"
 
 
 @triton.jit

@@ -368,6 +368,15 @@ RULES = [
         "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)` before the K loop.",
     ),
     Rule(
+        "tl.dot into an accumulator of another dtype",  # Triton asserts it with no message: AssertionError()
+        r"(?m)AssertionError\(\)|^AssertionError:?\s*$",
+        "The accumulator passed to `tl.dot(a, b, acc)` must have the product's dtype, fp32 unless `out_dtype` says "
+        "otherwise: `acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)` before the K loop, converted to the "
+        "output's dtype once, at the store. (`out_dtype=tl.float16` accepts an fp16 accumulator, and loses the "
+        "precision an fp32 sum keeps.)",
+        inside=r"tl\.dot\([^\n]*\n *\^|^(?:\w+\.)?dot$",  # compiled: the caret under it; interpreted: its frame
+    ),
+    Rule(
         "a shape that is not a tuple",
         r"'int' object is not iterable",
         "A block's shape is a tuple, even for one dimension: `tl.zeros((BLOCK_SIZE,), dtype=tl.float32)` (the comma "
