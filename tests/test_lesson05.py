@@ -479,6 +479,15 @@ def test_an_fp16_accumulator_passed_to_tl_dot_is_explained(monkeypatch, tmp_path
     assert hint is not None and "out_dtype" in hint, f"{caught.value!r} -> {hint}"
 
 
+def test_a_k_mask_without_its_block_size_is_not_told_the_same_mask(monkeypatch, tmp_path):
+    """k_left = K - k (k the step number, not k * BLOCK_K): the last step reads past K, and the hint for those reads
+    said "in a K loop, offs_k < K - k", the mistake itself (probe05); it now writes the step's start in full."""
+    plant(monkeypatch, tmp_path, L, "tile_dot", ("k_left = K - k * BLOCK_K", "k_left = K - k"))
+    with pytest.raises(AssertionError, match="touches memory outside") as caught:
+        L.check_matmul(L.matmul_tiled, shapes=[(40, 40, 40)], quiet=True)
+    assert "offs_k < K - k * BLOCK_K" in str(caught.value) and "offs_k < K - k)" not in str(caught.value)
+
+
 @triton.jit
 def _planted_order_kernel(
     order_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, MISTAKE: tl.constexpr

@@ -926,8 +926,8 @@ def _garbage_problem(name: str, reads: list) -> str:
         f"another tensor's data), and one of them in a sum spoils the whole row:\n- "
         + "\n- ".join(map(str, reads))
         + "\nHint: mask every tl.load so that it stops at the end of its own tensor (offsets < n; in a K loop, "
-        "offs_k < K - k; a position or split end clamped to the sequence's length), with other=0 before a sum. Fix "
-        "this first; the rest of this report may then go away.\nWhat the comparison found:"
+        "offs_k < K - k * BLOCK_K at step k; a position or split end clamped to the sequence's length), with "
+        "other=0 before a sum. Fix this first; the rest of this report may then go away.\nWhat the comparison found:"
     )
 
 
@@ -938,7 +938,7 @@ def _outside_problem(name: str, strays: list, right: bool, misplaced: bool = Fal
     elif accesses == {"reads"}:
         hint = (
             "a tl.load needs a mask that stops at the end of its own tensor (offsets < n; in a K loop, "
-            "offs_k < K - k). "
+            "offs_k < K - k * BLOCK_K at step k). "
             + (
                 f"The values read out there never reached {name} (the store is masked), so no comparison of "
                 "outputs can see this; "
