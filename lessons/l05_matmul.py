@@ -524,6 +524,14 @@ def shrink(config, elem, tma_store=False):
     return config
 
 
+def require_tiles(config):
+    """A matmul's three tiles, each within one block's elements: the compiler refuses a larger one, and the
+    interpreter would fill the memory with it."""
+    utils.require_tile("the accumulator (BLOCK_M x BLOCK_N)", config["BLOCK_M"], config["BLOCK_N"])
+    utils.require_tile("A's block (BLOCK_M x BLOCK_K)", config["BLOCK_M"], config["BLOCK_K"])
+    utils.require_tile("B's block (BLOCK_K x BLOCK_N)", config["BLOCK_K"], config["BLOCK_N"])
+
+
 def tile_config(defaults, config, elem):
     """A fixed configuration: `defaults` (shrunk until they fit this GPU) overridden by the caller's `config`."""
     unknown = set(config) - set(defaults)
@@ -537,9 +545,7 @@ def tile_config(defaults, config, elem):
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
         if config[name] < 16:
             raise ValueError(f"{name} = {config[name]}: tl.dot needs blocks of at least 16 along each side.")
-    utils.require_tile("the accumulator (BLOCK_M x BLOCK_N)", config["BLOCK_M"], config["BLOCK_N"])
-    utils.require_tile("A's block (BLOCK_M x BLOCK_K)", config["BLOCK_M"], config["BLOCK_K"])
-    utils.require_tile("B's block (BLOCK_K x BLOCK_N)", config["BLOCK_K"], config["BLOCK_N"])
+    require_tiles(config)
     if not fits(config, elem):
         need = smem_bytes(**blocks_of(config), elem=elem)
         raise ValueError(

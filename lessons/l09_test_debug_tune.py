@@ -26,6 +26,7 @@ from lessons.l05_matmul import (
     matmul_ref,
     matmul_tiled,
     matmul_tolerance,
+    require_tiles,
     shrink,
     smem_bytes,
 )
@@ -106,10 +107,7 @@ def launch_config(defaults, given):
         utils.require_power_of_two(config[name], name)
         if config[name] < 16:
             raise ValueError(f"{name} must be at least 16 (the smallest tile tl.dot takes), got {config[name]}.")
-    # a tile of more elements than one block holds: the compiler refuses it, the interpreter fills the memory
-    utils.require_tile("the accumulator (BLOCK_M x BLOCK_N)", config["BLOCK_M"], config["BLOCK_N"])
-    utils.require_tile("A's block (BLOCK_M x BLOCK_K)", config["BLOCK_M"], config["BLOCK_K"])
-    utils.require_tile("B's block (BLOCK_K x BLOCK_N)", config["BLOCK_K"], config["BLOCK_N"])
+    require_tiles(config)  # lesson 05's: none larger than one block
     return config
 
 
