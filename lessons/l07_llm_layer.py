@@ -784,6 +784,14 @@ def rmsnorm_kernel(
     tl.store(out_ptr + offsets, (x * rstd * w).to(out_ptr.dtype.element_ty), mask=mask)
 
 
+def require_eps(eps) -> float:
+    """RMSNorm's eps: a finite number >= 0 (a negative one makes the root of a small mean square NaN)."""
+    eps = utils.require_number(eps, "eps")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0 (it keeps the square root away from 0), got {eps}")
+    return eps
+
+
 def rmsnorm(x, weight, eps=1e-5, residual=None, *, out=None, sum_out=None):
     """x (M, N) -> x / rms(x) * weight, one program per row. With residual (M, N): normalises x + residual and
     returns (normed, x + residual). out, sum_out: where to write them (default: new tensors)."""
@@ -799,9 +807,7 @@ def rmsnorm(x, weight, eps=1e-5, residual=None, *, out=None, sum_out=None):
     utils.require(x, "x", dtype=DTYPES, ndim=2)
     M, N = x.shape
     utils.require(weight, "weight", dtype=DTYPES, ndim=1, shape=(N,))
-    eps = utils.require_number(eps, "eps")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0 (it keeps the square root away from 0), got {eps}")
+    eps = require_eps(eps)
     if N > MAX_ROW:
         raise ValueError(
             f"x has rows of {N} numbers; this kernel holds a whole row in one program, at most {MAX_ROW}: "

@@ -38,6 +38,7 @@ from lessons.l07_llm_layer import (
     halves_apart,
     llama_layer,
     norm_weight,
+    require_eps,
     rmsnorm,
     rmsnorm_ref,
     rope_interleaved_ref,
@@ -1061,6 +1062,18 @@ def pdl_launch(pdl) -> dict:
     return {"PDL": 1 + PDL_TRIGGERS.index(pdl), "launch_pdl": True} if utils.mode.current().supports_pdl else {}
 
 
+def given_splits(n_splits, n_default, split_len, max_len, BLOCK_N):
+    """(n_splits, split_len): decode_split's default where n_splits is None, else n_splits (a positive int; a NumPy
+    integer is taken) with each split a whole number of key blocks, which may leave fewer splits than asked."""
+    n_splits = utils.as_int(n_splits)
+    if n_splits is None:
+        return n_default, split_len
+    if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 1:
+        raise ValueError(f"n_splits must be a positive int, got {n_splits!r}")
+    split_len = triton.cdiv(triton.cdiv(max_len, n_splits), BLOCK_N) * BLOCK_N
+    return triton.cdiv(max_len, split_len), split_len
+
+
 def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=None, pdl=False):
     """The first kernel alone: (acc, m, l), each split's unnormalised partial result (see the combine).
     pdl: launched early (lets the next kernel launch at once, then waits: pdl True or "start" only)."""
@@ -1076,14 +1089,7 @@ def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=Non
     utils.require_int32_offsets(q, "q")
     s = schedule or decode_schedule(D)
     n_default, split_len, BLOCK_N = decode_split(B, KV, max_len, head_dim=D, schedule=s)
-    n_splits = utils.as_int(n_splits)  # a NumPy integer as an int
-    if n_splits is None:
-        n_splits = n_default
-    else:
-        if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 1:
-            raise ValueError(f"n_splits must be a positive int, got {n_splits!r}")
-        split_len = triton.cdiv(triton.cdiv(max_len, n_splits), BLOCK_N) * BLOCK_N
-        n_splits = triton.cdiv(max_len, split_len)
+    n_splits, split_len = given_splits(n_splits, n_default, split_len, max_len, BLOCK_N)
     if n_splits > 65535:
         raise ValueError(f"{n_splits} splits: grid axis 1 takes at most 65535; pass fewer (n_splits=...)")
     acc = torch.empty(B, H, n_splits, D, device=q.device, dtype=torch.float32)
@@ -1960,14 +1966,6 @@ def decode_gemv_ref(x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False):
     return y if residual is None else y + residual
 
 
-def _require_eps(eps) -> float:
-    """RMSNorm's eps as lesson 07's rmsnorm takes it: a finite number >= 0 (a negative one makes rsqrt NaN)."""
-    eps = utils.require_number(eps, "eps")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0 (it keeps the square root away from 0), got {eps}")
-    return eps
-
-
 def decode_gemv(
     x, w, *, norm=None, eps=1e-5, residual=None, swiglu=False, out=None, schedule=None, pdl=False, loop=None
 ):
@@ -1986,7 +1984,7 @@ def decode_gemv(
     if swiglu and w.shape[0] % 2:
         raise ValueError(f"swiglu: w has {w.shape[0]} rows, it must stack gate and up (an even number)")
     N = w.shape[0] // 2 if swiglu else w.shape[0]
-    eps = _require_eps(eps)
+    eps = require_eps(eps)
     if norm is not None:
         utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
     if residual is not None:
@@ -2244,7 +2242,7 @@ def decode_qkv_rope(
             f"H a multiple of KV={KV} (q, k and v stacked)"
         )
     H = w.shape[0] // D - 2 * KV
-    eps = _require_eps(eps)
+    eps = require_eps(eps)
     if norm is not None:
         utils.require(norm, "norm", dtype=x.dtype, shape=(K,))
     for name, table in (("cos", cos), ("sin", sin)):
@@ -2499,14 +2497,7 @@ def decode_attention_fused(
     n_default, split_len, BLOCK_N = decode_split(B, KV, max_len, head_dim=D, schedule=s)
     if variant == "one-pass":
         n_splits = 1
-    n_splits = utils.as_int(n_splits)  # a NumPy integer as an int
-    if n_splits is None:
-        n_splits = n_default
-    else:
-        if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 1:
-            raise ValueError(f"n_splits must be a positive int, got {n_splits!r}")
-        split_len = triton.cdiv(triton.cdiv(max_len, n_splits), BLOCK_N) * BLOCK_N
-        n_splits = triton.cdiv(max_len, split_len)
+    n_splits, split_len = given_splits(n_splits, n_default, split_len, max_len, BLOCK_N)
     if n_splits > MAX_SPLITS:
         raise ValueError(f"{n_splits} splits: the ticket's combine takes at most {MAX_SPLITS}; pass fewer")
     if B == 0:
