@@ -90,12 +90,12 @@ class Watch:
     watched: bool = False
     launches: int = 0
     note: str = ""
-    constexprs: list[tuple[str, dict]] = field(default_factory=list)  # (kernel, its tl.constexpr arguments) a launch
+    constexprs: list[dict] = field(default_factory=list)  # each launch's tl.constexpr arguments, by name
 
     def launched_with(self, name: str) -> list:
         """The values the launches passed for the constexpr ``name`` (``BLOCK_SIZE``, say), launch by launch, where
         the kernel has one of that name: what a launcher chose, which its output may not show."""
-        return [given[name] for _, given in self.constexprs if name in given]
+        return [given[name] for given in self.constexprs if name in given]
 
     def __bool__(self) -> bool:
         return bool(self.strays or self.races)
@@ -265,16 +265,15 @@ def watch_memory():
     def before(executor, args, kwargs):
         spans, storages = [], []
         arguments = launch_arguments(executor, args, kwargs)
-        kernel = getattr(executor.fn, "__name__", "kernel")
         constexprs = getattr(executor, "constexprs", ())
-        watch.constexprs.append((kernel, {k: v for k, v in arguments.items() if k in constexprs}))
+        watch.constexprs.append({k: v for k, v in arguments.items() if k in constexprs})
         for name, value in arguments.items():
             for label, t in _tensors(name, value):
                 if t.device.type == "cpu":
                     spans.append((label, *tensor_span(t), t.element_size()))
                     storage = t.untyped_storage()
                     storages.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
-        launch.update(kernel=kernel, spans=spans, storages=storages, writes=[])
+        launch.update(kernel=getattr(executor.fn, "__name__", "kernel"), spans=spans, storages=storages, writes=[])
         watch.launches += 1
 
     def races():
