@@ -779,19 +779,43 @@ BLOCK_CHECKS = {
     "exp2": lambda: L.check_attention_head(L.attention_head_exp2, quiet=True),
     "causal": lambda: L.check_attention_head(L.attention_head_causal, causal=(True, False), quiet=True),
     "pointers": lambda: L.check_attention(L.attention_pointers, shapes=[GQA], quiet=True),
+    # GQA's T = 20 is one query block: there a causal mask left out is "not causal", rightly
+    "causal pointers": lambda: L.check_attention(L.attention_pointers, causal=(True,), quiet=True),
 }
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # T = 1 with the tail skipped: 0 / 0
-@pytest.mark.parametrize("mistake", list(BLOCK_BATTERY))
+# -- the running max not carried, the diagonal not masked causally (probe06): "Wrong values in many places", or NaN
+# rows with "guard such rows", or "Only rows … are wrong: the offset or index along the rows" -----------------------
+
+_CAUSAL_KEEP = "            if IS_CAUSAL:\n                keep = keep & (offs_n[None, :] <= offs_m[:, None])\n"
+PROBE06_BATTERY = {
+    # mistake: (kernel, (old, new), which check, words of the hint it must get)
+    "m_i = m_new left out": ("attention_head_kernel", ("        m_i = m_new\n", ""), "head",
+                             "the running max is not carried from one key block to the next (BLOCK_N = 16)"),
+    "m_i = m_new left out, causal": ("_attention_range", ("        m_i = m_new\n", ""), "causal",
+                                     "the running max is not carried from one key block to the next (BLOCK_M = 32"),
+    "m_i = m_new left out, GQA": ("_attention_range", ("        m_i = m_new\n", ""), "pointers",
+                                  "the running max is not carried"),
+    "the causal mask left out of the masked range": ("_attention_range", (_CAUSAL_KEEP, ""), "causal",
+                                                     "the diagonal's key blocks are not masked causally"),
+    "the causal mask left out, GQA": ("_attention_range", (_CAUSAL_KEEP, ""), "causal pointers",
+                                      "the diagonal's key blocks are not masked causally"),
+}  # fmt: skip
+KEY_BLOCK_BATTERIES = BLOCK_BATTERY | PROBE06_BATTERY
+
+
+# T = 1 with the tail skipped: 0 / 0; the interpreter's -inf - -inf in a block all masked
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("mistake", list(KEY_BLOCK_BATTERIES))
 def test_the_key_blocks_mistakes_get_named(mistake, monkeypatch, tmp_path):
     """One exponential of a base-2 kernel left as tl.exp; the causal kernel's masked range ending BLOCK_N after the
     query block's start (short of its last query, when BLOCK_M > BLOCK_N); the non-causal tail block never visited.
     Before their suspects: "Only rows … are wrong: the offset or index along the rows", or "Wrong values in many
-    places"."""
+    places". probe06's: m_i = m_new left out (only the last key block a program visits counts), and the causal test
+    left out of the masked range (a query sees every key up to its query block's end)."""
     from utils.mutants import plant
 
-    name, edit, check, words = BLOCK_BATTERY[mistake]
+    name, edit, check, words = KEY_BLOCK_BATTERIES[mistake]
     plant(monkeypatch, tmp_path, L, name, edit)
     with pytest.raises(AssertionError, match=re.escape(words)):
         BLOCK_CHECKS[check]()
@@ -857,42 +881,6 @@ def test_a_launcher_that_ignores_scale_is_named():
         L.check_attention(dropped, shapes=[GQA], quiet=True)
     L.check_attention(lambda q, k, v, causal, out: L.attention_pointers(q, k, v, causal, out=out), shapes=[GQA],
                       quiet=True)  # fmt: skip
-
-
-# -- the running max not carried, the diagonal not masked causally (probe06): "Wrong values in many places", or NaN
-# rows with "guard such rows", or "Only rows … are wrong: the offset or index along the rows" -----------------------
-
-_CAUSAL_KEEP = "            if IS_CAUSAL:\n                keep = keep & (offs_n[None, :] <= offs_m[:, None])\n"
-PROBE06_BATTERY = {
-    # mistake: (kernel, (old, new), which check, words of the hint it must get)
-    "m_i = m_new left out": ("attention_head_kernel", ("        m_i = m_new\n", ""), "head",
-                             "the running max is not carried from one key block to the next (BLOCK_N = 16)"),
-    "m_i = m_new left out, causal": ("_attention_range", ("        m_i = m_new\n", ""), "causal",
-                                     "the running max is not carried from one key block to the next (BLOCK_M = 32"),
-    "m_i = m_new left out, GQA": ("_attention_range", ("        m_i = m_new\n", ""), "pointers",
-                                  "the running max is not carried"),
-    "the causal mask left out of the masked range": ("_attention_range", (_CAUSAL_KEEP, ""), "causal",
-                                                     "the diagonal's key blocks are not masked causally"),
-    "the causal mask left out, GQA": ("_attention_range", (_CAUSAL_KEEP, ""), "causal pointers",
-                                      "the diagonal's key blocks are not masked causally"),
-}  # fmt: skip
-PROBE06_CHECKS = BLOCK_CHECKS | {  # GQA's T = 20 is one query block: there that mistake is "not causal", rightly
-    "causal pointers": lambda: L.check_attention(L.attention_pointers, causal=(True,), quiet=True),
-}
-
-
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's -inf - -inf in a block all masked
-@pytest.mark.parametrize("mistake", list(PROBE06_BATTERY))
-def test_a_running_max_not_carried_and_a_diagonal_left_unmasked_are_named(mistake, monkeypatch, tmp_path):
-    """Without m_i = m_new, alpha = exp(-inf - m_new) is 0 on every key block: only the last block a program visits
-    counts (causal: NaN in a row whose last block is all masked). Without the causal test in the masked range, a
-    query sees every key up to its query block's end."""
-    from utils.mutants import plant
-
-    name, edit, check, words = PROBE06_BATTERY[mistake]
-    plant(monkeypatch, tmp_path, L, name, edit)
-    with pytest.raises(AssertionError, match=re.escape(words)):
-        PROBE06_CHECKS[check]()
 
 
 def test_the_checks_take_causal_as_one_bool():

@@ -732,11 +732,7 @@ def test_static_assert_refuses_a_small_block():
 
 @pytest.mark.parametrize("BLOCK_SIZE", [0, 24, 2**21, 16.0])
 def test_debug_demo_refuses_a_block_size_before_launching(BLOCK_SIZE, monkeypatch):
-    class Exploding:
-        def __getitem__(self, grid):
-            raise RuntimeError("launched")
-
-    monkeypatch.setattr(L, "debug_demo_kernel", Exploding())
+    monkeypatch.setattr(L, "debug_demo_kernel", _Exploding())
     with pytest.raises(ValueError, match="BLOCK_SIZE"):
         L.debug_demo(torch.arange(20.0, device=DEVICE), BLOCK_SIZE=BLOCK_SIZE)
 
