@@ -1012,7 +1012,7 @@ def attention_pointers_kernel(
     pid_m = pid % n_m
     bh = pid // n_m
     b = (bh // H).to(tl.int64)
-    h = bh % H
+    h = (bh % H).to(tl.int64)  # a head's offset passes 2**31 where one sequence holds 2**31 elements (a view)
     kv_h = h // GROUP  # grouped-query attention: GROUP query heads share a key/value head
     q_ptr += b * stride_qb + h * stride_qh
     k_ptr += b * stride_kb + kv_h * stride_kh
@@ -1271,7 +1271,7 @@ def attention_kernel(
     # -- normalise and write back with pointers: rows past T belong to nobody
     offs_d = tl.arange(0, HEAD_DIM)
     o_ptrs = (
-        o_ptr + b.to(tl.int64) * stride_ob + h * stride_oh + offs_m.to(tl.int64)[:, None] * stride_ot + offs_d[None, :]
+        o_ptr + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh + offs_m.to(tl.int64)[:, None] * stride_ot + offs_d[None, :]
     )
     tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < T)
 
