@@ -1271,7 +1271,11 @@ def attention_kernel(
     # -- normalise and write back with pointers: rows past T belong to nobody
     offs_d = tl.arange(0, HEAD_DIM)
     o_ptrs = (
-        o_ptr + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh + offs_m.to(tl.int64)[:, None] * stride_ot + offs_d[None, :]
+        o_ptr
+        + b.to(tl.int64) * stride_ob
+        + h.to(tl.int64) * stride_oh
+        + offs_m.to(tl.int64)[:, None] * stride_ot
+        + offs_d[None, :]
     )
     tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < T)
 

@@ -745,12 +745,37 @@ def table_as_read(table, width):
 
 def _scaled_down_rows(out, ref):
     """ref with each (token, head) row scaled by the factor below 1 that brings it nearest out's row (ref itself
-    where there is none): what a softmax whose denominator is too large gives."""
+    where there is none, or where out's row is 0: a row never computed is not one scaled down): what a softmax
+    whose denominator is too large gives."""
     out64 = out.detach().to("cpu", torch.float64)
     ref = ref.to("cpu", torch.float64)
     c = (out64 * ref).sum(-1) / (ref * ref).sum(-1)
-    c = torch.where(torch.isfinite(c) & (c < 1), c, 1.0)
+    c = torch.where(torch.isfinite(c) & (c > 0) & (c < 1), c, 1.0)
     return ref * c[..., None]
+
+
+def _later_query_tiles(ref, i, tile, dtype):
+    """diagnose= for a kernel right on each chunk's first query tile and wrong on a later one: q_block left out of
+    the tile's queries (the later tiles recompute the first one's and leave their own partials unstored) or of the
+    split's last query (the later tiles' queries see only the first tile's keys). i: each token's index in its
+    chunk; tile: BLOCK_Q."""
+    tol = utils.checking.default_tolerance(dtype)
+    ref64, first = ref.to("cpu", torch.float64), (i < tile).cpu()
+
+    def diagnose(got):
+        right = torch.isclose(got, ref64, rtol=tol.rtol, atol=tol.atol, equal_nan=True).flatten(1).all(1)
+        if not bool(right[first].all()) or bool(right[~first].all()):
+            return None
+        return (
+            f"Only the first query tile of each chunk is right (queries 0 .. {tile - 1}, BLOCK_Q = {tile}); every "
+            "later tile's queries are wrong. The program's query block q_block = tl.program_id(2) must place the "
+            "tile: its queries are qi = q_block * BLOCK_Q + r // GROUP, and its keys end at the tile's last query, "
+            "last = tl.minimum(q_block * BLOCK_Q + BLOCK_Q, q_len). Without q_block in qi, every tile computes the "
+            "first tile's queries and the later ones' partials are never stored; without it in last, a later "
+            "tile's queries see only the keys of the first tile's."
+        )
+
+    return diagnose
 
 
 def check_paged_attention(fn, *, quiet=False):
@@ -925,7 +950,8 @@ def check_paged_attention(fn, *, quiet=False):
             'of -inf, not 0 (tl.where(keep[None, :], s, float("-inf"))), so that they add nothing to it.'
         ] = _scaled_down_rows(out, ref)
         name = f"paged attention (B={B}, H={H}, KV={KV}, D={D}, block_size={P}, lengths={lens}, queries={q_lens})"
-        utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, dims=("token", "head", "dim"), stray=stray)
+        utils.check(out, ref, name=name, quiet=quiet, suspects=suspects, dims=("token", "head", "dim"), stray=stray,
+                    diagnose=_later_query_tiles(ref, i, tile, dtype))  # fmt: skip
         if max(q_lens) == 1:  # a decode step: the same as lesson 08's contiguous kernel's spec on gathered keys
             kc = torch.stack([torch.nn.functional.pad(gather_pages(k64, table[b], n), (0, 0, 0, 0, 0, W * P - n))
                               for b, n in enumerate(lens)])  # fmt: skip

@@ -672,6 +672,7 @@ def test_single_sequence_refuses_what_would_fail_inside_a_step(model):
 
 
 _PREFETCH = "page_next = tl.load(table + (cols + BLOCK_N) // PAGE_SIZE, mask=cols + BLOCK_N < end, other=0)"
+_LATER_TILES = "Only the first query tile of each chunk is right"
 PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hint)
     "a query does not see its own key": (
         "(cols[None, :] <= pos[:, None])",
@@ -767,6 +768,14 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
     # (session 36) from utils.mutants: got "Wrong values in many places" (a decode step's lane at the length, its
     # page entry masked to block 0; a chunk's causal mask hides it)
     "keys masked with cols <= end": ("keep = cols < end", "keep = cols <= end", "One key past the request's length"),
+    # (session 52) every query block computed the first one's queries: the later blocks' partials never stored (a
+    # NaN hint, from the combine reading torch.empty's acc, m and l)
+    "the query block left out of qi": ("qi = q_block * BLOCK_Q + r // GROUP", "qi = r // GROUP", _LATER_TILES),
+    "the query block left out of the split's last query": (
+        "last = tl.minimum(q_block * BLOCK_Q + BLOCK_Q, q_len)",
+        "last = tl.minimum(BLOCK_Q, q_len)",
+        _LATER_TILES,
+    ),  # fmt: skip
 }
 
 
