@@ -1095,7 +1095,7 @@ def _rows_of_padding(values, ref_v, padding_first, where):
     if not isinstance(values, torch.Tensor) or values.shape != ref_v.shape or values.numel() == 0:
         return
     got = values.detach().cpu().double()
-    if torch.allclose(got, padding_first.double(), rtol=0, atol=0, equal_nan=True):
+    if torch.allclose(got, padding_first.cpu().double(), rtol=0, atol=0, equal_nan=True):  # (on the CPU: got's)
         return
     rows = torch.nonzero(got.isnan().all(-1) & ~ref_v.cpu().isnan().any(-1)).flatten().tolist()
     if rows:
