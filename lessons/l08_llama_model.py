@@ -123,10 +123,11 @@ def pad_heads(w, n_heads: int, D: int, width: int, dim: int = 0):
 
 def model_args(config: dict) -> ModelArgs:
     """ModelArgs from a config.json dict; ValueError saying what to do for anything this lesson cannot run."""
-    model_type, arch = config.get("model_type"), config.get("architectures") or ["LlamaForCausalLM"]
-    if model_type != "llama" or "LlamaForCausalLM" not in arch:
+    model_type, named = config.get("model_type"), config.get("architectures")
+    if model_type != "llama" or "LlamaForCausalLM" not in (named or ["LlamaForCausalLM"]):  # none named: Llama's
+        described = f"model_type {model_type!r}" + (f" ({', '.join(map(str, named))})" if named else "")
         raise ValueError(
-            f"config.json describes model_type {model_type!r} ({', '.join(arch)}), but this loader runs Llama "
+            f"config.json describes {described}, but this loader runs Llama "
             f"models only (model_type 'llama', LlamaForCausalLM): pick a Llama-architecture checkpoint such as "
             f"SmolLM2, TinyLlama or Llama 3.2."
         )
@@ -187,6 +188,10 @@ def model_args(config: dict) -> ModelArgs:
             f"every pair of a head (as Llama does), and transformers' Llama cannot run this config either; load a "
             f"checkpoint without partial_rotary_factor"
         )
+    eps = utils.require_number(config.get("rms_norm_eps", 1e-6), "config.json's rms_norm_eps")
+    if eps < 0:  # named here as config.json names it (LlamaArgs would call it norm_eps)
+        raise ValueError(f"config.json's rms_norm_eps is {eps}: RMSNorm's eps must be >= 0 (a negative one makes the "
+                         f"root of a small mean square NaN)")  # fmt: skip
     eos = config.get("eos_token_id")
     theta = utils.require_number(rope.get("rope_theta", config.get("rope_theta", 10000.0)), "config.json's rope_theta")
     if not theta > 0:
@@ -199,7 +204,7 @@ def model_args(config: dict) -> ModelArgs:
         n_kv_heads=KV,
         ffn_dim=config["intermediate_size"],
         rope_theta=theta,
-        norm_eps=utils.require_number(config.get("rms_norm_eps", 1e-6), "config.json's rms_norm_eps"),
+        norm_eps=eps,
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
         rope_scaling=None if rope_type == "default" else {**rope, "rope_type": rope_type},
         eos_ids=tuple(eos if isinstance(eos, list) else [] if eos is None else [eos]),
@@ -294,6 +299,10 @@ def _require_weight_dtype(dtype, what="dtype"):
             f"{what} is {dtype!r}, but the model's weights must be one of "
             f"{', '.join(map(utils.dtype_name, FLOATS))}: pass dtype=torch.float32 (or a 16-bit float on a GPU)"
         )
+    if dtype == torch.bfloat16 and utils.mode.current().interpret:  # refused here, not by the first kernel's launcher
+        raise TypeError(f"{what} is bfloat16, which Triton's interpreter does not have (the kernels' results would be "
+                        f"silently wrong): pass dtype=torch.float32 (or torch.float16) on the CPU; bfloat16 works on "
+                        f"a GPU")  # fmt: skip
 
 
 def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None) -> Model:
@@ -2728,18 +2737,22 @@ MAX_DECODERS = 4  # decode loops kept on a model: each new max_len (by default e
 
 
 class Decoder:
-    """A decode loop's state in fixed buffers: its cache, and the last token and its position of each sequence."""
+    """A decode loop's state in fixed buffers: its cache, the last token and its position of each sequence, and
+    whether a sequence's logits held a NaN at some step (no token drawn from them is the model's; generate looks once,
+    at its end: a look at each step would make the CPU wait for the GPU there)."""
 
     def __init__(self, model: Model, B: int, max_len: int, sampling: dict, ops: DecodeOps, cuda_graph: bool):
         self.model, self.sampling, self.ops, self.cuda_graph = model, sampling, ops, cuda_graph
         self.cache = new_cache(model, B, max_len)
         self.token = torch.zeros(B, dtype=torch.int64, device=model.embed.device)
         self.pos = torch.zeros(B, dtype=torch.int32, device=model.embed.device)
+        self.nan = torch.zeros(B, dtype=torch.bool, device=model.embed.device)
         self.graph = None
 
     def _step(self):
         logits = decode_step(self.model, self.token, self.pos, self.cache, self.ops)
         self.token.copy_(sample(logits, **self.sampling, argmax=self.ops.argmax))
+        self.nan |= logits.isnan().any(-1)  # a NaN row's draw is token 0 (greedy: the NaN's index), not the model's
         self.pos += 1
 
     def step(self):
@@ -2747,7 +2760,7 @@ class Decoder:
         if not self.cuda_graph:
             return self._step()
         if self.graph is None:
-            self.graph = capture(self._step, (self.token, self.pos))
+            self.graph = capture(self._step, (self.token, self.pos, self.nan))
         self.graph.replay()
 
 
@@ -2768,7 +2781,8 @@ def generate(
 
     kernels=False runs the PyTorch references instead of the Triton kernels. cuda_graph (default: on a GPU, with
     the kernels) replays the decode step from a CUDA graph; graphs and caches are kept on the model, one per shape,
-    the MAX_DECODERS used last."""
+    the MAX_DECODERS used last. FloatingPointError after the last step if a sequence's logits held a NaN at any step
+    (prefill's included): tokens drawn from them would be silently not the model's."""
     env = utils.mode.current()
     if not isinstance(kernels, bool):
         raise TypeError(f"kernels must be True or False (False runs the PyTorch references), got {kernels!r}")
@@ -2808,12 +2822,21 @@ def generate(
     dec = model.decoders[key]  # (a quantized model keeps its own kind of loop: lesson 12)
     out = torch.empty(B, T + max_new_tokens, dtype=torch.int64, device=prompt.device)
     out[:, :T] = prompt
-    dec.token.copy_(sample(prefill(model, prompt, dec.cache, prefill_ops), **sampling, argmax=ops.argmax))
+    logits = prefill(model, prompt, dec.cache, prefill_ops)
+    dec.nan.copy_(logits.isnan().any(-1))
+    dec.token.copy_(sample(logits, **sampling, argmax=ops.argmax))
     dec.pos.fill_(T)
     out[:, T] = dec.token
     for i in range(1, max_new_tokens):
         dec.step()
         out[:, T + i] = dec.token  # a copy on the GPU: the loop never waits for it
+    if dec.nan.any():  # the one wait for the GPU, after the last step
+        raise FloatingPointError(
+            f"the logits of sequence(s) {dec.nan.nonzero()[:, 0].tolist()} held a NaN at some step: the tokens drawn "
+            f"from them are not the model's (sample picks a NaN's index, or token 0 at a temperature). Weights or "
+            f"activations past the dtype's range (fp16: load with dtype=torch.bfloat16 or torch.float32) or a kernel "
+            f"that writes NaN; check_model(model) compares every step with the reference"
+        )
     return out
 
 

@@ -259,6 +259,11 @@ UNSEEN_CONFIGS = {
                                                                      num_key_value_heads=4, intermediate_size=37),
     "head_dim 100 apart from 64 / 2, padded to 128, llama3 RoPE": dict(num_attention_heads=2, num_key_value_heads=1,
                                                                        head_dim=100, num_hidden_layers=1, rope=LLAMA3),
+    # session 52: fields transformers' Llama reads and the loader leaves out, rightly: pretraining_tp splits the
+    # MLP's matmuls into slices (the same sums), max_position_embeddings bounds nothing with these RoPE types
+    "linear RoPE x4, MHA, eps 0.5, pretraining_tp 2, max_position_embeddings 4 < prompt + new": dict(
+        num_key_value_heads=4, rms_norm_eps=0.5, pretraining_tp=2, max_position_embeddings=4,
+        rope={"rope_type": "linear", "factor": 4.0}),
 }  # fmt: skip
 
 
@@ -273,6 +278,50 @@ def test_unseen_configs_match_hf(tmp_path, fields):
     with torch.no_grad():
         want = hf.generate(ids, max_new_tokens=5, do_sample=False, pad_token_id=0)
     assert torch.equal(L.generate(model, ids, 5), want)
+
+
+# configs that transformers writes for models this loader cannot run (session 52's held-out battery): each refused
+# from config.json alone, before a weight is read, naming its field and what the lesson runs
+REFUSED_CONFIGS = {
+    "Mistral (sliding window)": ("Mistral", dict(sliding_window=4), "model_type 'mistral', but this loader runs Llama"),
+    "Qwen2 (q/k/v biases)": ("Qwen2", {}, "model_type 'qwen2', but this loader runs Llama models only"),
+    "Gemma ((1 + w) norms, scaled embeddings)": ("Gemma", dict(head_dim=16), "model_type 'gemma', but"),
+    "Phi3 (fused qkv)": ("Phi3", {}, "model_type 'phi3', but"),
+    "dynamic NTK RoPE": ("Llama", dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}),
+                         "RoPE type 'dynamic' is not implemented here \\(only default, linear, llama3\\)"),
+    "YaRN RoPE": ("Llama", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                                                  "original_max_position_embeddings": 64}), "RoPE type 'yarn'"),
+    "LongRoPE": ("Llama", dict(rope_parameters={"rope_type": "longrope", "short_factor": [1.0] * 8,
+                                                 "long_factor": [2.0] * 8, "original_max_position_embeddings": 64}),
+                 "RoPE type 'longrope'"),
+    "gelu MLP": ("Llama", dict(hidden_act="gelu"), "hidden_act 'gelu': the SwiGLU kernel computes silu"),
+    "attention biases": ("Llama", dict(attention_bias=True), "sets attention_bias: this model's projections"),
+    "MLP biases": ("Llama", dict(mlp_bias=True), "sets mlp_bias: this model's projections"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("cls, fields, message", list(REFUSED_CONFIGS.values()), ids=list(REFUSED_CONFIGS))
+def test_configs_of_models_the_loader_cannot_run_are_refused_before_any_weight(tmp_path, cls, fields, message):
+    """config.json as transformers writes it (a config's save_pretrained: no architectures), in a folder with no
+    weights: the config's refusal comes first. Without architectures, another model_type was told as "model_type
+    'mistral' (LlamaForCausalLM)", an architecture config.json does not name (session 52)."""
+    import transformers
+
+    getattr(transformers, cls + "Config")(**dict(vocab_size=300, hidden_size=64, intermediate_size=96,
+                                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
+                                           **fields).save_pretrained(tmp_path)  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        L.load_model(tmp_path)
+
+
+def test_a_checkpoint_of_pytorch_bin_files_is_refused(tmp_path):
+    """transformers 5 writes safetensors only; older checkpoints hold pytorch_model.bin, which this loader does not
+    read (a pickle): told as such, not as a folder without weights."""
+    folder = ckpt.build_checkpoint(tmp_path)
+    torch.save(L.load_state_dict(folder), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"PyTorch \.bin files are not read here"):
+        L.load_model(folder)
 
 
 def _quantized_checkpoint(folder):
@@ -1036,6 +1085,45 @@ def test_infinite_logits_are_sampled_as_the_argmax_picks_them():
             assert set(drawn[2].tolist()) == {1, 3}, f"{settings}: -inf tokens are never drawn: {drawn[2, :8]}"
 
 
+def _nan_logit(real, b, at):
+    """real (decode_step, or prefill: its last position) with one logit of sequence b NaN where the step's positions
+    ``at`` hold: a torch.where on the GPU, so that a CUDA graph of the decode step carries it too."""
+
+    def stepped(model, tokens, *args, **kwargs):
+        logits = real(model, tokens, *args, **kwargs)
+        pos = args[0] if tokens.dim() == 1 else torch.full_like(tokens[:, 0], tokens.shape[1] - 1)
+        hit = at(pos) & (torch.arange(len(pos), device=pos.device) == b)
+        logits[:, 3] = torch.where(hit, float("nan"), logits[:, 3])
+        return logits
+
+    return stepped
+
+
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 0.7, "top_k": 5, "top_p": 0.9}], ids=["greedy", "sampled"])
+def test_nan_logits_are_told_once_generate_ends(tied, monkeypatch, sampling):
+    """(session 52) One NaN logit of sequence 1 at one decode step (at position 7; on a GPU inside the graphed step):
+    greedy drew the NaN's index (3) and a temperature drew token 0 (every probability NaN), silently. A flag that the
+    step sets on the GPU, read once after the last step, makes generate raise, naming the sequence; a NaN in
+    prefill's logits too. The same loop called again without a NaN gives the tokens it gave before."""
+    model = dataclasses.replace(tied[0], decoders={})  # loops of its own: a graph here carries the NaN
+    ids = prompt(B=2, T=5)
+    torch.manual_seed(0)
+    clean = L.generate(model, ids, 4, **sampling)
+    decode_step, prefill = L.decode_step, L.prefill
+    monkeypatch.setattr(L, "decode_step", _nan_logit(decode_step, 1, lambda pos: pos == 7))
+    model.decoders.clear()
+    with pytest.raises(FloatingPointError, match=r"sequence\(s\) \[1\] held a NaN at some step.*not the model's"):
+        L.generate(model, ids, 4, **sampling)
+    monkeypatch.setattr(L, "decode_step", decode_step)
+    model.decoders.clear()
+    monkeypatch.setattr(L, "prefill", _nan_logit(prefill, 0, lambda pos: pos >= 0))
+    with pytest.raises(FloatingPointError, match=r"sequence\(s\) \[0\] held a NaN"):
+        L.generate(model, ids, 4, **sampling)
+    monkeypatch.setattr(L, "prefill", prefill)
+    torch.manual_seed(0)
+    assert torch.equal(L.generate(model, ids, 4, **sampling), clean)  # the flag starts again at each call
+
+
 def test_sample_refuses_logits_that_are_not_one_row_per_sequence():
     """(probe08) logits (V,) drew a 0-d token (greedy) or failed inside topk; (B, T, V) failed on a broadcast;
     (B, 0) inside amax: each is told as a shape, with the fix."""
@@ -1155,6 +1243,8 @@ def test_config_numbers_are_refused_by_name(tmp_path):
         # session 35: 0 was read as "absent" (one key/value head per query head), -2 refused as LlamaArgs.n_kv_heads
         ({"num_key_value_heads": 0}, ValueError, "config.json's num_key_value_heads must be a positive int, got 0"),
         ({"num_key_value_heads": -2}, ValueError, "config.json's num_key_value_heads must be a positive int"),
+        # session 52: refused as "LlamaArgs.norm_eps must be >= 0", a name config.json does not use
+        ({"rms_norm_eps": -1e-5}, ValueError, "config.json's rms_norm_eps is -1e-05: RMSNorm's eps must be >= 0"),
     ):  # fmt: skip
         with pytest.raises(error, match=message):
             L.model_args({**config, **fields})
@@ -1258,6 +1348,21 @@ def test_loading_refuses_weights_the_kernels_cannot_take(tmp_path):
             L.model_from_state_dict(L.model_args(config), stored_in_int8, dtype=dtype)
     stored_in_fp64 = {name: t.double() for name, t in state.items()}  # wider floats cast down, as asked
     assert L.model_from_state_dict(L.model_args(config), stored_in_fp64, dtype=torch.float32).embed.is_floating_point()
+
+
+@pytest.mark.skipif(ENV.is_gpu, reason="bfloat16 runs on a GPU")
+def test_bfloat16_weights_are_refused_when_loaded_under_the_interpreter(tmp_path):
+    """(session 52) A bf16 checkpoint (SmolLM2's and Llama 3.2's are) loaded as stored, or with dtype=torch.bfloat16,
+    loaded under the interpreter, and the first launcher of prefill refused it as "x is bfloat16", an x the learner
+    never made. Now the loader refuses it, naming the stored dtype or dtype=, and the fix; float32 loads."""
+    folder = ckpt.build_checkpoint(tmp_path, dtype=torch.bfloat16)
+    for dtype, message in (
+        (None, r"the stored dtype of model\.layers\.0\.\S+ is bfloat16"),
+        (torch.bfloat16, "^dtype is bfloat16"),
+    ):
+        with pytest.raises(TypeError, match=message + r".*interpreter does not have.*pass dtype=torch\.float32"):
+            L.load_model(folder, dtype=dtype)
+    assert L.load_model(folder, dtype=torch.float32).embed.dtype == torch.float32
 
 
 def test_model_args_refuse_a_head_layout_the_layers_cannot_run():
