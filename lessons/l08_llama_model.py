@@ -2750,7 +2750,10 @@ class Decoder:
         self.graph = None
 
     def _step(self):
-        logits = decode_step(self.model, self.token, self.pos, self.cache, self.ops)
+        self._advance(decode_step(self.model, self.token, self.pos, self.cache, self.ops))
+
+    def _advance(self, logits):
+        """The step after the logits: the next token drawn, the NaN flag, the position (lesson 12's loop shares it)."""
         self.token.copy_(sample(logits, **self.sampling, argmax=self.ops.argmax))
         self.nan |= logits.isnan().any(-1)  # a NaN row's draw is token 0 (greedy: the NaN's index), not the model's
         self.pos += 1

@@ -3731,9 +3731,7 @@ class QuantizedDecoder(Decoder):
 
     def _step(self):
         ops = QUANTIZED_DECODE if self.ops.gemv is not None else self.ops
-        logits = quantized_decode_step(self.model, self.token, self.pos, self.cache, ops)
-        self.token.copy_(sample(logits, **self.sampling, argmax=self.ops.argmax))
-        self.pos += 1
+        self._advance(quantized_decode_step(self.model, self.token, self.pos, self.cache, ops))
 
 
 class QuantizedDecoders(dict):

@@ -1814,6 +1814,29 @@ def test_generate_takes_the_fused_step_and_the_switch_takes_it_back(tiny, monkey
     assert torch.equal(fused, L8.generate(model, ids, 3)) and not calls
 
 
+def test_nan_logits_of_the_quantized_step_are_told_once_generate_ends(tiny, monkeypatch):
+    """(session 52) Lesson 08's generate raises once its loop ends if a sequence's logits held a NaN (a flag the
+    graphed step sets on the GPU); lesson 12's loop, which steps with quantized_decode_step, sets the same flag: one
+    NaN logit at one fused step is told, and the same loop without it gives its tokens."""
+    model = L.quantize_model(tiny[0], 4, group_size=32)
+    ids = torch.randint(0, model.args.vocab_size, (1, 5), device=DEV)
+    clean = L8.generate(model, ids, 4)
+    real = L.quantized_decode_step
+
+    def one_nan(model, tokens, pos, *args, **kwargs):
+        logits = real(model, tokens, pos, *args, **kwargs)
+        logits[:, 3] = torch.where(pos == 7, float("nan"), logits[:, 3])  # a torch.where: a CUDA graph carries it
+        return logits
+
+    monkeypatch.setattr(L, "quantized_decode_step", one_nan)
+    model.decoders.clear()
+    with pytest.raises(FloatingPointError, match=r"sequence\(s\) \[0\] held a NaN at some step"):
+        L8.generate(model, ids, 4)
+    monkeypatch.setattr(L, "quantized_decode_step", real)
+    model.decoders.clear()
+    assert torch.equal(L8.generate(model, ids, 4), clean)
+
+
 # -- the quantized qkv GEMV with RoPE and the cache write in its epilogue (lesson 08's decode_qkv_rope) -------------
 
 
