@@ -356,26 +356,42 @@ def _int4_variant(
     zero_point=lambda lo, s: torch.round(-lo / s),
     code=lambda wf, s, z: torch.round(wf / s + z),
     symmetric=False,
-    around_zero=True,
+    around_zero=("lo", "hi"),
+    layout="rows",
+    scale_of=lambda lo, hi, steps: (hi - lo) / steps,
+    codes=(0, 15),
+    zeros=(0, 15),
+    stored=True,
 ):
     """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives.
-    symmetric: the range -max |w| .. max |w| in place of the group's own min .. max; around_zero=False: that min and
-    max not stretched to take in 0."""
+    symmetric: the range -max |w| .. max |w| in place of the group's own min .. max; around_zero: which ends of that
+    min .. max are stretched to take in 0; layout: how the padded rows were cut into groups, "rows" (the spec: runs of
+    G along K), "strided" (view(N, G, groups): a group is every groups-th column) or "columns" (the transpose's memory
+    order: runs down the columns, along N), the codes left in that order; codes, zeros: the clamps; stored=False: the
+    codes and zero points from the scale before stored_scale rounds it."""
     N, K = w.shape
     groups = triton.cdiv(K, G)
-    wf = F.pad(w.float(), (0, groups * G - K)).view(N, groups, G)
+    padded = F.pad(w.float(), (0, groups * G - K))
+    wf = {
+        "rows": lambda: padded.view(N, groups, G),
+        "strided": lambda: padded.view(N, G, groups).transpose(1, 2),
+        "columns": lambda: padded.T.reshape(N, groups, G),
+    }[layout]()
     lo, hi = wf.amin(-1), wf.amax(-1)
-    if around_zero:
-        lo, hi = lo.clamp(max=0), hi.clamp(min=0)
+    lo, hi = lo.clamp(max=0) if "lo" in around_zero else lo, hi.clamp(min=0) if "hi" in around_zero else hi
     if per_row:
         lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
     if symmetric:
         hi = torch.maximum(hi, -lo)
         lo = -hi
-    scale = stored_scale(torch.where(hi > lo, (hi - lo) / steps, 1.0), steps, w.dtype).float()
-    zero = zero_point(lo, scale).clamp(0, 15)
-    q = code(wf, scale[..., None], zero[..., None]).clamp(0, 15)
-    return _dequant_codes(q.double().view(N, -1), zero.double(), scale.double(), K)
+    raw = torch.where(hi > lo, scale_of(lo, hi, steps), 1.0)
+    scale = stored_scale(raw, steps, w.dtype).float()
+    used = scale if stored else raw
+    zero = zero_point(lo, used).clamp(*zeros)
+    q = code(wf, used[..., None], zero[..., None]).clamp(*codes)
+    if layout == "strided":  # each code back at its own column, where view(N, groups * G) of the (N, G, groups) puts it
+        q = q.transpose(1, 2)
+    return _dequant_codes(q.reshape(N, -1).double(), zero.double(), scale.double(), K)
 
 
 def quantize_suspects(w, G):
@@ -418,9 +434,52 @@ def quantize_suspects(w, G):
         ),
         "the range is the group's min .. max, not stretched to take in 0: lo = min(min, 0), hi = max(max, 0) (.clamp"
         "(max=0), .clamp(min=0)), so that w = 0 has a code of its own, the zero point (a group of weights all above 0 "
-        "has min > 0, and round(-min / scale) < 0 clamps to 0)": _int4_variant(w, G, around_zero=False),
+        "has min > 0, and round(-min / scale) < 0 clamps to 0)": _int4_variant(w, G, around_zero=()),
+        "the range's low end is the group's min, not min(min, 0) (.clamp(max=0)): a group of weights all above 0 then "
+        "has min > 0, round(-min / scale) < 0 clamps to 0, and w = 0 has no code": _int4_variant(
+            w, G, around_zero=("hi",)
+        ),
+        "the range's high end is the group's max, not max(max, 0) (.clamp(min=0)): a group of weights all below 0 then "
+        "has max < 0, round(-min / scale) > 15 clamps to 15, and w = 0 has no code": _int4_variant(
+            w, G, around_zero=("lo",)
+        ),
+        "the groups are every groups-th column (a view (N, G, groups) reduced over dim 1): a group is group_size "
+        "neighbours along K, so view the padded row as (N, groups, group_size) and reduce dim -1": _int4_variant(
+            w, G, layout="strided"
+        ),
+        "the groups run down the columns, along N (the rows were transposed before the view): a group is group_size "
+        "neighbours along K in one row, so view the padded w itself as (N, groups, group_size), and reduce dim -1": (
+            _int4_variant(w, G, layout="columns")
+        ),
+        "the scale is hi - lo / 15, the division done first: the range over 15 steps needs parentheses, "
+        "(hi - lo) / 15": _int4_variant(w, G, scale_of=lambda lo, hi, steps: hi - lo / steps),
+        "the scale is (min - max) / 15, below 0 (stored_scale then clamps it to its smallest step): the range is max - "
+        "min, scale = (hi - lo) / 15": _int4_variant(w, G, scale_of=lambda lo, hi, steps: (lo - hi) / steps),
+        "the codes or the zero points were taken from the scale before stored_scale rounded it: store the scale first, "
+        "s = stored_scale(...).float(), and compute zero and the codes from s (the kernel multiplies by the stored "
+        "scale, so the codes must be rounded against it)": _int4_variant(w, G, stored=False),
         "the codes are truncated, not rounded: .to(torch.uint8) cuts the fraction off; round first, "
         "torch.round(w / scale + zero)": _int4_variant(w, G, code=lambda wf, s, z: torch.floor(wf / s + z)),
+        **{
+            f"the {what} are clamped to {a} .. {b}{why}: 4 bits hold the 16 codes 0 .. 15, so .clamp(0, 15)": (
+                _int4_variant(w, G, **{which: (a, b)})
+            )
+            for which, what, (a, b), why in (
+                ("codes", "codes", (1, 15), " (code 0 is a code too: a group's min)"),
+                ("codes", "codes", (0, 14), " (code 15 is a code too: a group's max)"),
+                ("zeros", "zero points", (1, 15), " (a group with no weight below 0 has zero point 0)"),
+                ("zeros", "zero points", (0, 14), " (a group with no weight above 0 has zero point 15)"),
+                *(
+                    (
+                        which,
+                        what,
+                        (-8, 7),
+                        ", a signed int4's range: these codes are unsigned (the zero point takes the sign)",
+                    )  # fmt: skip
+                    for which, what in (("codes", "codes"), ("zeros", "zero points"))
+                ),
+            )
+        },
     }
 
 
@@ -429,6 +488,22 @@ def _dequant_codes(q, z, s, K):
     N, groups = s.shape
     G = q.shape[1] // groups if groups else 0
     return ((q.view(N, groups, G) - z[..., None]) * s[..., None]).view(N, -1)[:, :K]
+
+
+def _codes_shape_hint(got, N, groups) -> str:
+    """A hint for scales or zero points of a shape that tells how the groups were taken ("" if none does)."""
+    group_axis = (
+        "the groups run along K, within each row: view the padded w as (N, groups, group_size) and reduce dim -1"
+    )
+    for t, what in ((got[1], "scales"), (got[2], "zero points")):
+        shape = tuple(t.shape)
+        if shape == (groups, N) != (N, groups):
+            return f"\nHint: the {what} came back transposed, (groups, N) for (N, groups): {group_axis}"
+        if shape == (groups,) != (N,):
+            return f"\nHint: the {what} came back one a group for all rows together, (groups,): {group_axis} only"
+        if shape == (N,) != (groups,):
+            return f"\nHint: the {what} came back one a row, (N,): each group along K has its own; {group_axis}"
+    return ""
 
 
 def check_int4_codes(fn, *, quiet=False):
@@ -441,16 +516,23 @@ def check_int4_codes(fn, *, quiet=False):
         if N > 2:
             w[1, : min(K, G)] = -w[1, : min(K, G)].abs()  # no positive weight: zero point 15
             w[2, : min(K, G)] = 0.0  # nothing but zeros: no range to divide (scale 1, every code the zero point)
+        u = 2.0**-6
         if N > 3:  # min -3.5 u, max 11.5 u: scale u, zero point round(3.5) = 4, and the max's code rounds 15.5 to 16
-            u = 2.0**-6
             w[3, : min(K, G)] = torch.linspace(-3.5 * u, 11.5 * u, min(K, G), device=env.device).to(w.dtype)
+        if N > 4:  # max (15 + 8 eps) u: its scale, u (1 + 0.53 eps), is stored rounded up to u (1 + eps); against
+            # the stored scale the weight (8.5 + 8 eps) u is code 8, against the scale before rounding 9 (fp16, bf16)
+            eps = torch.finfo(w.dtype).eps
+            w[4, : min(K, G)] = 0.0
+            w[4, 0], w[4, 1] = (15 + 8 * eps) * u, (8.5 + 8 * eps) * u
         groups = triton.cdiv(K, G)
         got = fn(w, G)
         shapes = ((N, groups * G), (N, groups), (N, groups))
-        if not isinstance(got, tuple) or len(got) != 3 or tuple(tuple(t.shape) for t in got) != shapes:
+        three = isinstance(got, tuple) and len(got) == 3 and all(isinstance(t, torch.Tensor) for t in got)
+        if not three or tuple(tuple(t.shape) for t in got) != shapes:
+            told = f"shapes {tuple(tuple(t.shape) for t in got)}" if three else f"{got!r:.200}"
             raise AssertionError(
                 f"int4_codes_ref(w of shape {(N, K)}, {G}) must return three tensors (codes, scale, zero) of shapes "
-                f"{shapes}, got {got!r:.200}"
+                f"{shapes}, got {told}" + (_codes_shape_hint(got, N, groups) if three else "")
             )
         q, scale, zero = got
         if q.numel() and not 0 <= int(q.min()) <= int(q.max()) <= 15:
@@ -458,7 +540,7 @@ def check_int4_codes(fn, *, quiet=False):
             raise AssertionError(
                 f"int4_codes_ref(w of shape {(N, K)}, {G}) returned code {int(q[n, k])} at [{n}, {k}]: codes are 0 .. "
                 f"15.\nHint: round(w / scale + zero) can pass 15 (by rounding, and the stored scale's rounding): clamp "
-                f"the codes, .clamp(0, 15), before the cast to uint8."
+                f"the codes to 0 .. 15, .clamp(0, 15) (16 needs a fifth bit), before the cast to uint8."
             )
         if q.dtype != torch.uint8 or zero.dtype != torch.uint8 or scale.dtype != scale_dtype(w.dtype):
             raise AssertionError(
@@ -870,6 +952,7 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
     xp = F.pad(x64, (0, Wp.shape[1] - K))  # x past K as the masked loads read it, 0: a mask mistake changes nothing
     j = torch.arange(Wp.shape[1] // 2, device=q.device)
     k_no_2 = j // (G // 2) * G + j % (G // 2)  # k_even = g * GROUP_SIZE + offs_j, without the 2
+    k_bytes = j // (G // 2) * (G // 2) + 2 * (j % (G // 2))  # k_even = g * (GROUP_SIZE // 2) + 2 * offs_j
     times = lambda k_lo, k_hi: xp[:, k_lo] @ Wp[:, 0::2].T + xp[:, k_hi] @ Wp[:, 1::2].T  # noqa: E731
     suspects = {
         "the nibbles are swapped (or x_even and x_odd, in the two dots): the low nibble (byte & 0xF) is the EVEN "
@@ -891,9 +974,9 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
         ),
         "every step used group 0's scale and zero point: load them at scale_ptr + n * stride_sn + g, for this "
         "step's group g": y(_dequant_codes(q, z[:, :1].expand_as(z), s[:, :1].expand_as(s), K)),
-        "the scale of the wrong group: the group of column k is k // GROUP_SIZE, not (byte index) // GROUP_SIZE": y(
-            ((q - z[:, g_of_byte]) * s[:, g_of_byte])[:, :K]
-        ),
+        "the scale of the wrong group: the group of column k is k // GROUP_SIZE, not (byte index) // GROUP_SIZE (step "
+        "g took group g // 2's scale and zero point: packed bytes are half as many as codes, but a step is a whole "
+        "group, so read scale_ptr + n * stride_sn + g)": y(((q - z[:, g_of_byte]) * s[:, g_of_byte])[:, :K]),
         "the scale is applied twice, or not at all: multiply each step's partial product by the scale once": y(
             _dequant_codes(q, z, s * s, K)
         ),
@@ -907,7 +990,24 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
         "the scale and the zero point are swapped: the scale comes from scale_ptr, the zero point from zero_ptr": y(
             ((q.view(N, -1, G) - s[..., None]).to(x.dtype).double() * z[..., None]).view(N, -1)[:, :K]
         ),  # (q - scale) rounded to x's dtype for the dot, as the kernel rounds (q - zero), exactly
+        "x is read at the wrong columns: group g starts at column g * GROUP_SIZE, so k_even = g * GROUP_SIZE + 2 * "
+        "offs_j (g * (GROUP_SIZE // 2) is where its bytes start in the packed row, not its columns in x)": times(
+            k_bytes, k_bytes + 1
+        ),
     }
+    half = torch.arange(w.groups, device=q.device) // 2  # group g // 2: a byte index's group, as if a step were G bytes
+    for what, ptr, wrong in (("scale", "scale_ptr", (z, s[:, half])), ("zero point", "zero_ptr", (z[:, half], s))):
+        suspects[
+            f"step g read group g // 2's {what}: packed bytes are half as many as codes, but a step is one whole group "
+            f"(GROUP_SIZE codes, GROUP_SIZE // 2 bytes), so its {what} is at {ptr} + n * stride_sn + g"
+        ] = y(_dequant_codes(q, *wrong, K))
+    odd = (torch.arange(q.shape[1], device=q.device) % 2).double()  # 1 at the high nibbles' columns
+    for only, nibble, other, fix in (("low", 0.0, "high", "hi = (byte >> 4) - zero"), ("high", 1.0, "low",
+                                     "lo = (byte & 0xF) - zero")):  # fmt: skip
+        kept = q - z.repeat_interleave(G, 1) * (odd == nibble).double()  # the zero point taken off one nibble only
+        suspects[
+            f"the zero point is subtracted from the {only} nibbles only: the {other} nibble's code needs it too, {fix}"
+        ] = y((kept * s.repeat_interleave(G, 1))[:, :K])
     byte = (q[:, 0::2] + 16 * q[:, 1::2]).long()
     for sh in (1, 2, 3, 5, 6, 7):  # the high nibble shifted down by sh, not 4 (and masked, where that differs)
         for mask in (0xFF, 0xF) if sh < 4 else (0xFF,):
@@ -941,6 +1041,11 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
                 f"row n's {what} was read at {ptr} + n + g, as if its rows were 1 apart: they are stride_sn apart, "
                 f"{ptr} + n * stride_sn + g (n = rows_n, g the step's group)"
             ] = y(_dequant_codes(q, *wrong, K))
+    for h, how in sorted(_groups_miscounted(N, K, G).items()):  # before the split-K suspects, which these can equal
+        suspects[
+            f"the K loop ran {h} group{'s' if h > 1 else ''}, not tl.cdiv(K, GROUP_SIZE) = {w.groups}: the groups were "
+            f"counted as " + "; or as ".join(how)
+        ] = xp[:, : h * G] @ Wp[:, : h * G].T
     split = split or schedule(x.shape[0], N, K, G, itemsize=x.element_size(), bits=4).SPLIT_K  # the launcher's
     per = -(-w.groups // split)
     parts = xp.view(-1, w.groups, G).transpose(0, 1) @ (q - z.repeat_interleave(G, 1)).view(N, -1, G).permute(1, 2, 0)
@@ -966,6 +1071,24 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
             + _or_rounded_down(w.groups, split, "groups")
         ] = x64[:, :whole] @ _dequant_codes(q, z, s, K)[:, :whole].T
     return suspects
+
+
+def _groups_miscounted(N, K, G) -> dict:
+    """{h: how}: the K loop's count of groups, h, where it was counted from another length than K (each way that
+    gives h, in words), for each h between 1 and the true count less one (K // G, the count rounded down, has its
+    own hint)."""
+    ways = {
+        "tl.cdiv(K // 2, GROUP_SIZE): K // 2 is a row's packed bytes, but a group is GROUP_SIZE columns (codes)": (
+            triton.cdiv(K // 2, G)
+        ),
+        "K // 2 // GROUP_SIZE: K // 2 is a row's packed bytes, but a group is GROUP_SIZE columns (codes)": K // 2 // G,
+        "tl.cdiv(N, GROUP_SIZE): the groups run along K, a row of W's columns, not along N": triton.cdiv(N, G),
+    }
+    counted = {}
+    for how, h in ways.items():
+        if 0 < h < triton.cdiv(K, G) and h != K // G:
+            counted.setdefault(h, []).append(how)
+    return counted
 
 
 def w8a16_suspects(x, w: Int8Weight, split=None):

@@ -1338,6 +1338,180 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         _check_w4a16,
         "the high nibble comes back 16 times too large",
     ),  # fmt: skip
+    # (session 52) mistakes that got the generic hint, or the split-K one
+    "int4 codes grouped every groups-th column": (
+        "int4_codes_ref",
+        [
+            (".view(N, groups, G)  #", ".view(N, G, groups)  #"),
+            ("lo = wf.amin(dim=-1)", "lo = wf.amin(dim=1)"),
+            ("hi = wf.amax(dim=-1)", "hi = wf.amax(dim=1)"),
+            ("torch.round(wf / s[..., None] + zero[..., None])", "torch.round(wf / s[:, None] + zero[:, None])"),
+        ],
+        _check_codes,
+        "the groups are every groups-th column",
+    ),  # fmt: skip
+    "int4 codes grouped down the columns": (
+        "int4_codes_ref",
+        [(".view(N, groups, G)  #", ".T.reshape(N, groups, G)  #")],
+        _check_codes,
+        "the groups run down the columns, along N",
+    ),  # fmt: skip
+    "int4 codes with the scales transposed": (
+        "int4_codes_ref",
+        [
+            (
+                "F.pad(w.float(), (0, groups * G - K)).view(N, groups, G)",
+                "F.pad(w.float().T, (0, 0, 0, groups * G - K)).view(groups, G, N).permute(2, 0, 1)",
+            ),
+            (
+                "q.to(torch.uint8).view(N, groups * G), scale, zero.to(torch.uint8)",
+                "q.to(torch.uint8).reshape(N, groups * G), scale.T, zero.to(torch.uint8).T",
+            ),
+        ],
+        _check_codes,
+        "the scales came back transposed, (groups, N) for (N, groups)",
+    ),  # fmt: skip
+    "int4 codes with one scale a group for every row": (
+        "int4_codes_ref",
+        [("wf.amin(dim=-1)", "wf.amin(dim=(0, 2))"), ("wf.amax(dim=-1)", "wf.amax(dim=(0, 2))")],
+        _check_codes,
+        "the scales came back one a group for all rows together",
+    ),  # fmt: skip
+    "int4 codes clamped to 0 .. 16": (
+        "int4_codes_ref",
+        [("zero[..., None]).clamp(0, 15)", "zero[..., None]).clamp(0, 16)")],
+        _check_codes,
+        "16 needs a fifth bit",
+    ),  # fmt: skip
+    "int4 codes clamped to 1 .. 15": (
+        "int4_codes_ref",
+        [("zero[..., None]).clamp(0, 15)", "zero[..., None]).clamp(1, 15)")],
+        _check_codes,
+        "the codes are clamped to 1 .. 15",
+    ),  # fmt: skip
+    "int4 codes clamped to 0 .. 14": (
+        "int4_codes_ref",
+        [("zero[..., None]).clamp(0, 15)", "zero[..., None]).clamp(0, 14)")],
+        _check_codes,
+        "the codes are clamped to 0 .. 14",
+    ),  # fmt: skip
+    "int4 codes clamped to -8 .. 7": (
+        "int4_codes_ref",
+        [("zero[..., None]).clamp(0, 15)", "zero[..., None]).clamp(-8, 7)")],
+        _check_codes,
+        "the codes are clamped to -8 .. 7, a signed int4's range",
+    ),  # fmt: skip
+    "int4 zero points clamped to 1 .. 15": (
+        "int4_codes_ref",
+        [("torch.round(-lo / s).clamp(0, 15)", "torch.round(-lo / s).clamp(1, 15)")],
+        _check_codes,
+        "the zero points are clamped to 1 .. 15",
+    ),  # fmt: skip
+    "int4 zero points clamped to 0 .. 14": (
+        "int4_codes_ref",
+        [("torch.round(-lo / s).clamp(0, 15)", "torch.round(-lo / s).clamp(0, 14)")],
+        _check_codes,
+        "the zero points are clamped to 0 .. 14",
+    ),  # fmt: skip
+    "int4 zero points clamped to -8 .. 7": (
+        "int4_codes_ref",
+        [("torch.round(-lo / s).clamp(0, 15)", "torch.round(-lo / s).clamp(-8, 7)")],
+        _check_codes,
+        "the zero points are clamped to -8 .. 7",
+    ),  # fmt: skip
+    "int4 codes from the scale before it is stored": (
+        "int4_codes_ref",
+        [("s = scale.float()", "s = torch.where(hi > lo, (hi - lo) / 15, 1.0)")],
+        _check_codes,
+        "taken from the scale before stored_scale rounded it",
+    ),  # fmt: skip
+    "int4 scale hi - lo / 15": (
+        "int4_codes_ref",
+        [("(hi - lo) / 15, 1.0)", "hi - lo / 15, 1.0)")],
+        _check_codes,
+        "the scale is hi - lo / 15, the division done first",
+    ),  # fmt: skip
+    "int4 scale (lo - hi) / 15": (
+        "int4_codes_ref",
+        [("(hi - lo) / 15, 1.0)", "(lo - hi) / 15, 1.0)")],
+        _check_codes,
+        "the scale is (min - max) / 15",
+    ),  # fmt: skip
+    "int4 range's low end not stretched to 0": (
+        "int4_codes_ref",
+        [("lo = wf.amin(dim=-1).clamp(max=0)", "lo = wf.amin(dim=-1)")],
+        _check_codes,
+        "the range's low end is the group's min",
+    ),  # fmt: skip
+    "int4 range's high end not stretched to 0": (
+        "int4_codes_ref",
+        [("hi = wf.amax(dim=-1).clamp(min=0)", "hi = wf.amax(dim=-1)")],
+        _check_codes,
+        "the range's high end is the group's max",
+    ),  # fmt: skip
+    "w4a16 scale of group g // 2": (
+        "w4a16_kernel",
+        [("scale_ptr + rows_n * stride_sn + g", "scale_ptr + rows_n * stride_sn + g // 2")],
+        _check_w4a16,
+        "step g read group g // 2's scale",
+    ),  # fmt: skip
+    "w4a16 zero point of group g // 2": (
+        "w4a16_kernel",
+        [("zero_ptr + rows_n * stride_sn + g", "zero_ptr + rows_n * stride_sn + g // 2")],
+        _check_w4a16,
+        "step g read group g // 2's zero point",
+    ),  # fmt: skip
+    "w4a16 scale and zero point of group g // 2": (
+        "w4a16_kernel",
+        [
+            ("scale_ptr + rows_n * stride_sn + g", "scale_ptr + rows_n * stride_sn + g // 2"),
+            ("zero_ptr + rows_n * stride_sn + g", "zero_ptr + rows_n * stride_sn + g // 2"),
+        ],
+        _check_w4a16,
+        "step g took group g // 2's scale and zero point",
+    ),  # fmt: skip
+    "w4a16 groups counted from the packed bytes": (
+        "w4a16_kernel",
+        [("groups = tl.cdiv(K, GROUP_SIZE)", "groups = tl.cdiv(K // 2, GROUP_SIZE)")],
+        _check_w4a16,
+        "counted as tl.cdiv(K // 2, GROUP_SIZE): K // 2 is a row's packed bytes",
+    ),  # fmt: skip
+    "w4a16 groups counted from the packed bytes, rounded down": (
+        "w4a16_kernel",
+        [("groups = tl.cdiv(K, GROUP_SIZE)", "groups = K // 2 // GROUP_SIZE")],
+        _check_w4a16,
+        "counted as K // 2 // GROUP_SIZE",
+    ),  # fmt: skip
+    "w4a16 groups counted along N": (
+        "w4a16_kernel",
+        [("groups = tl.cdiv(K, GROUP_SIZE)", "groups = tl.cdiv(N, GROUP_SIZE)")],
+        _check_w4a16,
+        "counted as tl.cdiv(N, GROUP_SIZE)",
+    ),  # fmt: skip
+    "w4a16 every split stops at per_split": (  # the packed-bytes count can give the same sum: both are told
+        "w4a16_kernel",
+        [("last = tl.minimum(first + per_split, groups)", "last = tl.minimum(per_split, groups)")],
+        _check_w4a16,
+        "every split stops at group per_split",
+    ),  # fmt: skip
+    "w4a16 x from the group's byte offset": (
+        "w4a16_kernel",
+        [("k_even = g * GROUP_SIZE + 2 * offs_j", "k_even = g * (GROUP_SIZE // 2) + 2 * offs_j")],
+        _check_w4a16,
+        "g * (GROUP_SIZE // 2) is where its bytes start",
+    ),  # fmt: skip
+    "w4a16 zero point off the low nibbles only": (
+        "w4a16_kernel",
+        [("((byte >> 4).to(tl.float32) - zero[:, None])", "((byte >> 4).to(tl.float32))")],
+        _check_w4a16,
+        "subtracted from the low nibbles only",
+    ),  # fmt: skip
+    "w4a16 zero point off the high nibbles only": (
+        "w4a16_kernel",
+        [("((byte & 0xF).to(tl.float32) - zero[:, None])", "((byte & 0xF).to(tl.float32))")],
+        _check_w4a16,
+        "subtracted from the high nibbles only",
+    ),  # fmt: skip
 }
 
 
