@@ -115,6 +115,27 @@ def test_unbalanced_markers_fail_loudly(bad, message):
         gen.strip_solutions(bad, where="lesson, cell 3")
 
 
+@pytest.mark.parametrize(
+    "line",
+    ["## BEGIN SOLUTION", "#### BEGIN SOLUTION", "###BEGIN SOLUTION", "### begin solution", "# END SOLUTION",
+     "### BEGIN SOLUTION (the hard part)", "### BEGIN SOLUTIONS", "BEGIN SOLUTION"],
+)  # fmt: skip
+@pytest.mark.parametrize("cell_type", ["code", "markdown"])
+def test_a_marker_misspelt_is_refused_not_left_in(line, cell_type):
+    """A marker the generator does not read as one (a hash too few, lower case, a word after it) left the solution
+    below it in the participant copy, word for word, without a word (session 52)."""
+    source = f"def f():\n    {line}\n    return 42\n    ### END SOLUTION" if cell_type == "code" else f"x\n{line}\n42"
+    with pytest.raises(gen.MarkerError, match=r"cell 3: line 2 .*not a solution marker.*alone on its line"):
+        gen.strip_solutions(source, cell_type, where="lesson, cell 3")
+
+
+def test_a_marker_in_a_code_comment_is_refused_but_prose_may_name_one():
+    with pytest.raises(gen.MarkerError, match="line 2"):
+        gen.strip_solutions("def f():\n    x = 1  ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION")
+    prose = "Solutions sit between `### BEGIN SOLUTION` and `### END SOLUTION` lines.\nPredict: ### BEGIN SOLUTION"
+    assert gen.strip_solutions(prose, "markdown") == prose
+
+
 def test_participant_copy_clears_outputs_and_drops_solution_only_cells():
     solution = solution_nb()
     copy = gen.participant_copy(solution, "99_test.ipynb")
@@ -217,6 +238,25 @@ def test_a_broken_notebook_is_kept_and_the_others_are_still_made(tmp_path):
     assert "A new takeaway." in (dst / "98_other.ipynb").read_text()
 
 
+def test_a_notebook_whose_json_is_no_notebook_is_kept_like_a_broken_one(tmp_path):
+    """Valid JSON that is no notebook (a cell without its source, say, after a hand edit) stopped `make notebooks`
+    with an AttributeError from the hash of its cells; now it is kept and named like one whose JSON is broken
+    (session 52)."""
+    src, dst = tmp_path / "solutions", tmp_path / "notebooks"
+    write_solution(src, solution_nb())
+    gen.generate(src, dst, log=lambda *_: None)
+    nb = json.loads((dst / "99_test.ipynb").read_text())
+    del nb["cells"][2]["source"]
+    mine = json.dumps(nb, indent=1) + "\n"
+    (dst / "99_test.ipynb").write_text(mine)
+    assert gen.is_edited(dst / "99_test.ipynb")
+    write_solution(src, solution_nb([nbformat.v4.new_markdown_cell("A new takeaway.")]))
+    said = []
+    assert gen.generate(src, dst, log=said.append) == []
+    assert (dst / "99_test.ipynb").read_text() == mine
+    assert any("99_test.ipynb" in line and "readable" in line and "FORCE=1" in line for line in said), said
+
+
 def test_backups_are_no_participant_notebooks(tmp_path):
     """A backup `make notebooks FORCE=1` saved is the learner's work: neither a stale notebook for --check nor a
     lesson for tests/test_participants.py: both list the notebooks with participant_notebooks."""
@@ -244,6 +284,56 @@ def test_running_a_notebook_is_not_editing_it(tmp_path):
     nb.cells[1].execution_count = 3
     nbformat.write(nb, dst / "99_test.ipynb")
     assert not gen.is_edited(dst / "99_test.ipynb")
+
+
+def _run(path, text="ran it"):
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text=text)]
+    nb.cells[1].execution_count = 3
+    nb.metadata["language_info"] = {"name": "python", "version": "3.12.0"}  # what Jupyter adds on a run
+    nbformat.write(nb, path)
+
+
+def test_a_run_notebook_keeps_its_outputs_until_the_course_changes_then_they_are_saved(tmp_path):
+    """The outputs of a notebook the learner ran (not edited) were cleared by every `make notebooks`, the course
+    changed or not; now they stay while the course has nothing new, and are saved in a backup first when it has
+    (session 52)."""
+    src, dst = tmp_path / "solutions", tmp_path / "notebooks"
+    write_solution(src, solution_nb())
+    gen.generate(src, dst, log=lambda *_: None)
+    _run(dst / "99_test.ipynb", "my timings")
+    ran = (dst / "99_test.ipynb").read_text()
+    for force in (False, True):  # nothing to take from the course: nothing is written, nothing backed up
+        assert gen.generate(src, dst, force=force, log=lambda *_: None) == []
+        assert (dst / "99_test.ipynb").read_text() == ran and gen.participant_notebooks(dst) == [dst / "99_test.ipynb"]
+    write_solution(src, solution_nb([nbformat.v4.new_markdown_cell("A new takeaway.")]))
+    said = []
+    assert gen.generate(src, dst, log=said.append) == [dst / "99_test.ipynb"]  # no edits of theirs: taken
+    assert "A new takeaway." in (dst / "99_test.ipynb").read_text()
+    backup = next(dst.glob("99_test.backup-*.ipynb"))
+    assert backup.read_text() == ran
+    assert any(backup.name in line and "outputs" in line for line in said), said
+
+
+def test_check_names_the_learners_own_notebooks_as_theirs(tmp_path, monkeypatch, capsys):
+    """`--check` listed an edited notebook, a run one and a renamed copy as "not what `make notebooks` generates",
+    which `make notebooks` would not change: now each is said to be the learner's, and what to do (session 52)."""
+    src, dst = tmp_path / "solutions", tmp_path / "notebooks"
+    write_solution(src, solution_nb())
+    write_solution(src, solution_nb(), name="98_other.ipynb")
+    gen.generate(src, dst, log=lambda *_: None)
+    gen.write_modules(src, tmp_path / "lessons", log=lambda *_: None)
+    monkeypatch.setattr(gen, "described_differences", functools.partial(gen.described_differences, src, dst))
+    nb = nbformat.read(dst / "99_test.ipynb", as_version=4)
+    nb.cells[2].source = "def add(x, y):\n    return x.add(y)  # my answer"
+    nbformat.write(nb, dst / "99_test.ipynb")
+    _run(dst / "98_other.ipynb")
+    (dst / "mine.ipynb").write_bytes((dst / "99_test.ipynb").read_bytes())
+    assert gen.main(["--check"]) == 1
+    said = capsys.readouterr().out
+    assert re.search(r"notebooks/99_test.ipynb \(your edits", said), said
+    assert re.search(r"notebooks/98_other.ipynb \(your outputs", said), said
+    assert re.search(r"notebooks/mine.ipynb \(no solution", said), said
 
 
 def test_committed_notebooks_are_what_the_generator_makes():

@@ -11,7 +11,8 @@ and linters (:func:`module_source`).
 
 A learner's edits are never lost silently: every generated notebook records a hash of its cells, and a notebook
 whose cells no longer match that hash is left alone. The same hash says whether the course changed since: an edited
-notebook that is behind the course is named, and ``force=True`` regenerates it after saving a backup beside it.
+notebook that is behind the course is named, and ``force=True`` regenerates it after saving a backup beside it. A
+notebook the learner only ran keeps its outputs until the course changes it; then they are saved in a backup first.
 
     python -m utils.notebooks            # regenerate notebooks/ and lessons/ from solutions/
     python -m utils.notebooks --check    # exit 1 if notebooks/ or lessons/ is not what the generator makes
@@ -39,6 +40,10 @@ LESSONS = ROOT / "lessons"
 WORKED_ANSWER = "Worked answer (open it once you have written yours and measured)"
 BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*### END SOLUTION\s*$")
+#: a line meant as a marker but not one (a hash too many or too few, lower case, a word after it): the generator
+#: would leave the solution below it in the participant copy, so it is refused; in code, a comment naming a marker too
+NEAR_MARKER = re.compile(r"^\s*#*\s*(BEGIN|END)\s*SOLUTION", re.IGNORECASE)
+NEAR_MARKER_IN_CODE = re.compile(r"#.*\b(BEGIN|END)\s*SOLUTION", re.IGNORECASE)
 META_KEY = "triton_hard_way"
 
 
@@ -67,6 +72,13 @@ def _inside_jit(lines: list[str], begin: int, indent: str) -> bool:
 def strip_solutions(source: str, cell_type: str = "code", where: str = "") -> str:
     """Replaces every solution region of one cell's source by a stub."""
     lines = source.split("\n")
+    for k, line in enumerate(lines):
+        near = NEAR_MARKER.match(line) or (cell_type == "code" and NEAR_MARKER_IN_CODE.search(line))
+        if near and not (BEGIN.match(line) or END.match(line)):
+            raise MarkerError(
+                f"{where}: line {k + 1} ({line.strip()!r}) is not a solution marker, and what follows it would show "
+                f"in the participant notebook: write `### {near.group(1).upper()} SOLUTION` alone on its line"
+            )
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -203,9 +215,19 @@ def _read(path: Path):
     import nbformat
 
     try:
-        return nbformat.read(path, as_version=4)
+        nb = nbformat.read(path, as_version=4)
+        _cells_hash(nb)  # a cell without its type or source (valid JSON, no notebook) fails here, not in the caller
+        return nb
     except Exception:  # noqa: BLE001 - nbformat raises a different error for each way a file can be broken
         return None
+
+
+def has_outputs(path: Path) -> bool:
+    """Whether the notebook at ``path`` was run: a code cell holds outputs or an execution count."""
+    nb = _read(path)
+    return nb is not None and any(
+        cell.get("outputs") or cell.get("execution_count") is not None for cell in nb.cells if cell.cell_type == "code"
+    )
 
 
 def is_edited(path: Path) -> bool:
@@ -439,15 +461,21 @@ def generate(
         path = dst_dir / name
         if path.exists() and path.read_text() == text:
             continue
-        if path.exists() and is_edited(path):
+        if path.exists() and not is_edited(path) and has_outputs(path):  # run, not edited: its outputs are theirs
+            if not is_behind(path, text):  # the course's cells as they are now: nothing to take
+                continue
+            backup = backup_name(path)
+            backup.write_bytes(path.read_bytes())
+            log(f"saved your run of {name} (its outputs) as {backup.name} before writing the course's new version")
+        elif path.exists() and is_edited(path):
             if not is_behind(path, text):  # the learner's edits of the course's current version: nothing to take
                 continue
             if not force:
                 if _read(path) is None:  # its recorded hash is unreadable too: whether the course changed is unknown
                     log(
-                        f"kept {dst_dir.name}/{name} as it is: it is no readable notebook (its JSON is broken). "
-                        f"`make notebooks FORCE=1` saves it as NAME.backup-<time>.ipynb beside it and writes the "
-                        f"course's version."
+                        f"kept {dst_dir.name}/{name} as it is: it is no readable notebook (its JSON is broken, or "
+                        f"a cell lost its source). `make notebooks FORCE=1` saves it as NAME.backup-<time>.ipynb "
+                        f"beside it and writes the course's version."
                     )
                 else:
                     kept.append(name)
@@ -503,6 +531,30 @@ def differences(
     return sorted(bad)
 
 
+def described_differences(src_dir: Path = ROOT / "solutions", dst_dir: Path = ROOT / "notebooks") -> list[str]:
+    """:func:`differences`, each participant notebook that is the learner's own work said so (``make notebooks``
+    leaves those alone, so "not what it generates" alone sent a learner to run it in vain)."""
+    rendered = render(src_dir)
+    out = []
+    for item in differences(src_dir, dst_dir):
+        folder, _, name = item.partition("/")
+        path = dst_dir / name
+        if folder != dst_dir.name or not path.exists():
+            out.append(item)
+        elif name not in rendered:
+            out.append(f"{item} (no solution makes it: a copy or a renamed notebook of yours? `make notebooks` "
+                       "leaves it alone)")  # fmt: skip
+        elif is_edited(path):
+            newer = "; the course has a newer version: `make notebooks FORCE=1` takes it after saving a backup"
+            newer = newer if is_behind(path, rendered[name]) else ""
+            out.append(f"{item} (your edits, kept by `make notebooks`{newer})")
+        elif has_outputs(path):
+            out.append(f"{item} (your outputs: `make notebooks` keeps them until the course changes the notebook)")
+        else:
+            out.append(item)
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Generate participant notebooks from solutions.")
     parser.add_argument("--check", action="store_true", help="only report whether notebooks/ is up to date")
@@ -514,9 +566,9 @@ def main(argv=None) -> int:
         print(f"presenter copies in {args.present}: {len(written)} written")
         return 0
     if args.check:
-        bad = differences()
+        bad = described_differences()
         if bad:
-            print("not what `make notebooks` generates from solutions/: " + ", ".join(bad))
+            print("not what `make notebooks` generates from solutions/:\n" + "\n".join(f"  {item}" for item in bad))
             return 1
         print("notebooks/ and lessons/ are up to date with solutions/")
         return 0
