@@ -56,17 +56,24 @@ def made_up_gpu(rng):
 
 #: the powers of ten a unit slip puts in an answer: a prefix (kilo .. tera) dropped or added, once or twice
 UNIT_SLIPS = (-12, -9, -6, -3, 3, 6, 9, 12)
+BINARY_UNITS = ("TFLOP/s and GB/s are decimal units: 1e12 FLOP/s and 1e9 bytes/s, not 2**40 and 2**30 (those are "
+                "TiB and GiB), so the ridge needs a factor 1e12 / 1e9 = 1000.")  # fmt: skip
 
 
 def scaled(want, what):
-    """{want off by a power of ten: a hint}: the answer given in thousands, millions ... of its unit (GB for bytes)."""
-    return {want * 10.0**k: f"off by a factor 1e{-k}: the answer is in {what}, not thousands, millions or billions "
-            "of them (no 1e3, 1e9 or 1e12 here)." for k in UNIT_SLIPS}  # fmt: skip
+    """{want off by a power of ten, or of 1024: a hint}: the answer given in thousands, millions ... of its unit (GB
+    for bytes), or in KiB, MiB, GiB (2**10, 2**20, 2**30 of it)."""
+    hints = {want * 10.0**k: f"off by a factor 1e{-k}: the answer is in {what}, not thousands, millions or billions "
+             "of them (no 1e3, 1e9 or 1e12 here)." for k in UNIT_SLIPS}  # fmt: skip
+    for k in (10, 20, 30, 40):
+        hints[want / 2**k] = f"off by a factor 2**{k}: the answer is in {what}, not KiB, MiB or GiB of them."
+    return hints
 
 
 def check_add_bytes(fn, *, trials=20, quiet=False):
     """fn(n, itemsize) against the bytes of real tensors: x and y read, out written."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "add_bytes")
 
     def case(rng):
         n, dtype = rng.choice([1, 7, 1000, rng.randrange(2, 10**7), 2**20 + 3]), rng.choice(DTYPES)
@@ -89,6 +96,7 @@ def check_add_bytes(fn, *, trials=20, quiet=False):
 def check_add_flops(fn, *, trials=20, quiet=False):
     """fn(n) against one addition per element."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "add_flops")
 
     def case(rng):
         n = rng.choice([1, 13, 4096, rng.randrange(2, 10**8)])
@@ -109,6 +117,7 @@ def _mnk(rng):
 def check_matmul_flops(fn, *, trials=20, quiet=False):
     """fn(M, N, K) against PyTorch's own FLOP counter on a matmul of meta tensors."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "matmul_flops")
 
     def case(rng):
         M, N, K = _mnk(rng)
@@ -129,6 +138,7 @@ def check_matmul_flops(fn, *, trials=20, quiet=False):
 def check_matmul_bytes(fn, *, trials=20, quiet=False):
     """fn(M, N, K, itemsize) against the bytes of real A, B and C: each read or written once."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "matmul_bytes")
 
     def case(rng):
         M, N, K = _mnk(rng)
@@ -155,11 +165,12 @@ def check_matmul_bytes(fn, *, trials=20, quiet=False):
 def check_arithmetic_intensity(fn, *, trials=20, quiet=False):
     """fn(flops, nbytes) against FLOPs per byte."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "arithmetic_intensity")
 
     def case(rng):
         flops, nbytes = rng.randrange(1, 10**12), rng.randrange(1, 10**10)
         hints = {nbytes / flops: "upside down: intensity is FLOPs per byte.",
-                 flops // nbytes: "// rounds down to a whole number: divide with /."}  # fmt: skip
+                 flops // nbytes: "// (or int()) rounds down to a whole number: divide with /."}  # fmt: skip
         return f"arithmetic_intensity(flops={flops}, nbytes={nbytes})", fn(flops, nbytes), flops / nbytes, hints
 
     utils.exercises.check_answers("arithmetic_intensity", case, trials=trials, quiet=quiet)
@@ -168,6 +179,7 @@ def check_arithmetic_intensity(fn, *, trials=20, quiet=False):
 def check_ridge_point(fn, *, trials=20, quiet=False):
     """fn(ceilings, precision) against utils.roofline.ridge on made-up GPUs."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "ridge_point")
 
     def case(rng):
         gpu, prec = made_up_gpu(rng), rng.choice(utils.roofline.PRECISIONS)
@@ -176,6 +188,8 @@ def check_ridge_point(fn, *, trials=20, quiet=False):
         hints = {want * 10.0**k: units for k in UNIT_SLIPS}  # a factor dropped, or two
         hints[1 / want] = "upside down: the ridge is FLOP/s divided by bytes/s."
         hints[want * 1e9 / 2**30] = "GB/s is 1e9 bytes/s, not 2**30 (that is GiB/s): the ridge needs 1e12 / 1e9."
+        for slip in (2**40 / 1e12, 2**40 / 2**30 / 1e3):  # TFLOP/s taken as 2**40; both units binary
+            hints[want * slip] = BINARY_UNITS
         for other in utils.roofline.PRECISIONS:
             if gpu.tflops[other] != gpu.tflops[prec]:
                 hints.setdefault(utils.roofline.ridge(gpu, other), "use the roof of the precision asked for.")
@@ -192,7 +206,7 @@ def switch_hint(fn, nbytes, gpu, prec):
     (the ridge of another precision, or one off by a power of ten: units)."""
     ridge = utils.roofline.ridge(gpu, prec)
     says = lambda f: bool(fn(ridge * f * nbytes, nbytes, gpu, prec))  # noqa: E731 (fn at intensity ridge * f)
-    factors = [10.0**k for k in UNIT_SLIPS] + [0.5, 2.0]
+    factors = [10.0**k for k in UNIT_SLIPS] + [0.5, 0.99, 1.01, 2.0]
     answers = {f: says(f) for f in sorted(factors)}
     if len(set(answers.values())) == 1:
         return (f"it says {answers[0.5]} for every intensity from ridge / 1e12 to ridge * 1e12: compare the op's "
@@ -209,6 +223,11 @@ def switch_hint(fn, nbytes, gpu, prec):
     for other in utils.roofline.PRECISIONS:
         if other != prec and math.isclose(at, utils.roofline.ridge(gpu, other), rel_tol=1e-6):
             return f"it switches at the ridge of {other} ({at:.1f} FLOP/B): use the roof of the precision asked for."
+    if math.isclose(at, ridge * 1e9 / 2**30, rel_tol=1e-6):
+        return f"it switches at ridge * 1e9 / 2**30 ({at:.4g} FLOP/B): GB/s is 1e9 bytes/s, not 2**30 (that is GiB/s)."
+    for slip in (2**40 / 1e12, 2**40 / 2**30 / 1e3):
+        if math.isclose(at, ridge * slip, rel_tol=1e-6):
+            return f"it switches at ridge * {slip:.4g} ({at:.4g} FLOP/B): {BINARY_UNITS}"
     k = round(math.log10(at / ridge))
     if k and math.isclose(at, ridge * 10.0**k, rel_tol=1e-6):
         return (f"it switches at ridge * 1e{k} ({at:.4g} FLOP/B): its ridge is off by a factor 1e{k}. Units: TFLOP/s "
@@ -223,11 +242,14 @@ def switch_hint(fn, nbytes, gpu, prec):
 def check_is_memory_bound(fn, *, trials=20, quiet=False):
     """fn(flops, nbytes, ceilings, precision) on ops just below and well above made-up ridges."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "is_memory_bound")
+
+    near = [0.99, 1.01]  # the first two cases: a ridge a few per cent off (GiB/s for GB/s) shows only there
 
     def case(rng):
         gpu, prec = made_up_gpu(rng), rng.choice(utils.roofline.PRECISIONS)
         ridge = utils.roofline.ridge(gpu, prec)
-        intensity = ridge * rng.choice([rng.uniform(0.01, 0.9), rng.uniform(1.1, 100)])
+        intensity = ridge * (near.pop(0) if near else rng.choice([rng.uniform(0.01, 0.9), rng.uniform(1.1, 100)]))
         nbytes = rng.randrange(10**3, 10**9)
         want = intensity < ridge
         got = fn(intensity * nbytes, nbytes, gpu, prec)

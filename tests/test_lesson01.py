@@ -127,3 +127,46 @@ def test_lesson_03_reuses_lesson_01s_counts():
     l03 = load("03")
     assert l03.add_bytes is lesson.add_bytes and l03.add_flops is lesson.add_flops
     assert lesson.add_bytes(1000, 4) == 12_000 and lesson.add_flops(1000) == 1000
+
+
+# -- session 52: the held-out battery's wrong answers that passed, or got no hint
+
+
+@pytest.mark.parametrize(
+    "name, wrong, hint",
+    [
+        ("add_bytes", lambda n, s: 3 * n * s / 2**30, "factor 2**30"),  # GiB, not GB: no hint before
+        ("add_bytes", lambda n, s: 3 * n * s / 2**20, "KiB, MiB or GiB"),
+        ("matmul_bytes", lambda M, N, K, s: (M * K + K * N + M * N) * s / 2**30, "factor 2**30"),
+        ("arithmetic_intensity", lambda f, b: round(f / b, 2), "rounded to 2 decimals"),
+        ("arithmetic_intensity", lambda f, b: int(f / b), "int()"),
+        ("arithmetic_intensity", lambda f, b: np.float32(f / b), "7 significant digits"),
+        ("ridge_point", lambda c, p: c.tflops[p] * 2**40 / (c.bandwidth_gbs * 2**30), "decimal"),
+        ("ridge_point", lambda c, p: c.tflops[p] * 2**40 / (c.bandwidth_gbs * 1e9), "decimal"),
+    ],
+)
+def test_check_names_the_binary_unit_and_the_rounding(name, wrong, hint):
+    with pytest.raises(AssertionError, match="expected") as err:
+        getattr(lesson, f"check_{name}")(wrong, trials=50)
+    assert hint in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(
+    "factor, says",
+    [(2.0, "not at the ridge"), (1e9 / 2**30, "GiB/s"), (2**40 / 1e12, "decimal"), (1.024, "decimal")],
+)
+def test_is_memory_bound_with_a_ridge_a_little_off_is_caught(factor, says):
+    """A switch at twice the ridge passed 19 runs in 20 (the cases were 0.01 to 0.9 or 1.1 to 100 ridges), one at
+    ridge * 1e9 / 2**30 (GB/s taken for GiB/s) or ridge * 1.1 (TFLOP/s for 2**40) every run; the first two cases now
+    sit just below and just above the ridge, at every trials."""
+    for _ in range(5):
+        with pytest.raises(AssertionError, match="expected") as err:
+            lesson.check_is_memory_bound(lambda f, b, c, p: f / b < factor * lesson.ridge_point(c, p), trials=2)
+        assert says in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_a_check_given_the_answer_instead_of_the_function_says_so(name):
+    """check_add_bytes(add_bytes(10, 4)) crashed inside the check: "'int' object is not callable"."""
+    with pytest.raises(TypeError, match=rf"check_{name} takes the function {name} itself.*check_{name}\({name}\)"):
+        getattr(lesson, f"check_{name}")(24000)

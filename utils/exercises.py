@@ -27,6 +27,31 @@ def same(got, want, rtol: float = 1e-9) -> bool:
     return math.isclose(float(got), float(want), rel_tol=rtol, abs_tol=0.0)
 
 
+def require_function(fn, name: str) -> None:
+    """Refuses, before any case, a ``check_<name>(fn)`` given something other than a function: most often what the
+    function returned (``check_add_bytes(add_bytes(10, 4))``), which the check would call and crash on."""
+    if not callable(fn):
+        raise TypeError(
+            f"check_{name} takes the function {name} itself, but got {fn!r} ({type(fn).__name__}): write "
+            f"check_{name}({name}), with no parentheses after {name} (the check calls it on cases of its own)."
+        )
+
+
+def rounding_hint(got, want) -> str | None:
+    """A hint when ``got`` is ``want`` rounded (to a few decimals, or to a low-precision float), or None."""
+    for k in range(4):
+        if got == round(want, k) and got != want:
+            return (f"that is the answer rounded to {k} decimals: return it unrounded (round only where you print "
+                    "it, with an f-string such as f'{x:.2f}').")  # fmt: skip
+    if isinstance(got, np.floating) and np.finfo(got.dtype).eps > 1e-12:
+        eps = float(np.finfo(got.dtype).eps)
+        if math.isclose(float(got), float(want), rel_tol=4 * eps):
+            digits = round(-math.log10(eps))
+            return (f"that is a numpy {got.dtype} (about {digits} significant digits), the right answer rounded to "
+                    "its precision: compute with Python numbers (float(x)), which keep about 16.")  # fmt: skip
+    return None
+
+
 def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng=None) -> None:
     """Runs ``case`` on ``trials`` fresh random cases; raises AssertionError naming the first wrong one (with the
     hint for it, when its answer is a classic mistake), or prints one line. Refuses ``trials`` < 1: a check that
@@ -55,6 +80,8 @@ def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng
                 )
             ok = same(got, want)
             hint = None if ok else next((h for wrong, h in hints.items() if same(got, wrong)), None)
+            if not ok and hint is None and isinstance(want, float):
+                hint = rounding_hint(got, want)
         if not ok:
             raise AssertionError(f"{call} returned {got!r}, expected {want!r}." + (f"\nHint: {hint}" if hint else ""))
     if not quiet:
