@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 import utils
+import utils.exercises
 
 DEVICE = utils.mode.current().device  # where setup() runs the kernels: "cuda" on a GPU, "cpu" in the interpreter
 
@@ -110,6 +111,30 @@ def fractions(out):
     return None
 
 
+def whole_answers(fn, name, calls):
+    """[(call as text, fn(*args))] for every args in calls, refusing the first answer that is no number at all (None,
+    a string, a list, a tensor, True): utils.check compares numbers only. Floats are kept, for the check to compare
+    and then for floats_told."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+    answers = []
+    for args in calls:
+        call, got = f"{name}({', '.join(map(repr, args))})", fn(*args)
+        if got is None:
+            raise AssertionError(f"{call} returned None: did the function forget to `return` its answer?")
+        if not utils.exercises.is_number(got):
+            raise AssertionError(f"{call} returned {got!r} ({type(got).__name__}); it should return an int.")
+        answers.append((call, got))
+    return answers
+
+
+def floats_told(answers, why):
+    """Refuses right answers given as floats (3.0 for 3): `why` says where an int is needed and which int to use."""
+    __tracebackhide__ = True  # a failed check shows its message, not this function
+    for call, got in answers:
+        if not isinstance(got, numbers.Integral):
+            raise AssertionError(f"{call} returned {got} ({type(got).__name__}): the right number, as a float. {why}")
+
+
 def require_length(n, name="n"):
     """A number of elements: a Python int, 0 or more, below 2**31 (the kernels here compute 32-bit offsets)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
@@ -125,10 +150,14 @@ def require_length(n, name="n"):
 def check_num_programs(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE) for n = 0 ... 299 against the number of blocks a CUDA launch starts."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "num_programs")
+    every = []  # each answer, told if a float only once all are right (n / 1 is right, n / 16 is true division)
     for B in sorted({1, 16, 2 ** random.randint(1, 10)}):
         ns = range(300)
+        answers = whole_answers(fn, "num_programs", [(n, B) for n in ns])
+        every += answers
         utils.check(
-            as_tensor(fn(n, B) for n in ns),
+            as_tensor(got for _, got in answers),
             as_tensor(cuda_blocks(n, B) for n in ns),
             name=f"num_programs(n, {B}) for n = 0 ... 299 (index n)",
             quiet=quiet,
@@ -139,6 +168,8 @@ def check_num_programs(fn, *, quiet=False):
                 ),
                 "n // BLOCK_SIZE + 1 is one program too many when n is a multiple of BLOCK_SIZE (and for n = 0). "
                 "Round up with (n + BLOCK_SIZE - 1) // BLOCK_SIZE.": as_tensor(n // B + 1 for n in ns),
+                "round() rounds to the nearest whole number: a tail of less than half a block gets no program. Round "
+                "up, (n + BLOCK_SIZE - 1) // BLOCK_SIZE.": as_tensor(round(n / B) for n in ns),
                 "only n = 0 is wrong: no elements need no programs (0, not 1; the launchers return before launching "
                 "when n == 0). (n + BLOCK_SIZE - 1) // BLOCK_SIZE is 0 there.": as_tensor(
                     max(1, cuda_blocks(n, B)) for n in ns
@@ -147,14 +178,20 @@ def check_num_programs(fn, *, quiet=False):
             diagnose=fractions,
             **EXACT,
         )
+    floats_told(every, "A grid counts programs in ints (Triton refuses a grid of floats): / and np.ceil give "
+                "floats, (n + BLOCK_SIZE - 1) // BLOCK_SIZE (or math.ceil, or triton.cdiv) an int.")  # fmt: skip
 
 
 def check_owner(fn, *, quiet=False):
     """fn(i, BLOCK_SIZE) for every element i of a launch against the CUDA block that handles it."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "owner")
+    every = []  # each answer, told if a float only once all are right (i / 1 is right, i / 128 is true division)
     for n, B in [(1000, 128), (random.randint(1, 700), 2 ** random.randint(0, 8))]:
+        answers = whole_answers(fn, "owner", [(i, B) for i in range(n)])
+        every += answers
         utils.check(
-            as_tensor(fn(i, B) for i in range(n)),
+            as_tensor(got for _, got in answers),
             owners_cuda(n, B),
             name=f"owner(i, {B}) for i < {n}",
             quiet=quiet,
@@ -164,6 +201,8 @@ def check_owner(fn, *, quiet=False):
                 ),
                 "that rounds up: element i belongs to the program whose block starts at or before it, "
                 "i // BLOCK_SIZE.": as_tensor((i + B - 1) // B for i in range(n)),
+                "round() rounds to the nearest program: the second half of each block goes to the next one. Round "
+                "down, i // BLOCK_SIZE.": as_tensor(round(i / B) for i in range(n)),
                 "every id is one too large: program ids count from 0 (elements 0 ... BLOCK_SIZE - 1 belong to "
                 "program 0), so the owner is i // BLOCK_SIZE with no + 1.": as_tensor(i // B + 1 for i in range(n)),
             },
@@ -171,11 +210,14 @@ def check_owner(fn, *, quiet=False):
             diagnose=fractions,
             **EXACT,
         )
+    floats_told(every, "A program id is an int, as tl.program_id gives it: / and np.floor give floats, "
+                "i // BLOCK_SIZE an int.")  # fmt: skip
 
 
 def check_whoami(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE=B, out=...) for n a multiple of B (the kernel has no mask) against the CUDA owners."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "whoami")
     for n, B in [(1024, 128), (2 ** random.randint(0, 4) * 64, 64), (8, 1)]:
         out = utils.nan_empty(n)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
@@ -195,6 +237,7 @@ def check_whoami(fn, *, quiet=False):
 def check_whoami_masked(fn, *, quiet=False):
     """fn(n, BLOCK_SIZE=B, out=...) for any n (a tail shorter than a block, one element) against the CUDA owners."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "whoami_masked")
     for n, B in [(1000, 128), (127, 128), (1, 128), (random.randint(1, 2000), 2 ** random.randint(0, 10))]:
         out = utils.nan_empty(n)
         with utils.watch_memory() as stray:
@@ -282,6 +325,7 @@ def late_start(ref, B):
 def check_scale(fn, *, quiet=False):
     """fn(x, alpha, out=..., BLOCK_SIZE=B) against scale_ref in fp64: one element, a tail, several programs."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "scale")
     env = utils.mode.current()
     cases = [
         (env.pick(cpu=5000, gpu=1_000_003), 1024, torch.float32),
@@ -335,6 +379,7 @@ def check_add(fn, *, quiet=False):
     largest first, so that a grid rounded down shows as a missing tail), in fp32 and in the course's low-precision
     dtype, and at block sizes below and above add's default (a kernel that writes 1024 for BLOCK_SIZE shows)."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "add")
     env = utils.mode.current()
     cases = [(env.pick(cpu=4099, gpu=2**20 + 3), 1024, torch.float32), (1000, 256, torch.float32)]
     cases += [(1, 1024, torch.float32), (env.pick(cpu=1031, gpu=98_433), 2048, env.dtype)]
@@ -375,6 +420,7 @@ def check_add(fn, *, quiet=False):
 def check_scale_rows(fn, *, quiet=False):
     """fn(x, s, out=...) against scale_rows_ref in fp64, x a view of a wider matrix (row stride > N)."""
     __tracebackhide__ = True  # a failed check shows its message, not this function
+    utils.exercises.require_function(fn, "scale_rows")
     for M, N in [(5, 100), (3, 64), (1, 1), (random.randint(1, 9), random.randint(1, 200))]:
         wide = torch.randn(M, N + 7, device=DEVICE)
         x, s = wide[:, :N], torch.randn(M, device=DEVICE)  # x's rows are x.stride(0) = N + 7 elements apart

@@ -6,6 +6,7 @@ check_* functions, the same ones its notebook calls."""
 
 import functools
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -515,3 +516,68 @@ def test_add_accepts_any_contiguous_shape_and_allocates_its_output():
     out = L.add(x, y)
     assert out.shape == x.shape and out.dtype == x.dtype and out.device == x.device
     utils.check(out, x.double() + y.double(), quiet=True)
+
+
+# -- session 52: the held-out battery's answers of the wrong type, and a check given the wrong thing
+
+
+@pytest.mark.parametrize(
+    "answer, says",
+    [
+        (lambda n, B: str((n + B - 1) // B), r"returned '\d+' \(str\); it should return an int"),  # passed before
+        (lambda n, B: [(n + B - 1) // B], r"returned \[\d+\] \(list\); it should return an int"),  # crashed
+        (lambda n, B: None, r"returned None: did the function forget to `return`"),  # crashed: float(None)
+        (lambda n, B: torch.tensor((n + B - 1) // B), r"returned tensor\(\d+\) \(Tensor\); it should return an int"),
+        (lambda n, B: float((n + B - 1) // B), r"returned \d+\.0 \(float\).*Triton refuses a grid of floats"),
+        (lambda n, B: np.ceil(n / B), r"returned \d+\.0 \(float64\).*np.ceil"),  # passed: a grid it crashes
+        (lambda n, B: True if n else 0, r"returned True \(bool\)"),
+    ],
+)
+def test_num_programs_of_the_wrong_type_is_told(answer, says):
+    with pytest.raises(AssertionError, match=says):
+        L.check_num_programs(answer, quiet=True)
+
+
+@pytest.mark.parametrize(
+    "answer, says",
+    [
+        (lambda i, B: str(i // B), r"returned '\d+' \(str\)"),
+        (lambda i, B: np.floor(i / B), r"returned \d+\.0 \(float64\).*np.floor"),
+        (lambda i, B: float(i // B), r"returned \d+\.0 \(float\)"),
+    ],
+)
+def test_owner_of_the_wrong_type_is_told(answer, says):
+    with pytest.raises(AssertionError, match=says):
+        L.check_owner(answer, quiet=True)
+
+
+def test_num_programs_with_fractions_still_gets_the_true_division_hint():
+    """A fraction is a value mistake, told where it is, before the type of the answers is looked at."""
+    _fails_with(L.check_num_programs, lambda n, B: n / B, "true division")
+
+
+@pytest.mark.parametrize(
+    "check", ["check_num_programs", "check_owner", "check_whoami", "check_whoami_masked", "check_scale", "check_add",
+              "check_scale_rows"],
+)  # fmt: skip
+def test_a_check_given_a_result_instead_of_the_function_says_so(check):
+    """check_scale(scale(x, 2.0)) crashed inside the check: "'Tensor' object is not callable"."""
+    name = check.removeprefix("check_")
+    with pytest.raises(TypeError, match=rf"{check} takes the function {name} itself.*{check}\({name}\)"):
+        getattr(L, check)(torch.zeros(3, device=DEV))
+
+
+def test_a_grid_of_numpy_floats_is_explained():
+    """grid = (np.ceil(n / BLOCK_SIZE),) holds a numpy float: the explanation of a float grid now matches it too."""
+    import utils.crashes
+
+    x = torch.randn(100, device=DEV)
+    with pytest.raises(Exception) as err:
+        L.scale_kernel[(np.ceil(100 / 16),)](x, torch.empty_like(x), 2.0, 100, BLOCK_SIZE=16)
+    assert "The grid holds a float" in (utils.crashes.explain(err.value) or ""), err.value
+
+
+def test_num_programs_and_owner_with_round_are_told():
+    """round(n / B) and round(i / B) got "Wrong values in many places"."""
+    _fails_with(L.check_num_programs, lambda n, B: round(n / B), "round() rounds to the nearest")
+    _fails_with(L.check_owner, lambda i, B: round(i / B), "round() rounds to the nearest")

@@ -89,8 +89,9 @@ RULES = [
     ),
     Rule(
         "float grid",
-        r"'float' object cannot be interpreted as an integer",
-        "The grid holds a float: `n / BLOCK_SIZE` divides exactly. Count programs in whole numbers, rounding up: "
+        r"'(?:numpy\.)?float(?:16|32|64)?' object cannot be interpreted as an integer",  # np.ceil gives a float64
+        "The grid holds a float: `n / BLOCK_SIZE` divides exactly (and `np.ceil` returns a float). Count programs in "
+        "whole numbers, rounding up: "
         "`triton.cdiv(n, BLOCK_SIZE)`.",
         needs=_launched,
     ),

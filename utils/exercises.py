@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import random
+import reprlib
 
 import numpy as np
 
@@ -31,8 +32,9 @@ def require_function(fn, name: str) -> None:
     """Refuses, before any case, a ``check_<name>(fn)`` given something other than a function: most often what the
     function returned (``check_add_bytes(add_bytes(10, 4))``), which the check would call and crash on."""
     if not callable(fn):
+        shown = f"a tensor of shape {tuple(fn.shape)}" if hasattr(fn, "shape") else f"{reprlib.repr(fn)}"
         raise TypeError(
-            f"check_{name} takes the function {name} itself, but got {fn!r} ({type(fn).__name__}): write "
+            f"check_{name} takes the function {name} itself, but got {shown} ({type(fn).__name__}): write "
             f"check_{name}({name}), with no parentheses after {name} (the check calls it on cases of its own)."
         )
 
