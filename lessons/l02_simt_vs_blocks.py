@@ -54,6 +54,7 @@ def launch_cuda(kernel, grid, block, *args):
 def cuda_blocks(n, threads_per_block):
     """How many blocks the CUDA launch starts for n elements: rounded up."""
     utils.require_int(threads_per_block, "threads_per_block")  # 0 divides by zero; fewer launch nothing, without a word
+    n = utils.require_int(n, "n", least=0)  # a negative n gave a negative count of blocks
     return (n + threads_per_block - 1) // threads_per_block
 
 
@@ -65,6 +66,8 @@ def add_kernel_cuda(blockIdx, blockDim, threadIdx, x, y, out, n):
 
 def add_cuda(x, y, threads_per_block=256):
     """Vector add the CUDA way, simulated (on Python lists: one Python call per thread)."""
+    utils.require(x, "x", contiguous=False)  # a list had no .shape: an AttributeError in require_same_shape
+    utils.require(y, "y", contiguous=False)
     utils.require_same_shape(x, y, ("x", "y"))
     n = x.numel()
     out = [float("nan")] * n
@@ -88,6 +91,7 @@ def owner_kernel_cuda(blockIdx, blockDim, threadIdx, out, n):
 
 def owners_cuda(n, threads_per_block):
     """out[i] = the CUDA block that handles element i, for n elements in blocks of threads_per_block (fp64)."""
+    n = utils.require_int(n, "n", least=0)  # n = 2.5 was a TypeError from [nan] * 2.5
     out = [float("nan")] * n
     launch_cuda(owner_kernel_cuda, dim3(cuda_blocks(n, threads_per_block)), dim3(threads_per_block), out, n)
     return torch.tensor(out, dtype=torch.float64, device=DEVICE)

@@ -581,3 +581,16 @@ def test_num_programs_and_owner_with_round_are_told():
     """round(n / B) and round(i / B) got "Wrong values in many places"."""
     _fails_with(L.check_num_programs, lambda n, B: round(n / B), "round() rounds to the nearest")
     _fails_with(L.check_owner, lambda i, B: round(i / B), "round() rounds to the nearest")
+
+
+def test_the_cuda_simulation_refuses_a_count_or_an_input_it_cannot_take():
+    """cuda_blocks(-5, 4) gave -1 blocks, owners_cuda(-1, 4) an empty result and owners_cuda(2.5, 4) "can't multiply
+    sequence by non-int"; add_cuda of lists an AttributeError from require_same_shape."""
+    for bad in (-5, 2.5):
+        with pytest.raises(ValueError, match=r"n must be an int >= 0"):
+            L.cuda_blocks(bad, 4)
+        with pytest.raises(ValueError, match=r"n must be an int >= 0"):
+            L.owners_cuda(bad, 4)
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        L.add_cuda([1.0], [2.0])
+    assert L.cuda_blocks(0, 4) == 0 and L.owners_cuda(0, 4).numel() == 0
