@@ -1513,6 +1513,14 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "subtracted from the high nibbles only",
     ),  # fmt: skip
 }
+if ENV.interpret:  # (session 52) the K loop run twice too long: its masked loads read past the codes, which the
+    # memory watch tells; the hint said only "mask every tl.load", and they are masked: the count is the mistake
+    PLANTED["w4a16 groups counted with GROUP_SIZE // 2"] = (
+        "w4a16_kernel",
+        [("groups = tl.cdiv(K, GROUP_SIZE)", "groups = tl.cdiv(K, GROUP_SIZE // 2)")],
+        _check_w4a16,
+        "the offsets or the loop's count are the likelier mistake",
+    )  # fmt: skip
 
 
 @pytest.mark.skipif(not ENV.interpret, reason="memory is watched under the interpreter only")

@@ -897,6 +897,14 @@ _MISPLACED_STORES = (
 )
 
 
+#: what a read past the end means when its loads are masked already: the mask is right, the place or the count is not
+_OFFSETS_OR_COUNT = (
+    "If the loads are masked already, the offsets or the loop's count are the likelier mistake: an offset built "
+    "from another size (bytes for elements, a stride of another tensor) or a loop of too many steps reads past the "
+    "end too, and a mask would only hide it."
+)
+
+
 def _stray_problem(name: str, stray, right: bool, misplaced: bool = False) -> str:
     """The paragraphs for accesses outside every tensor of their launch (utils.memcheck.Stray or plain lines) and
     for elements two programs wrote differently (utils.memcheck.Race); ``misplaced``: elements of the output were
@@ -927,7 +935,8 @@ def _garbage_problem(name: str, reads: list) -> str:
         + "\n- ".join(map(str, reads))
         + "\nHint: mask every tl.load so that it stops at the end of its own tensor (offsets < n; in a K loop, "
         "offs_k < K - k * BLOCK_K at step k; a position or split end clamped to the sequence's length), with "
-        "other=0 before a sum. Fix this first; the rest of this report may then go away.\nWhat the comparison found:"
+        f"other=0 before a sum. {_OFFSETS_OR_COUNT} Fix this first; the rest of this report may then go away.\n"
+        "What the comparison found:"
     )
 
 
@@ -947,7 +956,7 @@ def _outside_problem(name: str, strays: list, right: bool, misplaced: bool = Fal
             )
             + ("on" if right else "On")
             + " a GPU such a load reads memory that belongs to something else, or stops the program with an "
-            "illegal memory access."
+            f"illegal memory access. {_OFFSETS_OR_COUNT}"
         )
     else:
         hint = (
