@@ -746,9 +746,8 @@ def _require_out_residual(out, residual, x, M, N, inputs):
     """out (M, N) in x's dtype, and the residual to add: the same shape and dtype; out may BE the residual."""
     if residual is not None:
         utils.require(residual, "residual", dtype=x.dtype, shape=(M, N))
-        if out is residual:
-            return out
-        inputs = {**inputs, "residual": residual}
+        if out is not residual:  # out may BE the residual (in place), but never share memory with x or the weight
+            inputs = {**inputs, "residual": residual}
     return utils.require_out(out, shape=(M, N), dtype=x.dtype, device=x.device, inputs=inputs)
 
 

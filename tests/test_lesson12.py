@@ -1656,6 +1656,29 @@ def test_linear_with_a_plain_weight_checks_as_the_kernels_do():
     utils.check(xg.grad, w.double().sum(0).expand(3, -1), name="linear's gradient for x", quiet=True)
 
 
+@pytest.mark.parametrize("M", [1, 3])
+def test_an_in_place_residual_that_is_x_is_refused(M):
+    """(session 52) out may BE the residual, but then it was not checked against x and the weight: x += x @ w.T
+    written as fn(x, w, out=x, residual=x) (a square weight, as wo's) ran the GEMV over an x it was overwriting,
+    a silently wrong result in w4a16_fast, w8a16_fast and linear (a quantized weight or a plain one)."""
+    K = 64
+    w = weight(K, K)
+    q8, q4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, 32)
+    calls = {
+        "w8a16": lambda x: L.w8a16(x, q8, out=x, residual=x),
+        "w4a16": lambda x: L.w4a16(x, q4, out=x, residual=x),
+        "w4a16_fast": lambda x: L.w4a16_fast(x, q4, out=x, residual=x),
+        "w8a16_fast": lambda x: L.w8a16_fast(x, q8, out=x, residual=x),
+        "linear, int8": lambda x: L.linear(x, q8, out=x, residual=x),
+        "linear, a plain weight": lambda x: L.linear(x, w, out=x, residual=x),
+    }
+    for what, call in calls.items():
+        x = torch.randn(M, K, device=DEV, dtype=w.dtype)
+        with pytest.raises(ValueError, match="out shares memory with the input x"):
+            call(x)
+            pytest.fail(f"{what}: out=x, residual=x not refused")
+
+
 def test_a_weight_that_requires_grad_quantizes_as_its_detached_copy():
     """(session 37) An nn.Linear's weight requires grad: quantizing it is what a learner does first. The quantizers
     take it (a quantized weight is a constant: rounding has no gradient) and give the bits of its detached copy,
