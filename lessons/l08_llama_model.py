@@ -1135,8 +1135,20 @@ def decode_partials(q, k_cache, v_cache, lengths, n_splits=None, *, schedule=Non
 
 
 def decode_combine(acc, m, l_, *, out, pdl=False):
-    """The second kernel: out (B, H, D) from the partial results of decode_partials."""
+    """The second kernel: out (B, H, D) from the partial results of decode_partials (fp32 acc (B, H, n_splits, D),
+    m and l_ (B, H, n_splits)), checked here too: lesson 13's paged_attention hands its own partials over."""
+    utils.require(acc, "acc", dtype=torch.float32, ndim=4)
     B, H, n_splits, D = acc.shape
+    if D < 1 or D & (D - 1):
+        raise ValueError(f"acc has head_dim D={D}: the combine holds a head in one block (tl.arange), so D must be a "
+                         f"power of two")  # fmt: skip
+    utils.require(m, "m", dtype=torch.float32, shape=(B, H, n_splits))
+    utils.require(l_, "l_", dtype=torch.float32, shape=(B, H, n_splits))
+    if out is None:
+        raise TypeError(f"out is None: pass out=torch.empty({B}, {H}, {D}) in the dtype of q (decode_combine writes "
+                        f"into the out it is given)")  # fmt: skip
+    dtype = out.dtype if isinstance(out, torch.Tensor) and out.dtype in FLOATS else torch.float32  # any float out
+    out = utils.require_out(out, shape=(B, H, D), dtype=dtype, device=acc.device, inputs={"acc": acc, "m": m, "l_": l_})
     if B:
         BLOCK_S = max(2, triton.next_power_of_2(n_splits))  # the masked padding adds nothing
         num_warps = 8 if BLOCK_S * D > 8192 else 4  # the (BLOCK_S, D) fp32 tile lives in registers

@@ -1490,6 +1490,33 @@ def test_kernel_refusals():
     )
 
 
+def test_decode_combine_checks_its_partials_and_out():
+    """(session 52) decode_combine, public and called by lesson 13's paged_attention too, checked nothing: an out
+    with fewer rows than the partials wrote past its end, and fp16 partials were read as fp32 words."""
+    d = ENV.device
+    q = torch.randn(2, 4, 16, device=d)
+    cache = torch.randn(2, 8, 2, 16, device=d)
+    lengths = torch.tensor([3, 8], dtype=torch.int32, device=d)
+    acc, m, l_ = L.decode_partials(q, cache, cache.clone(), lengths, n_splits=2)
+    buf = torch.full((2 * 4 * 16,), float("nan"), device=d)
+    cases = {
+        "an out of one sequence for two": (lambda: L.decode_combine(acc, m, l_, out=buf[:64].view(1, 4, 16)), "out"),
+        "an int out": (lambda: L.decode_combine(acc, m, l_, out=torch.empty(2, 4, 16, device=d).int()), "out"),
+        "a transposed out": (lambda: L.decode_combine(acc, m, l_, out=torch.empty(2, 16, 4, device=d).mT), "out"),
+        "fp16 partial sums": (lambda: L.decode_combine(acc.half(), m, l_, out=torch.empty_like(q)), "acc"),
+        "maxima of another shape": (lambda: L.decode_combine(acc, m[:, :2], l_, out=torch.empty_like(q)), "m "),
+        "an out over the sums": (lambda: L.decode_combine(acc, m, l_, out=l_.view(-1)[:1].view(1, 1, 1)), "out"),
+        "no out": (lambda: L.decode_combine(acc, m, l_, out=None), "out"),
+    }
+    for what, (call, name) in cases.items():
+        with pytest.raises((ValueError, TypeError), match=name):
+            call()
+            pytest.fail(f"{what}: not refused")
+    assert bool(buf[64:].isnan().all()), "decode_combine wrote past the end of its out"
+    want = L.decode_attention(q, cache, cache.clone(), lengths)
+    utils.check(L.decode_combine(acc, m, l_, out=torch.empty_like(q)), want, name="decode_combine", quiet=True)
+
+
 def test_caches_of_no_position_or_no_kv_head_are_refused_and_numpy_splits_taken():
     """(probe08) A cache of max_len 0 or of KV 0 heads failed with a ZeroDivisionError in decode_split or in the
     launchers' head check (rope_kv_write, decode_attention, decode_attention_fused); n_splits=np.int64(2) was refused
