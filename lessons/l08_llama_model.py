@@ -1149,6 +1149,14 @@ def decode_combine(acc, m, l_, *, out, pdl=False):
                         f"into the out it is given)")  # fmt: skip
     dtype = out.dtype if isinstance(out, torch.Tensor) and out.dtype in FLOATS else torch.float32  # any float out
     out = utils.require_out(out, shape=(B, H, D), dtype=dtype, device=acc.device, inputs={"acc": acc, "m": m, "l_": l_})
+    return decode_combine_launch(acc, m, l_, out, pdl)
+
+
+def decode_combine_launch(acc, m, l_, out, pdl=False):
+    """decode_combine_kernel on partials and an out as they are (nothing checked): for launchers that made them and
+    checked their own inputs (decode_attention, lesson 13's paged_attention), which the checks would cost the host
+    tens of microseconds a call, at every layer of a step not replayed from a graph."""
+    B, H, n_splits, D = acc.shape
     if B:
         BLOCK_S = max(2, triton.next_power_of_2(n_splits))  # the masked padding adds nothing
         num_warps = 8 if BLOCK_S * D > 8192 else 4  # the (BLOCK_S, D) fp32 tile lives in registers
@@ -1175,7 +1183,7 @@ def decode_attention(q, k_cache, v_cache, lengths, *, out=None, n_splits=None, s
     inputs = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "lengths": lengths}
     out = utils.require_out(out, shape=tuple(q.shape), dtype=q.dtype, device=q.device, inputs=inputs)
     partials = decode_partials(q, k_cache, v_cache, lengths, n_splits, schedule=schedule, pdl=pdl)
-    return decode_combine(*partials, out=out, pdl=pdl)
+    return decode_combine_launch(*partials, out, pdl)
 
 
 def _split_partials_ref(q, k_cache, v_cache, lengths, split_len, block=None, rescale=("acc", "l"), base_e=None):

@@ -30,7 +30,7 @@ from lessons.l08_llama_model import (
     cast,
     decode_attention,
     decode_attention_ref,
-    decode_combine,
+    decode_combine_launch,
     far_scores_qk,
     generate,
     kv_cache_bytes,
@@ -601,7 +601,7 @@ def paged_attention(
         num_warps=num_warps or warps,
         num_stages=num_stages or stages,
     )
-    return decode_combine(acc, m, l_, out=out)
+    return decode_combine_launch(acc, m, l_, out)
 
 
 def paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, device, gen):
