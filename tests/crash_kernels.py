@@ -138,6 +138,13 @@ def reduction_with_dim_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
+def number_method_kernel(x_ptr, out_ptr, scale, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    tl.store(out_ptr + offsets, x * scale.to(tl.float32))  # scale: a Python float under the interpreter, no .to
+
+
+@triton.jit
 def torch_method_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     offsets = tl.arange(0, BLOCK_SIZE)
     x = tl.load(x_ptr + offsets)

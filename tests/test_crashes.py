@@ -186,6 +186,18 @@ def test_a_mistake_in_a_launch_is_explained(mistake):
     assert hint is not None and words in hint, f"{type(caught.value).__name__}: {caught.value}\n-> {hint}"
 
 
+@pytest.mark.skipif(not ENV.interpret, reason="compiled, a float argument is a scalar of the kernel, with .to()")
+def test_a_method_of_a_float_argument_under_the_interpreter_is_explained():
+    """(session 52) Interpreted, a float argument arrives as a Python float: scale.to(tl.float32) fails with
+    "'float' object has no attribute 'to'" (no explanation before), where the GPU runs it."""
+    x = torch.randn(32, device=ENV.device)
+    with pytest.raises(Exception) as caught:
+        K.number_method_kernel[(1,)](x, torch.empty_like(x), 2.5, BLOCK_SIZE=32)
+    hint = crashes.explain(caught.value)
+    assert hint is not None and "a plain Python float" in hint and "tl.cast(" in hint, f"{caught.value!r} -> {hint}"
+    assert crashes.explain(AttributeError("'float' object has no attribute 'to'")) is None  # outside a kernel: no
+
+
 def test_tiles_too_large_for_shared_memory_are_explained():
     """Triton's own exception, as its autotuner and launch raise it (made here: a CPU cannot run out)."""
     from triton.runtime.errors import OutOfResources

@@ -183,6 +183,15 @@ RULES = [
         "`tl.max(x, axis=1)`, `tl.sum(x, axis=0, keep_dims=True)`.",
     ),
     Rule(
+        "a method of a number argument, interpreted",
+        r"'(int|float|bool)' object has no attribute '(to|cast|dtype)'",
+        "Under Triton's interpreter a number passed to the kernel arrives as a plain Python {0}, which has no "
+        "`.{1}`: compiled, the same argument is a scalar of the kernel and has it, so the kernel would run on a GPU "
+        "and fails only here. Write what works both ways: `tl.cast(alpha, tl.float32)` for `alpha.to(tl.float32)`, or "
+        "arithmetic that converts by itself (`alpha * x` with x a float block).",
+        needs=_in_a_kernel,
+    ),
+    Rule(
         "a PyTorch method on a block",
         r"'tensor' object has no attribute '(?!__)(\w+)'",
         "A Triton block has no `.{0}()`: PyTorch's tensor methods do not exist inside a kernel. Use Triton's: "
