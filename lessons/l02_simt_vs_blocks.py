@@ -209,6 +209,10 @@ def check_owner(fn, *, quiet=False):
                 "down, i // BLOCK_SIZE.": as_tensor(round(i / B) for i in range(n)),
                 "every id is one too large: program ids count from 0 (elements 0 ... BLOCK_SIZE - 1 belong to "
                 "program 0), so the owner is i // BLOCK_SIZE with no + 1.": as_tensor(i // B + 1 for i in range(n)),
+                "every id is one too small (block 0 comes out as -1): program ids count from 0 and element 0 belongs "
+                "to program 0, so the owner is i // BLOCK_SIZE with no - 1.": as_tensor(i // B - 1 for i in range(n)),
+                "that is i * BLOCK_SIZE, the first element of block i: the owner goes the other way, element i to its "
+                "block, i // BLOCK_SIZE.": as_tensor(i * B for i in range(n)),
             },
             kind="python",
             diagnose=fractions,

@@ -583,6 +583,12 @@ def test_num_programs_and_owner_with_round_are_told():
     _fails_with(L.check_owner, lambda i, B: round(i / B), "round() rounds to the nearest")
 
 
+def test_owner_one_too_small_or_the_inverse_mapping_is_told():
+    """(session 52) i // B - 1 and i * B (the first element of block i) got "Wrong values in many places"."""
+    _fails_with(L.check_owner, lambda i, B: i // B - 1, "every id is one too small")
+    _fails_with(L.check_owner, lambda i, B: i * B, "the first element of block i")
+
+
 def test_the_cuda_simulation_refuses_a_count_or_an_input_it_cannot_take():
     """cuda_blocks(-5, 4) gave -1 blocks, owners_cuda(-1, 4) an empty result and owners_cuda(2.5, 4) "can't multiply
     sequence by non-int"; add_cuda of lists an AttributeError from require_same_shape."""
