@@ -15,7 +15,15 @@ from utils.lessons import ROOT
 
 
 # The Llama layer's pieces from lesson 07, in one cell: their references are the specs whose backward passes we write
-from lessons.l07_llm_layer import LlamaArgs, rmsnorm_ref, rope_interleaved_ref, rope_ref, rope_tables, swiglu_ref
+from lessons.l07_llm_layer import (
+    LlamaArgs,
+    require_eps,
+    rmsnorm_ref,
+    rope_interleaved_ref,
+    rope_ref,
+    rope_tables,
+    swiglu_ref,
+)
 
 
 FLOAT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
@@ -567,7 +575,7 @@ class RMSNormFunction(torch.autograd.Function):
             )
         if x.shape[1] > MAX_C:
             raise ValueError(f"x has {x.shape[1]} columns, more than a row held in one program (MAX_C = {MAX_C}).")
-        eps = utils.require_number(eps, "eps", positive=True)
+        eps = require_eps(eps)  # >= 0, as lesson 07's rmsnorm and LlamaArgs take it (0: HF's configs allow it)
         M, C = x.shape
         y = new_output(x.shape, x.dtype, x.device)
         rstd = new_output((M,), dtype=torch_acc_dtype(x.dtype), device=x.device)

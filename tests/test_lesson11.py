@@ -981,7 +981,7 @@ def test_bad_inputs_are_refused_before_any_launch(monkeypatch):
             "kl log_target not a bool": lambda: lesson.kl_div(logits, logits, log_target=1),
             "kl target requiring grad": lambda: lesson.kl_div(logits, logits.clone().requires_grad_()),
             "rmsnorm weight size": lambda: lesson.rmsnorm_with_grad(x, torch.ones(7, device=dev)),
-            "rmsnorm eps <= 0": lambda: lesson.rmsnorm_with_grad(x, torch.ones(8, device=dev), 0.0),
+            "rmsnorm eps < 0": lambda: lesson.rmsnorm_with_grad(x, torch.ones(8, device=dev), -1e-5),
             "rmsnorm 3-D": lambda: lesson.rmsnorm_with_grad(x[None], torch.ones(8, device=dev)),
             "odd gate_up": lambda: lesson.swiglu_with_grad(torch.randn(4, 7, device=dev)),
             "rope odd D": lambda: lesson.rope_with_grad(q[..., :7], q[..., :7], cos[..., :7], sin[..., :7]),
@@ -1162,6 +1162,24 @@ def test_training_with_the_kernels_matches_pytorch(capsys):
     assert reference[0] == pytest.approx(math.log(256), abs=1.0)  # about a uniform guess over the bytes at first
     lesson.check_training(lesson.KERNEL_OPS, TINY, 1, batches, reference, atol=1e-4)
     assert "✓ 3 training steps" in capsys.readouterr().out
+
+
+def test_eps_0_is_taken_as_lessons_07_and_08_take_it():
+    """Held-out battery (session 52): a config's rms_norm_eps may be 0 (lesson 08 loads it and matches HF, lesson 07's
+    rmsnorm and LlamaArgs take it), but rmsnorm_with_grad refused it ("eps must be positive"), so a model of such a
+    config trained with PyTorch's ops and not with the kernels. The gradients at eps 0, odd widths, against autograd
+    in fp64; then training steps of a model of unseen shapes (head_dim 100 apart from dim / heads, MHA, F = 37)."""
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 37, **F64, requires_grad=True), torch.randn(37, **F64, requires_grad=True)
+    dy = torch.randn(3, 37, **F64)
+    got = torch.autograd.grad(lesson.rmsnorm_with_grad(x, w, 0.0), (x, w), dy)
+    want = torch.autograd.grad(lesson.rmsnorm_ref(x, w, 0.0), (x, w), dy)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g, r, atol=1e-12, rtol=1e-12)
+    args = lesson.LlamaArgs(dim=24, n_heads=2, n_kv_heads=2, ffn_dim=37, head_dim=100, norm_eps=0.0)
+    batches = lesson.text_batches(lesson.byte_tokens(), 1, 6, 2)
+    reference = lesson.train_tiny_llama(lesson.TORCH_OPS, args, 1, batches)
+    lesson.check_training(lesson.KERNEL_OPS, args, 1, batches, reference, atol=1e-4, quiet=True)
 
 
 def test_training_check_fails_on_a_wrong_op():
