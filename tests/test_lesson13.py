@@ -1064,6 +1064,19 @@ def test_blocks_still_held_after_a_trace_are_told():
 # -- the harness --------------------------------------------------------------------------------------------------
 
 
+def test_a_trace_for_a_vocabulary_of_three_tokens_or_fewer():
+    """Held-out battery (session 52): check_engine on a model of vocab_size 3 (lesson 08 loads one and matches HF)
+    failed at its first line, make_trace's ids drawn from [3, vocab_size) ("empty range for randrange() (3, 3, 0)").
+    Ids now start past the special ids 0-2 only where the vocabulary has more; the default traces are unchanged."""
+    for V in (1, 2, 3):
+        trace = serving.make_trace(6, seed=1, vocab_size=V, prompt_median=4, system_len=2)
+        ids = {t for r in trace for t in r.prompt}
+        assert len(trace) == 6 and ids <= set(range(V))
+    assert min(t for r in serving.make_trace(20, seed=1, vocab_size=4) for t in r.prompt) == 3
+    with pytest.raises(ValueError, match="a vocab_size of at least one token, got 0"):
+        serving.make_trace(2, vocab_size=0)
+
+
 def test_trace_is_seeded_and_realistic():
     a, b = serving.make_trace(200, seed=5), serving.make_trace(200, seed=5)
     assert a == b and a != serving.make_trace(200, seed=6)

@@ -56,15 +56,20 @@ def make_trace(
 ) -> list[Request]:
     """``n`` requests, seeded: Poisson arrivals at ``rate`` per second (exponential gaps), prompt and output lengths
     log-normal around their medians (a long tail, as chat logs have: most short, a few very long), clipped to
-    [1, max]. A fraction ``shared`` of the requests start with the same ``system_len``-token system prompt."""
+    [1, max]. A fraction ``shared`` of the requests start with the same ``system_len``-token system prompt. Token
+    ids lie in [3, vocab_size), past the usual special ids 0-2, where the vocabulary has more than those three."""
     if n < 0 or rate <= 0:
         raise ValueError(f"make_trace needs n >= 0 requests and a positive rate, got n={n}, rate={rate}")
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+        raise ValueError(f"make_trace needs a vocab_size of at least one token, got {vocab_size!r}")
+    first = 3 if vocab_size > 3 else 0  # a vocabulary of 3 tokens or fewer (a test config's) has only those
     rng = random.Random(seed)
-    system = tuple(rng.randrange(3, vocab_size) for _ in range(system_len))
+    system = tuple(rng.randrange(first, vocab_size) for _ in range(system_len))
     trace, t = [], 0.0
     for i in range(n):
         t += rng.expovariate(rate)
-        own = tuple(rng.randrange(3, vocab_size) for _ in range(_lognormal_int(rng, prompt_median, 0.8, 1, prompt_max)))
+        n_own = _lognormal_int(rng, prompt_median, 0.8, 1, prompt_max)
+        own = tuple(rng.randrange(first, vocab_size) for _ in range(n_own))
         share = system_len > 0 and rng.random() < shared
         prompt = (system + own)[: max(prompt_max, system_len + 1)] if share else own
         out = _lognormal_int(rng, output_median, 0.9, 1, output_max)
