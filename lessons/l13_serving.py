@@ -1488,12 +1488,26 @@ def _watch_limits(engine, max_lines=20_000):
     engine.step = watched
 
 
+def _as_fp32(model, name):
+    """The model in fp32 for a check's exact comparison of greedy tokens, refused by name if it holds quantized
+    weights (lesson 12's), which lesson 08's cast cannot convert (it failed inside cast before)."""
+    quantized = {type(t).__name__ for w in model.layers for t in w if not isinstance(t, torch.Tensor)}
+    quantized |= set() if isinstance(model.lm_head, torch.Tensor) else {type(model.lm_head).__name__}
+    if quantized:
+        raise TypeError(
+            f"{name} holds quantized weights ({', '.join(sorted(quantized))}, lesson 12's): this check casts the "
+            f"model to fp32 to compare greedy tokens exactly, and a quantized weight has no fp32 copy. Check the "
+            f"model before quantize_model, or lesson 12's dequantize_model(model, torch.float32)"
+        )
+    return cast(model, torch.float32)
+
+
 def check_engine(model: Model, *, quiet=False):
     """Greedy tokens of every request under in-flight batching + paged attention == the request run alone; the
     memory budget holds and nothing is dropped on a trace that overloads the pool."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
-    model = cast(model, torch.float32)  # greedy tokens compared exactly: bf16 near ties would differ by rounding
+    model = _as_fp32(model, "model")  # greedy tokens compared exactly: bf16 near ties would differ by rounding
     P = 4
     trace = utils.serving.make_trace(env.pick(cpu=5, gpu=12), rate=1e3, seed=int(torch.randint(0, 1000, (1,))),
                                      vocab_size=model.args.vocab_size, prompt_median=6, prompt_max=14,
@@ -1665,7 +1679,7 @@ def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=Fal
     prints the acceptance rate and the tokens per target pass."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
-    target, draft = cast(target, torch.float32), cast(draft, torch.float32)  # exact comparison: no bf16 near ties
+    target, draft = _as_fp32(target, "target"), _as_fp32(draft, "draft")  # exact: no bf16 near ties
     # (0 was taken as None: the default length, without a word)
     n_new = env.pick(cpu=10, gpu=64) if n_new is None else utils.require_int(n_new, "n_new")
     for proposed, choice, want in (([5, 6, 7], [5, 6, 8, 9], [5, 6, 8]), ([5, 6], [5, 6, 4], [5, 6, 4]),

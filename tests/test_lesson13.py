@@ -351,6 +351,18 @@ def test_in_flight_greedy_with_heads_wider_than_hidden_over_heads(tmp_path, head
     L.check_engine(wide, quiet=True)
 
 
+def test_checks_given_a_quantized_model_say_so(model):
+    """(session 52) Lesson 12's quantize_model gives weights lesson 08's cast cannot convert: check_engine and
+    check_speculative failed inside cast ("'Int8Weight' object has no attribute 'to'"); now refused by name."""
+    from lessons import l12_quantization as L12
+
+    quantized = L12.quantize_model(model, 8)
+    with pytest.raises(TypeError, match=r"model holds quantized weights \(Int8Weight, lesson 12's\).*dequantize_model"):
+        L.check_engine(quantized, quiet=True)
+    with pytest.raises(TypeError, match=r"draft holds quantized weights \(Int4Weight"):
+        L.check_speculative(model, L12.quantize_model(model, 4, group_size=32), quiet=True)
+
+
 def test_check_engine_takes_a_vocabulary_smaller_than_its_own_prompts(tmp_path):
     """check_engine's copy-on-write prompts (ids 40 .. 68) are taken modulo the vocabulary: a model of 64 tokens was
     refused ('token ids must be in [0, 64) ... in request 103's prompt: wrong tokenizer?'), the check's own ids."""
