@@ -362,13 +362,14 @@ def _int4_variant(
     codes=(0, 15),
     zeros=(0, 15),
     stored=True,
+    levels=None,
 ):
     """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives.
     symmetric: the range -max |w| .. max |w| in place of the group's own min .. max; around_zero: which ends of that
     min .. max are stretched to take in 0; layout: how the padded rows were cut into groups, "rows" (the spec: runs of
     G along K), "strided" (view(N, G, groups): a group is every groups-th column) or "columns" (the transpose's memory
     order: runs down the columns, along N), the codes left in that order; codes, zeros: the clamps; stored=False: the
-    codes and zero points from the scale before stored_scale rounds it."""
+    codes and zero points from the scale before stored_scale rounds it; levels: what stored_scale is told (steps)."""
     N, K = w.shape
     groups = triton.cdiv(K, G)
     padded = F.pad(w.float(), (0, groups * G - K))
@@ -385,7 +386,7 @@ def _int4_variant(
         hi = torch.maximum(hi, -lo)
         lo = -hi
     raw = torch.where(hi > lo, scale_of(lo, hi, steps), 1.0)
-    scale = stored_scale(raw, steps, w.dtype).float()
+    scale = stored_scale(raw, levels or steps, w.dtype).float()
     used = scale if stored else raw
     zero = zero_point(lo, used).clamp(*zeros)
     q = code(wf, used[..., None], zero[..., None]).clamp(*codes)
@@ -413,6 +414,10 @@ def quantize_suspects(w, G):
         ),
         "the scale divides the range by 16: 16 levels have 15 steps between them, scale = (max - min) / 15": (
             _int4_variant(w, G, steps=16)
+        ),
+        "stored_scale's levels are 16: pass it the 15 steps the scale divides the range by, stored_scale(..., 15, "
+        "...), not the 16 codes (it uses them to tell whether fp16 rounded a tiny scale too far down)": (
+            _int4_variant(w, G, levels=16)
         ),
         "one scale for the whole row: each group of group_size weights along K has its own scale and zero "
         "point (view the row as (groups, group_size) and reduce the last dimension)": _int4_variant(w, G, per_row=True),
@@ -524,6 +529,11 @@ def check_int4_codes(fn, *, quiet=False):
             eps = torch.finfo(w.dtype).eps
             w[4, : min(K, G)] = 0.0
             w[4, 0], w[4, 1] = (15 + 8 * eps) * u, (8.5 + 8 * eps) * u
+        if N > 5:  # max 31 steps of 2**-24 (an fp16 subnormal): the scale 2.07 steps is stored as 2, which 15 levels
+            # keep (the max's code rounds 15.5 to 16, within half a step) and 16 would push up to 3 (a weight of 3
+            # steps: code 2, not 1)
+            w[5, : min(K, G)] = 0.0
+            w[5, 0], w[5, 1] = 31 * 2.0**-24, 3 * 2.0**-24
         groups = triton.cdiv(K, G)
         got = fn(w, G)
         shapes = ((N, groups * G), (N, groups), (N, groups))

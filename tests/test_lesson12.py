@@ -1513,6 +1513,14 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "subtracted from the high nibbles only",
     ),  # fmt: skip
 }
+if ENV.dtype == torch.float16:  # (session 52F) stored_scale told 16 levels: the same codes but where fp16 rounds a
+    # subnormal scale (below 2**-14) down far enough that 16 levels push it up a step and 15 do not
+    PLANTED["stored_scale told 16 levels"] = (
+        "int4_codes_ref",
+        [("(hi - lo) / 15, 1.0), 15,", "(hi - lo) / 15, 1.0), 16,")],
+        _check_codes,
+        "stored_scale's levels",
+    )  # fmt: skip
 if ENV.interpret:  # (session 52) the K loop run twice too long: its masked loads read past the codes, which the
     # memory watch tells; the hint said only "mask every tl.load", and they are masked: the count is the mistake
     PLANTED["w4a16 groups counted with GROUP_SIZE // 2"] = (
