@@ -792,7 +792,7 @@ def check_paged_attention(fn, *, quiet=False):
             (3, 4, 1, 32, 8, [23, 1, 50], [1, 1, 1], 0),
             (1, 4, 2, 16, 4, [40], [12], 0),  # two splits: queries 0 .. 3 see no key of the second one
             (2, 6, 3, 16, 4, [30, 14], [7, 14], 2),
-            (2, 6, 2, 16, 4, [19, 11], [7, 11], 1),
+            (2, 6, 2, 16, 4, [19, 20], [7, 11], 1),
         ],
         gpu=[
             (1, 32, 4, 64, 16, [17], [1], 0),  # short: one key more or less moves bf16 outputs past the tolerance
@@ -803,7 +803,9 @@ def check_paged_attention(fn, *, quiet=False):
     )  # (B, H, KV, D, block_size, lengths, new queries per request, blocks shared by requests 0 and 1); the
     # longest request last, its table full and its last key tile past it: a table read without a mask strays; three
     # query heads a kv head in the last case (a tile's rows do not fill a power of two: the rows past them are off);
-    # a chunk over two splits in the third CPU case (its first queries come before the second split's first key)
+    # a chunk over two splits in the third CPU case (its first queries come before the second split's first key);
+    # in the last CPU case the last request fills its row of the table, and its split a whole step before its end:
+    # a prefetch masked with <= end, not < end, reads the entry past the table (told)
     for B, H, KV, D, P, lens, q_lens, shared in cases:
         q, kp, vp, table, lengths, q_start = paged_case(B, H, KV, D, P, lens, q_lens, shared, dtype, env.device, gen)
         spare = max(set(range(kp.shape[0])) - set(table.flatten().tolist()))  # a block no request uses

@@ -853,6 +853,16 @@ def test_running_max_kept_as_m_safe_differs_only_where_every_score_is_far_below_
     assert torch.nonzero(nan_rows).flatten().tolist() == [12, 13, 14, 28, 29, 30]
 
 
+@pytest.mark.skipif(not ENV.interpret, reason="memory is watched under the interpreter only")
+def test_check_tells_a_prefetch_one_entry_past_the_table(monkeypatch, tmp_path):
+    """(session 52F, from utils.mutants) The prefetch masked with cols + BLOCK_N <= end reads entry end // PAGE_SIZE
+    too, unused: past the table's end where the last request's length fills its row and its split holds a whole
+    step before the end (no CPU case had both, and the mutant passed)."""
+    plant(monkeypatch, tmp_path, L, "paged_attention_kernel", (_PREFETCH, _PREFETCH.replace("< end", "<= end")))
+    with pytest.raises(AssertionError, match="block_table"):
+        L.check_paged_attention(L.paged_attention, quiet=True)
+
+
 def test_check_names_page_entries_counted_from_1(monkeypatch, tmp_path):
     """Both lookups read entry t // PAGE_SIZE + 1: on a full table that is one entry past its end, which the check
     fills with block 0 (with_spare_entries), so the result is still the suspect's, and the interpreter reads no
