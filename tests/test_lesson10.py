@@ -1711,6 +1711,17 @@ def test_a_join_that_differs_from_pandas_is_caught():
         L.check_join(sorted_by_right, quiet=True)
 
 
+def test_check_join_tells_a_build_that_inserts_the_lane_past_its_keys(monkeypatch, tmp_path):
+    """(session 52F, from utils.mutants) The build's lane n inserted too (offs <= n): it inserts key 0 (its masked
+    load's other=) with row n, past the right table, and a left key 0 then matches it: join_tables' gather of
+    the right rows is told row n is out of bounds. No left key of the check was 0, and the mutant passed; one of
+    the keys that miss is 0 now. (The join is given code: the check guards it, no learner's hint is needed.)"""
+    old = "inserting = (offs < n) & ~is_empty_key"
+    plant(monkeypatch, tmp_path, L, "hash_build_kernel", (old, old.replace("<", "<=")))
+    with pytest.raises(IndexError, match="out of bounds"):
+        L.check_join(L.join_tables, quiet=True)
+
+
 def test_the_join_waits_once_and_a_left_key_equal_to_empty_matches_nothing(monkeypatch):
     """hash_join queues the build, the probe and both compactions, then waits once (the matches and the build's
     two counts in one transfer); a left key equal to EMPTY_KEY (the empty slot's mark) finds no partner, where
