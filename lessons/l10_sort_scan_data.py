@@ -3884,7 +3884,7 @@ def check_join(fn, *, quiet=False):
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     check_compact(compact, quiet=True)  # the join keeps its matches by compaction: checked first
-    n = env.pick(cpu=300, gpu=10**6 + 3)
+    n = env.pick(cpu=3100, gpu=10**6 + 3)  # the CPU's too in several blocks of 1,024: two to build, four to probe
     rng = np.random.default_rng(7)
     dim_keys = rng.choice(np.arange(-(2**40), 2**40, 2**20 + 7), size=n // 3, replace=False)
     # and 3 keys whose home is the table's last slot: two of them wrap round to its first slots, and so must their

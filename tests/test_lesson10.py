@@ -1722,6 +1722,25 @@ def test_check_join_tells_a_build_that_inserts_the_lane_past_its_keys(monkeypatc
         L.check_join(L.join_tables, quiet=True)
 
 
+@pytest.mark.parametrize(
+    "kernel, error, words",
+    [
+        ("hash_build_kernel", AssertionError, "the join refused"),
+        ("hash_probe_kernel", (IndexError, AssertionError), "out of bounds|differs from pandas"),
+    ],
+)
+def test_check_join_tells_every_program_taking_the_first_block(kernel, error, words, monkeypatch, tmp_path):
+    """(session 52F, from utils.mutants) tl.program_id(1) for tl.program_id(0): every program takes block 0. The
+    CPU's 300 rows fit one block of 1,024, and the mutant passed; 3,100 rows take two blocks to build, four to
+    probe: the build then finds block 0's keys again (refused as duplicates), and the probe leaves the later
+    blocks' matches unwritten (torch.empty's garbage: a row out of bounds for join_tables' gather, or a wrong one).
+    The join is given code: no hint."""
+    old = "offs = tl.program_id(0)"
+    plant(monkeypatch, tmp_path, L, kernel, (old, old.replace("(0)", "(1)")))
+    with pytest.raises(error, match=words):
+        L.check_join(L.join_tables, quiet=True)
+
+
 def test_the_join_waits_once_and_a_left_key_equal_to_empty_matches_nothing(monkeypatch):
     """hash_join queues the build, the probe and both compactions, then waits once (the matches and the build's
     two counts in one transfer); a left key equal to EMPTY_KEY (the empty slot's mark) finds no partner, where
