@@ -534,6 +534,7 @@ def check_int4_codes(fn, *, quiet=False):
             # steps: code 2, not 1)
             w[5, : min(K, G)] = 0.0
             w[5, 0], w[5, 1] = 31 * 2.0**-24, 3 * 2.0**-24
+            w[6, : min(K, G)] = -w[5, : min(K, G)]  # min -31 steps, max 0: zero point 31 / 2 = 15.5, rounded to 16
         groups = triton.cdiv(K, G)
         got = fn(w, G)
         shapes = ((N, groups * G), (N, groups), (N, groups))
@@ -551,6 +552,13 @@ def check_int4_codes(fn, *, quiet=False):
                 f"int4_codes_ref(w of shape {(N, K)}, {G}) returned code {int(q[n, k])} at [{n}, {k}]: codes are 0 .. "
                 f"15.\nHint: round(w / scale + zero) can pass 15 (by rounding, and the stored scale's rounding): clamp "
                 f"the codes to 0 .. 15, .clamp(0, 15) (16 needs a fifth bit), before the cast to uint8."
+            )
+        if zero.numel() and not 0 <= int(zero.min()) <= int(zero.max()) <= 15:
+            n, g = (int(i) for i in torch.nonzero((zero > 15) | (zero < 0))[0])
+            raise AssertionError(
+                f"int4_codes_ref(w of shape {(N, K)}, {G}) returned zero point {int(zero[n, g])} at [{n}, {g}]: zero "
+                f"points are codes too, 0 .. 15.\nHint: round(-min / scale) can pass 15 (the stored scale's rounding "
+                f"down): clamp it to 0 .. 15, .clamp(0, 15)."
             )
         if q.dtype != torch.uint8 or zero.dtype != torch.uint8 or scale.dtype != scale_dtype(w.dtype):
             raise AssertionError(

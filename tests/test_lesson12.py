@@ -1521,6 +1521,12 @@ if ENV.dtype == torch.float16:  # (session 52F) stored_scale told 16 levels: the
         _check_codes,
         "stored_scale's levels",
     )  # fmt: skip
+    PLANTED["zero points clamped to 0 .. 16"] = (  # (session 52F) a group from -31 steps of 2**-24 to 0: zero 15.5
+        "int4_codes_ref",
+        [("zero = torch.round(-lo / s).clamp(0, 15)", "zero = torch.round(-lo / s).clamp(0, 16)")],
+        _check_codes,
+        "returned zero point 16",
+    )  # fmt: skip
 if ENV.interpret:  # (session 52) the K loop run twice too long: its masked loads read past the codes, which the
     # memory watch tells; the hint said only "mask every tl.load", and they are masked: the count is the mistake
     PLANTED["w4a16 groups counted with GROUP_SIZE // 2"] = (
