@@ -1741,6 +1741,16 @@ def test_check_join_tells_every_program_taking_the_first_block(kernel, error, wo
         L.check_join(L.join_tables, quiet=True)
 
 
+def test_check_join_tells_a_build_whose_idle_lanes_claim_slot_0(monkeypatch, tmp_path):
+    """(session 52F, from utils.mutants) 1 >> LOG_CAPACITY (0) for the spare entry: the lanes past n claim slot 0
+    with their key 0 where it is empty, and key 0, whose home is slot 0, then matches a row nobody wrote. It passed
+    with no left key 0 (run on the check before, it survived); one of the keys that miss is 0 now."""
+    old = "target = tl.where(inserting, slot, 1 << LOG_CAPACITY)"
+    plant(monkeypatch, tmp_path, L, "hash_build_kernel", (old, old.replace("<<", ">>")))
+    with pytest.raises((AssertionError, IndexError), match="differs from pandas|out of bounds"):
+        L.check_join(L.join_tables, quiet=True)
+
+
 def test_the_join_waits_once_and_a_left_key_equal_to_empty_matches_nothing(monkeypatch):
     """hash_join queues the build, the probe and both compactions, then waits once (the matches and the build's
     two counts in one transfer); a left key equal to EMPTY_KEY (the empty slot's mark) finds no partner, where
