@@ -519,6 +519,18 @@ def test_check_names_a_position_outside_the_cache(edit, words, monkeypatch, tmp_
         L.check_rope_kv_write(L.rope_kv_write, quiet=True)
 
 
+@pytest.mark.skipif(not ENV.interpret, reason="memory is watched under the interpreter only")
+def test_check_rope_kv_write_tells_q_loaded_without_its_mask(monkeypatch, tmp_path):
+    """(session 52F, from utils.mutants) q's loads without mask=heads < H read the tile's spare rows, heads H ..
+    BLOCK_H - 1 of the token: k and v heads, stored nowhere, unless BLOCK_H passes H + 2 KV. H = 5, KV = 1 (BLOCK_H
+    8, heads 5 .. 7 of 7) reads past the row, past qkv at the last token; no CPU case had such an H, and the mutant
+    passed."""
+    old = "q1 = tl.load(src + heads * HEAD_DIM + half, mask=heads < H, other=0.0)"
+    plant(monkeypatch, tmp_path, L, "rope_kv_write_kernel", (old, "q1 = tl.load(src + heads * HEAD_DIM + half)"))
+    with pytest.raises(AssertionError, match="qkv_ptr"):
+        L.check_rope_kv_write(L.rope_kv_write, quiet=True)
+
+
 def test_decode_qkv_rope_writes_nothing_for_a_position_outside_the_cache():
     """The fused qkv GEMV's epilogue guards its stores as rope_kv_write_kernel does: positions -1 and max_len leave
     every row of the caches (views into a larger buffer) as it was, and q NaN."""
