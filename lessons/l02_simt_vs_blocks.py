@@ -271,6 +271,10 @@ def whoami_suspects(n, B):
         "each element holds its block's first offset, pid * BLOCK_SIZE: store pid itself, the program id.": at // B * B,
         "every id is one too large: program ids count from 0 (the first program's tl.program_id is 0), so store "
         "pid itself, with no + 1.": at // B + 1,
+        "each element holds the number of programs (tl.num_programs), the same in every block: store pid = "
+        "tl.program_id(axis=0), this program's own id.": torch.full((n,), float(n // B), dtype=torch.float64),
+        "each element holds its offset // 128, as if every block were 128 long: divide by BLOCK_SIZE, or better "
+        "store pid, which is the same number without arithmetic.": at // 128,
     }
 
 

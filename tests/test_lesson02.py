@@ -108,6 +108,18 @@ def whoami_lane_kernel(out_ptr, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
+def whoami_num_programs_kernel(out_ptr, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.num_programs(axis=0))  # the mistake: how many programs, not which
+
+
+@triton.jit
+def whoami_by_128_kernel(out_ptr, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, offsets // 128)  # the mistake: right only where BLOCK_SIZE is 128
+
+
+@triton.jit
 def whoami_no_mask_kernel(out_ptr, n, BLOCK_SIZE: tl.constexpr):
     pid = tl.program_id(axis=0)
     offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
@@ -123,7 +135,14 @@ def _whoami_with(kernel):
 
 
 @pytest.mark.parametrize(
-    "kernel, phrase", [(whoami_offsets_kernel, "its own offset"), (whoami_lane_kernel, "its lane number")]
+    "kernel, phrase",
+    [
+        (whoami_offsets_kernel, "its own offset"),
+        (whoami_lane_kernel, "its lane number"),
+        # (session 52) these two got "Wrong values in many places"
+        (whoami_num_programs_kernel, "the number of programs (tl.num_programs)"),
+        (whoami_by_128_kernel, "as if every block were 128 long"),
+    ],
 )
 def test_whoami_stores_the_wrong_number(kernel, phrase):
     _fails_with(L.check_whoami, _whoami_with(kernel), phrase)
