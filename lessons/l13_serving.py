@@ -1639,6 +1639,14 @@ class SingleSequence:
         return logits
 
 
+def require_same_vocabulary(target: Model, draft: Model):
+    """A draft proposes tokens of its target's vocabulary: refused by name otherwise (speculative_generate, and
+    check_speculative before its reference run)."""
+    if draft.args.vocab_size != target.args.vocab_size:
+        raise ValueError(f"the draft has a vocabulary of {draft.args.vocab_size} tokens, the target "
+                         f"{target.args.vocab_size}: a draft must share its target's tokenizer")  # fmt: skip
+
+
 def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, k: int = 4, kernels=True):
     """Greedy generation of n_new tokens after prompt, the draft proposing k at a time. Returns (new tokens,
     stats: target and draft passes, proposed and accepted tokens)."""
@@ -1646,9 +1654,7 @@ def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, 
     prompt = require_token_ids(prompt, target.args.vocab_size, "the prompt")
     if not prompt:
         raise ValueError("speculative_generate needs a prompt: give at least one token")
-    if draft.args.vocab_size != target.args.vocab_size:
-        raise ValueError(f"the draft has a vocabulary of {draft.args.vocab_size} tokens, the target "
-                         f"{target.args.vocab_size}: a draft must share its target's tokenizer")  # fmt: skip
+    require_same_vocabulary(target, draft)
     max_len = len(prompt) + n_new + k + 1
     tgt, drf = SingleSequence(target, max_len, kernels=kernels), SingleSequence(draft, max_len, kernels=kernels)
     tokens = list(prompt)
@@ -1682,6 +1688,7 @@ def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=Fal
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     target, draft = _as_fp32(target, "target"), _as_fp32(draft, "draft")  # exact: no bf16 near ties
+    require_same_vocabulary(target, draft)  # before the target's reference run, which it would make in vain
     # (0 was taken as None: the default length, without a word)
     n_new = env.pick(cpu=10, gpu=64) if n_new is None else utils.require_int(n_new, "n_new")
     for proposed, choice, want in (([5, 6, 7], [5, 6, 8, 9], [5, 6, 8]), ([5, 6], [5, 6, 4], [5, 6, 4]),

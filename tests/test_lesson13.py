@@ -655,6 +655,16 @@ def test_draft_refusals(model):
         L.first_layers(model, 1.5)
 
 
+def test_check_speculative_refuses_a_draft_of_another_vocabulary_before_running_anything(model, monkeypatch):
+    """(session 52) check_speculative ran the target alone (lesson 08's generate) before speculative_generate
+    refused the draft: now the refusal comes first."""
+    args = L.ModelArgs(**{**vars(model.args), "vocab_size": 100})
+    other_vocab = L.Model(args, model.embed[:100], model.layers, model.norm, model.lm_head[:100])
+    monkeypatch.setattr(L, "generate", lambda *a, **k: pytest.fail("the reference ran before the refusal"))
+    with pytest.raises(ValueError, match="a draft must share its target's tokenizer"):
+        L.check_speculative(model, other_vocab, quiet=True)
+
+
 def test_single_sequence_refuses_what_would_fail_inside_a_step(model):
     """A SingleSequence extended past its max_len indexed past its RoPE tables (an IndexError mid-forward; on a GPU a
     device-side assert that breaks the CUDA context), an id past the vocabulary failed in the embedding the same way,
