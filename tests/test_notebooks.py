@@ -129,6 +129,22 @@ def test_a_marker_misspelt_is_refused_not_left_in(line, cell_type):
         gen.strip_solutions(source, cell_type, where="lesson, cell 3")
 
 
+def test_a_marker_error_stops_make_notebooks_before_it_writes_anything(monkeypatch, capsys):
+    """(session 52) main() rewrote lessons/, the README's tables and the setup cells, then met the marker error while
+    rendering the notebooks: a half-written course. The markers are now checked first."""
+
+    def refuse(src_dir):
+        raise gen.MarkerError("solutions/99_x.ipynb, cell 1: line 1 ('## BEGIN SOLUTION') is not a solution marker")
+
+    wrote = []
+    monkeypatch.setattr(gen, "render", refuse)
+    for step in ("sync_setup_cells", "write_lesson_tables", "write_modules", "generate"):
+        monkeypatch.setattr(gen, step, lambda *a, step=step, **k: wrote.append(step) or [])
+    assert gen.main([]) == 2
+    assert wrote == [], f"written before the markers were checked: {wrote}"
+    assert "not a solution marker" in capsys.readouterr().err
+
+
 def test_a_marker_in_a_code_comment_is_refused_but_prose_may_name_one():
     with pytest.raises(gen.MarkerError, match="line 2"):
         gen.strip_solutions("def f():\n    x = 1  ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION")

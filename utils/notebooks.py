@@ -573,6 +573,7 @@ def main(argv=None) -> int:
         print("notebooks/ and lessons/ are up to date with solutions/")
         return 0
     try:
+        render(ROOT / "solutions")  # every solution's markers checked before anything is written (a MarkerError)
         written = sync_setup_cells()
         written += write_lesson_tables()
         written += write_modules()  # generated code, never edited by hand: always rewritten
