@@ -13,6 +13,7 @@ import inspect
 import json
 import math
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -2034,7 +2035,7 @@ def test_generate_takes_the_fused_step_and_the_switch_takes_it_back(tiny, monkey
 
 
 def test_nan_logits_of_the_quantized_step_are_told_once_generate_ends(tiny, monkeypatch):
-    """(session 52) Lesson 08's generate raises once its loop ends if a sequence's logits held a NaN (a flag the
+    """(session 52) Lesson 08's generate warns once its loop ends if a sequence's logits held a NaN (a flag the
     graphed step sets on the GPU); lesson 12's loop, which steps with quantized_decode_step, sets the same flag: one
     NaN logit at one fused step is told, and the same loop without it gives its tokens."""
     model = L.quantize_model(tiny[0], 4, group_size=32)
@@ -2049,11 +2050,13 @@ def test_nan_logits_of_the_quantized_step_are_told_once_generate_ends(tiny, monk
 
     monkeypatch.setattr(L, "quantized_decode_step", one_nan)
     model.decoders.clear()
-    with pytest.raises(FloatingPointError, match=r"sequence\(s\) \[0\] held a NaN at some step"):
+    with pytest.warns(L8.NaNLogitsWarning, match=r"sequence\(s\) \[0\] held a NaN at some step"):
         L8.generate(model, ids, 4)
     monkeypatch.setattr(L, "quantized_decode_step", real)
     model.decoders.clear()
-    assert torch.equal(L8.generate(model, ids, 4), clean)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", L8.NaNLogitsWarning)
+        assert torch.equal(L8.generate(model, ids, 4), clean)
 
 
 # -- the quantized qkv GEMV with RoPE and the cache write in its epilogue (lesson 08's decode_qkv_rope) -------------
