@@ -784,11 +784,12 @@ def rmsnorm_kernel(
     tl.store(out_ptr + offsets, (x * rstd * w).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def require_eps(eps) -> float:
-    """RMSNorm's eps: a finite number >= 0 (a negative one makes the root of a small mean square NaN)."""
-    eps = utils.require_number(eps, "eps")
+def require_eps(eps, name="eps") -> float:
+    """RMSNorm's eps: a finite number >= 0 (a negative one makes the root of a small mean square NaN). name: as the
+    caller's user knows it (lesson 08's loader: config.json's rms_norm_eps)."""
+    eps = utils.require_number(eps, name)
     if eps < 0:
-        raise ValueError(f"eps must be >= 0 (it keeps the square root away from 0), got {eps}")
+        raise ValueError(f"{name} must be >= 0 (it keeps the square root away from 0), got {eps}")
     return eps
 
 

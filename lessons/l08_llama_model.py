@@ -189,10 +189,7 @@ def model_args(config: dict) -> ModelArgs:
             f"every pair of a head (as Llama does), and transformers' Llama cannot run this config either; load a "
             f"checkpoint without partial_rotary_factor"
         )
-    eps = utils.require_number(config.get("rms_norm_eps", 1e-6), "config.json's rms_norm_eps")
-    if eps < 0:  # named here as config.json names it (LlamaArgs would call it norm_eps)
-        raise ValueError(f"config.json's rms_norm_eps is {eps}: RMSNorm's eps must be >= 0 (a negative one makes the "
-                         f"root of a small mean square NaN)")  # fmt: skip
+    eps = require_eps(config.get("rms_norm_eps", 1e-6), "config.json's rms_norm_eps")  # (LlamaArgs: norm_eps)
     eos = config.get("eos_token_id")
     theta = utils.require_number(rope.get("rope_theta", config.get("rope_theta", 10000.0)), "config.json's rope_theta")
     if not theta > 0:
@@ -1141,9 +1138,7 @@ def decode_combine(acc, m, l_, *, out, pdl=False):
     m and l_ (B, H, n_splits)), checked here too: lesson 13's paged_attention hands its own partials over."""
     utils.require(acc, "acc", dtype=torch.float32, ndim=4)
     B, H, n_splits, D = acc.shape
-    if D < 1 or D & (D - 1):
-        raise ValueError(f"acc has head_dim D={D}: the combine holds a head in one block (tl.arange), so D must be a "
-                         f"power of two")  # fmt: skip
+    utils.require_power_of_two(D, "acc's head_dim D (the combine holds a head in one block)")
     utils.require(m, "m", dtype=torch.float32, shape=(B, H, n_splits))
     utils.require(l_, "l_", dtype=torch.float32, shape=(B, H, n_splits))
     if out is None:

@@ -546,20 +546,18 @@ def check_int4_codes(fn, *, quiet=False):
                 f"{shapes}, got {told}" + (_codes_shape_hint(got, N, groups) if three else "")
             )
         q, scale, zero = got
-        if q.numel() and not 0 <= int(q.min()) <= int(q.max()) <= 15:
-            n, k = (int(i) for i in torch.nonzero((q > 15) | (q < 0))[0])
-            raise AssertionError(
-                f"int4_codes_ref(w of shape {(N, K)}, {G}) returned code {int(q[n, k])} at [{n}, {k}]: codes are 0 .. "
-                f"15.\nHint: round(w / scale + zero) can pass 15 (by rounding, and the stored scale's rounding): clamp "
-                f"the codes to 0 .. 15, .clamp(0, 15) (16 needs a fifth bit), before the cast to uint8."
-            )
-        if zero.numel() and not 0 <= int(zero.min()) <= int(zero.max()) <= 15:
-            n, g = (int(i) for i in torch.nonzero((zero > 15) | (zero < 0))[0])
-            raise AssertionError(
-                f"int4_codes_ref(w of shape {(N, K)}, {G}) returned zero point {int(zero[n, g])} at [{n}, {g}]: zero "
-                f"points are codes too, 0 .. 15.\nHint: round(-min / scale) can pass 15 (the stored scale's rounding "
-                f"down): clamp it to 0 .. 15, .clamp(0, 15)."
-            )
+        for t, what, hint in (
+            (q, "code", "codes are 0 .. 15.\nHint: round(w / scale + zero) can pass 15 (by rounding, and the stored "
+             "scale's rounding): clamp the codes to 0 .. 15, .clamp(0, 15) (16 needs a fifth bit), before the cast to "
+             "uint8."),
+            (zero, "zero point", "zero points are codes too, 0 .. 15.\nHint: round(-min / scale) can pass 15 (the "
+             "stored scale's rounding down): clamp it to 0 .. 15, .clamp(0, 15)."),
+        ):  # fmt: skip
+            if t.numel() and not 0 <= int(t.min()) <= int(t.max()) <= 15:
+                n, k = (int(i) for i in torch.nonzero((t > 15) | (t < 0))[0])
+                raise AssertionError(
+                    f"int4_codes_ref(w of shape {(N, K)}, {G}) returned {what} {int(t[n, k])} at [{n}, {k}]: {hint}"
+                )
         if q.dtype != torch.uint8 or zero.dtype != torch.uint8 or scale.dtype != scale_dtype(w.dtype):
             raise AssertionError(
                 f"codes and zero points are uint8 and the scales {utils.dtype_name(scale_dtype(w.dtype))}; got "

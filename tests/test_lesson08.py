@@ -1261,7 +1261,8 @@ def test_config_numbers_are_refused_by_name(tmp_path):
         ({"num_key_value_heads": 0}, ValueError, "config.json's num_key_value_heads must be a positive int, got 0"),
         ({"num_key_value_heads": -2}, ValueError, "config.json's num_key_value_heads must be a positive int"),
         # session 52: refused as "LlamaArgs.norm_eps must be >= 0", a name config.json does not use
-        ({"rms_norm_eps": -1e-5}, ValueError, "config.json's rms_norm_eps is -1e-05: RMSNorm's eps must be >= 0"),
+        ({"rms_norm_eps": -1e-5}, ValueError, r"config.json's rms_norm_eps must be >= 0 \(it keeps the square root "
+                                              r"away from 0\), got -1e-05"),
     ):  # fmt: skip
         with pytest.raises(error, match=message):
             L.model_args({**config, **fields})
