@@ -123,10 +123,7 @@ def whole_answers(fn, name, calls):
     answers = []
     for args in calls:
         call, got = f"{name}({', '.join(map(repr, args))})", fn(*args)
-        if got is None:
-            raise AssertionError(f"{call} returned None: did the function forget to `return` its answer?")
-        if not utils.exercises.is_number(got):
-            raise AssertionError(f"{call} returned {got!r} ({type(got).__name__}); it should return an int.")
+        utils.exercises.require_answer(call, got, "an int")
         answers.append((call, got))
     return answers
 

@@ -54,6 +54,19 @@ def rounding_hint(got, want) -> str | None:
     return None
 
 
+def require_answer(call: str, got, kind: str = "a number (an int or a float)") -> None:
+    """Refuses an answer that is no number at all (None: a forgotten return; a string, a list, a tensor, True),
+    naming the call; ``kind`` says what it should return."""
+    __tracebackhide__ = True
+    if got is None:
+        raise AssertionError(f"{call} returned None: did the function forget to `return` its answer?")
+    if not is_number(got):
+        raise AssertionError(
+            f"{call} returned {got!r} ({type(got).__name__}); it should return {kind}"
+            + (", not True or False." if isinstance(got, (bool, np.bool_)) else ".")
+        )
+
+
 def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng=None) -> None:
     """Runs ``case`` on ``trials`` fresh random cases; raises AssertionError naming the first wrong one (with the
     hint for it, when its answer is a classic mistake), or prints one line. Refuses ``trials`` < 1: a check that
@@ -64,8 +77,8 @@ def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng
     rng = rng or random.Random()
     for _ in range(trials):
         call, got, want, hints = case(rng)
-        if got is None:
-            raise AssertionError(f"{call} returned None: did the function forget to `return` its answer?")
+        if got is None or not isinstance(want, bool):
+            require_answer(call, got)
         if isinstance(want, bool):
             if not isinstance(got, (bool, np.bool_)):
                 raise AssertionError(
@@ -75,11 +88,6 @@ def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng
             ok = bool(got) == want
             hint = hints.get(bool(got)) if not ok else None
         else:
-            if not is_number(got):
-                raise AssertionError(
-                    f"{call} returned {got!r} ({type(got).__name__}); it should return a number (an int or a float)"
-                    + (", not True or False." if isinstance(got, (bool, np.bool_)) else ".")
-                )
             ok = same(got, want)
             hint = None if ok else next((h for wrong, h in hints.items() if same(got, wrong)), None)
             if not ok and hint is None and isinstance(want, float):
