@@ -41,10 +41,12 @@ def require_function(fn, name: str) -> None:
 
 def rounding_hint(got, want) -> str | None:
     """A hint when ``got`` is ``want`` rounded (to a few decimals, or to a low-precision float), or None."""
-    for k in range(4):
-        if got == round(want, k) and got != want:
-            return (f"that is the answer rounded to {k} decimals: return it unrounded (round only where you print "
-                    "it, with an f-string such as f'{x:.2f}').")  # fmt: skip
+    # every number of decimals that gives it: 55.2957 rounds to 55.3 at 1 decimal and at 2, 499.2098 to 499.21 at 2
+    # and at 3, and which one was asked for cannot be told
+    decimals = [k for k in range(4) if got == round(want, k) and got != want]
+    if decimals:
+        return (f"that is the answer rounded to {' or '.join(map(str, decimals))} decimals: return it unrounded (round "
+                "only where you print it, with an f-string such as f'{x:.2f}').")  # fmt: skip
     if isinstance(got, np.floating) and np.finfo(got.dtype).eps > 1e-12:
         eps = float(np.finfo(got.dtype).eps)
         if math.isclose(float(got), float(want), rel_tol=4 * eps):
