@@ -263,18 +263,19 @@ def read_config(folder) -> dict:
 
 
 def load_state_dict(folder) -> dict:
-    """Every tensor of the checkpoint, by Hugging Face's name: one safetensors file or the shards of an index."""
+    """Every tensor of the checkpoint, by Hugging Face's name: one safetensors file or the shards of an index. A
+    folder that holds both is read as Hugging Face reads it: the single file."""
     from safetensors.torch import load_file
 
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
-    if index.is_file():
+    if (folder / "model.safetensors").is_file():
+        files = ["model.safetensors"]
+    elif index.is_file():
         weight_map = json.loads(index.read_text()).get("weight_map")
         if not isinstance(weight_map, dict):
             raise ValueError(f"{index} has no weight_map (tensor name -> shard file): download the index again")
         files = sorted(set(weight_map.values()))
-    elif (folder / "model.safetensors").is_file():
-        files = ["model.safetensors"]
     else:
         raise FileNotFoundError(
             f"{folder} has neither model.safetensors nor model.safetensors.index.json: download the safetensors "

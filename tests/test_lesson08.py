@@ -241,6 +241,24 @@ def test_sharded_checkpoint(tmp_path):
     check_prefill_logits(L.load_model(folder, dtype=torch.float32), hf, prompt(B=1, T=5))
 
 
+def test_a_folder_with_both_a_single_file_and_an_index_is_read_as_hf_reads_it(tmp_path):
+    """save_pretrained into a folder that already held another model's shards leaves both model.safetensors and the
+    old index there; transformers reads the single file, and the loader read the index's shards (another model)."""
+    import shutil
+
+    old, _ = hf_checkpoint(tmp_path / "old", shards=True, seed=4)
+    folder, hf = hf_checkpoint(tmp_path / "new", seed=5)
+    assert (folder / "model.safetensors").is_file() and not (folder / "model.safetensors.index.json").exists()
+    for f in old.glob("model-*.safetensors"):
+        shutil.copy(f, folder)
+    shutil.copy(old / "model.safetensors.index.json", folder)
+    from transformers import LlamaForCausalLM
+
+    reread = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).to(hf.device).eval()
+    assert torch.equal(reread.lm_head.weight, hf.lm_head.weight), "transformers no longer prefers the single file"
+    check_prefill_logits(L.load_model(folder, dtype=torch.float32), hf, prompt(B=1, T=5))
+
+
 # configs of shapes the other tests never use (the held-out battery's kind): prefill logits as HF's, greedy tokens
 # exactly HF's generate. "swish" is transformers' other name of silu: it used to be refused.
 UNSEEN_CONFIGS = {
