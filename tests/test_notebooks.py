@@ -201,6 +201,25 @@ def test_regeneration_is_reproducible_and_refuses_to_destroy_edits(tmp_path):
     assert "A new takeaway." in (dst / "99_test.ipynb").read_text() and first != (dst / "99_test.ipynb").read_text()
 
 
+def test_two_backups_in_the_same_second_keep_both_edits(tmp_path, monkeypatch):
+    """A backup's name is its second: a learner who forced twice within one second (two course updates, an edit
+    between) lost the first edit, overwritten by the second backup."""
+    src, dst = tmp_path / "solutions", tmp_path / "notebooks"
+    write_solution(src, solution_nb())
+    gen.generate(src, dst, log=lambda *_: None)
+    monkeypatch.setattr(gen.time, "strftime", lambda *_: "20261208-101010")
+    for answer, update in (("first answer", "One takeaway."), ("second answer", "Another takeaway.")):
+        nb = nbformat.read(dst / "99_test.ipynb", as_version=4)
+        nb.cells[2].source = f"def add(x, y):\n    return x.add(y)  # {answer}"
+        nbformat.write(nb, dst / "99_test.ipynb")
+        write_solution(src, solution_nb([nbformat.v4.new_markdown_cell(update)]))
+        gen.generate(src, dst, force=True, log=lambda *_: None)
+    assert len(list(dst.glob("99_test.backup-*.ipynb"))) == 2
+    assert "first answer" in (dst / "99_test.backup-20261208-101010.ipynb").read_text()
+    assert "second answer" in (dst / "99_test.backup-20261208-101010-2.ipynb").read_text()
+    assert gen.participant_notebooks(dst) == [dst / "99_test.ipynb"]
+
+
 def test_a_kept_notebook_is_called_behind_only_when_the_course_changed_it(tmp_path, monkeypatch, capsys):
     """`make notebooks` says "the course has a newer version" of an edited notebook only when it has one, and says
     "already up to date" only when no edited notebook is behind the course."""

@@ -426,8 +426,14 @@ BACKUP = ".backup-"  # in the name of every backup, and of no participant notebo
 
 
 def backup_name(path: Path) -> Path:
-    """Where ``FORCE=1`` keeps a learner's edited notebook: beside it, still an ``.ipynb`` that JupyterLab opens."""
-    return path.with_name(f"{path.stem}{BACKUP}{time.strftime('%Y%m%d-%H%M%S')}.ipynb")
+    """Where ``FORCE=1`` keeps a learner's edited notebook: beside it, still an ``.ipynb`` that JupyterLab opens. A
+    name no file has yet: a second backup within the same second gets ``-2`` (it used to overwrite the first)."""
+    stamp = f"{path.stem}{BACKUP}{time.strftime('%Y%m%d-%H%M%S')}"
+    name, n = path.with_name(f"{stamp}.ipynb"), 1
+    while name.exists():
+        n += 1
+        name = path.with_name(f"{stamp}-{n}.ipynb")
+    return name
 
 
 def participant_notebooks(folder: Path = ROOT / "notebooks") -> list[Path]:
