@@ -2629,25 +2629,28 @@ def argmax_blocks_kernel(x_ptr, val_ptr, idx_ptr, V, stride_b, BLOCK: tl.constex
 
 
 @triton.jit
-def argmax_finish_kernel(val_ptr, idx_ptr, out_ptr, n_blocks, BLOCK_P: tl.constexpr):
+def argmax_finish_kernel(val_ptr, idx_ptr, out_ptr, nan_ptr, n_blocks, BLOCK_P: tl.constexpr, FLAG_NAN: tl.constexpr):
     """Program b: the first maximum of row b's n_blocks partials (a block's NaN or maximum, at its first index),
-    its index into out (B,) int64."""
+    its index into out (B,) int64; with FLAG_NAN, nan[b] |= the row held a NaN (the best partial is one then)."""
     b = tl.program_id(0)
     j = tl.arange(0, BLOCK_P)
     inside = j < n_blocks
     v = tl.load(val_ptr + b * n_blocks + j, mask=inside, other=float("-inf"))
     i = tl.load(idx_ptr + b * n_blocks + j, mask=inside, other=0)
-    _, best = _first_max(v, i, inside)
+    top, best = _first_max(v, i, inside)
     tl.store(out_ptr + b, best.to(tl.int64))
+    if FLAG_NAN:
+        tl.store(nan_ptr + b, (tl.load(nan_ptr + b) != 0) | (top != top))
 
 
 ARGMAX_BLOCK = 1024  # columns a program: a row of 128k logits takes 126 programs, about one an SM
 ARGMAX_MAX_BLOCKS = 4096  # the finish holds every partial of a row in one tile
 
 
-def argmax(logits, *, out=None):
+def argmax(logits, *, out=None, nan=None):
     """logits (B, V) floats -> (B,) int64, each row's first maximum (NaN counts as the largest), as
-    logits.argmax(dim=-1) gives it, in two launches: many programs, then one a row."""
+    logits.argmax(dim=-1) gives it, in two launches: many programs, then one a row. nan: a (B,) bool tensor or None;
+    given, nan[b] is set where row b holds a NaN (and kept where it was set): the decode step's flag, for free."""
     utils.require(logits, "logits", dtype=FLOATS, ndim=2, contiguous=False)
     B, V = logits.shape
     if V == 0:
@@ -2660,12 +2663,16 @@ def argmax(logits, *, out=None):
         BLOCK *= 2
     n_blocks = triton.cdiv(V, BLOCK)
     out = utils.require_out(out, shape=(B,), dtype=torch.int64, device=logits.device, inputs={"logits": logits})
+    if nan is not None:
+        nan = utils.require_out(nan, name="nan", shape=(B,), dtype=torch.bool, device=logits.device,
+                                inputs={"logits": logits, "out": out})  # fmt: skip
     if B == 0:
         return out
     vals = torch.empty(B, n_blocks, device=logits.device, dtype=torch.float32)
     idx = torch.empty(B, n_blocks, device=logits.device, dtype=torch.int32)
     argmax_blocks_kernel[(B, n_blocks)](logits, vals, idx, V, logits.stride(0), BLOCK=BLOCK, num_warps=4)
-    argmax_finish_kernel[(B,)](vals, idx, out, n_blocks, BLOCK_P=max(2, triton.next_power_of_2(n_blocks)),
+    argmax_finish_kernel[(B,)](vals, idx, out, out if nan is None else nan, n_blocks,
+                               BLOCK_P=max(2, triton.next_power_of_2(n_blocks)), FLAG_NAN=nan is not None,
                                num_warps=4)  # fmt: skip
     return out
 
@@ -2780,8 +2787,11 @@ class Decoder:
 
     def _advance(self, logits):
         """The step after the logits: the next token drawn, the NaN flag, the position (lesson 12's loop shares it)."""
-        self.token.copy_(sample(logits, **self.sampling, argmax=self.ops.argmax))
-        self.nan |= logits.isnan().any(-1)  # a NaN row's draw is token 0 (greedy: the NaN's index), not the model's
+        if self.ops.argmax is argmax and self.sampling["temperature"] == 0:  # greedy, with the kernel: it flags the
+            argmax(logits, out=self.token, nan=self.nan)  # NaN rows in the launch that picks the tokens (no 3 more)
+        else:  # a NaN row's draw is token 0 (greedy: the NaN's index), not the model's
+            self.token.copy_(sample(logits, **self.sampling, argmax=self.ops.argmax))
+            self.nan |= logits.isnan().any(-1)
         self.pos += 1
 
     def step(self):

@@ -1039,6 +1039,11 @@ def test_argmax_kernel_is_torchs(dtype):
             out = torch.full((B,), -7, device=ENV.device, dtype=torch.int64)
             assert L.argmax(logits, out=out) is out
             assert torch.equal(out, want), f"B={B} V={V}: {out.tolist()} against torch's {want.tolist()}"
+            # the decode step's NaN flag, set in the same launch: OR-ed into what the flag held (every other row set)
+            was = torch.arange(B, device=ENV.device) % 2 == 1
+            flag, out = was.clone(), torch.full((B,), -7, device=ENV.device, dtype=torch.int64)
+            assert L.argmax(logits, out=out, nan=flag) is out and torch.equal(out, want)
+            assert torch.equal(flag, was | logits.isnan().any(-1)), f"B={B} V={V}: the NaN flag {flag.tolist()}"
     wide = torch.randn(4, 2 * V_long, device=ENV.device).to(dtype)[:, ::2]  # rows of stride 2: refused
     with pytest.raises(ValueError, match="contiguous"):
         L.argmax(wide)
@@ -1056,6 +1061,11 @@ def test_argmax_refusals():
     with pytest.raises(TypeError, match="out has dtype int32.*int64"):
         L.argmax(torch.zeros(2, 3, device=ENV.device), out=torch.zeros(2, device=ENV.device, dtype=torch.int32))
     assert L.argmax(torch.zeros(0, 3, device=ENV.device)).shape == (0,)
+    x = torch.zeros(2, 3, device=ENV.device)
+    with pytest.raises(TypeError, match="nan has dtype uint8.*bool"):
+        L.argmax(x, nan=torch.zeros(2, device=ENV.device, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=r"nan .*\(2,\)"):
+        L.argmax(x, nan=torch.zeros(3, device=ENV.device, dtype=torch.bool))
 
 
 def test_sampling_with_the_argmax_kernel():
