@@ -89,11 +89,12 @@ class ModelArgs:
                          self.head_dim)  # fmt: skip
 
 
-ROPE_TYPES = ("default", "linear", "llama3")
+ROPE_TYPES = ("default", "linear", "llama3", "dynamic")
 ROPE_FIELDS = {
     "default": (),
     "linear": ("factor",),  # what rope_frequencies reads for each type
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "dynamic": ("factor", "max_position_embeddings"),  # plain RoPE up to max_position_embeddings (rope_cache)
 }
 
 
@@ -171,6 +172,11 @@ def model_args(config: dict) -> ModelArgs:
                         f"\"factor\": 2.0}}, or null for plain RoPE")  # fmt: skip
     rope = dict(config.get(where) or {})
     rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type == "dynamic":  # its base starts to grow past max_position_embeddings, a field of the config's own
+        if "max_position_embeddings" not in config:
+            raise ValueError("RoPE type 'dynamic' needs config.json's max_position_embeddings (at its top level), "
+                             "the length past which its base grows: is the config complete?")  # fmt: skip
+        rope["max_position_embeddings"] = config["max_position_embeddings"]
     if rope_type not in ROPE_TYPES:
         raise ValueError(f"config.json's {where}: RoPE type {rope_type!r} is not implemented here (only "
                          f"{', '.join(ROPE_TYPES)}); load a checkpoint whose rope_type is one of those")  # fmt: skip
@@ -238,6 +244,13 @@ def _scaled(inv_freq, s):
 def rope_cache(args: ModelArgs, max_len: int, dtype, device=None):
     """cos and sin for positions 0 .. max_len - 1, (max_len, D) each, in ``dtype`` (as HF hands them to a layer)."""
     max_len, device = utils.require_int(max_len, "max_len", least=0), device or utils.mode.current().device
+    s = args.rope_scaling or {}
+    if s.get("rope_type") == "dynamic" and max_len > s["max_position_embeddings"]:
+        # past it, transformers raises the base as the sequence grows, and keys already cached keep the old angles
+        raise ValueError(f"this model's dynamic NTK RoPE is plain RoPE up to max_position_embeddings="
+                         f"{s['max_position_embeddings']} positions, and max_len={max_len} goes past them (where the "
+                         f"base would grow with the sequence, which is not implemented here): pass max_len <= "
+                         f"{s['max_position_embeddings']}, or a shorter prompt and fewer new tokens")  # fmt: skip
     angles = torch.arange(max_len, dtype=torch.float32)[:, None] * rope_frequencies(args)[None, :]  # (T, D/2)
     angles = torch.cat([angles, angles], dim=-1)  # (T, D): pair i is (i, i + D/2)
     return angles.cos().to(device, dtype), angles.sin().to(device, dtype)

@@ -208,8 +208,31 @@ def test_a_config_with_both_rope_keys_is_read_as_transformers_reads_it(tmp_path)
     model = L.load_model(folder, dtype=torch.float32)
     assert model.args.rope_scaling["factor"] == 4.0 and model.args.rope_theta == 10000.0
     check_prefill_logits(model, hf, prompt(B=1, T=12))
-    config["rope_scaling"] = {"rope_type": "dynamic", "factor": 2.0}  # refused naming the key it was read from
-    with pytest.raises(ValueError, match="config.json's rope_scaling: RoPE type 'dynamic' is not implemented"):
+    config["rope_scaling"] = {"rope_type": "yarn", "factor": 2.0}  # refused naming the key it was read from
+    with pytest.raises(ValueError, match="config.json's rope_scaling: RoPE type 'yarn' is not implemented"):
+        L.model_args(config)
+
+
+def test_dynamic_ntk_rope_is_plain_rope_up_to_max_position_embeddings(tmp_path):
+    """(session 53) transformers' dynamic NTK RoPE keeps the base until a position reaches max_position_embeddings,
+    then raises it as the sequence grows (and the keys cached keep their old angles). Up to there it runs: the
+    logits and greedy tokens are HF's; a max_len past it is refused before any launch; it was refused whole."""
+    folder, hf = hf_checkpoint(tmp_path, seed=6, rope={"rope_type": "dynamic", "factor": 2.0},
+                               max_position_embeddings=24)  # fmt: skip
+    model = L.load_model(folder, dtype=torch.float32)
+    assert model.args.rope_scaling == {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0,
+                                       "max_position_embeddings": 24}  # fmt: skip
+    check_prefill_logits(model, hf, prompt(B=2, T=20))
+    ids = prompt(B=1, T=6, seed=3)
+    hf.generation_config.eos_token_id = None
+    with torch.no_grad():
+        want = hf.generate(ids, max_new_tokens=18, do_sample=False, pad_token_id=0)  # the last position is 23
+    assert torch.equal(L.generate(model, ids, 18), want)
+    with pytest.raises(ValueError, match="max_position_embeddings=24 positions, and max_len=25 goes past them"):
+        L.generate(model, ids, 19)
+    config = json.loads((folder / "config.json").read_text())
+    del config["max_position_embeddings"]
+    with pytest.raises(ValueError, match="'dynamic' needs config.json's max_position_embeddings"):
         L.model_args(config)
 
 
@@ -306,8 +329,6 @@ REFUSED_CONFIGS = {
     "Qwen2 (q/k/v biases)": ("Qwen2", {}, "model_type 'qwen2', but this loader runs Llama models only"),
     "Gemma ((1 + w) norms, scaled embeddings)": ("Gemma", dict(head_dim=16), "model_type 'gemma', but"),
     "Phi3 (fused qkv)": ("Phi3", {}, "model_type 'phi3', but"),
-    "dynamic NTK RoPE": ("Llama", dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}),
-                         "RoPE type 'dynamic' is not implemented here \\(only default, linear, llama3\\)"),
     "YaRN RoPE": ("Llama", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0,
                                                   "original_max_position_embeddings": 64}), "RoPE type 'yarn'"),
     "LongRoPE": ("Llama", dict(rope_parameters={"rope_type": "longrope", "short_factor": [1.0] * 8,
