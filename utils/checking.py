@@ -1119,7 +1119,8 @@ def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: 
 
     A given ``out`` must be a contiguous torch.Tensor of exactly ``shape``, ``dtype`` and ``device`` that shares no
     memory with any of ``inputs`` (``{"x": x, ...}``): a kernel that reads an input while it writes over it returns
-    a wrong result without a word, and one that writes into a smaller buffer corrupts whatever lies after it.
+    a wrong result without a word, and one that writes into a smaller buffer corrupts whatever lies after it. An out
+    that requires grad is refused while autograd records, as PyTorch's out= ops refuse it.
     """
     __tracebackhide__ = True
     if not isinstance(dtype, torch.dtype):
@@ -1153,6 +1154,15 @@ def require_out(out, *, shape, dtype, device, inputs: dict | None = None, name: 
         )
     if tuple(out.shape) != shape:
         _raise(ValueError(f"{name} has shape {tuple(out.shape)}, but the result has shape {shape}."))
+    if out.requires_grad and torch.is_grad_enabled():  # as PyTorch's out= ops refuse it
+        _raise(
+            ValueError(
+                f"{name} requires grad, but the kernel writes into it outside autograd: what it holds would have no "
+                f"graph, and backward() would stop there without a word (PyTorch's out= ops refuse it too). Pass an "
+                f"{name} that does not require grad ({name}.detach(), or None to allocate one), or call the launcher "
+                f"inside `with torch.no_grad():`."
+            )
+        )
     if not out.is_contiguous():
         _raise(
             ValueError(
