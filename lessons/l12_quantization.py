@@ -339,8 +339,9 @@ def dequantize_int4_ref(w: Int4Weight, dtype=None):
 
 def dequantize(w, dtype=None):
     """Any weight of this lesson as a plain (N, K) tensor: Int8Weight, Int4Weight, or a tensor as it is."""
-    if dtype is not None and not isinstance(dtype, torch.dtype):  # w.to("float16") would look for a device
-        raise TypeError(f"dtype must be a torch.dtype (torch.float16, ...) or None, got {dtype!r}")
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+        # w.to("float16") would look for a device; an integer dtype would round the scales (most to 0), silently
+        raise TypeError(f"dtype must be a floating torch.dtype (torch.float16, ...) or None, got {dtype!r}")
     if isinstance(w, Int8Weight):
         return dequantize_int8_ref(w, dtype)
     if isinstance(w, Int4Weight):
@@ -2574,6 +2575,8 @@ def _fast_prologue(x, w, kind, bits, out, residual, schedule, overrides):
     _require_x(x, K)
     if x.device != w.scale.device:
         raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
+    if w.scale.requires_grad:  # refused while autograd records, as w8a16's checks do: no backward here
+        utils.require(w.scale, "w.scale")
     M = x.shape[0]
     parts = {"x": x, **_weight_tensors(w)}
     out = _require_out_residual(out, residual, x, M, N, parts)
@@ -3556,6 +3559,8 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
                          f"takes one (B = 1); use w{bits}a16_fast for more")  # fmt: skip
     if x.device != w.scale.device:
         raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
+    if w.scale.requires_grad:  # refused while autograd records, as w8a16's checks do: no backward here
+        utils.require(w.scale, "w.scale")
     if swiglu and rows % 2:
         raise ValueError(f"swiglu: w has {rows} rows, it must stack gate and up (an even number)")
     N = rows // 2 if swiglu else rows

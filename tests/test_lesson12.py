@@ -1629,7 +1629,7 @@ def test_launchers_refuse_bad_inputs():
         "a float group size": (lambda: L.quantize_int4_ref(w, 32.0), "group_size=32.0"),
         "a misaligned packed (GEMV)": (lambda: L.w4a16_fast(x[:1], misaligned), "4-byte boundary"),
         "linear with w.T": (lambda: L.linear(x, q8.T), "pass the weight itself"),
-        "a dtype by name": (lambda: L.dequantize(q4, "float16"), "must be a torch.dtype"),
+        "a dtype by name": (lambda: L.dequantize(q4, "float16"), "must be a floating torch.dtype"),
     }
     for call, message in cases.values():
         with pytest.raises((ValueError, TypeError), match=message):
@@ -1708,6 +1708,43 @@ def test_a_weight_that_requires_grad_quantizes_as_its_detached_copy():
         x = torch.randn(3, 100, device=DEV, dtype=w.dtype)
         utils.check(L.linear(x, got), L.linear(x, want), quiet=True)
 
+
+def test_scales_that_require_grad_are_refused_by_every_quantized_launcher():
+    """(session 53) A quantized weight built around scales that require grad (an nn.Parameter's, as quantization-
+    aware training makes them): w8a16 and w4a16 refused it, but w8a16_fast, w4a16_fast, linear and the fused decode
+    GEMVs ran and returned a result with no graph, so the scales' gradient was silently never computed. All refuse it
+    now while autograd records, by name; under torch.no_grad() they run."""
+    w = weight(6, 64)
+    q8, q4 = L.quantize_int8_ref(w), L.quantize_int4_ref(w, 32)
+    q8g = L.Int8Weight(q8.q, q8.scale.clone().requires_grad_())
+    q4g = L.Int4Weight(q4.packed, q4.scale.clone().requires_grad_(), q4.zero, q4.K, q4.group_size)
+    x = torch.randn(3, 64, device=DEV, dtype=w.dtype)
+    calls = {
+        "w8a16": lambda: L.w8a16(x, q8g),
+        "w4a16": lambda: L.w4a16(x, q4g),
+        "w8a16_fast": lambda: L.w8a16_fast(x, q8g),
+        "w4a16_fast": lambda: L.w4a16_fast(x, q4g),
+        "linear, int8": lambda: L.linear(x, q8g),
+        "linear, int4": lambda: L.linear(x, q4g),
+        "w8a16_decode_gemv": lambda: L.w8a16_decode_gemv(x[:1], q8g),
+        "w4a16_decode_gemv": lambda: L.w4a16_decode_gemv(x[:1], q4g),
+    }
+    for what, call in calls.items():
+        with pytest.raises(ValueError, match=r"w\.scale requires grad.*torch\.no_grad\(\)"):
+            call()
+            pytest.fail(f"{what}: scales that require grad not refused")
+        with torch.no_grad():
+            call()
+
+
+def test_dequantize_refuses_an_integer_dtype():
+    """(session 53) dequantize(w, torch.int8) cast the scales to int8 (most to 0) and returned an all-but-zero weight
+    without a word; torch.bool failed inside PyTorch's subtraction. A floating dtype is asked for by name."""
+    q4 = L.quantize_int4_ref(weight(6, 64), 32)
+    for dtype in (torch.int8, torch.int32, torch.bool):
+        with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+            L.dequantize(q4, dtype)
+    assert L.dequantize(q4, torch.float64).dtype == torch.float64
 
 @pytest.mark.parametrize("M, N, K", [(0, 6, 100), (3, 0, 100), (3, 6, 0), (0, 0, 0)])
 def test_empty_inputs(M, N, K):
