@@ -465,6 +465,9 @@ def sample(logits, temperature=0.0, top_k=None, top_p=None, *, argmax=None):
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise ValueError(f"logits must be (B, V), a row of V > 0 scores per sequence, got {got}: one sequence's "
                          f"(V,) as logits[None], prefill's all_logits (B, T, V) as logits[:, -1]")  # fmt: skip
+    if not logits.is_floating_point() or logits.layout != torch.strided:  # complex: its real part drawn from, silently
+        raise TypeError(f"logits must be a dense float tensor, got {logits.dtype} ({logits.layout}): scores are "
+                        f"floats; pass logits.float() (a sparse tensor: logits.to_dense())")  # fmt: skip
     utils.require_number(temperature, "temperature")
     if temperature < 0:
         raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
@@ -2718,12 +2721,19 @@ def _fused_gemv(model: Model, B: int, ops: DecodeOps) -> bool:
     return all(isinstance(t, torch.Tensor) for t in weights)
 
 
+def _require_step(model: Model, token, pos, cache: KVCache) -> int:
+    """A decode step's inputs, before its first launch: host checks only, nothing waits for the GPU (the ids' range
+    would: prefill checks the prompt's). Returns B."""
+    _require_cache_of(model, cache)
+    utils.require(token, "token", dtype=(torch.int64, torch.int32), ndim=1, contiguous=False)
+    utils.require(pos, "pos", dtype=torch.int32, shape=(token.shape[0],))  # (rope_kv_write's check came mid-step)
+    return token.shape[0]
+
+
 def decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeOps = TRITON_DECODE):
     """token (B,) at position pos (B,) int32 -> logits (B, V) fp32; appends each token's k, v to the cache."""
-    _require_cache_of(model, cache)  # host comparisons only: nothing waits for the GPU
-    utils.require(token, "token", dtype=(torch.int64, torch.int32), ndim=1, contiguous=False)
     a = model.args
-    B, H, KV, D = token.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
+    B, H, KV, D = _require_step(model, token, pos, cache), a.n_heads, a.n_kv_heads, a.head_dim
     lengths = pos + 1  # each sequence attends to its earlier tokens and to the new one
     x = F.embedding(token, model.embed)  # (B, C)
     if _fused_gemv(model, B, ops):  # 5 to 7 launches a layer: norms, SwiGLU and residual adds inside the GEMVs

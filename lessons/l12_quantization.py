@@ -31,6 +31,7 @@ from lessons.l08_llama_model import (
     ModelArgs,
     _low_precision_close,
     _require_cache,
+    _require_step,
     _rotated_like_k,
     _rope_kv_epilogue,
     decode_gemv,
@@ -3844,7 +3845,7 @@ def quantized_decode_step(model: Model, token, pos, cache: KVCache, ops: DecodeO
     cache write through ops.qkv_rope (with QUANTIZED_ROPE_IN_QKV); anything else lesson 08's unfused step (the
     quantized products through h @ w.T, as at B > 1)."""
     a = model.args
-    B, H, KV, D = token.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
+    B, H, KV, D = _require_step(model, token, pos, cache), a.n_heads, a.n_kv_heads, a.head_dim
     if ops.gemv is None or not USE_FUSED_DECODE or B != 1:
         return decode_step(model, token, pos, cache, ops._replace(gemv=None))
     lengths = pos + 1

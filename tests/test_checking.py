@@ -642,7 +642,6 @@ def test_require_refuses_an_input_that_requires_grad_while_autograd_records():
         require(w.double().detach().requires_grad_(), "weight", dtype=torch.float32)
 
 
-
 def test_require_out_refuses_an_out_that_requires_grad_while_autograd_records():
     """(session 53) An out that requires grad (a leaf made with requires_grad=True) was overwritten by the kernel and
     handed back still requiring grad, with no graph behind it: backward() through it reaches no input, without a
@@ -655,6 +654,7 @@ def test_require_out_refuses_an_out_that_requires_grad_while_autograd_records():
         assert require_out(out, shape=(6, 4), dtype=torch.float32, device=d) is out
     detached = out.detach()
     assert require_out(detached, shape=(6, 4), dtype=torch.float32, device=d) is detached
+
 
 # -- issue 10: NaN told apart, places named, hints that fit ------------------------------------------------------
 

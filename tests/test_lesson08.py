@@ -1396,6 +1396,46 @@ def test_generate_refusals(tied):
             call()
 
 
+def _never_launched(*args, **kwargs):
+    raise AssertionError("a kernel of the step ran before its inputs were checked")
+
+
+NO_LAUNCH = L.DecodeOps(*[_never_launched] * 7)
+
+
+def test_decode_step_refuses_a_bad_position_before_any_launch(tied):
+    """(session 53) decode_step checked its positions only at rope_kv_write, mid-step (after a norm's launch, with a
+    list: "can only concatenate list (not "int") to list" from pos + 1). Now with the token, before any launch."""
+    model, _ = tied
+    token, cache = torch.tensor([1, 2], device=ENV.device), L.new_cache(model, 2, 8)
+    pos = torch.tensor([3, 3], dtype=torch.int32, device=ENV.device)
+    cases = {
+        "int64 positions": (pos.long(), "pos has dtype int64"),
+        "float positions": (pos.float(), "pos has dtype float32"),
+        "a list": ([3, 3], "pos must be a torch.Tensor"),
+        "one position for two tokens": (pos[:1], r"pos has shape \(1,\) but must be \(2,\)"),
+        "a 0-d position": (pos[0], r"pos has shape \(\)"),
+    }
+    for what, (bad, message) in cases.items():
+        with pytest.raises((ValueError, TypeError), match=message):
+            L.decode_step(model, token, bad, cache, NO_LAUNCH)
+            pytest.fail(f"{what}: not refused")
+    with pytest.raises(AssertionError, match="a kernel of the step ran"):  # the good inputs reach the ops
+        L.decode_step(model, token, pos, cache, NO_LAUNCH)
+
+
+def test_sample_refuses_logits_that_are_not_floats():
+    """(session 53) complex logits were drawn from by their real part at a temperature (a ComplexWarning at most) and
+    crashed inside argmax when greedy; bool and integer logits were taken as scores; a sparse tensor crashed in
+    PyTorch. Refused as "a dense float tensor", with the fix."""
+    logits = torch.randn(2, 5, device=ENV.device)
+    for bad in (logits.to(torch.complex64), logits > 0, logits.long(), logits.to_sparse()):
+        for temperature in (0.0, 1.0):
+            with pytest.raises(TypeError, match=r"logits must be a dense float tensor.*logits\.float\(\)"):
+                L.sample(bad, temperature)
+    assert torch.equal(L.sample(logits.half()), logits.half().argmax(-1))
+
+
 def test_loading_refuses_weights_the_kernels_cannot_take(tmp_path):
     """An integer dtype used to be accepted (the weights cast to integers, the error only from a kernel later); a
     dtype's name gave a raw torch error. Weights stored as integers are quantized (their values mean something only

@@ -1746,6 +1746,27 @@ def test_dequantize_refuses_an_integer_dtype():
             L.dequantize(q4, dtype)
     assert L.dequantize(q4, torch.float64).dtype == torch.float64
 
+
+def test_quantized_decode_step_checks_its_inputs_as_lesson_08s_step_does(tiny):
+    """(session 53) quantized_decode_step's batch-1 path checked nothing of its own: a list token failed with "'list'
+    object has no attribute 'shape'", a float one inside F.embedding, a tuple for the cache with "no attribute 'cos'",
+    a list of positions at pos + 1. It checks them as lesson 08's decode_step does, before any launch."""
+    model = L.quantize_model(tiny[0], 8)
+    token, pos = torch.tensor([1], device=DEV), torch.tensor([3], dtype=torch.int32, device=DEV)
+    cache = L8.new_cache(model, 1, 8)
+    cases = {
+        "a list token": (lambda: L.quantized_decode_step(model, [1], pos, cache), "token must be a torch.Tensor"),
+        "a float token": (lambda: L.quantized_decode_step(model, token.float(), pos, cache), "token has dtype"),
+        "int64 positions": (lambda: L.quantized_decode_step(model, token, pos.long(), cache), "pos has dtype int64"),
+        "a list of positions": (lambda: L.quantized_decode_step(model, token, [3], cache), "pos must be a torch"),
+        "a tuple for the cache": (lambda: L.quantized_decode_step(model, token, pos, tuple(cache)), "KVCache"),
+    }
+    for what, (call, message) in cases.items():
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+            pytest.fail(f"{what}: not refused")
+
+
 @pytest.mark.parametrize("M, N, K", [(0, 6, 100), (3, 0, 100), (3, 6, 0), (0, 0, 0)])
 def test_empty_inputs(M, N, K):
     w = weight(N, K)
