@@ -1531,9 +1531,9 @@ def _scan_schedule(table, method, BLOCK_SIZE, num_warps):
     if BLOCK_SIZE is None:
         BLOCK_SIZE, default_warps = table[method]
     else:
+        utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")  # before _warps_for does arithmetic with it
         default_warps = _warps_for(BLOCK_SIZE)
     num_warps = default_warps if num_warps is None else num_warps
-    utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")
     utils.require_launch_options(num_warps=num_warps)
     if method == "reduce-then-scan" and BLOCK_SIZE < 2:  # its block sums would be as many as its inputs, forever
         raise ValueError(f"BLOCK_SIZE={BLOCK_SIZE}: reduce-then-scan needs blocks of 2 elements or more (each level "

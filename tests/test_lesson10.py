@@ -682,6 +682,15 @@ def test_compaction_refuses_a_bad_chunks_before_launching():
         L.compact_on_device(values, keep, method="lookback", CHUNKS=2)
 
 
+def test_scans_name_a_block_size_of_the_wrong_type():
+    """(session 53) cumsum and the compaction worked out a given BLOCK_SIZE's warps before checking it: a string
+    failed with "unsupported operand type(s) for //: 'str' and 'int'". Every kind is refused by name now."""
+    x = torch.arange(100, dtype=torch.int32, device=DEV)
+    for block in ("64", [64], torch.tensor(64), 64.0):
+        for call in (lambda: L.cumsum(x, BLOCK_SIZE=block), lambda: L.compact(x, x > 3, BLOCK_SIZE=block)):
+            with pytest.raises(ValueError, match="BLOCK_SIZE must be a positive power of two"):
+                call()
+
 def test_the_local_lookback_compaction_is_exact_in_every_variant():
     """compact_lookback_local_kernel (method "lookback-local") in every COMPACT_LOCAL variant (1 or 4 elements a
     thread, each load mode, ticket or program-id order, a register cap; the L2 prefetch, which only a compiled
