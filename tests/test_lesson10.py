@@ -691,6 +691,7 @@ def test_scans_name_a_block_size_of_the_wrong_type():
             with pytest.raises(ValueError, match="BLOCK_SIZE must be a positive power of two"):
                 call()
 
+
 def test_the_local_lookback_compaction_is_exact_in_every_variant():
     """compact_lookback_local_kernel (method "lookback-local") in every COMPACT_LOCAL variant (1 or 4 elements a
     thread, each load mode, ticket or program-id order, a register cap; the L2 prefetch, which only a compiled
