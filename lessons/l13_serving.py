@@ -1173,10 +1173,18 @@ def forward_batch(model: Model, batch: Batch, cache: PagedCache, ops: Ops = TRIT
     return (ops.rmsnorm(x, model.norm, a.norm_eps) @ model.lm_head.T).float()
 
 
+def _require_kernels(kernels):
+    """As lesson 08's generate: kernels="no" (or any object) was truthy and ran the kernels."""
+    if not isinstance(kernels, bool):
+        raise TypeError(f"kernels must be True or False (False runs the PyTorch references), got {kernels!r}")
+
+
 def require_token_ids(tokens, vocab_size, what: str) -> list:
     """tokens as a list of ints in [0, vocab_size) (vocab_size None: any int >= 0), refused on the host as lesson
     08's prefill does: an id past the embedding fails mid-step (on a GPU, a device-side assert that breaks the CUDA
     context), and a float id would be truncated silently."""
+    if isinstance(tokens, torch.Tensor) and tokens.dim() == 0:  # (list() of it: "iteration over a 0-d tensor")
+        raise TypeError(f"{what} is a 0-d tensor, one id: token ids come as a sequence, e.g. (int(ids),)")
     ids = list(tokens)
     for t in ids:
         if isinstance(t, bool) or not isinstance(t, numbers.Integral):
@@ -1197,6 +1205,7 @@ class ModelRunner:
         self.n_blocks = n_blocks  # Engine checks its pool against it
         self.model, self.block_size, self.max_len = model, block_size, utils.require_int(max_len, "max_len")
         self.vocab_size = model.args.vocab_size  # Engine.add checks prompts against it (and max_len)
+        _require_kernels(kernels)
         self.cache = new_paged_cache(model, n_blocks, block_size, max_len)
         self.ops, self.attend = (TRITON_OPS, None) if kernels else (REF_OPS, paged_attention_ref)
 
@@ -1651,6 +1660,7 @@ def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, 
     """Greedy generation of n_new tokens after prompt, the draft proposing k at a time. Returns (new tokens,
     stats: target and draft passes, proposed and accepted tokens)."""
     n_new, k = utils.require_int(n_new, "n_new"), utils.require_int(k, "k")
+    _require_kernels(kernels)
     prompt = require_token_ids(prompt, target.args.vocab_size, "the prompt")
     if not prompt:
         raise ValueError("speculative_generate needs a prompt: give at least one token")

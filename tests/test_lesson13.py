@@ -1351,3 +1351,28 @@ def test_an_unwritten_part_of_the_engine_is_named_when_a_replay_is_skipped(capsy
     assert serving.replay(Engine(), [serving.Request(0, 0.0, (1, 2), 1)]) is None
     out = capsys.readouterr().out
     assert "is not written yet" in out and "Engine." in out and "()" not in out, out
+
+
+def test_runners_and_the_speculative_loop_take_kernels_as_a_bool_and_a_prompt_as_a_sequence(model):
+    """(session 53) kernels="no" ran the kernels in ModelRunner and speculative_generate (any object was truthy;
+    lesson 08's generate refuses it); a 0-d tensor prompt failed with PyTorch's "iteration over a 0-d tensor"."""
+    draft = L.first_layers(model, 1)
+    cases = {
+        "ModelRunner, kernels='no'": (lambda: L.ModelRunner(model, 12, 4, 16, kernels="no"), "kernels must be True"),
+        "ModelRunner, kernels=None": (lambda: L.ModelRunner(model, 12, 4, 16, kernels=None), "kernels must be True"),
+        "speculative, kernels=1": (lambda: L.speculative_generate(model, draft, [3, 4], 2, kernels=1), "kernels must"),
+        "speculative, a 0-d prompt": (
+            lambda: L.speculative_generate(model, draft, torch.tensor(3), 2),
+            r"the prompt is a 0-d tensor.*\(int\(ids\),\)",
+        ),  # fmt: skip
+        "Engine.add, a 0-d prompt": (
+            lambda: L.Engine(L.ModelRunner(model, 12, 4, 16), L.BlockPool(12, 4)).add(
+                serving.Request(0, 0.0, torch.tensor(3), 2)
+            ),
+            "request 0's prompt is a 0-d tensor",
+        ),  # fmt: skip
+    }
+    for what, (call, message) in cases.items():
+        with pytest.raises(TypeError, match=message):
+            call()
+            pytest.fail(f"{what}: not refused")
