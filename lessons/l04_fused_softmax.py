@@ -388,18 +388,26 @@ def check_softmax(fn, *, online=True, quiet=False):
         what += f" with BLOCK_SIZE={BLOCK_SIZE}" if BLOCK_SIZE else ""
         _softmax_check_one(fn, x, BLOCK_SIZE, what, wide)
     for shape in ((0, 5), (5, 0)):
-        try:
-            got = fn(torch.randn(shape, device=env.device))
-        except Exception as error:  # Triton's words ("arange's end argument must be greater ...") name neither size
-            raise AssertionError(
-                f"softmax of an empty {shape} input raised {type(error).__name__}: {error}. Return out before "
-                f"launching when M == 0 or N == 0: a grid of 0 programs, or a block of 0 columns, cannot launch."
-            ) from error
-        if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
-            raise AssertionError(
-                f"softmax of an empty {shape} input should return an empty {shape} tensor (return "
-                f"before launching), but returned {got!r}."
-            )
+        x = torch.randn(shape, device=env.device)
+        for out in (None, torch.empty(shape, device=env.device)):  # allocated by the launcher, then given
+            try:
+                got = fn(x) if out is None else fn(x, out=out)
+            except Exception as error:  # Triton's words ("arange's end argument must be greater ...") name no size
+                raise AssertionError(
+                    f"softmax of an empty {shape} input raised {type(error).__name__}: {error}. Return out before "
+                    f"launching when M == 0 or N == 0: a grid of 0 programs, or a block of 0 columns, cannot launch."
+                ) from error
+            if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
+                raise AssertionError(
+                    f"softmax of an empty {shape} input should return an empty {shape} tensor (return "
+                    f"before launching), but returned {got!r}."
+                )
+            if out is not None and got is not out:  # (x itself, or a tensor of its own: both empty, both pass above)
+                raise AssertionError(
+                    f"softmax(x, out=out) of an empty {shape} input returned {'x' if got is x else 'another tensor'}, "
+                    f"not the out it was given: return out there too (`return out` before launching), as for any "
+                    f"other input (a caller that passes out=... reads its result there)."
+                )
     if not quiet:
         print(
             f"✓ softmax matches softmax_ref in {len(cases)} cases (float32 and {utils.dtype_name(env.dtype)}"

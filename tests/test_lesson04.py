@@ -328,6 +328,17 @@ def test_check_softmax_tells_a_crash_on_an_empty_input(monkeypatch, tmp_path):
         lesson.check_softmax(lesson.softmax, quiet=True)
 
 
+@pytest.mark.parametrize(
+    "returned, words", [("torch.empty_like(x)", "returned another tensor"), ("x", "returned x")], ids=["new", "x"]
+)
+def test_check_softmax_wants_the_given_out_back_for_an_empty_input(returned, words, monkeypatch, tmp_path):
+    """(session 53) A launcher whose early return for an empty input hands back a new empty tensor, or x itself,
+    passed: the check called it on empty inputs without an out, and any empty tensor of the shape passed."""
+    plant(monkeypatch, tmp_path, lesson, "softmax", ("return out  # nothing", f"return {returned}  # nothing"))
+    with pytest.raises(AssertionError, match=rf"empty \(0, 5\) input {words}, not the out it was given"):
+        lesson.check_softmax(lesson.softmax, quiet=True)
+
+
 # -- refusals, all before any launch -----------------------------------------------------------------------------
 
 
