@@ -145,6 +145,20 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
         "the output is not divided by the row's sum: every value is exp(x - max), 1 at the row's maximum. Divide "
         "by the sum of the exps: num / tl.sum(num, axis=0) (online: tl.exp(x - m) / d)."
     ] = torch.exp(x64 - x64.amax(dim=-1, keepdim=True))
+    suspects[  # the log of softmax_ref, -inf where it is 0 and NaN where it is NaN
+        "the output is log-softmax, x - max - log(sum(exp(x - max))): softmax is the exp of that, "
+        "tl.exp(x - max) / tl.sum(tl.exp(x - max)) (no tl.log)."
+    ] = torch.log(ref)
+    dead = x64.amax(dim=-1) < -104  # rows where exp(x - 0) is 0 in fp32 for every x
+    if block >= N and bool(dead.any()):  # the online kernel's twin, a running max started at 0, is further down
+        max_with_0 = ref.clone()
+        max_with_0[dead] = float("nan")  # every exp(x - 0) underflows: the sum is 0 and 0 / 0 = NaN
+        suspects[
+            "the row's max is taken with 0 among its values (tl.max(tl.where(mask, x, 0.0)), or tl.maximum(..., 0)): "
+            "in a row whose every value is far below 0 (under about -87, where exp underflows in fp32) the max "
+            "stays 0, every exp(x - 0) is 0, the sum is 0 and the output 0 / 0 = NaN. Take the max of x itself, "
+            'its masked lanes loaded as -inf (other=float("-inf")), which no value falls below.'
+        ] = max_with_0
     if block >= N:  # the one-block kernel without tl.exp: num = x - max, and a masked lane's -inf joins the sum
         shifted = x64 - x64.amax(dim=-1, keepdim=True)
         no_exp = shifted / (shifted.sum(dim=-1, keepdim=True) + (float("-inf") if block > N else 0.0))
@@ -217,6 +231,16 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
             only + ", with later blocks' values: pass 2 stores every block at out_row + cols, the first block's "
             "place. Store at out_row + start + cols, as the load reads x_row + start + cols."
         ] = stacked
+        skip = (
+            f"the first block of each row (columns 0 ... {block - 1}) was never written: a loop over "
+            "range(BLOCK_SIZE, N, BLOCK_SIZE) starts past it. range(0, N, BLOCK_SIZE) visits every block from column 0"
+        )
+        pass_2_skips = ref.clone()
+        pass_2_skips[:, :block] = float("nan")
+        suspects[skip + " (pass 2's loop)."] = pass_2_skips
+        both_skip = torch.full_like(ref, float("nan"))
+        both_skip[:, block:] = softmax_ref(x64[:, block:])  # pass 1 never saw the first block either
+        suspects[skip + " (both loops: pass 1 leaves it out of m and d too)."] = both_skip
         whole = N // block * block  # columns in whole blocks
         if block < whole < N:
             hint = (
@@ -273,7 +297,8 @@ def _softmax_suspects(x, BLOCK_SIZE, wide=None):
             "branches are swapped, or its test is turned round (!=). "
             'd = tl.where(m_new == float("-inf"), 0.0, d * tl.exp(m - m_new) + ...) keeps d at 0 only while the max '
             "is still -inf; with the branches the other way round it is 0 from the first finite block on (as it is "
-            "if the tl.where is never assigned to d)."
+            "if the tl.where is never assigned to d). Or m is still -inf after pass 1, which gives the same inf: "
+            "pass 1 never assigns m = m_new, so pass 2's tl.exp(x - m) is exp(x + inf)."
         ] = torch.exp(x64 - m) / torch.zeros_like(m)
         suspects[
             "tl.exp is missing in pass 2: each output is (x - m) / d, where softmax is tl.exp(x - m) / d (d, pass "

@@ -254,6 +254,20 @@ PLANTED = {
         "softmax_online_kernel", ("range(0, N, BLOCK_SIZE)", "range(0, N // BLOCK_SIZE * BLOCK_SIZE, BLOCK_SIZE)"),
         r"last, partial block of each row.*\(both loops",
     ),
+    # (session 53) a NaN hint about values loaded past the end; "Whole columns were never written ... Use
+    # triton.cdiv(N, BLOCK_N) column blocks"; "Wrong values in many places"
+    "the max taken with the masked lanes as 0": (
+        "softmax_kernel", ("num = tl.exp(x - tl.max(x, axis=0))", "num = tl.exp(x - tl.max(tl.where(mask, x, 0.0), "
+        "axis=0))"), r"the row's max is taken with 0 among its values",
+    ),
+    "pass 2 starts past the first block": (
+        "softmax_online_kernel", ("for start in range(0, N, BLOCK_SIZE):\n        mask", "for start in range("
+        "BLOCK_SIZE, N, BLOCK_SIZE):\n        mask"), r"first block of each row .* starts past it.*\(pass 2's loop\)",
+    ),
+    "log-softmax": (
+        "softmax_kernel", ("out = num / tl.sum(num, axis=0)", "out = x - tl.max(x, axis=0) - tl.log(tl.sum(num, "
+        "axis=0))"), r"the output is log-softmax",
+    ),
 }  # fmt: skip
 
 
@@ -269,6 +283,14 @@ def test_check_softmax_names_each_planted_mistake(mistake, monkeypatch, tmp_path
     for other, (_, _, other_hint) in PLANTED.items():  # and no other mistake's hint, which would mislead
         if other_hint != hint:  # (one mistake made in both kernels shares its hint)
             assert not re.search(other_hint, str(failure.value)), f"{mistake} also got the hint for {other}"
+
+
+def test_a_pass_1_that_never_sets_m_is_named_beside_d_left_at_0(monkeypatch, tmp_path):
+    """(session 53) Without `m = m_new` m is -inf in pass 2, and every output exp(x + inf) / d = inf: the output of
+    a d left at 0 by the -inf guard (PLANTED), which alone was named ("d is 0 after pass 1")."""
+    plant(monkeypatch, tmp_path, lesson, "softmax_online_kernel", ("        m = m_new\n", ""))
+    with pytest.raises(AssertionError, match=r"(?s)d is 0 after pass 1.*Or m is still -inf.*never assigns m = m_new"):
+        lesson.check_softmax(lesson.softmax, quiet=True)
 
 
 @pytest.mark.parametrize(
