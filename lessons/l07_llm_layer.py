@@ -364,6 +364,8 @@ def check_rmsnorm(fn, *, shapes=None, dtype=None, eps=1e-5, quiet=False):
             "sum_out holds the normalised output: store x + residual itself, before it is normalised": ref,
             "sum_out holds the residual alone: add the residual to x (x += tl.load(res_ptr ...)), do not replace x "
             "with it": r64,
+            "sum_out holds x + x: the residual is loaded from x's pointer. Load it from res_ptr, "
+            "x += tl.load(res_ptr + offsets, ...)": 2 * x64,
         }
         name = f"x + residual ({M}, {N})" + _rows_named(x_sum, ref_sum)
         utils.check(x_sum, ref_sum, name=name, quiet=quiet, suspects=before)
@@ -399,12 +401,16 @@ def rope_suspects(x, cos, sin):
     """{hint: x rotated as if that classic mistake were made}, x (B, T, heads, D) in fp64."""
     rotated, half = rope_ref(x, x, cos, sin)[0], x.shape[-1] // 2
     first, second = rotated[..., :half], rotated[..., half:]
+    x1_twice = torch.cat([x[..., :half], x[..., :half]], dim=-1)  # x2 read at x1's place
     return {
         "the second half has the first half's formula: store x1 cos - x2 sin at cols and x2 cos + x1 sin at "
         "cols + D/2": torch.cat([first, first], dim=-1),
         "the two halves are stored swapped: x1 cos - x2 sin goes to the first half (cols), x2 cos + x1 sin to the "
         "second (cols + D/2)": torch.cat([second, first], dim=-1),
         "sin is loaded from the cos table: load s from sin_ptr": rope_ref(x, x, cos, cos)[0],
+        "x2 is loaded from the first half: its load lacks the + HALF, x2 = tl.load(src + HALF, ...)": rope_ref(
+            x1_twice, x1_twice, cos, sin
+        )[0],
         "cos and sin are swapped: c comes from cos_ptr, s from sin_ptr": rope_ref(x, x, sin, cos)[0],
         "the second half turns the wrong way: x2' = x2 cos + x1 sin (the first half, x1 cos - x2 sin, is right)": (
             torch.cat([first, rope_ref(x, x, cos, -sin)[0][..., half:]], dim=-1)
@@ -622,6 +628,32 @@ def rope_heads_half_apart(x, cos, sin, dtype):
     return diagnose
 
 
+def rope_half_wrong(x, cos, sin, dtype):
+    """diagnose= for check_rope: names the half of each head that is wrong where the other is right everywhere (the
+    store of that half, or a load it alone uses). x (B, T, heads, D), cos and sin (B or 1, T, D), in fp64."""
+    ref = rope_ref(*(t.cpu() for t in (x, x, cos, sin)))[0]
+    half = x.shape[-1] // 2
+    tol = utils.checking.default_tolerance(dtype)
+
+    def diagnose(out):
+        right = torch.isclose(out, ref, rtol=tol.rtol, atol=tol.atol)
+        first, second = bool(right[..., :half].all()), bool(right[..., half:].all())
+        if first == second:
+            return None
+        which, formula, load = (
+            ("second", "x2 * c + x1 * s, stored at cols + HALF", "x2 at src + HALF")
+            if first
+            else ("first", "x1 * c - x2 * s, stored at cols", "x1 at src")
+        )
+        return (
+            f"only the {which} half of each head is wrong (the other half is right everywhere): look at what that "
+            f"half alone uses, its store's formula, {formula}, and its load ({load}); each half turns with both x1 "
+            "and x2, c and s"
+        )
+
+    return diagnose
+
+
 def read_at_strides_of(t, like):
     """t's memory read with like's shape and strides from t's first element, in fp64, as a kernel given t's pointer and
     like's strides reads it; None where that reaches past t's last element (the memory watch tells that)."""
@@ -638,8 +670,9 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
     __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
     for B, T, H, KV, D in shapes or env.pick(
-        cpu=[(1, 1, 4, 2, 16), (2, 13, 6, 3, 16), (3, 9, 3, 1, 32)],  # KV = 3: a block of k heads with a masked one
-        gpu=[(1, 1, 32, 4, 128), (2, 333, 32, 4, 128), (3, 77, 12, 3, 64)],
+        # one token last: at position 0 (angle 0, cos 1, sin 0) a half loaded or turned wrong can match another mistake
+        cpu=[(2, 13, 6, 3, 16), (3, 9, 3, 1, 32), (1, 1, 4, 2, 16)],  # KV = 3: a block of k heads with a masked one
+        gpu=[(2, 333, 32, 4, 128), (3, 77, 12, 3, 64), (1, 1, 32, 4, 128)],
     ):
         q, k, _ = random_qkv(B, T, H, KV, D, dtype)
         if B > 1:  # q head-major, k in a buffer of its own: every stride of q, k and the outs differs
@@ -662,10 +695,11 @@ def check_rope(fn, *, shapes=None, dtype=None, quiet=False):
             name = f"rotated {what} (B={B}, T={T}, heads={x64.shape[2]}, D={D})" + wrong_heads_positions(out, ref)
             rows, columns = rope_rows_read(x64, c64, s64, dtype), rope_columns_read(x64, c64, s64, dtype)
             tokens, heads = rope_tokens_read(x64, c64, s64, dtype), rope_heads_half_apart(x64, c64, s64, dtype)
+            halves = rope_half_wrong(x64, c64, s64, dtype)
 
-            def diagnose(got, rows=rows, columns=columns, tokens=tokens, heads=heads):
-                # where the output's heads landed, then the tables' rows and columns, then the token
-                return heads(got) or rows(got) or columns(got) or tokens(got)
+            def diagnose(got, rows=rows, columns=columns, tokens=tokens, heads=heads, halves=halves):
+                # where the output's heads landed, then the tables' rows and columns, then the token, then a half
+                return heads(got) or rows(got) or columns(got) or tokens(got) or halves(got)
 
             suspects = rope_suspects(x64, c64, s64)
             k_from_q = read_at_strides_of(q, k) if what == "k" else None  # inside q where q and k share strides
@@ -689,7 +723,8 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
     """fn(gate_up, out=...) against swiglu_ref."""
     __tracebackhide__ = True
     env, dtype = utils.mode.current(), dtype or lesson_dtype()
-    for M, N in shapes or env.pick(cpu=[(1, 1), (5, 70), (3, 1500)], gpu=[(1, 1), (333, 5632), (7, 3000)]):
+    # one column last: there silu(gate) * gate, a gate or up read from the wrong column, matches other mistakes
+    for M, N in shapes or env.pick(cpu=[(5, 70), (3, 1500), (1, 1)], gpu=[(333, 5632), (7, 3000), (1, 1)]):
         gate_up = torch.randn(M, 2 * N, device=env.device, dtype=dtype)
         with utils.watch_memory() as stray:  # under the interpreter: every address the kernel touches
             out = fn(gate_up, out=utils.nan_empty((M, N), dtype))
@@ -714,6 +749,15 @@ def check_swiglu(fn, *, shapes=None, dtype=None, quiet=False):
             "first N columns of each row, at gu_ptr + row * stride_gm + cols": F.silu(u) * u,
         }
         ref = swiglu_ref(gate_up.double())
+        block = min(1024, triton.next_power_of_2(N))  # swiglu's BLOCK_SIZE
+        if block < N:  # every column block's program wrote block 0, the rest of each row never written
+            first_block = torch.full_like(ref, float("nan"))
+            first_block[:, :block] = ref[:, :block]
+            suspects[
+                f"only the first BLOCK_SIZE = {block} columns of each row were written: every column block wrote "
+                "block 0. A program's columns start at its block, cols = tl.program_id(1) * BLOCK_SIZE + "
+                "tl.arange(0, BLOCK_SIZE) (the launcher's grid has triton.cdiv(N, BLOCK_SIZE) of them along axis 1)"
+            ] = first_block
         utils.check(
             out,
             ref,

@@ -817,6 +817,56 @@ def test_a_token_index_split_the_wrong_way_is_named(mistake, monkeypatch, tmp_pa
         SECOND_CHECKS["rope"]()
 
 
+# -- session 53: "Wrong values in many places", "The last 8 columns are wrong in every row: the column tail is not
+# masked", "Whole columns were never written ... Use triton.cdiv(N, BLOCK_N) column blocks" (a grid the launcher
+# has), or a hint of another mistake at the one-column case, which came first ("up ... lacks the + N") ------------
+
+SESSION53_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words of the hint it must get)
+    "the residual loaded from x's pointer": (
+        "rmsnorm_kernel", [("x += tl.load(res_ptr", "x += tl.load(x_ptr")], "rmsnorm", "sum_out holds x + x",
+    ),
+    "RoPE's second half with c for s (a typo)": (
+        "_rope_heads", [("(x2 * c + x1 * s)", "(x2 * c + x1 * c)")], "rope",
+        "only the second half of each head is wrong",
+    ),
+    "RoPE's first half with x1 for x2 (a typo)": (
+        "_rope_heads", [("(x1 * c - x2 * s)", "(x1 * c - x1 * s)")], "rope",
+        "only the first half of each head is wrong",
+    ),
+    "RoPE's second half loaded from the first": (
+        "_rope_heads", [("x2 = tl.load(src + HALF,", "x2 = tl.load(src,")], "rope",
+        "Hint: x2 is loaded from the first half",  # named first: at position 0 alone it is "the first half's formula"
+    ),
+    "SwiGLU's columns without their block's start": (
+        "swiglu_kernel", [("cols = tl.program_id(1) * BLOCK_SIZE + tl.arange", "cols = tl.arange")], "swiglu",
+        "every column block wrote block 0",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", list(SESSION53_BATTERY))
+def test_session_53_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    """rope_half_wrong names the half of each head that is wrong where the other is right everywhere; check_rope's
+    one-token case (position 0: cos 1, sin 0, where several mistakes give one output) comes last."""
+    from utils.mutants import plant
+
+    name, edits, check, words = SESSION53_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        SECOND_CHECKS[check]()
+
+
+def test_swiglu_up_read_one_column_early_is_not_told_a_missing_n(monkeypatch, tmp_path):
+    """(session 53) up at + N - 1: at N = 1, the check's first case then, that is up read from the gate's column, and
+    the hint said the load "lacks the + N", which it has; the one-column case comes last now."""
+    from utils.mutants import plant
+
+    plant(monkeypatch, tmp_path, L, "swiglu_kernel", ("row * stride_gm + N + cols", "row * stride_gm + N - 1 + cols"))
+    with pytest.raises(AssertionError) as failure:
+        L.check_swiglu(L.swiglu, quiet=True)
+    assert "lacks the + N" not in str(failure.value)
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_a_nan_row_of_another_mistake_is_not_blamed_on_the_mean_of_x(monkeypatch, tmp_path):
     """rsqrt(mean(x^2) - eps) is NaN in a row of tiny RMS, the only row at M = 1; where that row's mean is negative,
