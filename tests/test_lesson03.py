@@ -138,6 +138,18 @@ PLANTED = {  # mistake: (the fixed kernel's text, the mistake's, words of the hi
         "offsets = pid * BLOCK_SIZE + tl.arange(0, 1024)",
         "has the number 1024 where BLOCK_SIZE belongs (tl.arange(0, 1024))",
     ),
+    # (session 53) "the programs do not reach the end of the array. Launch triton.cdiv(n, BLOCK_SIZE) programs", a
+    # grid lesson 02's add has: the unwritten tail starts where no block ends (4099 - 1024 = 3075; 4099 % 1024 = 3)
+    "the mask a block short": (
+        "mask = offsets < n",
+        "mask = offsets < n - BLOCK_SIZE",
+        "Either the mask stops too soon",
+    ),
+    "the mask offsets < n % BLOCK_SIZE": (
+        "mask = offsets < n",
+        "mask = offsets < n % BLOCK_SIZE",
+        "Either the mask stops too soon",
+    ),
 }
 
 

@@ -363,6 +363,14 @@ def _hint_unwritten(unwritten: torch.Tensor, shape, dims=None) -> str:
             "the last valid offset is n - 1, so mask with offsets < n), or, where n is one more than a multiple of "
             "BLOCK_SIZE, the grid rounds down (launch triton.cdiv(n, BLOCK_SIZE) programs)."
         )
+    if k and written % 16:  # a grid rounded down stops at a multiple of BLOCK_SIZE: no block of 16 or more ends here
+        return (
+            f"The last {k} elements were never written, from index {written} on, and no block of 16 or more "
+            f"elements ends there (a grid of too few programs stops at a multiple of BLOCK_SIZE). Either the mask "
+            f"stops too soon: mask with offsets < n itself, not n - 1, n - BLOCK_SIZE or n % BLOCK_SIZE (the last "
+            f"valid offset is n - 1); or the programs' offsets do not step one whole block each: pid * BLOCK_SIZE + "
+            f"tl.arange(0, BLOCK_SIZE)."
+        )
     if k:
         return (
             f"The last {k} elements were never written: the programs do not reach the end of the array. Launch "
