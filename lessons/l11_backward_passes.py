@@ -21,6 +21,7 @@ from lessons.l07_llm_layer import (
     rmsnorm_ref,
     rope_interleaved_ref,
     rope_ref,
+    rope_suspects,
     rope_tables,
     swiglu_ref,
 )
@@ -850,7 +851,7 @@ NOT_CONTIGUOUS = (
 )
 
 
-def _grad_check(name, got, ref, suspects, dtype, reason=None, stray=None):
+def _grad_check(name, got, ref, suspects, dtype, reason=None, stray=None, diagnose=None):
     __tracebackhide__ = True
     if dtype == torch.float64:
         tol = dict(atol=1e-10, rtol=1e-8, reason="fp64 inputs and arithmetic; only summation order differs")
@@ -864,7 +865,7 @@ def _grad_check(name, got, ref, suspects, dtype, reason=None, stray=None):
         for hint, wrong in suspects.items()
     }
     utils.check(got.reshape(-1) if got.dim() == 0 else got, ref.reshape(-1) if ref.dim() == 0 else ref,
-                name=name, quiet=True, suspects=suspects, stray=stray, **tol)  # fmt: skip
+                name=name, quiet=True, suspects=suspects, stray=stray, diagnose=diagnose, **tol)  # fmt: skip
 
 
 def gradcheck(fn, *inputs):
@@ -917,6 +918,9 @@ def _kl_pointwise_suspects(y64, t64, log_target):
         )
 
 
+KL_DIVISOR_WORDS = {"none": "1", "sum": "1", "mean": "M V (every element)", "batchmean": "M (the rows)"}
+
+
 def check_kl_div(fn, *, quiet=False):
     """fn(input, target, *, reduction, log_target) against kl_div_ref in fp64: values and gradients (with a random
     upstream gradient) for every reduction, log_target both ways, awkward shapes, fp64 / fp32 / low precision."""
@@ -964,6 +968,17 @@ def check_kl_div(fn, *, quiet=False):
                 "the gradient has the wrong sign: d/d(log q) of -p log q is -p": p * g * scale,
                 "with log_target the target holds log p: the gradient is -exp(target), not -target":
                     -t64 * g * scale,
+                "the gradient misses p: d/d(log q) of -p log q is -p, so grad_input = -p * grad_output / divisor":
+                    -g * scale * torch.ones_like(p),
+                **({"the target holds p itself: exp(target) only with log_target (LOG_TARGET), where it holds log p":
+                    -t64.exp() * g * scale} if not log_target else {}),
+                **{f"the gradient is divided by {words}, the divisor of reduction {other!r}, but reduction "
+                   f"{reduction!r} divides by {KL_DIVISOR_WORDS[reduction]}: the launcher passes the divisor":
+                   -p * g / kl_div_divisor(other, M, V)
+                   for other, words in KL_DIVISOR_WORDS.items()
+                   if kl_div_divisor(other, M, V) not in (1, kl_div_divisor(reduction, M, V))},
+                **({"the gradient is scaled by the reduction's 1/divisor twice: -p * grad_output / divisor, once":
+                    -p * g * scale * scale} if kl_div_divisor(reduction, M, V) > 1 else {}),
                 **({NOT_CONTIGUOUS: -p * misread(go_given).double() * scale} if go.dim() else {}),
             }, dtype, stray=stray)  # fmt: skip
             cases += 1
@@ -998,6 +1013,18 @@ def _ce_inputs(M, V, dtype, device, ignored=True, masked=False):
     return logits, labels
 
 
+PAD_ID = 0  # an ignore_index that is a class of the vocabulary: a padding token's id (0 in many tokenizers)
+
+
+def _with_pad(labels, pad):
+    """(the labels a check gives fn, the labels as its suspects read them): with pad (an int), every -100 becomes
+    pad, and every label equal to pad is ignored (-100) for the suspects; without it, labels twice."""
+    if pad is None:
+        return labels, labels
+    given = torch.where(labels == -100, pad, labels)
+    return given, torch.where(given == pad, -100, given)
+
+
 LABEL_VS_COLS = (
     "the label is compared with cols, the same 0 ... BLOCK_V - 1 in every block: compare it with c = start + cols, the "
     "block's own columns, or each block picks its column start + label"
@@ -1030,10 +1057,19 @@ def _lse_with_lanes_past_v(x, BLOCK_V):
     return {hint: torch.logsumexp(F.pad(x, (0, pad)), -1) for hint, pad in pads.items() if pad}
 
 
-def _ce_suspects(logits64, labels, ref_grad, go):
+IGNORE_NOT_HONOURED = (
+    "the rows whose label is ignore_index were kept (this case ignores {pad}, a class of the vocabulary, as a padding "
+    "token's id is): compare the labels with the ignore_index argument, not with -100 (PyTorch's default) nor with "
+    "0 (label >= 0), and pass it on to the kernel"
+)
+
+
+def _ce_suspects(logits64, labels, ref_grad, go, given=None, pad=None):
     """Gradients under the classic mistakes (for go * d(mean loss)/d(logits)); those of pass 1 too, as the gradient
     exp(x - lse) takes pass 1's lse: in a row whose max is far above 0 a lane past V that counts moves the loss by
-    about exp(-lse), within fp64's tolerance, and the gradient of its largest probabilities past it."""
+    about exp(-lse), within fp64's tolerance, and the gradient of its largest probabilities past it. labels: -100
+    where ignored; given, pad: the labels the kernel was given and the ignore_index it was told, where that is pad
+    (a class), not -100."""
     keep = labels != -100
     n = int(keep.sum())
     p = logits64.softmax(-1)
@@ -1063,11 +1099,16 @@ def _ce_suspects(logits64, labels, ref_grad, go):
             go * (x - torch.logsumexp(x, -1, keepdim=True) - onehot) * keep[:, None] / n,
         **{hint: go * (torch.exp(x - lse[:, None]) - onehot) * keep[:, None] / n
            for hint, lse in _lse_with_lanes_past_v(x, row_tile(*x.shape)[1]).items()},
+        "the one-hot is not scaled by the mean's 1/N: scale the whole of softmax - onehot, (p - onehot) * scale, "
+        "not the softmax alone": go * (p / n - onehot) * keep[:, None],
+        **({IGNORE_NOT_HONOURED.format(pad=pad): go * (p - F.one_hot(given, p.shape[1]).to(p.dtype)) / n}
+           if given is not None else {}),
     }  # fmt: skip
 
 
-def _ce_loss_suspects(x64, labels, dtype):
-    """The mean loss as cross_entropy_kernel's classic mistakes of pass 1 compute it (for logits of dtype)."""
+def _ce_loss_suspects(x64, labels, dtype, given=None, pad=None):
+    """The mean loss as cross_entropy_kernel's classic mistakes of pass 1 compute it (for logits of dtype); given,
+    pad as in _ce_suspects."""
     M, V = x64.shape
     _, BLOCK_V = row_tile(M, V)
     x = x64.detach()
@@ -1120,7 +1161,26 @@ def _ce_loss_suspects(x64, labels, dtype):
             mean(lse - picked_last),
         "ignored rows add their loss: store 0 where the label is ignore_index (tl.where(keep, lse - picked, 0))":
             (lse - torch.where(keep, picked, 0)).sum() / n,
+        "the loss is divided by N twice: the kernel stores each row's loss, lse - picked, and the launcher divides "
+        "their sum by N (the kernel's scale is the gradient's)": mean(lse - picked) / n,
+        "the loss misses the label's logit: each row's loss is lse - picked, picked the logit of its label":
+            mean(lse),
+        **({IGNORE_NOT_HONOURED.format(pad=pad): (lse - x.gather(1, given[:, None])[:, 0]).sum() / n}
+           if given is not None else {}),
     }  # fmt: skip
+
+
+ROWS_NEVER_STORED = (
+    "the loss of some rows was never stored (still the NaN new_output allocated them with), and the sum over the rows "
+    "carries it into the loss: every row stores its loss, 0 where its label is ignored (the store masked with "
+    "row_ok, not keep), and in fused_linear_cross_entropy every chunk runs, the last, partial one too"
+)
+
+
+def _rows_never_stored(loss):
+    """A diagnose for utils.check of a mean loss summed from a buffer of row losses: names a NaN of new_output's."""
+    unstored = bool(utils.checking.never_written(loss).any())
+    return lambda out64: ROWS_NEVER_STORED if unstored else None
 
 
 MASKED_FIRST_BLOCK = (
@@ -1139,11 +1199,16 @@ def check_cross_entropy(fn, *, quiet=False):
     env = utils.mode.current()
     shapes = env.pick(cpu=[(1, 1), (1, 300), (3, 5000), (37, 257)], gpu=[(1, 1), (7, 1000), (37, 257), (64, 128_256)])
     widest = row_tile(1, 2**31)[1]
-    shapes = [(M, V, False) for M, V in shapes] + [(2, widest + 300, True)]  # last: first blocks of nothing but -inf
+    shapes = [(M, V, False, None) for M, V in shapes] + [
+        (2, widest + 300, True, None),  # first blocks of nothing but -inf
+        (13, 257, False, PAD_ID),  # last: ignore_index a class (a padding token's id), not -100
+    ]
     cases = 0
-    for M, V, masked in shapes:
+    for M, V, masked, pad in shapes:
         for dtype in (torch.float64, *lesson_dtypes()):
             logits, labels = _ce_inputs(M, V, dtype, env.device, masked=masked)
+            # given: the labels fn sees, pad where _ce_inputs ignores (-100); labels: -100 wherever fn must ignore
+            given, labels = _with_pad(labels, pad)
             what = f"cross_entropy of {M}x{V} {utils.dtype_name(dtype)} logits" + (
                 f", each row's first {row_tile(M, V)[1]} logits -inf (masked tokens)" if masked else ""
             )
@@ -1151,7 +1216,7 @@ def check_cross_entropy(fn, *, quiet=False):
                 # (NumPy, under the interpreter: pass 2's lanes past V compute exp(0 - lse), which overflows in the
                 # row far below 0; they are never stored)
                 warnings.filterwarnings("ignore", "overflow encountered in exp", RuntimeWarning)
-                out = fn(logits, labels, ignore_index=-100)
+                out = fn(logits, given, ignore_index=-100 if pad is None else pad)
             x64 = logits.detach().double().requires_grad_()
             ref = cross_entropy_ref(x64, labels)
             keep = labels != -100
@@ -1165,8 +1230,9 @@ def check_cross_entropy(fn, *, quiet=False):
                 **nothing_seen,  # first: other suspects' exp(-inf - -inf) is NaN there as well
                 "the loss is the mean over every row: ignored rows must add nothing and not count in the mean":
                     torch.where(keep, lse - picked, 0).sum() / M,
-                **_ce_loss_suspects(x64, labels, dtype),
-            }, torch.float64 if dtype == torch.float64 else torch.float32, reason, stray=stray)  # fmt: skip
+                **_ce_loss_suspects(x64, labels, dtype, given if pad is not None else None, pad),
+            }, torch.float64 if dtype == torch.float64 else torch.float32, reason, stray=stray,
+                diagnose=_rows_never_stored(out))  # fmt: skip
             # the upstream gradient in [0.55, 0.9]: 1/go at least 10 % from 1, from n/M and from N = 2, so that a
             # gradient not multiplied by it is told apart from the right one and from the mean's mistakes
             go = (0.55 + 0.35 * torch.rand((), dtype=torch.float64, device=env.device)).to(out.dtype).double()
@@ -1174,7 +1240,7 @@ def check_cross_entropy(fn, *, quiet=False):
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
                 (got,) = torch.autograd.grad(out, logits, go.to(out.dtype))
             suspects = {MASKED_FIRST_BLOCK: torch.where(keep[:, None], float("nan"), want)} if masked else {}
-            suspects |= _ce_suspects(x64, labels, want, go)
+            suspects |= _ce_suspects(x64, labels, want, go, given if pad is not None else None, pad)
             _grad_check(f"the gradient of {what}", got, want, suspects, dtype, stray=stray)
             cases += 1
     if not quiet:
@@ -1195,8 +1261,9 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
         cpu=[(1, 16, 5, None), (37, 16, 300, 8), (20, 32, 129, 64), (9, 8, 50, 1), two_blocks],
         gpu=[(1, 16, 5, None), (37, 16, 300, 8), (1000, 256, 32_000, None), (300, 64, 129, 64), two_blocks],
     )
+    cases_ = [(*case, None) for case in cases_] + [(13, 8, 50, 5, PAD_ID)]  # last: ignore_index a pad token's id
     cases = 0
-    for T, H, V, chunk in cases_:
+    for T, H, V, chunk, pad in cases_:
         size = chunk or default_chunk(T, H, V)
         _, BLOCK_V = row_tile(min(size, T), V)  # the kernel's block of the vocabulary for these chunks
         for dtype in (torch.float64, *lesson_dtypes()):
@@ -1209,9 +1276,13 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
             w.requires_grad_()
             if T > 1:
                 labels[::4] = -100
+            given, labels = _with_pad(labels, pad)  # as in check_cross_entropy
+            given_if_pad = given if pad is not None else None
             what = f"fused_linear_cross_entropy of x {T}x{H}, W {V}x{H}, chunk={chunk}, {utils.dtype_name(dtype)}"
+            if pad is not None:
+                what += f", ignore_index={pad}"
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
-                out = fn(x, w, labels, ignore_index=-100, chunk=chunk)
+                out = fn(x, w, given, ignore_index=-100 if pad is None else pad, chunk=chunk)
             x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
             ref = linear_cross_entropy_ref(x64, w64, labels)
             reason = {
@@ -1225,13 +1296,24 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
                 "every chunk reads the first chunk's labels: chunk [start, stop) takes labels[start:stop]":
                     F.cross_entropy(x64.detach() @ w64.detach().T, first_labels, reduction="sum") / max(n_valid, 1),
                 f"the loss {every_row}": ref.detach() * n_valid / T,
-                **_ce_loss_suspects(x64.detach() @ w64.detach().T, labels, dtype),  # each chunk's kernel's mistakes
-            }, dtype, reason, stray=stray)  # fmt: skip
+                **_ce_loss_suspects(x64.detach() @ w64.detach().T, labels, dtype, given_if_pad, pad),  # the kernel's
+            }, dtype, reason, stray=stray, diagnose=_rows_never_stored(out))  # fmt: skip
             # in [0.55, 0.9]: 1/go at least 10 % from 1 and from n_valid/T, as in check_cross_entropy
             go = (0.55 + 0.35 * torch.rand((), dtype=torch.float64, device=env.device)).to(dtype).double()
             want_x, want_w = torch.autograd.grad(ref, (x64, w64), go)
             with utils.watch_memory() as stray:  # under the interpreter: every address the kernels touch
                 got_x, got_w = torch.autograd.grad(out, (x, w), go.to(dtype))
+            twice = (
+                "is scaled by the mean's 1/N twice: cross_entropy_into already scaled the logits' gradient by "
+                "1/n_valid, and the matmuls take it as it is"
+            )
+            logits = x64.detach() @ w64.detach().T  # (T, V)
+            not_turned = (
+                "the matmuls take the logits, not their gradient: cross_entropy_into writes the gradient over the "
+                "logits it is given as grad (pass logits itself, not a copy), and it must run before the two matmuls"
+            )
+            # ignore_index not honoured: the rows of the pad label kept, with the right N (the launcher's count)
+            kept_pad = _chunk_dlogits(x64, w64, given, 0, T, n_valid, go) if pad is not None else None
             every_row, no_go = (
                 f"the gradient {every_row}",
                 (
@@ -1247,6 +1329,9 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
                     _per_chunk_mean_grad_x(x64, w64, labels, size, go, rows=True),
                 every_row: want_x * n_valid / T,
                 f"grad_x {no_go}": want_x / go,
+                f"grad_x {twice}": want_x / max(n_valid, 1),
+                not_turned: go * logits @ w64.detach(),
+                **({IGNORE_NOT_HONOURED.format(pad=pad): kept_pad @ w64.detach()} if pad is not None else {}),
             }, dtype, reason, stray=stray)  # fmt: skip
             last = _last_chunk_grad_w(x64, w64, labels, size, go) if size < T else want_w * float("nan")
             _grad_check(f"grad_W of {what}", got_w, want_w, {
@@ -1256,6 +1341,9 @@ def check_fused_linear_cross_entropy(fn, *, quiet=False):
                 "(xc), not x[:stop - start]": _first_rows_grad_w(x64, w64, labels, size, go),
                 every_row: want_w * n_valid / T,
                 f"grad_W {no_go}": want_w / go,
+                f"grad_W {twice}": want_w / max(n_valid, 1),
+                not_turned: go * logits.T @ x64.detach(),
+                **({IGNORE_NOT_HONOURED.format(pad=pad): kept_pad.T @ x64.detach()} if pad is not None else {}),
             }, dtype, reason)  # fmt: skip
             cases += 1
     if not quiet:
@@ -1411,8 +1499,9 @@ def check_rmsnorm_with_grad(fn, *, quiet=False):
                 "dx's row term misses the weight (mean(dy xhat)): dx = rstd (dy w - xhat mean(dy w xhat)), dy w in "
                 "the sum as well as before it":
                     rstd64[:, None] * (dyw - xhat * (dy * xhat).mean(-1, keepdim=True)),
-                "dx's row term uses x where xhat belongs, in the sum (mean(dy w x)): dx = rstd (dy w - xhat mean(dy "
-                "w xhat)), xhat = x * rstd both in the sum and before it":
+                "dx's row term uses x where xhat belongs, in the sum (mean(dy w x)), or rstd multiplies dy w alone "
+                "(rstd dy w - xhat mean(dy w xhat)), the same numbers: dx = rstd (dy w - xhat mean(dy w xhat)), the "
+                "whole bracket times rstd, xhat = x * rstd both in the sum and before it":
                     rstd64[:, None] * (dyw - xhat * (dyw * x64.detach()).mean(-1, keepdim=True)),
                 "dx's row term uses x where xhat belongs, before the mean (x mean(dy w xhat)): dx = rstd (dy w - xhat "
                 "mean(dy w xhat)), xhat = x * rstd both in the sum and before it (one row of one column can't tell "
@@ -1468,6 +1557,10 @@ def check_swiglu_with_grad(fn, *, quiet=False):
                 "d(gate) misses the factor up: out = silu(g) * u, so d(gate) = dout * u * silu'(g)": dout
                 * s
                 * (1 + g * (1 - s)),
+                "d(gate) uses silu(g) for silu'(g): the derivative of g s is s + g s (1 - s), not g s": dout
+                * u
+                * g
+                * s,
                 "d(gate) is not multiplied by dout (the upstream gradient, loaded from dout_ptr)": u
                 * s
                 * (1 + g * (1 - s)),
@@ -1476,6 +1569,8 @@ def check_swiglu_with_grad(fn, *, quiet=False):
                 "d(up) uses sigmoid(g) for silu(g): out = silu(g) u, so d(up) = dout * silu(g) = dout * g * s": dout
                 * s,
                 "d(up) uses g for silu(g): silu(g) = g * sigmoid(g), so d(up) = dout * g * s": dout * g,
+                "d(up) uses up for the gate: out = silu(g) u, so d(up) = dout * silu(g) = dout * g * s, with g the "
+                "gate": dout * u * s,
                 "d(up) is not multiplied by dout (the upstream gradient, loaded from dout_ptr)": g * s,
             }
             _grad_check(f"d(gate_up) of {what}", got, want, {
@@ -1517,16 +1612,29 @@ def check_rope_with_grad(fn, *, quiet=False):
             q64, k64 = (t.detach().double().requires_grad_() for t in (q, k))
             ref_q, ref_k = rope_ref(q64, k64, cos[:, :T], sin[:, :T])
             backwards = rope_ref(q64.detach(), k64.detach(), cos[:, :T], -sin[:, :T])
+            # the positions as the batch index, rows // T: sequence b's every token turned by position b's angles
+            by_batch = [t[0, :B, None].expand(B, T, D) for t in (cos, sin)]  # (B, T, D): row b of the tables
             for name, got_x, ref_x, x64, wrong_way in (("q", got_q, ref_q, q64, backwards[0]),
                                                        ("k", got_k, ref_k, k64, backwards[1])):  # fmt: skip
-                _grad_check(f"{name} of {what}", got_x, ref_x, {
+                own = {
                     "the forward rotates by -angle (x1 c + x2 s, x2 c - x1 s): the pair (x1, x2) turns by +angle, "
                     "(x1 c - x2 s, x2 c + x1 s); only the backward (INVERSE) negates sin": wrong_way,
                     "the pairs are neighbours (x[2i], x[2i + 1]), GPT-J's layout: this course (and Hugging Face's "
                     "Llama checkpoints) pairs x[i] with x[i + D/2], the two halves of the head": rope_interleaved_ref(
                         x64.detach(), cos[:, :T], sin[:, :T]
                     ),
-                }, dtype, stray=stray if name == "q" else None)  # fmt: skip
+                    "the position of token row r is r % T (the rows run over B T tokens, T positions a sequence), not "
+                    "r // T, its sequence": rope_ref(x64.detach(), x64.detach(), *by_batch)[0],
+                }
+                # lesson 07's mistakes of the rotation: those named here already, and those of its tables' strides
+                # (stride_cb, stride_ct: this kernel has none), left out
+                formula = {
+                    hint: wrong
+                    for hint, wrong in rope_suspects(x64.detach(), cos[:, :T], sin[:, :T]).items()
+                    if "stride_c" not in hint and not any(torch.equal(wrong, named) for named in own.values())
+                }
+                stray_x = stray if name == "q" else None
+                _grad_check(f"{name} of {what}", got_x, ref_x, own | formula, dtype, stray=stray_x)
             # upstream gradients in the input's dtype: the kernel and the reference rotate the same numbers (with an
             # fp64 dq rounded for the kernel only, x1 c - x2 s cancels that rounding into a large relative error)
             dq, dk = torch.randn_like(ref_q).to(dtype).double(), torch.randn_like(ref_k).to(dtype).double()

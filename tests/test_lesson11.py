@@ -929,6 +929,158 @@ PLANTED = {  # mistake: (function, the solution's text, the mistake's, the check
         "rope_with_grad",
         "GPT-J's layout",
     ),  # fmt: skip
+    # (session 53, held-out battery) ignore_index not honoured passed (every case ignored -100, so a kernel that
+    # compares the labels with -100, or keeps label >= 0, was right); a case now ignores a pad token's id, a class
+    "ce ignore_index hard-coded to -100": (
+        "cross_entropy_kernel",
+        "keep = row_ok & (label != ignore_index)",
+        "keep = row_ok & (label != -100)",
+        "cross_entropy",
+        "compare the labels with the ignore_index argument",
+    ),  # fmt: skip
+    "ce ignored rows kept as labels >= 0": (
+        "cross_entropy_kernel",
+        "keep = row_ok & (label != ignore_index)",
+        "keep = row_ok & (label >= 0)",
+        "cross_entropy",
+        "compare the labels with the ignore_index argument",
+    ),  # fmt: skip
+    "fused ce passes -100 for ignore_index": (
+        "FusedLinearCrossEntropyFunction.forward",
+        _INTO,
+        _INTO.replace("ignore_index, divisor", "-100, divisor"),
+        "fused_linear_cross_entropy",
+        "compare the labels with the ignore_index argument",
+    ),  # fmt: skip
+    # (session 53) each of these got a generic hint, or a wrong lead (named after the hint it got)
+    "ce one-hot not scaled": (  # "Wrong values in only 2 scattered places ... a block's first or last lane"
+        "cross_entropy_kernel",
+        "grad = tl.exp(x - lse[:, None]) - tl.where(c[None, :] == label[:, None], 1.0, 0.0)\n"
+        "        grad = tl.where(keep[:, None], grad * scale, 0.0)",
+        "grad = tl.exp(x - lse[:, None]) * scale - tl.where(c[None, :] == label[:, None], 1.0, 0.0)\n"
+        "        grad = tl.where(keep[:, None], grad, 0.0)",
+        "cross_entropy",
+        "the one-hot is not scaled by the mean's 1/N",
+    ),  # fmt: skip
+    "ce row losses divided by N in the kernel": (
+        "cross_entropy_kernel",
+        "tl.where(keep, lse - picked, 0.0)",
+        "tl.where(keep, (lse - picked) * scale, 0.0)",
+        "cross_entropy",
+        "the loss is divided by N twice",
+    ),  # fmt: skip
+    "ce loss without the label's logit": (
+        "cross_entropy_kernel",
+        "tl.where(keep, lse - picked, 0.0)",
+        "tl.where(keep, lse, 0.0)",
+        "cross_entropy",
+        "the loss misses the label's logit",
+    ),  # fmt: skip
+    "ce ignored rows' loss never stored": (  # "Nothing was written. Either no program ran: the grid is empty"
+        "cross_entropy_kernel",
+        "tl.store(loss_ptr + rows, tl.where(keep, lse - picked, 0.0), mask=row_ok)",
+        "tl.store(loss_ptr + rows, lse - picked, mask=keep)",
+        "cross_entropy",
+        "the loss of some rows was never stored",
+    ),  # fmt: skip
+    "fused ce last partial chunk skipped": (  # "Nothing was written" too
+        "FusedLinearCrossEntropyFunction.forward",
+        "for start in range(0, T, chunk):",
+        "for start in range(0, T - T % chunk if T > chunk else T, chunk):",
+        "fused_linear_cross_entropy",
+        "the loss of some rows was never stored",
+    ),  # fmt: skip
+    "fused ce gradients scaled by 1/N again": (  # "Only rows 1, 2, 3, 5, ... are wrong: the offset along the rows"
+        "FusedLinearCrossEntropyFunction.forward",
+        "torch.mm(logits, weight, out=grad_x[start:stop])",
+        "torch.mm(logits / divisor, weight, out=grad_x[start:stop])",
+        "fused_linear_cross_entropy",
+        "scaled by the mean's 1/N twice",
+    ),  # fmt: skip
+    "fused ce grad_W scaled by 1/N again": (  # "off by one constant factor"
+        "FusedLinearCrossEntropyFunction.forward",
+        "grad_w.addmm_(logits.T, xc)",
+        "grad_w.addmm_(logits.T, xc, alpha=1 / divisor)",
+        "fused_linear_cross_entropy",
+        "scaled by the mean's 1/N twice",
+    ),  # fmt: skip
+    "fused ce gradient written into a copy of the logits": (
+        "FusedLinearCrossEntropyFunction.forward",
+        _INTO,
+        _INTO.replace("], logits, ignore_index", "], logits.clone(), ignore_index"),
+        "fused_linear_cross_entropy",
+        "the matmuls take the logits, not their gradient",
+    ),  # fmt: skip
+    "kl backward without p": (
+        "kl_div_backward_kernel",
+        "grad = -p * go * scale",
+        "grad = -go * scale",
+        "kl_div",
+        "the gradient misses p",
+    ),  # fmt: skip
+    "kl backward takes exp(target) without log_target": (
+        "kl_div_backward_kernel",
+        "            p = t\n",
+        "            p = tl.exp(t)\n",
+        "kl_div",
+        "the target holds p itself: exp(target) only with log_target",
+    ),  # fmt: skip
+    "kl backward divides by M for every reduction": (
+        "kl_div_backward_kernel",
+        "scale = 1.0 / tl.cast(divisor, ACC)",
+        "scale = 1.0 / tl.cast(M, ACC)",
+        "kl_div",
+        "the gradient is divided by M (the rows), the divisor of reduction 'batchmean'",
+    ),  # fmt: skip
+    "kl backward scaled twice": (
+        "kl_div_backward_kernel",
+        "grad = -p * (go_all * scale)",
+        "grad = -p * (go_all * scale * scale)",
+        "kl_div",
+        "the gradient is scaled by the reduction's 1/",
+    ),  # fmt: skip
+    "rmsnorm dx with rstd on dy w alone": (  # named "x in the sum", the same numbers, and the code has no x there
+        "rmsnorm_backward_kernel",
+        "dx = rstd[:, None] * (dyw - xhat * (tl.sum(dyw * xhat, axis=1) / C)[:, None])",
+        "dx = rstd[:, None] * dyw - xhat * (tl.sum(dyw * xhat, axis=1) / C)[:, None]",
+        "rmsnorm_with_grad",
+        "or rstd multiplies dy w alone",
+    ),  # fmt: skip
+    "swiglu d(up) with up": (  # "The last 1 columns are wrong in every row: the column tail is not masked"
+        "swiglu_backward_kernel",
+        "du = dout * g * s",
+        "du = dout * u * s",
+        "swiglu_with_grad",
+        "d(up) uses up",
+    ),  # fmt: skip
+    "swiglu d(gate) with silu for silu'": (
+        "swiglu_backward_kernel",
+        "dg = dout * u * s * (1.0 + g * (1.0 - s))",
+        "dg = dout * u * g * s",
+        "swiglu_with_grad",
+        "d(gate) uses silu(g) for silu'(g)",
+    ),  # fmt: skip
+    "rope position as the batch index": (  # "Only the last 832 elements are wrong ... one flat array"
+        "rope_fwd_bwd_kernel",
+        "pos = rows % T",
+        "pos = rows // T",
+        "rope_with_grad",
+        "the position of token row r is r % T",
+    ),  # fmt: skip
+    "rope second half of the pair rotated the wrong way": (
+        "rope_fwd_bwd_kernel",
+        "(x2 * c + x1 * s)",
+        "(x2 * c - x1 * s)",
+        "rope_with_grad",
+        "the second half turns the wrong way",
+    ),  # fmt: skip
+    "rope cos and sin swapped": (
+        "rope_fwd_bwd_kernel",
+        "c = tl.load(cos_ptr + pos[:, None] * D + i[None, :], mask=mask, other=0.0).to(ACC)\n    s = tl.load(sin_ptr",
+        "c = tl.load(sin_ptr + pos[:, None] * D + i[None, :], mask=mask, other=0.0).to(ACC)\n    s = tl.load(cos_ptr",
+        "rope_with_grad",
+        "cos and sin are swapped",
+    ),  # fmt: skip
 }
 
 
