@@ -232,6 +232,7 @@ SPLITK_CASES = env.pick(
 
 def splitk_suspects(a, b, split):
     """{hint: fp64 result of a @ b as if that classic split-K mistake were made} (slices as the launcher cuts them)."""
+    dtype = a.dtype
     a, b = a.double(), b.double()
     K, BK = a.shape[1], SPLITK_TILE["BLOCK_K"]
     kps = splitk_slice(K, split, BK)
@@ -248,7 +249,15 @@ def splitk_suspects(a, b, split):
         "every K step read the first BLOCK_K terms of K again: offs_k = k0 + tl.arange(0, BLOCK_K), each step at its "
         "own k0": sum(n * matmul_ref(a[:, : min(BK, hi)], b[: min(BK, hi)]) for n, hi in zip(steps, ends) if n),
     }
+    rounded = {  # only where the inputs are of lower precision than the partials (fp32)
+        f"each slice's partial product was rounded to {utils.dtype_name(dtype)} before the slices were added: store "
+        f"acc as it is, in fp32 (the partials are fp32, tl.store(p_ptrs, acc, ...)); the one rounding to the "
+        f"output's dtype comes after the sum": sum(
+            matmul_ref(a[:, lo:hi], b[lo:hi]).to(dtype).double() for lo, hi in zip(starts, ends) if lo < hi
+        )
+    }
     return {
+        **(rounded if dtype.itemsize < 4 else {}),
         **(several_steps if kps > BK else {}),
         "only slice 0's terms reached the result: every other slice is empty. Slice s runs from k_start = "
         "s * K_PER_SPLIT (K_PER_SPLIT counts terms of K, not BLOCK_K steps) to k_end = min(K, k_start + "
@@ -362,11 +371,19 @@ def check_bitwise_config_test(test, *, quiet=False):
         try:
             test(launcher, configs)
         except AssertionError as e:
-            raise AssertionError(
-                f"your test rejects {what}, which is correct: {e}\nHint: on random inputs each order of "
-                f"additions rounds differently. Build the inputs with exact_matmul_inputs and compare with "
-                f"matmul_ref(a.double(), b.double()).to(dtype), the exact result rounded once."
-            ) from None
+            if ": dtypes differ, " in str(e):  # assert_bitwise_equal's words: the bits of two dtypes never agree
+                hint = (
+                    "your test compares two dtypes, which assert_bitwise_equal refuses: the launcher returns the "
+                    "dtype of its inputs, so build a and b in dtype (exact_matmul_inputs(M, N, K, dtype, ...)) and "
+                    "round the exact product to it once, matmul_ref(a.double(), b.double()).to(dtype)."
+                )
+            else:
+                hint = (
+                    "on random inputs each order of additions rounds differently. Build the inputs with "
+                    "exact_matmul_inputs and compare with matmul_ref(a.double(), b.double()).to(dtype), the exact "
+                    "result rounded once."
+                )
+            raise AssertionError(f"your test rejects {what}, which is correct: {e}\nHint: {hint}") from None
     runs = []
 
     def fp16_accumulation(a, b, **config):  # matmul_fp16acc, its runs counted
@@ -425,6 +442,27 @@ def check_bitwise_config_test(test, *, quiet=False):
         raise AssertionError(
             f"your test passed a launcher that accumulates in fp16 with {CHECK_SPLITS[bad]} (configuration "
             f"{bad + 1} of the {len(CHECK_SPLITS)} it was given) and is right in every other one.\nHint: {hint}"
+        )
+
+    # a launcher right but for one element, one ulp off, in a corner of the result (the first, then the last: the
+    # edge tiles, where masks go wrong): a test that compares a slice of the result (a tile, a row, a column) passes
+    # one of them
+    for corner, which in ((0, "first"), (-1, "last")):
+
+        def matmul_splitk_one_ulp_off(a, b, **config):
+            c = matmul_splitk(a, b, **config)
+            bits = c.view(-1).view({2: torch.int16, 4: torch.int32, 8: torch.int64}[c.element_size()])
+            bits[corner] += 1  # the neighbouring number of the dtype (c is contiguous: a view of its elements)
+            return c
+
+        try:
+            test(matmul_splitk_one_ulp_off, CHECK_SPLITS)
+        except AssertionError:
+            continue
+        raise AssertionError(
+            f"your test passed a launcher whose result is right but for its {which} element, one ulp off.\nHint: "
+            "compare the whole result, every element, bit for bit (assert_bitwise_equal(got, want)): a slice of it "
+            "leaves out tiles, and a kernel's mistakes often sit in the tiles at the edges, where the masks act."
         )
     if not quiet:
         print("✓ bitwise_config_test passes correct kernels in every configuration and catches fp16 accumulation")
@@ -749,11 +787,24 @@ def check_prune_for_shape(fn, *, quiet=False):
              (8, 40, torch.float16, with_16s, None), (100, 30, torch.float32, big, None),
              (1, 1, torch.float32, big, None), (4096, 4096, torch.float16, big, 147456)]  # fmt: skip
     for M, N, dtype, configs, budget in cases:
-        named = dict(a_ptr=torch.empty(0, dtype=dtype), M=M, N=N, K=4096)
+        a, b, c = (torch.empty(0, dtype=dtype) for _ in range(3))  # every argument by name, as the autotuner gives them
+        named = dict(a_ptr=a, b_ptr=b, c_ptr=c, M=M, N=N, K=4096, stride_am=4096, stride_ak=1, stride_bk=N,
+                     stride_bn=1, stride_cm=N, stride_cn=1)  # fmt: skip
         itemsize = named["a_ptr"].element_size()
+        given = list(configs)
         with shared_memory_of(budget) if budget else contextlib.nullcontext():
-            got = fn(list(configs), named)
             budget = smem_budget()
+            try:
+                got = fn(given, named)
+            except Exception:  # a crash after it changed its list (min() of the configs it emptied): said below
+                if given == list(configs):
+                    raise
+        if given != list(configs):
+            raise AssertionError(
+                f"prune_for_shape for M={M}, N={N} changed the list of configs it was given ({len(given)} of "
+                f"{len(configs)} left): the autotuner passes its own list, and a config removed from it is gone for "
+                f"every later shape. Return a new list: kept = [c for c in configs if ...]"
+            ) from None
         tall, wide = max(16, triton.next_power_of_2(M)), max(16, triton.next_power_of_2(N))
         fits = [c for c in configs if config_smem_bytes(c, itemsize) <= budget]
         ruled = [c for c in fits if c.kwargs["BLOCK_M"] <= tall and c.kwargs["BLOCK_N"] <= wide]

@@ -227,6 +227,39 @@ def test_a_test_that_checks_some_configurations_only_is_named(edit, hint):
         L.check_bitwise_config_test(_bitwise_test_with(edit), quiet=True)
 
 
+@pytest.mark.parametrize(
+    "edit, hint",
+    [
+        (("launcher(a, b, **config), want)", "launcher(a, b, **config)[:16, :16], want[:16, :16])"), "last"),
+        (("launcher(a, b, **config), want)", "launcher(a, b, **config)[:, 0], want[:, 0])"), "last"),
+        (("launcher(a, b, **config), want)", "launcher(a, b, **config)[-1], want[-1])"), "first"),
+    ],
+    ids=["a corner tile", "the first column", "the last row"],
+)  # fmt: skip
+def test_a_test_that_compares_part_of_the_result_is_named(edit, hint):
+    """Session 53: a test comparing a slice of the result (a tile, a column, a row) passed: every launcher the
+    check planted was wrong nearly everywhere. Now launchers one ulp off in one corner element each, the first and
+    the last."""
+    with pytest.raises(AssertionError, match=rf"(?s)right but for its {hint} element.*compare the whole result"):
+        L.check_bitwise_config_test(_bitwise_test_with(edit), quiet=True)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("want = L.matmul_ref(a.double(), b.double()).to(dtype)", "want = L.matmul_ref(a.double(), b.double())"),
+        ("L.exact_matmul_inputs(M, N, K, dtype,", "L.exact_matmul_inputs(M, N, K, torch.float32,"),
+    ],
+    ids=["the exact product not rounded", "fp32 inputs"],
+)
+def test_a_test_that_compares_two_dtypes_is_named(edit):
+    """Session 53: told "on random inputs each order of additions rounds differently", a wrong lead: the inputs were
+    exact, and assert_bitwise_equal refused two dtypes."""
+    hint = r"(?s)which is correct.*dtypes differ.*Hint: your test compares two dtypes"
+    with pytest.raises(AssertionError, match=hint):
+        L.check_bitwise_config_test(_bitwise_test_with(edit), quiet=True)
+
+
 # -- exercise 3: spot the bug ------------------------------------------------------------------------------------
 
 
@@ -267,6 +300,12 @@ SPLITK_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the h
         "offs_k = k0 + tl.arange(0, BLOCK_K)",
         "offs_k = tl.arange(0, BLOCK_K)",
         "every K step read the first BLOCK_K terms",
+    ),  # fmt: skip
+    # session 53: "a precision problem. Accumulate in fp32 ... and cast to float16 once, when storing" (it was cast)
+    "the partials rounded to fp16": (
+        "tl.store(p_ptrs, acc,",
+        "tl.store(p_ptrs, acc.to(tl.float16),",
+        "each slice's partial product was rounded to float16 before the slices were added",
     ),  # fmt: skip
     # session 29's battery: "wrong values in many places" before
     "every slice starts one slice late": (
@@ -522,6 +561,25 @@ PRUNE_PLANTED = {  # session 29's battery: (the solution's text, the mistake's, 
         "the answer is the fallback",
     ),  # fmt: skip
 }
+
+
+def test_prune_check_gives_every_argument_by_name_as_the_autotuner_does(monkeypatch, tmp_path):
+    """Session 53: the check's named_args held a_ptr, M, N and K only, and a pruner that took the itemsize from b_ptr
+    (the same dtype, and in the autotuner's named_args) failed with KeyError: 'b_ptr'."""
+    plant(monkeypatch, tmp_path, L, "prune_for_shape", ('named_args["a_ptr"]', 'named_args["b_ptr"]'))
+    L.check_prune_for_shape(L.prune_for_shape, quiet=True)
+
+
+def test_prune_check_names_a_pruner_that_changes_the_list_it_is_given(monkeypatch, tmp_path):
+    """Session 53: each call got a copy of the configs, so a pruner that removed the configs it refuses from the
+    list passed where one config survived, and failed elsewhere with "min() arg is an empty sequence"; the autotuner
+    passes its own list, whose removed configs would be gone for every later shape."""
+    removes = (
+        "for c in list(configs):\n        if c.kwargs['BLOCK_M'] > tall:\n            configs.remove(c)\n    kept = ["
+    )
+    plant(monkeypatch, tmp_path, L, "prune_for_shape", ("kept = [", removes))
+    with pytest.raises(AssertionError, match="changed the list of configs it was given"):
+        L.check_prune_for_shape(L.prune_for_shape, quiet=True)
 
 
 @pytest.mark.parametrize("mistake", list(PRUNE_PLANTED))
