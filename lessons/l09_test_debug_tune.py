@@ -386,9 +386,10 @@ def check_bitwise_config_test(test, *, quiet=False):
             raise AssertionError(f"your test rejects {what}, which is correct: {e}\nHint: {hint}") from None
     runs = []
 
-    def fp16_accumulation(a, b, **config):  # matmul_fp16acc, its runs counted
-        runs.append(config)
-        return matmul_fp16acc(a, b, **config)
+    def fp16_accumulation(a, b, **config):  # matmul_fp16acc, its runs counted: (a, b, whether it lost a bit)
+        c = matmul_fp16acc(a, b, **config)
+        runs.append((a, b, not bitwise_equal(c, matmul_ref(a.double(), b.double()).to(c.dtype))))
+        return c
 
     fp16_accumulation.__name__ = "matmul_fp16acc"
     try:
@@ -405,6 +406,14 @@ def check_bitwise_config_test(test, *, quiet=False):
             hint = (
                 "your test never ran the launcher: it was given one configuration, configs = [{}], and every "
                 "configuration of `configs` must run, the first one too."
+            )
+        elif not any(lost for _, _, lost in runs):  # too few terms a sum: fp16 holds them all
+            (M, K), N = runs[0][0].shape, runs[0][1].shape[1]
+            hint = (
+                f"on the inputs your test gave it, {M}x{K} @ {K}x{N}, fp16 accumulation happened to lose no bit: "
+                f"with K = {K} ({triton.cdiv(K, FP16ACC_TILE['BLOCK_K'])} BLOCK_K step(s)) its sums fit fp16's 11 "
+                f"bits. Build inputs whose sums outgrow them, K several BLOCK_K steps (the defaults M=37, N=45, "
+                f"K=70), with exact_matmul_inputs."
             )
         else:
             hint = (

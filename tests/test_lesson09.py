@@ -260,6 +260,21 @@ def test_a_test_that_compares_two_dtypes_is_named(edit):
         L.check_bitwise_config_test(_bitwise_test_with(edit), quiet=True)
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("L.exact_matmul_inputs(M, N, K, dtype,", "L.exact_matmul_inputs(16, 16, 16, dtype,"),
+        ("L.exact_matmul_inputs(M, N, K, dtype,", "L.exact_matmul_inputs(M, N, 16, dtype,"),
+    ],
+    ids=["16 x 16 x 16", "K = 16"],
+)
+def test_a_test_on_inputs_too_small_for_fp16_to_lose_bits_is_named(edit):
+    """Session 53: told "not with a tolerance ... not only the configurations with each other", a wrong lead: the
+    test compared bits with the exact product, on inputs whose sums (one K step) fp16 holds exactly."""
+    with pytest.raises(AssertionError, match=r"(?s)passed matmul_fp16acc.*happened to lose no bit.*K = 16"):
+        L.check_bitwise_config_test(_bitwise_test_with(edit), quiet=True)
+
+
 # -- exercise 3: spot the bug ------------------------------------------------------------------------------------
 
 
