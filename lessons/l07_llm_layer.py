@@ -397,11 +397,14 @@ def rope_interleaved_ref(x, cos, sin):
     return torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
 
 
-def rope_suspects(x, cos, sin):
-    """{hint: x rotated as if that classic mistake were made}, x (B, T, heads, D) in fp64."""
+def rope_suspects(x, cos, sin, tables=True):
+    """{hint: x rotated as if that classic mistake were made}, x (B, T, heads, D) in fp64. tables: the kernel reads
+    (B, T, D) tables through their strides (this lesson's rope_kernel), so add the mistakes of those offsets."""
     rotated, half = rope_ref(x, x, cos, sin)[0], x.shape[-1] // 2
     first, second = rotated[..., :half], rotated[..., half:]
     x1_twice = torch.cat([x[..., :half], x[..., :half]], dim=-1)  # x2 read at x1's place
+    if not tables:
+        return {hint: wrong for hint, wrong in rope_suspects(x, cos, sin).items() if hint not in TABLE_SUSPECTS}
     return {
         "the second half has the first half's formula: store x1 cos - x2 sin at cols and x2 cos + x1 sin at "
         "cols + D/2": torch.cat([first, first], dim=-1),
@@ -418,19 +421,23 @@ def rope_suspects(x, cos, sin):
         "the first half turns the wrong way: x1' = x1 cos - x2 sin (the second half, x2 cos + x1 sin, is right)": (
             torch.cat([rope_ref(x, x, cos, -sin)[0][..., :half], second], dim=-1)
         ),
-        "the tables are read without the sequence's offset: every sequence got sequence 0's angles. Add "
-        "b * stride_cb (the tables are (B, T, D) here: each sequence has its own positions)": rope_ref(
-            x, x, cos[:1].expand_as(cos), sin[:1].expand_as(sin)
-        )[0],
+        TABLE_SUSPECTS[0]: rope_ref(x, x, cos[:1].expand_as(cos), sin[:1].expand_as(sin))[0],
         "the rotation turns the wrong way: x1' = x1 cos - x2 sin and x2' = x2 cos + x1 sin (the sign of sin)": (
             rope_ref(x, x, cos, -sin)[0]
         ),
         "the wrong pairs: Hugging Face's layout pairs element i with element i + D/2 (first half with second "
         "half), not the adjacent elements 2i and 2i + 1 of Meta's original code": rope_interleaved_ref(x, cos, sin),
-        "the input is copied, not rotated: every position turned by angle 0 (cos 1, sin 0), position 0's row of "
-        "the tables. Either nothing turns it (store x1 cos - x2 sin and x2 cos + x1 sin), or every position read "
-        "row 0: the tables' row offset t * stride_ct is missing": x,
+        TABLE_SUSPECTS[1]: x,
     }
+
+
+TABLE_SUSPECTS = (  # rope_suspects' hints that name the tables' strides: left out with tables=False
+    "the tables are read without the sequence's offset: every sequence got sequence 0's angles. Add b * stride_cb "
+    "(the tables are (B, T, D) here: each sequence has its own positions)",
+    "the input is copied, not rotated: every position turned by angle 0 (cos 1, sin 0), position 0's row of the "
+    "tables. Either nothing turns it (store x1 cos - x2 sin and x2 cos + x1 sin), or every position read row 0: the "
+    "tables' row offset t * stride_ct is missing",
+)
 
 
 def _rope_angles_turned(x, out):

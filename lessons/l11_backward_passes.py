@@ -1626,12 +1626,12 @@ def check_rope_with_grad(fn, *, quiet=False):
                     "the position of token row r is r % T (the rows run over B T tokens, T positions a sequence), not "
                     "r // T, its sequence": rope_ref(x64.detach(), x64.detach(), *by_batch)[0],
                 }
-                # lesson 07's mistakes of the rotation: those named here already, and those of its tables' strides
-                # (stride_cb, stride_ct: this kernel has none), left out
+                # lesson 07's mistakes of the rotation, less those named here already (and those of its tables'
+                # strides: this kernel has none)
                 formula = {
                     hint: wrong
-                    for hint, wrong in rope_suspects(x64.detach(), cos[:, :T], sin[:, :T]).items()
-                    if "stride_c" not in hint and not any(torch.equal(wrong, named) for named in own.values())
+                    for hint, wrong in rope_suspects(x64.detach(), cos[:, :T], sin[:, :T], tables=False).items()
+                    if not any(torch.equal(wrong, named) for named in own.values())
                 }
                 stray_x = stray if name == "q" else None
                 _grad_check(f"{name} of {what}", got_x, ref_x, own | formula, dtype, stray=stray_x)
