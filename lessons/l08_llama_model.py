@@ -317,11 +317,28 @@ def _require_weight_dtype(dtype, what="dtype"):
                         f"a GPU")  # fmt: skip
 
 
+def _require_model_device(device) -> torch.device:
+    """Where the weights go: None for where the kernels run (utils.mode), or that same device named; before a weight
+    is read (device 0 was taken for None, and 'meta' loaded shapes that failed at the first kernel)."""
+    here = torch.device(utils.mode.current().device)
+    if device is None:
+        return here
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise TypeError(f"device must be a torch.device or its name ('{here.type}'), or None for where the kernels "
+                        f"run ({here.type}), got {device!r}") from None  # fmt: skip
+    if device.type != here.type:
+        raise ValueError(f"device={str(device)!r}, but the kernels run on {here.type} here (utils.mode): pass "
+                         f"device=None (or '{here.type}') to put the weights where they run")  # fmt: skip
+    return device
+
+
 def model_from_state_dict(args: ModelArgs, state: dict, dtype=None, device=None) -> Model:
     """Maps Hugging Face's tensor names onto the flat Model, checking each shape; stacks q/k/v and gate/up."""
     if dtype is not None:
         _require_weight_dtype(dtype)
-    device = device or utils.mode.current().device
+    device = _require_model_device(device)
     C, V, F_, H, KV, D = args.dim, args.vocab_size, args.ffn_dim, args.n_heads, args.n_kv_heads, args.head_dim
     D_ = args.real_head_dim or D  # the checkpoint's head width; the kernels' D holds it (pad_heads)
     used = set()  # the names read: any other tensor would be a weight left out (a bias, a layer past n_layers)

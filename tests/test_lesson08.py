@@ -1358,6 +1358,25 @@ def test_a_checkpoint_of_mixed_dtypes_and_an_index_without_its_map_are_refused(t
         L.load_model(sharded)
 
 
+def test_load_model_refuses_a_device_the_kernels_do_not_run_on(tmp_path):
+    """(session 53, held-out battery) device=0 was taken for None (`device or ...`), and 'meta' loaded a model of
+    shapes without values that failed at its first kernel: each is refused by name before a weight is read; the
+    device the kernels run on, named, is taken."""
+    folder = ckpt.build_checkpoint(tmp_path / "ckpt")
+    other = "cpu" if ENV.device == "cuda" else "cuda"
+    for device, message in (("meta", "device='meta', but the kernels run on"), (other, f"device='{other}"),
+                            ("gpu", "device must be a torch.device"), (1.5, "device must be a torch.device or its")):  # fmt: skip
+        with pytest.raises((ValueError, TypeError), match=message):
+            L.load_model(folder, device=device)
+    if ENV.device == "cpu":  # device 0: no device here (torch names the accelerator's by number), nor the default
+        with pytest.raises((ValueError, TypeError), match=r"device.* got 0|device='cuda:0', but the kernels run on"):
+            L.load_model(folder, device=0)
+    else:
+        assert L.load_model(folder, device=0, dtype=torch.float32).embed.device == torch.device("cuda", 0)
+    model = L.load_model(folder, device=torch.device(ENV.device), dtype=torch.float32)
+    assert model.embed.device.type == ENV.device
+
+
 def test_generate_refusals(tied):
     model, _ = tied
     ids = prompt(B=1, T=3)
