@@ -1364,8 +1364,9 @@ def test_load_model_refuses_a_device_the_kernels_do_not_run_on(tmp_path):
     device the kernels run on, named, is taken."""
     folder = ckpt.build_checkpoint(tmp_path / "ckpt")
     other = "cpu" if ENV.device == "cuda" else "cuda"
-    for device, message in (("meta", "device='meta', but the kernels run on"), (other, f"device='{other}"),
-                            ("gpu", "device must be a torch.device"), (1.5, "device must be a torch.device or its")):  # fmt: skip
+    refused = {"meta": "device='meta', but the kernels run on", other: f"device='{other}", "gpu": "must be a torch",
+               1.5: "device must be a torch.device or its name"}  # fmt: skip
+    for device, message in refused.items():
         with pytest.raises((ValueError, TypeError), match=message):
             L.load_model(folder, device=device)
     if ENV.device == "cpu":  # device 0: no device here (torch names the accelerator's by number), nor the default
