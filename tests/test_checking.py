@@ -567,7 +567,7 @@ def test_require_out_allocates_or_refuses_with_the_fix():
 
 
 def test_small_validators_name_the_argument():
-    from utils import require_int32_offsets, require_number, require_power_of_two
+    from utils import require_int, require_int32_offsets, require_number, require_power_of_two
 
     for ok in (1, 2, 1024):
         require_power_of_two(ok, "BLOCK_SIZE")
@@ -583,6 +583,13 @@ def test_small_validators_name_the_argument():
     for bad in (float("nan"), float("inf"), 0.0):
         with pytest.raises(ValueError, match="eps must be"):
             require_number(bad, "eps", positive=True)
+    # (session 53) a number held in a tensor: told to read it with .item(), not "try triton.next_power_of_2"
+    with pytest.raises(ValueError, match=r"BLOCK_SIZE must be .* got a tensor of shape \(\) .*BLOCK_SIZE=t.item\(\)"):
+        require_power_of_two(torch.tensor(128), "BLOCK_SIZE")
+    with pytest.raises(ValueError, match=r"k must be a positive int, got a tensor of shape \(1,\).*k=t.item\(\)"):
+        require_int(torch.tensor([4]), "k")
+    with pytest.raises(TypeError, match=r"eps must be a real number, got a tensor of shape \(2,\).*pass one number"):
+        require_number(torch.tensor([1e-6, 1e-5]), "eps")
     require_power_of_two(2**20, "BLOCK_SIZE")  # Triton's largest block
     with pytest.raises(ValueError, match=r"BLOCK_SIZE=2097152 is more than the largest block Triton takes"):
         require_power_of_two(2**21, "BLOCK_SIZE")

@@ -1202,6 +1202,7 @@ def require_power_of_two(value, name: str, *, maximum: int = MAX_BLOCK) -> None:
     (default :data:`MAX_BLOCK`, the largest block Triton takes; a launcher may state a smaller one)."""
     __tracebackhide__ = True
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
+        _refuse_a_tensor(value, name, "a positive power of two given as a Python int")
         if _whole_power_of_two(value):  # np.int64(16) or 16.0: the right number, but not the Python int Triton takes
             _raise(
                 ValueError(
@@ -1218,6 +1219,15 @@ def require_power_of_two(value, name: str, *, maximum: int = MAX_BLOCK) -> None:
     if value > maximum:
         limit = "the largest block Triton takes" if maximum == MAX_BLOCK else "this launch takes"
         _raise(ValueError(f"{name}={value} is more than {limit} (at most {maximum}): pass a smaller one."))
+
+
+def _refuse_a_tensor(value, name: str, want: str, error=ValueError) -> None:
+    """A number held in a tensor where a Python number is wanted (a block size, an eps): told with its fix, .item()
+    (a one-element tensor read on the host), rather than as a wrong number."""
+    __tracebackhide__ = True
+    if isinstance(value, torch.Tensor):
+        fix = f"pass {name}=t.item() (a number read on the host)" if value.numel() == 1 else "pass one number"
+        _raise(error(f"{name} must be {want}, got a tensor of shape {tuple(value.shape)} ({value.dtype}): {fix}."))
 
 
 def _whole_power_of_two(value) -> bool:
@@ -1293,6 +1303,7 @@ def require_int(value, name: str, least: int = 1) -> int:
     whole = as_int(value)
     if isinstance(whole, bool) or not isinstance(whole, int) or whole < least:
         want = "a positive int" if least == 1 else f"an int >= {least}"
+        _refuse_a_tensor(value, name, want)
         _raise(ValueError(f"{name} must be {want}, got {value!r}"))
     return whole
 
@@ -1303,6 +1314,7 @@ def require_number(value, name: str, *, positive: bool = False) -> float:
     import numbers
 
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        _refuse_a_tensor(value, name, "a real number", TypeError)
         _raise(TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}."))
     value = float(value)
     if value != value or value in (float("inf"), float("-inf")):
