@@ -1428,3 +1428,104 @@ def test_an_order_with_inf_or_fractions_fails_its_check_with_a_message():
 
     with pytest.raises(AssertionError, match="tile order"):
         L.check_tile_order(garbage, quiet=True)
+
+
+# -- session 53's held-out battery: each passed its check, or got a hint of another mistake (named after the hint it
+# got): "a precision problem. Accumulate in fp32" (GELU's formula, fp16 products under an fp32 acc), "Use
+# triton.cdiv(N, BLOCK_N) column blocks" (a grid the launcher has), "the column tail is not masked", "pid_n divides
+# by GROUP_M" alone, or "Wrong values in many places" ---------------------------------------------------------------
+
+_OUTER_OFFS_M = "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)"
+_OUTER_OFFS_N = "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)"
+SESSION53_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words of the hint it must get)
+    # passed: the check's tile was square (16 x 16), and the CPU's check shapes had no last group both short and
+    # more than one tile wide, nor a K of 1
+    "outer_add's columns offset with BLOCK_M": (
+        "outer_add_kernel", [(_OUTER_OFFS_N, _OUTER_OFFS_N.replace("pid_n * BLOCK_N", "pid_n * BLOCK_M"))], "outer",
+        "the column offsets step by BLOCK_M = 32, not BLOCK_N = 16",
+    ),
+    "outer_add's rows offset with BLOCK_N": (
+        "outer_add_kernel", [(_OUTER_OFFS_M, _OUTER_OFFS_M.replace("pid_m * BLOCK_M", "pid_m * BLOCK_N"))], "outer",
+        "the row offsets step by BLOCK_N = 32, not BLOCK_M = 16",
+    ),
+    "the last group's rows from num_pid_m alone": (
+        "grouped_tile", [("tl.minimum(num_pid_m - first_m, GROUP_M)", "tl.minimum(num_pid_m, GROUP_M)")], "grouped",
+        "as if it were full",
+    ),
+    "the naive K loop stopping at K - 1": (
+        "matmul_naive_kernel", [("range(0, K, BLOCK_K)", "range(0, K - 1, BLOCK_K)")], "naive",
+        "what K = 0 instead of 1 gives",
+    ),
+    # a hint of another mistake
+    "outer_add's offsets from each other's program ids": (
+        "outer_add_kernel", [(_OUTER_OFFS_M, _OUTER_OFFS_M.replace("pid_m", "pid_n", 1)),
+                             (_OUTER_OFFS_N, _OUTER_OFFS_N.replace("pid_n", "pid_m", 1))], "outer",
+        "the offsets take each other's program ids",
+    ),
+    "the naive kernel's products in 16 bits": (
+        "matmul_naive_kernel", [("acc += a.to(tl.float32) * b.to(tl.float32)", "acc += a * b")], "naive",
+        "Each product a * b is rounded to",  # float16 (the interpreter's dtype) or bfloat16
+    ),
+    "B's column mask compared with K": (
+        "tile_dot", [("(offs_n[None, :] < N), other", "(offs_n[None, :] < K), other")], "tiled",
+        "the column mask compares offs_n with K",
+    ),
+    "GELU's sqrt(2 / pi) on x alone": (
+        "epilogue", [("0.7978845608028654 * (acc + 0.044715", "(0.7978845608028654 * acc + 0.044715")], "gelu",
+        "GELU's factor sqrt(2 / pi) multiplies x alone",
+    ),
+    "GELU as x * sigmoid(1.702 x)": (
+        "epilogue", [("acc = acc * tl.sigmoid(2.0 * z)", "acc = acc * tl.sigmoid(1.702 * acc)")], "gelu",
+        "the sigmoid approximation",
+    ),
+    # "Wrong values in many places"
+    "GELU without its 0.5": (
+        "epilogue", [("acc = acc * tl.sigmoid(2.0 * z)", "acc = acc * (1.0 + (2.0 * tl.sigmoid(2.0 * z) - 1.0))")],
+        "gelu", "GELU lacks its 0.5",
+    ),
+    "A's pointers not moved along K": (
+        "tile_dot", [("        a_ptrs += BLOCK_K * stride_ak\n", "")], "tiled",
+        "A's pointers stay on the first K block while B's move",
+    ),
+    "B's pointers not moved along K": (
+        "tile_dot", [("        b_ptrs += BLOCK_K * stride_bk\n", "")], "tiled",
+        "B's pointers stay on the first K block while A's move",
+    ),
+    "y loaded from x_ptr": (
+        "outer_add_kernel", [("y = tl.load(y_ptr + offs_n", "y = tl.load(x_ptr + offs_n")], "outer",
+        "y is loaded from x_ptr",
+    ),
+}  # fmt: skip
+SESSION53_CHECKS = {
+    "outer": lambda: L.check_outer_add(L.outer_add, quiet=True),
+    "grouped": lambda: L.check_matmul(L.matmul_grouped, quiet=True),
+    "naive": lambda: L.check_matmul(L.matmul_naive, shapes=L.NAIVE_CHECK_SHAPES, quiet=True),
+    "tiled": lambda: L.check_matmul(L.matmul_tiled, quiet=True),
+    "gelu": lambda: L.check_matmul(L.matmul, shapes=AWKWARD, epilogue=True, activation="gelu", quiet=True),
+}
+
+
+@pytest.mark.parametrize("mistake", list(SESSION53_BATTERY))
+def test_session_53_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    """check_outer_add runs a launcher that takes BLOCK_M and BLOCK_N with tiles of 16 x 32 and 32 x 16 as well;
+    CHECK_SHAPES's (270, 40, 17) has a last group of one tile row and two tile columns; NAIVE_CHECK_SHAPES ends with
+    K = 1; matmul_suspects and two diagnoses name the others."""
+    name, edits, check, words = SESSION53_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        SESSION53_CHECKS[check]()
+
+
+def test_a_last_group_of_one_row_names_both_mappings_that_leave_its_tiles():
+    """A last group of one tile row walked as if full, and pid_n divided by GROUP_M, leave the same tiles unwritten:
+    mapping_hint named the first it tried (pid_n's) for the other (session 53); it names each that fits."""
+    M, N, BM, BN, G = 270, 40, 16, 32, 8
+    pid_m, pid_n = L.wrong_mappings(M, N, BM, BN, G)[next(h for h in L.wrong_mappings(M, N, BM, BN, G) if "full" in h)]
+    out = torch.zeros(M, N)
+    where = L.landings(M, N, BM, BN, pid_m, pid_n)
+    for i in range(triton.cdiv(M, BM)):
+        for j in range(triton.cdiv(N, BN)):
+            if (i, j) not in where:
+                out[i * BM : (i + 1) * BM, j * BN : (j + 1) * BN] = float("nan")
+    hint = L.mapping_hint(out, BM, BN, G)
+    assert "as if it were full" in hint and "pid_n divides by GROUP_M" in hint and hint.count(L.MAPPING) == 1
