@@ -132,9 +132,10 @@ def _attention_acc_not_rescaled(
     q, k, v, causal, BLOCK_N, forgotten="acc", base_e=None, divided_in_loop=False, p_of="s - m_new"
 ):
     """attention_ref computed as the kernels do, over key blocks of BLOCK_N, with the running max rescaled but
-    `forgotten` not: "acc" (acc = tl.dot(p, v, acc) with no acc * alpha) or "l_i" (l_i + tl.sum(p, 1) with no
-    l_i * alpha): what that mistake gives, in fp64. forgotten=None, base_e="alpha" or "p": both rescaled, but in a
-    kernel whose scores are in base 2 (qk_scale holds LOG2E) that one is taken with tl.exp, the other with tl.exp2.
+    `forgotten` not: "acc" (acc = tl.dot(p, v, acc) with no acc * alpha), "l_i" (l_i + tl.sum(p, 1) with no
+    l_i * alpha) or "both" (alpha computed after m_i = m_new: exp(0) = 1): what that mistake gives, in fp64.
+    forgotten=None, base_e="alpha" or "p": both rescaled, but in a kernel whose scores are in base 2 (qk_scale
+    holds LOG2E) that one is taken with tl.exp, the other with tl.exp2.
     divided_in_loop (with forgotten=None): acc = acc / l_i[:, None] at the end of each step, and o = acc after the
     loop, with no division there ("instead"), or o = acc / l_i[:, None] there too ("as well"). p_of (with
     forgotten=None) "s + m_new" or "m_new - s": p = tl.exp(s + m_new[:, None]) or tl.exp(m_new[:, None] - s), a
@@ -155,9 +156,9 @@ def _attention_acc_not_rescaled(
         else:  # tl.exp of a base-2 difference x * LOG2E is exp(x * LOG2E) where tl.exp2 gives exp(x)
             p = torch.exp((s_n - m_new[..., None]) * (LOG2E if base_e == "p" else 1))
         alpha = torch.exp((m - m_new) * (LOG2E if base_e == "alpha" else 1))
-        l_i = (1 if forgotten == "l_i" else alpha) * l_i + p.sum(dim=-1)
+        l_i = (1 if forgotten in ("l_i", "both") else alpha) * l_i + p.sum(dim=-1)
         pv = torch.einsum("bhij,bjhd->bhid", p, v[:, n : n + BLOCK_N])
-        acc = (1 if forgotten == "acc" else alpha[..., None]) * acc + pv
+        acc = (1 if forgotten in ("acc", "both") else alpha[..., None]) * acc + pv
         acc = acc / l_i[..., None] if divided_in_loop else acc
         m = m_new
     return (acc if divided_in_loop == "instead" else acc / l_i[..., None]).transpose(1, 2)  # (B, T, H, D)
@@ -184,7 +185,25 @@ def attention_suspects(q, k, v, causal):
         "tl.exp with LOG2E in the scale: log2(e) belongs in the scale only when the exponentials are tl.exp2": (
             attention_ref(q * LOG2E, k, v, causal)
         ),
+        "the scores are divided by the scale, not multiplied: s = tl.dot(q, tl.trans(k)) * sm_scale (sm_scale is "
+        "1/sqrt(D) already)": attention_ref(q * D, k, v, causal),
+        "tl.exp2 takes the unscaled scores: multiply them by qk_scale (LOG2E/sqrt(D)) where they enter the exponent, "
+        "p = tl.exp2(s * qk_scale - m_new[:, None]), as in the max": attention_ref(
+            q * math.log(2) * math.sqrt(D), k, v, causal
+        ),
+        "v is loaded from k_ptr: the weighted sum is p v, with the values from v_ptr (and v's own strides)": (
+            attention_ref(q, k, k, causal)
+        ),
     }
+    if KV == H:  # k read through q's pointer (and strides): q k^T became q q^T
+        suspects["k is loaded from q_ptr: the keys come from k_ptr (with k's own strides)"] = attention_ref(
+            q, q, v, causal
+        )
+    if KV < H:  # q read at its key/value head kv_h: query heads of one group read the same q
+        suspects[
+            "q is read at the key/value head: q_ptr moves by h * stride_qh (each query head its own q), k_ptr and "
+            "v_ptr by kv_h * stride_kh"
+        ] = attention_ref(q[:, :, torch.arange(H, device=q.device) // (H // KV)], k, v, causal)
     if causal:
         suspects[
             "the result is not causal: keys after the query must be masked (IS_CAUSAL), and the blocks "
@@ -213,6 +232,28 @@ def attention_suspects(q, k, v, causal):
                 f"of zeros there (other=0.0), whose scores are 0 and add exp(0 - m) to the softmax's sum. Mask the "
                 f'scores: s = tl.where(offs_n[None, :] < T, s, float("-inf"))'
             ] = _attention_zero_keys(q, k, v, pad)
+    if not causal and any(T % BLOCK_N for BLOCK_N in PLAUSIBLE_BLOCK_N):  # key T is in the last block loaded
+        suspects[
+            "the key mask keeps key T: offs_n <= T scores one key past the end, loaded as zeros (other=0.0), whose "
+            "score 0 adds exp(0 - m) to the softmax's sum. Keys 0 to T - 1 exist: offs_n[None, :] < T"
+        ] = _attention_zero_keys(q, k, v, 1)
+    # the masked range started at 0 (not at full_end): the unmasked range's keys are scored a second time, each
+    # weighing twice (a score + log 2); causal, those before the query block's start; not causal, the whole blocks
+    j = torch.arange(T, device=q.device)[None, :]
+    starts = {}
+    for BLOCK in PLAUSIBLE_BLOCK_N:
+        full = torch.arange(T, device=q.device)[:, None] // BLOCK * BLOCK if causal else T // BLOCK * BLOCK
+        twice = (j < full).expand(T, T)
+        if bool(twice.any()):
+            starts.setdefault(tuple(twice.flatten().tolist()), (BLOCK, twice))
+    for BLOCK, twice in starts.values():
+        s, vv = _grouped_scores(q, k, v, causal)
+        p = (s + math.log(2) * twice).softmax(dim=-1)
+        suspects[
+            f"the masked range starts at 0, not at full_end ({'BLOCK_M' if causal else 'BLOCK_N'} = {BLOCK}): the "
+            f"keys of the unmasked range are scored twice, once in each range. The ranges follow each other: "
+            f"[0, full_end) unmasked, then [full_end, masked_end) masked"
+        ] = torch.einsum("bhij,bjhd->bihd", p, vv)
     for BLOCK_N in PLAUSIBLE_BLOCK_N:
         if BLOCK_N < T:  # one key block holds every key: nothing to rescale
             suspects[
@@ -220,6 +261,11 @@ def attention_suspects(q, k, v, causal):
                 f"key blocks added to acc is too big by exp(m_i - m_new). Multiply it by alpha before adding the "
                 f"new block: acc = tl.dot(p, v, acc * alpha[:, None]), as l_i = l_i * alpha + ..."
             ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N)
+            suspects[
+                f"neither acc nor l_i is rescaled when the running max grows (BLOCK_N = {BLOCK_N}): alpha is 1, as "
+                f"when it is computed after m_i = m_new (exp(m_i - m_new) of the new m_i). alpha = exp(m_i - m_new) "
+                f"with the old m_i, before m_i = m_new ends the step"
+            ] = _attention_acc_not_rescaled(q, k, v, causal, BLOCK_N, forgotten="both")
             suspects[
                 f"the running sum l_i is not rescaled when the running max grows (BLOCK_N = {BLOCK_N}): what earlier "
                 f"key blocks added to it is too big by exp(m_i - m_new). l_i = l_i * alpha + tl.sum(p, 1), as acc "
@@ -374,6 +420,27 @@ def computed_nan_wherever_ref_is_not(out, ref) -> bool:
     return nan_wherever_ref_is_not(torch.where(computed, float("nan"), 0.0), ref.cpu())
 
 
+LARGE_SCORES_NAN = (
+    "the kernel is right where the scores are small, but NaN (an exp that overflowed to inf, or a row whose every p "
+    "underflowed to 0) where they reach hundreds: the max it subtracts before exp is not each row's running max of "
+    "the scores exp takes. m_new = tl.maximum(m_i, tl.max(s, 1)): with m_i (it never decreases, or alpha = exp(m_i "
+    "- m_new) overflows), along axis 1 (the keys of the row), and of the scores as they enter the exponent, scaled "
+    "(a max of unscaled scores with p = exp2(s * qk_scale - m_new) under- or overflows). Or an exponential of one "
+    "term alone, exp(m_i) / exp(m_new) for exp(m_i - m_new): each overflows where the difference would not"
+)
+
+
+def large_scores_nan(name, failure, out, ref):
+    """failure with LARGE_SCORES_NAN in front, for a case of large scores (q x 60) where the kernel computed NaN
+    that the reference has not, every case before it right; else failure."""
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.numel() == 0:
+        return failure
+    computed = torch.isnan(out.detach().cpu()) & ~utils.checking.never_written(out) & ~torch.isnan(ref.cpu())
+    if not bool(computed.any()) or "exactly where the mistake below puts them" in str(failure):  # a suspect's NaN
+        return failure
+    return AssertionError(f"{name}: NaN where the reference has numbers.\nHint: {LARGE_SCORES_NAN}.\n{failure}")
+
+
 def later_case_tells(all_nan, name, failure, out, ref):
     """For a check's loop over cases, given a case's failure: returns (name, failure) of the first case whose every
     output the kernel computed NaN (many mistakes give that, a strict causal mask too at T = 1, where query 0 sees no
@@ -400,8 +467,17 @@ EVERY_OUTPUT_NAN = (
 def raise_all_nan(all_nan, every_case):
     """After a check's loop over cases (later_case_tells): raises the failure of the first case whose every output
     was NaN; where every case's was (every_case), with no read outside the tensors, names the mistakes that make
-    any input's output NaN, the online softmax's exponentials of +inf (later_case_tells raised any other failure)."""
+    any input's output NaN, the online softmax's exponentials of +inf (later_case_tells raised any other failure).
+    Where only the one-token case (T = 1) was, and every other case is right, names a key loop that takes no step
+    there."""
     __tracebackhide__ = True
+    if not every_case and "(T=1," in all_nan[0]:
+        raise AssertionError(
+            f"{all_nan[0]} has NaN that the kernel computed wherever the reference has numbers, and every other case "
+            f"of the check is right.\nHint: with one token, its query saw no key (l_i = 0, o = 0 / 0): the key loop "
+            f"takes no step at T = 1. The key blocks run from 0 up to T itself, range(0, T, BLOCK_N) (not T - 1 or "
+            f"T - BLOCK_N), and the mask keeps key 0.\n{all_nan[1]}"
+        ) from None
     if not every_case:
         raise all_nan[1]
     raise AssertionError(
@@ -540,6 +616,10 @@ def check_attention_head(fn, *, causal=None, shapes=None, dtype=None, quiet=Fals
             try:
                 _check_attention_out(out, ref, suspects, name, quiet, stray, tolerance)
             except AssertionError as failure:
+                if q_scale and all_nan is None and not stray:  # right until scores this large: the max's mistakes
+                    failure = large_scores_nan(name, failure, out, ref)
+                    if LARGE_SCORES_NAN in str(failure):
+                        raise failure from None
                 all_nan = later_case_tells(all_nan, name, failure, out, ref)
                 every_case_nan = every_case_nan and not stray
             else:
@@ -606,6 +686,10 @@ def check_attention(fn, *, causal=(True, False), shapes=None, dtype=None, quiet=
                 _check_attention_out(out, ref, lambda: attention_suspects(*args64), name, quiet, stray, tolerance)
             except AssertionError as failure:
                 failure = _kv_heads_past_the_end(failure, out, ref, stray, H, KV)
+                if q_scale and all_nan is None and not stray:  # right until scores this large: the max's mistakes
+                    failure = large_scores_nan(name, failure, out, ref)
+                    if LARGE_SCORES_NAN in str(failure):
+                        raise failure from None
                 all_nan = later_case_tells(all_nan, name, failure, out, ref)
                 every_case_nan = every_case_nan and not stray
             else:
@@ -628,6 +712,9 @@ def _kv_heads_past_the_end(failure, out, ref, stray, H, KV):
     bad = ~torch.isclose(out.detach().double().cpu(), ref.cpu(), rtol=tol.rtol, atol=tol.atol, equal_nan=True)
     heads = bad.any(dim=3).any(dim=1).any(dim=0)  # (H,)
     if bool(heads[0]) or not bool(heads.any()):
+        return failure
+    unwritten = utils.checking.never_written(out).any(dim=3).any(dim=1).any(dim=0)  # (H,)
+    if bool((heads & unwritten).any()):  # a head never written: not its kv head, the mapping from pid (or o's offset)
         return failure
     return AssertionError(
         f"Query heads {_spots(bad, 2)} are wrong, head 0 is right, and the kernel reads past k and v (below): the "

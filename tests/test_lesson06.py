@@ -908,3 +908,88 @@ def test_a_kv_head_index_past_kv_is_named_before_the_mask_hint(mistake, monkeypa
     plant(monkeypatch, tmp_path, L, "attention_pointers_kernel", KV_HEAD_PAST_KV[mistake])
     with pytest.raises(AssertionError, match=r"(?s)^Query heads 1 .*key/value head index.*h // GROUP"):
         L.check_attention(L.attention_pointers, causal=(True,), quiet=True)
+
+
+# -- session 53's held-out battery: each got a hint of another mistake (named after the hint it got) or "Wrong values
+# in many places" -----------------------------------------------------------------------------------------------
+
+_MAX_OF = "m_new = tl.maximum(m_i, tl.max(s, 1))"
+SESSION53_BATTERY = {  # mistake: (kernel, [(old, new), ...], which check, words of the hint it must get)
+    # "The whole result is off by one constant factor: a scale is missing" (at T = 1)
+    "the key mask keeps key T": ("attention_head_kernel", [("offs_n[None, :] < T, s,", "offs_n[None, :] <= T, s,")],
+                                 "head", "the key mask keeps key T"),
+    # "the running max m_i starts at 0, not -inf" (the max of unscaled scores, p of scaled ones)
+    "the max of unscaled scores": (
+        "attention_head_kernel", [("s = tl.dot(q, tl.trans(k)) * sm_scale", "s = tl.dot(q, tl.trans(k))"),
+                                  ("p = tl.exp(s - m_new[:, None])", "p = tl.exp(s * sm_scale - m_new[:, None])")],
+        "head", "of the scores as they enter the exponent, scaled",
+    ),
+    # "Whole rows are NaN ... guard such rows", at q x 60 only
+    "the max of unscaled scores, descriptor kernel": (
+        "_attention_range_tma", [("tl.max(s, 1) * qk_scale)", "tl.max(s, 1))")], "tma",
+        "of the scores as they enter the exponent, scaled",
+    ),
+    "m_new without m_i": ("attention_head_kernel", [(_MAX_OF, "m_new = tl.max(s, 1)")], "head",
+                          "with m_i (it never decreases"),
+    "the max along axis 0": ("attention_head_kernel", [(_MAX_OF, "m_new = tl.maximum(m_i, tl.max(s, 0))")], "head",
+                             "along axis 1 (the keys of the row)"),
+    "the key loop to T - 1": ("attention_head_kernel", [("range(0, T, BLOCK_N)", "range(0, T - 1, BLOCK_N)")], "head",
+                              "the key loop takes no step at T = 1"),
+    # "Only rows ≥ 1 are wrong ... a causal mask's offset", or "Only rows ≥ 32 ..."
+    "p of unscaled scores, descriptor kernel": (
+        "_attention_range_tma", [("tl.exp2(s * qk_scale - m_new", "tl.exp2(s - m_new")], "tma",
+        "tl.exp2 takes the unscaled scores",
+    ),
+    "the masked range starting at 0": ("attention_causal_kernel", [("        full_end,\n        masked_end,",
+                                                                   "        0,\n        masked_end,")], "causal",
+                                       "the masked range starts at 0, not at full_end (BLOCK_M = 32)"),
+    # "Wrong values in many places"
+    "k loaded from q_ptr": ("attention_head_kernel", [("k = tl.load(k_ptr + offs_n[:, None] * stride_kt",
+                                                       "k = tl.load(q_ptr + offs_n[:, None] * stride_qt")], "head",
+                            "k is loaded from q_ptr"),
+    "v loaded from k_ptr": ("attention_head_kernel", [("v = tl.load(v_ptr + offs_n[:, None] * stride_vt",
+                                                       "v = tl.load(k_ptr + offs_n[:, None] * stride_kt")], "head",
+                            "v is loaded from k_ptr"),  # (at T = 1 "k and v are swapped" too, named after it)
+    "the scores divided by the scale": ("attention_head_kernel", [("* sm_scale  #", "/ sm_scale  #")], "head",
+                                        "the scores are divided by the scale"),
+    "alpha computed after m_i = m_new": (
+        "attention_head_kernel",
+        [("        alpha = tl.exp(m_i - m_new)  # rescales what was summed so far (0 on the first block)\n", ""),
+         ("        m_i = m_new\n", "        m_i = m_new\n        alpha = tl.exp(m_i - m_new)\n"),
+         ("l_i = l_i * alpha", "l_i = l_i"), ("acc * alpha[:, None]", "acc")],
+        "head", "neither acc nor l_i is rescaled",
+    ),
+    "q read at the kv head": ("attention_pointers_kernel", [("q_ptr += b * stride_qb + h * stride_qh",
+                                                             "q_ptr += b * stride_qb + kv_h * stride_qh")],
+                              "pointers", "q is read at the key/value head"),
+}  # fmt: skip
+SESSION53_CHECKS = BLOCK_CHECKS | {"tma": lambda: L.check_attention(L.attention_tma, quiet=True)}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # overflows in exp, 0 / 0
+@pytest.mark.parametrize("mistake", list(SESSION53_BATTERY))
+def test_session_53_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    """New suspects (a zero key past T, the scores divided by the scale or unscaled in tl.exp2, k from q_ptr, alpha
+    of 1, q at its kv head, the masked range from 0); a case of large scores (q x 60) where the kernel computes NaN,
+    every case before it right, names the running max's mistakes (LARGE_SCORES_NAN); a one-token case alone NaN
+    names a key loop that takes no step there."""
+    from utils.mutants import plant
+
+    name, edits, check, words = SESSION53_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        SESSION53_CHECKS[check]()
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="reads past k and v: only safe where the interpreter watches them")
+def test_heads_never_written_are_not_blamed_on_the_kv_head_index(monkeypatch, tmp_path):
+    """pid_m and bh swapped: at T = 1 program 1 takes query block 1 of head 0, reads keys past T (unmasked, before
+    the diagonal) and writes nothing, so head 1 is never written; _kv_heads_past_the_end said "the likely cause is
+    the key/value head index" (session 53). It speaks only where the wrong heads were written."""
+    from utils.mutants import plant
+
+    plant(monkeypatch, tmp_path, L, "attention_pointers_kernel",
+          ("pid_m = pid % n_m\n    bh = pid // n_m", "pid_m = pid // n_m\n    bh = pid % n_m"))  # fmt: skip
+    with pytest.raises(AssertionError, match="never written") as failure:
+        L.check_attention(L.attention_pointers, causal=(True,), quiet=True)
+    assert "key/value head index" not in str(failure.value)
