@@ -993,3 +993,17 @@ def test_heads_never_written_are_not_blamed_on_the_kv_head_index(monkeypatch, tm
     with pytest.raises(AssertionError, match="never written") as failure:
         L.check_attention(L.attention_pointers, causal=(True,), quiet=True)
     assert "key/value head index" not in str(failure.value)
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="the interpreter's own check; a GPU's TMA fails otherwise")
+def test_a_descriptor_tile_at_the_head_number_is_explained(monkeypatch, tmp_path):
+    """q loaded at [b, start_m, h] for [b, start_m, h * HEAD_DIM]: the interpreter's AssertionError "block offset
+    start must be 16-byte aligned" had no explanation in utils.crashes (session 53); it names the coordinate."""
+    from utils import crashes
+    from utils.mutants import plant
+
+    plant(monkeypatch, tmp_path, L, "attention_kernel", ("[b, start_m, h * HEAD_DIM]", "[b, start_m, h]"))
+    with pytest.raises(Exception) as caught:
+        L.check_attention(L.attention_tma, quiet=True)
+    hint = crashes.explain(caught.value)
+    assert hint is not None and "h * HEAD_DIM" in hint, f"{caught.value!r} -> {hint}"

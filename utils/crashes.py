@@ -443,6 +443,13 @@ RULES = [
         inside=r"descriptor_(?:load|store)|(?<!tl)\.(?:load|store)\(",
     ),
     Rule(
+        "a tensor descriptor's tile off its 16-byte boundary",
+        r"block offset start must be 16-byte aligned",
+        "A tensor descriptor's tile starts on a 16-byte boundary along its last dimension (TMA's rule; the "
+        "interpreter checks it): the last coordinate of `desc.load([...])` counts elements, so a head's or a "
+        "column block's start is `h * HEAD_DIM` or `pid_n * BLOCK_N`, not `h` or `pid_n`.",
+    ),
+    Rule(
         "len() of a block",
         r"object of type 'tensor' has no len\(\)",
         "A block has no `len()`: its length is a constexpr of the kernel (BLOCK_SIZE) or `x.shape[0]`; the count of "
