@@ -1326,13 +1326,18 @@ def sample_top_k_top_p_ref(logits, k=50, p=1.0, temperature=1.0, generator=None)
     return indices.gather(1, checked_multinomial(probs, 1, generator=generator))[:, 0]
 
 
-def _sample_with_mistake(logits, k, p, temperature, generator, *, after_softmax=False, inclusive=False):
+def _sample_with_mistake(logits, k, p, temperature, generator, *, after_softmax=False, inclusive=False,
+                         at_p=False, whole_vocabulary=False):  # fmt: skip
     """sample_top_k_top_p_ref with a mistake: the probabilities divided by the temperature, not the logits
-    (after_softmax), or the cumsum of the top-p cut counting the token itself (inclusive); None where that leaves
-    a row with no token."""
+    (after_softmax), the cumsum of the top-p cut counting the token itself (inclusive), the cut keeping a token
+    whose mass before it is exactly p (at_p: before <= p), or the softmax taken over the whole row and then cut
+    to the top k, not over the top k's values (whole_vocabulary); None where that leaves a row with no token."""
     values, indices = top_k_ref(logits, k)
     probs = torch.softmax(values, dim=-1) / temperature if after_softmax else torch.softmax(values / temperature, -1)
-    probs = torch.where(torch.cumsum(probs, dim=-1) - probs * (not inclusive) < p, probs, 0.0)
+    if whole_vocabulary:
+        probs = torch.softmax(logits / temperature, dim=-1).gather(1, indices)
+    before = torch.cumsum(probs, dim=-1) - probs * (not inclusive)
+    probs = torch.where(before <= p if at_p else before < p, probs, 0.0)
     if not bool((probs > 0).any(dim=-1).all()):
         return None
     return indices.gather(1, checked_multinomial(probs, 1, generator=generator))[:, 0]
@@ -1365,11 +1370,15 @@ def check_sample_top_k_top_p(fn, *, quiet=False):
         cpu=[(2, 200, 10, 0.5, 0.7), (1, 50, 50, 1.0, 1.0), (1, 100, 5, 0.5, 0.0)],
         gpu=[(3, 200, 10, 0.5, 0.7), (64, 131072, 50, 0.9, 0.8), (4, 100, 5, 0.5, 0.0)],
     )
+    # and, last, 4 tied logits (probabilities of 0.25, exact): at p = 0.5 the mass before the third token is p
+    # exactly, and the cut keeps two tokens (before < p); the random logits' masses never hit p
+    cases.append((1, 4, 4, 0.5, 1.0))
     for B, V, k, p, temperature in cases:
         # logits of about one unit, DRAWS draws from each row: with peaked logits (3 * randn) and 8 draws the top
         # token won almost every draw, and a temperature applied after the softmax drew the same tokens
         logits = torch.randn(B, V, generator=torch.Generator().manual_seed(B * V)).to(env.device)
-        draws = [torch.Generator(device=env.device).manual_seed(1234) for _ in range(7)]
+        logits = torch.zeros_like(logits) if V == 4 else logits
+        draws = [torch.Generator(device=env.device).manual_seed(1234) for _ in range(9)]
         logits = logits.repeat(DRAWS, 1)
         try:
             with multinomial_checked():  # weights a GPU would assert on raise here, on every device
@@ -1404,6 +1413,15 @@ def check_sample_top_k_top_p(fn, *, quiet=False):
                 logits, k, p, temperature, draws[5], after_softmax=True
             )  # fmt: skip
             suspects[_KEEP_THE_FIRST] = _sample_with_mistake(logits, k, p, temperature, draws[6], inclusive=True)
+            suspects["The top-p cut kept a token whose mass before it is exactly p: keep a token while before < p, "
+                     "strictly (the tokens kept are the fewest whose mass reaches p), not before <= p."] = (
+                _sample_with_mistake(logits, k, p, temperature, draws[7], at_p=True)
+            )  # fmt: skip
+            suspects["The probabilities come from a softmax over the whole row, cut to the top k: take the softmax "
+                     "of the top k's values alone, softmax(values / temperature), so that they sum to 1 before the "
+                     "top-p cut (a share of the whole row reaches p late, or never)."] = _sample_with_mistake(
+                logits, k, p, temperature, draws[8], whole_vocabulary=True
+            )  # fmt: skip
         utils.check(
             got,
             want,

@@ -2830,3 +2830,36 @@ def test_numpy_integers_are_taken_as_ints():
             L.query(table, 0.5, bad)
     with pytest.raises(ValueError, match="k must be an int"):
         L.top_k(x, np.float32(5))
+
+
+# -- session 53: a held-out battery of learner mistakes; each passed its check, or got a hint of another mistake ----
+
+SESSION53_BATTERY = {  # mistake: (function, [(old, new), ...], which check, words of the hint it must get)
+    # passed: every random row's mass before a token missed p; 4 tied logits (0.25 each) reach p = 0.5 exactly
+    "the top-p cut keeps a token whose mass before it is p": (
+        "sample_top_k_top_p",
+        [("torch.where(before < p, probs, 0.0)", "torch.where(before <= p, probs, 0.0)")],
+        "sample",
+        "kept a token whose mass before it is exactly p",
+    ),
+    # was "p is ignored" alone: the whole row's shares of the top 10 never reach p = 0.5, so nothing was cut
+    "the softmax over the whole row, cut to the top k": (
+        "sample_top_k_top_p",
+        [
+            (
+                "probs = torch.softmax(values / temperature, dim=-1)",
+                "probs = torch.softmax(logits / temperature, dim=-1).gather(1, indices)",
+            )
+        ],
+        "sample",
+        "Or: The probabilities come from a softmax over the whole row",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", list(SESSION53_BATTERY))
+def test_session_53_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
+    name, edits, check, words = SESSION53_BATTERY[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        CHECKS[check]()
