@@ -332,6 +332,38 @@ def check_block_pool(pool_cls=None, *, quiet=False):
     expect(pool.share_prefix(Sequence(req, list(req.prompt))) == 0,
            "a's prompt was found cached after all its blocks were freed: release must drop a freed block's hash "
            "(by_hash and hash_of), since the block will be handed out again and overwritten")  # fmt: skip
+    # a writer copies the shared blocks its new tokens fall in, no others: h shares g's 3 blocks and writes from
+    # token 5 on, up to token 7 (block 1), then up to token 9 (blocks 1 and 2: a last token inside a block counts)
+    g, h = Sequence(req, list(req.prompt)), Sequence(req, list(req.prompt))
+    expect(pool.allocate(g, 12), "12 tokens on an empty pool of 8 blocks: allocate must succeed")
+    g.n_cached = 12
+    pool.register(g)
+    expect(pool.share_prefix(h) == 12, "h must share g's 3 prompt blocks")
+    h.n_cached = 5
+    for n_tokens, want in ((8, [1]), (10, [1, 2])):
+        expect(pool.allocate(h, n_tokens), f"allocate(h, {n_tokens}) needs at most 2 free blocks for its copies")
+        copied = [j for j in range(3) if h.blocks[j] != g.blocks[j]]
+        why = (": n_tokens // P leaves out a last block only partly written" if set(copied) < set(want) else
+               ": a block that none of the new tokens falls in is only read, and stays shared" if set(copied) >
+               set(want) else "")  # fmt: skip
+        expect(copied == want,
+               f"h shares g's 3 blocks of 4 tokens and writes tokens 5 .. {n_tokens - 1} (allocate(h, {n_tokens}) "
+               f"with h.n_cached = 5): it must own copies of blocks {want}, got copies of {copied}. The blocks "
+               f"written are seq.n_cached // block_size up to the block of token n_tokens - 1, range(seq.n_cached "
+               f"// P, -(-n_tokens // P)){why}")  # fmt: skip
+        expect(h.hashes == g.hashes[:1],
+               f"after copying blocks {want} h must keep the hash of block 0 alone, got {len(h.hashes)} hashes: a "
+               f"copy drops the hashes from its block on, del seq.hashes[j:] (del seq.hashes[j] drops one, and "
+               f"leaves the hash of a later block that is h's own copy now)")  # fmt: skip
+    copies = len(pool.copies)
+    g.n_cached = 9  # g writes into its third block again, which no other sequence holds since h copied it
+    expect(pool.allocate(g, 12) and len(pool.copies) == copies,
+           f"g writes tokens 9 .. 11 into its third block, which it alone holds now (h has its own copy): no copy, "
+           f"got {pool.copies[copies:]}. Copy only a block whose reference count is above 1 (self.refs[block] > 1), "
+           f"whether or not it has a hash")  # fmt: skip
+    for s in (g, h):
+        pool.free_all(s)
+    expect(sorted(pool.free) == list(range(8)), "every block must be free again once g and h are freed")
     if not quiet:
         print("✓ block pool: on-demand allocation, prefix sharing, copy-on-write, refusal, all blocks returned")
 

@@ -952,6 +952,32 @@ POOL_PLANTED = {  # mistake: (BlockPool's method, its text, the mistake's, words
         "",
         "self.release(seq.blocks[j]), before pointing at its copy",
     ),  # fmt: skip
+    # (session 53) passed: the check's one copy-on-write wrote into a whole last block, copied alone, and no block was
+    # written by the one sequence that holds it; h now shares three blocks and writes tokens 5 .. 7, then 5 .. 9
+    "the last block written rounded down": (
+        "BlockPool.allocate",
+        "min(len(seq.blocks), -(-n_tokens // P)))",
+        "min(len(seq.blocks), n_tokens // P))",
+        "n_tokens // P leaves out a last block only partly written",
+    ),  # fmt: skip
+    "a block past the last token copied too": (
+        "BlockPool.allocate",
+        "min(len(seq.blocks), -(-n_tokens // P)))",
+        "min(len(seq.blocks), n_tokens // P + 1))",
+        "a block that none of the new tokens falls in is only read, and stays shared",
+    ),  # fmt: skip
+    "one hash dropped at a copy": (
+        "BlockPool.allocate",
+        "del seq.hashes[j:]",
+        "del seq.hashes[j]",
+        "del seq.hashes[j] drops one",
+    ),  # fmt: skip
+    "every block with a hash copied": (
+        "BlockPool.allocate",
+        "if self.refs[seq.blocks[j]] > 1]",
+        "if seq.blocks[j] in self.hash_of]",
+        "which it alone holds now (h has its own copy): no copy",
+    ),  # fmt: skip
 }
 
 
