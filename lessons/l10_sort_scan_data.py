@@ -39,17 +39,17 @@ def compact_ref(values, keep):
 from utils.pictures.sorting import bitonic_steps
 
 
-def bitonic_network_ref(x, steps=None, *, direction_bit=None, lane_test=True):
+def bitonic_network_ref(x, steps=None, *, direction_bit=None, lane_test=True, partner_of=None):
     """Runs a bitonic network's compare-exchange steps on the last dimension of x (a power of two) in PyTorch.
 
     At step (k, j), lane i and its partner i ^ j compare; the pair sorts ascending when (i & k) == 0, descending
     otherwise, so each stage turns sorted runs of k/2 into sorted runs of k. ``direction_bit`` replaces k in that
-    test, and ``lane_test=False`` drops the lower lane's part in it (both lanes keep the same one of the pair), to
-    simulate a mistake."""
+    test, ``lane_test=False`` drops the lower lane's part in it (both lanes keep the same one of the pair), and
+    ``partner_of(idx, j)`` replaces i ^ j, to simulate a mistake."""
     n = x.shape[-1]
     idx = torch.arange(n, device=x.device)
     for k, j in bitonic_steps(n) if steps is None else steps:
-        partner = idx ^ j
+        partner = idx ^ j if partner_of is None else partner_of(idx, j)
         p = x[..., partner]
         ascending = (idx & (k if direction_bit is None else direction_bit(k, j))) == 0
         keep_min = ascending == (idx < partner) if lane_test else ascending  # an ascending pair's lower lane: min
@@ -166,6 +166,25 @@ def _stored_with_stride(rows, stride):
     return flat.view(M, N)
 
 
+def _padding_moved_in(N, B):
+    """For check_bitonic_sort: where a row came out with +inf (x holds none), the padding of its lanes N .. B - 1
+    moved into the lanes stored, which a network that sorts never does: a hint on the network, not on an overflow
+    (the general hint for inf). None where there is no +inf, or no padding."""
+
+    def diagnose(got):
+        if N == B or not bool(torch.isposinf(got).any()):
+            return None
+        return (
+            f"+inf came out in {int(torch.isposinf(got).sum())} place(s), and x holds none: the padding of the "
+            f"lanes past N (+inf, lanes {N} .. {B - 1}) moved into the lanes stored, which a network that sorts "
+            f"never does (it keeps +inf at the end of the row). Check the network: partner = idx ^ j, ascending "
+            f"= (idx & k) == 0, keep_min = ascending == (idx < partner), and the stages k = 2, 4, ..., BLOCK_SIZE "
+            f"in that order, each with j = k/2, k/4, ..., 1."
+        )
+
+    return diagnose
+
+
 def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
     """Checks fn(x, out=...) = each row of x sorted, at awkward row lengths, against sort_ref in fp64; on failure,
     the hint names the network's classic mistakes (each simulated by bitonic_network_ref). max_row above 1024
@@ -232,6 +251,22 @@ def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
             "stride_om (x is a view whose rows lie farther apart than out's).": _stored_with_stride(
                 sort_ref(x.double().cpu())[0], N + gap
             ),
+            "Each stage misses its last step, j = 1: a stage k runs j = k/2, k/4, ..., 1, all log2(k) of them "
+            "(for t in tl.static_range(s), j = 1 << (s - 1 - t)), so that neighbouring lanes are ordered too.": (
+                bitonic_network_ref(xp, [(k, j) for k, j in steps if j > 1])[:, :N]
+            ),
+            "The stages run largest first: stage k = 2 must come first (sorted runs of 2), then 4, ..., BLOCK_SIZE "
+            "(for s in tl.static_range(1, LOG_BLOCK + 1)): each stage merges the sorted runs the one before made.": (
+                bitonic_network_ref(xp, sorted(steps, key=lambda step: -step[0]))[:, :N]
+            ),
+            "The pair's direction tests the bits below k, (idx & (k - 1)) == 0, where it needs bit k itself, "
+            "(idx & k) == 0: a run of k lanes sorts ascending, the next one descending.": (
+                bitonic_network_ref(xp, direction_bit=lambda k, j: k - 1)[:, :N]
+            ),
+            "The partner is idx | j (a lane whose bit j is set pairs with itself): the partner is the lane j away "
+            "within the pair, idx ^ j, which flips bit j both ways.": (
+                bitonic_network_ref(xp, partner_of=lambda idx, j: idx | j)[:, :N]
+            ),
         }
         utils.check(
             out,
@@ -243,6 +278,7 @@ def check_bitonic_sort(fn, *, quiet=False, max_row=1024):
             name=f"bitonic_sort {M}x{N}" + (f" (x a view, rows {N + gap} apart)" if gap else ""),
             quiet=True,
             suspects=suspects,
+            diagnose=_padding_moved_in(N, B),
         )
     if not quiet:
         name = getattr(fn, "__name__", "bitonic_sort")

@@ -2854,10 +2854,38 @@ SESSION53_BATTERY = {  # mistake: (function, [(old, new), ...], which check, wor
         "sample",
         "Or: The probabilities come from a softmax over the whole row",
     ),
+    # the four below were told "an overflow ... subtract the max first" (the padding's +inf in the row), or "Wrong
+    # values in many places" (the last step missing)
+    "the bitonic partner idx | j": (
+        "compare_exchange", [("partner = idx ^ j", "partner = idx | j")], "bitonic_sort", "The partner is idx | j",
+    ),
+    "the bitonic direction from the bits below k": (
+        "compare_exchange", [("(idx & k) == 0", "(idx & (k - 1)) == 0")], "bitonic_sort", "tests the bits below k",
+    ),
+    "each bitonic stage without its last step": (
+        "bitonic_sort_kernel",
+        [("for t in tl.static_range(s):", "for t in tl.static_range(s - 1):")],
+        "bitonic_sort",
+        "Each stage misses its last step, j = 1",
+    ),
+    "the bitonic stages largest first": (
+        "bitonic_sort_kernel",
+        [("for s in tl.static_range(1, LOG_BLOCK + 1):", "for s in tl.static_range(LOG_BLOCK, 0, -1):")],
+        "bitonic_sort",
+        "The stages run largest first",
+    ),
+    # interp.: a negative lane for tl.gather (the interpreter reads it from the row's end, as NumPy does)
+    "the bitonic partner idx - j": (
+        "compare_exchange", [("partner = idx ^ j", "partner = idx - j")], "bitonic_sort", "the padding of the lanes",
+    ),
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("mistake", list(SESSION53_BATTERY))
+@pytest.mark.parametrize(
+    "mistake",
+    [pytest.param(m, marks=pytest.mark.skipif(m.endswith("idx - j") and not ENV.interpret, reason="a lane below 0"))
+     for m in SESSION53_BATTERY],
+)  # fmt: skip
 def test_session_53_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_path):
     name, edits, check, words = SESSION53_BATTERY[mistake]
     plant(monkeypatch, tmp_path, L, name, *edits)
