@@ -3746,6 +3746,38 @@ def runs_cut_at_blocks(df, threshold, got, want):
     )
 
 
+def _keys(index, at_most=5):
+    keys = [int(k) for k in index[:at_most]]
+    return f"{keys}{' …' if len(index) > at_most else ''} ({len(index)} in all)"
+
+
+def groups_unlike_pandas(got, want):
+    """For check_query: a hint where got's keys or means break one of pandas' rules for groups (got and want are
+    frames indexed by key): a key whose passing values are all NaN is kept (count 0, mean NaN), a key with no
+    passing row is left out, and a mean of no value is NaN. None where none of them explains the difference."""
+    lost, extra = want.index.difference(got.index), got.index.difference(want.index)
+    if len(lost) and not len(extra) and bool((want.loc[lost, "count"] == 0).all()):
+        return (
+            f"keys {_keys(lost)} are missing: every value of their rows that passed is NaN. pandas keeps such a key "
+            f"(sum 0, count 0, mean NaN): it groups the rows that pass, whatever their values. Keep the keys whose "
+            f"rows[key] > 0 (rows counts every passing row, NaN or not), not those whose count > 0."
+        )
+    if len(extra) and not len(lost):
+        return (
+            f"keys {_keys(extra)} came out, yet no row of theirs passed the filter: pandas' groupby lists only the "
+            f"keys of the rows that pass. Keep the keys whose rows[key] > 0, not every key 0 .. num_keys - 1."
+        )
+    if got.index.equals(want.index):
+        empty = want.index[(want["count"] == 0).to_numpy() & got["mean"].notna().to_numpy()]
+        if len(empty):
+            return (
+                f"the mean of keys {_keys(empty)}, whose values are all NaN (count 0), must be NaN, as pandas "
+                f"gives: mean = sum / count, and 0 / 0 is NaN; got {got.loc[empty[0], 'mean']} for key "
+                f"{int(empty[0])}. Divide without a guard on count."
+            )
+    return None
+
+
 def check_query(fn, *, quiet=False):
     """Checks fn(table, threshold, num_keys) -> result table against pandas (query_ref), EXACTLY (same index,
     columns, dtypes and values): empty table, one row, nothing passes, all keys equal, all distinct, NaN values,
@@ -3782,7 +3814,7 @@ def check_query(fn, *, quiet=False):
         try:
             pd.testing.assert_frame_equal(got, want, check_exact=True)
         except AssertionError as e:
-            hint = runs_cut_at_blocks(df, 0.5, got, want)
+            hint = runs_cut_at_blocks(df, 0.5, got, want) or groups_unlike_pandas(got, want)
             raise AssertionError(
                 f"the query differs from pandas on {what}:\n{e}\ngot:\n{got.head()}\npandas:\n{want.head()}"
                 + (f"\nHint: {hint}" if hint else "")

@@ -2878,6 +2878,25 @@ SESSION53_BATTERY = {  # mistake: (function, [(old, new), ...], which check, wor
     "the bitonic partner idx - j": (
         "compare_exchange", [("partner = idx ^ j", "partner = idx - j")], "bitonic_sort", "the padding of the lanes",
     ),
+    # the three below got pandas' bare difference of the frames: the query's groups against pandas' rules
+    "the query's keys taken by count": (
+        "query_finish_kernel",
+        [("present = tl.load(rows_ptr + k,", "present = tl.load(counts_ptr + k,")],
+        "query atomic",
+        "pandas keeps such a key (sum 0, count 0, mean NaN)",
+    ),
+    "the query's every key": (
+        "query_finish_kernel",
+        [("present = tl.load(rows_ptr + k, mask=k < num_keys, other=0) > 0", "present = k < num_keys")],
+        "query atomic",
+        "yet no row of theirs passed the filter",
+    ),
+    "the query's mean guarded against count 0": (
+        "query_finish_kernel",
+        [("s / c.to(tl.float64)", "s / tl.maximum(c, 1).to(tl.float64)")],
+        "query atomic",
+        "whose values are all NaN (count 0), must be NaN",
+    ),
 }  # fmt: skip
 
 
