@@ -872,6 +872,10 @@ def check_paged_attention(fn, *, quiet=False):
             "block_table_ptr + b * stride_table.": paged_attention_ref(
                 q64, k64, v64, torch.stack([table.flatten()[b : b + W] for b in range(B)]), lengths, q_start
             ),
+            "The values were read from the key pages: v = tl.load(v_pages_ptr + offs, ...), the same offsets in "
+            "the other cache.": paged_attention_ref(q64, k64, k64, table, lengths, q_start),
+            "The keys were read from the value pages: k = tl.load(k_pages_ptr + offs, ...), the same offsets in "
+            "the other cache.": paged_attention_ref(q64, v64, v64, table, lengths, q_start),
         }
         # no causal mask: each query sees every key up to its tile's last query (the split's end), as a lone request
         each = (q_start[1:] - q_start[:-1]).long()

@@ -798,6 +798,17 @@ PAGED_PLANTED = {  # mistake: (the kernel's text, the mistake's, words of the hi
         "last = tl.minimum(BLOCK_Q, q_len)",
         _LATER_TILES,
     ),  # fmt: skip
+    # (session 53) "Wrong values in many places"
+    "the values read from the key pages": (
+        "v = tl.load(v_pages_ptr + offs",
+        "v = tl.load(k_pages_ptr + offs",
+        "The values were read from the key pages",
+    ),
+    "the keys read from the value pages": (
+        "k = tl.load(k_pages_ptr + offs",
+        "k = tl.load(v_pages_ptr + offs",
+        "The keys were read from the value pages",
+    ),
 }
 
 
