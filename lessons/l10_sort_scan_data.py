@@ -2722,6 +2722,8 @@ def check_groupby_atomic(fn, *, quiet=False):
             suspects={
                 "The filter is missing: rows with x <= threshold were counted too.": every_row[2],
                 kept_equal: at_threshold[2],
+                "rows skips the NaN values: it counts every row that passed, NaN or not (mask good), which is how "
+                "the query keeps a key whose values are all NaN; counts is the one that skips them (is_num).": ref_c,
             },
         )
     _check_bad_keys(fn, env)

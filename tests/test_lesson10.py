@@ -2897,6 +2897,14 @@ SESSION53_BATTERY = {  # mistake: (function, [(old, new), ...], which check, wor
         "query atomic",
         "whose values are all NaN (count 0), must be NaN",
     ),
+    # "Wrong values in many places"
+    "the group-by's rows counted without NaN values": (
+        "groupby_atomic_kernel",
+        [("tl.atomic_add(rows_ptr + key, good.to(tl.int64), mask=good)",
+          "tl.atomic_add(rows_ptr + key, is_num.to(tl.int64), mask=is_num)")],
+        "groupby_atomic",
+        "rows skips the NaN values",
+    ),
 }  # fmt: skip
 
 
