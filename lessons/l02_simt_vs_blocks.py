@@ -171,6 +171,9 @@ def check_num_programs(fn, *, quiet=False):
                 "Round up with (n + BLOCK_SIZE - 1) // BLOCK_SIZE.": as_tensor(n // B + 1 for n in ns),
                 "round() rounds to the nearest whole number: a tail of less than half a block gets no program. Round "
                 "up, (n + BLOCK_SIZE - 1) // BLOCK_SIZE.": as_tensor(round(n / B) for n in ns),
+                "n // BLOCK_SIZE + 1 (for n > 0) is one program too many when n is a multiple of BLOCK_SIZE: its "
+                "lanes would all be masked off. Round up with (n + BLOCK_SIZE - 1) // BLOCK_SIZE, which needs no "
+                "special case for n = 0.": as_tensor(n // B + 1 if n else 0 for n in ns),
                 "only n = 0 is wrong: no elements need no programs (0, not 1; the launchers return before launching "
                 "when n == 0). (n + BLOCK_SIZE - 1) // BLOCK_SIZE is 0 there.": as_tensor(
                     max(1, cuda_blocks(n, B)) for n in ns
@@ -210,6 +213,16 @@ def check_owner(fn, *, quiet=False):
                 "to program 0, so the owner is i // BLOCK_SIZE with no - 1.": as_tensor(i // B - 1 for i in range(n)),
                 "that is i * BLOCK_SIZE, the first element of block i: the owner goes the other way, element i to its "
                 "block, i // BLOCK_SIZE.": as_tensor(i * B for i in range(n)),
+                "that is i // BLOCK_SIZE * BLOCK_SIZE, the first element of i's block (where the block starts), not "
+                "the program's id: i // BLOCK_SIZE alone.": as_tensor(i // B * B for i in range(n)),
+                "the first element of each block went to the program before (block 0's to -1): (i - 1) // BLOCK_SIZE "
+                "shifts every element back by one. Element p * BLOCK_SIZE starts program p's block: i // BLOCK_SIZE.": (
+                    as_tensor((i - 1) // B for i in range(n))
+                ),
+                "the last element of each block went to the next program: (i + 1) // BLOCK_SIZE shifts every element "
+                "on by one. Program p's block ends at p * BLOCK_SIZE + BLOCK_SIZE - 1: i // BLOCK_SIZE.": as_tensor(
+                    (i + 1) // B for i in range(n)
+                ),
             },
             kind="python",
             diagnose=fractions,
@@ -272,6 +285,14 @@ def whoami_suspects(n, B):
         "tl.program_id(axis=0), this program's own id.": torch.full((n,), float(n // B), dtype=torch.float64),
         "each element holds its offset // 128, as if every block were 128 long: divide by BLOCK_SIZE, or better "
         "store pid, which is the same number without arithmetic.": at // 128,
+        "each program wrote the block before its own (the first program's before the array, and the last block was "
+        "never written): a program's offsets start at pid * BLOCK_SIZE, not (pid - 1) * BLOCK_SIZE.": torch.where(
+            at < n - B, at // B + 1, float("nan")
+        ),
+        "each program wrote the block after its own (the first block was never written, and the last program's "
+        "went past the end): a program's offsets start at pid * BLOCK_SIZE, not (pid + 1) * BLOCK_SIZE.": torch.where(
+            at >= B, at // B - 1, float("nan")
+        ),
     }
 
 
@@ -341,8 +362,10 @@ def check_scale(fn, *, quiet=False):
         (1000, 1024, torch.float32),
         (1, 1024, env.dtype),
         (1000, 16, torch.float32),  # n > BLOCK_SIZE**2: a grid of BLOCK_SIZE programs (CUDA's block size) falls short
+        (4096, 256, torch.float32),  # n a multiple of BLOCK_SIZE: n // BLOCK_SIZE + 1 programs are one too many
     ]
     cases.append((random.randint(1, env.pick(cpu=2000, gpu=50_000)), 2 ** random.randint(0, 10), env.dtype))
+    too_many = None  # the first case whose launch started programs past the blocks: told once every output is right
     for n, B, dtype in cases:
         x = torch.randn(n, device=DEVICE, dtype=dtype)
         alpha = random.choice([-1.5, 0.5, 3.0])
@@ -363,8 +386,43 @@ def check_scale(fn, *, quiet=False):
                 **overlapping_blocks(scale_ref(x64, alpha), B),
                 **block_zero_loads(scale_ref, B, x64, alpha),
                 **grid_of_block_size(scale_ref(x64, alpha), B),
+                **hard_coded_block(scale_ref(x64, alpha), B),
             },
         )
+        too_many = too_many or programs_beyond(stray, n, f"scale at n={n}, BLOCK_SIZE={B}")
+    if too_many:
+        raise AssertionError(too_many)
+
+
+def programs_beyond(watch, n, name):
+    """What to tell where the launches that `watch` saw (utils.watch_memory: the interpreter only) started more
+    programs than triton.cdiv(n, BLOCK_SIZE) of the BLOCK_SIZE they passed, else None: the output is right (the extra
+    programs' lanes are all masked off), so only the count tells a grid of one program per element, CUDA's count."""
+    for grid, given in zip(watch.grids, watch.constexprs):
+        B = given.get("BLOCK_SIZE")
+        if grid is None or not isinstance(B, int) or B < 1:
+            continue
+        started, need = grid[0] * grid[1] * grid[2], triton.cdiv(n, B)
+        if started <= need:
+            continue
+        masked = f"the other {started - need} have every lane masked off and do nothing but cost a launch each"
+        if started == n:
+            why = (
+                f"one per element, as CUDA starts a thread per element: a Triton program handles a whole block of "
+                f"BLOCK_SIZE elements, so {masked} (the benchmark below times BLOCK_SIZE=1 to show what that costs)"
+            )
+        elif started == B:
+            why = f"the grid has BLOCK_SIZE programs (CUDA's threads per block), not one per block: {masked}"
+        elif started == need + 1:
+            why = "one program too many, every lane of it masked off (n // BLOCK_SIZE + 1 is one too many when n is a "
+            why += "multiple of BLOCK_SIZE, as Exercise 1's check says)"
+        else:
+            why = masked
+        return (
+            f"{name} is right, but its launch started {started} programs where triton.cdiv(n, BLOCK_SIZE) = {need} "
+            f"cover the n elements: {why}.\nHint: grid = (triton.cdiv(n, BLOCK_SIZE),)"
+        )
+    return None
 
 
 def hard_coded_block(ref, B, size=1024):

@@ -619,3 +619,58 @@ def test_the_cuda_simulation_refuses_a_count_or_an_input_it_cannot_take():
     with pytest.raises(TypeError, match="x must be a torch.Tensor"):
         L.add_cuda([1.0], [2.0])
     assert L.cuda_blocks(0, 4) == 0 and L.owners_cuda(0, 4).numel() == 0
+
+
+SESSION53_BATTERY = {  # (session 53, held-out battery) mistake: (check, fn, the mistake as a function, hint words)
+    "num_programs n // B + 1, 0 for n = 0": (
+        "check_num_programs",
+        lambda n, B: n // B + 1 if n else 0,
+        "(for n > 0) is one program too many when n is a multiple",
+    ),
+    "owner (i - 1) // B": ("check_owner", lambda i, B: (i - 1) // B, "went to the program before"),
+    "owner (i + 1) // B": ("check_owner", lambda i, B: (i + 1) // B, "went to the next program"),
+    "owner i // B * B": ("check_owner", lambda i, B: i // B * B, "the first element of i's block"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(SESSION53_BATTERY))
+def test_session_53_battery_of_arithmetic_mistakes_is_named(mistake):
+    """Each got "Wrong values in many places", or "scattered places ... a block's first or last lane"."""
+    check, fn, words = SESSION53_BATTERY[mistake]
+    _fails_with(getattr(L, check), fn, words)
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        ((_BLOCK_START, _BLOCK_START.replace("pid *", "(pid - 1) *")), "the block before its own"),
+        ((_BLOCK_START, _BLOCK_START.replace("pid *", "(pid + 1) *")), "the block after its own"),
+    ],
+    ids=["pid - 1", "pid + 1"],
+)
+def test_whoami_writing_a_neighbouring_block_is_named(edit, words, monkeypatch, tmp_path):
+    """(session 53) (pid - 1) * BLOCK_SIZE got "The last 128 elements were never written ... Launch
+    triton.cdiv(n, BLOCK_SIZE) programs", a grid the launcher already has; (pid + 1) * BLOCK_SIZE "Scattered elements
+    were never written: the offsets skip elements"."""
+    plant(monkeypatch, tmp_path, L, "whoami_kernel", edit)
+    _fails_with(L.check_whoami, L.whoami, words)
+
+
+def test_scale_with_1024_for_block_size_is_named(monkeypatch, tmp_path):
+    """(session 53) check_add named it, check_scale said "every program wrote block 0, or only one program ran"."""
+    edit = (_BLOCK_START, _BLOCK_START.replace("pid * BLOCK_SIZE", "pid * 1024"))
+    plant(monkeypatch, tmp_path, L, "scale_kernel", edit)
+    _fails_with(L.check_scale, L.scale, "has the number 1024 where BLOCK_SIZE belongs")
+
+
+@pytest.mark.skipif(not ENV.interpret, reason="the launches' grids are watched under the interpreter only")
+@pytest.mark.parametrize(
+    "grid, words",
+    [("(n,)", "one per element, as CUDA starts a thread"), ("(n // BLOCK_SIZE + 1,)", "one program too many")],
+)
+def test_scale_launching_more_programs_than_blocks_is_told(grid, words, monkeypatch, tmp_path):
+    """(session 53, held-out battery) grid = (n,), a program per element as CUDA's threads (the very mistake this
+    lesson is about), passed: every extra program's lanes are masked off, so the output is right. So did n // BLOCK_SIZE
+    + 1, which Exercise 1's check calls one program too many (check_scale had no n a multiple of BLOCK_SIZE)."""
+    plant(monkeypatch, tmp_path, L, "scale", ("grid = (triton.cdiv(n, BLOCK_SIZE),)", f"grid = {grid}"))
+    _fails_with(L.check_scale, L.scale, "is right, but its launch started", words, "(triton.cdiv(n, BLOCK_SIZE),)")

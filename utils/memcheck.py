@@ -91,6 +91,7 @@ class Watch:
     launches: int = 0
     note: str = ""
     constexprs: list[dict] = field(default_factory=list)  # each launch's tl.constexpr arguments, by name
+    grids: list[tuple] = field(default_factory=list)  # each launch's grid, (programs along axes 0, 1, 2)
 
     def launched_with(self, name: str) -> list:
         """The values the launches passed for the constexpr ``name`` (``BLOCK_SIZE``, say), launch by launch, where
@@ -130,6 +131,16 @@ def launch_arguments(executor, args, kwargs) -> dict:
         return {f"argument {i}": a for i, a in enumerate(args)}
     bound.apply_defaults()
     return dict(bound.arguments)
+
+
+def _grid(grid, arguments) -> tuple | None:
+    """A launch's grid as three whole numbers of programs (a grid of fewer axes padded with 1s; a callable grid asked
+    with the launch's arguments, as the interpreter asks it); None where it is none such (the launch itself fails)."""
+    try:
+        grid = tuple(grid(arguments) if callable(grid) else grid)
+        return tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+    except Exception:  # the interpreter raises its own error for this launch, which the check reports
+        return None
 
 
 @contextlib.contextmanager
@@ -267,6 +278,7 @@ def watch_memory():
         arguments = launch_arguments(executor, args, kwargs)
         constexprs = getattr(executor, "constexprs", ())
         watch.constexprs.append({k: v for k, v in arguments.items() if k in constexprs})
+        watch.grids.append(_grid(executor.grid, arguments))
         for name, value in arguments.items():
             for label, t in _tensors(name, value):
                 if t.device.type == "cpu":
