@@ -836,6 +836,7 @@ def check_rope_kv_write(fn, *, quiet=False):
                 "every sequence was turned by sequence 0's position: load pos_ptr + b, not pos_ptr.": rope_ref(
                     x_raw, x_raw, *first_pos
                 )[0][:, 0],
+                **_rope_formula_suspects(q_raw, cos.double(), sin.double(), p, "q"),
             },
         )
         row_hint = (
@@ -843,7 +844,7 @@ def check_rope_kv_write(fn, *, quiet=False):
             "b * stride_cb + pos * stride_ct, with pos = tl.load(pos_ptr + b)."
         )
         q_rot, k_rot = rope_ref(q_raw[:, None], k_raw[:, None], cos.double()[p][:, None], sin.double()[p][:, None])
-        half = D // 2
+        half, rows = D // 2, torch.arange(B, device=p.device)
         head_0 = k_old.double()  # the row without kv * HEAD_DIM: every kv head stored at head 0's place, the last stays
         head_0[torch.arange(B, device=p.device), p, 0] = k_rot[:, 0, -1]
         padding = _write_rows(k_old.double(), p, k_rot[:, 0])  # heads KV .. BLOCK_KV - 1: zeros, into row pos + 1
@@ -875,6 +876,16 @@ def check_rope_kv_write(fn, *, quiet=False):
                 angle_hint.format("-"): wrong_angle[-1][1],
                 "k went into the cache unrotated: the cache holds rotated keys (attention never rotates them "
                 "again).": _write_rows(k_old.double(), p, k_raw),
+                "The k cache holds v's values (unrotated): k and v went to each other's cache. Store the rotated k "
+                "at k_cache_ptr + row, v at v_cache_ptr + row.": _write_rows(k_old.double(), p, v_raw),
+                "k's second half was never stored (the row's first half is new, its second half the old key's): "
+                "store x2 c + x1 s at k_cache_ptr + row + HEAD_DIM // 2 too.": _write_rows(
+                    k_old.double(), p, torch.cat([k_rot[:, 0, :, :half], k_old.double()[rows, p, :, half:]], -1)
+                ),
+                **{
+                    hint: _write_rows(k_old.double(), p, wrong)
+                    for hint, wrong in _rope_formula_suspects(k_raw, cos.double(), sin.double(), p, "k").items()
+                },
             },
         )
         utils.check(
@@ -889,6 +900,10 @@ def check_rope_kv_write(fn, *, quiet=False):
                 ),
                 row_hint.format("+"): _write_rows(v_old.double(), p + 1, v_raw),
                 row_hint.format("-"): _write_rows(v_old.double(), p - 1, v_raw),
+                "v's second half was never stored (the row's first half is new, its second half the old value's): "
+                "store v's second half at v_cache_ptr + row + HEAD_DIM // 2 too.": _write_rows(
+                    v_old.double(), p, torch.cat([v_raw[..., :half], v_old.double()[rows, p, :, half:]], -1)
+                ),
                 "v was rotated: RoPE turns q and k only; v is copied as it is.": _write_rows(
                     v_old.double(),
                     p,
@@ -901,25 +916,51 @@ def check_rope_kv_write(fn, *, quiet=False):
     _check_positions_outside(fn, dtype, quiet)
 
 
+def _rope_formula_suspects(x, cos, sin, p, name):
+    """{hint: the heads x (B, heads, D) of the new tokens at positions p rotated with that slip of the kernel's
+    formula or loads}, fp64: what rope_kv_write_kernel's q (or k, name) would hold."""
+    half = x.shape[-1] // 2
+    x4, c, s = x[:, None], cos[p][:, None], sin[p][:, None]  # (B, 1, heads, D), (B, 1, D)
+    turned = rope_ref(x4, x4, c, s)[0][:, 0]
+    against = rope_ref(x4, x4, c, -s)[0][:, 0]  # each half turned the wrong way
+    x1_twice = torch.cat([x4[..., :half], x4[..., :half]], -1)
+    return {
+        f"{name}'s second half turns the wrong way: {name}2 c + {name}1 s goes to the second half (the first, "
+        f"{name}1 c - {name}2 s, is right).": torch.cat([turned[..., :half], against[..., half:]], -1),
+        f"{name}'s first half turns the wrong way: {name}1 c - {name}2 s goes to the first half (the second, "
+        f"{name}2 c + {name}1 s, is right).": torch.cat([against[..., :half], turned[..., half:]], -1),
+        f"{name}'s second half has the first half's formula: {name}1 c - {name}2 s goes to the first half, "
+        f"{name}2 c + {name}1 s to the second.": torch.cat([turned[..., :half], turned[..., :half]], -1),
+        f"{name}2 was loaded from the first half of the head: its load lacks the + HEAD_DIM // 2.": rope_ref(
+            x1_twice, x1_twice, c, s
+        )[0][:, 0],
+        "s was loaded from the cos table: s = tl.load(sin_ptr + ...).": rope_ref(x4, x4, c, c)[0][:, 0],
+        "The angles were read at pos * (HEAD_DIM // 2), the angles of position pos // 2: a row of the tables holds "
+        "HEAD_DIM numbers (both halves, equal), so position pos's start at cos_ptr + pos * HEAD_DIM.": rope_ref(
+            x4, x4, cos[p // 2][:, None], sin[p // 2][:, None]
+        )[0][:, 0],
+    }
+
+
 def _check_positions_outside(fn, dtype, quiet):
-    """Four sequences at positions -1, 2, max_len and 0, their caches views into a larger buffer: the two inside
-    write their rows, the two outside write nothing (not a row of another sequence, not past the caches) and their
-    q is NaN. The launcher cannot look at positions (on the GPU), so this is the kernel's own guard; position 0, the
-    first row, is inside (the main cases' positions are 1 .. max_len - 2)."""
+    """Five sequences at positions -1, 2, max_len, 0 and max_len - 1, their caches views into a larger buffer: the
+    three inside write their rows, the two outside write nothing (not a row of another sequence, not past the caches)
+    and their q is NaN. The launcher cannot look at positions (on the GPU), so this is the kernel's own guard;
+    positions 0 and max_len - 1, the first and the last row, are inside (the main cases' are 1 .. max_len - 2)."""
     __tracebackhide__ = True
     env = utils.mode.current()
     H, KV, D, max_len = 4, 2, 16, 6
     fake = ModelArgs(vocab_size=1, n_layers=1, dim=H * D, n_heads=H, n_kv_heads=KV, ffn_dim=1)
     cos, sin = rope_cache(fake, max_len, dtype)
-    qkv = torch.randn(4, H + 2 * KV, D, device=env.device, dtype=dtype)
-    pos = torch.tensor([-1, 2, max_len, 0], device=env.device, dtype=torch.int32)
-    buffer = torch.randn(2, 6, max_len, KV, D, device=env.device, dtype=dtype)  # the caches: sequences 1 .. 4
+    qkv = torch.randn(5, H + 2 * KV, D, device=env.device, dtype=dtype)
+    pos = torch.tensor([-1, 2, max_len, 0, max_len - 1], device=env.device, dtype=torch.int32)
+    buffer = torch.randn(2, 7, max_len, KV, D, device=env.device, dtype=dtype)  # the caches: sequences 1 .. 5
     before = buffer.clone()
     with utils.watch_memory() as stray:
-        q = fn(qkv, cos, sin, pos, buffer[0, 1:5], buffer[1, 1:5], out=utils.nan_empty((4, H, D), dtype))
-    what = f"(B=4, H={H}, KV={KV}, D={D}, max_len={max_len}, positions -1, 2, {max_len} and 0)"
+        q = fn(qkv, cos, sin, pos, buffer[0, 1:6], buffer[1, 1:6], out=utils.nan_empty((5, H, D), dtype))
+    what = f"(B=5, H={H}, KV={KV}, D={D}, max_len={max_len}, positions -1, 2, {max_len}, 0 and {max_len - 1})"
     moved = (buffer != before).flatten(3).any(-1)  # (k or v, sequence + 1, row)
-    moved[:, 2, 2] = moved[:, 4, 0] = False  # the rows that must be written: sequence 1's at 2, sequence 3's at 0
+    moved[:, 2, 2] = moved[:, 4, 0] = moved[:, 5, max_len - 1] = False  # the rows to write: sequence 1's, 3's, 4's
     if bool(moved.any()):
         where = ", ".join(f"{'kv'[c]} of sequence {s - 1} row {r}" for c, s, r in torch.nonzero(moved).tolist())
         raise AssertionError(
@@ -928,7 +969,7 @@ def _check_positions_outside(fn, dtype, quiet):
             f"k and v stores with inside = (pos >= 0) & (pos < max_len) (the launcher cannot look at pos: it is on "
             f"the GPU)."
         )
-    q_bad = q[[0, 2]] if isinstance(q, torch.Tensor) and q.shape == (4, H, D) else None
+    q_bad = q[[0, 2]] if isinstance(q, torch.Tensor) and q.shape == (5, H, D) else None
     if q_bad is not None and not bool(q_bad.isnan().all()):
         raise AssertionError(
             f"rotated q {what}: the sequences at positions -1 and {max_len} have no angle in the tables, so their q "
@@ -936,18 +977,22 @@ def _check_positions_outside(fn, dtype, quiet):
             f"max_len reads outside the tables)."
         )
     want = before.double()
-    q_ref = torch.full((4, H, D), float("nan"), dtype=torch.float64, device=env.device)
-    for b in (1, 3):
+    q_ref = torch.full((5, H, D), float("nan"), dtype=torch.float64, device=env.device)
+    for b in (1, 3, 4):
         q_ref[b : b + 1] = rope_kv_write_ref(qkv[b : b + 1].double(), cos.double(), sin.double(), pos[b : b + 1],
                                              want[0, b + 1 : b + 2], want[1, b + 1 : b + 2])  # fmt: skip
-    position_0 = q_ref.clone()
+    position_0, last_row = q_ref.clone(), q_ref.clone()
     position_0[3] = float("nan")  # (session 36) pos > 0 for pos >= 0: the first row taken for outside the cache
+    last_row[4] = float("nan")  # (session 53) pos < max_len - 1: the last row taken for outside the cache
     suspects = {
         "Position 0 was taken for outside the cache (its q NaN, its row not written): the cache's rows are 0 .. "
-        "max_len - 1, so inside = (pos >= 0) & (pos < max_len), not pos > 0.": position_0
+        "max_len - 1, so inside = (pos >= 0) & (pos < max_len), not pos > 0.": position_0,
+        "Position max_len - 1, the cache's last row, was taken for outside the cache (its q NaN, its row not "
+        "written): the rows are 0 .. max_len - 1, so inside = (pos >= 0) & (pos < max_len), not pos < max_len - 1 "
+        "(a sequence whose last token fills the cache would lose it).": last_row,
     }
     utils.check(q, q_ref, name=f"rotated q {what}", quiet=True, stray=stray, suspects=suspects)
-    for s, r in ((2, 2), (4, 0)):
+    for s, r in ((2, 2), (4, 0), (5, max_len - 1)):
         utils.check(buffer[:, s, r], want[:, s, r], name=f"k and v of the sequence at position {r} {what}",
                     quiet=quiet)  # fmt: skip
 
@@ -1260,6 +1305,12 @@ def _kv_heads_read(out, q64, k64, v64, lengths, tol) -> str | None:
         only_j = decode_attention_ref(q64, k64[:, :, [j] * H], v64[:, :, [j] * H], lengths).cpu()
         read[torch.isclose(got, only_j, atol=tol["atol"], rtol=tol["rtol"]).all(-1) & (read < 0)] = j
     wrong = [(b, h, int(read[b, h])) for b in range(B) for h in range(H) if int(read[b, h]) not in (-1, int(right[h]))]
+    if wrong and bool((read == 0).all()):  # the heads' mapping may be right: every program read kv head 0's place
+        return (
+            "Every query head read kv head 0's keys and values: each program's cache offset lacks + kv_h * HEAD_DIM "
+            "(the heads' mapping, h // GROUP, may well be right). Key t of kv head kv_h is at b * stride_cb + t * "
+            "stride_ct + kv_h * HEAD_DIM, the heads of one cache row HEAD_DIM apart."
+        )
     if wrong:
         told = ", ".join(f"head {h} of sequence {b} read kv head {j} (not {int(right[h])})" for b, h, j in wrong[:4])
         told = f"{told}{', …' if len(wrong) > 4 else ''}"
@@ -1500,7 +1551,34 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
             tol = tolerance or vars(utils.checking.default_tolerance(out.dtype))  # out's, not got's fp64
             # the stricter first: on a GPU a row that b * KV lets two programs write may keep the one that read
             # its own sequence's cache with another kv head, which _kv_heads_read would name
-            return _sequence_rows_read(got, *args, tol) or _kv_heads_read(got, *args, tol)
+            return (
+                _sequence_rows_read(got, *args, tol) or _kv_heads_read(got, *args, tol) or overflowed(got)
+                or every_row_nan(got)
+            )  # fmt: skip
+
+        def every_row_nan(got):
+            """Every output NaN: the loop's rescale, where nothing else matched."""
+            if not nan_wherever_ref_is_not(got, ref.cpu()):
+                return None
+            return (
+                "Whole rows are NaN, every output of this case, which fits several mistakes alike. In the first "
+                "kernel's loop: alpha = exp2(m_i - m_new), the old max minus the new (exp2(m_new - m_i) is inf at the "
+                "first block, where m_i is -inf, and inf times l_i = 0 is NaN); m_i = m_new ends each step (left at "
+                "-inf, every split stores m = -inf, and the combine's exp2(m_i - max m) is exp2(-inf + inf) = NaN). "
+                "Or a split with no key (past the sequence's length) stored acc / l_i = 0 / 0: the first kernel "
+                "stores acc unnormalised."
+            )
+
+        def overflowed(got):
+            """Scores in the hundreds: NaN or inf where the reference is finite is an exp2 that overflowed."""
+            if not q_scale or not bool((~got.isfinite() & ref.cpu().isfinite()).any()):
+                return None
+            return (
+                "NaN or inf where the scores are in the hundreds: an exp2 overflowed. p = exp2(s - m_new[:, None]) and "
+                "alpha = exp2(m_i - m_new) need the running max m_new = tl.maximum(m_i, tl.max(s, 1)), which never "
+                "falls: taken from the block alone (tl.max(s, 1)), it falls where a later block scores lower, and "
+                "alpha = exp2(m_i - m_new) overflows once it falls by 128 or more."
+            )
 
         # a suspect NaN wherever the reference has numbers (a split with no key in every row) fits every NaN result
         suspects = {hint: wrong for hint, wrong in suspects.items() if not nan_wherever_ref_is_not(wrong, ref)}
@@ -1512,7 +1590,48 @@ def check_decode_attention(fn, *, quiet=False, cases=None):
     if all_nan is not None:
         raise all_nan[1]
     _check_far_scores(fn, dtype, quiet)
+    _check_falling_scores(fn, dtype, quiet)
     _check_lengths_past_the_cache(fn, dtype, quiet)
+
+
+def _check_falling_scores(fn, dtype, quiet):
+    """One sequence whose every split holds two key blocks or more (a cache long enough for that: 128 keys on the
+    CPU, 32768 on an H100), the first block of each scoring about 0 and the later ones some 300 below: a running max
+    taken from the block alone (m_new = tl.max(s, 1)) falls by that much, alpha = exp2(m_i - m_new) overflows to inf,
+    and inf / inf is NaN. Every other case fits in one block a split, or has scores that never fall that far."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    H, KV, D = 4, 1, env.pick(cpu=16, gpu=64)
+    max_len = 2 * decode_split(1, KV, 1, head_dim=D)[2]
+    while decode_split(1, KV, max_len, head_dim=D)[1] < 2 * decode_split(1, KV, max_len, head_dim=D)[2]:
+        max_len *= 2
+    _, split_len, block = decode_split(1, KV, max_len, head_dim=D)
+    g = torch.Generator().manual_seed(1)
+    t = torch.arange(max_len)
+    s = torch.where(t % split_len < block, 0.0, -300.0) + 2 * torch.randn(max_len, generator=g)
+    q, k = far_scores_qk(s.double(), H, D, g)
+    q, k = q[None].to(env.device, dtype), k[None, :, None].to(env.device, dtype)  # (1, H, D), (1, max_len, 1, D)
+    v = torch.randn(1, max_len, KV, D, generator=g).to(env.device, dtype)
+    lengths = torch.full((1,), max_len, device=env.device, dtype=torch.int32)
+    with utils.watch_memory() as stray:
+        out = fn(q, k, v, lengths, out=utils.nan_empty((1, H, D), dtype))
+    q64, k64 = q.double(), k.double()
+    ref = decode_attention_ref(q64, k64, v.double(), lengths)
+    s_max = float(torch.einsum("bhd,btkd->bhtk", q64, k64).abs().max()) / math.sqrt(D)
+
+    def diagnose(got):
+        if bool(got.isfinite().all()):
+            return None
+        return (
+            "NaN or inf where each split's first key block scores about 0 and its later blocks some 300 below: the "
+            "running max must never fall, m_new = tl.maximum(m_i, tl.max(s, 1)). Taken from the block alone, it "
+            "falls by 300 at the second block, alpha = exp2(m_i - m_new) overflows to inf, and acc and l_i with it."
+        )
+
+    name = f"decode attention (B=1, H={H}, KV={KV}, D={D}, lengths=[{max_len}], {max_len // split_len} splits of "
+    name += f"{split_len // block} key blocks, each split's first block scoring about 0, the others about -300)"
+    utils.check(out, ref, **large_scores_tolerance(dtype, s_max), name=name, quiet=quiet, stray=stray,
+                diagnose=diagnose)  # fmt: skip
 
 
 def _check_lengths_past_the_cache(fn, dtype, quiet):
@@ -1618,7 +1737,10 @@ def _check_far_scores(fn, dtype, quiet):
         return (
             "NaN or inf where every split's scores are far below 0 and split 0's far below the others': the "
             "combine must take m = the max of the splits' m_i (masked splits loaded with other=-inf, not 0) and "
-            "weigh split i by exp2(m_i - m): never more than 1, and 1 for the split that holds the max."
+            "weigh split i by exp2(m_i - m): never more than 1, and 1 for the split that holds the max. Or the "
+            "first kernel's running max starts at 0 (m_i = tl.zeros(...)), above every score here: p = exp2(s - 0) "
+            "underflows to 0 for every key, every l_i is 0 and the combine divides 0 by 0. Start it at -inf, "
+            'm_i = tl.full([BLOCK_H], float("-inf"), tl.float32).'
         )
 
     name = f"decode attention (B=1, H={H}, KV={KV}, D={D}, lengths=[{max_len}], scores near -400 and -200)"

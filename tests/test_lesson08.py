@@ -924,6 +924,96 @@ KV_PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         "Position 0 was taken for outside the cache",
     ),  # fmt: skip
 }
+KV_PLANTED.update(
+    {  # (session 53, held-out battery) the first two passed, the third got the combine's hint (other=-inf)
+        "the last row taken for outside the cache": (
+            "rope_kv_write_kernel",
+            [("(pos < max_len)", "(pos < max_len - 1)")],
+            "rope",
+            "Position max_len - 1, the cache's last row, was taken for outside the cache",
+        ),
+        "the running max taken from the block alone": (
+            "decode_attention_kernel",
+            [("m_new = tl.maximum(m_i, tl.max(s, 1))", "m_new = tl.max(s, 1)")],
+            "attn",
+            "m_new = tl.maximum(m_i, tl.max(s, 1))",
+        ),
+        "the running max starting at 0": (
+            "decode_attention_kernel",
+            [('m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)', "m_i = tl.zeros([BLOCK_H], tl.float32)")],
+            "attn",
+            "the first kernel's running max starts at 0",
+        ),
+        # (session 53) "Wrong values in many places", or a wrong lead (in brackets)
+        "q2 loaded from the first half": (
+            "rope_kv_write_kernel",
+            [("HEAD_DIM + HEAD_DIM // 2 + half,", "HEAD_DIM + half,")],
+            "rope",
+            "q2 was loaded from the first half of the head",
+        ),
+        "k2 loaded from the first half": (
+            "rope_kv_write_kernel",
+            [("k2 = tl.load(k_src + HEAD_DIM // 2,", "k2 = tl.load(k_src,")],
+            "rope",
+            "k2 was loaded from the first half of the head",
+        ),
+        "q's second half turned the wrong way (the column tail is not masked)": (
+            "rope_kv_write_kernel",
+            [(_Q2, _Q2.replace("+", "-"))],
+            "rope",
+            "q's second half turns the wrong way",
+        ),
+        "the angles read at pos * (HEAD_DIM // 2)": (
+            "rope_kv_write_kernel",
+            [
+                ("cos_ptr + pos * HEAD_DIM", "cos_ptr + pos * (HEAD_DIM // 2)"),
+                ("sin_ptr + pos * HEAD_DIM", "sin_ptr + pos * (HEAD_DIM // 2)"),
+            ],
+            "rope",
+            "The angles were read at pos * (HEAD_DIM // 2)",
+        ),  # fmt: skip
+        "k and v stored into each other's cache": (
+            "rope_kv_write_kernel",
+            [
+                ("tl.store(k_cache_ptr + row,", "tl.store(V_CACHE + row,"),
+                ("tl.store(k_cache_ptr + row + HEAD_DIM // 2,", "tl.store(V_CACHE + row + HEAD_DIM // 2,"),
+                ("tl.store(v_cache_ptr + row", "tl.store(k_cache_ptr + row"),
+                ("V_CACHE", "v_cache_ptr"),
+            ],
+            "rope",
+            "k and v went to each other's cache",
+        ),  # fmt: skip
+        "v's second half never stored": (
+            "rope_kv_write_kernel",
+            [
+                (
+                    "    tl.store(v_cache_ptr + row + HEAD_DIM // 2,",
+                    "    0 and tl.store(v_cache_ptr + row + HEAD_DIM // 2,",
+                )
+            ],
+            "rope",
+            "v's second half was never stored",
+        ),
+        "the cache offset without kv_h (query heads read kv head 0)": (
+            "decode_attention_kernel",
+            [("base = b.to(tl.int64) * stride_cb + kv_h * HEAD_DIM", "base = b.to(tl.int64) * stride_cb")],
+            "attn",
+            "cache offset lacks + kv_h * HEAD_DIM",
+        ),
+        "alpha's sign flipped (every output NaN)": (
+            "decode_attention_kernel",
+            [("alpha = tl.exp2(m_i - m_new)", "alpha = tl.exp2(m_new - m_i)")],
+            "attn",
+            "alpha = exp2(m_i - m_new), the old max minus the new",
+        ),
+        "m_i never updated (every output NaN)": (
+            "decode_attention_kernel",
+            [("        m_i = m_new\n", "")],
+            "attn",
+            "m_i = m_new ends each step",
+        ),
+    }
+)
 KV_CHECKS = {"rope": (L.check_rope_kv_write, L.rope_kv_write), "attn": (L.check_decode_attention, L.decode_attention)}
 
 
@@ -938,6 +1028,18 @@ def test_planted_mistakes_get_their_hint(mistake, monkeypatch, tmp_path):
     with pytest.raises(AssertionError, match=re.escape(words)) as failure:
         fn(launcher, quiet=True)
     assert "Wrong values in many places" not in str(failure.value)
+
+
+def test_cache_strides_swapped_are_told_as_offsets_not_a_missing_mask(monkeypatch, tmp_path):
+    """(session 53) rope_kv_write's cache row at b * stride_ct + pos * stride_cb: q is right and the k and v stores
+    land past the caches, which was told only as "every tl.store needs a mask that keeps it inside its own tensor",
+    stores masked already."""
+    plant(monkeypatch, tmp_path, L, "rope_kv_write_kernel",
+          ("row = b * stride_cb + pos * stride_ct", "row = b * stride_ct + pos * stride_cb"))  # fmt: skip
+    torch.manual_seed(0)  # positions that send the first case's rows past the caches
+    with pytest.raises(AssertionError, match="writes .* past the end of `[kv]_cache_ptr`") as failure:
+        L.check_rope_kv_write(L.rope_kv_write, quiet=True)
+    assert "their offsets are the likelier mistake" in str(failure.value), failure.value
 
 
 def test_partials_normalised_with_a_split_past_the_length_get_their_hint(monkeypatch, tmp_path):

@@ -969,7 +969,10 @@ def _outside_problem(name: str, strays: list, right: bool, misplaced: bool = Fal
     else:
         hint = (
             "every tl.store (and atomic) needs a mask that keeps it inside its own tensor: a write out there "
-            "changes memory that belongs to something else (another tensor, the allocator's bookkeeping)."
+            "changes memory that belongs to something else (another tensor, the allocator's bookkeeping). If the "
+            "stores are masked already, their offsets are the likelier mistake: a stride of another tensor, or two "
+            "strides swapped (each index times its own dimension's stride), sends a masked store out of its tensor "
+            "too."
         )
     lead = (
         f"{name} is right, but the kernel touches memory outside the tensors it was given"
