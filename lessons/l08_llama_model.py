@@ -3105,6 +3105,16 @@ def check_generate(model: Model, n_tokens=None, *, quiet=False):
     n = n_tokens or env.pick(cpu=8, gpu=64)
     prompt = torch.randint(0, model.args.vocab_size, (2, 5), device=model.embed.device)
     out = torch.cat([generate(model, prompt, n), generate(model, prompt[:1], n)])  # a batch of 2, then 1 alone
+    outside = (out < 0) | (out >= model.args.vocab_size)
+    if bool(outside.any()):  # forward_ref would fail in F.embedding ("index out of range in self")
+        b, j = torch.nonzero(outside)[0].tolist()
+        raise AssertionError(
+            f"generate's output holds token ids outside the vocabulary [0, {model.args.vocab_size}): "
+            f"{int(outside.sum())} of them, the first {int(out[b, j])} at sequence {b}, position {j} (the prompt "
+            f"fills 0 .. 4). Ids like that are no token drawn: a place of out that the loop never wrote (its "
+            f"torch.empty's garbage). out[:, T] takes the token drawn from prefill's logits, out[:, T + i] decode "
+            f"step i's."
+        )
     truth = forward_ref(cast(model, torch.float64), out)[:, 4:-1]  # the logits that chose each new token
     chosen = out[:, 5:]
     gap = truth.max(-1).values - truth.gather(-1, chosen[..., None])[..., 0]  # 0 where ours is the argmax
@@ -3113,10 +3123,19 @@ def check_generate(model: Model, n_tokens=None, *, quiet=False):
     bad = torch.nonzero(gap > tol)
     if len(bad):
         b, j = bad[0].tolist()
+        where = (
+            "Token 0 is drawn from prefill's logits, those of the prompt's last token (x[:, -1]): check_model(model) "
+            "checks prefill's logits at every position (all_logits=True); if it passes, look at the logits prefill "
+            "returns without all_logits, and at how generate samples them."
+            if j == 0
+            else f"Token {j} is decode step {j}'s: check_model(model) checks each step at the positions it is given; "
+            "if it passes, look at generate's bookkeeping: the first step's position is T (the prompt fills rows 0 .. "
+            "T - 1 of the cache), pos grows by one after each step, and out[:, T + i] takes step i's token."
+        )
         raise AssertionError(
             f"greedy token {j} of sequence {b} is {int(chosen[b, j])}, but the reference's best is "
             f"{int(truth[b, j].argmax())} by {float(gap[b, j]):.3g} (more than the tolerance {float(tol[b, j]):.3g}"
-            f"): not a near tie. Check the decode step: positions, the cache, the sampling."
+            f"): not a near tie.\nHint: {where}"
         )
     if not quiet:
         ties = torch.nonzero(gap > 0)

@@ -1219,6 +1219,11 @@ def test_sampling():
         freq = torch.bincount(L.sample(row, temperature=temperature), minlength=4).double().cpu() / len(row)
         want = (row[0].double().cpu() / temperature).softmax(-1)
         assert (freq - want).abs().max() < 0.015, f"T={temperature}: frequencies {freq} vs softmax {want}"
+    # (session 53) top_k=3: the three most likely tokens at their share of the softmax, the fourth never. The subset
+    # test above passed a top_k that kept the most likely token alone (kth = topk(...).values[:, :1])
+    freq = torch.bincount(L.sample(row, temperature=1.0, top_k=3), minlength=4).double().cpu() / len(row)
+    want = torch.cat([row[0, :3].double().cpu().softmax(-1), torch.zeros(1, dtype=torch.float64)])
+    assert (freq - want).abs().max() < 0.015, f"top_k=3: frequencies {freq} vs the top 3's softmax {want}"
     # top_p: with probabilities ~(0.64, 0.24, 0.09, 0.03), top_p=0.8 keeps the first two
     drawn = L.sample(row, temperature=1.0, top_p=0.8)
     assert set(drawn.tolist()) == {0, 1}
@@ -2574,3 +2579,42 @@ def test_generate_keeps_only_the_decode_loops_used_last(tied, monkeypatch):
     assert len(model.decoders) == L.MAX_DECODERS and list(model.decoders)[-1][1] == T + 2
     assert torch.equal(L.generate(model, prompt(B=1, T=3), 2), first)  # its loop went, and is built again
     assert torch.equal(L.generate(model, prompt(B=1, T=T), 2), recent)
+
+
+GENERATE_PLANTED = {  # (session 53, held-out battery) mistake: (function, its edits, words of check_generate's hint)
+    "the first decode position T - 1": (
+        "generate",
+        [("dec.pos.fill_(T)", "dec.pos.fill_(T - 1)")],
+        "the first step's position is T",
+    ),
+    "the first decode position T + 1": (
+        "generate",
+        [("dec.pos.fill_(T)", "dec.pos.fill_(T + 1)")],
+        "the first step's position is T",
+    ),
+    "prefill's logits of the prompt's first token": (
+        "prefill",
+        [("x[:, -1].contiguous()", "x[:, 0].contiguous()")],
+        "Token 0 is drawn from prefill's logits",
+    ),
+    "the token drawn from prefill never stored": (
+        "generate",  # out's torch.empty holds garbage, made an id past the vocabulary here so that it shows each run
+        [
+            ("    out[:, T] = dec.token\n", ""),
+            ("out = torch.empty(B, T + max_new_tokens,", "out = torch.full((B, T + max_new_tokens), -1,"),
+        ],
+        "a place of out that the loop never wrote",
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("mistake", list(GENERATE_PLANTED))
+def test_check_generate_says_which_step_chose_the_wrong_token(mistake, tied, monkeypatch, tmp_path):
+    """check_model passes each of these (it calls prefill with all_logits and gives decode_step its positions); the
+    first three got check_generate's "Check the decode step: positions, the cache, the sampling", a wrong lead for
+    token 0 (prefill's), and the last failed inside forward_ref ("index out of range in self")."""
+    model, _ = tied
+    name, edits, words = GENERATE_PLANTED[mistake]
+    plant(monkeypatch, tmp_path, L, name, *edits)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        L.check_generate(model, quiet=True)
