@@ -1061,8 +1061,7 @@ def attention_causal_kernel(
 
 def attention_head_causal(q, k, v, causal=True, *, out=None, BLOCK_M=32, BLOCK_N=16):
     """One head, causal or not, with the unmasked/masked/skipped key ranges: q, k, v (T, D) -> (T, D)."""
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+    utils.require_bool(causal, "causal")
     return _launch_one_head(attention_causal_kernel, q, k, v, out, BLOCK_M, BLOCK_N, base2=True, IS_CAUSAL=causal)
 
 
@@ -1187,8 +1186,7 @@ def attention_config(D, causal, itemsize=2):
 
 def _attention_inputs(q, k, v, causal, out, BLOCK_M, BLOCK_N):
     """Validates (B, T, H, D) q and (B, T, KV, D) k, v; returns (out, config, grid)."""
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+    utils.require_bool(causal, "causal")
     for name, t in (("q", q), ("k", k), ("v", v)):
         _require_rows(t, name, ndim=4)  # any batch, token and head strides: (B, H, T, D).transpose(1, 2) too
     _require_kv_like_q(q, k, v)

@@ -650,6 +650,7 @@ def prefill(model: Model, tokens, cache: KVCache, ops: Ops = TRITON_OPS, all_log
     all_logits); writes the prompt's keys and values into rows 0 .. T-1 of the cache."""
     a = model.args
     B, T = _require_prompt(tokens, model, cache)
+    all_logits = utils.require_bool(all_logits, "all_logits")
     x = F.embedding(tokens, model.embed)  # (B, T, C)
     cos, sin = cache.cos[None, :T], cache.sin[None, :T]  # (1, T, D): the first T rows of the tables
     for i, w in enumerate(model.layers):
@@ -2163,7 +2164,7 @@ def decode_gemv(
         raise ValueError(f"x has {M} rows: decode_gemv reads the weights once per row, so it takes one (B = 1)")
     if w.shape[1] != K:
         raise ValueError(f"w has shape {tuple(w.shape)} but x has K={K} columns: w must be (N, {K})")
-    if swiglu and w.shape[0] % 2:
+    if utils.require_bool(swiglu, "swiglu") and w.shape[0] % 2:
         raise ValueError(f"swiglu: w has {w.shape[0]} rows, it must stack gate and up (an even number)")
     N = w.shape[0] // 2 if swiglu else w.shape[0]
     eps = require_eps(eps)
@@ -2985,8 +2986,7 @@ def generate(
     the MAX_DECODERS used last. A NaNLogitsWarning after the last step if a sequence's logits held a NaN at any step
     (prefill's included): the tokens drawn from them are not the model's."""
     env = utils.mode.current()
-    if not isinstance(kernels, bool):
-        raise TypeError(f"kernels must be True or False (False runs the PyTorch references), got {kernels!r}")
+    utils.require_bool(kernels, "kernels", "False runs the PyTorch references")
     if not isinstance(cuda_graph, bool) and cuda_graph is not None:
         raise TypeError(f"cuda_graph must be True, False or None (None: on a GPU with the kernels), got {cuda_graph!r}")
     cuda_graph = env.is_gpu and kernels if cuda_graph is None else cuda_graph

@@ -509,8 +509,7 @@ def debug_demo(x, *, BLOCK_SIZE=16, PRINT=False):
     utils.require(x, "x", dtype=(torch.float32, torch.float16), ndim=1)
     utils.require_power_of_two(BLOCK_SIZE, "BLOCK_SIZE")  # a small one is left to the kernel's tl.static_assert
     utils.require_int32_offsets(x, "x")  # pid * BLOCK_SIZE + tl.arange(...) is 32-bit
-    if PRINT not in (True, False):  # a constexpr taken for its truth: "no" or 0.5 would turn the print on
-        raise TypeError(f"PRINT must be True or False, got {PRINT!r}.")
+    PRINT = utils.require_bool(PRINT, "PRINT")  # a constexpr taken for its truth: "no" would turn the print on
     out = torch.empty_like(x)
     if x.numel():
         debug_demo_kernel[(triton.cdiv(x.numel(), BLOCK_SIZE),)](x, out, x.numel(), BLOCK_SIZE=BLOCK_SIZE, PRINT=PRINT)

@@ -249,8 +249,7 @@ class KLDivFunction(torch.autograd.Function):
         utils.require_same_shape(input, target, ("input", "target"))
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}.")
-        if not isinstance(log_target, bool):
-            raise TypeError(f"log_target must be True or False, got {log_target!r}.")
+        utils.require_bool(log_target, "log_target")
         if target.requires_grad:
             raise ValueError(
                 "target requires grad, but this kl_div differentiates input only: pass target.detach() (a teacher's "

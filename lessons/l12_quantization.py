@@ -3562,7 +3562,7 @@ def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=Fals
         raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
     if w.scale.requires_grad:  # refused while autograd records, as w8a16's checks do: no backward here
         utils.require(w.scale, "w.scale")
-    if swiglu and rows % 2:
+    if utils.require_bool(swiglu, "swiglu") and rows % 2:
         raise ValueError(f"swiglu: w has {rows} rows, it must stack gate and up (an even number)")
     N = rows // 2 if swiglu else rows
     eps = utils.require_number(eps, "eps")

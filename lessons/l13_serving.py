@@ -573,7 +573,7 @@ def paged_attention(
     B, W = block_table.shape
     if max_q_len is not None:  # its value is checked below, against the chunks
         utils.require_int(max_q_len, "max_q_len (the longest chunk, which sizes the grid)", least=0)
-    if not trusted:
+    if not utils.require_bool(trusted, "trusted", "True skips the checks that wait for the GPU"):
         longest = _require_table_contents(q, k_pages, block_table, lengths, q_start)
         if q_start is not None and max_q_len is not None and not max_q_len >= longest:
             raise ValueError(f"max_q_len={max_q_len!r}, but the longest chunk q_start delimits has {longest} "
@@ -1187,7 +1187,7 @@ def forward_batch(model: Model, batch: Batch, cache: PagedCache, ops: Ops = TRIT
     request's last new token (every token's, (N, V), with all_logits). attend: paged_attention by default.
     trusted=True skips the checks of the batch against the model and the cache (a host synchronisation each): for
     callers that built it from what they checked, as ModelRunner and SingleSequence do."""
-    if not trusted:
+    if not utils.require_bool(trusted, "trusted", "True skips the checks of the batch"):
         _require_batch(model, batch, cache)
     a = model.args
     N, H, KV, D = batch.tokens.shape[0], a.n_heads, a.n_kv_heads, a.head_dim
@@ -1207,12 +1207,6 @@ def forward_batch(model: Model, batch: Batch, cache: PagedCache, ops: Ops = TRIT
     if not all_logits:
         x = x[batch.q_start[1:].long() - 1]  # each request's last new token: the only logits sampled
     return (ops.rmsnorm(x, model.norm, a.norm_eps) @ model.lm_head.T).float()
-
-
-def _require_kernels(kernels):
-    """As lesson 08's generate: kernels="no" (or any object) was truthy and ran the kernels."""
-    if not isinstance(kernels, bool):
-        raise TypeError(f"kernels must be True or False (False runs the PyTorch references), got {kernels!r}")
 
 
 def require_token_ids(tokens, vocab_size, what: str) -> list:
@@ -1241,7 +1235,7 @@ class ModelRunner:
         self.n_blocks = n_blocks  # Engine checks its pool against it
         self.model, self.block_size, self.max_len = model, block_size, utils.require_int(max_len, "max_len")
         self.vocab_size = model.args.vocab_size  # Engine.add checks prompts against it (and max_len)
-        _require_kernels(kernels)
+        utils.require_bool(kernels, "kernels", "False runs the PyTorch references")  # "no" ran the kernels
         self.cache = new_paged_cache(model, n_blocks, block_size, max_len)
         self.ops, self.attend = (TRITON_OPS, None) if kernels else (REF_OPS, paged_attention_ref)
 
@@ -1696,7 +1690,7 @@ def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, 
     """Greedy generation of n_new tokens after prompt, the draft proposing k at a time. Returns (new tokens,
     stats: target and draft passes, proposed and accepted tokens)."""
     n_new, k = utils.require_int(n_new, "n_new"), utils.require_int(k, "k")
-    _require_kernels(kernels)
+    utils.require_bool(kernels, "kernels", "False runs the PyTorch references")
     prompt = require_token_ids(prompt, target.args.vocab_size, "the prompt")
     if not prompt:
         raise ValueError("speculative_generate needs a prompt: give at least one token")

@@ -6,6 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
+import utils
 from utils import Scaled, check, nan_empty, refuses, require, require_out, require_same_shape, watch_memory
 from utils.mode import current
 
@@ -591,6 +592,11 @@ def test_small_validators_name_the_argument():
     with pytest.raises(TypeError, match=r"eps must be a real number, got a tensor of shape \(2,\).*pass one number"):
         require_number(torch.tensor([1e-6, 1e-5]), "eps")
     require_power_of_two(2**20, "BLOCK_SIZE")  # Triton's largest block
+    # (session 53) flags: True or False (NumPy's too), never taken for their truth
+    assert utils.require_bool(np.True_, "causal") is True and utils.require_bool(False, "causal") is False
+    for bad in ("no", 0, 1.0, None, torch.tensor(True)):
+        with pytest.raises(TypeError, match=r"kernels must be True or False \(False runs the references\), got"):
+            utils.require_bool(bad, "kernels", "False runs the references")
     with pytest.raises(ValueError, match=r"BLOCK_SIZE=2097152 is more than the largest block Triton takes"):
         require_power_of_two(2**21, "BLOCK_SIZE")
     with pytest.raises(ValueError, match=r"BLOCK_SIZE=64 is more than this launch takes \(at most 32\)"):

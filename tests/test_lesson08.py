@@ -1492,6 +1492,10 @@ def test_generate_refusals(tied):
     cases = {
         "an empty prompt": (lambda: L.generate(model, ids[:, :0], 4), "the prompt is empty"),
         "a prompt longer than the cache": (lambda: L.prefill(model, prompt(B=1, T=5), cache), "cache holds 4"),
+        "all_logits as a string (session 53)": (
+            lambda: L.prefill(model, ids, cache, all_logits="no"),
+            "all_logits must be True or False, got 'no'",
+        ),
         "more tokens than max_len": (lambda: L.generate(model, ids, 4, max_len=5), "do not fit max_len=5"),
         "ids past the vocabulary": (lambda: L.generate(model, ids + 1000, 2), r"token ids must be in \[0, 320\)"),
         "a float prompt": (lambda: L.generate(model, ids.float(), 2), "dtype float32"),
@@ -1914,6 +1918,10 @@ def test_decode_gemv_refusals():
         "two rows": (lambda: L.decode_gemv(torch.randn(2, 8, device=ENV.device), w), "takes one"),
         "w of another K": (lambda: L.decode_gemv(x, w[:, :4].contiguous()), "must be"),
         "odd rows for swiglu": (lambda: L.decode_gemv(x, w[:5], swiglu=True), "even number"),
+        "swiglu as a string (session 53: 'no' was true)": (
+            lambda: L.decode_gemv(x, w, swiglu="no"),
+            "swiglu must be True or False, got 'no'",
+        ),
         "a residual of another shape": (
             lambda: L.decode_gemv(x, w, residual=torch.zeros(1, 5, device=ENV.device)),
             "residual",
@@ -1933,7 +1941,7 @@ def test_decode_gemv_refusals():
         ),
     }
     for _what, (call, message) in cases.items():
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises((ValueError, TypeError), match=message):
             call()
     assert L.decode_gemv(x, w[:0]).shape == (1, 0)  # no outputs: no launch
 

@@ -2014,6 +2014,10 @@ def test_fused_decode_gemv_refusals_and_empty_inputs():
             lambda: L.w8a16_decode_gemv(x, L.quantize_int8_ref(weight(5, 100)), swiglu=True),
             "even number",
         ),
+        "swiglu as a string (session 53: 'no' was true)": (
+            lambda: L.w4a16_decode_gemv(x, q4, swiglu="no"),
+            "swiglu must be True or False, got 'no'",
+        ),
         "a residual of another shape": (
             lambda: L.w4a16_decode_gemv(x, q4, residual=torch.zeros(1, 5, device=DEV, dtype=x.dtype)),
             "residual",

@@ -236,6 +236,9 @@ def test_paged_attention_refusals():
         L.paged_attention(q5, kp, kp, table, lengths, q_start, max_q_len="3")
     with pytest.raises(ValueError, match="at least one of each"):
         L.paged_attention(q, kp[:, :, :0].contiguous(), kp[:, :, :0].contiguous(), table, lengths)
+    # session 53: trusted="no" was true, and skipped the checks (the block table past the pages went unchecked)
+    with pytest.raises(TypeError, match=r"trusted must be True or False \(True skips .*\), got 'no'"):
+        L.paged_attention(q, kp, kp, table + 4, lengths, trusted="no")
 
 
 def test_empty_batch_returns_empty():

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from .mode import current, dtype_name
@@ -1309,6 +1310,16 @@ def require_int(value, name: str, least: int = 1) -> int:
         _refuse_a_tensor(value, name, want)
         _raise(ValueError(f"{name} must be {want}, got {value!r}"))
     return whole
+
+
+def require_bool(value, name: str, what: str = "") -> bool:
+    """A flag given as True or False (or a NumPy bool): returned as a bool. Anything else is refused, not taken for
+    its truth: kernels="no", swiglu=0.5 or a one-element tensor would switch a path on or off silently. ``what``:
+    what False (or True) means, told in the message."""
+    __tracebackhide__ = True
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    _raise(TypeError(f"{name} must be True or False{f' ({what})' if what else ''}, got {value!r}."))
 
 
 def require_number(value, name: str, *, positive: bool = False) -> float:
