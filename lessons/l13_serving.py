@@ -1695,17 +1695,20 @@ def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, 
     if not prompt:
         raise ValueError("speculative_generate needs a prompt: give at least one token")
     require_same_vocabulary(target, draft)
-    max_len = len(prompt) + n_new + k + 1
+    max_len = len(prompt) + n_new  # as generate: no position past the last token asked for (see the loop)
     tgt, drf = SingleSequence(target, max_len, kernels=kernels), SingleSequence(draft, max_len, kernels=kernels)
     tokens = list(prompt)
     tokens.append(int(tgt.extend(tokens)[-1].argmax()))  # prefill: the first new token
     stats = {"target passes": 1, "draft passes": 0, "proposed": 0, "accepted": 0}
     while len(tokens) - len(prompt) < n_new:
+        # at most the tokens still wanted, less the target's own: a proposal past them would be dropped, and run at
+        # a position past prompt + n_new (a dynamic-RoPE model's tables may end there, as lesson 08's generate's do)
+        k_now = min(k, n_new - (len(tokens) - len(prompt)) - 1)
         proposed, feed = [], tokens[drf.n_cached :]  # the draft catches up on what it has not seen
-        for _ in range(k):
+        for _ in range(k_now):
             proposed.append(int(drf.extend(feed)[-1].argmax()))
             feed = proposed[-1:]
-        stats["draft passes"] += k
+        stats["draft passes"] += k_now
         choice = tgt.extend([tokens[-1], *proposed]).argmax(-1).tolist()  # k + 1 queries, one read of the weights
         new = accept_greedy(proposed, choice)
         if not new:  # no progress: the loop would never end
@@ -1714,7 +1717,7 @@ def speculative_generate(target: Model, draft: Model, prompt: list, n_new: int, 
                 f"token: the target's own next token after the accepted ones (target[n], n proposals accepted)."
             )
         stats["target passes"] += 1
-        stats["proposed"] += k
+        stats["proposed"] += k_now
         stats["accepted"] += len(new) - 1
         tokens += new
         tgt.n_cached = len(tokens) - 1  # roll back: keys of rejected proposals are stale, overwritten next time

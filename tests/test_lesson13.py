@@ -1416,3 +1416,17 @@ def test_runners_and_the_speculative_loop_take_kernels_as_a_bool_and_a_prompt_as
         with pytest.raises(TypeError, match=message):
             call()
             pytest.fail(f"{what}: not refused")
+
+
+def test_speculative_decoding_runs_no_position_past_the_last_token_asked_for(tmp_path):
+    """(session 53) speculative_generate sized its caches len(prompt) + n_new + k + 1 and proposed k tokens in the
+    last round too, running positions past the n_new-th token (proposals it then dropped): a dynamic-RoPE model whose
+    max_position_embeddings holds prompt + n_new (lesson 08's generate and the Engine serve it) was refused, naming a
+    max_len the caller never passed. Now the last rounds propose only the tokens still wanted."""
+    shape = {"max_position_embeddings": 24, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
+    model = L.load_model(ckpt.build_checkpoint(tmp_path, shape), dtype=torch.float32)
+    prompt = [(5 * t + 3) % model.args.vocab_size for t in range(19)]
+    for k in (1, 3, 6):
+        for draft in (model, L.first_layers(model, 1)):  # every guess accepted; some rejected
+            tokens, stats = L.speculative_generate(model, draft, prompt, 5, k=k)  # 19 + 5 = 24 positions: all of them
+            assert tokens == alone(model, prompt, 5), (k, stats)
