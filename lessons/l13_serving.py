@@ -1543,18 +1543,31 @@ def _as_fp32(model, name):
     return cast(model, torch.float32)
 
 
+def _require_positions(model, need: int, what: str):
+    """A dynamic-RoPE model's tables stop at its max_position_embeddings (lesson 08's rope_cache): a check whose
+    requests reach past them is refused here, naming what it needs (lesson 08 would name a max_len the check's
+    caller never passed)."""
+    s = model.args.rope_scaling or {}
+    if s.get("rope_type") == "dynamic" and need > s["max_position_embeddings"]:
+        raise ValueError(f"{what} reach {need} positions, but this model's dynamic NTK RoPE is plain RoPE up to "
+                         f"max_position_embeddings={s['max_position_embeddings']} only (lesson 08's rope_cache): "
+                         f"check a model whose config covers {need} positions")  # fmt: skip
+
+
 def check_engine(model: Model, *, quiet=False):
     """Greedy tokens of every request under in-flight batching + paged attention == the request run alone; the
     memory budget holds and nothing is dropped on a trace that overloads the pool."""
     __tracebackhide__ = True  # a failed check shows its message, not this frame
     env = utils.mode.current()
     model = _as_fp32(model, "model")  # greedy tokens compared exactly: bf16 near ties would differ by rounding
-    P = 4
+    P, PROMPT_MAX, OUTPUT_MAX = 4, 14, 6
+    # the runners' RoPE tables cover what the requests can reach, no more (a dynamic-RoPE model's may end there)
+    _require_positions(model, PROMPT_MAX + OUTPUT_MAX, "check_engine's requests")
     trace = utils.serving.make_trace(env.pick(cpu=5, gpu=12), rate=1e3, seed=int(torch.randint(0, 1000, (1,))),
-                                     vocab_size=model.args.vocab_size, prompt_median=6, prompt_max=14,
-                                     output_median=4, output_max=6, system_len=8, shared=0.6)  # fmt: skip
+                                     vocab_size=model.args.vocab_size, prompt_median=6, prompt_max=PROMPT_MAX,
+                                     output_median=4, output_max=OUTPUT_MAX, system_len=8, shared=0.6)  # fmt: skip
     pool = BlockPool(n_blocks=env.pick(cpu=9, gpu=16), block_size=P)
-    runner = ModelRunner(model, pool.n_blocks, P, max_len=64)
+    runner = ModelRunner(model, pool.n_blocks, P, max_len=PROMPT_MAX + OUTPUT_MAX)
     engine = Engine(runner, pool, max_seqs=3, max_step_tokens=env.pick(cpu=12, gpu=16))
     _watch_limits(engine)
     rec = utils.serving.replay(engine, trace)
@@ -1569,7 +1582,8 @@ def check_engine(model: Model, *, quiet=False):
     prompt = tuple(t % V for t in range(40, 48))
     same = [utils.serving.Request(100 + i, 0.0, prompt if i < 3 else tuple(t % V for t in range(60, 66 + i)), 5,
                                   8 if i < 3 else 0) for i in range(4)]  # fmt: skip
-    engine2 = Engine(ModelRunner(model, 5, P, max_len=32), BlockPool(n_blocks=5, block_size=P), max_seqs=3,
+    reach = max(len(r.prompt) + r.max_new_tokens for r in same)  # 14, within PROMPT_MAX + OUTPUT_MAX
+    engine2 = Engine(ModelRunner(model, 5, P, max_len=reach), BlockPool(n_blocks=5, block_size=P), max_seqs=3,
                      max_step_tokens=8)  # fmt: skip
     _watch_limits(engine2)
     found, share, allocate, pending = [], engine2.pool.share_prefix, engine2.pool.allocate, {}
@@ -1734,6 +1748,7 @@ def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=Fal
     require_same_vocabulary(target, draft)  # before the target's reference run, which it would make in vain
     # (0 was taken as None: the default length, without a word)
     n_new = env.pick(cpu=10, gpu=64) if n_new is None else utils.require_int(n_new, "n_new")
+    _require_positions(target, 7 + n_new, f"check_speculative's prompt and n_new={n_new}")  # its prompt: 7 tokens
     for proposed, choice, want in (([5, 6, 7], [5, 6, 8, 9], [5, 6, 8]), ([5, 6], [5, 6, 4], [5, 6, 4]),
                                    ([5, 6], [3, 6, 4], [3])):  # fmt: skip
         try:

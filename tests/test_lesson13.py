@@ -1430,3 +1430,22 @@ def test_speculative_decoding_runs_no_position_past_the_last_token_asked_for(tmp
         for draft in (model, L.first_layers(model, 1)):  # every guess accepted; some rejected
             tokens, stats = L.speculative_generate(model, draft, prompt, 5, k=k)  # 19 + 5 = 24 positions: all of them
             assert tokens == alone(model, prompt, 5), (k, stats)
+
+
+def test_the_checks_ask_for_the_positions_their_requests_reach(tmp_path):
+    """(session 53) check_engine made its runners with max_len=64 and 32, while its requests reach 20 positions at
+    most: a dynamic-RoPE model whose max_position_embeddings (24) holds them was refused with lesson 08's "pass
+    max_len <= 24", an argument check_engine does not have. Now the runners cover what the requests reach, and a
+    model that covers less is refused by the check, naming the positions it needs."""
+
+    def dynamic(folder, max_position_embeddings):
+        shape = {"max_position_embeddings": max_position_embeddings,
+                 "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}  # fmt: skip
+        return L.load_model(ckpt.build_checkpoint(folder, shape), dtype=torch.float32)
+
+    L.check_engine(dynamic(tmp_path / "24", 24), quiet=True)
+    short = dynamic(tmp_path / "12", 12)
+    with pytest.raises(ValueError, match=r"check_engine's requests reach 20 positions.*max_position_embeddings=12"):
+        L.check_engine(short, quiet=True)
+    with pytest.raises(ValueError, match=r"check_speculative's prompt and n_new=\d+ reach \d+ positions.*=12"):
+        L.check_speculative(short, L.first_layers(short, 1), quiet=True)
