@@ -241,16 +241,23 @@ def _scaled(inv_freq, s):
     return inv_freq
 
 
+def rope_positions(args: ModelArgs) -> int | None:
+    """How many positions this model's RoPE runs here: a dynamic NTK RoPE's max_position_embeddings (its base
+    grows past them), None for the other types (no limit)."""
+    s = args.rope_scaling or {}
+    return s["max_position_embeddings"] if s.get("rope_type") == "dynamic" else None
+
+
 def rope_cache(args: ModelArgs, max_len: int, dtype, device=None):
     """cos and sin for positions 0 .. max_len - 1, (max_len, D) each, in ``dtype`` (as HF hands them to a layer)."""
     max_len, device = utils.require_int(max_len, "max_len", least=0), device or utils.mode.current().device
-    s = args.rope_scaling or {}
-    if s.get("rope_type") == "dynamic" and max_len > s["max_position_embeddings"]:
+    limit = rope_positions(args)
+    if limit is not None and max_len > limit:
         # past it, transformers raises the base as the sequence grows, and keys already cached keep the old angles
-        raise ValueError(f"this model's dynamic NTK RoPE is plain RoPE up to max_position_embeddings="
-                         f"{s['max_position_embeddings']} positions, and max_len={max_len} goes past them (where the "
-                         f"base would grow with the sequence, which is not implemented here): pass max_len <= "
-                         f"{s['max_position_embeddings']}, or a shorter prompt and fewer new tokens")  # fmt: skip
+        raise ValueError(f"this model's dynamic NTK RoPE is plain RoPE up to max_position_embeddings={limit} "
+                         f"positions, and max_len={max_len} goes past them (where the base would grow with the "
+                         f"sequence, which is not implemented here): pass max_len <= {limit}, or a shorter prompt "
+                         f"and fewer new tokens")  # fmt: skip
     angles = torch.arange(max_len, dtype=torch.float32)[:, None] * rope_frequencies(args)[None, :]  # (T, D/2)
     angles = torch.cat([angles, angles], dim=-1)  # (T, D): pair i is (i, i + D/2)
     return angles.cos().to(device, dtype), angles.sin().to(device, dtype)

@@ -36,6 +36,7 @@ from lessons.l08_llama_model import (
     kv_cache_bytes,
     load_model,
     rope_cache,
+    rope_positions,
     sample,
 )
 
@@ -1547,11 +1548,11 @@ def _require_positions(model, need: int, what: str):
     """A dynamic-RoPE model's tables stop at its max_position_embeddings (lesson 08's rope_cache): a check whose
     requests reach past them is refused here, naming what it needs (lesson 08 would name a max_len the check's
     caller never passed)."""
-    s = model.args.rope_scaling or {}
-    if s.get("rope_type") == "dynamic" and need > s["max_position_embeddings"]:
+    limit = rope_positions(model.args)
+    if limit is not None and need > limit:
         raise ValueError(f"{what} reach {need} positions, but this model's dynamic NTK RoPE is plain RoPE up to "
-                         f"max_position_embeddings={s['max_position_embeddings']} only (lesson 08's rope_cache): "
-                         f"check a model whose config covers {need} positions")  # fmt: skip
+                         f"max_position_embeddings={limit} only (lesson 08's rope_cache): check a model whose "
+                         f"config covers {need} positions")  # fmt: skip
 
 
 def check_engine(model: Model, *, quiet=False):
@@ -1748,7 +1749,8 @@ def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=Fal
     require_same_vocabulary(target, draft)  # before the target's reference run, which it would make in vain
     # (0 was taken as None: the default length, without a word)
     n_new = env.pick(cpu=10, gpu=64) if n_new is None else utils.require_int(n_new, "n_new")
-    _require_positions(target, 7 + n_new, f"check_speculative's prompt and n_new={n_new}")  # its prompt: 7 tokens
+    T = 7  # the random prompt's length
+    _require_positions(target, T + n_new, f"check_speculative's prompt of {T} tokens and n_new={n_new}")
     for proposed, choice, want in (([5, 6, 7], [5, 6, 8, 9], [5, 6, 8]), ([5, 6], [5, 6, 4], [5, 6, 4]),
                                    ([5, 6], [3, 6, 4], [3])):  # fmt: skip
         try:
@@ -1762,7 +1764,7 @@ def check_speculative(target: Model, draft: Model, *, k=3, n_new=None, quiet=Fal
                 f"when all are accepted, target has one more token for that"
             )
     V = target.args.vocab_size
-    prompt = torch.randint(3 if V > 3 else 0, V, (7,)).tolist()  # past the usual special ids 0-2 where there are more
+    prompt = torch.randint(3 if V > 3 else 0, V, (T,)).tolist()  # past the usual special ids 0-2 where there are more
     alone = generate(target, torch.tensor([prompt], device=target.embed.device), n_new, kernels=False)
     alone = alone[0, len(prompt) :].tolist()
     # the draft given, then one that guesses wrong (its head shifted by one token): a small random draft can agree
