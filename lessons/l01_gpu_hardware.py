@@ -79,15 +79,19 @@ def check_add_bytes(fn, *, trials=20, quiet=False):
         n, dtype = rng.choice([1, 7, 1000, rng.randrange(2, 10**7), 2**20 + 3]), rng.choice(DTYPES)
         x, y, out = meta(n, dtype), meta(n, dtype), meta(n, dtype)
         s = x.element_size()
-        hints = {
-            2 * n * s: "that is two arrays' worth: count the write of out as well as the reads of x and y.",
-            3 * n: "that counts elements; the question is bytes (multiply by itemsize).",
-            4 * n * s: "four arrays' worth: out is only written, not read (x and y read, out written: three).",
-            3 * n * s * 8: "that counts bits; the question is bytes (itemsize is already in bytes).",
-            **scaled(3 * n * s, "bytes"),
-        }
+        hints = [  # pairs, not a dict: at 2 bytes an element six arrays' worth is three at 4 bytes, and both are told
+            (2 * n * s, "that is two arrays' worth: count the write of out as well as the reads of x and y."),
+            (n * s, "that is one array's worth: x and y are read and out is written, three arrays of n elements."),
+            (3 * n, "that counts elements; the question is bytes (multiply by itemsize)."),
+            (4 * n * s, "four arrays' worth: out is only written, not read (x and y read, out written: three)."),
+            (6 * n * s, "six arrays' worth: each array was counted as read and written, but x and y are only read and "
+             "out is only written: three arrays, each moved once."),
+            (3 * n * s * 8, "that counts bits; the question is bytes (itemsize is already in bytes)."),
+            (3 * n * s / 8, "that divides by 8: itemsize is already in bytes (4 for float32), not bits."),
+            *scaled(3 * n * s, "bytes").items(),
+        ]  # fmt: skip
         if s != 4:
-            hints[3 * n * 4] = f"that takes 4 bytes an element whatever the dtype: use itemsize ({s} here)."
+            hints.append((3 * n * 4, f"that takes 4 bytes an element whatever the dtype: use itemsize ({s} here)."))
         return f"add_bytes({n}, {s})", fn(n, s), x.nbytes + y.nbytes + out.nbytes, hints
 
     utils.exercises.check_answers("add_bytes", case, trials=trials, quiet=quiet)
@@ -103,6 +107,8 @@ def check_add_flops(fn, *, trials=20, quiet=False):
         hints = {
             2 * n: "an addition is one FLOP; there is no multiply here.",
             3 * n: "that is the number of elements moved, not the number of additions.",
+            n - 1: "n - 1 additions sum n numbers into one (a reduction); here each of the n outputs is one addition, "
+            "out[i] = x[i] + y[i].",
             **scaled(n, "FLOPs"),
         }
         return f"add_flops({n})", fn(n), n, hints
@@ -145,17 +151,24 @@ def check_matmul_bytes(fn, *, trials=20, quiet=False):
         dtype = rng.choice(DTYPES[:4])
         a, b, c = meta((M, K), dtype), meta((K, N), dtype), meta((M, N), dtype)
         s = a.element_size()
-        hints = {
-            (M * K + K * N) * s: "count the write of C (M x N) too.",
-            M * K + K * N + M * N: "that counts elements; multiply by itemsize for bytes.",
-            3 * M * N * s: "A is M x K and B is K x N: they are not M x N unless K = N = M.",
-            (M * K + K * N + 2 * M * N) * s: "C is only written (c = a @ b, not c += a @ b): count it once.",
-            (M * K + K * N + M * N) * s * 8: "that counts bits; the question is bytes (itemsize is already in bytes).",
-            **scaled(a.nbytes + b.nbytes + c.nbytes, "bytes"),
-        }
+        naive = ("that counts the loads of the naive triple loop, an element of A and one of B for every multiply-add: "
+                 "the roofline counts the least traffic, each matrix moved once (tiles kept in fast memory are what "
+                 "get a kernel near it).")  # fmt: skip
+        hints = [  # pairs, not a dict: at 2 bytes an element twice the traffic is the traffic at 4 bytes: both told
+            ((M * K + K * N) * s, "count the write of C (M x N) too."),
+            (M * K + K * N + M * N, "that counts elements; multiply by itemsize for bytes."),
+            (3 * M * N * s, "A is M x K and B is K x N: they are not M x N unless K = N = M."),
+            ((M * K + K * N + 2 * M * N) * s, "C is only written (c = a @ b, not c += a @ b): count it once."),
+            (2 * (M * K + K * N + M * N) * s, "every matrix was counted as read and written: A and B are only read "
+             "and C is only written, each once."),
+            (2 * M * N * K * s, naive),
+            ((2 * M * N * K + M * N) * s, naive),
+            ((M * K + K * N + M * N) * s * 8, "that counts bits; the question is bytes (itemsize is in bytes)."),
+            *scaled(a.nbytes + b.nbytes + c.nbytes, "bytes").items(),
+        ]  # fmt: skip
         if s != 4:
-            hints[(M * K + K * N + M * N) * 4] = (
-                f"that takes 4 bytes an element whatever the dtype: use itemsize ({s})."
+            hints.append(
+                ((M * K + K * N + M * N) * 4, f"that takes 4 bytes an element whatever the dtype: use itemsize ({s}).")
             )
         return f"matmul_bytes(M={M}, N={N}, K={K}, itemsize={s})", fn(M, N, K, s), a.nbytes + b.nbytes + c.nbytes, hints
 
@@ -169,7 +182,9 @@ def check_arithmetic_intensity(fn, *, trials=20, quiet=False):
 
     def case(rng):
         flops, nbytes = rng.randrange(1, 10**12), rng.randrange(1, 10**10)
-        hints = {nbytes / flops: "upside down: intensity is FLOPs per byte.",
+        hints = {**scaled(flops / nbytes, "FLOP per byte"),
+                 nbytes / flops: "upside down: intensity is FLOPs per byte.",
+                 flops * nbytes: "that multiplies: intensity is a ratio, FLOPs per byte, flops / nbytes.",
                  flops // nbytes: "// (or int()) rounds down to a whole number: divide with /."}  # fmt: skip
         return f"arithmetic_intensity(flops={flops}, nbytes={nbytes})", fn(flops, nbytes), flops / nbytes, hints
 
@@ -186,7 +201,14 @@ def check_ridge_point(fn, *, trials=20, quiet=False):
         want = utils.roofline.ridge(gpu, prec)
         units = "units: TFLOP/s is 1e12 FLOP/s and GB/s is 1e9 bytes/s, so the ratio needs a factor 1000 (1e12 / 1e9)."
         hints = {want * 10.0**k: units for k in UNIT_SLIPS}  # a factor dropped, or two
+        for k in UNIT_SLIPS:  # upside down, and a unit slipped besides (bandwidth_gbs / tflops * 1000)
+            hints[10.0**k / want] = ("upside down: the ridge is FLOP/s divided by bytes/s, and then TFLOP/s is 1e12 "
+                                     "FLOP/s and GB/s 1e9 bytes/s: tflops * 1e12 / (bandwidth_gbs * 1e9).")  # fmt: skip
         hints[1 / want] = "upside down: the ridge is FLOP/s divided by bytes/s."
+        hints[want * 1e18] = (
+            "a / b * c is (a / b) * c: tflops * 1e12 / bandwidth_gbs * 1e9 multiplies by the 1e9 it meant to divide "
+            "by; put the bytes/s in parentheses, / (bandwidth_gbs * 1e9)."
+        )
         hints[want * 1e9 / 2**30] = "GB/s is 1e9 bytes/s, not 2**30 (that is GiB/s): the ridge needs 1e12 / 1e9."
         for slip in (2**40 / 1e12, 2**40 / 2**30 / 1e3):  # TFLOP/s taken as 2**40; both units binary
             hints[want * slip] = BINARY_UNITS
@@ -228,6 +250,13 @@ def switch_hint(fn, nbytes, gpu, prec):
     for slip in (2**40 / 1e12, 2**40 / 2**30 / 1e3):
         if math.isclose(at, ridge * slip, rel_tol=1e-6):
             return f"it switches at ridge * {slip:.4g} ({at:.4g} FLOP/B): {BINARY_UNITS}"
+    for roof, unit in ((gpu.tflops[prec], f"the peak {prec} TFLOP/s"), (gpu.bandwidth_gbs, "the bandwidth in GB/s")):
+        k = round(math.log10(at / roof))
+        if math.isclose(at, roof * 10.0**k, rel_tol=1e-6):
+            times = f" * 1e{k}" if k else ""
+            return (f"it switches at {unit}{times} ({at:.4g}), not at the ridge ({ridge:.1f} FLOP/B): an intensity "
+                    "(FLOP per byte) is compared with the ridge, peak FLOP/s / bandwidth in bytes/s, "
+                    "ridge_point(ceilings, precision), not with one roof alone.")  # fmt: skip
     k = round(math.log10(at / ridge))
     if k and math.isclose(at, ridge * 10.0**k, rel_tol=1e-6):
         return (f"it switches at ridge * 1e{k} ({at:.4g} FLOP/B): its ridge is off by a factor 1e{k}. Units: TFLOP/s "

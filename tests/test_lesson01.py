@@ -59,7 +59,22 @@ WRONG = [
     ),  # fmt: skip
     ("is_memory_bound", lambda f, b, c, p: f < lesson.ridge_point(c, p), "not at the ridge"),
     ("is_memory_bound", lambda f, b, c, p: f / b > 1, "wrong way round (False below"),
-]
+    # session 53: each got no hint (or, at 2 bytes an element, "use itemsize", which it did)
+    ("add_bytes", lambda n, s: 6 * n * s, "six arrays' worth"),
+    ("add_bytes", lambda n, s: n * s, "one array's worth"),
+    ("add_bytes", lambda n, s: 3 * n * s / 8, "that divides by 8"),
+    ("add_flops", lambda n: n - 1, "(a reduction)"),
+    ("matmul_bytes", lambda M, N, K, s: 2 * (M * K + K * N + M * N) * s, "counted as read and written"),
+    ("matmul_bytes", lambda M, N, K, s: (2 * M * N * K + M * N) * s, "loads of the naive triple loop"),
+    ("arithmetic_intensity", lambda f, b: f / 1e9 / b, "off by a factor 1e9"),
+    ("arithmetic_intensity", lambda f, b: f * b, "that multiplies"),
+    ("ridge_point", lambda c, p: c.tflops[p] * 1e12 / c.bandwidth_gbs * 1e9, "a / b * c is (a / b) * c"),
+    ("ridge_point", lambda c, p: c.bandwidth_gbs / c.tflops[p] * 1e3, "upside down: the ridge is FLOP/s divided by "
+     "bytes/s, and then"),
+    ("is_memory_bound", lambda f, b, c, p: f / b < c.tflops[p], "switches at the peak"),
+    ("is_memory_bound", lambda f, b, c, p: f / b < c.tflops[p] * 1e3, "TFLOP/s * 1e3"),
+    ("is_memory_bound", lambda f, b, c, p: f / b < c.bandwidth_gbs, "switches at the bandwidth in GB/s"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("name, wrong, hint", WRONG, ids=[f"{w[0]}-{i}" for i, w in enumerate(WRONG)])
@@ -67,6 +82,18 @@ def test_check_names_the_classic_mistake(name, wrong, hint):
     with pytest.raises(AssertionError, match="expected|returned") as err:
         getattr(lesson, f"check_{name}")(wrong, trials=50)
     assert hint in str(err.value)
+
+
+def test_two_mistakes_that_give_the_same_number_are_both_told():
+    """(session 53) Six arrays of 2-byte elements are as many bytes as three of 4 bytes: a {wrong answer: hint} dict
+    kept one of the two hints (the other key overwritten), and the learner who counted each array as read and
+    written was told to use itemsize, which they did. A 6 n s seen at a 2-byte dtype gets both."""
+    with pytest.raises(AssertionError, match="itemsize=2|, 2\\)") as err:
+        lesson.check_add_bytes(lambda n, s: 6 * n * s if s == 2 else 3 * n * s, trials=200)
+    assert "six arrays' worth" in str(err.value) and "use itemsize (2 here)" in str(err.value)
+    with pytest.raises(AssertionError) as err:
+        lesson.check_matmul_bytes(lambda M, N, K, s: (2 if s == 2 else 1) * (M * K + K * N + M * N) * s, trials=200)
+    assert "counted as read and written" in str(err.value) and "use itemsize (2)" in str(err.value)
 
 
 def test_ridge_point_of_another_precision_is_caught():

@@ -3,7 +3,8 @@ case that is wrong, and a hint when the wrong answer is one of the classic ones.
 
 A lesson defines, for each exercise, a ``case(rng)`` that draws one random case, calls the learner's function and
 returns ``(call, got, want, hints)``: the call as text, what the learner's function returned, the right answer, and
-``{classic wrong answer: hint}``. :func:`check_answers` runs it ``trials`` times.
+``{classic wrong answer: hint}`` (or ``[(classic wrong answer, hint), ...]``, where two mistakes can give the same
+number: each hint it matches is told). :func:`check_answers` runs it ``trials`` times.
 """
 
 from __future__ import annotations
@@ -91,7 +92,11 @@ def check_answers(name: str, case, *, trials: int = 20, quiet: bool = False, rng
             hint = hints.get(bool(got)) if not ok else None
         else:
             ok = same(got, want)
-            hint = None if ok else next((h for wrong, h in hints.items() if same(got, wrong)), None)
+            # every hint whose wrong answer it is: two mistakes can give the same number (six arrays of 2-byte
+            # elements are three of 4 bytes), and the hints may then come as (wrong answer, hint) pairs, not a dict
+            told = [] if ok else [h for wrong, h in (hints.items() if isinstance(hints, dict) else hints)
+                                  if same(got, wrong)]  # fmt: skip
+            hint = "\nOr: ".join(dict.fromkeys(told)) or None
             if not ok and hint is None and isinstance(want, float):
                 hint = rounding_hint(got, want)
         if not ok:
