@@ -267,8 +267,8 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                 "the two halves of the row are paired (k and k + K/2), not neighbours (2j and 2j + 1)": (
                     q[:, : q.shape[1] // 2].long() + 16 * q[:, q.shape[1] // 2 :].long()
                 ),
-                "the high nibble is lost: a uint8 shifted by 8 keeps none of its bits; k = 2j + 1 goes in bits 4-7, "
-                "q[:, 1::2] << 4": q[:, 0::2].long(),
+                "the high nibble is lost: q[:, 1::2] << 8 keeps none of a uint8's bits, and >> 4 (the wrong way) "
+                "shifts a code 0 .. 15 out; k = 2j + 1 goes in bits 4-7, q[:, 1::2] << 4": q[:, 0::2].long(),
                 **packed_by,
             },
         )
@@ -291,6 +291,14 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                 "keeps it in bits 4-7)": torch.stack([q[:, 0::2], 16 * q[:, 1::2].long()], -1)
                 .reshape(q.shape[0], -1)
                 .long(),
+                "the high nibble comes back as the low one: packed & 0xF0 >> 4 is packed & 0xF (>> binds tighter "
+                "than &); write (packed & 0xF0) >> 4, or packed >> 4": torch.stack([q[:, 0::2], q[:, 0::2]], -1)
+                .reshape(q.shape[0], -1)
+                .long(),
+                "the low nibble is packed - hi, not packed - (hi << 4): the high nibble stands for 16 times its value "
+                "in the byte; lo = packed & 0xF": torch.stack(
+                    [want - q[:, 1::2].long(), q[:, 1::2].long()], -1
+                ).reshape(q.shape[0], -1),
                 "the high nibble comes back as 0: shift first, hi = packed >> 4 ((packed & 0xF) >> 4 masks the high "
                 "nibble away before shifting the low one out)": torch.stack([q[:, 0::2], 0 * q[:, 1::2]], -1)
                 .reshape(q.shape[0], -1)
@@ -365,13 +373,17 @@ def _int4_variant(
     zeros=(0, 15),
     stored=True,
     levels=None,
+    per_tensor=False,
+    codes_zero=None,
 ):
     """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives.
     symmetric: the range -max |w| .. max |w| in place of the group's own min .. max; around_zero: which ends of that
     min .. max are stretched to take in 0; layout: how the padded rows were cut into groups, "rows" (the spec: runs of
     G along K), "strided" (view(N, G, groups): a group is every groups-th column) or "columns" (the transpose's memory
     order: runs down the columns, along N), the codes left in that order; codes, zeros: the clamps; stored=False: the
-    codes and zero points from the scale before stored_scale rounds it; levels: what stored_scale is told (steps)."""
+    codes and zero points from the scale before stored_scale rounds it; levels: what stored_scale is told (steps);
+    per_tensor: one min .. max for the whole weight; codes_zero(lo, scale): the zero point the codes are computed with,
+    where it is not the one returned (zero_point's)."""
     N, K = w.shape
     groups = triton.cdiv(K, G)
     padded = F.pad(w.float(), (0, groups * G - K))
@@ -384,6 +396,8 @@ def _int4_variant(
     lo, hi = lo.clamp(max=0) if "lo" in around_zero else lo, hi.clamp(min=0) if "hi" in around_zero else hi
     if per_row:
         lo, hi = lo.amin(-1, keepdim=True).expand(N, groups), hi.amax(-1, keepdim=True).expand(N, groups)
+    if per_tensor:
+        lo, hi = lo.amin().expand(N, groups), hi.amax().expand(N, groups)
     if symmetric:
         hi = torch.maximum(hi, -lo)
         lo = -hi
@@ -391,7 +405,8 @@ def _int4_variant(
     scale = stored_scale(raw, levels or steps, w.dtype).float()
     used = scale if stored else raw
     zero = zero_point(lo, used).clamp(*zeros)
-    q = code(wf, used[..., None], zero[..., None]).clamp(*codes)
+    in_codes = zero if codes_zero is None else codes_zero(lo, used)
+    q = code(wf, used[..., None], in_codes[..., None]).clamp(*codes)
     if layout == "strided":  # each code back at its own column, where view(N, groups * G) of the (N, G, groups) puts it
         q = q.transpose(1, 2)
     return _dequant_codes(q.reshape(N, -1).double(), zero.double(), scale.double(), K)
@@ -421,6 +436,29 @@ def quantize_suspects(w, G):
         "...), not the 16 codes (it uses them to tell whether fp16 rounded a tiny scale too far down)": (
             _int4_variant(w, G, levels=16)
         ),
+        "the scale is max / 15, from the group's max alone: the 16 codes span the range from min to max, scale = "
+        "(max - min) / 15 (min <= 0 <= max)": _int4_variant(w, G, scale_of=lambda lo, hi, steps: hi / steps),
+        "the scale is max|w| / 15, a symmetric scale with the asymmetric zero point: the 16 codes span the group's "
+        "own range, scale = (max - min) / 15 (max|w| / 15 covers only half of a range -max|w| .. max|w|, and the codes "
+        "clamp)": _int4_variant(w, G, scale_of=lambda lo, hi, steps: torch.maximum(hi, -lo) / steps),
+        "one scale for the whole weight (per-tensor): each group of group_size weights along K has its own scale "
+        "and zero point, from its own min and max (view the row as (groups, group_size) and reduce the last "
+        "dimension)": _int4_variant(w, G, per_tensor=True),
+        "the codes were rounded before the zero point was added, round(w / scale) + zero: at halves (round half to "
+        "even) that is another code than round(w / scale + zero), the spec's; add first, then round": _int4_variant(
+            w, G, code=lambda wf, s, z: torch.round(wf / s) + z
+        ),
+        "the codes multiply by the scale, w * scale: a code counts steps of the scale, round(w / scale + zero)": (
+            _int4_variant(w, G, code=lambda wf, s, z: torch.round(wf * s + z))
+        ),
+        "the zero point is not rounded: the codes took -min / scale with its fraction and the cast to uint8 then "
+        "truncated the zero point returned; round it first, zero = round(-min / scale), and compute the codes with "
+        "that whole number": _int4_variant(
+            w, G, zero_point=lambda lo, s: torch.trunc(-lo / s), codes_zero=lambda lo, s: (-lo / s).clamp(0, 15)
+        ),
+        "the codes count steps from the group's min, round((w - min) / scale): the zero point returned is rounded, "
+        "so dequantizing, (code - zero) * scale, moves each weight by that rounding; code = round(w / scale + zero) "
+        "with the rounded zero point": _int4_variant(w, G, codes_zero=lambda lo, s: -lo / s),
         "one scale for the whole row: each group of group_size weights along K has its own scale and zero "
         "point (view the row as (groups, group_size) and reduce the last dimension)": _int4_variant(w, G, per_row=True),
         "the zero point is rounded down: zero = round(-min / scale), the nearest code to the weight 0": _int4_variant(
@@ -1033,6 +1071,15 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
             shifted = torch.stack([q[:, 0::2], hi], -1).reshape(N, -1)
             hint = f"the high nibble is shifted down by {sh}, not 4{masked}: it sits in bits 4-7, so hi = byte >> 4"
             suspects[hint] = y(_dequant_codes(shifted, z, s, K))
+    signed = torch.where((odd == 1) & (q >= 8), q - 16, q)  # an int8 >> 4 drags the sign bit in: hi - 16 from 8 on
+    suspects[
+        "high nibbles of 8 and more came out 16 too small: the byte was shifted as a signed int8 (byte.to(tl.int8) "
+        ">> 4 is arithmetic and drags the sign bit in); shift the uint8 byte as it is loaded, byte >> 4"
+    ] = y(_dequant_codes(signed, z, s, K))
+    suspects[
+        "the zero point is a fixed 8 (a symmetric int4's): this int4 is asymmetric, each group has its own zero "
+        "point; load it at zero_ptr + n * stride_sn + g and subtract it, (q - zero)"
+    ] = y(_dequant_codes(q, 8 + 0 * z, s, K))
     wrapped = ((q.view(N, -1, G) - z[..., None]) % 256 * s[..., None]).view(N, -1)[:, :K]  # uint8 - uint8
     suspects[
         "q - zero wrapped around below 0 (a code under its zero point came out near 256): the nibbles and the zero "
@@ -1071,6 +1118,10 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
         "the scale is applied once, after the K loop (the last group's), to the sum of the groups' partial products: "
         "each group has its own scale, so scale each group's partial product inside the loop (acc += part * scale)"
     ] = sum(parts[a:b].sum(0) * s[:, b - 1] for a, b in last)
+    suspects[
+        "acc = part * scale overwrote the sum at each step: only the last group of the K loop (of each split) "
+        "survives; accumulate, acc += part * scale"
+    ] = sum(parts[b - 1] * s[:, b - 1] for a, b in last)
     suspects.update(split_k_suspects(parts * s.T[:, None, :], split, "group", "groups"))
     if N > 1 and w.groups <= N:  # (n, g) read at g * stride_sn + n: inside the tensor while groups <= N
         at = torch.arange(w.groups, device=q.device)[None, :] * w.groups + torch.arange(N, device=q.device)[:, None]
