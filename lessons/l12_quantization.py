@@ -307,6 +307,10 @@ def check_pack_int4(pack, unpack, *, quiet=False):
                 ">> 4 is arithmetic); shift the uint8 bytes, a logical shift": torch.stack(
                     [q[:, 0::2].long(), torch.where(q[:, 1::2] >= 8, q[:, 1::2].long() + 240, q[:, 1::2].long())], -1
                 ).reshape(q.shape[0], -1),
+                "the low nibble comes back 16 times too large: packed << 4 moves it up to bits 4-7 (the uint8 drops "
+                "the high one); mask it, lo = packed & 0xF (or shift back, (packed << 4) >> 4)": torch.stack(
+                    [16 * q[:, 0::2].long(), q[:, 1::2].long()], -1
+                ).reshape(q.shape[0], -1),
                 **unpacked_by,
             },
         )
@@ -375,6 +379,7 @@ def _int4_variant(
     levels=None,
     per_tensor=False,
     codes_zero=None,
+    pad_front=False,
 ):
     """int4_codes_ref's arithmetic with one thing changed, dequantized in fp64: what a classic mistake gives.
     symmetric: the range -max |w| .. max |w| in place of the group's own min .. max; around_zero: which ends of that
@@ -383,10 +388,10 @@ def _int4_variant(
     order: runs down the columns, along N), the codes left in that order; codes, zeros: the clamps; stored=False: the
     codes and zero points from the scale before stored_scale rounds it; levels: what stored_scale is told (steps);
     per_tensor: one min .. max for the whole weight; codes_zero(lo, scale): the zero point the codes are computed with,
-    where it is not the one returned (zero_point's)."""
+    where it is not the one returned (zero_point's); pad_front: the zeros padded in front of the row, not after it."""
     N, K = w.shape
     groups = triton.cdiv(K, G)
-    padded = F.pad(w.float(), (0, groups * G - K))
+    padded = F.pad(w.float(), (groups * G - K, 0) if pad_front else (0, groups * G - K))
     wf = {
         "rows": lambda: padded.view(N, groups, G),
         "strided": lambda: padded.view(N, G, groups).transpose(1, 2),
@@ -459,6 +464,10 @@ def quantize_suspects(w, G):
         "the codes count steps from the group's min, round((w - min) / scale): the zero point returned is rounded, "
         "so dequantizing, (code - zero) * scale, moves each weight by that rounding; code = round(w / scale + zero) "
         "with the rounded zero point": _int4_variant(w, G, codes_zero=lambda lo, s: -lo / s),
+        "the zeros were padded in front of the row, F.pad(w, (groups * G - K, 0)): F.pad's pair is (before, after) "
+        "along the last dimension, and the padded tail goes after column K - 1, F.pad(w, (0, groups * G - K))": (
+            _int4_variant(w, G, pad_front=True)
+        ),
         "one scale for the whole row: each group of group_size weights along K has its own scale and zero "
         "point (view the row as (groups, group_size) and reduce the last dimension)": _int4_variant(w, G, per_row=True),
         "the zero point is rounded down: zero = round(-min / scale), the nearest code to the weight 0": _int4_variant(
@@ -576,7 +585,16 @@ def check_int4_codes(fn, *, quiet=False):
             w[5, 0], w[5, 1] = 31 * 2.0**-24, 3 * 2.0**-24
             w[6, : min(K, G)] = -w[5, : min(K, G)]  # min -31 steps, max 0: zero point 31 / 2 = 15.5, rounded to 16
         groups = triton.cdiv(K, G)
-        got = fn(w, G)
+        try:
+            got = fn(w, G)
+        except RuntimeError as error:  # view(N, groups, G) of the unpadded row: PyTorch's words name no group
+            if K % G and "is invalid for input of size" in str(error):
+                raise AssertionError(
+                    f"int4_codes_ref(w of shape {(N, K)}, {G}) failed: {error}.\nHint: K = {K} is not a multiple of "
+                    f"the group size {G}: pad each row with zeros to groups * group_size = {groups * G} columns, "
+                    f"F.pad(w.float(), (0, groups * G - K)), before the view (N, groups, group_size)"
+                ) from error
+            raise
         shapes = ((N, groups * G), (N, groups), (N, groups))
         three = isinstance(got, tuple) and len(got) == 3 and all(isinstance(t, torch.Tensor) for t in got)
         if not three or tuple(tuple(t.shape) for t in got) != shapes:
@@ -1071,6 +1089,11 @@ def w4a16_suspects(x, w: Int4Weight, split=None):
             shifted = torch.stack([q[:, 0::2], hi], -1).reshape(N, -1)
             hint = f"the high nibble is shifted down by {sh}, not 4{masked}: it sits in bits 4-7, so hi = byte >> 4"
             suspects[hint] = y(_dequant_codes(shifted, z, s, K))
+    scales = torch.where(odd == 1, 1.0, s.repeat_interleave(G, 1))  # the high nibbles' columns left unscaled
+    suspects[
+        "the scale was applied to the low nibbles' dot only (part = tl.dot(x_even, ...) * scale, then the high "
+        "nibbles' dot added to it): scale the group's whole partial product, both dots, once: acc += part * scale"
+    ] = y(((q - z.repeat_interleave(G, 1)) * scales)[:, :K])
     signed = torch.where((odd == 1) & (q >= 8), q - 16, q)  # an int8 >> 4 drags the sign bit in: hi - 16 from 8 on
     suspects[
         "high nibbles of 8 and more came out 16 too small: the byte was shifted as a signed int8 (byte.to(tl.int8) "

@@ -1580,6 +1580,36 @@ PLANTED = {  # mistake: (function, its edits, the check, words of its hint)
         _check_w4a16,
         "acc = part * scale overwrote the sum",
     ),  # fmt: skip
+    "unpack's low nibble shifted up": (
+        "unpack_int4",
+        [("packed & 0xF,", "packed << 4,")],
+        _check_pack,
+        "the low nibble comes back 16 times too large",
+    ),  # fmt: skip
+    "int4 rows padded in front": (
+        "int4_codes_ref",
+        [("(0, groups * G - K)", "(groups * G - K, 0)")],
+        _check_codes,
+        "the zeros were padded in front of the row",
+    ),  # fmt: skip
+    "int4 rows not padded": (  # crashed in PyTorch's view, whose words name no group
+        "int4_codes_ref",
+        [("F.pad(w.float(), (0, groups * G - K))", "w.float()")],
+        _check_codes,
+        "K = 100 is not a multiple of the group size 32: pad",
+    ),  # fmt: skip
+    "w4a16 scale on the low nibbles' dot only": (
+        "w4a16_kernel",
+        [
+            (
+                "part = tl.dot(x_even, tl.trans(lo), input_precision=DOT_PRECISION)",
+                "part = tl.dot(x_even, tl.trans(lo), input_precision=DOT_PRECISION) * scale[None, :]",
+            ),
+            ("acc += part * scale[None, :]", "acc += part"),
+        ],
+        _check_w4a16,
+        "the scale was applied to the low nibbles' dot only",
+    ),  # fmt: skip
     "w4a16 zero point fixed at 8": (
         "w4a16_kernel",
         [("(tl.float32) - zero[:, None])", "(tl.float32) - 8)")],
