@@ -1617,15 +1617,6 @@ def _check_falling_scores(fn, dtype, quiet):
     g = torch.Generator().manual_seed(1)
     t = torch.arange(max_len)
     s = torch.where(t % split_len < block, 0.0, -300.0) + 2 * torch.randn(max_len, generator=g)
-    q, k = far_scores_qk(s.double(), H, D, g)
-    q, k = q[None].to(env.device, dtype), k[None, :, None].to(env.device, dtype)  # (1, H, D), (1, max_len, 1, D)
-    v = torch.randn(1, max_len, KV, D, generator=g).to(env.device, dtype)
-    lengths = torch.full((1,), max_len, device=env.device, dtype=torch.int32)
-    with utils.watch_memory() as stray:
-        out = fn(q, k, v, lengths, out=utils.nan_empty((1, H, D), dtype))
-    q64, k64 = q.double(), k.double()
-    ref = decode_attention_ref(q64, k64, v.double(), lengths)
-    s_max = float(torch.einsum("bhd,btkd->bhtk", q64, k64).abs().max()) / math.sqrt(D)
 
     def diagnose(got):
         if bool(got.isfinite().all()):
@@ -1638,8 +1629,7 @@ def _check_falling_scores(fn, dtype, quiet):
 
     name = f"decode attention (B=1, H={H}, KV={KV}, D={D}, lengths=[{max_len}], {max_len // split_len} splits of "
     name += f"{split_len // block} key blocks, each split's first block scoring about 0, the others about -300)"
-    utils.check(out, ref, **large_scores_tolerance(dtype, s_max), name=name, quiet=quiet, stray=stray,
-                diagnose=diagnose)  # fmt: skip
+    _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, diagnose)
 
 
 def _check_lengths_past_the_cache(fn, dtype, quiet):
@@ -1729,15 +1719,6 @@ def _check_far_scores(fn, dtype, quiet):
     split_len = decode_split(1, KV, max_len, head_dim=D)[1]
     g = torch.Generator().manual_seed(0)
     s = torch.where(torch.arange(max_len) < split_len, -400.0, -200.0) + 2 * torch.randn(max_len, generator=g)
-    q, k = far_scores_qk(s.double(), H, D, g)  # score of key t: ~s_t
-    q, k = q[None].to(env.device, dtype), k[None, :, None].to(env.device, dtype)  # (1, H, D), (1, max_len, 1, D)
-    v = torch.randn(1, max_len, KV, D, generator=g).to(env.device, dtype)
-    lengths = torch.full((1,), max_len, device=env.device, dtype=torch.int32)
-    with utils.watch_memory() as stray:
-        out = fn(q, k, v, lengths, out=utils.nan_empty((1, H, D), dtype))
-    q64, k64 = q.double(), k.double()
-    ref = decode_attention_ref(q64, k64, v.double(), lengths)
-    s_max = float(torch.einsum("bhd,btkd->bhtk", q64, k64).abs().max()) / math.sqrt(D)
 
     def diagnose(got):
         if bool(got.isfinite().all()):
@@ -1752,6 +1733,24 @@ def _check_far_scores(fn, dtype, quiet):
         )
 
     name = f"decode attention (B=1, H={H}, KV={KV}, D={D}, lengths=[{max_len}], scores near -400 and -200)"
+    _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, diagnose)
+
+
+def _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, diagnose):
+    """One sequence of one kv head whose key t scores about s[t] (far_scores_qk, drawing from g), checked against
+    decode_attention_ref with the tolerance such scores need; diagnose(got) names what a non-finite result means."""
+    __tracebackhide__ = True
+    env = utils.mode.current()
+    max_len = len(s)
+    q, k = far_scores_qk(s.double(), H, D, g)  # score of key t: ~s_t
+    q, k = q[None].to(env.device, dtype), k[None, :, None].to(env.device, dtype)  # (1, H, D), (1, max_len, 1, D)
+    v = torch.randn(1, max_len, 1, D, generator=g).to(env.device, dtype)
+    lengths = torch.full((1,), max_len, device=env.device, dtype=torch.int32)
+    with utils.watch_memory() as stray:
+        out = fn(q, k, v, lengths, out=utils.nan_empty((1, H, D), dtype))
+    q64, k64 = q.double(), k.double()
+    ref = decode_attention_ref(q64, k64, v.double(), lengths)
+    s_max = float(torch.einsum("bhd,btkd->bhtk", q64, k64).abs().max()) / math.sqrt(D)
     utils.check(out, ref, **large_scores_tolerance(dtype, s_max), name=name, quiet=quiet, stray=stray,
                 diagnose=diagnose)  # fmt: skip
 
