@@ -3919,7 +3919,9 @@ def hash_join(left_keys, right_keys, *, BLOCK_SIZE=1024):
         return torch.empty(0, dtype=torch.int64, device=device), torch.empty(0, dtype=torch.int64, device=device)
     LOG_CAPACITY = max(2 * n_right - 1, 1).bit_length()  # 2**LOG_CAPACITY >= 2 * n_right: half empty at most
     slot_keys = torch.full((2**LOG_CAPACITY + 1,), EMPTY_KEY, dtype=torch.int64, device=device)  # + a spare entry
-    slot_rows = torch.empty(2**LOG_CAPACITY, dtype=torch.int64, device=device)
+    # zeros, not empty: a correct probe never reads an empty slot's row, but a build that claims a slot without
+    # writing its row (a mistake) then matches row 0, always caught, not garbage that reads as "no match" when negative
+    slot_rows = torch.zeros(2**LOG_CAPACITY, dtype=torch.int64, device=device)
     dups = torch.zeros(2, dtype=torch.int64, device=device)  # duplicate keys, keys equal to EMPTY_KEY
     hash_build_kernel[(triton.cdiv(n_right, BLOCK_SIZE),)](
         right_keys, slot_keys, slot_rows, dups, n_right, LOG_CAPACITY=LOG_CAPACITY, BLOCK_SIZE=BLOCK_SIZE
