@@ -2642,16 +2642,23 @@ def _fast_prepared(signature, x, w, out, residual):
     return result if prepared(x, parts, result, residual) else None
 
 
-def _fast_prologue(x, w, kind, bits, out, residual, schedule, overrides):
-    """The cheap checks of a fast launcher (the weight checked itself when it was built) and its schedule."""
+def _require_fast_call(x, w, kind, bits):
+    """The cheap checks of x and w that a fast launcher and a fused GEMV share (the weight checked itself when it
+    was built): returns w's (rows, K)."""
     if not isinstance(w, kind):
         raise TypeError(f"w must be an {kind.__name__} (quantize_int{bits}_ref(weight)), got {type(w).__name__}")
-    N, K = w.shape
+    rows, K = w.shape
     _require_x(x, K)
     if x.device != w.scale.device:
         raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
     if w.scale.requires_grad:  # refused while autograd records, as w8a16's checks do: no backward here
         utils.require(w.scale, "w.scale")
+    return rows, K
+
+
+def _fast_prologue(x, w, kind, bits, out, residual, schedule, overrides):
+    """The cheap checks of a fast launcher and its schedule."""
+    N, K = _require_fast_call(x, w, kind, bits)
     M = x.shape[0]
     parts = {"x": x, **_weight_tensors(w)}
     out = _require_out_residual(out, residual, x, M, N, parts)
@@ -3624,18 +3631,10 @@ def _int4_decode_kernel(s, meta, x, kind=None, shape=(None, None), group_size=12
 
 
 def _fused_gemv(x, w, bits, norm, eps, residual, swiglu, out, schedule, pdl=False):
-    kind = Int4Weight if bits == 4 else Int8Weight
-    if not isinstance(w, kind):
-        raise TypeError(f"w must be an {kind.__name__} (quantize_int{bits}_ref(weight)), got {type(w).__name__}")
-    rows, K = w.shape
-    _require_x(x, K)
+    rows, K = _require_fast_call(x, w, Int4Weight if bits == 4 else Int8Weight, bits)
     if x.shape[0] != 1:
         raise ValueError(f"x has {x.shape[0]} rows: the fused decode GEMV reads the weights once per row, so it "
                          f"takes one (B = 1); use w{bits}a16_fast for more")  # fmt: skip
-    if x.device != w.scale.device:
-        raise ValueError(f"x is on {x.device} but the weight on {w.scale.device}: move one of them")
-    if w.scale.requires_grad:  # refused while autograd records, as w8a16's checks do: no backward here
-        utils.require(w.scale, "w.scale")
     if utils.require_bool(swiglu, "swiglu") and rows % 2:
         raise ValueError(f"swiglu: w has {rows} rows, it must stack gate and up (an even number)")
     N = rows // 2 if swiglu else rows
