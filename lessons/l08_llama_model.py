@@ -1617,19 +1617,15 @@ def _check_falling_scores(fn, dtype, quiet):
     g = torch.Generator().manual_seed(1)
     t = torch.arange(max_len)
     s = torch.where(t % split_len < block, 0.0, -300.0) + 2 * torch.randn(max_len, generator=g)
-
-    def diagnose(got):
-        if bool(got.isfinite().all()):
-            return None
-        return (
-            "NaN or inf where each split's first key block scores about 0 and its later blocks some 300 below: the "
-            "running max must never fall, m_new = tl.maximum(m_i, tl.max(s, 1)). Taken from the block alone, it "
-            "falls by 300 at the second block, alpha = exp2(m_i - m_new) overflows to inf, and acc and l_i with it."
-        )
+    nonfinite = (
+        "NaN or inf where each split's first key block scores about 0 and its later blocks some 300 below: the "
+        "running max must never fall, m_new = tl.maximum(m_i, tl.max(s, 1)). Taken from the block alone, it falls "
+        "by 300 at the second block, alpha = exp2(m_i - m_new) overflows to inf, and acc and l_i with it."
+    )
 
     name = f"decode attention (B=1, H={H}, KV={KV}, D={D}, lengths=[{max_len}], {max_len // split_len} splits of "
     name += f"{split_len // block} key blocks, each split's first block scoring about 0, the others about -300)"
-    _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, diagnose)
+    _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, nonfinite)
 
 
 def _check_lengths_past_the_cache(fn, dtype, quiet):
@@ -1719,26 +1715,22 @@ def _check_far_scores(fn, dtype, quiet):
     split_len = decode_split(1, KV, max_len, head_dim=D)[1]
     g = torch.Generator().manual_seed(0)
     s = torch.where(torch.arange(max_len) < split_len, -400.0, -200.0) + 2 * torch.randn(max_len, generator=g)
-
-    def diagnose(got):
-        if bool(got.isfinite().all()):
-            return None
-        return (
-            "NaN or inf where every split's scores are far below 0 and split 0's far below the others': the "
-            "combine must take m = the max of the splits' m_i (masked splits loaded with other=-inf, not 0) and "
-            "weigh split i by exp2(m_i - m): never more than 1, and 1 for the split that holds the max. Or the "
-            "first kernel's running max starts at 0 (m_i = tl.zeros(...)), above every score here: p = exp2(s - 0) "
-            "underflows to 0 for every key, every l_i is 0 and the combine divides 0 by 0. Start it at -inf, "
-            'm_i = tl.full([BLOCK_H], float("-inf"), tl.float32).'
-        )
+    nonfinite = (
+        "NaN or inf where every split's scores are far below 0 and split 0's far below the others': the combine "
+        "must take m = the max of the splits' m_i (masked splits loaded with other=-inf, not 0) and weigh split i "
+        "by exp2(m_i - m): never more than 1, and 1 for the split that holds the max. Or the first kernel's running "
+        "max starts at 0 (m_i = tl.zeros(...)), above every score here: p = exp2(s - 0) underflows to 0 for every "
+        'key, every l_i is 0 and the combine divides 0 by 0. Start it at -inf, m_i = tl.full([BLOCK_H], float("-inf"), '
+        "tl.float32)."
+    )
 
     name = f"decode attention (B=1, H={H}, KV={KV}, D={D}, lengths=[{max_len}], scores near -400 and -200)"
-    _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, diagnose)
+    _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, nonfinite)
 
 
-def _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, diagnose):
+def _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, nonfinite):
     """One sequence of one kv head whose key t scores about s[t] (far_scores_qk, drawing from g), checked against
-    decode_attention_ref with the tolerance such scores need; diagnose(got) names what a non-finite result means."""
+    decode_attention_ref with the tolerance such scores need; nonfinite: the hint for a result holding NaN or inf."""
     __tracebackhide__ = True
     env = utils.mode.current()
     max_len = len(s)
@@ -1752,7 +1744,7 @@ def _check_scored_sequence(fn, dtype, quiet, s, H, D, g, name, diagnose):
     ref = decode_attention_ref(q64, k64, v.double(), lengths)
     s_max = float(torch.einsum("bhd,btkd->bhtk", q64, k64).abs().max()) / math.sqrt(D)
     utils.check(out, ref, **large_scores_tolerance(dtype, s_max), name=name, quiet=quiet, stray=stray,
-                diagnose=diagnose)  # fmt: skip
+                diagnose=lambda got: None if bool(got.isfinite().all()) else nonfinite)  # fmt: skip
 
 
 @triton.jit
