@@ -373,7 +373,10 @@ def attention_suspects(q, k, v, causal):
         suspects[
             "the running max m_i starts at 0, not -inf: in a row whose every score is far below 0 (under about -87, "
             "where exp underflows in fp32), m_new stays 0, every p = exp(s - 0) is 0, l_i stays 0 and o = 0 / 0 is "
-            'NaN. Start with m_i = tl.full([BLOCK_M], float("-inf"), tl.float32): the first block\'s max replaces it'
+            'NaN. Start with m_i = tl.full([BLOCK_M], float("-inf"), tl.float32): the first block\'s max replaces it. '
+            "Or the max subtracted is not this row's own, which leaves the same NaN: m_new = tl.maximum(m_i, "
+            "tl.max(s, 1)), along axis 1 (the keys of the row); along axis 0 it is a max over the block's queries, "
+            "taken from rows whose scores lie far above these"
         ] = started_at_0
     for exponential, twice in (("tl.exp", 1 / math.sqrt(D)), ("tl.exp2", LOG2E / math.sqrt(D))):
         suspects[
