@@ -977,6 +977,9 @@ def test_session_53_battery_of_mistakes_gets_named(mistake, monkeypatch, tmp_pat
 
     name, edits, check, words = SESSION53_BATTERY[mistake]
     plant(monkeypatch, tmp_path, L, name, *edits)
+    # one draw: the axis-0 max is told by name where its first wrong case is one of far or large scores (NaN); on
+    # some draws a large-scores row comes out finite and wrong first, told only "subtract each row's max" (CI, twice)
+    torch.manual_seed(0)
     with pytest.raises(AssertionError, match=re.escape(words)):
         SESSION53_CHECKS[check]()
 
